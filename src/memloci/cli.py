@@ -1,0 +1,259 @@
+"""The `memloci` command line (Typer + Rich): a thin adapter over the service, like the MCP tools."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from . import __version__
+from .errors import MemlociError
+
+app = typer.Typer(
+    name="memloci",
+    help="Durable memory for AI agents over MCP: knowledge graph and memories, on SQLite.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+import_app = typer.Typer(help="Import memory from other servers' files.", no_args_is_help=True)
+export_app = typer.Typer(help="Export a library.", no_args_is_help=True)
+bench_app = typer.Typer(help="Benchmarks: print a table and write JSON.", no_args_is_help=True)
+app.add_typer(import_app, name="import")
+app.add_typer(export_app, name="export")
+app.add_typer(bench_app, name="bench")
+
+LibrariesOpt = Annotated[
+    Optional[str],
+    typer.Option("--libraries", envvar="MEMLOCI_LIBRARIES",
+                 help="Libraries to mount, NAME:PATH[,NAME:PATH...] (default: 'default' in $MEMLOCI_HOME)."),
+]
+LibraryOpt = Annotated[Optional[str], typer.Option("--library", "-l", help="Library to use when several are mounted.")]
+
+
+def _service(libraries: str | None):
+    from .libraries import LibraryRegistry, default_specs, parse_library_specs
+    from .service import MemoryService
+
+    return MemoryService(LibraryRegistry(parse_library_specs(libraries) if libraries else default_specs()))
+
+
+def _console(stderr: bool = False):
+    from rich.console import Console
+
+    return Console(stderr=stderr)
+
+
+def _fail(exc: MemlociError) -> None:
+    err = _console(stderr=True)
+    err.print(f"[bold red]{exc.code}[/]: {exc.message}", highlight=False)
+    if exc.hint:
+        err.print(f"[dim]{exc.hint}[/]", highlight=False)
+    raise typer.Exit(1)
+
+
+def _version(value: bool) -> None:
+    if value:
+        print(f"memloci {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    home: Annotated[Optional[Path], typer.Option("--home", help="Data directory (sets MEMLOCI_HOME).")] = None,
+    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True, help="Show the version.")] = False,
+) -> None:
+    if home is not None:
+        os.environ["MEMLOCI_HOME"] = str(home.expanduser())
+
+
+@app.command()
+def serve(
+    libraries: LibrariesOpt = None,
+    name: Annotated[str, typer.Option("--name", help="Server name that MCP clients see.")] = "memloci",
+) -> None:
+    """Run the MCP server on stdio (what MCP clients start)."""
+    import logging
+
+    logging.basicConfig(
+        level=os.environ.get("MEMLOCI_LOG_LEVEL", "WARNING").upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    try:
+        service = _service(libraries)
+    except MemlociError as exc:
+        _fail(exc)
+    from .mcp.server import build_server
+
+    build_server(service, name=name).run("stdio")
+
+
+@import_app.command("jsonl")
+def import_jsonl(
+    path: Annotated[Path, typer.Argument(help="memory.jsonl (or the older memory.json) of the official memory server.",
+                                         exists=True, dir_okay=False, readable=True)],
+    libraries: LibrariesOpt = None,
+    library: LibraryOpt = None,
+) -> None:
+    """Import the official MCP memory server's memory.jsonl. Existing entities are merged, not duplicated."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    from .interop import read_official
+
+    console = _console()
+    try:
+        service = _service(libraries)
+        entities, relations = read_official(path)
+        with Progress(TextColumn("importing"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+                      console=console, transient=False) as bar:
+            task = bar.add_task("import", total=len(entities) + len(relations))
+            report = service.import_graph(entities, relations, library=library,
+                                          progress=lambda n: bar.advance(task, n))
+    except MemlociError as exc:
+        _fail(exc)
+    console.print(
+        f"Imported {path}: {report.entities_created} entities created, {report.entities_merged} merged, "
+        f"{report.observations_added} observations, {report.relations_created} relations"
+        + (f" ({report.relations_existing} already there)" if report.relations_existing else ""),
+        highlight=False,
+    )
+    if report.skipped_relations:
+        console.print(f"[yellow]{len(report.skipped_relations)} relations skipped:[/]", highlight=False)
+        for line, reason in report.skipped_relations[:20]:
+            console.print(f"  line {line}: {reason}", highlight=False)
+
+
+def _open_output(path: Path | None):
+    if path is None or str(path) == "-":
+        return sys.stdout, False
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return open(path, "w", encoding="utf-8", newline="\n"), True
+
+
+@export_app.command("jsonl")
+def export_jsonl(
+    path: Annotated[Optional[Path], typer.Argument(help="Output file (default: standard output).")] = None,
+    libraries: LibrariesOpt = None,
+    library: LibraryOpt = None,
+) -> None:
+    """Export as JSONL that the official memory server loads (MEMORY_FILE_PATH)."""
+    from .interop import write_official
+
+    try:
+        service = _service(libraries)
+        out, close = _open_output(path)
+        try:
+            n_e, n_r = write_official(service.iter_entities(library=library), service.iter_relations(library=library), out)
+        finally:
+            if close:
+                out.close()
+    except MemlociError as exc:
+        _fail(exc)
+    if path is not None:
+        _console(stderr=True).print(f"Wrote {n_e} entities and {n_r} relations to {path}", highlight=False)
+
+
+@export_app.command("markdown")
+def export_markdown(
+    path: Annotated[Optional[Path], typer.Argument(help="Output file (default: standard output).")] = None,
+    libraries: LibrariesOpt = None,
+    library: LibraryOpt = None,
+) -> None:
+    """Export as one Markdown file, a section per entity in name order (clean diffs)."""
+    from .markdown.export import render_graph
+
+    try:
+        service = _service(libraries)
+        text = render_graph(service.iter_entities(order="name", library=library), service.iter_relations(library=library))
+        out, close = _open_output(path)
+        try:
+            out.write(text)
+        finally:
+            if close:
+                out.close()
+    except MemlociError as exc:
+        _fail(exc)
+
+
+@app.command()
+def search(
+    query: Annotated[str, typer.Argument(help="Words to look for.")],
+    limit: Annotated[int, typer.Option("--limit", "-n", help="Most results.")] = 10,
+    libraries: LibrariesOpt = None,
+    library: LibraryOpt = None,
+) -> None:
+    """Search entities the way the search_nodes tool does."""
+    from rich.table import Table
+
+    try:
+        result = _service(libraries).search_nodes(query, limit=limit, library=library)
+    except MemlociError as exc:
+        _fail(exc)
+    console = _console()
+    if not result.hits:
+        console.print("No match.")
+        return
+    table = Table("name", "type", "why", "observations")
+    for hit in result.hits:
+        obs = hit.entity.observations
+        preview = "; ".join(o.content for o in obs[:2]) + (f" (+{len(obs) - 2})" if len(obs) > 2 else "")
+        table.add_row(hit.entity.name, hit.entity.entity_type, hit.why, preview)
+    console.print(table)
+
+
+@app.command()
+def stats(libraries: LibrariesOpt = None) -> None:
+    """Counts and size of every mounted library."""
+    from rich.table import Table
+
+    try:
+        rows = _service(libraries).all_stats()
+    except MemlociError as exc:
+        _fail(exc)
+    table = Table("library", "kind", "entities", "observations", "memories", "relations", "journal", "size", "path")
+    for s in rows:
+        table.add_row(s.name, s.kind, str(s.entities), str(s.observations), str(s.memories), str(s.relations),
+                      str(s.journal_entries), f"{s.size_bytes / 1024:.0f} KiB", s.path)
+    _console().print(table)
+
+
+@app.command()
+def history(
+    limit: Annotated[int, typer.Option("--limit", "-n", help="Most entries, newest first.")] = 20,
+    libraries: LibrariesOpt = None,
+    library: LibraryOpt = None,
+) -> None:
+    """The library's change journal, newest first."""
+    from rich.table import Table
+
+    try:
+        entries = _service(libraries).history(limit=limit, library=library)
+    except MemlociError as exc:
+        _fail(exc)
+    table = Table("#", "at", "tool", "action", "entities")
+    for e in entries:
+        names = ", ".join(e.entities[:5]) + (f" (+{len(e.entities) - 5})" if len(e.entities) > 5 else "")
+        table.add_row(str(e.id), e.at, e.tool, e.action, names)
+    _console().print(table)
+
+
+@bench_app.command("graph")
+def bench_graph(
+    n: Annotated[int, typer.Option("--n", help="Entities (each with 3 observations) and relations.")] = 50_000,
+    calls: Annotated[int, typer.Option("--calls", help="Timed calls per tool.")] = 200,
+    vs_official: Annotated[bool, typer.Option("--vs-official", help="Run the same bench on @modelcontextprotocol/server-memory (npm).")] = False,
+    official_n: Annotated[Optional[int], typer.Option("--official-n", help="N for the official server (default: same N).")] = None,
+    out: Annotated[Path, typer.Option("--out", help="JSON results file.")] = Path("bench-results/graph.json"),
+) -> None:
+    """Time each graph tool through a real MCP stdio round trip; p50/p95 per tool."""
+    from .bench.graph import run
+
+    run(n=n, calls=calls, vs_official=vs_official, official_n=official_n, out=out, console=_console())
+
+
+def main() -> None:
+    app()

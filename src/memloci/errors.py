@@ -1,0 +1,77 @@
+"""Error types: one per error code, each with a message and a hint for the caller.
+
+The code is what clients branch on; the message names the field and the rule; the hint
+says what to do next. MCP adapters turn these into `{error: {code, message, hint}}`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class MemlociError(Exception):
+    """Base of every error memloci reports to a caller."""
+
+    code = "INTERNAL_ERROR"
+    default_hint = ""
+
+    def __init__(self, message: str, *, hint: str | None = None, details: dict[str, Any] | None = None):
+        super().__init__(message)
+        self.message = message
+        self.hint = hint if hint is not None else self.default_hint
+        self.details = details or {}
+
+    def to_dict(self) -> dict[str, Any]:
+        body: dict[str, Any] = {"code": self.code, "message": self.message, "hint": self.hint}
+        if self.details:
+            body["details"] = self.details
+        return {"error": body}
+
+
+class NotFoundError(MemlociError):
+    code = "NOT_FOUND"
+    default_hint = "Check the name with search_nodes or read_graph, or create it first."
+
+
+class ValidationError(MemlociError):
+    code = "VALIDATION_ERROR"
+    default_hint = "Fix the named field and send the call again; nothing was changed."
+
+
+class AlreadyExistsError(MemlociError):
+    code = "ALREADY_EXISTS"
+    default_hint = "Pick another name, or update the existing item instead."
+
+
+class InvalidRelationError(MemlociError):
+    code = "INVALID_RELATION"
+    default_hint = "Create the missing entities with create_entities first; nothing was changed."
+
+
+class ConflictError(MemlociError):
+    code = "CONFLICT"
+    default_hint = "Read the current state and retry."
+
+
+class AwaitingConfirmationError(MemlociError):
+    code = "AWAITING_CONFIRMATION"
+    default_hint = "Repeat the call with the confirmation argument set."
+
+
+class PermissionDeniedError(MemlociError):
+    code = "PERMISSION_DENIED"
+    default_hint = "Check the path and its permissions."
+
+
+class InternalError(MemlociError):
+    code = "INTERNAL_ERROR"
+    default_hint = "This is a fault in memloci or its storage; the server log has details."
+
+
+class LibraryUnreadableError(InternalError):
+    """A library that exists but cannot be read: never treated as an empty one."""
+
+    default_hint = (
+        "memloci will not overwrite it. Restore the file from a backup, fix its permissions, "
+        "or mount another path."
+    )

@@ -1,0 +1,117 @@
+"""Which libraries are mounted, by name.
+
+A library spec is `name:path[,name:path...]` (flag `--libraries`, variable
+`MEMLOCI_LIBRARIES`). With none given, one library named `default` lives in
+`$MEMLOCI_HOME/default.db`. Stores open lazily, on first use, so start-up stays fast
+and a broken library is reported by the call that needs it, not by a crashed server.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import NotFoundError, ValidationError
+from .store import Store
+
+DEFAULT_LIBRARY = "default"
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+
+
+def memloci_home() -> Path:
+    """The data directory: `$MEMLOCI_HOME`, else `~/.local/share/memloci`."""
+    home = os.environ.get("MEMLOCI_HOME")
+    return Path(home).expanduser() if home else Path.home() / ".local" / "share" / "memloci"
+
+
+@dataclass(frozen=True, slots=True)
+class LibrarySpec:
+    name: str
+    path: Path
+    kind: str = "sqlite"
+
+
+def parse_library_specs(spec: str) -> list[LibrarySpec]:
+    """Parse `work:/path/work.db,personal:/path/notes.db` into specs, with errors that say what is wrong."""
+    specs: list[LibrarySpec] = []
+    for i, part in enumerate(p.strip() for p in spec.split(",")):
+        if not part:
+            continue
+        name, sep, path = part.partition(":")
+        name, path = name.strip(), path.strip()
+        if not sep or not path:
+            raise ValidationError(
+                f"libraries[{i}] '{part}': expected NAME:PATH",
+                hint="Example: --libraries 'work:~/memory/work.db,personal:~/memory/personal.db'",
+            )
+        if not _NAME.match(name):
+            raise ValidationError(
+                f"libraries[{i}] name '{name}': use 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit"
+            )
+        if any(s.name == name for s in specs):
+            raise ValidationError(f"libraries[{i}] name '{name}': mounted twice; library names must be unique")
+        p = Path(path).expanduser().resolve()
+        if p.is_dir() or p.suffix.lower() not in {".db", ".sqlite", ".sqlite3"}:
+            raise ValidationError(
+                f"libraries[{i}] path '{path}': a SQLite library is a file ending in .db",
+                hint="Give a path like ~/memory/work.db; it is created if missing.",
+            )
+        specs.append(LibrarySpec(name, p))
+    if not specs:
+        raise ValidationError("libraries: no library given", hint="Example: --libraries 'work:~/memory/work.db'")
+    return specs
+
+
+def default_specs() -> list[LibrarySpec]:
+    env = os.environ.get("MEMLOCI_LIBRARIES")
+    if env:
+        return parse_library_specs(env)
+    return [LibrarySpec(DEFAULT_LIBRARY, memloci_home() / f"{DEFAULT_LIBRARY}.db")]
+
+
+def open_store(spec: LibrarySpec) -> Store:
+    from .store.sqlite import SQLiteStore
+
+    return SQLiteStore(spec.path, spec.name)
+
+
+class LibraryRegistry:
+    """The mounted libraries of one process, by name."""
+
+    def __init__(self, specs: list[LibrarySpec] | None = None):
+        self.specs = specs if specs is not None else default_specs()
+        self._stores: dict[str, Store] = {s.name: open_store(s) for s in self.specs}
+        self._lock = threading.Lock()
+
+    def names(self) -> list[str]:
+        return list(self._stores)
+
+    def get(self, name: str | None = None) -> Store:
+        """The named library (opened on first use); the only one when `name` is left out."""
+        if name is None or name == "":
+            if len(self._stores) == 1:
+                store = next(iter(self._stores.values()))
+            else:
+                raise ValidationError(
+                    f"library: several libraries are mounted ({', '.join(self._stores)}); name one",
+                    hint=f"Pass library=\"{next(iter(self._stores))}\" (one of: {', '.join(self._stores)}).",
+                )
+        else:
+            store = self._stores.get(name)
+            if store is None:
+                raise NotFoundError(
+                    f"library '{name}' is not mounted; mounted: {', '.join(self._stores)}",
+                    hint=f"Use one of: {', '.join(self._stores)}.",
+                )
+        store.open()
+        return store
+
+    def all(self) -> list[Store]:
+        return list(self._stores.values())
+
+    def close(self) -> None:
+        for store in self._stores.values():
+            store.close()

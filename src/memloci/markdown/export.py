@@ -1,0 +1,35 @@
+"""The whole graph as one Markdown file: one section per entity, sorted by name, so diffs stay clean."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+
+from ..model import Entity, Relation
+
+
+def _line(text: str) -> str:
+    # An observation may span lines; indent continuation lines so the list item stays one item.
+    return text.replace("\n", "\n  ")
+
+
+def render_graph(entities: Iterable[Entity], relations: Iterable[Relation], title: str = "Knowledge graph") -> str:
+    outgoing: dict[str, list[Relation]] = defaultdict(list)
+    for r in relations:
+        outgoing[r.from_entity.casefold()].append(r)
+    ordered = sorted(entities, key=lambda e: (e.name.casefold(), e.name))
+    parts = [f"# {title}\n", f"{len(ordered)} entities, {sum(len(v) for v in outgoing.values())} relations.\n"]
+    for e in ordered:
+        parts.append(f"\n## {e.name}\n\n")
+        parts.append(f"- type: {e.entity_type}\n")
+        if e.aliases:
+            parts.append(f"- aliases: {', '.join(e.aliases)}\n")
+        parts.append(f"- created: {e.created_at}\n")
+        if e.observations:
+            parts.append("\n### Observations\n\n")
+            parts.extend(f"- {_line(o.content)}\n" for o in e.observations)
+        rels = sorted(outgoing.get(e.name.casefold(), []), key=lambda r: (r.relation_type, r.to_entity.casefold()))
+        if rels:
+            parts.append("\n### Relations\n\n")
+            parts.extend(f"- {r.relation_type} → {r.to_entity}\n" for r in rels)
+    return "".join(parts)

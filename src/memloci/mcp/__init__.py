@@ -1,0 +1,1 @@
+"""The MCP surface: tool adapters over the service, grouped by area."""

@@ -1,0 +1,342 @@
+"""The nine knowledge-graph tools of the official MCP memory server, same names and arguments.
+
+Additions are optional arguments only (`library`, `limit`, `offset`, `summary_mode`), so
+prompts and clients written for the official server work unchanged. The text content keeps
+the official server's JSON shape (clients parse it); the structured content says more.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from mcp_types import CallToolResult, ToolAnnotations
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..errors import ValidationError
+from ..model import Entity, EntityInput, ObservationBatch, Relation, RelationInput
+from ..service import DEFAULT_GRAPH_LIMIT, DEFAULT_SEARCH_LIMIT, MemoryService
+from .replies import reply
+
+# -- arguments (the official shapes) -----------------------------------------------------
+
+
+class EntityArg(BaseModel):
+    name: str = Field(description="The name of the entity")
+    entityType: str = Field(description="The type of the entity")
+    observations: list[str] = Field(default_factory=list, description="An array of observation contents associated with the entity")
+
+
+class RelationArg(BaseModel):
+    model_config = ConfigDict(populate_by_name=True)
+    from_: str = Field(alias="from", description="The name of the entity where the relation starts")
+    to: str = Field(description="The name of the entity where the relation ends")
+    relationType: str = Field(description="The type of the relation")
+
+
+class ObservationArg(BaseModel):
+    entityName: str = Field(description="The name of the entity to add the observations to")
+    contents: list[str] = Field(description="An array of observation contents to add")
+
+
+class DeletionArg(BaseModel):
+    entityName: str = Field(description="The name of the entity containing the observations")
+    observations: list[str] = Field(description="An array of observations to delete")
+
+
+Library = Annotated[str | None, Field(description="Library to use; may be left out when only one is mounted")]
+LibraryName = Annotated[str | None, Field(description="Same as `library`")]
+
+# -- results -----------------------------------------------------------------------------
+
+
+class EntityOut(BaseModel):
+    name: str
+    entityType: str
+    observations: list[str] | None = None
+    observationDates: list[str] | None = Field(None, description="When each observation was recorded (UTC), same order")
+    createdAt: str | None = None
+    updatedAt: str | None = None
+
+
+class RelationOut(BaseModel):
+    model_config = ConfigDict(populate_by_name=True)
+    from_: str = Field(alias="from")
+    to: str
+    relationType: str
+    createdAt: str | None = None
+
+
+class GraphOut(BaseModel):
+    entities: list[EntityOut]
+    relations: list[RelationOut]
+
+
+class PagedGraphOut(GraphOut):
+    total_entity_count: int
+    is_truncated: bool
+    offset: int
+    next_offset: int | None = None
+    hint: str | None = None
+
+
+class SearchOut(GraphOut):
+    is_truncated: bool
+    why: dict[str, str] = Field(description="Per entity name: which signals matched")
+
+
+class CreatedEntityOut(EntityOut):
+    status: Literal["created", "merged"]
+    skippedObservations: list[str] | None = None
+
+
+class CreateEntitiesOut(BaseModel):
+    entities: list[CreatedEntityOut]
+    created: list[str]
+    merged: list[str]
+
+
+class CreateRelationsOut(BaseModel):
+    relations: list[RelationOut]
+    already_existed: list[RelationOut]
+
+
+class AddedOut(BaseModel):
+    entityName: str
+    addedObservations: list[str]
+    skippedObservations: list[str]
+
+
+class AddObservationsOut(BaseModel):
+    results: list[AddedOut]
+
+
+class DeleteOut(BaseModel):
+    success: bool
+    message: str
+    deleted: list[Any] = Field(default_factory=list, description="What was actually removed")
+
+
+# -- shaping -----------------------------------------------------------------------------
+
+
+def entity_out(e: Entity, *, observations: bool = True, dates: bool = False) -> dict[str, Any]:
+    out: dict[str, Any] = {"name": e.name, "entityType": e.entity_type}
+    if observations:
+        out["observations"] = [o.content for o in e.observations]
+        if dates:
+            out["observationDates"] = [o.created_at for o in e.observations]
+    out["createdAt"] = e.created_at
+    out["updatedAt"] = e.updated_at
+    return out
+
+
+def relation_out(r: Relation, *, dates: bool = False) -> dict[str, Any]:
+    out = {"from": r.from_entity, "to": r.to_entity, "relationType": r.relation_type}
+    if dates and r.created_at:
+        out["createdAt"] = r.created_at
+    return out
+
+
+def _library(library: str | None, library_name: str | None) -> str | None:
+    if library and library_name and library != library_name:
+        raise ValidationError(f"library: got library='{library}' and library_name='{library_name}'; give one")
+    return library or library_name
+
+
+def _annotations(title: str, *, read_only: bool = False, destructive: bool = False, idempotent: bool = False) -> ToolAnnotations:
+    return ToolAnnotations(title=title, readOnlyHint=read_only, destructiveHint=destructive,
+                           idempotentHint=idempotent, openWorldHint=False)
+
+
+# -- tools -------------------------------------------------------------------------------
+
+
+def register(server: Any, service: MemoryService) -> None:
+    def create_entities(
+        entities: list[EntityArg], library: Library = None, library_name: LibraryName = None
+    ) -> Annotated[CallToolResult, CreateEntitiesOut]:
+        results = service.create_entities(
+            [EntityInput(e.name, e.entityType, tuple(e.observations)) for e in entities],
+            library=_library(library, library_name),
+        )
+        shaped = []
+        for r in results:
+            item: dict[str, Any] = {"name": r.name, "entityType": r.entity_type, "observations": list(r.observations),
+                                    "createdAt": r.created_at, "status": r.status}
+            if r.skipped_observations:
+                item["skippedObservations"] = list(r.skipped_observations)
+            shaped.append(item)
+        structured = {"entities": shaped,
+                      "created": [r.name for r in results if r.status == "created"],
+                      "merged": [r.name for r in results if r.status == "merged"]}
+        return reply(structured, text=shaped)
+
+    def create_relations(
+        relations: list[RelationArg], library: Library = None, library_name: LibraryName = None
+    ) -> Annotated[CallToolResult, CreateRelationsOut]:
+        created, existing = service.create_relations(
+            [RelationInput(r.from_, r.relationType, r.to) for r in relations], library=_library(library, library_name)
+        )
+        shaped = [relation_out(r) for r in created]
+        return reply({"relations": shaped, "already_existed": [relation_out(r) for r in existing]}, text=shaped)
+
+    def add_observations(
+        observations: list[ObservationArg], library: Library = None, library_name: LibraryName = None
+    ) -> Annotated[CallToolResult, AddObservationsOut]:
+        results = service.add_observations(
+            [ObservationBatch(o.entityName, tuple(o.contents)) for o in observations],
+            library=_library(library, library_name),
+        )
+        shaped = [{"entityName": r.entity_name, "addedObservations": list(r.added),
+                   "skippedObservations": list(r.skipped)} for r in results]
+        return reply({"results": shaped}, text=shaped)
+
+    def delete_entities(
+        entityNames: Annotated[list[str], Field(description="An array of entity names to delete")],
+        library: Library = None, library_name: LibraryName = None,
+    ) -> Annotated[CallToolResult, DeleteOut]:
+        deleted = service.delete_entities(entityNames, library=_library(library, library_name))
+        message = "Entities deleted successfully"
+        return reply({"success": True, "message": message, "deleted": deleted}, text=message)
+
+    def delete_observations(
+        deletions: list[DeletionArg], library: Library = None, library_name: LibraryName = None
+    ) -> Annotated[CallToolResult, DeleteOut]:
+        results = service.delete_observations(
+            [ObservationBatch(d.entityName, tuple(d.observations)) for d in deletions],
+            library=_library(library, library_name),
+        )
+        message = "Observations deleted successfully"
+        deleted = [{"entityName": r.entity_name, "observations": list(r.added)} for r in results if r.added]
+        return reply({"success": True, "message": message, "deleted": deleted}, text=message)
+
+    def delete_relations(
+        relations: Annotated[list[RelationArg], Field(description="An array of relations to delete")],
+        library: Library = None, library_name: LibraryName = None,
+    ) -> Annotated[CallToolResult, DeleteOut]:
+        deleted = service.delete_relations(
+            [RelationInput(r.from_, r.relationType, r.to) for r in relations], library=_library(library, library_name)
+        )
+        message = "Relations deleted successfully"
+        return reply({"success": True, "message": message, "deleted": [relation_out(r) for r in deleted]}, text=message)
+
+    def read_graph(
+        summary_mode: Annotated[bool, Field(description="Names and types only, no observations")] = False,
+        limit: Annotated[int | None, Field(description=f"Entities per page (default {DEFAULT_GRAPH_LIMIT})")] = None,
+        offset: Annotated[int, Field(description="Entities to skip (for the next page)")] = 0,
+        library: Library = None, library_name: LibraryName = None,
+    ) -> Annotated[CallToolResult, PagedGraphOut]:
+        page = service.read_graph(limit=limit, offset=offset, summary=summary_mode, library=_library(library, library_name))
+        structured: dict[str, Any] = {
+            "entities": [entity_out(e, observations=not summary_mode) for e in page.entities],
+            "relations": [relation_out(r) for r in page.relations],
+            "total_entity_count": page.total_entity_count,
+            "is_truncated": page.is_truncated,
+            "offset": page.offset,
+        }
+        if page.is_truncated:
+            nxt = page.offset + len(page.entities)
+            structured["next_offset"] = nxt
+            structured["hint"] = (f"Showing {len(page.entities)} of {page.total_entity_count} entities; "
+                                  f"call read_graph with offset={nxt} for more, or use search_nodes.")
+        return reply(structured)
+
+    def search_nodes(
+        query: Annotated[str, Field(description="The search query to match against entity names, types, and observation content")],
+        limit: Annotated[int | None, Field(description=f"Most entities to return (default {DEFAULT_SEARCH_LIMIT})")] = None,
+        library: Library = None, library_name: LibraryName = None,
+    ) -> Annotated[CallToolResult, SearchOut]:
+        result = service.search_nodes(query, limit=limit, library=_library(library, library_name))
+        structured = {
+            "entities": [entity_out(h.entity, dates=True) for h in result.hits],
+            "relations": [relation_out(r) for r in result.relations],
+            "is_truncated": result.is_truncated,
+            "why": {h.entity.name: h.why for h in result.hits},
+        }
+        return reply(structured)
+
+    def open_nodes(
+        names: Annotated[list[str], Field(description="An array of entity names to retrieve")],
+        library: Library = None, library_name: LibraryName = None,
+    ) -> Annotated[CallToolResult, GraphOut]:
+        graph = service.open_nodes(names, library=_library(library, library_name))
+        structured = {
+            "entities": [entity_out(e, dates=True) for e in graph.entities],
+            "relations": [relation_out(r, dates=True) for r in graph.relations],
+        }
+        return reply(structured)
+
+    server.add_tool(
+        create_entities, title="Create Entities",
+        description=(
+            "Create entities in the knowledge graph. An entity whose name already exists (any case) is not "
+            "duplicated: the new observations are merged into it and its type is kept; the reply marks each "
+            "entity 'created' or 'merged'.\n"
+            'Example: {"entities": [{"name": "Alice", "entityType": "person", "observations": ["Works at Acme"]}]}'
+        ),
+        annotations=_annotations("Create Entities"),
+    )
+    server.add_tool(
+        create_relations, title="Create Relations",
+        description=(
+            "Create directed relations between existing entities, in active voice. Fails with INVALID_RELATION, "
+            "changing nothing, if an endpoint does not exist; an existing relation is left as is.\n"
+            'Example: {"relations": [{"from": "Alice", "to": "Acme", "relationType": "works_at"}]}'
+        ),
+        annotations=_annotations("Create Relations", idempotent=True),
+    )
+    server.add_tool(
+        add_observations, title="Add Observations",
+        description=(
+            "Add observations (dated facts) to existing entities. Fails with NOT_FOUND, changing nothing, if an "
+            "entity does not exist; observations it already has are skipped.\n"
+            'Example: {"observations": [{"entityName": "Alice", "contents": ["Prefers email"]}]}'
+        ),
+        annotations=_annotations("Add Observations", idempotent=True),
+    )
+    server.add_tool(
+        delete_entities, title="Delete Entities",
+        description="Delete entities with their observations and every relation touching them. Names not found are ignored.\n"
+                    'Example: {"entityNames": ["Alice"]}',
+        annotations=_annotations("Delete Entities", destructive=True, idempotent=True),
+    )
+    server.add_tool(
+        delete_observations, title="Delete Observations",
+        description="Delete specific observations from entities. Missing ones are ignored.\n"
+                    'Example: {"deletions": [{"entityName": "Alice", "observations": ["Prefers email"]}]}',
+        annotations=_annotations("Delete Observations", destructive=True, idempotent=True),
+    )
+    server.add_tool(
+        delete_relations, title="Delete Relations",
+        description="Delete specific relations. Missing ones are ignored.\n"
+                    'Example: {"relations": [{"from": "Alice", "to": "Acme", "relationType": "works_at"}]}',
+        annotations=_annotations("Delete Relations", destructive=True, idempotent=True),
+    )
+    server.add_tool(
+        read_graph, title="Read Graph",
+        description=(
+            f"Read the knowledge graph a page at a time (default {DEFAULT_GRAPH_LIMIT} entities), with the relations "
+            "whose both ends are on the page. summary_mode=true gives names and types only. "
+            "total_entity_count and is_truncated tell whether to fetch the next page (offset). "
+            "Prefer search_nodes to find something specific.\n"
+            'Example: {"summary_mode": true, "limit": 100}'
+        ),
+        annotations=_annotations("Read Graph", read_only=True, idempotent=True),
+    )
+    server.add_tool(
+        search_nodes, title="Search Nodes",
+        description=(
+            "Search entities by words in their names, types, aliases and observations, ranked (BM25); entities "
+            "matching every word come first; case-insensitive. Returns the entities and the relations touching them.\n"
+            'Example: {"query": "alice acme email", "limit": 10}'
+        ),
+        annotations=_annotations("Search Nodes", read_only=True, idempotent=True),
+    )
+    server.add_tool(
+        open_nodes, title="Open Nodes",
+        description=(
+            "Open entities by name (case-insensitive) with their dated observations and every relation touching them.\n"
+            'Example: {"names": ["Alice", "Acme"]}'
+        ),
+        annotations=_annotations("Open Nodes", read_only=True, idempotent=True),
+    )

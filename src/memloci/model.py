@@ -1,0 +1,151 @@
+"""The concepts of memloci as plain data (DESIGN.md §1). No I/O here."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class Observation:
+    """A memory attached to an entity, as the graph tools show it."""
+
+    content: str
+    created_at: str
+
+
+@dataclass(frozen=True, slots=True)
+class Entity:
+    name: str
+    entity_type: str
+    observations: tuple[Observation, ...] = ()
+    aliases: tuple[str, ...] = ()
+    tags: tuple[str, ...] = ()
+    metadata: dict[str, Any] = field(default_factory=dict)
+    body: str = ""
+    created_at: str = ""
+    updated_at: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Relation:
+    from_entity: str
+    relation_type: str
+    to_entity: str
+    created_at: str = ""
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return (self.from_entity.casefold(), self.relation_type, self.to_entity.casefold())
+
+
+@dataclass(frozen=True, slots=True)
+class EntityInput:
+    """An entity as a caller asks to create it (already validated)."""
+
+    name: str
+    entity_type: str
+    observations: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class RelationInput:
+    from_entity: str
+    relation_type: str
+    to_entity: str
+
+
+@dataclass(frozen=True, slots=True)
+class ObservationBatch:
+    """Observations to add to (or delete from) one entity."""
+
+    entity_name: str
+    contents: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class CreatedEntity:
+    """One entity of a create_entities call: newly created, or merged into an existing one.
+
+    `observations` are the ones this call stored; a merge keeps the stored name and type.
+    """
+
+    name: str
+    entity_type: str
+    status: str  # "created" | "merged"
+    observations: tuple[str, ...]
+    skipped_observations: tuple[str, ...]
+    created_at: str
+
+
+@dataclass(frozen=True, slots=True)
+class AddedObservations:
+    entity_name: str
+    added: tuple[str, ...]
+    skipped: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Graph:
+    entities: tuple[Entity, ...]
+    relations: tuple[Relation, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class GraphPage:
+    entities: tuple[Entity, ...]
+    relations: tuple[Relation, ...]
+    total_entity_count: int
+    offset: int
+    is_truncated: bool
+
+
+@dataclass(frozen=True, slots=True)
+class SearchHit:
+    entity: Entity
+    score: float
+    matched_terms: int
+    why: str
+
+
+@dataclass(frozen=True, slots=True)
+class SearchResult:
+    hits: tuple[SearchHit, ...]
+    relations: tuple[Relation, ...]
+    is_truncated: bool
+
+
+@dataclass(frozen=True, slots=True)
+class JournalEntry:
+    id: int
+    at: str
+    tool: str
+    action: str
+    entities: tuple[str, ...]
+    detail: dict[str, Any] | None
+
+
+@dataclass(frozen=True, slots=True)
+class LibraryStats:
+    name: str
+    kind: str
+    path: str
+    entities: int
+    observations: int
+    memories: int
+    relations: int
+    journal_entries: int
+    size_bytes: int
+    schema_version: int
+
+
+def now_iso() -> str:
+    """The current UTC time as memloci stores it: `2026-11-21T04:50:00Z`."""
+    from datetime import datetime, timezone
+
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def name_key(name: str) -> str:
+    """The form under which entity names are compared: case-insensitive."""
+    return name.casefold()

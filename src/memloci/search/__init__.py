@@ -1,0 +1,1 @@
+"""Retrieval: query parsing, lexical ranking helpers (and later vectors, fusion, decay)."""

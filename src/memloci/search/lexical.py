@@ -1,0 +1,54 @@
+"""Turning a user's query into full-text search expressions.
+
+User text never reaches FTS syntax directly: every term is quoted, so `"`, `*`, `AND`,
+`NEAR(` and friends are searched as words, never parsed as operators.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+_WORD = re.compile(r"\w+", re.UNICODE)
+MAX_TERMS = 16
+# Prefix-match terms of this length or more ("auth" finds "authentication"); shorter ones
+# match whole words only, since a one-letter prefix matches nearly every row.
+PREFIX_MIN = 3
+
+
+def query_terms(query: str) -> list[str]:
+    """Distinct lowercase words of a query, in order, at most MAX_TERMS."""
+    seen: dict[str, None] = {}
+    for word in _WORD.findall(query.casefold()):
+        word = word.strip("_")
+        if word and word not in seen:
+            seen[word] = None
+    return list(seen)[:MAX_TERMS]
+
+
+def fts_term(term: str) -> str:
+    quoted = '"' + term.replace('"', '""') + '"'
+    return quoted + "*" if len(term) >= PREFIX_MIN else quoted
+
+
+def match_all(terms: list[str]) -> str:
+    return " AND ".join(fts_term(t) for t in terms)
+
+
+def match_any(terms: list[str]) -> str:
+    return " OR ".join(fts_term(t) for t in terms)
+
+
+def like_pattern(text: str) -> str:
+    """A LIKE pattern finding `text` as a substring (with `\\` as the escape character)."""
+    escaped = text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return f"%{escaped}%"
+
+
+def normalize_content(text: str) -> str:
+    """The form under which two texts count as the same memory: trimmed, single-spaced, casefolded."""
+    return " ".join(text.split()).casefold()
+
+
+def content_hash(text: str) -> str:
+    return hashlib.sha256(normalize_content(text).encode("utf-8")).hexdigest()

@@ -1,0 +1,605 @@
+"""The embedded engine: one SQLite file per library (DESIGN.md §3).
+
+Concurrency: WAL mode; every write is one `BEGIN IMMEDIATE` transaction, serialized
+in-process by a lock and across processes by SQLite's own write lock (with a generous
+busy timeout), so concurrent callers queue instead of overwriting each other. A process
+killed mid-transaction leaves nothing behind: SQLite rolls the hot journal back on the
+next open. Each thread uses its own connection.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sqlite3
+import threading
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from ..errors import InvalidRelationError, LibraryUnreadableError, NotFoundError, PermissionDeniedError
+from ..model import (
+    AddedObservations,
+    CreatedEntity,
+    Entity,
+    EntityInput,
+    Graph,
+    GraphPage,
+    JournalEntry,
+    LibraryStats,
+    Observation,
+    ObservationBatch,
+    Relation,
+    RelationInput,
+    SearchHit,
+    SearchResult,
+    name_key,
+    now_iso,
+)
+from ..search import lexical
+from .sqlite_schema import MIGRATIONS, SCHEMA_VERSION
+
+log = logging.getLogger(__name__)
+
+BUSY_TIMEOUT_S = 60.0
+_CHUNK = 500  # ids per IN (...) list
+_BM25 = "bm25(entity_fts, 5.0, 2.0, 4.0, 1.0)"  # weights: name, type, aliases, observations
+
+
+def _chunks(items: Sequence[Any], size: int = _CHUNK) -> Iterator[Sequence[Any]]:
+    for i in range(0, len(items), size):
+        yield items[i : i + size]
+
+
+def _marks(n: int) -> str:
+    return ",".join("?" * n)
+
+
+class SQLiteStore:
+    """A library kept in one SQLite file."""
+
+    kind = "sqlite"
+
+    def __init__(self, path: str | os.PathLike[str], name: str = "default"):
+        self.path = str(Path(path).expanduser())
+        self.name = name
+        self._local = threading.local()
+        self._write_lock = threading.Lock()
+        self._open_lock = threading.Lock()
+        self._registry_lock = threading.Lock()
+        self._opened = False
+        self._connections: list[sqlite3.Connection] = []
+
+    # -- connections -------------------------------------------------------------------
+
+    def open(self) -> None:
+        """Check the file, create or migrate the schema. Idempotent; cheap after the first call."""
+        if self._opened:
+            return
+        with self._open_lock:
+            if self._opened:
+                return
+            p = Path(self.path)
+            if p.is_dir():
+                raise LibraryUnreadableError(f"library '{self.name}': {self.path} is a folder, not a SQLite file")
+            if p.exists() and not os.access(p, os.R_OK):
+                raise LibraryUnreadableError(f"library '{self.name}': {self.path} cannot be read (permission denied)")
+            p.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                conn = self._conn()
+                version = conn.execute("PRAGMA user_version").fetchone()[0]
+                if version > SCHEMA_VERSION:
+                    raise LibraryUnreadableError(
+                        f"library '{self.name}' at {self.path} has schema version {version}; "
+                        f"this memloci knows up to {SCHEMA_VERSION}",
+                        hint="Upgrade memloci to open this library.",
+                    )
+                if version < SCHEMA_VERSION:
+                    self._migrate(conn)
+            except sqlite3.DatabaseError as exc:
+                self._drop_connection()
+                raise LibraryUnreadableError(
+                    f"library '{self.name}' at {self.path} is not a readable SQLite database: {exc}"
+                ) from exc
+            self._opened = True
+
+    def _conn(self) -> sqlite3.Connection:
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False)
+            conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+            # WAL needs the first write to stick; a read-only or corrupt file fails here, loudly.
+            mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+            if mode != "wal":
+                log.warning("library %s: journal mode is %s, not wal", self.name, mode)
+            conn.execute("PRAGMA synchronous = NORMAL")
+            conn.execute("PRAGMA foreign_keys = ON")
+            conn.execute("PRAGMA temp_store = MEMORY")
+            conn.execute("PRAGMA cache_size = -32000")
+            self._local.conn = conn
+            with self._registry_lock:
+                self._connections.append(conn)
+        return conn
+
+    def _drop_connection(self) -> None:
+        conn = getattr(self._local, "conn", None)
+        if conn is not None:
+            conn.close()
+            self._local.conn = None
+            with self._registry_lock:
+                self._connections.remove(conn)
+
+    def close(self) -> None:
+        with self._registry_lock:
+            connections, self._connections = self._connections, []
+        for conn in connections:
+            try:
+                conn.close()
+            except sqlite3.Error:
+                pass
+        self._local = threading.local()
+        self._opened = False
+
+    def _migrate(self, conn: sqlite3.Connection) -> None:
+        with self._write_lock:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                # Read again under the write lock: another process may have migrated meanwhile.
+                version = conn.execute("PRAGMA user_version").fetchone()[0]
+                for number in range(version, SCHEMA_VERSION):
+                    log.info("library %s: applying schema migration %d", self.name, number + 1)
+                    for statement in _split_sql(MIGRATIONS[number]):
+                        conn.execute(statement)
+                    if number == 0:
+                        conn.execute("INSERT OR IGNORE INTO library_meta VALUES ('created_at', ?)", (now_iso(),))
+                conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction: committed whole, or rolled back whole."""
+        self.open()
+        conn = self._conn()
+        with self._write_lock:
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.OperationalError as exc:
+                raise _storage_error(self, exc) from exc
+            try:
+                yield conn
+                conn.execute("COMMIT")
+            except BaseException as exc:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                if isinstance(exc, sqlite3.OperationalError):
+                    raise _storage_error(self, exc) from exc
+                raise
+
+    @contextmanager
+    def _read(self) -> Iterator[sqlite3.Connection]:
+        """A consistent snapshot for several SELECTs."""
+        self.open()
+        conn = self._conn()
+        conn.execute("BEGIN")
+        try:
+            yield conn
+        finally:
+            if conn.in_transaction:
+                conn.execute("COMMIT")
+
+    # -- helpers -----------------------------------------------------------------------
+
+    @staticmethod
+    def _resolve(conn: sqlite3.Connection, names: Iterable[str]) -> dict[str, tuple[int, str]]:
+        """name_key -> (id, stored name) for the names that exist."""
+        keys = list(dict.fromkeys(name_key(n) for n in names))
+        found: dict[str, tuple[int, str]] = {}
+        for chunk in _chunks(keys):
+            for id_, name, key in conn.execute(
+                f"SELECT id, name, name_key FROM entities WHERE name_key IN ({_marks(len(chunk))})", chunk
+            ):
+                found[key] = (id_, name)
+        return found
+
+    @staticmethod
+    def _refresh_fts(conn: sqlite3.Connection, ids: Iterable[int]) -> None:
+        ids = list(dict.fromkeys(ids))
+        conn.executemany("DELETE FROM entity_fts WHERE rowid = ?", [(i,) for i in ids])
+        for chunk in _chunks(ids):
+            conn.execute(
+                f"""INSERT INTO entity_fts (rowid, name, entity_type, aliases, observations)
+                    SELECT e.id, e.name, e.entity_type, e.aliases,
+                           ifnull((SELECT group_concat(m.content, char(10)) FROM memories m
+                                   WHERE m.entity_id = e.id), '')
+                    FROM entities e WHERE e.id IN ({_marks(len(chunk))})""",
+                chunk,
+            )
+
+    @staticmethod
+    def _journal(conn: sqlite3.Connection, tool: str, action: str, entities: Sequence[str], detail: dict | None) -> None:
+        conn.execute(
+            "INSERT INTO journal (at, tool, action, entities, detail) VALUES (?, ?, ?, ?, ?)",
+            (now_iso(), tool, action, json.dumps(list(entities), ensure_ascii=False),
+             json.dumps(detail, ensure_ascii=False) if detail is not None else None),
+        )
+
+    @staticmethod
+    def _insert_observations(conn: sqlite3.Connection, entity_id: int, contents: Iterable[str], at: str) -> tuple[list[str], list[str]]:
+        added, skipped = [], []
+        for content in contents:
+            cur = conn.execute(
+                """INSERT OR IGNORE INTO memories
+                   (entity_id, content, content_hash, memory_type, created_at, updated_at)
+                   VALUES (?, ?, ?, 'observation', ?, ?)""",
+                (entity_id, content, lexical.content_hash(content), at, at),
+            )
+            (added if cur.rowcount else skipped).append(content)
+        return added, skipped
+
+    def _load_entities(self, conn: sqlite3.Connection, ids: Sequence[int], observations: bool = True) -> list[Entity]:
+        """Entities by id, in the order of `ids`."""
+        rows: dict[int, tuple] = {}
+        for chunk in _chunks(list(ids)):
+            for row in conn.execute(
+                f"""SELECT id, name, entity_type, aliases, tags, metadata, body, created_at, updated_at
+                    FROM entities WHERE id IN ({_marks(len(chunk))})""",
+                chunk,
+            ):
+                rows[row[0]] = row
+        obs: dict[int, list[Observation]] = {i: [] for i in rows}
+        if observations and rows:
+            for chunk in _chunks(list(rows)):
+                for entity_id, content, created_at in conn.execute(
+                    f"""SELECT entity_id, content, created_at FROM memories
+                        WHERE entity_id IN ({_marks(len(chunk))}) ORDER BY id""",
+                    chunk,
+                ):
+                    obs[entity_id].append(Observation(content, created_at))
+        return [_entity(rows[i], obs[i]) for i in ids if i in rows]
+
+    @staticmethod
+    def _relations_where(conn: sqlite3.Connection, where: str, params: Sequence[Any]) -> list[Relation]:
+        return [
+            Relation(f, t, to, c)
+            for f, t, to, c in conn.execute(
+                f"""SELECT a.name, r.relation_type, b.name, r.created_at
+                    FROM relations r JOIN entities a ON a.id = r.from_id JOIN entities b ON b.id = r.to_id
+                    WHERE {where} ORDER BY r.created_at, a.name_key, r.relation_type, b.name_key""",
+                params,
+            )
+        ]
+
+    def _relations_touching(self, conn: sqlite3.Connection, ids: Sequence[int]) -> list[Relation]:
+        seen: dict[tuple, Relation] = {}
+        for chunk in _chunks(list(ids)):
+            m = _marks(len(chunk))
+            for rel in self._relations_where(conn, f"r.from_id IN ({m}) OR r.to_id IN ({m})", [*chunk, *chunk]):
+                seen.setdefault((rel.from_entity, rel.relation_type, rel.to_entity), rel)
+        return list(seen.values())
+
+    # -- writes ------------------------------------------------------------------------
+
+    def create_entities(self, entities: Sequence[EntityInput], *, origin: str) -> list[CreatedEntity]:
+        # Duplicates inside one call merge into the first occurrence (its name and type win).
+        groups: dict[str, tuple[EntityInput, list[str]]] = {}
+        for e in entities:
+            key = name_key(e.name)
+            if key in groups:
+                groups[key][1].extend(e.observations)
+            else:
+                groups[key] = (e, list(e.observations))
+        at = now_iso()
+        results: list[CreatedEntity] = []
+        with self._write() as conn:
+            existing = self._resolve(conn, [e.name for e, _ in groups.values()])
+            touched: list[int] = []
+            for key, (e, observations) in groups.items():
+                if key in existing:
+                    entity_id, stored_name = existing[key]
+                    entity_type, created_at = conn.execute(
+                        "SELECT entity_type, created_at FROM entities WHERE id = ?", (entity_id,)
+                    ).fetchone()
+                    added, skipped = self._insert_observations(conn, entity_id, observations, at)
+                    if added:
+                        conn.execute("UPDATE entities SET updated_at = ? WHERE id = ?", (at, entity_id))
+                    results.append(CreatedEntity(stored_name, entity_type, "merged", tuple(added), tuple(skipped), created_at))
+                else:
+                    entity_id = conn.execute(
+                        """INSERT INTO entities (name, name_key, entity_type, created_at, updated_at)
+                           VALUES (?, ?, ?, ?, ?)""",
+                        (e.name, key, e.entity_type, at, at),
+                    ).lastrowid
+                    added, skipped = self._insert_observations(conn, entity_id, observations, at)
+                    results.append(CreatedEntity(e.name, e.entity_type, "created", tuple(added), tuple(skipped), at))
+                touched.append(entity_id)
+            self._refresh_fts(conn, touched)
+            self._journal(
+                conn, origin, "create_entities", [r.name for r in results],
+                {"created": [r.name for r in results if r.status == "created"],
+                 "merged": [r.name for r in results if r.status == "merged"]},
+            )
+        return results
+
+    def create_relations(self, relations: Sequence[RelationInput], *, origin: str) -> tuple[list[Relation], list[Relation]]:
+        at = now_iso()
+        created: list[Relation] = []
+        existing: list[Relation] = []
+        with self._write() as conn:
+            ids = self._resolve(conn, [n for r in relations for n in (r.from_entity, r.to_entity)])
+            missing = list(dict.fromkeys(
+                n for r in relations for n in (r.from_entity, r.to_entity) if name_key(n) not in ids
+            ))
+            if missing:
+                raise InvalidRelationError(
+                    f"relation endpoints do not exist: {', '.join(missing)}",
+                    details={"missing": missing},
+                )
+            for r in relations:
+                (from_id, from_name), (to_id, to_name) = ids[name_key(r.from_entity)], ids[name_key(r.to_entity)]
+                cur = conn.execute(
+                    "INSERT OR IGNORE INTO relations (from_id, relation_type, to_id, created_at) VALUES (?, ?, ?, ?)",
+                    (from_id, r.relation_type, to_id, at),
+                )
+                (created if cur.rowcount else existing).append(Relation(from_name, r.relation_type, to_name, at))
+            if created:
+                self._journal(
+                    conn, origin, "create_relations",
+                    list(dict.fromkeys(n for r in created for n in (r.from_entity, r.to_entity))),
+                    {"relations": [[r.from_entity, r.relation_type, r.to_entity] for r in created]},
+                )
+        return created, existing
+
+    def add_observations(self, batches: Sequence[ObservationBatch], *, origin: str) -> list[AddedObservations]:
+        at = now_iso()
+        results: list[AddedObservations] = []
+        with self._write() as conn:
+            ids = self._resolve(conn, [b.entity_name for b in batches])
+            missing = list(dict.fromkeys(b.entity_name for b in batches if name_key(b.entity_name) not in ids))
+            if missing:
+                raise NotFoundError(
+                    f"entities not found: {', '.join(missing)}",
+                    hint="Create them with create_entities first (or check the spelling with search_nodes); nothing was added.",
+                    details={"missing": missing},
+                )
+            touched = []
+            for b in batches:
+                entity_id, stored_name = ids[name_key(b.entity_name)]
+                added, skipped = self._insert_observations(conn, entity_id, b.contents, at)
+                if added:
+                    conn.execute("UPDATE entities SET updated_at = ? WHERE id = ?", (at, entity_id))
+                    touched.append(entity_id)
+                results.append(AddedObservations(stored_name, tuple(added), tuple(skipped)))
+            self._refresh_fts(conn, touched)
+            changed = [r for r in results if r.added]
+            if changed:
+                self._journal(conn, origin, "add_observations", [r.entity_name for r in changed],
+                              {"added": {r.entity_name: list(r.added) for r in changed}})
+        return results
+
+    def delete_entities(self, names: Sequence[str], *, origin: str) -> list[str]:
+        with self._write() as conn:
+            ids = self._resolve(conn, names)
+            if not ids:
+                return []
+            id_list = [i for i, _ in ids.values()]
+            removed = self._load_entities(conn, id_list)
+            relations = self._relations_touching(conn, id_list)
+            for chunk in _chunks(id_list):
+                conn.execute(f"DELETE FROM entities WHERE id IN ({_marks(len(chunk))})", chunk)
+            conn.executemany("DELETE FROM entity_fts WHERE rowid = ?", [(i,) for i in id_list])
+            self._journal(
+                conn, origin, "delete_entities", [e.name for e in removed],
+                {"removed": [{"name": e.name, "entityType": e.entity_type,
+                              "observations": [o.content for o in e.observations]} for e in removed],
+                 "relations": [[r.from_entity, r.relation_type, r.to_entity] for r in relations]},
+            )
+        return [e.name for e in removed]
+
+    def delete_observations(self, batches: Sequence[ObservationBatch], *, origin: str) -> list[AddedObservations]:
+        at = now_iso()
+        results: list[AddedObservations] = []
+        with self._write() as conn:
+            ids = self._resolve(conn, [b.entity_name for b in batches])
+            touched = []
+            for b in batches:
+                if name_key(b.entity_name) not in ids:
+                    continue
+                entity_id, stored_name = ids[name_key(b.entity_name)]
+                deleted = []
+                for content in b.contents:
+                    row = conn.execute(
+                        "DELETE FROM memories WHERE entity_id = ? AND content_hash = ? RETURNING content",
+                        (entity_id, lexical.content_hash(content)),
+                    ).fetchone()
+                    if row:
+                        deleted.append(row[0])
+                if deleted:
+                    conn.execute("UPDATE entities SET updated_at = ? WHERE id = ?", (at, entity_id))
+                    touched.append(entity_id)
+                results.append(AddedObservations(stored_name, tuple(deleted), ()))
+            self._refresh_fts(conn, touched)
+            changed = [r for r in results if r.added]
+            if changed:
+                self._journal(conn, origin, "delete_observations", [r.entity_name for r in changed],
+                              {"removed": {r.entity_name: list(r.added) for r in changed}})
+        return results
+
+    def delete_relations(self, relations: Sequence[RelationInput], *, origin: str) -> list[Relation]:
+        deleted: list[Relation] = []
+        with self._write() as conn:
+            ids = self._resolve(conn, [n for r in relations for n in (r.from_entity, r.to_entity)])
+            for r in relations:
+                a, b = ids.get(name_key(r.from_entity)), ids.get(name_key(r.to_entity))
+                if a is None or b is None:
+                    continue
+                cur = conn.execute(
+                    "DELETE FROM relations WHERE from_id = ? AND relation_type = ? AND to_id = ?",
+                    (a[0], r.relation_type, b[0]),
+                )
+                if cur.rowcount:
+                    deleted.append(Relation(a[1], r.relation_type, b[1]))
+            if deleted:
+                self._journal(
+                    conn, origin, "delete_relations",
+                    list(dict.fromkeys(n for r in deleted for n in (r.from_entity, r.to_entity))),
+                    {"removed": [[r.from_entity, r.relation_type, r.to_entity] for r in deleted]},
+                )
+        return deleted
+
+    # -- reads -------------------------------------------------------------------------
+
+    def read_graph(self, *, limit: int, offset: int, summary: bool) -> GraphPage:
+        with self._read() as conn:
+            total = conn.execute("SELECT count(*) FROM entities").fetchone()[0]
+            ids = [r[0] for r in conn.execute("SELECT id FROM entities ORDER BY id LIMIT ? OFFSET ?", (limit, offset))]
+            entities = self._load_entities(conn, ids, observations=not summary)
+            relations: list[Relation] = []
+            if ids:
+                # A page is every entity with an id in [first, last], so "both ends on the page"
+                # is a range test the primary key and relations_to index answer directly.
+                lo, hi = ids[0], ids[-1]
+                relations = self._relations_where(
+                    conn, "r.from_id BETWEEN ? AND ? AND r.to_id BETWEEN ? AND ?", (lo, hi, lo, hi)
+                )
+        return GraphPage(tuple(entities), tuple(relations), total, offset, offset + len(ids) < total)
+
+    def open_entities(self, names: Sequence[str]) -> Graph:
+        with self._read() as conn:
+            ids = self._resolve(conn, names)
+            # Reply in the order asked, each entity once.
+            ordered = list(dict.fromkeys(ids[k][0] for k in (name_key(n) for n in names) if k in ids))
+            entities = self._load_entities(conn, ordered)
+            relations = self._relations_touching(conn, ordered)
+        return Graph(tuple(entities), tuple(relations))
+
+    def search_entities(self, query: str, *, limit: int) -> SearchResult:
+        """Rank entities by BM25; entities holding every query word come first.
+
+        Phase 1 asks FTS for entities matching all words; if that leaves room, phase 2
+        takes entities matching some words, ranked by how many they match, then BM25.
+        If the words match nothing, a plain substring test over names, types and
+        observations (the official server's whole search) still finds what it would.
+        """
+        terms = lexical.query_terms(query)
+        want = limit + 1  # one extra tells whether the result is truncated
+        scored: dict[int, tuple[int, float, str]] = {}  # id -> (matched terms, bm25, why)
+        with self._read() as conn:
+            if terms:
+                for rowid, score in conn.execute(
+                    f"SELECT rowid, {_BM25} AS s FROM entity_fts WHERE entity_fts MATCH ? ORDER BY s LIMIT ?",
+                    (lexical.match_all(terms), want),
+                ):
+                    scored[rowid] = (len(terms), score, f"all {len(terms)} words" if len(terms) > 1 else "word")
+                if len(scored) < want and len(terms) > 1:
+                    pool = [
+                        (rowid, score)
+                        for rowid, score in conn.execute(
+                            f"SELECT rowid, {_BM25} AS s FROM entity_fts WHERE entity_fts MATCH ? ORDER BY s LIMIT ?",
+                            (lexical.match_any(terms), max(4 * want, 100) + len(scored)),
+                        )
+                        if rowid not in scored
+                    ]
+                    counts = dict.fromkeys((r for r, _ in pool), 0)
+                    if pool:
+                        m = _marks(len(pool))
+                        for term in terms:
+                            for (rowid,) in conn.execute(
+                                f"SELECT rowid FROM entity_fts WHERE entity_fts MATCH ? AND rowid IN ({m})",
+                                (lexical.fts_term(term), *counts),
+                            ):
+                                counts[rowid] += 1
+                    pool.sort(key=lambda p: (-counts[p[0]], p[1]))
+                    for rowid, score in pool[: want - len(scored)]:
+                        scored[rowid] = (counts[rowid], score, f"{counts[rowid]} of {len(terms)} words")
+            if not scored and query.strip():
+                pattern = lexical.like_pattern(query.strip())
+                for (rowid,) in conn.execute(
+                    r"""SELECT id FROM entities WHERE name LIKE ?1 ESCAPE '\' OR entity_type LIKE ?1 ESCAPE '\'
+                        UNION
+                        SELECT entity_id FROM memories WHERE entity_id IS NOT NULL AND content LIKE ?1 ESCAPE '\'
+                        LIMIT ?2""",
+                    (pattern, want),
+                ):
+                    scored[rowid] = (0, 0.0, "substring")
+            ranked = sorted(scored, key=lambda i: (-scored[i][0], scored[i][1]))
+            truncated = len(ranked) > limit
+            ranked = ranked[:limit]
+            hits = []
+            for entity_id, entity in zip(ranked, self._load_entities(conn, ranked)):
+                matched, score, why = scored[entity_id]
+                hits.append(SearchHit(entity, -score, matched, f"{why}, bm25 {-score:.2f}" if score else why))
+            relations = self._relations_touching(conn, ranked)
+        return SearchResult(tuple(hits), tuple(relations), truncated)
+
+    def iter_entities(self, *, order: str = "id") -> Iterator[Entity]:
+        """Every entity with its observations, in insertion (`id`) or `name` order, in pages."""
+        column = {"id": "id", "name": "name_key"}[order]
+        with self._read() as conn:
+            ids = [r[0] for r in conn.execute(f"SELECT id FROM entities ORDER BY {column}")]
+            for chunk in _chunks(ids, 1000):
+                yield from self._load_entities(conn, chunk)
+
+    def iter_relations(self) -> Iterator[Relation]:
+        with self._read() as conn:
+            yield from self._relations_where(conn, "1", ())
+
+    def journal(self, *, limit: int) -> list[JournalEntry]:
+        with self._read() as conn:
+            rows = conn.execute(
+                "SELECT id, at, tool, action, entities, detail FROM journal ORDER BY id DESC LIMIT ?", (limit,)
+            ).fetchall()
+        return [
+            JournalEntry(i, at, tool, action, tuple(json.loads(ents)), json.loads(detail) if detail else None)
+            for i, at, tool, action, ents, detail in rows
+        ]
+
+    def stats(self) -> LibraryStats:
+        with self._read() as conn:
+            entities, observations, memories, relations, journal = conn.execute(
+                """SELECT (SELECT count(*) FROM entities),
+                          (SELECT count(*) FROM memories WHERE entity_id IS NOT NULL),
+                          (SELECT count(*) FROM memories WHERE entity_id IS NULL),
+                          (SELECT count(*) FROM relations),
+                          (SELECT count(*) FROM journal)"""
+            ).fetchone()
+        size = sum(os.path.getsize(p) for p in (self.path, self.path + "-wal") if os.path.exists(p))
+        return LibraryStats(self.name, self.kind, self.path, entities, observations, memories, relations,
+                            journal, size, SCHEMA_VERSION)
+
+
+def _entity(row: tuple, observations: list[Observation]) -> Entity:
+    _, name, entity_type, aliases, tags, metadata, body, created_at, updated_at = row
+    return Entity(
+        name=name,
+        entity_type=entity_type,
+        observations=tuple(observations),
+        aliases=tuple(json.loads(aliases)),
+        tags=tuple(json.loads(tags)),
+        metadata=json.loads(metadata),
+        body=body,
+        created_at=created_at,
+        updated_at=updated_at,
+    )
+
+
+def _split_sql(script: str) -> list[str]:
+    """Statements of a migration script (none of ours has a ';' inside a literal)."""
+    lines = [line.split("--", 1)[0] for line in script.splitlines()]
+    return [s.strip() for s in "\n".join(lines).split(";") if s.strip()]
+
+
+def _storage_error(store: SQLiteStore, exc: sqlite3.OperationalError) -> Exception:
+    text = str(exc)
+    if "readonly" in text or "read-only" in text:
+        return PermissionDeniedError(f"library '{store.name}' at {store.path} is read-only: {text}")
+    if "locked" in text or "busy" in text:
+        return LibraryUnreadableError(
+            f"library '{store.name}' stayed locked by another process for {BUSY_TIMEOUT_S:.0f} s: {text}",
+            hint="Another process holds a long write; retry shortly.",
+        )
+    return exc
