@@ -118,7 +118,9 @@ class MemoryService:
         report = ImportReport()
         for i in range(0, len(clean_entities), IMPORT_CHUNK):
             chunk = clean_entities[i : i + IMPORT_CHUNK]
-            for created in store.create_entities(chunk, origin="import"):
+            results = store.create_entities(chunk, origin="import")
+            report.entities_merged += len(chunk) - len(results)  # same name twice in the file
+            for created in results:
                 if created.status == "created":
                     report.entities_created += 1
                 else:
@@ -140,6 +142,8 @@ class MemoryService:
                 report.skipped_relations.append((line, f"endpoint does not exist: {', '.join(missing)}"))
             else:
                 writable.append(r)
+        if progress and report.skipped_relations:
+            progress(len(report.skipped_relations))
         for i in range(0, len(writable), IMPORT_CHUNK):
             chunk = writable[i : i + IMPORT_CHUNK]
             created, existing = store.create_relations(chunk, origin="import")

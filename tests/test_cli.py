@@ -1,0 +1,106 @@
+"""The command line: import/export of the official format, Markdown export, search, stats, history."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from conftest import server_env
+
+OFFICIAL_JSONL = "\n".join(json.dumps(x) for x in [
+    {"type": "entity", "name": "Alice", "entityType": "person", "observations": ["Works at Acme", "Likes tea"]},
+    {"type": "entity", "name": "Acme", "entityType": "company", "observations": []},
+    {"type": "entity", "name": "alice", "entityType": "person", "observations": ["Plays chess"]},
+    {"type": "note", "text": "a line of another type is ignored"},
+    {"type": "relation", "from": "Alice", "to": "Acme", "relationType": "works_at"},
+    {"type": "relation", "from": "Alice", "to": "Ghost", "relationType": "haunts"},
+])
+
+
+def memloci(home, *args, check=True):
+    proc = subprocess.run([sys.executable, "-m", "memloci", *args], env=server_env(home, COLUMNS="200"),
+                          capture_output=True, text=True, timeout=120)
+    if check:
+        assert proc.returncode == 0, proc.stderr + proc.stdout
+    return proc
+
+
+def test_import_then_export_round_trips_the_official_format(home, tmp_path):
+    src = tmp_path / "memory.jsonl"
+    src.write_text(OFFICIAL_JSONL)
+    out = memloci(home, "import", "jsonl", str(src)).stdout
+    assert "2 entities created, 1 merged" in out and "1 relations" in out
+    assert "1 relations skipped" in out and "line 6: endpoint does not exist: Ghost" in out
+
+    exported = tmp_path / "out.jsonl"
+    memloci(home, "export", "jsonl", str(exported))
+    lines = [json.loads(line) for line in exported.read_text().splitlines()]
+    assert lines == [
+        {"type": "entity", "name": "Alice", "entityType": "person", "observations": ["Works at Acme", "Likes tea", "Plays chess"]},
+        {"type": "entity", "name": "Acme", "entityType": "company", "observations": []},
+        {"type": "relation", "from": "Alice", "to": "Acme", "relationType": "works_at"},
+    ]
+    # importing again changes nothing: everything merges
+    out = memloci(home, "import", "jsonl", str(src)).stdout
+    assert "0 entities created, 3 merged, 0 observations" in out
+    assert "1 already there" in out
+
+
+def test_import_of_older_memory_json_object_and_bad_lines(home, tmp_path):
+    old = tmp_path / "memory.json"
+    old.write_text(json.dumps({"entities": [{"name": "X", "entityType": "t", "observations": ["x1"]}],
+                               "relations": []}))
+    assert "1 entities created" in memloci(home, "import", "jsonl", str(old)).stdout
+
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({"type": "entity", "name": "Y", "entityType": "t", "observations": []}) + "\n{oops\n")
+    proc = memloci(home, "import", "jsonl", str(bad), check=False)
+    assert proc.returncode == 1 and "line 2: not valid JSON" in proc.stderr
+    empty_name = tmp_path / "empty.jsonl"
+    empty_name.write_text(json.dumps({"type": "entity", "name": " ", "entityType": "t", "observations": []}))
+    proc = memloci(home, "import", "jsonl", str(empty_name), check=False)
+    assert proc.returncode == 1 and "line 1.name: must not be empty" in proc.stderr
+    # neither bad file changed anything
+    exported = memloci(home, "export", "jsonl").stdout
+    assert [json.loads(l)["name"] for l in exported.splitlines()] == ["X"]
+
+
+def test_export_jsonl_is_loaded_by_the_official_server_format_rules(home, tmp_path):
+    """Every line is one object with `type` first, entities before relations (what the official loader reads)."""
+    src = tmp_path / "memory.jsonl"
+    src.write_text(OFFICIAL_JSONL)
+    memloci(home, "import", "jsonl", str(src))
+    lines = memloci(home, "export", "jsonl").stdout.splitlines()
+    assert all(line.startswith('{"type": ') for line in lines)
+    kinds = [json.loads(line)["type"] for line in lines]
+    assert kinds == sorted(kinds, key=lambda k: k != "entity")
+
+
+def test_markdown_export_is_stable_and_sorted(home, tmp_path):
+    src = tmp_path / "memory.jsonl"
+    src.write_text(OFFICIAL_JSONL)
+    memloci(home, "import", "jsonl", str(src))
+    first = memloci(home, "export", "markdown").stdout
+    second = memloci(home, "export", "markdown").stdout
+    assert first == second
+    assert first.index("## Acme") < first.index("## Alice")
+    assert "- type: person" in first and "- Plays chess" in first and "- works_at → Acme" in first
+    target = tmp_path / "docs" / "graph.md"
+    memloci(home, "export", "markdown", str(target))
+    assert target.read_text() == first
+
+
+def test_search_stats_and_history(home, tmp_path):
+    src = tmp_path / "memory.jsonl"
+    src.write_text(OFFICIAL_JSONL)
+    memloci(home, "import", "jsonl", str(src))
+    out = memloci(home, "search", "acme tea").stdout
+    assert "Alice" in out and "all 2 words" in out
+    assert "No match." in memloci(home, "search", "zebra").stdout
+    stats = memloci(home, "stats").stdout
+    assert "default" in stats and "sqlite" in stats
+    history = memloci(home, "history").stdout
+    assert "import" in history and "create_relations" in history
+    proc = memloci(home, "search", "x", "--library", "nope", check=False)
+    assert proc.returncode == 1 and "NOT_FOUND" in proc.stderr
