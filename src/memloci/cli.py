@@ -247,12 +247,14 @@ def bench_graph(
     calls: Annotated[int, typer.Option("--calls", help="Timed calls per tool.")] = 200,
     vs_official: Annotated[bool, typer.Option("--vs-official", help="Run the same bench on @modelcontextprotocol/server-memory (npm).")] = False,
     official_n: Annotated[Optional[int], typer.Option("--official-n", help="N for the official server (default: same N).")] = None,
+    official_calls: Annotated[int, typer.Option("--official-calls", help="Timed calls per tool on the official server (it is slow at large N).")] = 30,
     out: Annotated[Path, typer.Option("--out", help="JSON results file.")] = Path("bench-results/graph.json"),
 ) -> None:
     """Time each graph tool through a real MCP stdio round trip; p50/p95 per tool."""
     from .bench.graph import run
 
-    run(n=n, calls=calls, vs_official=vs_official, official_n=official_n, out=out, console=_console())
+    run(n=n, calls=calls, vs_official=vs_official, official_n=official_n, official_calls=official_calls,
+        out=out, console=_console())
 
 
 def main() -> None:

@@ -1,0 +1,243 @@
+"""`memloci bench graph`: each graph tool timed through a real MCP stdio round trip.
+
+Builds a library of N entities (3 observations each) and N relations, starts
+`memloci serve` on it, and times every tool from the client's side (send, server work,
+reply, client parsing). With `--vs-official` the same graph is written as memory.jsonl
+and the same calls go to `@modelcontextprotocol/server-memory` (installed with npm into
+a cache folder), so the two are compared on this machine, in this run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import random
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+OFFICIAL_PACKAGE = "@modelcontextprotocol/server-memory"
+SEED = 20261121
+_DEVNULL = open(os.devnull, "w")  # the servers' stderr chatter stays out of the table
+
+
+def _vocabulary(size: int, rng: random.Random) -> list[str]:
+    syllables = ["ka", "lo", "mi", "ru", "te", "sa", "no", "vi", "de", "pa", "zu", "re", "fo", "gi", "ba", "xe"]
+    words: set[str] = set()
+    while len(words) < size:
+        words.add("".join(rng.choice(syllables) for _ in range(rng.randint(2, 4))))
+    return sorted(words)
+
+
+class SyntheticGraph:
+    """A reproducible graph: entity i is `<Word> <i>` with three sentences of vocabulary words."""
+
+    def __init__(self, n: int, seed: int = SEED):
+        self.n = n
+        self.rng = random.Random(seed)
+        self.words = _vocabulary(3000, self.rng)
+        self.types = ["person", "project", "company", "tool", "decision", "place"]
+
+    def name(self, i: int) -> str:
+        return f"{self.words[i % len(self.words)].title()} {i}"
+
+    def sentence(self, rng: random.Random) -> str:
+        return " ".join(rng.choice(self.words) for _ in range(rng.randint(6, 12)))
+
+    def entity(self, i: int) -> tuple[str, str, tuple[str, ...]]:
+        rng = random.Random(i * 7919 + SEED)
+        return self.name(i), self.types[i % len(self.types)], tuple(self.sentence(rng) for _ in range(3))
+
+    def relation(self, i: int) -> tuple[str, str, str]:
+        return self.name(i), ["knows", "uses", "owns", "depends_on"][i % 4], self.name((i * 7 + 1) % self.n)
+
+
+def build_library(graph: SyntheticGraph, db: Path, progress: Callable[[int], None]) -> None:
+    from ..libraries import LibraryRegistry, LibrarySpec
+    from ..model import EntityInput, RelationInput
+    from ..service import MemoryService
+
+    registry = LibraryRegistry([LibrarySpec("bench", db)])
+    service = MemoryService(registry)
+    entities = [(i, EntityInput(*graph.entity(i))) for i in range(graph.n)]
+    relations = [(i, RelationInput(*graph.relation(i))) for i in range(graph.n)]
+    service.import_graph(entities, relations, progress=progress)
+    registry.close()
+
+
+def write_official_jsonl(graph: SyntheticGraph, path: Path) -> None:
+    with path.open("w", encoding="utf-8") as out:
+        for i in range(graph.n):
+            name, entity_type, observations = graph.entity(i)
+            out.write(json.dumps({"type": "entity", "name": name, "entityType": entity_type,
+                                  "observations": list(observations)}) + "\n")
+        for i in range(graph.n):
+            a, rel, b = graph.relation(i)
+            out.write(json.dumps({"type": "relation", "from": a, "to": b, "relationType": rel}) + "\n")
+
+
+def workload(graph: SyntheticGraph, calls: int) -> list[tuple[str, dict[str, Any]]]:
+    """The timed calls, in order: the same list for every server."""
+    rng = random.Random(SEED + 1)
+    plan: list[tuple[str, dict[str, Any]]] = []
+    for k in range(calls):
+        i = rng.randrange(graph.n)
+        name, _, observations = graph.entity(i)
+        words = observations[0].split()
+        plan += [
+            ("create_entities", {"entities": [{"name": f"Bench New {k}", "entityType": "note",
+                                               "observations": [graph.sentence(rng) for _ in range(3)]}]}),
+            ("search_nodes", {"query": f"{rng.choice(words)} {rng.choice(observations[1].split())}"}),
+            ("open_nodes", {"names": [name, graph.name(rng.randrange(graph.n))]}),
+            ("read_graph", {"summary_mode": True, "limit": 100, "offset": rng.randrange(max(1, graph.n - 100))}),
+            ("add_observations", {"observations": [{"entityName": name, "contents": [f"bench observation {k}"]}]}),
+            ("create_relations", {"relations": [{"from": f"Bench New {k}", "to": name, "relationType": "mentions"}]}),
+            ("delete_relations", {"relations": [{"from": f"Bench New {k}", "to": name, "relationType": "mentions"}]}),
+            ("delete_observations", {"deletions": [{"entityName": name, "observations": [f"bench observation {k}"]}]}),
+            ("delete_entities", {"entityNames": [f"Bench New {k}"]}),
+        ]
+    return plan
+
+
+async def _time_server(command: list[str], env: dict[str, str], plan: list[tuple[str, dict[str, Any]]],
+                       on_call: Callable[[], None]) -> tuple[dict[str, list[float]], float]:
+    from mcp import ClientSession, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+
+    params = StdioServerParameters(command=command[0], args=command[1:], env=env)
+    timings: dict[str, list[float]] = {}
+    started = time.perf_counter()
+    async with stdio_client(params, errlog=_DEVNULL) as (read, write):
+        async with ClientSession(read, write) as session:
+            await session.initialize()
+            await session.list_tools()
+            ready = time.perf_counter() - started
+            for name, arguments in plan[:9]:  # warm-up: one call of each tool, untimed
+                await session.call_tool(name, {**arguments} if name != "create_entities" else
+                                        {"entities": [{"name": "Bench Warmup", "entityType": "note", "observations": []}]})
+            for name, arguments in plan:
+                t0 = time.perf_counter()
+                result = await session.call_tool(name, arguments)
+                elapsed = time.perf_counter() - t0
+                if result.is_error:
+                    raise RuntimeError(f"{name} failed during the bench: {result.content[0].text[:300]}")
+                timings.setdefault(name, []).append(elapsed * 1000)
+                on_call()
+    return timings, ready
+
+
+def _startup_ms(command: list[str], env: dict[str, str], runs: int = 5) -> float:
+    """Median time from process start to the answer of tools/list."""
+    import anyio
+    from mcp import ClientSession, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+
+    async def once() -> float:
+        t0 = time.perf_counter()
+        async with stdio_client(StdioServerParameters(command=command[0], args=command[1:], env=env),
+                                errlog=_DEVNULL) as (r, w):
+            async with ClientSession(r, w) as session:
+                await session.initialize()
+                await session.list_tools()
+                return (time.perf_counter() - t0) * 1000
+
+    return statistics.median(anyio.run(once) for _ in range(runs))
+
+
+def _percentiles(values: list[float]) -> dict[str, float]:
+    ordered = sorted(values)
+    p95 = ordered[min(len(ordered) - 1, int(round(0.95 * (len(ordered) - 1))))]
+    return {"p50_ms": round(statistics.median(ordered), 3), "p95_ms": round(p95, 3), "calls": len(ordered)}
+
+
+def _official_entry(cache: Path) -> list[str]:
+    entry = cache / "node_modules" / OFFICIAL_PACKAGE / "dist" / "index.js"
+    if not entry.exists():
+        npm = shutil.which("npm")
+        if not npm:
+            raise RuntimeError("--vs-official needs npm (Node.js) to install the official server")
+        cache.mkdir(parents=True, exist_ok=True)
+        subprocess.run([npm, "install", "--prefix", str(cache), "--no-audit", "--no-fund", OFFICIAL_PACKAGE],
+                       check=True, stdout=subprocess.DEVNULL)
+    return [shutil.which("node") or "node", str(entry)]
+
+
+def run(*, n: int, calls: int, vs_official: bool, official_n: int | None, out: Path, console: Any,
+        official_calls: int = 30) -> dict[str, Any]:
+    import anyio
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.table import Table
+
+    results: dict[str, Any] = {
+        "bench": "graph", "n": n, "calls_per_tool": calls,
+        "machine": {"python": platform.python_version(), "cpus": os.cpu_count(), "platform": platform.platform()},
+    }
+    work = Path(tempfile.mkdtemp(prefix="memloci-bench-"))
+    try:
+        graph = SyntheticGraph(n)
+        db = work / "bench.db"
+        progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                            console=console)
+        with progress:
+            task = progress.add_task(f"building {n} entities + {n} relations", total=2 * n)
+            t0 = time.perf_counter()
+            build_library(graph, db, lambda k: progress.advance(task, k))
+            results["build_s"] = round(time.perf_counter() - t0, 2)
+
+            env = {**os.environ, "MEMLOCI_LIBRARIES": f"bench:{db}"}
+            command = [sys.executable, "-m", "memloci", "serve"]
+            results["memloci_startup_ms"] = round(_startup_ms(command, env), 1)
+            plan = workload(graph, calls)
+            task = progress.add_task("memloci tool calls", total=len(plan))
+            timings, _ = anyio.run(_time_server, command, env, plan, lambda: progress.advance(task))
+            results["memloci"] = {tool: _percentiles(v) for tool, v in timings.items()}
+
+            if vs_official:
+                on = official_n or n
+                ograph = graph if on == n else SyntheticGraph(on)
+                memory = work / "memory.jsonl"
+                write_official_jsonl(ograph, memory)
+                node = _official_entry(Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "memloci" / "official")
+                oenv = {**os.environ, "MEMORY_FILE_PATH": str(memory)}
+                results["official_n"] = on
+                results["official_startup_ms"] = round(_startup_ms(node, oenv), 1)
+                oplan = workload(ograph, min(calls, official_calls))
+                task = progress.add_task("official server tool calls", total=len(oplan))
+                otimings, _ = anyio.run(_time_server, node, oenv, oplan, lambda: progress.advance(task))
+                results["official"] = {tool: _percentiles(v) for tool, v in otimings.items()}
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+    table = Table(title=f"memloci bench graph — N={n}, {calls} calls per tool (ms, client round trip over stdio)")
+    table.add_column("tool")
+    table.add_column("p50", justify="right")
+    table.add_column("p95", justify="right")
+    if vs_official:
+        table.add_column(f"official p50 (N={results['official_n']})", justify="right")
+        table.add_column("official p95", justify="right")
+        table.add_column("speed-up (p50)", justify="right")
+        results["ratio_p50"] = {}
+    for tool, mine in results["memloci"].items():
+        row = [tool, f"{mine['p50_ms']:.2f}", f"{mine['p95_ms']:.2f}"]
+        if vs_official:
+            theirs = results["official"][tool]
+            ratio = theirs["p50_ms"] / mine["p50_ms"] if mine["p50_ms"] else float("inf")
+            results["ratio_p50"][tool] = round(ratio, 1)
+            row += [f"{theirs['p50_ms']:.2f}", f"{theirs['p95_ms']:.2f}", f"{ratio:.0f}x"]
+        table.add_row(*row)
+    console.print(table)
+    line = f"start to tools/list: memloci {results['memloci_startup_ms']:.0f} ms"
+    if vs_official:
+        line += f", official {results['official_startup_ms']:.0f} ms"
+    console.print(line + f"; library built in {results['build_s']} s")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(results, indent=2) + "\n")
+    console.print(f"JSON written to {out}")
+    return results
