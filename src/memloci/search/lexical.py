@@ -11,8 +11,8 @@ import re
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 MAX_TERMS = 16
-# Prefix-match terms of this length or more ("auth" finds "authentication"); shorter ones
-# match whole words only, since a one-letter prefix matches nearly every row.
+# In a prefix search, terms of this length or more match as prefixes ("postgre" finds
+# "postgresql"); shorter ones stay whole words, since a one-letter prefix matches nearly every row.
 PREFIX_MIN = 3
 
 
@@ -26,17 +26,17 @@ def query_terms(query: str) -> list[str]:
     return list(seen)[:MAX_TERMS]
 
 
-def fts_term(term: str) -> str:
+def fts_term(term: str, prefix: bool = False) -> str:
     quoted = '"' + term.replace('"', '""') + '"'
-    return quoted + "*" if len(term) >= PREFIX_MIN else quoted
+    return quoted + "*" if prefix and len(term) >= PREFIX_MIN else quoted
 
 
-def match_all(terms: list[str]) -> str:
-    return " AND ".join(fts_term(t) for t in terms)
+def match_all(terms: list[str], prefix: bool = False) -> str:
+    return " AND ".join(fts_term(t, prefix) for t in terms)
 
 
-def match_any(terms: list[str]) -> str:
-    return " OR ".join(fts_term(t) for t in terms)
+def match_any(terms: list[str], prefix: bool = False) -> str:
+    return " OR ".join(fts_term(t, prefix) for t in terms)
 
 
 def like_pattern(text: str) -> str:

@@ -480,43 +480,20 @@ class SQLiteStore:
     def search_entities(self, query: str, *, limit: int) -> SearchResult:
         """Rank entities by BM25; entities holding every query word come first.
 
-        Phase 1 asks FTS for entities matching all words; if that leaves room, phase 2
-        takes entities matching some words, ranked by how many they match, then BM25.
-        If the words match nothing, a plain substring test over names, types and
-        observations (the official server's whole search) still finds what it would.
+        Words match whole (with English stemming: "deployed" finds "deployment"). Only if
+        no word matches are they tried as prefixes ("postgre" finds "postgresql"), and only
+        if that finds nothing either, as a plain substring of names, types and observations
+        (the official server's whole search), so anything it finds, this finds.
         """
         terms = lexical.query_terms(query)
         want = limit + 1  # one extra tells whether the result is truncated
-        scored: dict[int, tuple[int, float, str]] = {}  # id -> (matched terms, bm25, why)
+        scored: dict[int, tuple[int, float, str]] = {}  # id -> (matched words, bm25, why)
         with self._read() as conn:
             if terms:
-                for rowid, score in conn.execute(
-                    f"SELECT rowid, {_BM25} AS s FROM entity_fts WHERE entity_fts MATCH ? ORDER BY s LIMIT ?",
-                    (lexical.match_all(terms), want),
-                ):
-                    scored[rowid] = (len(terms), score, f"all {len(terms)} words" if len(terms) > 1 else "word")
-                if len(scored) < want and len(terms) > 1:
-                    pool = [
-                        (rowid, score)
-                        for rowid, score in conn.execute(
-                            f"SELECT rowid, {_BM25} AS s FROM entity_fts WHERE entity_fts MATCH ? ORDER BY s LIMIT ?",
-                            (lexical.match_any(terms), max(4 * want, 100) + len(scored)),
-                        )
-                        if rowid not in scored
-                    ]
-                    counts = dict.fromkeys((r for r, _ in pool), 0)
-                    if pool:
-                        m = _marks(len(pool))
-                        for term in terms:
-                            for (rowid,) in conn.execute(
-                                f"SELECT rowid FROM entity_fts WHERE entity_fts MATCH ? AND rowid IN ({m})",
-                                (lexical.fts_term(term), *counts),
-                            ):
-                                counts[rowid] += 1
-                    pool.sort(key=lambda p: (-counts[p[0]], p[1]))
-                    for rowid, score in pool[: want - len(scored)]:
-                        scored[rowid] = (counts[rowid], score, f"{counts[rowid]} of {len(terms)} words")
-            if not scored and query.strip():
+                self._rank_words(conn, terms, want, scored, prefix=False)
+                if not scored:
+                    self._rank_words(conn, terms, want, scored, prefix=True)
+            if not scored:
                 pattern = lexical.like_pattern(query.strip())
                 for (rowid,) in conn.execute(
                     r"""SELECT id FROM entities WHERE name LIKE ?1 ESCAPE '\' OR entity_type LIKE ?1 ESCAPE '\'
@@ -535,6 +512,34 @@ class SQLiteStore:
                 hits.append(SearchHit(entity, -score, matched, f"{why}, bm25 {-score:.2f}" if score else why))
             relations = self._relations_touching(conn, ranked)
         return SearchResult(tuple(hits), tuple(relations), truncated)
+
+    @staticmethod
+    def _rank_words(conn: sqlite3.Connection, terms: list[str], want: int,
+                    scored: dict[int, tuple[int, float, str]], *, prefix: bool) -> None:
+        """Entities matching all words, then (if room is left) those matching most of them."""
+        how = "prefix" if prefix else "word"
+        n = len(terms)
+        query = f"SELECT rowid, {_BM25} AS s FROM entity_fts WHERE entity_fts MATCH ? ORDER BY s LIMIT ?"
+        for rowid, score in conn.execute(query, (lexical.match_all(terms, prefix), want)):
+            scored[rowid] = (n, score, f"all {n} {how}s" if n > 1 else how)
+        if len(scored) >= want or n == 1:
+            return
+        pool = [(rowid, score) for rowid, score in
+                conn.execute(query, (lexical.match_any(terms, prefix), max(4 * want, 100) + len(scored)))
+                if rowid not in scored]
+        if not pool:
+            return
+        counts = dict.fromkeys((rowid for rowid, _ in pool), 0)
+        marks = _marks(len(pool))
+        for term in terms:
+            for (rowid,) in conn.execute(
+                f"SELECT rowid FROM entity_fts WHERE entity_fts MATCH ? AND rowid IN ({marks})",
+                (lexical.fts_term(term, prefix), *counts),
+            ):
+                counts[rowid] += 1
+        pool.sort(key=lambda p: (-counts[p[0]], p[1]))
+        for rowid, score in pool[: want - len(scored)]:
+            scored[rowid] = (counts[rowid], score, f"{counts[rowid]} of {n} {how}s")
 
     def iter_entities(self, *, order: str = "id") -> Iterator[Entity]:
         """Every entity with its observations, in insertion (`id`) or `name` order, in pages."""

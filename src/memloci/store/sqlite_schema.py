@@ -65,9 +65,10 @@ MIGRATIONS: list[str] = [
     );
 
     -- One row per entity (rowid = entities.id), observations joined by newlines.
+    -- Porter stemming: "deployed" finds "deployment"; the prefix index serves prefix fallback.
     CREATE VIRTUAL TABLE entity_fts USING fts5 (
         name, entity_type, aliases, observations,
-        tokenize = 'unicode61 remove_diacritics 2',
+        tokenize = 'porter unicode61 remove_diacritics 2',
         prefix = '3'
     );
     """,
