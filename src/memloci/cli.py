@@ -74,6 +74,8 @@ def _root(
 def serve(
     libraries: LibrariesOpt = None,
     name: Annotated[str, typer.Option("--name", help="Server name that MCP clients see.")] = "memloci",
+    tools: Annotated[Optional[str], typer.Option("--tools", envvar="MEMLOCI_TOOLS",
+                                                 help="Tool groups to expose, comma-separated (default: all).")] = None,
 ) -> None:
     """Run the MCP server on stdio (what MCP clients start)."""
     import logging
@@ -83,13 +85,14 @@ def serve(
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
+    from .mcp.server import build_server, tool_groups
+
     try:
         service = _service(libraries)
+        server = build_server(service, name=name, groups=tool_groups(tools))
     except MemlociError as exc:
         _fail(exc)
-    from .mcp.server import build_server
-
-    build_server(service, name=name).run("stdio")
+    server.run("stdio")
 
 
 @import_app.command("jsonl")

@@ -9,9 +9,8 @@ import pydantic
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
-
 from .. import __version__
-from ..errors import InternalError, MemlociError, NotFoundError
+from ..errors import InternalError, MemlociError, NotFoundError, ValidationError
 from ..service import MemoryService
 from . import graph
 from .replies import describe_validation_error, error_reply
@@ -46,10 +45,20 @@ class MemlociServer(MCPServer):
             return error_reply(InternalError(f"tool {name} failed unexpectedly: {type(cause or exc).__name__}"))
 
 
+def tool_groups(spec: str | None) -> list[str]:
+    """Parse `--tools graph,...`; every name must be a known group."""
+    if not spec:
+        return list(GROUPS)
+    groups = [g.strip() for g in spec.split(",") if g.strip()]
+    unknown = [g for g in groups if g not in GROUPS]
+    if unknown or not groups:
+        raise ValidationError(f"tools: unknown tool group(s) {', '.join(unknown) or '(none given)'}; "
+                              f"known groups: {', '.join(GROUPS)}")
+    return groups
+
+
 def build_server(service: MemoryService, *, name: str = "memloci", groups: list[str] | None = None) -> MemlociServer:
     server = MemlociServer(name=name, version=__version__, instructions=INSTRUCTIONS, log_level="WARNING")
     for group in groups or list(GROUPS):
         GROUPS[group](server, service)
     return server
-
-
