@@ -8,6 +8,7 @@ import sys
 from contextlib import asynccontextmanager
 from pathlib import Path
 
+import anyio
 import pytest
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
@@ -61,6 +62,16 @@ class Client:
         assert is_error, f"{name} should have failed: {text}"
         assert structured == text, "error text and structured content should agree"
         return structured["error"]
+
+
+def run_session(home: Path, body, *args: str, **env: str) -> None:
+    """Run `await body(Client)` against a fresh `memloci serve` (args and env passed through)."""
+
+    async def main():
+        async with mcp_session(home, *args, **env) as session:
+            await body(Client(session))
+
+    anyio.run(main)
 
 
 @pytest.fixture

@@ -60,12 +60,18 @@ WRITER = textwrap.dedent("""
             async with ClientSession(r, w) as s:
                 await s.initialize()
                 for i in range(n):
-                    res = await s.call_tool("create_entities", {"entities": [
-                        {"name": f"{tag}-{i}", "entityType": "t", "observations": [f"{tag} obs {i}"]}]})
-                    assert not res.is_error, res.content[0].text
-                    if i % 50 == 0:
-                        res = await s.call_tool("add_observations", {"observations": [
-                            {"entityName": f"{tag}-0", "contents": [f"{tag} extra {i}"]}]})
+                    calls = [
+                        # its own entity
+                        ("create_entities", {"entities": [
+                            {"name": f"{tag}-{i}", "entityType": "t", "observations": [f"{tag} obs {i}"]}]}),
+                        # the same new name as every other writer, each adding its own observation
+                        ("create_entities", {"entities": [
+                            {"name": f"shared-{i % 25}", "entityType": "t", "observations": [f"{tag} says {i}"]}]}),
+                        # one entity every writer appends to
+                        ("add_observations", {"observations": [{"entityName": "hub", "contents": [f"{tag} hub {i}"]}]}),
+                    ]
+                    for name, arguments in calls:
+                        res = await s.call_tool(name, arguments)
                         assert not res.is_error, res.content[0].text
     anyio.run(main, sys.argv[1], int(sys.argv[2]))
 """)
@@ -75,13 +81,26 @@ def test_four_server_processes_on_one_library_lose_nothing(home, tmp_path):
     script = tmp_path / "writer.py"
     script.write_text(WRITER)
     env = server_env(home)
+    subprocess.run([sys.executable, "-m", "memloci", "import", "jsonl", "/dev/stdin"], env=env, check=True,
+                   input='{"type": "entity", "name": "hub", "entityType": "t", "observations": []}', text=True,
+                   capture_output=True)
     procs = [subprocess.Popen([sys.executable, str(script), f"w{p}", "250"], env=env,
                               stderr=subprocess.PIPE, text=True) for p in range(4)]
     for p in procs:
-        _, err = p.communicate(timeout=240)
+        _, err = p.communicate(timeout=400)
         assert p.returncode == 0, err[-2000:]
-    # 4 x 250 entities, each with one observation, plus 5 extra observations per writer
-    assert count(home / "default.db") == (1000, 1020)
+    conn = sqlite3.connect(home / "default.db")
+    names = [r[0] for r in conn.execute("SELECT name FROM entities")]
+    # 1 hub + 4 x 250 own entities + 25 shared names created once, never twice
+    assert len(names) == 1 + 1000 + 25 and len(set(n.casefold() for n in names)) == len(names)
+    hub = {r[0] for r in conn.execute(
+        "SELECT content FROM memories JOIN entities e ON e.id = entity_id WHERE e.name = 'hub'")}
+    assert hub == {f"w{p} hub {i}" for p in range(4) for i in range(250)}
+    shared = {r[0] for r in conn.execute(
+        "SELECT content FROM memories JOIN entities e ON e.id = entity_id WHERE e.name LIKE 'shared-%'")}
+    assert shared == {f"w{p} says {i}" for p in range(4) for i in range(250)}
+    assert conn.execute("SELECT count(*) FROM memories").fetchone()[0] == 3000
+    conn.close()
 
 
 KILLED_WRITER = textwrap.dedent("""
@@ -91,12 +110,11 @@ KILLED_WRITER = textwrap.dedent("""
     from memloci.service import MemoryService
 
     service = MemoryService(LibraryRegistry([LibrarySpec("default", sys.argv[1])]))
-    batch = 0
-    while True:
-        service.create_entities([EntityInput(f"b{batch}-e{i}", "t", (f"first {i}", f"second {i}", f"third {i}"))
+    for batch in range(1000):
+        print("begin", batch, flush=True)
+        service.create_entities([EntityInput(f"r{sys.argv[2]}-b{batch}-e{i}", "t", (f"first {i}", f"second {i}", f"third {i}"))
                                  for i in range(1000)])
-        batch += 1
-        print(batch, flush=True)
+        print("done", batch, flush=True)
 """)
 
 
@@ -104,15 +122,21 @@ def test_sigkill_mid_batch_leaves_whole_batches_only(tmp_path):
     db = tmp_path / "lib.db"
     script = tmp_path / "killed.py"
     script.write_text(KILLED_WRITER)
-    for delay in (0.9, 1.7, 2.6):
-        proc = subprocess.Popen([sys.executable, str(script), str(db)], stdout=subprocess.PIPE, text=True)
-        proc.stdout.readline()  # at least one batch committed, the next one under way
-        time.sleep(delay % 1.0)
+    for round_ in range(3):
+        proc = subprocess.Popen([sys.executable, str(script), str(db), str(round_)], stdout=subprocess.PIPE, text=True)
+        done = 0
+        # let two batches land, then kill as soon as the third has begun: mid-transaction
+        while (line := proc.stdout.readline()) != "begin 2\n":
+            done += line.startswith("done")
+        time.sleep(0.005 * round_)
         os.kill(proc.pid, signal.SIGKILL)
+        rest = proc.stdout.read()
         proc.wait()
+        assert done == 2 and "done 2" not in rest, "the kill must land while batch 2 is being written"
         entities, observations = count(db)
-        assert entities > 0 and entities % 1000 == 0, entities
+        assert entities == 2000 * (round_ + 1), f"expected whole batches only, found {entities} entities"
         assert observations == 3 * entities
     conn = sqlite3.connect(db)
-    fts = conn.execute("SELECT count(*) FROM entity_fts").fetchone()[0]
-    assert fts == entities, "the search index holds exactly the committed entities"
+    assert conn.execute("SELECT count(*) FROM entity_fts").fetchone()[0] == entities, \
+        "the search index holds exactly the committed entities"
+    conn.close()

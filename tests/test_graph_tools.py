@@ -2,20 +2,13 @@
 
 from __future__ import annotations
 
-import anyio
+import sqlite3
 
-from conftest import Client, mcp_session
+
+from conftest import Client, run_session as run
 
 OFFICIAL = ["create_entities", "create_relations", "add_observations", "delete_entities", "delete_observations",
             "delete_relations", "read_graph", "search_nodes", "open_nodes"]
-
-
-def run(home, body, *args, **env):
-    async def main():
-        async with mcp_session(home, *args, **env) as session:
-            await body(Client(session))
-
-    anyio.run(main)
 
 
 def test_lists_the_nine_official_tools_with_schemas_and_annotations(home):
@@ -56,13 +49,13 @@ def test_create_entities_merges_existing_and_in_call_duplicates(home):
         assert text[0]["createdAt"].endswith("Z")
 
         structured, _ = await c.ok("create_entities", entities=[
-            {"name": "alice", "entityType": "cat", "observations": ["Prefers email", "likes tea"]},
+            {"name": "alice", "entityType": "cat", "observations": ["Prefers email", "  Likes   tea "]},
             {"name": "Acme", "entityType": "company", "observations": []},
         ])
         assert structured["merged"] == ["Alice"] and structured["created"] == ["Acme"]
         merged = structured["entities"][0]
         assert merged["status"] == "merged" and merged["entityType"] == "person"
-        assert merged["observations"] == ["Prefers email"] and merged["skippedObservations"] == ["likes tea"]
+        assert merged["observations"] == ["Prefers email"] and merged["skippedObservations"] == ["Likes   tea"]
 
         graph, _ = await c.ok("open_nodes", names=["alice"])
         (alice,) = graph["entities"]
@@ -126,10 +119,15 @@ def test_deletes_are_idempotent_and_delete_entities_cascades(home):
         await c.ok("create_relations", relations=[
             {"from": "A", "to": "B", "relationType": "r"}, {"from": "B", "to": "C", "relationType": "r"},
             {"from": "C", "to": "A", "relationType": "r"}])
+        removed = []
         for _ in range(2):
             structured, text = await c.ok("delete_observations", deletions=[{"entityName": "A", "observations": ["a1"]},
                                                                             {"entityName": "Nope", "observations": ["x"]}])
             assert text == "Observations deleted successfully" and structured["success"] is True
+            removed.append(structured["deleted"])
+        assert removed == [[{"entityName": "A", "observations": ["a1"]}], []]
+        graph, _ = await c.ok("open_nodes", names=["A"])
+        assert graph["entities"][0]["observations"] == ["a2"]
         for _ in range(2):
             _, text = await c.ok("delete_relations", relations=[{"from": "B", "to": "C", "relationType": "r"}])
             assert text == "Relations deleted successfully"
@@ -143,7 +141,23 @@ def test_deletes_are_idempotent_and_delete_entities_cascades(home):
         assert [e["name"] for e in graph["entities"]] == ["B", "C"]
         assert graph["relations"] == [], "relations of a deleted entity go with it"
         found, _ = await c.ok("search_nodes", query="a2")
-        assert found["entities"] == [], "observations of a deleted entity go with it"
+        assert found["entities"] == []
+
+    run(home, body)
+    conn = sqlite3.connect(home / "default.db")
+    contents = [r[0] for r in conn.execute("SELECT content FROM memories ORDER BY id")]
+    assert contents == ["b1"], "observations of a deleted entity are gone from the library, not just hidden"
+    conn.close()
+
+
+def test_observations_differing_in_case_are_distinct_facts(home):
+    async def body(c: Client):
+        await c.ok("create_entities", entities=[{"name": "Svc", "entityType": "service", "observations": ["Uses postgres"]}])
+        _, text = await c.ok("add_observations", observations=[{"entityName": "Svc", "contents": ["Uses Postgres"]}])
+        assert text[0]["addedObservations"] == ["Uses Postgres"]
+        await c.ok("delete_observations", deletions=[{"entityName": "Svc", "observations": ["Uses postgres"]}])
+        graph, _ = await c.ok("open_nodes", names=["svc"])
+        assert graph["entities"][0]["observations"] == ["Uses Postgres"]
 
     run(home, body)
 

@@ -5,22 +5,13 @@ from __future__ import annotations
 import os
 import sqlite3
 
-import anyio
 import pytest
 
-from conftest import Client, mcp_session
+from conftest import Client, run_session as run
 from memloci import schema
 from memloci.errors import LibraryUnreadableError, ValidationError
 from memloci.libraries import LibraryRegistry, LibrarySpec, parse_library_specs
 from memloci.model import EntityInput
-
-
-def run(home, body, *args):
-    async def main():
-        async with mcp_session(home, *args) as session:
-            await body(Client(session))
-
-    anyio.run(main)
 
 
 def test_tool_input_errors_name_the_field_and_rule(home):
@@ -38,7 +29,6 @@ def test_tool_input_errors_name_the_field_and_rule(home):
              f"entities[0].observations[0]: must be at most {schema.OBSERVATION_MAX} characters"),
             (dict(entities=[{"name": f"e{i}", "entityType": "t"} for i in range(schema.BATCH_MAX + 1)]),
              f"entities: at most {schema.BATCH_MAX} items per call"),
-            (dict(entities=[]), "entities: must hold at least one item"),
         ]
         for arguments, expected in cases:
             err = await c.error("create_entities", **arguments)
@@ -47,6 +37,14 @@ def test_tool_input_errors_name_the_field_and_rule(home):
             assert err["hint"]
         graph, _ = await c.ok("read_graph")
         assert graph["entities"] == [], "a rejected batch writes nothing, not even its valid items"
+        # empty arrays are a no-op, as with the official server
+        structured, text = await c.ok("create_entities", entities=[])
+        assert text == [] and structured["created"] == []
+        for tool, arguments in [("create_relations", {"relations": []}), ("add_observations", {"observations": []}),
+                                ("delete_entities", {"entityNames": []}), ("delete_relations", {"relations": []}),
+                                ("delete_observations", {"deletions": []}), ("open_nodes", {"names": []})]:
+            await c.ok(tool, **arguments)
+        assert (await c.ok("read_graph"))[0]["entities"] == []
 
         err = await c.error("read_graph", limit=0)
         assert "limit: must be between 1 and" in err["message"]

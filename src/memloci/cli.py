@@ -130,11 +130,18 @@ def import_jsonl(
             console.print(f"  line {line}: {reason}", highlight=False)
 
 
-def _open_output(path: Path | None):
+def _write_output(path: Path | None, text: str) -> None:
+    """Standard output, or the file replaced atomically (a failed export never empties it)."""
     if path is None or str(path) == "-":
-        return sys.stdout, False
+        sys.stdout.write(text)
+        return
     path.parent.mkdir(parents=True, exist_ok=True)
-    return open(path, "w", encoding="utf-8", newline="\n"), True
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(text, encoding="utf-8", newline="\n")
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 @export_app.command("jsonl")
@@ -144,20 +151,16 @@ def export_jsonl(
     library: LibraryOpt = None,
 ) -> None:
     """Export as JSONL that the official memory server loads (MEMORY_FILE_PATH)."""
-    from .interop import write_official
+    from .interop import render_official
 
     try:
-        service = _service(libraries)
-        out, close = _open_output(path)
-        try:
-            n_e, n_r = write_official(service.iter_entities(library=library), service.iter_relations(library=library), out)
-        finally:
-            if close:
-                out.close()
+        graph = _service(libraries).export_graph(library=library)
     except MemlociError as exc:
         _fail(exc)
+    _write_output(path, render_official(graph.entities, graph.relations))
     if path is not None:
-        _console(stderr=True).print(f"Wrote {n_e} entities and {n_r} relations to {path}", highlight=False)
+        _console(stderr=True).print(f"Wrote {len(graph.entities)} entities and {len(graph.relations)} relations to {path}",
+                                    highlight=False)
 
 
 @export_app.command("markdown")
@@ -170,16 +173,10 @@ def export_markdown(
     from .markdown.export import render_graph
 
     try:
-        service = _service(libraries)
-        text = render_graph(service.iter_entities(order="name", library=library), service.iter_relations(library=library))
-        out, close = _open_output(path)
-        try:
-            out.write(text)
-        finally:
-            if close:
-                out.close()
+        graph = _service(libraries).export_graph(order="name", library=library)
     except MemlociError as exc:
         _fail(exc)
+    _write_output(path, render_graph(graph.entities, graph.relations))
 
 
 @app.command()

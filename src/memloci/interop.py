@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from .errors import ValidationError
 from .model import Entity, EntityInput, Relation, RelationInput
@@ -25,14 +25,22 @@ def _field(obj: dict[str, Any], key: str, line: int, kind: type) -> Any:
     return value
 
 
-def _entity(obj: dict[str, Any], line: int) -> EntityInput:
+def _object(obj: Any, line: int) -> dict[str, Any]:
+    if not isinstance(obj, dict):
+        raise ValidationError(f"line {line}: expected a JSON object, got {type(obj).__name__}")
+    return obj
+
+
+def _entity(obj: Any, line: int) -> EntityInput:
+    obj = _object(obj, line)
     observations = obj.get("observations", [])
     if not isinstance(observations, list):
         raise ValidationError(f"line {line}.observations: must be an array, got {type(observations).__name__}")
     return EntityInput(_field(obj, "name", line, str), _field(obj, "entityType", line, str), tuple(observations))
 
 
-def _relation(obj: dict[str, Any], line: int) -> RelationInput:
+def _relation(obj: Any, line: int) -> RelationInput:
+    obj = _object(obj, line)
     return RelationInput(_field(obj, "from", line, str), _field(obj, "relationType", line, str), _field(obj, "to", line, str))
 
 
@@ -51,10 +59,9 @@ def read_official(path: Path) -> tuple[list[tuple[int, EntityInput]], list[tuple
         except json.JSONDecodeError:
             whole = None
         if isinstance(whole, dict) and "entities" in whole:
-            for i, obj in enumerate(whole.get("entities") or []):
-                entities.append((i + 1, _entity(obj, i + 1)))
-            for i, obj in enumerate(whole.get("relations") or []):
-                relations.append((i + 1, _relation(obj, i + 1)))
+            # "line" numbers here count items of each array, from 1
+            entities = [(i, _entity(obj, i)) for i, obj in enumerate(whole.get("entities") or [], start=1)]
+            relations = [(i, _relation(obj, i)) for i, obj in enumerate(whole.get("relations") or [], start=1)]
             return entities, relations
     for number, raw in enumerate(text.splitlines(), start=1):
         if not raw.strip():
@@ -63,24 +70,19 @@ def read_official(path: Path) -> tuple[list[tuple[int, EntityInput]], list[tuple
             obj = json.loads(raw)
         except json.JSONDecodeError as exc:
             raise ValidationError(f"line {number}: not valid JSON ({exc.msg} at column {exc.colno})") from exc
-        if not isinstance(obj, dict):
-            raise ValidationError(f"line {number}: expected a JSON object, got {type(obj).__name__}")
-        if obj.get("type") == "entity":
+        if _object(obj, number).get("type") == "entity":
             entities.append((number, _entity(obj, number)))
         elif obj.get("type") == "relation":
             relations.append((number, _relation(obj, number)))
     return entities, relations
 
 
-def write_official(entities: Iterable[Entity], relations: Iterable[Relation], out: IO[str]) -> tuple[int, int]:
-    """Write JSONL the official server loads: entities first, then relations. Returns the counts."""
-    n_entities = n_relations = 0
-    for e in entities:
-        out.write(json.dumps({"type": "entity", "name": e.name, "entityType": e.entity_type,
-                              "observations": [o.content for o in e.observations]}, ensure_ascii=False) + "\n")
-        n_entities += 1
-    for r in relations:
-        out.write(json.dumps({"type": "relation", "from": r.from_entity, "to": r.to_entity,
-                              "relationType": r.relation_type}, ensure_ascii=False) + "\n")
-        n_relations += 1
-    return n_entities, n_relations
+def render_official(entities: Iterable[Entity], relations: Iterable[Relation]) -> str:
+    """JSONL the official server loads: entities first, then relations, one object per line."""
+    lines = [json.dumps({"type": "entity", "name": e.name, "entityType": e.entity_type,
+                         "observations": [o.content for o in e.observations]}, ensure_ascii=False)
+             for e in entities]
+    lines += [json.dumps({"type": "relation", "from": r.from_entity, "to": r.to_entity,
+                          "relationType": r.relation_type}, ensure_ascii=False)
+              for r in relations]
+    return "".join(line + "\n" for line in lines)

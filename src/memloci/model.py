@@ -34,10 +34,6 @@ class Relation:
     to_entity: str
     created_at: str = ""
 
-    @property
-    def key(self) -> tuple[str, str, str]:
-        return (self.from_entity.casefold(), self.relation_type, self.to_entity.casefold())
-
 
 @dataclass(frozen=True, slots=True)
 class EntityInput:
@@ -83,6 +79,12 @@ class AddedObservations:
     entity_name: str
     added: tuple[str, ...]
     skipped: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class RemovedObservations:
+    entity_name: str
+    removed: tuple[str, ...]
 
 
 @dataclass(frozen=True, slots=True)

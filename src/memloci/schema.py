@@ -34,43 +34,35 @@ def _require_str(value: object, field: str) -> str:
     return value
 
 
-def clean_label(value: object, field: str, max_len: int) -> str:
-    """A name or type: one line, trimmed, not empty, at most `max_len` characters."""
+def _clean(value: object, field: str, max_len: int, control: re.Pattern[str], allowed: str) -> str:
     text = _require_str(value, field).strip()
     if not text:
         raise ValidationError(f"{field}: must not be empty")
     if len(text) > max_len:
         raise ValidationError(f"{field}: must be at most {max_len} characters, got {len(text)}")
-    if _CONTROL.search(text):
-        raise ValidationError(f"{field}: must not contain control characters (newline, tab, NUL)")
+    if control.search(text):
+        raise ValidationError(f"{field}: must not contain control characters{allowed}")
     return unicodedata.normalize("NFC", text)
 
 
 def clean_name(value: object, field: str) -> str:
-    return clean_label(value, field, NAME_MAX)
+    """A name: one line, trimmed, not empty, at most NAME_MAX characters."""
+    return _clean(value, field, NAME_MAX, _CONTROL, " (newline, tab, NUL)")
 
 
 def clean_type(value: object, field: str) -> str:
-    return clean_label(value, field, TYPE_MAX)
+    return _clean(value, field, TYPE_MAX, _CONTROL, " (newline, tab, NUL)")
 
 
 def clean_text(value: object, field: str, max_len: int = OBSERVATION_MAX) -> str:
-    """Free text (an observation): trimmed, not empty, newlines allowed, no other control characters."""
-    text = _require_str(value, field).strip()
-    if not text:
-        raise ValidationError(f"{field}: must not be empty")
-    if len(text) > max_len:
-        raise ValidationError(f"{field}: must be at most {max_len} characters, got {len(text)}")
-    if _CONTROL_IN_TEXT.search(text):
-        raise ValidationError(f"{field}: must not contain control characters other than newline and tab")
-    return unicodedata.normalize("NFC", text)
+    """Free text (an observation): trimmed, not empty, newlines and tabs allowed."""
+    return _clean(value, field, max_len, _CONTROL_IN_TEXT, " other than newline and tab")
 
 
-def check_batch(items: object, field: str, max_items: int = BATCH_MAX, allow_empty: bool = False) -> Sequence:
+def check_batch(items: object, field: str, max_items: int = BATCH_MAX) -> Sequence:
+    """An array of at most `max_items`; an empty one is a no-op, as with the official server."""
     if not isinstance(items, (list, tuple)):
         raise ValidationError(f"{field}: must be an array, got {type(items).__name__}")
-    if not items and not allow_empty:
-        raise ValidationError(f"{field}: must hold at least one item")
     if len(items) > max_items:
         raise ValidationError(
             f"{field}: at most {max_items} items per call, got {len(items)}",
@@ -93,7 +85,7 @@ def validate_entities(entities: Sequence[EntityInput], field: str = "entities", 
 
 
 def validate_entity(e: EntityInput, at: str) -> EntityInput:
-    obs = check_batch(e.observations, f"{at}.observations", ITEMS_PER_ENTRY_MAX, allow_empty=True)
+    obs = check_batch(e.observations, f"{at}.observations", ITEMS_PER_ENTRY_MAX)
     return EntityInput(
         name=clean_name(e.name, f"{at}.name"),
         entity_type=clean_type(e.entity_type, f"{at}.entityType"),
@@ -119,7 +111,7 @@ def validate_observation_batches(batches: Sequence[ObservationBatch], field: str
     out = []
     for i, b in enumerate(batches):
         at = f"{field}[{i}]"
-        contents = check_batch(b.contents, f"{at}.{item_key}", ITEMS_PER_ENTRY_MAX, allow_empty=True)
+        contents = check_batch(b.contents, f"{at}.{item_key}", ITEMS_PER_ENTRY_MAX)
         out.append(
             ObservationBatch(
                 entity_name=clean_name(b.entity_name, f"{at}.entityName"),

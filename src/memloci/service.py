@@ -6,7 +6,7 @@ then one store call. Transports run it off their event loop.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from . import schema
@@ -15,7 +15,6 @@ from .libraries import LibraryRegistry
 from .model import (
     AddedObservations,
     CreatedEntity,
-    Entity,
     EntityInput,
     Graph,
     GraphPage,
@@ -24,6 +23,7 @@ from .model import (
     ObservationBatch,
     Relation,
     RelationInput,
+    RemovedObservations,
     SearchResult,
     name_key,
 )
@@ -75,7 +75,7 @@ class MemoryService:
         return self.store(library).delete_entities(clean, origin=origin)
 
     def delete_observations(self, batches: Sequence[ObservationBatch], *, library: str | None = None,
-                            origin: str = "delete_observations") -> list[AddedObservations]:
+                            origin: str = "delete_observations") -> list[RemovedObservations]:
         clean = schema.validate_observation_batches(batches, "deletions", "observations")
         return self.store(library).delete_observations(clean, origin=origin)
 
@@ -153,11 +153,9 @@ class MemoryService:
                 progress(len(chunk))
         return report
 
-    def iter_entities(self, *, order: str = "id", library: str | None = None) -> Iterator[Entity]:
-        return self.store(library).iter_entities(order=order)
-
-    def iter_relations(self, *, library: str | None = None) -> Iterator[Relation]:
-        return self.store(library).iter_relations()
+    def export_graph(self, *, order: str = "id", library: str | None = None) -> Graph:
+        """The whole library from one snapshot: entities in insertion or `name` order, then relations."""
+        return self.store(library).export_graph(order=order)
 
     def history(self, *, limit: int = 50, library: str | None = None) -> list[JournalEntry]:
         return self.store(library).journal(limit=schema.check_int(limit, "limit", 1, schema.PAGE_MAX))

@@ -207,7 +207,7 @@ def register(server: Any, service: MemoryService) -> None:
             library=_library(library, library_name),
         )
         message = "Observations deleted successfully"
-        deleted = [{"entityName": r.entity_name, "observations": list(r.added)} for r in results if r.added]
+        deleted = [{"entityName": r.entity_name, "observations": list(r.removed)} for r in results]
         return reply({"success": True, "message": message, "deleted": deleted}, text=message)
 
     def delete_relations(

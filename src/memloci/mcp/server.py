@@ -7,7 +7,7 @@ from typing import Any
 
 import pydantic
 from mcp.server.mcpserver import MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 
 from .. import __version__
 from ..errors import InternalError, MemlociError, NotFoundError, ValidationError
@@ -37,12 +37,17 @@ class MemlociServer(MCPServer):
             if isinstance(cause, MemlociError):
                 log.info("tool %s: %s %s", name, cause.code, cause.message)
                 return error_reply(cause)
+            if isinstance(exc, UnexpectedToolError):
+                # A fault of ours (say, a result failing its own output schema), possibly after a
+                # write: never blamed on the caller's arguments.
+                log.error("tool %s crashed", name, exc_info=cause or exc)
+                return error_reply(InternalError(f"tool {name} failed unexpectedly: {type(cause or exc).__name__}"))
             if isinstance(cause, pydantic.ValidationError):
                 return error_reply(describe_validation_error(cause))
-            if cause is None and str(exc).startswith("Unknown tool"):
+            if str(exc).startswith("Unknown tool"):
                 return error_reply(NotFoundError(f"no tool named '{name}'", hint="List the tools with tools/list."))
-            log.error("tool %s crashed", name, exc_info=cause or exc)
-            return error_reply(InternalError(f"tool {name} failed unexpectedly: {type(cause or exc).__name__}"))
+            log.error("tool %s failed", name, exc_info=cause or exc)
+            return error_reply(InternalError(f"tool {name} failed: {exc}"))
 
 
 def tool_groups(spec: str | None) -> list[str]:

@@ -46,8 +46,11 @@ def like_pattern(text: str) -> str:
 
 
 def normalize_content(text: str) -> str:
-    """The form under which two texts count as the same memory: trimmed, single-spaced, casefolded."""
-    return " ".join(text.split()).casefold()
+    """The form under which two texts count as the same: trimmed and single-spaced.
+
+    Case is kept: "Uses Postgres" corrects "uses postgres" rather than duplicating it, and
+    deleting one must never remove the other."""
+    return " ".join(text.split())
 
 
 def content_hash(text: str) -> str:

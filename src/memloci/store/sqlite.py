@@ -9,9 +9,11 @@ next open. Each thread uses its own connection.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
+import queue
 import sqlite3
 import threading
 from collections.abc import Iterable, Iterator, Sequence
@@ -19,7 +21,13 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from ..errors import InvalidRelationError, LibraryUnreadableError, NotFoundError, PermissionDeniedError
+from ..errors import (
+    ConflictError,
+    InvalidRelationError,
+    LibraryUnreadableError,
+    NotFoundError,
+    PermissionDeniedError,
+)
 from ..model import (
     AddedObservations,
     CreatedEntity,
@@ -33,6 +41,7 @@ from ..model import (
     ObservationBatch,
     Relation,
     RelationInput,
+    RemovedObservations,
     SearchHit,
     SearchResult,
     name_key,
@@ -40,12 +49,12 @@ from ..model import (
 )
 from ..search import lexical
 from .sqlite_schema import MIGRATIONS, SCHEMA_VERSION
+from .sqlite_search import rank_entities
 
 log = logging.getLogger(__name__)
 
 BUSY_TIMEOUT_S = 60.0
 _CHUNK = 500  # ids per IN (...) list
-_BM25 = "bm25(entity_fts, 5.0, 2.0, 4.0, 1.0)"  # weights: name, type, aliases, observations
 
 
 def _chunks(items: Sequence[Any], size: int = _CHUNK) -> Iterator[Sequence[Any]]:
@@ -65,12 +74,12 @@ class SQLiteStore:
     def __init__(self, path: str | os.PathLike[str], name: str = "default"):
         self.path = str(Path(path).expanduser())
         self.name = name
-        self._local = threading.local()
+        # Idle connections, shared by all threads: a call borrows one for one transaction.
+        # (Per-thread connections would pile up as the event loop's worker threads come and go.)
+        self._idle: queue.SimpleQueue[sqlite3.Connection] = queue.SimpleQueue()
         self._write_lock = threading.Lock()
         self._open_lock = threading.Lock()
-        self._registry_lock = threading.Lock()
         self._opened = False
-        self._connections: list[sqlite3.Connection] = []
 
     # -- connections -------------------------------------------------------------------
 
@@ -88,7 +97,12 @@ class SQLiteStore:
                 raise LibraryUnreadableError(f"library '{self.name}': {self.path} cannot be read (permission denied)")
             p.parent.mkdir(parents=True, exist_ok=True)
             try:
-                conn = self._conn()
+                conn = self._connect()
+            except sqlite3.DatabaseError as exc:
+                raise LibraryUnreadableError(
+                    f"library '{self.name}' at {self.path} is not a readable SQLite database: {exc}"
+                ) from exc
+            try:
                 version = conn.execute("PRAGMA user_version").fetchone()[0]
                 if version > SCHEMA_VERSION:
                     raise LibraryUnreadableError(
@@ -98,48 +112,53 @@ class SQLiteStore:
                     )
                 if version < SCHEMA_VERSION:
                     self._migrate(conn)
-            except sqlite3.DatabaseError as exc:
-                self._drop_connection()
-                raise LibraryUnreadableError(
-                    f"library '{self.name}' at {self.path} is not a readable SQLite database: {exc}"
-                ) from exc
+            except BaseException:
+                conn.close()
+                raise
+            self._idle.put(conn)
             self._opened = True
 
-    def _conn(self) -> sqlite3.Connection:
-        conn = getattr(self._local, "conn", None)
-        if conn is None:
-            conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False)
+    def _connect(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False)
+        try:
             conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
-            # WAL needs the first write to stick; a read-only or corrupt file fails here, loudly.
+            # A file that is not SQLite fails here, before anything could be written to it.
+            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
             mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
             if mode != "wal":
                 log.warning("library %s: journal mode is %s, not wal", self.name, mode)
-            conn.execute("PRAGMA synchronous = NORMAL")
+            # FULL: a committed call survives power loss too, for ~0.25 ms per commit.
+            conn.execute("PRAGMA synchronous = FULL")
             conn.execute("PRAGMA foreign_keys = ON")
             conn.execute("PRAGMA temp_store = MEMORY")
-            conn.execute("PRAGMA cache_size = -32000")
-            self._local.conn = conn
-            with self._registry_lock:
-                self._connections.append(conn)
+            conn.execute("PRAGMA cache_size = -16000")
+        except BaseException:
+            conn.close()
+            raise
         return conn
 
-    def _drop_connection(self) -> None:
-        conn = getattr(self._local, "conn", None)
-        if conn is not None:
-            conn.close()
-            self._local.conn = None
-            with self._registry_lock:
-                self._connections.remove(conn)
+    @contextmanager
+    def _borrow(self) -> Iterator[sqlite3.Connection]:
+        self.open()
+        try:
+            conn = self._idle.get_nowait()
+        except queue.Empty:
+            conn = self._connect()
+        try:
+            yield conn
+        finally:
+            if conn.in_transaction:  # only after an error inside the rollback itself
+                conn.close()
+            else:
+                self._idle.put(conn)
 
     def close(self) -> None:
-        with self._registry_lock:
-            connections, self._connections = self._connections, []
-        for conn in connections:
+        """Close the idle connections (those still lent out close when returned to a closed store)."""
+        while True:
             try:
-                conn.close()
-            except sqlite3.Error:
-                pass
-        self._local = threading.local()
+                self._idle.get_nowait().close()
+            except queue.Empty:
+                break
         self._opened = False
 
     def _migrate(self, conn: sqlite3.Connection) -> None:
@@ -163,34 +182,32 @@ class SQLiteStore:
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
         """One write transaction: committed whole, or rolled back whole."""
-        self.open()
-        conn = self._conn()
-        with self._write_lock:
+        with self._borrow() as conn, self._write_lock:
             try:
                 conn.execute("BEGIN IMMEDIATE")
-            except sqlite3.OperationalError as exc:
-                raise _storage_error(self, exc) from exc
-            try:
                 yield conn
                 conn.execute("COMMIT")
             except BaseException as exc:
                 if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                if isinstance(exc, sqlite3.OperationalError):
+                    with contextlib.suppress(sqlite3.Error):
+                        conn.execute("ROLLBACK")
+                if isinstance(exc, sqlite3.DatabaseError):
                     raise _storage_error(self, exc) from exc
                 raise
 
     @contextmanager
     def _read(self) -> Iterator[sqlite3.Connection]:
         """A consistent snapshot for several SELECTs."""
-        self.open()
-        conn = self._conn()
-        conn.execute("BEGIN")
-        try:
-            yield conn
-        finally:
-            if conn.in_transaction:
-                conn.execute("COMMIT")
+        with self._borrow() as conn:
+            try:
+                conn.execute("BEGIN")
+                yield conn
+            except sqlite3.DatabaseError as exc:
+                raise _storage_error(self, exc) from exc
+            finally:
+                if conn.in_transaction:
+                    with contextlib.suppress(sqlite3.Error):  # _borrow drops a connection left mid-transaction
+                        conn.execute("ROLLBACK")
 
     # -- helpers -----------------------------------------------------------------------
 
@@ -241,8 +258,8 @@ class SQLiteStore:
             (added if cur.rowcount else skipped).append(content)
         return added, skipped
 
-    def _load_entities(self, conn: sqlite3.Connection, ids: Sequence[int], observations: bool = True) -> list[Entity]:
-        """Entities by id, in the order of `ids`."""
+    def _load_entities(self, conn: sqlite3.Connection, ids: Sequence[int], observations: bool = True) -> dict[int, Entity]:
+        """Entities by id, in the order of `ids` (ids with no entity are left out)."""
         rows: dict[int, tuple] = {}
         for chunk in _chunks(list(ids)):
             for row in conn.execute(
@@ -260,7 +277,7 @@ class SQLiteStore:
                     chunk,
                 ):
                     obs[entity_id].append(Observation(content, created_at))
-        return [_entity(rows[i], obs[i]) for i in ids if i in rows]
+        return {i: _entity(rows[i], obs[i]) for i in ids if i in rows}
 
     @staticmethod
     def _relations_where(conn: sqlite3.Connection, where: str, params: Sequence[Any]) -> list[Relation]:
@@ -307,6 +324,7 @@ class SQLiteStore:
                     added, skipped = self._insert_observations(conn, entity_id, observations, at)
                     if added:
                         conn.execute("UPDATE entities SET updated_at = ? WHERE id = ?", (at, entity_id))
+                        touched.append(entity_id)
                     results.append(CreatedEntity(stored_name, entity_type, "merged", tuple(added), tuple(skipped), created_at))
                 else:
                     entity_id = conn.execute(
@@ -316,13 +334,15 @@ class SQLiteStore:
                     ).lastrowid
                     added, skipped = self._insert_observations(conn, entity_id, observations, at)
                     results.append(CreatedEntity(e.name, e.entity_type, "created", tuple(added), tuple(skipped), at))
-                touched.append(entity_id)
-            self._refresh_fts(conn, touched)
-            self._journal(
-                conn, origin, "create_entities", [r.name for r in results],
-                {"created": [r.name for r in results if r.status == "created"],
-                 "merged": [r.name for r in results if r.status == "merged"]},
-            )
+                    touched.append(entity_id)
+            if touched:
+                self._refresh_fts(conn, touched)
+                self._journal(
+                    conn, origin, "create_entities",
+                    [r.name for r in results if r.status == "created" or r.observations],
+                    {"created": [r.name for r in results if r.status == "created"],
+                     "merged": {r.name: list(r.observations) for r in results if r.status == "merged" and r.observations}},
+                )
         return results
 
     def create_relations(self, relations: Sequence[RelationInput], *, origin: str) -> tuple[list[Relation], list[Relation]]:
@@ -339,13 +359,18 @@ class SQLiteStore:
                     f"relation endpoints do not exist: {', '.join(missing)}",
                     details={"missing": missing},
                 )
-            for r in relations:
-                (from_id, from_name), (to_id, to_name) = ids[name_key(r.from_entity)], ids[name_key(r.to_entity)]
+            triples = dict.fromkeys(
+                (ids[name_key(r.from_entity)], r.relation_type, ids[name_key(r.to_entity)]) for r in relations
+            )
+            for (from_id, from_name), relation_type, (to_id, to_name) in triples:
                 cur = conn.execute(
                     "INSERT OR IGNORE INTO relations (from_id, relation_type, to_id, created_at) VALUES (?, ?, ?, ?)",
-                    (from_id, r.relation_type, to_id, at),
+                    (from_id, relation_type, to_id, at),
                 )
-                (created if cur.rowcount else existing).append(Relation(from_name, r.relation_type, to_name, at))
+                if cur.rowcount:
+                    created.append(Relation(from_name, relation_type, to_name, at))
+                else:
+                    existing.append(Relation(from_name, relation_type, to_name))
             if created:
                 self._journal(
                     conn, origin, "create_relations",
@@ -374,9 +399,9 @@ class SQLiteStore:
                     conn.execute("UPDATE entities SET updated_at = ? WHERE id = ?", (at, entity_id))
                     touched.append(entity_id)
                 results.append(AddedObservations(stored_name, tuple(added), tuple(skipped)))
-            self._refresh_fts(conn, touched)
-            changed = [r for r in results if r.added]
-            if changed:
+            if touched:
+                self._refresh_fts(conn, touched)
+                changed = [r for r in results if r.added]
                 self._journal(conn, origin, "add_observations", [r.entity_name for r in changed],
                               {"added": {r.entity_name: list(r.added) for r in changed}})
         return results
@@ -387,7 +412,7 @@ class SQLiteStore:
             if not ids:
                 return []
             id_list = [i for i, _ in ids.values()]
-            removed = self._load_entities(conn, id_list)
+            removed = list(self._load_entities(conn, id_list).values())
             relations = self._relations_touching(conn, id_list)
             for chunk in _chunks(id_list):
                 conn.execute(f"DELETE FROM entities WHERE id IN ({_marks(len(chunk))})", chunk)
@@ -400,9 +425,9 @@ class SQLiteStore:
             )
         return [e.name for e in removed]
 
-    def delete_observations(self, batches: Sequence[ObservationBatch], *, origin: str) -> list[AddedObservations]:
+    def delete_observations(self, batches: Sequence[ObservationBatch], *, origin: str) -> list[RemovedObservations]:
         at = now_iso()
-        results: list[AddedObservations] = []
+        results: list[RemovedObservations] = []
         with self._write() as conn:
             ids = self._resolve(conn, [b.entity_name for b in batches])
             touched = []
@@ -410,23 +435,22 @@ class SQLiteStore:
                 if name_key(b.entity_name) not in ids:
                     continue
                 entity_id, stored_name = ids[name_key(b.entity_name)]
-                deleted = []
+                removed = []
                 for content in b.contents:
                     row = conn.execute(
                         "DELETE FROM memories WHERE entity_id = ? AND content_hash = ? RETURNING content",
                         (entity_id, lexical.content_hash(content)),
                     ).fetchone()
                     if row:
-                        deleted.append(row[0])
-                if deleted:
+                        removed.append(row[0])
+                if removed:
                     conn.execute("UPDATE entities SET updated_at = ? WHERE id = ?", (at, entity_id))
                     touched.append(entity_id)
-                results.append(AddedObservations(stored_name, tuple(deleted), ()))
-            self._refresh_fts(conn, touched)
-            changed = [r for r in results if r.added]
-            if changed:
-                self._journal(conn, origin, "delete_observations", [r.entity_name for r in changed],
-                              {"removed": {r.entity_name: list(r.added) for r in changed}})
+                    results.append(RemovedObservations(stored_name, tuple(removed)))
+            if touched:
+                self._refresh_fts(conn, touched)
+                self._journal(conn, origin, "delete_observations", [r.entity_name for r in results],
+                              {"removed": {r.entity_name: list(r.removed) for r in results}})
         return results
 
     def delete_relations(self, relations: Sequence[RelationInput], *, origin: str) -> list[Relation]:
@@ -466,7 +490,7 @@ class SQLiteStore:
                 relations = self._relations_where(
                     conn, "r.from_id BETWEEN ? AND ? AND r.to_id BETWEEN ? AND ?", (lo, hi, lo, hi)
                 )
-        return GraphPage(tuple(entities), tuple(relations), total, offset, offset + len(ids) < total)
+        return GraphPage(tuple(entities.values()), tuple(relations), total, offset, offset + len(ids) < total)
 
     def open_entities(self, names: Sequence[str]) -> Graph:
         with self._read() as conn:
@@ -475,83 +499,28 @@ class SQLiteStore:
             ordered = list(dict.fromkeys(ids[k][0] for k in (name_key(n) for n in names) if k in ids))
             entities = self._load_entities(conn, ordered)
             relations = self._relations_touching(conn, ordered)
-        return Graph(tuple(entities), tuple(relations))
+        return Graph(tuple(entities.values()), tuple(relations))
 
     def search_entities(self, query: str, *, limit: int) -> SearchResult:
-        """Rank entities by BM25; entities holding every query word come first.
-
-        Words match whole (with English stemming: "deployed" finds "deployment"). Only if
-        no word matches are they tried as prefixes ("postgre" finds "postgresql"), and only
-        if that finds nothing either, as a plain substring of names, types and observations
-        (the official server's whole search), so anything it finds, this finds.
-        """
-        terms = lexical.query_terms(query)
-        want = limit + 1  # one extra tells whether the result is truncated
-        scored: dict[int, tuple[int, float, str]] = {}  # id -> (matched words, bm25, why)
         with self._read() as conn:
-            if terms:
-                self._rank_words(conn, terms, want, scored, prefix=False)
-                if not scored:
-                    self._rank_words(conn, terms, want, scored, prefix=True)
-            if not scored:
-                pattern = lexical.like_pattern(query.strip())
-                for (rowid,) in conn.execute(
-                    r"""SELECT id FROM entities WHERE name LIKE ?1 ESCAPE '\' OR entity_type LIKE ?1 ESCAPE '\'
-                        UNION
-                        SELECT entity_id FROM memories WHERE entity_id IS NOT NULL AND content LIKE ?1 ESCAPE '\'
-                        LIMIT ?2""",
-                    (pattern, want),
-                ):
-                    scored[rowid] = (0, 0.0, "substring")
-            ranked = sorted(scored, key=lambda i: (-scored[i][0], scored[i][1]))
-            truncated = len(ranked) > limit
-            ranked = ranked[:limit]
-            hits = []
-            for entity_id, entity in zip(ranked, self._load_entities(conn, ranked)):
-                matched, score, why = scored[entity_id]
-                hits.append(SearchHit(entity, -score, matched, f"{why}, bm25 {-score:.2f}" if score else why))
-            relations = self._relations_touching(conn, ranked)
-        return SearchResult(tuple(hits), tuple(relations), truncated)
+            scored = rank_entities(conn, query, limit + 1)  # one extra tells whether the result is truncated
+            ranked = sorted(scored, key=lambda i: (-scored[i].matched, scored[i].bm25))[:limit]
+            entities = self._load_entities(conn, ranked)
+            hits = tuple(SearchHit(entities[i], -scored[i].bm25, scored[i].matched, scored[i].why)
+                         for i in ranked if i in entities)
+            relations = self._relations_touching(conn, list(entities))
+        return SearchResult(hits, tuple(relations), len(scored) > limit)
 
-    @staticmethod
-    def _rank_words(conn: sqlite3.Connection, terms: list[str], want: int,
-                    scored: dict[int, tuple[int, float, str]], *, prefix: bool) -> None:
-        """Entities matching all words, then (if room is left) those matching most of them."""
-        how = "prefix" if prefix else "word"
-        n = len(terms)
-        query = f"SELECT rowid, {_BM25} AS s FROM entity_fts WHERE entity_fts MATCH ? ORDER BY s LIMIT ?"
-        for rowid, score in conn.execute(query, (lexical.match_all(terms, prefix), want)):
-            scored[rowid] = (n, score, f"all {n} {how}s" if n > 1 else how)
-        if len(scored) >= want or n == 1:
-            return
-        pool = [(rowid, score) for rowid, score in
-                conn.execute(query, (lexical.match_any(terms, prefix), max(4 * want, 100) + len(scored)))
-                if rowid not in scored]
-        if not pool:
-            return
-        counts = dict.fromkeys((rowid for rowid, _ in pool), 0)
-        marks = _marks(len(pool))
-        for term in terms:
-            for (rowid,) in conn.execute(
-                f"SELECT rowid FROM entity_fts WHERE entity_fts MATCH ? AND rowid IN ({marks})",
-                (lexical.fts_term(term, prefix), *counts),
-            ):
-                counts[rowid] += 1
-        pool.sort(key=lambda p: (-counts[p[0]], p[1]))
-        for rowid, score in pool[: want - len(scored)]:
-            scored[rowid] = (counts[rowid], score, f"{counts[rowid]} of {n} {how}s")
-
-    def iter_entities(self, *, order: str = "id") -> Iterator[Entity]:
-        """Every entity with its observations, in insertion (`id`) or `name` order, in pages."""
+    def export_graph(self, *, order: str = "id") -> Graph:
+        """Every entity (insertion or `name` order) and relation, from one snapshot."""
         column = {"id": "id", "name": "name_key"}[order]
         with self._read() as conn:
             ids = [r[0] for r in conn.execute(f"SELECT id FROM entities ORDER BY {column}")]
-            for chunk in _chunks(ids, 1000):
-                yield from self._load_entities(conn, chunk)
-
-    def iter_relations(self) -> Iterator[Relation]:
-        with self._read() as conn:
-            yield from self._relations_where(conn, "1", ())
+            entities: list[Entity] = []
+            for chunk in _chunks(ids, 2000):
+                entities.extend(self._load_entities(conn, chunk).values())
+            relations = self._relations_where(conn, "1", ())
+        return Graph(tuple(entities), tuple(relations))
 
     def journal(self, *, limit: int) -> list[JournalEntry]:
         with self._read() as conn:
@@ -598,13 +567,17 @@ def _split_sql(script: str) -> list[str]:
     return [s.strip() for s in "\n".join(lines).split(";") if s.strip()]
 
 
-def _storage_error(store: SQLiteStore, exc: sqlite3.OperationalError) -> Exception:
+def _storage_error(store: SQLiteStore, exc: sqlite3.DatabaseError) -> Exception:
     text = str(exc)
+    where = f"library '{store.name}' at {store.path}"
     if "readonly" in text or "read-only" in text:
-        return PermissionDeniedError(f"library '{store.name}' at {store.path} is read-only: {text}")
+        return PermissionDeniedError(f"{where} is read-only: {text}")
     if "locked" in text or "busy" in text:
-        return LibraryUnreadableError(
-            f"library '{store.name}' stayed locked by another process for {BUSY_TIMEOUT_S:.0f} s: {text}",
-            hint="Another process holds a long write; retry shortly.",
+        return ConflictError(
+            f"{where} stayed locked by another process for {BUSY_TIMEOUT_S:.0f} s: {text}",
+            hint="Another process holds a long write (an import?); retry shortly. Nothing was changed.",
         )
-    return exc
+    if isinstance(exc, sqlite3.IntegrityError):
+        return exc  # a bug of ours, not of the caller or the file: let it surface as one
+    return LibraryUnreadableError(f"{where}: storage error: {text}",
+                                  hint="Check the disk (full? failing?) and the file; run `memloci stats`.")
