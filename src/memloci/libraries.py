@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import re
-import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -84,7 +83,6 @@ class LibraryRegistry:
     def __init__(self, specs: list[LibrarySpec] | None = None):
         self.specs = specs if specs is not None else default_specs()
         self._stores: dict[str, Store] = {s.name: open_store(s) for s in self.specs}
-        self._lock = threading.Lock()
 
     def names(self) -> list[str]:
         return list(self._stores)
