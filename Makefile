@@ -4,6 +4,8 @@
 PYTHON ?= python3
 VENV   ?= .venv
 STAMP  := $(VENV)/.installed-stamp
+# The official Node server, for the drop-in compatibility tests (skipped when npm is missing).
+OFFICIAL := .official/node_modules/@modelcontextprotocol/server-memory/dist/index.js
 
 .PHONY: run test install bench clean
 
@@ -17,11 +19,17 @@ install: $(STAMP)
 run: $(STAMP)
 	$(VENV)/bin/memloci serve
 
-test: $(STAMP)
+$(OFFICIAL):
+	@if command -v npm >/dev/null 2>&1; then \
+		npm install --silent --no-audit --no-fund --prefix .official @modelcontextprotocol/server-memory \
+		|| echo "npm install failed: the official-server compatibility tests will be skipped"; \
+	else echo "npm not found: the official-server compatibility tests will be skipped"; fi
+
+test: $(STAMP) $(OFFICIAL)
 	$(VENV)/bin/python -m pytest
 
 bench: $(STAMP)
 	$(VENV)/bin/memloci bench graph --n 50000
 
 clean:
-	rm -rf $(VENV) build src/*.egg-info .pytest_cache
+	rm -rf $(VENV) .official build src/*.egg-info .pytest_cache
