@@ -9,15 +9,16 @@ OFFICIAL := .official/node_modules/@modelcontextprotocol/server-memory/dist/inde
 
 .PHONY: run test install bench clean
 
+# Set-up output goes to stderr: `make run` is an MCP stdio server, its stdout is the protocol.
 $(STAMP): pyproject.toml
-	$(PYTHON) -m venv $(VENV)
-	$(VENV)/bin/python -m pip install --quiet --disable-pip-version-check -e '.[test]'
-	touch $(STAMP)
+	@$(PYTHON) -m venv $(VENV) >&2
+	@$(VENV)/bin/python -m pip install --quiet --disable-pip-version-check -e '.[test]' >&2
+	@touch $(STAMP)
 
 install: $(STAMP)
 
 run: $(STAMP)
-	$(VENV)/bin/memloci serve
+	@$(VENV)/bin/memloci serve
 
 $(OFFICIAL):
 	@if command -v npm >/dev/null 2>&1; then \

@@ -32,6 +32,7 @@ def test_import_then_export_round_trips_the_official_format(home, tmp_path):
     out = memloci(home, "import", "jsonl", str(src)).stdout
     assert "2 entities created, 1 merged" in out and "1 relations" in out
     assert "1 relations skipped" in out and "line 6: endpoint does not exist: Ghost" in out
+    assert "1 lines of another type ignored (lines 4)" in out
 
     exported = tmp_path / "out.jsonl"
     memloci(home, "export", "jsonl", str(exported))
@@ -91,6 +92,21 @@ def test_markdown_export_is_stable_and_sorted(home, tmp_path):
     assert target.read_text() == first
 
 
+def test_read_only_commands_never_create_a_library(home, tmp_path):
+    for args in (["stats"], ["search", "x"], ["export", "jsonl"], ["history"]):
+        proc = memloci(home, *args, check=False)
+        assert proc.returncode == 1 and "does not exist yet" in proc.stderr, args
+    assert not (home / "default.db").exists()
+    proc = memloci(home, "export", "jsonl", "/proc/no/such/dir/x.jsonl", check=False)
+    assert proc.returncode == 1
+
+
+def test_import_accepts_a_byte_order_mark(home, tmp_path):
+    src = tmp_path / "memory.jsonl"
+    src.write_text(OFFICIAL_JSONL, encoding="utf-8-sig")
+    assert "2 entities created" in memloci(home, "import", "jsonl", str(src)).stdout
+
+
 def test_search_stats_and_history(home, tmp_path):
     src = tmp_path / "memory.jsonl"
     src.write_text(OFFICIAL_JSONL)
@@ -102,5 +118,7 @@ def test_search_stats_and_history(home, tmp_path):
     assert "default" in stats and "sqlite" in stats
     history = memloci(home, "history").stdout
     assert "import" in history and "create_relations" in history
+    details = [json.loads(line) for line in memloci(home, "history", "--details").stdout.splitlines()]
+    assert details[0]["action"] == "create_relations" and details[0]["detail"]["relations"] == [["Alice", "works_at", "Acme"]]
     proc = memloci(home, "search", "x", "--library", "nope", check=False)
     assert proc.returncode == 1 and "NOT_FOUND" in proc.stderr

@@ -179,7 +179,7 @@ def test_search_nodes_ranks_words_spread_over_name_and_observations(home):
         assert found["why"]["Project Falcon"].startswith("all 3 words")
         assert "2 of 3" in found["why"]["Billing"]
         assert text["entities"][0]["name"] == "Project Falcon"
-        assert {"from": "Project Falcon", "to": "Billing", "relationType": "feeds"} in found["relations"]
+        assert [(r["from"], r["to"], r["relationType"]) for r in found["relations"]] == [("Project Falcon", "Billing", "feeds")]
 
         found, _ = await c.ok("search_nodes", query="falcon", limit=1)
         assert len(found["entities"]) == 1 and found["is_truncated"] is True
@@ -192,6 +192,32 @@ def test_search_nodes_ranks_words_spread_over_name_and_observations(home):
         # FTS syntax in a query is searched as words, never parsed
         found, _ = await c.ok("search_nodes", query='"falcon" AND NEAR( *')
         assert found["entities"][0]["name"] in {"Project Falcon", "Falcon Heavy"}
+
+    run(home, body)
+
+
+def test_search_handles_non_ascii_words_and_substrings(home):
+    async def body(c: Client):
+        await c.ok("create_entities", entities=[
+            {"name": "Jürgen", "entityType": "person", "observations": ["Works at Größenwahn GmbH in München"]},
+            {"name": "北京办公室", "entityType": "office", "observations": ["负责亚洲市场"]}])
+        for query in ["Größenwahn", "größenwahn", "munchen", "MÜNCHEN", "jurgen"]:
+            found, _ = await c.ok("search_nodes", query=query)
+            assert [e["name"] for e in found["entities"]] == ["Jürgen"], query
+        found, _ = await c.ok("search_nodes", query="北京")  # a substring of a name
+        assert [e["name"] for e in found["entities"]] == ["北京办公室"]
+        found, _ = await c.ok("search_nodes", query="亚洲")  # a substring of an observation
+        assert [e["name"] for e in found["entities"]] == ["北京办公室"]
+
+    run(home, body)
+
+
+def test_merge_says_when_a_different_type_was_not_applied(home):
+    async def body(c: Client):
+        await c.ok("create_entities", entities=[{"name": "Bob", "entityType": "person"}])
+        structured, _ = await c.ok("create_entities", entities=[{"name": "BOB", "entityType": "manager"}])
+        (bob,) = structured["entities"]
+        assert bob["status"] == "merged" and bob["entityType"] == "person" and "manager" in bob["note"]
 
     run(home, body)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from pathlib import Path
@@ -34,17 +35,21 @@ LibrariesOpt = Annotated[
 LibraryOpt = Annotated[Optional[str], typer.Option("--library", "-l", help="Library to use when several are mounted.")]
 
 
-def _service(libraries: str | None):
+def _service(libraries: str | None, *, read_only: bool = False):
+    """The service over the mounted libraries; read-only commands never create a library file."""
     from .libraries import LibraryRegistry, default_specs, parse_library_specs
     from .service import MemoryService
 
-    return MemoryService(LibraryRegistry(parse_library_specs(libraries) if libraries else default_specs()))
+    specs = parse_library_specs(libraries) if libraries else default_specs()
+    return MemoryService(LibraryRegistry(specs, create_missing=not read_only))
 
 
 def _console(stderr: bool = False):
     from rich.console import Console
 
-    return Console(stderr=stderr)
+    stream = sys.stderr if stderr else sys.stdout
+    # Piped output keeps whole lines instead of Rich's 80-column guess.
+    return Console(stderr=stderr, width=None if stream.isatty() else 1000)
 
 
 def _fail(exc: MemlociError) -> None:
@@ -110,11 +115,11 @@ def import_jsonl(
     console = _console()
     try:
         service = _service(libraries)
-        entities, relations = read_official(path)
+        source = read_official(path)
         with Progress(TextColumn("importing"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
                       console=console, transient=False) as bar:
-            task = bar.add_task("import", total=len(entities) + len(relations))
-            report = service.import_graph(entities, relations, library=library,
+            task = bar.add_task("import", total=len(source.entities) + len(source.relations))
+            report = service.import_graph(source.entities, source.relations, library=library,
                                           progress=lambda n: bar.advance(task, n))
     except MemlociError as exc:
         _fail(exc)
@@ -124,6 +129,10 @@ def import_jsonl(
         + (f" ({report.relations_existing} already there)" if report.relations_existing else ""),
         highlight=False,
     )
+    if source.ignored_lines:
+        console.print(f"{len(source.ignored_lines)} lines of another type ignored (lines "
+                      f"{', '.join(map(str, source.ignored_lines[:10]))}{', ...' if len(source.ignored_lines) > 10 else ''})",
+                      highlight=False)
     if report.skipped_relations:
         console.print(f"[yellow]{len(report.skipped_relations)} relations skipped:[/]", highlight=False)
         for line, reason in report.skipped_relations[:20]:
@@ -135,11 +144,14 @@ def _write_output(path: Path | None, text: str) -> None:
     if path is None or str(path) == "-":
         sys.stdout.write(text)
         return
-    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
         tmp.write_text(text, encoding="utf-8", newline="\n")
         os.replace(tmp, path)
+    except OSError as exc:
+        _console(stderr=True).print(f"[bold red]cannot write {path}[/]: {exc.strerror}", highlight=False)
+        raise typer.Exit(1) from None
     finally:
         tmp.unlink(missing_ok=True)
 
@@ -154,7 +166,7 @@ def export_jsonl(
     from .interop import render_official
 
     try:
-        graph = _service(libraries).export_graph(library=library)
+        graph = _service(libraries, read_only=True).export_graph(library=library)
     except MemlociError as exc:
         _fail(exc)
     _write_output(path, render_official(graph.entities, graph.relations))
@@ -173,10 +185,12 @@ def export_markdown(
     from .markdown.export import render_graph
 
     try:
-        graph = _service(libraries).export_graph(order="name", library=library)
+        graph = _service(libraries, read_only=True).export_graph(order="name", library=library)
     except MemlociError as exc:
         _fail(exc)
     _write_output(path, render_graph(graph.entities, graph.relations))
+    if path is not None:
+        _console(stderr=True).print(f"Wrote {len(graph.entities)} entities to {path}", highlight=False)
 
 
 @app.command()
@@ -190,7 +204,7 @@ def search(
     from rich.table import Table
 
     try:
-        result = _service(libraries).search_nodes(query, limit=limit, library=library)
+        result = _service(libraries, read_only=True).search_nodes(query, limit=limit, library=library)
     except MemlociError as exc:
         _fail(exc)
     console = _console()
@@ -211,7 +225,7 @@ def stats(libraries: LibrariesOpt = None) -> None:
     from rich.table import Table
 
     try:
-        rows = _service(libraries).all_stats()
+        rows = _service(libraries, read_only=True).all_stats()
     except MemlociError as exc:
         _fail(exc)
     table = Table("library", "kind", "entities", "observations", "memories", "relations", "journal", "size", "path")
@@ -224,6 +238,8 @@ def stats(libraries: LibrariesOpt = None) -> None:
 @app.command()
 def history(
     limit: Annotated[int, typer.Option("--limit", "-n", help="Most entries, newest first.")] = 20,
+    details: Annotated[bool, typer.Option("--details", "-d",
+                                          help="One JSON object per entry, with what changed and the removed text.")] = False,
     libraries: LibrariesOpt = None,
     library: LibraryOpt = None,
 ) -> None:
@@ -231,9 +247,14 @@ def history(
     from rich.table import Table
 
     try:
-        entries = _service(libraries).history(limit=limit, library=library)
+        entries = _service(libraries, read_only=True).history(limit=limit, library=library)
     except MemlociError as exc:
         _fail(exc)
+    if details:
+        for e in entries:
+            print(json.dumps({"id": e.id, "at": e.at, "tool": e.tool, "action": e.action,
+                              "entities": list(e.entities), "detail": e.detail}, ensure_ascii=False))
+        return
     table = Table("#", "at", "tool", "action", "entities")
     for e in entries:
         names = ", ".join(e.entities[:5]) + (f" (+{len(e.entities) - 5})" if len(e.entities) > 5 else "")

@@ -8,6 +8,7 @@ another type are ignored, as the official server does. A single JSON object
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -44,10 +45,17 @@ def _relation(obj: Any, line: int) -> RelationInput:
     return RelationInput(_field(obj, "from", line, str), _field(obj, "relationType", line, str), _field(obj, "to", line, str))
 
 
-def read_official(path: Path) -> tuple[list[tuple[int, EntityInput]], list[tuple[int, RelationInput]]]:
+@dataclass(slots=True)
+class OfficialFile:
+    entities: list[tuple[int, EntityInput]]  # (line, entity)
+    relations: list[tuple[int, RelationInput]]
+    ignored_lines: list[int]  # lines of another `type`, skipped as the official server does
+
+
+def read_official(path: Path) -> OfficialFile:
     """Entities and relations of a memory.jsonl / memory.json, each with its line number."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")
     except UnicodeDecodeError as exc:
         raise ValidationError(f"{path}: not UTF-8 text ({exc})") from exc
     entities: list[tuple[int, EntityInput]] = []
@@ -62,7 +70,8 @@ def read_official(path: Path) -> tuple[list[tuple[int, EntityInput]], list[tuple
             # "line" numbers here count items of each array, from 1
             entities = [(i, _entity(obj, i)) for i, obj in enumerate(whole.get("entities") or [], start=1)]
             relations = [(i, _relation(obj, i)) for i, obj in enumerate(whole.get("relations") or [], start=1)]
-            return entities, relations
+            return OfficialFile(entities, relations, [])
+    ignored: list[int] = []
     for number, raw in enumerate(text.splitlines(), start=1):
         if not raw.strip():
             continue
@@ -74,7 +83,9 @@ def read_official(path: Path) -> tuple[list[tuple[int, EntityInput]], list[tuple
             entities.append((number, _entity(obj, number)))
         elif obj.get("type") == "relation":
             relations.append((number, _relation(obj, number)))
-    return entities, relations
+        else:
+            ignored.append(number)
+    return OfficialFile(entities, relations, ignored)
 
 
 def render_official(entities: Iterable[Entity], relations: Iterable[Relation]) -> str:

@@ -50,9 +50,11 @@ def parse_library_specs(spec: str) -> list[LibrarySpec]:
             raise ValidationError(
                 f"libraries[{i}] name '{name}': use 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit"
             )
-        if any(s.name == name for s in specs):
+        if any(s.name.casefold() == name.casefold() for s in specs):
             raise ValidationError(f"libraries[{i}] name '{name}': mounted twice; library names must be unique")
         p = Path(path).expanduser().resolve()
+        if any(s.path == p for s in specs):
+            raise ValidationError(f"libraries[{i}] path '{path}': already mounted under another name")
         if p.is_dir() or p.suffix.lower() not in {".db", ".sqlite", ".sqlite3"}:
             raise ValidationError(
                 f"libraries[{i}] path '{path}': a SQLite library is a file ending in .db",
@@ -80,8 +82,10 @@ def open_store(spec: LibrarySpec) -> Store:
 class LibraryRegistry:
     """The mounted libraries of one process, by name."""
 
-    def __init__(self, specs: list[LibrarySpec] | None = None):
+    def __init__(self, specs: list[LibrarySpec] | None = None, *, create_missing: bool = True):
+        """`create_missing=False` (read-only commands) reports a missing library instead of creating it."""
         self.specs = specs if specs is not None else default_specs()
+        self.create_missing = create_missing
         self._stores: dict[str, Store] = {s.name: open_store(s) for s in self.specs}
 
     def names(self) -> list[str]:
@@ -95,16 +99,18 @@ class LibraryRegistry:
             else:
                 raise ValidationError(
                     f"library: several libraries are mounted ({', '.join(self._stores)}); name one",
-                    hint=f"Pass library=\"{next(iter(self._stores))}\" (one of: {', '.join(self._stores)}).",
+                    hint=f"Name one of: {', '.join(self._stores)} (tool argument `library`, or `-l` on the command line).",
                 )
         else:
-            store = self._stores.get(name)
+            # library names match case-insensitively, like entity names
+            store = self._stores.get(name) or next(
+                (s for n, s in self._stores.items() if n.casefold() == name.casefold()), None)
             if store is None:
                 raise NotFoundError(
                     f"library '{name}' is not mounted; mounted: {', '.join(self._stores)}",
                     hint=f"Use one of: {', '.join(self._stores)}.",
                 )
-        store.open()
+        store.open(create=self.create_missing)
         return store
 
     def all(self) -> list[Store]:

@@ -72,6 +72,7 @@ class CreatedEntity:
     observations: tuple[str, ...]
     skipped_observations: tuple[str, ...]
     created_at: str
+    ignored_type: str | None = None  # a merge keeps the stored type; this is the one asked for instead
 
 
 @dataclass(frozen=True, slots=True)

@@ -87,13 +87,13 @@ class MemoryService:
     def read_graph(self, *, limit: int | None = None, offset: int = 0, summary: bool = False,
                    library: str | None = None) -> GraphPage:
         limit = DEFAULT_GRAPH_LIMIT if limit is None else schema.check_int(limit, "limit", 1, schema.PAGE_MAX)
-        offset = schema.check_int(offset, "offset", 0, 2**62)
+        offset = schema.check_int(offset, "offset", 0, schema.OFFSET_MAX)
         return self.store(library).read_graph(limit=limit, offset=offset, summary=summary)
 
     def search_nodes(self, query: str, *, limit: int | None = None, library: str | None = None) -> SearchResult:
         text = schema.validate_query(query)
         if not text:
-            raise ValidationError("query: must not be empty", hint="Use read_graph to list entities.")
+            raise ValidationError("query: must not be empty", hint="To list entities, page through read_graph.")
         limit = DEFAULT_SEARCH_LIMIT if limit is None else schema.check_int(limit, "limit", 1, schema.SEARCH_LIMIT_MAX)
         return self.store(library).search_entities(text, limit=limit)
 

@@ -13,12 +13,17 @@ def _line(text: str) -> str:
     return text.replace("\n", "\n  ")
 
 
+def _count(n: int, one: str, many: str) -> str:
+    return f"{n} {one if n == 1 else many}"
+
+
 def render_graph(entities: Iterable[Entity], relations: Iterable[Relation], title: str = "Knowledge graph") -> str:
     outgoing: dict[str, list[Relation]] = defaultdict(list)
     for r in relations:
         outgoing[r.from_entity.casefold()].append(r)
     ordered = sorted(entities, key=lambda e: (e.name.casefold(), e.name))
-    parts = [f"# {title}\n", f"{len(ordered)} entities, {sum(len(v) for v in outgoing.values())} relations.\n"]
+    n_relations = sum(len(v) for v in outgoing.values())
+    parts = [f"# {title}\n", f"{_count(len(ordered), 'entity', 'entities')}, {_count(n_relations, 'relation', 'relations')}.\n"]
     for e in ordered:
         parts.append(f"\n## {e.name}\n\n")
         parts.append(f"- type: {e.entity_type}\n")

@@ -87,6 +87,7 @@ class SearchOut(GraphOut):
 class CreatedEntityOut(EntityOut):
     status: Literal["created", "merged"]
     skippedObservations: list[str] | None = None
+    note: str | None = None
 
 
 class CreateEntitiesOut(BaseModel):
@@ -165,6 +166,8 @@ def register(server: Any, service: MemoryService) -> None:
                                     "createdAt": r.created_at, "status": r.status}
             if r.skipped_observations:
                 item["skippedObservations"] = list(r.skipped_observations)
+            if r.ignored_type:
+                item["note"] = f"kept the existing type '{r.entity_type}'; entityType '{r.ignored_type}' was not applied"
             shaped.append(item)
         structured = {"entities": shaped,
                       "created": [r.name for r in results if r.status == "created"],
@@ -249,7 +252,7 @@ def register(server: Any, service: MemoryService) -> None:
         result = service.search_nodes(query, limit=limit, library=_library(library, library_name))
         structured = {
             "entities": [entity_out(h.entity, dates=True) for h in result.hits],
-            "relations": [relation_out(r) for r in result.relations],
+            "relations": [relation_out(r, dates=True) for r in result.relations],
             "is_truncated": result.is_truncated,
             "why": {h.entity.name: h.why for h in result.hits},
         }
@@ -316,7 +319,8 @@ def register(server: Any, service: MemoryService) -> None:
         read_graph, title="Read Graph",
         description=(
             f"Read the knowledge graph a page at a time (default {DEFAULT_GRAPH_LIMIT} entities), with the relations "
-            "whose both ends are on the page. summary_mode=true gives names and types only. "
+            "whose both ends are on the page (open_nodes shows every relation of an entity). "
+            "summary_mode=true gives names and types only. "
             "total_entity_count and is_truncated tell whether to fetch the next page (offset). "
             "Prefer search_nodes to find something specific.\n"
             'Example: {"summary_mode": true, "limit": 100}'

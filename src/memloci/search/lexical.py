@@ -19,7 +19,8 @@ PREFIX_MIN = 3
 def query_terms(query: str) -> list[str]:
     """Distinct lowercase words of a query, in order, at most MAX_TERMS."""
     seen: dict[str, None] = {}
-    for word in _WORD.findall(query.casefold()):
+    # lower(), not casefold(): the index lowercases ("ß" stays "ß"; casefold would make it "ss")
+    for word in _WORD.findall(query.lower()):
         word = word.strip("_")
         if word and word not in seen:
             seen[word] = None

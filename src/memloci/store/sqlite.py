@@ -83,8 +83,8 @@ class SQLiteStore:
 
     # -- connections -------------------------------------------------------------------
 
-    def open(self) -> None:
-        """Check the file, create or migrate the schema. Idempotent; cheap after the first call."""
+    def open(self, *, create: bool = True) -> None:
+        """Check the file, create (unless `create` is false) or migrate the schema. Idempotent."""
         if self._opened:
             return
         with self._open_lock:
@@ -95,9 +95,21 @@ class SQLiteStore:
                 raise LibraryUnreadableError(f"library '{self.name}': {self.path} is a folder, not a SQLite file")
             if p.exists() and not os.access(p, os.R_OK):
                 raise LibraryUnreadableError(f"library '{self.name}': {self.path} cannot be read (permission denied)")
-            p.parent.mkdir(parents=True, exist_ok=True)
+            if not p.exists():
+                if not create:
+                    raise NotFoundError(f"library '{self.name}' does not exist yet: {self.path}",
+                                        hint="A library is created by its first write (memloci serve, memloci import).")
+                try:
+                    p.parent.mkdir(parents=True, exist_ok=True)
+                except OSError as exc:
+                    raise PermissionDeniedError(
+                        f"library '{self.name}': cannot create the folder {p.parent}: {exc.strerror}",
+                        hint="Set MEMLOCI_HOME (or the library path) to a writable folder.",
+                    ) from exc
             try:
                 conn = self._connect()
+            except sqlite3.OperationalError as exc:
+                raise PermissionDeniedError(f"library '{self.name}': cannot open {self.path}: {exc}") from exc
             except sqlite3.DatabaseError as exc:
                 raise LibraryUnreadableError(
                     f"library '{self.name}' at {self.path} is not a readable SQLite database: {exc}"
@@ -325,7 +337,9 @@ class SQLiteStore:
                     if added:
                         conn.execute("UPDATE entities SET updated_at = ? WHERE id = ?", (at, entity_id))
                         touched.append(entity_id)
-                    results.append(CreatedEntity(stored_name, entity_type, "merged", tuple(added), tuple(skipped), created_at))
+                    ignored = e.entity_type if e.entity_type.casefold() != entity_type.casefold() else None
+                    results.append(CreatedEntity(stored_name, entity_type, "merged", tuple(added), tuple(skipped),
+                                                 created_at, ignored))
                 else:
                     entity_id = conn.execute(
                         """INSERT INTO entities (name, name_key, entity_type, created_at, updated_at)

@@ -1,6 +1,6 @@
 """Ranking entities with SQLite FTS5: BM25, every word first, then fallbacks.
 
-Words match whole, with English stemming ("deployed" finds "deployment"). If no word
+Words match whole, with English stemming ("deploying" finds "deployed"). If no word
 matches, they are tried as prefixes ("postgre" finds "postgresql"). A substring of a name,
 type or alias matches too, below word matches, as the official server's search would; a
 substring inside observations is looked for only when nothing else matched (it scans them).
@@ -35,12 +35,13 @@ def rank_entities(conn: sqlite3.Connection, query: str, want: int) -> dict[int, 
             _rank_words(conn, terms, want, scored, prefix=True)
     text = query.strip()
     if len(scored) < want and text:
-        pattern = lexical.like_pattern(text.casefold())
+        # names compare casefolded (name_key); elsewhere LIKE ignores case for ASCII letters only
+        pattern = lexical.like_pattern(text.lower())
         for (rowid,) in conn.execute(
             r"""SELECT id FROM entities
-                WHERE name_key LIKE ?1 ESCAPE '\' OR entity_type LIKE ?1 ESCAPE '\' OR aliases LIKE ?1 ESCAPE '\'
-                LIMIT ?2""",
-            (pattern, want + len(scored)),
+                WHERE name_key LIKE ?1 ESCAPE '\' OR entity_type LIKE ?2 ESCAPE '\' OR aliases LIKE ?2 ESCAPE '\'
+                LIMIT ?3""",
+            (lexical.like_pattern(text.casefold()), pattern, want + len(scored)),
         ):
             if rowid not in scored and len(scored) < want:
                 scored[rowid] = Score(0, 0.0, "substring of name, type or alias")
@@ -81,4 +82,4 @@ def _rank_words(conn: sqlite3.Connection, terms: list[str], want: int, scored: d
 
 
 def _why(what: str, bm25: float) -> str:
-    return f"{what}, bm25 {-bm25:.2f}"
+    return f"{what}, bm25 {-bm25:.3g}"
