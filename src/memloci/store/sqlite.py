@@ -3,13 +3,12 @@
 Concurrency: WAL mode; every write is one `BEGIN IMMEDIATE` transaction, serialized
 in-process by a lock and across processes by SQLite's own write lock (with a generous
 busy timeout), so concurrent callers queue instead of overwriting each other. A process
-killed mid-transaction leaves nothing behind: SQLite rolls the hot journal back on the
-next open. Each thread uses its own connection.
+killed mid-transaction leaves nothing behind: uncommitted WAL frames are ignored on the
+next open. Calls borrow a connection from a small pool for one transaction each.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import os
@@ -17,7 +16,7 @@ import queue
 import sqlite3
 import threading
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -201,7 +200,7 @@ class SQLiteStore:
                 conn.execute("COMMIT")
             except BaseException as exc:
                 if conn.in_transaction:
-                    with contextlib.suppress(sqlite3.Error):
+                    with suppress(sqlite3.Error):
                         conn.execute("ROLLBACK")
                 if isinstance(exc, sqlite3.DatabaseError):
                     raise _storage_error(self, exc) from exc
@@ -218,7 +217,7 @@ class SQLiteStore:
                 raise _storage_error(self, exc) from exc
             finally:
                 if conn.in_transaction:
-                    with contextlib.suppress(sqlite3.Error):  # _borrow drops a connection left mid-transaction
+                    with suppress(sqlite3.Error):  # _borrow drops a connection left mid-transaction
                         conn.execute("ROLLBACK")
 
     # -- helpers -----------------------------------------------------------------------
