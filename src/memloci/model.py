@@ -118,6 +118,51 @@ class SearchResult:
     is_truncated: bool
 
 
+IMPORTANCE = ("critical", "high", "medium", "low")
+
+
+@dataclass(frozen=True, slots=True)
+class Memory:
+    id: int
+    content: str
+    content_hash: str
+    tags: tuple[str, ...]
+    memory_type: str
+    importance: str
+    metadata: dict[str, Any]
+    created_at: str
+    updated_at: str
+    access_count: int
+    last_accessed_at: str | None
+    entity: str | None  # the entity it is an observation of, if any
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryInput:
+    content: str
+    tags: tuple[str, ...] = ()
+    memory_type: str = "note"
+    metadata: dict[str, Any] = field(default_factory=dict)
+    importance: str = "medium"
+    entity: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryFilter:
+    """Which memories a search or listing may return. Times are ISO 8601 UTC strings."""
+
+    tags: tuple[str, ...] = ()
+    match_all: bool = False
+    memory_type: str | None = None
+    entity: str | None = None
+    after: str | None = None
+    before: str | None = None
+
+    @property
+    def empty(self) -> bool:
+        return not (self.tags or self.memory_type or self.entity or self.after or self.before)
+
+
 @dataclass(frozen=True, slots=True)
 class JournalEntry:
     id: int

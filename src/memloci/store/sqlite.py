@@ -48,6 +48,7 @@ from ..model import (
 )
 from ..search import lexical
 from .sqlite_schema import MIGRATIONS, SCHEMA_VERSION
+from .sqlite_memories import SQLiteMemories, insert_memory
 from .sqlite_search import rank_entities
 
 log = logging.getLogger(__name__)
@@ -65,7 +66,7 @@ def _marks(n: int) -> str:
     return ",".join("?" * n)
 
 
-class SQLiteStore:
+class SQLiteStore(SQLiteMemories):
     """A library kept in one SQLite file."""
 
     kind = "sqlite"
@@ -260,13 +261,8 @@ class SQLiteStore:
     def _insert_observations(conn: sqlite3.Connection, entity_id: int, contents: Iterable[str], at: str) -> tuple[list[str], list[str]]:
         added, skipped = [], []
         for content in contents:
-            cur = conn.execute(
-                """INSERT OR IGNORE INTO memories
-                   (entity_id, content, content_hash, memory_type, created_at, updated_at)
-                   VALUES (?, ?, ?, 'observation', ?, ?)""",
-                (entity_id, content, lexical.content_hash(content), at, at),
-            )
-            (added if cur.rowcount else skipped).append(content)
+            new = insert_memory(conn, entity_id, content, "observation", (), None, {}, at)
+            (added if new is not None else skipped).append(content)
         return added, skipped
 
     def _load_entities(self, conn: sqlite3.Connection, ids: Sequence[int], observations: bool = True) -> dict[int, Entity]:
@@ -575,9 +571,18 @@ def _entity(row: tuple, observations: list[Observation]) -> Entity:
 
 
 def _split_sql(script: str) -> list[str]:
-    """Statements of a migration script (none of ours has a ';' inside a literal)."""
-    lines = [line.split("--", 1)[0] for line in script.splitlines()]
-    return [s.strip() for s in "\n".join(lines).split(";") if s.strip()]
+    """Statements of a migration script; sqlite3.complete_statement keeps trigger bodies whole."""
+    statements, buffer = [], ""
+    for line in script.splitlines():
+        line = line.split("--", 1)[0]
+        buffer += line + "\n"
+        if sqlite3.complete_statement(buffer):
+            if buffer.strip().rstrip(";").strip():
+                statements.append(buffer.strip())
+            buffer = ""
+    if buffer.strip():
+        statements.append(buffer.strip())
+    return statements
 
 
 def _storage_error(store: SQLiteStore, exc: sqlite3.DatabaseError) -> Exception:

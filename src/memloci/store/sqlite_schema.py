@@ -72,6 +72,55 @@ MIGRATIONS: list[str] = [
         prefix = '3'
     );
     """,
+    # 2: free memories: tags, vectors, threads (neighbouring memories), full text with context.
+    """
+    ALTER TABLE memories ADD COLUMN thread TEXT NOT NULL DEFAULT '';
+    ALTER TABLE memories ADD COLUMN embedded INTEGER NOT NULL DEFAULT 0;  -- 1 once its vector is stored
+    UPDATE memories SET thread = 'e' || entity_id WHERE entity_id IS NOT NULL;
+    CREATE INDEX memories_unembedded ON memories (id) WHERE embedded = 0;
+    CREATE INDEX memories_thread ON memories (thread, id);
+    CREATE INDEX memories_created ON memories (created_at);
+    CREATE INDEX memories_hash ON memories (content_hash);
+
+    CREATE TABLE memory_tags (
+        tag       TEXT NOT NULL,
+        memory_id INTEGER NOT NULL REFERENCES memories(id) ON DELETE CASCADE,
+        PRIMARY KEY (tag, memory_id)
+    ) WITHOUT ROWID;
+    CREATE INDEX memory_tags_memory ON memory_tags (memory_id);
+
+    -- float32 unit vectors of the library's embedding model (library_meta embedding_model)
+    CREATE TABLE memory_vectors (
+        memory_id INTEGER PRIMARY KEY REFERENCES memories(id) ON DELETE CASCADE,
+        vector    BLOB NOT NULL
+    );
+
+    -- rowid = memories.id; `context` holds the neighbouring memories of the same thread, so a
+    -- turn of a conversation is found by words its neighbours use ("yes, that one!").
+    CREATE VIRTUAL TABLE memory_fts USING fts5 (
+        content, context,
+        tokenize = 'porter unicode61 remove_diacritics 2'
+    );
+    -- trigrams find substrings: Chinese and Japanese words, parts of identifiers
+    CREATE VIRTUAL TABLE memory_grams USING fts5 (content, tokenize = 'trigram');
+    INSERT INTO memory_fts (rowid, content, context) SELECT id, content, '' FROM memories;
+    INSERT INTO memory_grams (rowid, content) SELECT id, content FROM memories;
+
+    CREATE TRIGGER memories_fts_delete AFTER DELETE ON memories BEGIN
+        DELETE FROM memory_fts WHERE rowid = old.id;
+        DELETE FROM memory_grams WHERE rowid = old.id;
+    END;
+
+    -- Every change to the vectors bumps a counter, so a process holding them in memory
+    -- knows when another process changed them.
+    INSERT OR IGNORE INTO library_meta VALUES ('vectors_version', '0');
+    CREATE TRIGGER memory_vectors_insert AFTER INSERT ON memory_vectors BEGIN
+        UPDATE library_meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'vectors_version';
+    END;
+    CREATE TRIGGER memory_vectors_delete AFTER DELETE ON memory_vectors BEGIN
+        UPDATE library_meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'vectors_version';
+    END;
+    """,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -1,0 +1,373 @@
+"""Memories in the SQLite engine: storing, filtering, full text, vectors.
+
+Every memory (a free one, or an observation of an entity) lives in `memories`, is indexed
+in `memory_fts` (its words, and its thread neighbours' words in a lower-weight column) and
+in `memory_grams` (trigrams, for Chinese/Japanese and substrings), and gets a vector when
+the embedder reaches it (`embedded` flags the ones still waiting).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+
+from ..errors import NotFoundError
+from ..model import Memory, MemoryFilter, MemoryInput, name_key, now_iso
+from ..search import lexical
+
+_MEMORY_COLUMNS = """m.id, m.content, m.content_hash, m.tags, m.memory_type, m.importance, m.metadata,
+    m.created_at, m.updated_at, m.access_count, m.last_accessed_at, e.name"""
+_BM25 = "bm25(memory_fts, 1.0, 0.4)"  # own words, neighbours' words
+
+
+def thread_key(entity_id: int | None, memory_type: str, metadata: dict[str, Any]) -> str:
+    """Memories of one thread are neighbours: an entity's observations, or free memories of
+    one type and one conversation (`metadata.session`/`conversation`/`thread`, if given)."""
+    if entity_id is not None:
+        return f"e{entity_id}"
+    session = metadata.get("session", metadata.get("conversation", metadata.get("thread", "")))
+    return f"m:{memory_type}:{session}"
+
+
+def _memory(row: tuple) -> Memory:
+    (id_, content, chash, tags, mtype, importance, metadata, created, updated, count, accessed, entity) = row
+    return Memory(id_, content, chash, tuple(json.loads(tags)), mtype, importance or "medium", json.loads(metadata),
+                  created, updated, count, accessed, entity)
+
+
+def insert_memory(conn: sqlite3.Connection, entity_id: int | None, content: str, memory_type: str,
+                  tags: Sequence[str], importance: str | None, metadata: dict[str, Any], at: str) -> int | None:
+    """Insert one memory with its index rows; None if its owner already holds the same text."""
+    thread = thread_key(entity_id, memory_type, metadata)
+    cur = conn.execute(
+        """INSERT OR IGNORE INTO memories (entity_id, content, content_hash, memory_type, tags, importance, metadata,
+                                           created_at, updated_at, thread)
+           VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+        (entity_id, content, lexical.content_hash(content), memory_type, json.dumps(list(tags), ensure_ascii=False),
+         importance, json.dumps(metadata, ensure_ascii=False), at, at, thread),
+    )
+    if not cur.rowcount:
+        return None
+    memory_id = cur.lastrowid
+    conn.executemany("INSERT OR IGNORE INTO memory_tags (tag, memory_id) VALUES (?, ?)", [(t, memory_id) for t in tags])
+    prev = conn.execute("SELECT id FROM memories WHERE thread = ? AND id < ? ORDER BY id DESC LIMIT 1",
+                        (thread, memory_id)).fetchone()
+    conn.execute("INSERT INTO memory_fts (rowid, content, context) VALUES (?, ?, ?)",
+                 (memory_id, content, _context(conn, memory_id, thread)))
+    conn.execute("INSERT INTO memory_grams (rowid, content) VALUES (?, ?)", (memory_id, content))
+    if prev:  # the previous memory of the thread now has this one as its next neighbour
+        refresh_context(conn, [prev[0]])
+    return memory_id
+
+
+def _context(conn: sqlite3.Connection, memory_id: int, thread: str) -> str:
+    rows = conn.execute(
+        """SELECT content FROM (SELECT content FROM memories WHERE thread = ?1 AND id < ?2 ORDER BY id DESC LIMIT 1)
+           UNION ALL
+           SELECT content FROM (SELECT content FROM memories WHERE thread = ?1 AND id > ?2 ORDER BY id LIMIT 1)""",
+        (thread, memory_id),
+    ).fetchall()
+    return "\n".join(r[0] for r in rows)
+
+
+def refresh_context(conn: sqlite3.Connection, ids: Iterable[int]) -> None:
+    for memory_id in ids:
+        row = conn.execute("SELECT thread FROM memories WHERE id = ?", (memory_id,)).fetchone()
+        if row:
+            conn.execute("UPDATE memory_fts SET context = ? WHERE rowid = ?", (_context(conn, memory_id, row[0]), memory_id))
+
+
+def neighbours(conn: sqlite3.Connection, memory_id: int) -> list[int]:
+    row = conn.execute("SELECT thread FROM memories WHERE id = ?", (memory_id,)).fetchone()
+    if not row:
+        return []
+    return [r[0] for r in conn.execute(
+        """SELECT id FROM (SELECT id FROM memories WHERE thread = ?1 AND id < ?2 ORDER BY id DESC LIMIT 1)
+           UNION ALL SELECT id FROM (SELECT id FROM memories WHERE thread = ?1 AND id > ?2 ORDER BY id LIMIT 1)""",
+        (row[0], memory_id))]
+
+
+def filter_sql(f: MemoryFilter, conn: sqlite3.Connection) -> tuple[str, list[Any]]:
+    """A WHERE clause over `memories m` for a filter (raises NOT_FOUND for an unknown entity)."""
+    where, params = ["1"], []
+    if f.memory_type:
+        where.append("m.memory_type = ?")
+        params.append(f.memory_type)
+    if f.entity:
+        row = conn.execute("SELECT id FROM entities WHERE name_key = ?", (name_key(f.entity),)).fetchone()
+        if not row:
+            raise NotFoundError(f"entity: '{f.entity}' does not exist")
+        where.append("m.entity_id = ?")
+        params.append(row[0])
+    if f.after:
+        where.append("m.created_at >= ?")
+        params.append(f.after)
+    if f.before:
+        where.append("m.created_at < ?")
+        params.append(f.before)
+    if f.tags:
+        marks = ",".join("?" * len(f.tags))
+        if f.match_all:
+            where.append(f"(SELECT count(DISTINCT tag) FROM memory_tags t WHERE t.memory_id = m.id AND t.tag IN ({marks})) = ?")
+            params += [*f.tags, len(set(f.tags))]
+        else:
+            where.append(f"EXISTS (SELECT 1 FROM memory_tags t WHERE t.memory_id = m.id AND t.tag IN ({marks}))")
+            params += list(f.tags)
+    return " AND ".join(where), params
+
+
+def load_memories(conn: sqlite3.Connection, ids: Sequence[int]) -> dict[int, Memory]:
+    found: dict[int, Memory] = {}
+    for i in range(0, len(ids), 500):
+        chunk = list(ids[i : i + 500])
+        for row in conn.execute(
+            f"""SELECT {_MEMORY_COLUMNS} FROM memories m LEFT JOIN entities e ON e.id = m.entity_id
+                WHERE m.id IN ({",".join("?" * len(chunk))})""", chunk):
+            found[row[0]] = _memory(row)
+    return {i: found[i] for i in ids if i in found}
+
+
+def select_memories(conn: sqlite3.Connection, where: str, params: Sequence[Any], order: str = "m.id",
+                    limit: int = -1, offset: int = 0) -> list[Memory]:
+    return [_memory(r) for r in conn.execute(
+        f"""SELECT {_MEMORY_COLUMNS} FROM memories m LEFT JOIN entities e ON e.id = m.entity_id
+            WHERE {where} ORDER BY {order} LIMIT ? OFFSET ?""", (*params, limit, offset))]
+
+
+def lexical_candidates(conn: sqlite3.Connection, terms: list[str], grams: list[str], k: int,
+                       where: str, params: Sequence[Any]) -> dict[int, float]:
+    """memory id -> BM25 relevance (higher is better) for the query words, and trigram hits."""
+    found: dict[int, float] = {}
+    filtered = where != "1"
+    if terms:
+        sql = f"""SELECT f.rowid, {_BM25} AS s FROM memory_fts f
+                  {"JOIN memories m ON m.id = f.rowid" if filtered else ""}
+                  WHERE memory_fts MATCH ? {"AND " + where if filtered else ""} ORDER BY s LIMIT ?"""
+        for rowid, score in conn.execute(sql, (lexical.match_any(terms), *params, k) if filtered
+                                         else (lexical.match_any(terms), k)):
+            found[rowid] = -score
+    for gram in grams:  # substrings (CJK words): a flat score below any full-word match
+        pattern = lexical.like_pattern(gram)
+        sql = f"""SELECT g.rowid FROM memory_grams g JOIN memories m ON m.id = g.rowid
+                  WHERE g.content LIKE ? ESCAPE '\\' AND {where} LIMIT ?"""
+        for (rowid,) in conn.execute(sql, (pattern, *params, k)):
+            found[rowid] = found.get(rowid, 0.0) + 1.0
+    return found
+
+
+def vectors_version(conn: sqlite3.Connection) -> int:
+    row = conn.execute("SELECT value FROM library_meta WHERE key = 'vectors_version'").fetchone()
+    return int(row[0]) if row else 0
+
+
+def library_meta(conn: sqlite3.Connection, key: str) -> str | None:
+    row = conn.execute("SELECT value FROM library_meta WHERE key = ?", (key,)).fetchone()
+    return row[0] if row else None
+
+
+def set_library_meta(conn: sqlite3.Connection, key: str, value: str) -> None:
+    conn.execute("INSERT INTO library_meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                 (key, value))
+
+
+def pack(vector: np.ndarray) -> bytes:
+    return np.asarray(vector, dtype="<f4").tobytes()
+
+
+def unpack_many(blobs: Sequence[bytes], dimension: int) -> np.ndarray:
+    if not blobs:
+        return np.zeros((0, dimension), dtype=np.float32)
+    return np.frombuffer(b"".join(blobs), dtype="<f4").reshape(len(blobs), dimension).astype(np.float32)
+
+
+
+class SQLiteMemories:
+    """The memory half of SQLiteStore (mixed in; uses its _write, _read, _resolve, _journal)."""
+
+    def store_memory(self, m: MemoryInput, *, origin: str) -> tuple[Memory, bool]:
+        """Store one memory; (memory, False) if its owner already holds the same text."""
+        at = now_iso()
+        with self._write() as conn:
+            entity_id = self._entity_id(conn, m.entity)
+            memory_id = insert_memory(conn, entity_id, m.content, m.memory_type, m.tags, m.importance, m.metadata, at)
+            if memory_id is None:
+                (existing,) = conn.execute(
+                    "SELECT id FROM memories WHERE ifnull(entity_id, 0) = ? AND content_hash = ?",
+                    (entity_id or 0, lexical.content_hash(m.content))).fetchone()
+                return load_memories(conn, [existing])[existing], False
+            if entity_id is not None:
+                conn.execute("UPDATE entities SET updated_at = ? WHERE id = ?", (at, entity_id))
+                self._refresh_fts(conn, [entity_id])
+            memory = load_memories(conn, [memory_id])[memory_id]
+            self._journal(conn, origin, "store_memory", [memory.entity] if memory.entity else [],
+                          {"content_hash": memory.content_hash, "tags": list(memory.tags)})
+        return memory, True
+
+    def _entity_id(self, conn: sqlite3.Connection, name: str | None) -> int | None:
+        if not name:
+            return None
+        found = self._resolve(conn, [name])
+        if not found:
+            raise NotFoundError(f"entity: '{name}' does not exist", hint="Create it with create_entities, or leave entity out.")
+        return next(iter(found.values()))[0]
+
+    def memories_by_hash(self, content_hash: str) -> list[Memory]:
+        with self._read() as conn:
+            return select_memories(conn, "m.content_hash = ?", (content_hash,))
+
+    def update_memory(self, memory_id: int, *, content: str | None, tags: Sequence[str] | None,
+                      metadata: dict[str, Any] | None, importance: str | None, origin: str) -> Memory:
+        at = now_iso()
+        with self._write() as conn:
+            before = load_memories(conn, [memory_id]).get(memory_id)
+            if before is None:
+                raise NotFoundError("content_hash: no such memory (deleted meanwhile?)")
+            sets, params = ["updated_at = ?"], [at]
+            if content is not None and content != before.content:
+                new_hash = lexical.content_hash(content)
+                clash = conn.execute("SELECT 1 FROM memories WHERE ifnull(entity_id, 0) = (SELECT ifnull(entity_id, 0) "
+                                     "FROM memories WHERE id = ?) AND content_hash = ? AND id != ?",
+                                     (memory_id, new_hash, memory_id)).fetchone()
+                if clash:
+                    from ..errors import AlreadyExistsError
+                    raise AlreadyExistsError("content: a memory with this text already exists",
+                                             hint="Delete one of them, or update the other one.")
+                sets += ["content = ?", "content_hash = ?", "embedded = 0"]
+                params += [content, new_hash]
+                conn.execute("DELETE FROM memory_vectors WHERE memory_id = ?", (memory_id,))
+                conn.execute("UPDATE memory_fts SET content = ? WHERE rowid = ?", (content, memory_id))
+                conn.execute("UPDATE memory_grams SET content = ? WHERE rowid = ?", (content, memory_id))
+            if tags is not None:
+                sets.append("tags = ?")
+                params.append(json.dumps(list(tags), ensure_ascii=False))
+                conn.execute("DELETE FROM memory_tags WHERE memory_id = ?", (memory_id,))
+                conn.executemany("INSERT OR IGNORE INTO memory_tags (tag, memory_id) VALUES (?, ?)",
+                                 [(t, memory_id) for t in tags])
+            if metadata is not None:
+                sets.append("metadata = ?")
+                params.append(json.dumps({**before.metadata, **metadata}, ensure_ascii=False))
+            if importance is not None:
+                sets.append("importance = ?")
+                params.append(importance)
+            conn.execute(f"UPDATE memories SET {', '.join(sets)} WHERE id = ?", (*params, memory_id))
+            if content is not None and content != before.content:
+                refresh_context(conn, neighbours(conn, memory_id))
+                owner = conn.execute("SELECT entity_id FROM memories WHERE id = ?", (memory_id,)).fetchone()[0]
+                if owner is not None:
+                    self._refresh_fts(conn, [owner])
+            after = load_memories(conn, [memory_id])[memory_id]
+            self._journal(conn, origin, "update_memory", [after.entity] if after.entity else [],
+                          {"content_hash": before.content_hash, "before": {"content": before.content,
+                           "tags": list(before.tags), "metadata": before.metadata, "importance": before.importance}})
+        return after
+
+    def delete_memories(self, ids: Sequence[int], *, origin: str) -> list[Memory]:
+        with self._write() as conn:
+            removed = list(load_memories(conn, ids).values())
+            around = {n for m in removed for n in neighbours(conn, m.id)} - {m.id for m in removed}
+            owners = {r[0] for r in conn.execute(
+                f"SELECT DISTINCT entity_id FROM memories WHERE entity_id IS NOT NULL AND id IN ({','.join('?' * len(ids))})",
+                list(ids))} if ids else set()
+            conn.executemany("DELETE FROM memories WHERE id = ?", [(m.id,) for m in removed])
+            refresh_context(conn, around)
+            if owners:
+                self._refresh_fts(conn, owners)
+            if removed:
+                self._journal(conn, origin, "delete_memory", [m.entity for m in removed if m.entity],
+                              {"removed": [{"content": m.content, "tags": list(m.tags), "memory_type": m.memory_type,
+                                            "metadata": m.metadata} for m in removed]})
+        return removed
+
+    def list_memories(self, *, offset: int, limit: int, filters: MemoryFilter) -> tuple[list[Memory], int]:
+        with self._read() as conn:
+            where, params = filter_sql(filters, conn)
+            total = conn.execute(f"SELECT count(*) FROM memories m WHERE {where}", params).fetchone()[0]
+            return select_memories(conn, where, params, "m.created_at DESC, m.id DESC", limit, offset), total
+
+    def lexical_memory_candidates(self, terms: list[str], grams: list[str], k: int,
+                                  filters: MemoryFilter) -> dict[int, float]:
+        with self._read() as conn:
+            where, params = filter_sql(filters, conn)
+            return lexical_candidates(conn, terms, grams, k, where, params)
+
+    def memory_ids(self, filters: MemoryFilter) -> set[int]:
+        with self._read() as conn:
+            where, params = filter_sql(filters, conn)
+            return {r[0] for r in conn.execute(f"SELECT m.id FROM memories m WHERE {where}", params)}
+
+    def load_memories(self, ids: Sequence[int]) -> dict[int, Memory]:
+        with self._read() as conn:
+            return load_memories(conn, ids)
+
+    def touch_memories(self, ids: Sequence[int]) -> None:
+        """Count a retrieval of each memory (access_count, last_accessed_at)."""
+        if not ids:
+            return
+        with self._write() as conn:
+            conn.execute(f"""UPDATE memories SET access_count = access_count + 1, last_accessed_at = ?
+                             WHERE id IN ({','.join('?' * len(ids))})""", (now_iso(), *ids))
+
+    # -- vectors ---------------------------------------------------------------------------
+
+    def pending_embeddings(self, limit: int) -> list[tuple[int, str, str]]:
+        """(id, content, content_hash) of memories still waiting for a vector."""
+        with self._read() as conn:
+            return conn.execute("SELECT id, content, content_hash FROM memories WHERE embedded = 0 ORDER BY id LIMIT ?",
+                                (limit,)).fetchall()
+
+    def save_vectors(self, items: Sequence[tuple[int, str, np.ndarray]], model: str) -> tuple[list[int], int]:
+        """Store vectors of (id, content_hash it was computed from, vector); returns the ids
+        saved (a memory whose text changed meanwhile is skipped) and the new vectors version."""
+        saved = []
+        with self._write() as conn:
+            current = library_meta(conn, "embedding_model")
+            if current is None:
+                set_library_meta(conn, "embedding_model", model)
+                set_library_meta(conn, "embedding_dimension", str(len(items[0][2]) if items else 0))
+            elif current != model:
+                raise RuntimeError(f"library '{self.name}' holds vectors of {current}, not {model}: reindex it")
+            for memory_id, chash, vector in items:
+                cur = conn.execute("UPDATE memories SET embedded = 1 WHERE id = ? AND content_hash = ?", (memory_id, chash))
+                if cur.rowcount:
+                    conn.execute("INSERT OR REPLACE INTO memory_vectors (memory_id, vector) VALUES (?, ?)",
+                                 (memory_id, pack(vector)))
+                    saved.append(memory_id)
+            return saved, vectors_version(conn)
+
+    def load_vectors(self) -> tuple[np.ndarray, list[str], np.ndarray, int, str | None]:
+        """(ids, threads, matrix, vectors version, model) of every stored vector, in id order."""
+        with self._read() as conn:
+            model = library_meta(conn, "embedding_model")
+            dimension = int(library_meta(conn, "embedding_dimension") or 0)
+            rows = conn.execute("""SELECT v.memory_id, m.thread, v.vector FROM memory_vectors v
+                                   JOIN memories m ON m.id = v.memory_id ORDER BY v.memory_id""").fetchall()
+            version = vectors_version(conn)
+        ids = np.array([r[0] for r in rows], dtype=np.int64)
+        return ids, [r[1] for r in rows], unpack_many([r[2] for r in rows], dimension or 1), version, model
+
+    def vectors_version(self) -> int:
+        with self._read() as conn:
+            return vectors_version(conn)
+
+    def reset_vectors(self, model: str, dimension: int) -> int:
+        """Forget every vector (the library switches to `model`); returns how many memories wait."""
+        with self._write() as conn:
+            conn.execute("DELETE FROM memory_vectors")
+            conn.execute("UPDATE memories SET embedded = 0")
+            set_library_meta(conn, "embedding_model", model)
+            set_library_meta(conn, "embedding_dimension", str(dimension))
+            self._journal(conn, "reindex", "reset_vectors", [], {"model": model, "dimension": dimension})
+            return conn.execute("SELECT count(*) FROM memories").fetchone()[0]
+
+    def embedding_state(self) -> dict[str, Any]:
+        with self._read() as conn:
+            return {
+                "model": library_meta(conn, "embedding_model"),
+                "dimension": int(library_meta(conn, "embedding_dimension") or 0) or None,
+                "pending": conn.execute("SELECT count(*) FROM memories WHERE embedded = 0").fetchone()[0],
+                "tags": conn.execute("SELECT count(DISTINCT tag) FROM memory_tags").fetchone()[0],
+            }
