@@ -20,6 +20,8 @@ from memloci.service import MemoryService
 def server_env(home: Path, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMLOCI_")}
     env["MEMLOCI_HOME"] = str(home)
+    # Graph-only tests skip loading the model; memory tests pass MEMLOCI_EMBEDDER="minilm".
+    env["MEMLOCI_EMBEDDER"] = "none"
     env.update(extra)
     return env
 

@@ -35,13 +35,16 @@ LibrariesOpt = Annotated[
 LibraryOpt = Annotated[Optional[str], typer.Option("--library", "-l", help="Library to use when several are mounted.")]
 
 
-def _service(libraries: str | None, *, read_only: bool = False):
-    """The service over the mounted libraries; read-only commands never create a library file."""
+def _service(libraries: str | None, *, read_only: bool = False, embedder: bool = False):
+    """The service over the mounted libraries; read-only commands never create a library file.
+    Commands that need meaning (serve, reindex) get the configured embedder (MEMLOCI_EMBEDDER)."""
     from .libraries import LibraryRegistry, default_specs, parse_library_specs
+    from .search.embedder import EmbedderHandle
     from .service import MemoryService
 
     specs = parse_library_specs(libraries) if libraries else default_specs()
-    return MemoryService(LibraryRegistry(specs, create_missing=not read_only))
+    return MemoryService(LibraryRegistry(specs, create_missing=not read_only),
+                         EmbedderHandle() if embedder else EmbedderHandle("none"))
 
 
 def _console(stderr: bool = False):
@@ -93,10 +96,11 @@ def serve(
     from .mcp.server import build_server, tool_groups
 
     try:
-        service = _service(libraries)
+        service = _service(libraries, embedder=True)
         server = build_server(service, name=name, groups=tool_groups(tools))
     except MemlociError as exc:
         _fail(exc)
+    service.embedder.start_background()  # the model loads while the client connects
     server.run("stdio")
 
 

@@ -11,7 +11,10 @@ import unicodedata
 from collections.abc import Sequence
 
 from .errors import ValidationError
-from .model import EntityInput, ObservationBatch, RelationInput
+import json
+from datetime import datetime
+
+from .model import IMPORTANCE, EntityInput, MemoryFilter, MemoryInput, ObservationBatch, RelationInput
 
 # Limits, documented in the README ("Limits"). Generous for real use, small enough that one
 # call cannot exhaust memory or flood a model's context.
@@ -22,6 +25,10 @@ QUERY_MAX = 1_000
 BATCH_MAX = 1_000
 ITEMS_PER_ENTRY_MAX = 1_000
 PAGE_MAX = 10_000
+MEMORY_MAX = 20_000
+TAG_MAX = 64
+TAGS_MAX = 50
+METADATA_MAX = 16_384  # bytes of JSON
 OFFSET_MAX = 1_000_000_000
 SEARCH_LIMIT_MAX = 1_000
 
@@ -132,3 +139,73 @@ def validate_query(query: object, field: str = "query") -> str:
     if len(text) > QUERY_MAX:
         raise ValidationError(f"{field}: must be at most {QUERY_MAX} characters, got {len(text)}")
     return text
+
+
+def clean_label(value: object, field: str, max_len: int) -> str:
+    return _clean(value, field, max_len, _CONTROL, " (newline, tab, NUL)")
+
+
+def validate_tags(tags: object, field: str = "tags", allow_empty: bool = True) -> list[str]:
+    """Tags: trimmed one-line labels, duplicates dropped (a comma-separated string is accepted too)."""
+    if isinstance(tags, str):
+        tags = [t for t in tags.split(",") if t.strip()]
+    check_batch(tags, field, TAGS_MAX)
+    if not tags and not allow_empty:
+        raise ValidationError(f"{field}: give at least one tag")
+    return list(dict.fromkeys(clean_label(t, f"{field}[{i}]", TAG_MAX) for i, t in enumerate(tags)))
+
+
+def validate_importance(value: object, field: str = "importance") -> str:
+    if value not in IMPORTANCE:
+        raise ValidationError(f"{field}: must be one of {', '.join(IMPORTANCE)}, got {value!r}")
+    return value  # type: ignore[return-value]
+
+
+def validate_metadata(value: object, field: str = "metadata") -> dict:
+    if not isinstance(value, dict):
+        raise ValidationError(f"{field}: must be an object, got {type(value).__name__}")
+    try:
+        size = len(json.dumps(value, ensure_ascii=False).encode())
+    except (TypeError, ValueError) as exc:
+        raise ValidationError(f"{field}: must be JSON ({exc})") from exc
+    if size > METADATA_MAX:
+        raise ValidationError(f"{field}: at most {METADATA_MAX} bytes of JSON, got {size}")
+    return value
+
+
+def validate_memory(m: MemoryInput) -> MemoryInput:
+    return MemoryInput(
+        content=clean_text(m.content, "content", MEMORY_MAX),
+        tags=tuple(validate_tags(list(m.tags))),
+        memory_type=clean_label(m.memory_type, "memory_type", TAG_MAX),
+        metadata=validate_metadata(m.metadata),
+        importance=validate_importance(m.importance),
+        entity=clean_name(m.entity, "entity") if m.entity else None,
+    )
+
+
+def validate_time(value: object, field: str) -> str | None:
+    """An ISO 8601 date or time, as the UTC text memloci stores (None passes)."""
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str):
+        raise ValidationError(f"{field}: must be an ISO date such as 2026-03-04, got {type(value).__name__}")
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError as exc:
+        raise ValidationError(f"{field}: '{value}' is not an ISO date such as 2026-03-04 or 2026-03-04T10:00:00Z") from exc
+    if parsed.tzinfo is not None:
+        from datetime import timezone
+        parsed = parsed.astimezone(timezone.utc).replace(tzinfo=None)
+    return parsed.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def validate_filter(f: MemoryFilter) -> MemoryFilter:
+    return MemoryFilter(
+        tags=tuple(validate_tags(list(f.tags))),
+        match_all=bool(f.match_all),
+        memory_type=clean_label(f.memory_type, "memory_type", TAG_MAX) if f.memory_type else None,
+        entity=clean_name(f.entity, "entity") if f.entity else None,
+        after=validate_time(f.after, "after"),
+        before=validate_time(f.before, "before"),
+    )

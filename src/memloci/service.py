@@ -9,8 +9,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
+import threading
+from typing import Any
+
 from . import schema
-from .errors import ValidationError
+from .errors import ConflictError, NotFoundError, ValidationError
 from .libraries import LibraryRegistry
 from .model import (
     AddedObservations,
@@ -20,6 +23,9 @@ from .model import (
     GraphPage,
     JournalEntry,
     LibraryStats,
+    Memory,
+    MemoryFilter,
+    MemoryInput,
     ObservationBatch,
     Relation,
     RelationInput,
@@ -27,6 +33,10 @@ from .model import (
     SearchResult,
     name_key,
 )
+from .search.embedder import EmbedderHandle
+from .search.hybrid import MemoryHit, retrieve
+from .search.timephrases import TimeRange, parse_time_phrase, split_time_phrase
+from .search.vectors import EmbeddingWorker, VectorIndex
 from .store import Store
 
 DEFAULT_GRAPH_LIMIT = 1_000
@@ -44,19 +54,70 @@ class ImportReport:
     skipped_relations: list[tuple[int, str]] = field(default_factory=list)  # (line, reason)
 
 
+@dataclass(frozen=True, slots=True)
+class Retrieval:
+    hits: list[MemoryHit]
+    query: str
+    time_range: TimeRange | None
+
+
 class MemoryService:
-    def __init__(self, libraries: LibraryRegistry):
+    def __init__(self, libraries: LibraryRegistry, embedder: EmbedderHandle | None = None):
         self.libraries = libraries
+        self.embedder = embedder if embedder is not None else EmbedderHandle("none")
+        self._dense: dict[str, tuple[VectorIndex, EmbeddingWorker]] = {}
+        self._dense_lock = threading.Lock()
 
     def store(self, library: str | None = None) -> Store:
         return self.libraries.get(library)
+
+    def close(self) -> None:
+        for _, worker in self._dense.values():
+            worker.stop()
+        self.libraries.close()
+
+    # -- vectors -----------------------------------------------------------------------
+
+    def _vectors(self, store: Store) -> tuple[VectorIndex, EmbeddingWorker] | None:
+        """The library's vector index and embedding worker, once the embedder has loaded."""
+        if not self.embedder.enabled:
+            return None
+        embedder = self.embedder.get()
+        if embedder is None:
+            return None
+        with self._dense_lock:
+            if store.name not in self._dense:
+                index = VectorIndex(store, embedder.model_id)
+                worker = EmbeddingWorker(store, self.embedder, index.add)
+                self._dense[store.name] = (index, worker)
+                worker.start()
+            return self._dense[store.name]
+
+    def _written(self, store: Store) -> None:
+        """New memories wait for vectors: wake the library's embedding worker."""
+        if self.embedder.enabled:
+            with self._dense_lock:
+                pair = self._dense.get(store.name)
+            if pair:
+                pair[1].poke()
+            else:
+                self.embedder.start_background()
+                threading.Thread(target=self._vectors, args=(store,), daemon=True).start()
+
+    def flush_embeddings(self, *, library: str | None = None, timeout: float = 300.0) -> bool:
+        """Wait until every memory of the library has its vector."""
+        pair = self._vectors(self.store(library))
+        return True if pair is None else pair[1].flush(timeout)
 
     # -- the official graph tools ------------------------------------------------------
 
     def create_entities(self, entities: Sequence[EntityInput], *, library: str | None = None,
                         origin: str = "create_entities") -> list[CreatedEntity]:
         clean = schema.validate_entities(entities)
-        return self.store(library).create_entities(clean, origin=origin)
+        store = self.store(library)
+        result = store.create_entities(clean, origin=origin)
+        self._written(store)
+        return result
 
     def create_relations(self, relations: Sequence[RelationInput], *, library: str | None = None,
                          origin: str = "create_relations") -> tuple[list[Relation], list[Relation]]:
@@ -67,7 +128,10 @@ class MemoryService:
     def add_observations(self, batches: Sequence[ObservationBatch], *, library: str | None = None,
                          origin: str = "add_observations") -> list[AddedObservations]:
         clean = schema.validate_observation_batches(batches, "observations", "contents")
-        return self.store(library).add_observations(clean, origin=origin)
+        store = self.store(library)
+        result = store.add_observations(clean, origin=origin)
+        self._written(store)
+        return result
 
     def delete_entities(self, names: Sequence[str], *, library: str | None = None,
                         origin: str = "delete_entities") -> list[str]:
@@ -100,6 +164,154 @@ class MemoryService:
     def open_nodes(self, names: Sequence[str], *, library: str | None = None) -> Graph:
         clean = schema.validate_names(names, "names")
         return self.store(library).open_entities(clean)
+
+    # -- free memories (the MCP Memory Service API) -------------------------------------
+
+    def store_memory(self, content: str, *, tags: Sequence[str] = (), memory_type: str = "note",
+                     metadata: dict[str, Any] | None = None, importance: str | None = None,
+                     entity: str | None = None, library: str | None = None) -> tuple[Memory, bool]:
+        """Store a memory; (the existing one, False) when the same text is already stored."""
+        m = schema.validate_memory(MemoryInput(content, tuple(tags), memory_type, metadata or {},
+                                               importance or "medium", entity))
+        store = self.store(library)
+        memory, created = store.store_memory(m, origin="store_memory")
+        if created:
+            self._written(store)
+        return memory, created
+
+    def retrieve_memory(self, query: str, *, n_results: int = 5, min_similarity: float = 0.0,
+                        tags: Sequence[str] = (), memory_type: str | None = None, entity: str | None = None,
+                        after: str | None = None, before: str | None = None, time: str | None = None,
+                        library: str | None = None) -> Retrieval:
+        text = schema.validate_query(query)
+        n_results = schema.check_int(n_results, "n_results", 1, schema.SEARCH_LIMIT_MAX)
+        after, before = schema.validate_time(after, "after"), schema.validate_time(before, "before")
+        hard = parse_time_phrase(time) if time else None
+        if hard is not None:
+            hard_after, hard_before = hard.iso()
+            after, before = max(filter(None, [after, hard_after]), default=None), min(filter(None, [before, hard_before]), default=None)
+        text, soft = split_time_phrase(text)
+        filters = schema.validate_filter(MemoryFilter(tuple(tags), False, memory_type, entity, after, before))
+        store = self.store(library)
+        latest = (hard is not None and hard.latest) or (soft is not None and soft.latest)
+        if not text.strip():
+            if not (latest or hard is not None or not filters.empty):
+                raise ValidationError("query: must not be empty", hint="Say what to look for, or use list_memories.")
+            listed, _ = store.list_memories(offset=0, limit=n_results, filters=filters)
+            hits = [MemoryHit(m, 1.0, "newest" if latest else "in range") for m in listed]
+        else:
+            pair = self._vectors(store)
+            embedder = self.embedder.get(timeout=0) if pair else None
+            if pair:
+                pair[1].flush(timeout=30.0)  # every stored memory is searchable by meaning
+            hits = retrieve(store, pair[0] if pair else None, embedder, text, n_results, filters,
+                            soft if soft is not None else hard, min_similarity)
+        store.touch_memories([h.memory.id for h in hits])
+        return Retrieval(hits, query, soft or hard)
+
+    def search_by_tag(self, tags: Sequence[str], *, match_all: bool = False, limit: int = 100,
+                      library: str | None = None) -> list[Memory]:
+        clean = schema.validate_tags(tags, "tags", allow_empty=False)
+        limit = schema.check_int(limit, "limit", 1, schema.PAGE_MAX)
+        memories, _ = self.store(library).list_memories(offset=0, limit=limit,
+                                                        filters=MemoryFilter(tuple(clean), match_all))
+        return memories
+
+    def _one_memory(self, store: Store, content_hash: str) -> Memory:
+        content_hash = schema.clean_label(content_hash, "content_hash", 64)
+        found = store.memories_by_hash(content_hash)
+        if not found:
+            raise NotFoundError(f"content_hash: no memory has hash {content_hash}",
+                                hint="Find the memory with retrieve_memory or list_memories; they return content_hash.")
+        free = [m for m in found if m.entity is None]
+        if len(free) == 1 or len(found) == 1:
+            return free[0] if free else found[0]
+        raise ConflictError(f"content_hash: {len(found)} observations share hash {content_hash} "
+                            f"(entities: {', '.join(str(m.entity) for m in found)})",
+                            hint="Edit observations with delete_observations/add_observations instead.")
+
+    def delete_memory(self, content_hash: str, *, library: str | None = None) -> list[Memory]:
+        store = self.store(library)
+        content_hash = schema.clean_label(content_hash, "content_hash", 64)
+        found = store.memories_by_hash(content_hash)
+        return store.delete_memories([m.id for m in found], origin="delete_memory") if found else []
+
+    def update_memory(self, content_hash: str, *, content: str | None = None, tags: Sequence[str] | None = None,
+                      metadata: dict[str, Any] | None = None, importance: str | None = None,
+                      library: str | None = None) -> Memory:
+        store = self.store(library)
+        memory = self._one_memory(store, content_hash)
+        if content is not None:
+            content = schema.clean_text(content, "content", schema.MEMORY_MAX)
+        if tags is not None:
+            tags = schema.validate_tags(tags, "tags")
+        if metadata is not None:
+            metadata = schema.validate_metadata(metadata, "metadata")
+        if importance is not None:
+            importance = schema.validate_importance(importance)
+        updated = store.update_memory(memory.id, content=content, tags=tags, metadata=metadata,
+                                      importance=importance, origin="update_memory")
+        if content is not None:
+            self._written(store)
+        return updated
+
+    def list_memories(self, *, page: int = 1, page_size: int = 10, filters: MemoryFilter | None = None,
+                      library: str | None = None) -> tuple[list[Memory], int]:
+        page = schema.check_int(page, "page", 1, schema.OFFSET_MAX)
+        page_size = schema.check_int(page_size, "page_size", 1, schema.PAGE_MAX)
+        filters = schema.validate_filter(filters or MemoryFilter())
+        return self.store(library).list_memories(offset=(page - 1) * page_size, limit=page_size, filters=filters)
+
+    def health(self, *, library: str | None = None) -> dict[str, Any]:
+        store = self.store(library)
+        stats = store.stats()
+        state = store.embedding_state()
+        status = self.embedder.status()
+        pair = self._dense.get(store.name)
+        worker_error = pair[1].error if pair else None
+        mismatch = bool(status.model and state["model"] and state["model"] != status.model)
+        problems = [p for p in (status.error, worker_error,
+                                f"library vectors are from {state['model']}; run `memloci reindex`" if mismatch else None) if p]
+        return {
+            "status": "healthy" if not problems else "degraded",
+            "backend": store.kind,
+            "library": store.name,
+            "statistics": {
+                "total_memories": stats.memories + stats.observations,
+                "free_memories": stats.memories,
+                "observations": stats.observations,
+                "total_tags": state["tags"],
+                "storage_size": stats.size_bytes,
+                "last_backup": None,
+            },
+            "embedder": {
+                "model": status.model, "dimension": status.dimension, "loaded": status.loaded,
+                "configured": status.spec, "error": status.error,
+                "library_model": state["model"], "pending": state["pending"],
+                "search": "hybrid" if status.loaded and not mismatch else "lexical",
+            },
+            "problems": problems,
+        }
+
+    def reindex(self, *, library: str | None = None, progress: Callable[[int, int], None] | None = None) -> int:
+        """Re-embed every memory of the library with the current embedder; returns how many."""
+        store = self.store(library)
+        embedder = self.embedder.get(timeout=None)
+        if embedder is None:
+            raise ValidationError(f"embedder: '{self.embedder.spec}' is not available: {self.embedder.status().error}",
+                                  hint="Set MEMLOCI_EMBEDDER to a working embedder (minilm, onnx:DIR, openai:URL#MODEL).")
+        total = store.reset_vectors(embedder.model_id, embedder.dimension)
+        pair = self._vectors(store)
+        while True:
+            pending = store.embedding_state()["pending"]
+            if progress:
+                progress(total - pending, total)
+            if pending == 0 or pair[1].flush(timeout=1.0):
+                if store.embedding_state()["pending"] == 0:
+                    break
+        if progress:
+            progress(total, total)
+        return total
 
     # -- bulk, inspection --------------------------------------------------------------
 

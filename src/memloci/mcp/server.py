@@ -12,18 +12,19 @@ from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from .. import __version__
 from ..errors import InternalError, MemlociError, NotFoundError, ValidationError
 from ..service import MemoryService
-from . import graph
+from . import graph, memory
 from .replies import describe_validation_error, error_reply
 
 log = logging.getLogger("memloci.mcp")
 
 INSTRUCTIONS = """\
 memloci is your durable memory: a knowledge graph of entities (people, projects, decisions),
-their typed relations, and dated observations. Before answering about the user or their work,
-search_nodes for what you already know; record new facts with create_entities,
-add_observations and create_relations. Every tool takes an optional `library`."""
+their typed relations and dated observations, and free-form memories recalled by meaning.
+Before answering about the user or their work, recall what you know (retrieve_memory,
+search_nodes); record what you learn (store_memory, create_entities, add_observations,
+create_relations). Every tool takes an optional `library`."""
 
-GROUPS = {"graph": graph.register}
+GROUPS = {"graph": graph.register, "memory": memory.register}
 
 
 class MemlociServer(MCPServer):

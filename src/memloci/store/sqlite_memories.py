@@ -313,11 +313,11 @@ class SQLiteMemories:
 
     # -- vectors ---------------------------------------------------------------------------
 
-    def pending_embeddings(self, limit: int) -> list[tuple[int, str, str]]:
-        """(id, content, content_hash) of memories still waiting for a vector."""
+    def pending_embeddings(self, limit: int) -> list[tuple[int, str, str, str]]:
+        """(id, content, content_hash, thread) of memories still waiting for a vector, in id order."""
         with self._read() as conn:
-            return conn.execute("SELECT id, content, content_hash FROM memories WHERE embedded = 0 ORDER BY id LIMIT ?",
-                                (limit,)).fetchall()
+            return conn.execute("SELECT id, content, content_hash, thread FROM memories WHERE embedded = 0 "
+                                "ORDER BY id LIMIT ?", (limit,)).fetchall()
 
     def save_vectors(self, items: Sequence[tuple[int, str, np.ndarray]], model: str) -> tuple[list[int], int]:
         """Store vectors of (id, content_hash it was computed from, vector); returns the ids

@@ -1,0 +1,220 @@
+"""Free-form memories: the MCP Memory Service tools (same names and reply shapes), plus filters.
+
+store_memory, retrieve_memory, search_by_tag, delete_memory, update_memory, list_memories,
+check_database_health.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Annotated, Any
+
+from mcp_types import CallToolResult
+from pydantic import BaseModel, Field
+
+from ..model import Memory, MemoryFilter
+from ..service import MemoryService
+from .graph import Library, LibraryName, _annotations, _library
+from .replies import reply
+
+
+class MemoryOut(BaseModel):
+    content: str
+    content_hash: str
+    tags: list[str]
+    memory_type: str
+    importance: str
+    metadata: dict[str, Any]
+    created_at: str
+    updated_at: str
+    access_count: int
+    entity: str | None = None
+    similarity_score: float | None = None
+    why: str | None = None
+
+
+class StoreOut(BaseModel):
+    success: bool
+    message: str
+    content_hash: str
+    duplicate: bool
+
+
+class RetrieveOut(BaseModel):
+    memories: list[MemoryOut]
+    query: str
+    total_results: int
+    time_range: dict[str, Any] | None = None
+
+
+class TagSearchOut(BaseModel):
+    memories: list[MemoryOut]
+    search_tags: list[str]
+    match_all: bool
+    total_results: int
+
+
+class DeleteMemoryOut(BaseModel):
+    success: bool
+    message: str
+    content_hash: str
+    deleted: int
+
+
+class UpdateOut(BaseModel):
+    success: bool
+    message: str
+    content_hash: str
+    memory: MemoryOut
+
+
+class ListOut(BaseModel):
+    memories: list[MemoryOut]
+    page: int
+    page_size: int
+    total: int
+    has_more: bool
+
+
+class HealthOut(BaseModel):
+    status: str
+    backend: str
+    library: str
+    statistics: dict[str, Any]
+    embedder: dict[str, Any]
+    problems: list[str]
+    timestamp: str
+
+
+def memory_out(m: Memory, score: float | None = None, why: str | None = None) -> dict[str, Any]:
+    out = {"content": m.content, "content_hash": m.content_hash, "tags": list(m.tags), "memory_type": m.memory_type,
+           "importance": m.importance, "metadata": m.metadata, "created_at": m.created_at,
+           "updated_at": m.updated_at, "access_count": m.access_count, "entity": m.entity}
+    if score is not None:
+        out["similarity_score"] = round(score, 4)
+        out["why"] = why
+    return out
+
+
+Tags = Annotated[list[str] | None, Field(description="Tags, e.g. [\"auth\", \"decision\"]")]
+
+
+def register(server: Any, service: MemoryService) -> None:
+    def store_memory(
+        content: Annotated[str, Field(description="The text to remember, in your own words")],
+        tags: Tags = None,
+        memory_type: Annotated[str, Field(description="Kind: note, decision, fact, todo, dialogue, ...")] = "note",
+        metadata: Annotated[dict[str, Any] | None, Field(description="Free JSON fields kept with the memory")] = None,
+        importance: Annotated[str | None, Field(description="critical, high, medium (default) or low")] = None,
+        entity: Annotated[str | None, Field(description="Entity this memory is an observation of")] = None,
+        library: Library = None, library_name: LibraryName = None,
+    ) -> Annotated[CallToolResult, StoreOut]:
+        memory, created = service.store_memory(content, tags=tags or (), memory_type=memory_type, metadata=metadata,
+                                               importance=importance, entity=entity,
+                                               library=_library(library, library_name))
+        message = "Memory stored successfully" if created else "Duplicate content: this memory is already stored"
+        return reply({"success": True, "message": message, "content_hash": memory.content_hash, "duplicate": not created})
+
+    def retrieve_memory(
+        query: Annotated[str, Field(description="What to recall, in words; may name a time (\"last week\")")],
+        n_results: Annotated[int, Field(description="How many memories")] = 5,
+        min_similarity: Annotated[float, Field(description="Drop hits scoring below this (0 to 1)")] = 0.0,
+        tags: Tags = None,
+        memory_type: str | None = None,
+        entity: Annotated[str | None, Field(description="Only observations of this entity")] = None,
+        after: Annotated[str | None, Field(description="Only memories created at or after this ISO date")] = None,
+        before: Annotated[str | None, Field(description="Only memories created before this ISO date")] = None,
+        time: Annotated[str | None, Field(description="yesterday, last week, in March, 3 days ago, latest, ...")] = None,
+        library: Library = None, library_name: LibraryName = None,
+    ) -> Annotated[CallToolResult, RetrieveOut]:
+        result = service.retrieve_memory(query, n_results=n_results, min_similarity=min_similarity, tags=tags or (),
+                                         memory_type=memory_type, entity=entity, after=after, before=before, time=time,
+                                         library=_library(library, library_name))
+        structured: dict[str, Any] = {
+            "memories": [memory_out(h.memory, h.score, h.why) for h in result.hits],
+            "query": result.query, "total_results": len(result.hits),
+        }
+        if result.time_range is not None:
+            after_, before_ = result.time_range.iso()
+            structured["time_range"] = {"phrase": result.time_range.phrase, "after": after_, "before": before_,
+                                        "latest": result.time_range.latest}
+        return reply(structured)
+
+    def search_by_tag(
+        tags: Annotated[list[str], Field(description="Tags to look for")],
+        match_all: Annotated[bool, Field(description="Require every tag (default: any)")] = False,
+        library: Library = None, library_name: LibraryName = None,
+    ) -> Annotated[CallToolResult, TagSearchOut]:
+        found = service.search_by_tag(tags, match_all=match_all, library=_library(library, library_name))
+        return reply({"memories": [memory_out(m) for m in found], "search_tags": tags, "match_all": match_all,
+                      "total_results": len(found)})
+
+    def delete_memory(
+        content_hash: Annotated[str, Field(description="The content_hash a store or search returned")],
+        library: Library = None, library_name: LibraryName = None,
+    ) -> Annotated[CallToolResult, DeleteMemoryOut]:
+        removed = service.delete_memory(content_hash, library=_library(library, library_name))
+        message = "Memory deleted successfully" if removed else "No memory with this hash (nothing to delete)"
+        return reply({"success": bool(removed), "message": message, "content_hash": content_hash, "deleted": len(removed)})
+
+    def update_memory(
+        content_hash: Annotated[str, Field(description="The memory to change")],
+        content: Annotated[str | None, Field(description="New text (the hash changes)")] = None,
+        tags: Annotated[list[str] | None, Field(description="New tags, replacing the old ones")] = None,
+        metadata: Annotated[dict[str, Any] | None, Field(description="Fields merged into the metadata")] = None,
+        importance: Annotated[str | None, Field(description="critical, high, medium or low")] = None,
+        library: Library = None, library_name: LibraryName = None,
+    ) -> Annotated[CallToolResult, UpdateOut]:
+        memory = service.update_memory(content_hash, content=content, tags=tags, metadata=metadata,
+                                       importance=importance, library=_library(library, library_name))
+        return reply({"success": True, "message": "Memory updated successfully", "content_hash": memory.content_hash,
+                      "memory": memory_out(memory)})
+
+    def list_memories(
+        page: int = 1,
+        page_size: int = 10,
+        tags: Tags = None,
+        memory_type: str | None = None,
+        entity: str | None = None,
+        after: str | None = None,
+        before: str | None = None,
+        library: Library = None, library_name: LibraryName = None,
+    ) -> Annotated[CallToolResult, ListOut]:
+        memories, total = service.list_memories(
+            page=page, page_size=page_size,
+            filters=MemoryFilter(tuple(tags or ()), False, memory_type, entity, after, before),
+            library=_library(library, library_name))
+        return reply({"memories": [memory_out(m) for m in memories], "page": page, "page_size": page_size,
+                      "total": total, "has_more": page * page_size < total})
+
+    def check_database_health(library: Library = None, library_name: LibraryName = None) -> Annotated[CallToolResult, HealthOut]:
+        health = service.health(library=_library(library, library_name))
+        health["timestamp"] = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        return reply(health)
+
+    server.add_tool(store_memory, title="Store Memory", annotations=_annotations("Store Memory", idempotent=True), description=(
+        "Remember a piece of text with optional tags, type, importance and metadata. Storing the same text "
+        "again (spacing aside) keeps one memory and says it was a duplicate. Returns its content_hash.\n"
+        'Example: {"content": "We chose OAuth with PKCE for the mobile app", "tags": ["auth", "decision"], '
+        '"memory_type": "decision", "importance": "high"}'))
+    server.add_tool(retrieve_memory, title="Retrieve Memory", annotations=_annotations("Retrieve Memory", read_only=True), description=(
+        "Recall memories by meaning and keywords (hybrid search), newest and most used ranked up; filter by tags, "
+        "type, entity or time. A time phrase may be in the query (\"what did we decide last week about auth\") or "
+        "in `time` (then it filters strictly). Each hit has similarity_score and why.\n"
+        'Example: {"query": "what did we decide about OAuth?", "n_results": 5}'))
+    server.add_tool(search_by_tag, title="Search By Tag", annotations=_annotations("Search By Tag", read_only=True, idempotent=True), description=(
+        "Memories carrying any of the tags (or all, with match_all), newest first.\n"
+        'Example: {"tags": ["auth", "refactor"], "match_all": true}'))
+    server.add_tool(delete_memory, title="Delete Memory", annotations=_annotations("Delete Memory", destructive=True, idempotent=True), description=(
+        "Delete the memory with this content_hash (the journal keeps its text).\n"
+        'Example: {"content_hash": "3f2a..."}'))
+    server.add_tool(update_memory, title="Update Memory", annotations=_annotations("Update Memory", destructive=True, idempotent=True), description=(
+        "Change a memory's text, tags (replaced), metadata (merged) or importance; the journal keeps the old version.\n"
+        'Example: {"content_hash": "3f2a...", "tags": ["auth", "done"], "importance": "low"}'))
+    server.add_tool(list_memories, title="List Memories", annotations=_annotations("List Memories", read_only=True, idempotent=True), description=(
+        "Page through memories, newest first, optionally filtered by tags, type, entity or date.\n"
+        'Example: {"page": 1, "page_size": 20, "tags": ["decision"]}'))
+    server.add_tool(check_database_health, title="Check Database Health",
+                    annotations=_annotations("Check Database Health", read_only=True, idempotent=True), description=(
+        "Library statistics and the truth about the embedder: which model is loaded, whether search is hybrid "
+        "or lexical only, and why."))

@@ -1,0 +1,105 @@
+"""Hybrid retrieval of memories: words, meaning and substrings, fused, then decayed.
+
+1. Words: BM25 over each memory's own words (weight 1) and its thread neighbours' words
+   (weight 0.4), English stemming, stop words dropped.
+2. Meaning: cosine similarity of query and memory vectors, lifted by the neighbours'
+   similarity (search/vectors.py).
+3. Substrings: runs of Chinese/Japanese characters are looked up in a trigram index, so CJK
+   text is found by keyword too.
+Each signal is min-max normalized over the candidates and the two are averaged; the result
+is multiplied by the memory's decay factor (search/decay.py), and by 1.5 inside a time
+range the query mentions ("last week"), which narrows nothing by itself.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+import numpy as np
+
+from ..model import Memory, MemoryFilter
+from . import lexical
+from .decay import decay_factor, parse_time
+from .timephrases import TimeRange
+
+WORDS_WEIGHT = 0.5
+CANDIDATES = 100
+TIME_BOOST = 1.5
+
+STOP_WORDS = frozenset("""
+a an the and or but if of to in on at for with from by as about into onto over under than then so
+is are was were be been being am do does did done have has had having will would shall should can could
+may might must i me my mine you your yours he him his she her hers it its we us our ours they them their
+theirs this that these those there here what when where who whom whose which why how not no yes any all
+some such just also very too more most much many few other another each every own same only
+""".split())
+
+_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]{2,}")
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryHit:
+    memory: Memory
+    score: float
+    why: str
+
+
+def _normalize(scores: dict[int, float]) -> dict[int, float]:
+    if not scores:
+        return {}
+    values = np.fromiter(scores.values(), dtype=float)
+    low, high = values.min(), values.max()
+    if high - low < 1e-12:
+        return dict.fromkeys(scores, 1.0)
+    return {k: (v - low) / (high - low) for k, v in scores.items()}
+
+
+def word_terms(query: str) -> list[str]:
+    terms = [t for t in lexical.query_terms(query) if t not in STOP_WORDS]
+    return terms or lexical.query_terms(query)  # a query of stop words only still searches them
+
+
+def retrieve(store, index, embedder, query: str, n: int, filters: MemoryFilter,
+             time_range: TimeRange | None = None, min_similarity: float = 0.0) -> list[MemoryHit]:
+    """The best `n` memories for `query` within `filters`, best first."""
+    k = max(CANDIDATES, 4 * n)
+    grams = _CJK.findall(query)
+    words = store.lexical_memory_candidates(word_terms(query), grams, k, filters)
+    meaning: dict[int, float] = {}
+    if index is not None and embedder is not None and query.strip():
+        allowed = None if filters.empty else store.memory_ids(filters)
+        if allowed is None or allowed:
+            meaning = index.search(embedder.embed([query])[0], k, allowed)
+    w, m = _normalize(words), _normalize(meaning)
+    if meaning:
+        fused = {i: WORDS_WEIGHT * w.get(i, 0.0) + (1 - WORDS_WEIGHT) * m.get(i, 0.0) for i in {*w, *m}}
+    else:
+        fused = dict(w)
+    ranked = sorted(fused, key=fused.get, reverse=True)[: max(3 * n, 50)]
+    memories = store.load_memories(ranked)
+    now = datetime.now(timezone.utc)
+    hits = []
+    for memory_id, memory in memories.items():
+        factor = decay_factor(memory, now)
+        score = fused[memory_id] * factor
+        parts = []
+        if memory_id in words:
+            parts.append(f"words {w[memory_id]:.2f}")
+        if memory_id in meaning:
+            parts.append(f"meaning {m[memory_id]:.2f}")
+        if time_range is not None and (time_range.after or time_range.before):
+            created = parse_time(memory.created_at)
+            if (time_range.after is None or created >= time_range.after) and (
+                    time_range.before is None or created < time_range.before):
+                score *= TIME_BOOST
+                parts.append(f"in '{time_range.phrase}'")
+        if abs(factor - 1) > 0.005:
+            parts.append(f"decay x{factor:.2f}")
+        hits.append(MemoryHit(memory, score, ", ".join(parts) or "match"))
+    if time_range is not None and time_range.latest:
+        hits.sort(key=lambda h: (h.memory.created_at, h.score), reverse=True)
+    else:
+        hits.sort(key=lambda h: h.score, reverse=True)
+    return [h for h in hits if h.score >= min_similarity][:n]
