@@ -282,5 +282,24 @@ def bench_graph(
         out=out, console=_console())
 
 
+@bench_app.command("locomo")
+def bench_locomo(
+    data: Annotated[Path, typer.Option("--data", help="LoCoMo JSON (e.g. ../shared/data/locomo/locomo_dev.json).",
+                                       exists=True, dir_okay=False)],
+    k: Annotated[str, typer.Option("--k", help="Cut-offs, comma-separated.")] = "1,5,10,25",
+    conversations: Annotated[Optional[int], typer.Option("--conversations", help="Only the first N conversations.")] = None,
+    out: Annotated[Path, typer.Option("--out", help="JSON results file.")] = Path("bench-results/locomo.json"),
+) -> None:
+    """Turn-level recall@k on LoCoMo through the real MCP server (store_memory / retrieve_memory)."""
+    from .bench.locomo import run as run_locomo
+
+    try:
+        ks = sorted({int(x) for x in k.split(",") if x.strip()})
+    except ValueError:
+        _console(stderr=True).print(f"[bold red]--k[/]: expected numbers like 1,5,10,25, got {k!r}")
+        raise typer.Exit(1) from None
+    run_locomo(data=data, ks=ks, out=out, console=_console(), limit=conversations)
+
+
 def main() -> None:
     app()

@@ -190,7 +190,11 @@ class MemoryService:
         if hard is not None:
             hard_after, hard_before = hard.iso()
             after, before = max(filter(None, [after, hard_after]), default=None), min(filter(None, [before, hard_before]), default=None)
-        text, soft = split_time_phrase(text)
+        # A phrase in the query ranks its range up without hiding anything else, and stays in the
+        # query: "what did Caroline do in May 2023" needs "May" as a word too.
+        rest, soft = split_time_phrase(text)
+        if soft is not None and soft.latest and not rest:
+            text = rest
         filters = schema.validate_filter(MemoryFilter(tuple(tags), False, memory_type, entity, after, before))
         store = self.store(library)
         latest = (hard is not None and hard.latest) or (soft is not None and soft.latest)

@@ -29,11 +29,10 @@ CANDIDATES = 100
 TIME_BOOST = 1.5
 
 STOP_WORDS = frozenset("""
-a an the and or but if of to in on at for with from by as about into onto over under than then so
-is are was were be been being am do does did done have has had having will would shall should can could
-may might must i me my mine you your yours he him his she her hers it its we us our ours they them their
-theirs this that these those there here what when where who whom whose which why how not no yes any all
-some such just also very too more most much many few other another each every own same only
+a an the and or but if so of to in on at for with from by as about into than then
+is are was were be been being am do does did have has had will would can could should may might
+i me my you your he him his she her it its we us our they them their this that these those there here
+what when where who whom which why how not no yes
 """.split())
 
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]{2,}")
@@ -46,11 +45,8 @@ class MemoryHit:
     why: str
 
 
-def _normalize(scores: dict[int, float]) -> dict[int, float]:
-    if not scores:
-        return {}
-    values = np.fromiter(scores.values(), dtype=float)
-    low, high = values.min(), values.max()
+def _scale(scores: dict[int, float], low: float, high: float) -> dict[int, float]:
+    """Map scores onto [0, 1] given the range over the whole library (not just the candidates)."""
     if high - low < 1e-12:
         return dict.fromkeys(scores, 1.0)
     return {k: (v - low) / (high - low) for k, v in scores.items()}
@@ -68,11 +64,14 @@ def retrieve(store, index, embedder, query: str, n: int, filters: MemoryFilter,
     grams = _CJK.findall(query)
     words = store.lexical_memory_candidates(word_terms(query), grams, k, filters)
     meaning: dict[int, float] = {}
+    low = high = 0.0
     if index is not None and embedder is not None and query.strip():
         allowed = None if filters.empty else store.memory_ids(filters)
         if allowed is None or allowed:
-            meaning = index.search(embedder.embed([query])[0], k, allowed)
-    w, m = _normalize(words), _normalize(meaning)
+            meaning, low, high = index.search(embedder.embed([query])[0], k, allowed, also=list(words))
+    # BM25 is 0 for a memory without the words, so its scale starts at 0
+    w = _scale(words, 0.0, max(words.values(), default=0.0))
+    m = _scale(meaning, low, high)
     if meaning:
         fused = {i: WORDS_WEIGHT * w.get(i, 0.0) + (1 - WORDS_WEIGHT) * m.get(i, 0.0) for i in {*w, *m}}
     else:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -109,13 +109,15 @@ class VectorIndex:
         prev[: self._n], nxt[: self._n] = self._prev[: self._n], self._next[: self._n]
         self._matrix, self._ids, self._prev, self._next, self._capacity = matrix, ids, prev, nxt, capacity
 
-    def search(self, query: np.ndarray, k: int, allowed: set[int] | None = None) -> dict[int, float]:
-        """memory id -> similarity (own, plus NEIGHBOUR_WEIGHT x each neighbour's) for the best k."""
+    def search(self, query: np.ndarray, k: int, allowed: set[int] | None = None,
+               also: Sequence[int] = ()) -> tuple[dict[int, float], float, float]:
+        """Similarities (own, plus NEIGHBOUR_WEIGHT x each neighbour's) of the best k memories and
+        of the `also` ids, with the lowest and highest over all allowed memories (for scaling)."""
         self.refresh()
         with self._lock:
             n = self._n
             if n == 0:
-                return {}
+                return {}, 0.0, 0.0
             own = self._matrix[:n] @ query.astype(np.float32)
             prev, nxt = self._prev[:n], self._next[:n]
             lifted = own + NEIGHBOUR_WEIGHT * (np.where(prev >= 0, own[prev], 0.0) + np.where(nxt >= 0, own[nxt], 0.0))
@@ -123,9 +125,19 @@ class VectorIndex:
             if allowed is not None:
                 mask = np.isin(ids, np.fromiter(allowed, dtype=np.int64, count=len(allowed)))
                 lifted = np.where(mask, lifted, -np.inf)
+            finite = lifted[np.isfinite(lifted)]
+            if finite.size == 0:
+                return {}, 0.0, 0.0
             k = min(k, n)
             top = np.argpartition(-lifted, k - 1)[:k]
-            return {int(ids[i]): float(lifted[i]) for i in top if np.isfinite(lifted[i])}
+            found = {int(ids[i]): float(lifted[i]) for i in top if np.isfinite(lifted[i])}
+            if len(also):
+                wanted = np.asarray(list(also), dtype=np.int64)
+                pos = np.searchsorted(ids, wanted)  # ids ascend: rows are kept in id order
+                for memory_id, p in zip(wanted, pos):
+                    if p < n and ids[p] == memory_id and np.isfinite(lifted[p]):
+                        found[int(memory_id)] = float(lifted[p])
+            return found, float(finite.min()), float(finite.max())
 
 
 class EmbeddingWorker:
