@@ -160,3 +160,20 @@ def test_observations_are_memories_too(home):
         assert graph["entities"][0]["observations"] == ["Alice adopted a kitten named Mochi", "Alice prefers tea over coffee"]
 
     run(home, body)
+
+
+def test_search_nodes_tolerates_typos_and_finds_by_meaning(home):
+    async def body(c: Client):
+        await c.ok("create_entities", entities=[
+            {"name": "Billing Service", "entityType": "service", "observations": ["Charges customers monthly"]},
+            {"name": "Alice Johnson", "entityType": "person", "observations": ["Adopted a kitten last spring"]},
+            {"name": "Gateway", "entityType": "service", "observations": ["Routes HTTP traffic"]}])
+        found, _ = await c.ok("search_nodes", query="Biling Servce")
+        assert found["entities"][0]["name"] == "Billing Service" and "name ~" in found["why"]["Billing Service"]
+        found, _ = await c.ok("search_nodes", query="alice jonson")
+        assert found["entities"][0]["name"] == "Alice Johnson"
+        found, _ = await c.ok("search_nodes", query="young cat")
+        assert found["entities"][0]["name"] == "Alice Johnson"
+        assert "observation means it" in found["why"]["Alice Johnson"]
+
+    run(home, body)

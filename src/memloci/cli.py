@@ -208,7 +208,7 @@ def search(
     from rich.table import Table
 
     try:
-        result = _service(libraries, read_only=True).search_nodes(query, limit=limit, library=library)
+        result = _service(libraries, read_only=True, embedder=True).search_nodes(query, limit=limit, library=library)
     except MemlociError as exc:
         _fail(exc)
     console = _console()
@@ -264,6 +264,26 @@ def history(
         names = ", ".join(e.entities[:5]) + (f" (+{len(e.entities) - 5})" if len(e.entities) > 5 else "")
         table.add_row(str(e.id), e.at, e.tool, e.action, names)
     _console().print(table)
+
+
+@app.command()
+def reindex(
+    libraries: LibrariesOpt = None,
+    library: LibraryOpt = None,
+) -> None:
+    """Re-embed every memory with the configured embedder (MEMLOCI_EMBEDDER), e.g. after switching models."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    try:
+        service = _service(libraries, embedder=True)
+        with Progress(TextColumn("embedding"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+                      console=_console()) as bar:
+            task = bar.add_task("reindex", total=None)
+            total = service.reindex(library=library, progress=lambda done, n: bar.update(task, completed=done, total=n))
+        status = service.embedder.status()
+    except MemlociError as exc:
+        _fail(exc)
+    _console().print(f"Re-embedded {total} memories with {status.model} ({status.dimension} dimensions).", highlight=False)
 
 
 @bench_app.command("graph")

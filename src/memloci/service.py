@@ -34,7 +34,7 @@ from .model import (
     name_key,
 )
 from .search.embedder import EmbedderHandle
-from .search.hybrid import MemoryHit, retrieve
+from .search.hybrid import MemoryHit, entity_signals, retrieve
 from .search.timephrases import TimeRange, parse_time_phrase, split_time_phrase
 from .search.vectors import EmbeddingWorker, VectorIndex
 from .store import Store
@@ -159,7 +159,18 @@ class MemoryService:
         if not text:
             raise ValidationError("query: must not be empty", hint="To list entities, page through read_graph.")
         limit = DEFAULT_SEARCH_LIMIT if limit is None else schema.check_int(limit, "limit", 1, schema.SEARCH_LIMIT_MAX)
-        return self.store(library).search_entities(text, limit=limit)
+        store = self.store(library)
+        result = store.search_entities(text, limit=limit)
+        if len(result.hits) >= limit:
+            return result
+        # Room left: entities whose name is a near miss (typos), then those whose observations
+        # mean what the query says.
+        pair = self._vectors(store)
+        embedder = self.embedder.get(timeout=0) if pair else None
+        if pair:
+            pair[1].flush(timeout=30.0)
+        extra = entity_signals(store, text, pair[0] if pair else None, embedder)
+        return store.search_entities(text, limit=limit, extra=extra) if extra else result
 
     def open_nodes(self, names: Sequence[str], *, library: str | None = None) -> Graph:
         clean = schema.validate_names(names, "names")

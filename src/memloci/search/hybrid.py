@@ -102,3 +102,47 @@ def retrieve(store, index, embedder, query: str, n: int, filters: MemoryFilter,
     else:
         hits.sort(key=lambda h: h.score, reverse=True)
     return [h for h in hits if h.score >= min_similarity][:n]
+
+
+# Entity search (search_nodes) beyond words: weights of the signals that find an entity.
+NAME_WEIGHT, TYPE_WEIGHT, OBSERVATION_WEIGHT = 1.0, 0.8, 0.6
+FUZZY_CUTOFF = 80  # percent similarity for a typo-tolerant name match
+MEANING_FLOOR = 0.35  # cosine below which an observation is not "about" the query
+
+
+def entity_signals(store, query: str, index, embedder) -> list[tuple[str, float, str]]:
+    """(entity name, score, why) for entities found by a near-miss name or type, or by the
+    meaning of their observations; word matches are ranked by the store before these."""
+    import json
+
+    from rapidfuzz import fuzz, process, utils
+
+    found: dict[str, tuple[float, str]] = {}
+
+    def offer(name: str, score: float, why: str) -> None:
+        if score > found.get(name, (0.0, ""))[0]:
+            found[name] = (score, why)
+
+    rows = store.entity_names()
+    names = [r[0] for r in rows]
+    for name, ratio, _ in process.extract(query, names, scorer=fuzz.ratio, processor=utils.default_process,
+                                          score_cutoff=FUZZY_CUTOFF, limit=25):
+        offer(name, NAME_WEIGHT * ratio / 100, f"name ~{ratio:.0f}%")
+    aliases = [(r[0], a) for r in rows for a in json.loads(r[2])]
+    if aliases:
+        for _, ratio, k in process.extract(query, [a for _, a in aliases], scorer=fuzz.ratio,
+                                           processor=utils.default_process, score_cutoff=FUZZY_CUTOFF, limit=25):
+            offer(aliases[k][0], NAME_WEIGHT * ratio / 100, f"alias ~{ratio:.0f}%")
+    types = sorted({r[1] for r in rows})
+    for etype, ratio, _ in process.extract(query, types, scorer=fuzz.ratio, processor=utils.default_process,
+                                           score_cutoff=FUZZY_CUTOFF, limit=3):
+        for name in [r[0] for r in rows if r[1] == etype][:100]:
+            offer(name, TYPE_WEIGHT * ratio / 100, f"type ~{ratio:.0f}%")
+    if index is not None and embedder is not None:
+        similar, _, _ = index.search(embedder.embed([query])[0], 200)
+        memories = store.load_memories(sorted(similar, key=similar.get, reverse=True))
+        for memory_id, memory in memories.items():
+            if memory.entity and similar[memory_id] >= MEANING_FLOOR:
+                offer(memory.entity, OBSERVATION_WEIGHT * min(1.0, similar[memory_id]),
+                      f"observation means it ({similar[memory_id]:.2f})")
+    return [(name, score, why) for name, (score, why) in found.items()]

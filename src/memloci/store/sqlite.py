@@ -510,15 +510,32 @@ class SQLiteStore(SQLiteMemories):
             relations = self._relations_touching(conn, ordered)
         return Graph(tuple(entities.values()), tuple(relations))
 
-    def search_entities(self, query: str, *, limit: int) -> SearchResult:
+    def search_entities(self, query: str, *, limit: int,
+                        extra: Sequence[tuple[str, float, str]] = ()) -> SearchResult:
+        """Entities ranked by words (sqlite_search.py); `extra` (name, score, why) found by other
+        signals (typo-tolerant names, meaning) follow the word matches, best score first."""
         with self._read() as conn:
             scored = rank_entities(conn, query, limit + 1)  # one extra tells whether the result is truncated
-            ranked = sorted(scored, key=lambda i: (-scored[i].matched, scored[i].bm25))[:limit]
+            ranked = sorted(scored, key=lambda i: (-scored[i].matched, scored[i].bm25))
+            hits_by_id = {i: (-scored[i].bm25, scored[i].matched, scored[i].why) for i in ranked}
+            if extra:
+                ids = self._resolve(conn, [name for name, _, _ in extra])
+                for name, score, why in sorted(extra, key=lambda e: -e[1]):
+                    entity_id = ids.get(name_key(name), (None,))[0]
+                    if entity_id is not None and entity_id not in hits_by_id:
+                        hits_by_id[entity_id] = (score, 0, why)
+                        ranked.append(entity_id)
+            truncated = len(ranked) > limit
+            ranked = ranked[:limit]
             entities = self._load_entities(conn, ranked)
-            hits = tuple(SearchHit(entities[i], -scored[i].bm25, scored[i].matched, scored[i].why)
-                         for i in ranked if i in entities)
+            hits = tuple(SearchHit(entities[i], *hits_by_id[i]) for i in ranked if i in entities)
             relations = self._relations_touching(conn, list(entities))
-        return SearchResult(hits, tuple(relations), len(scored) > limit)
+        return SearchResult(hits, tuple(relations), truncated)
+
+    def entity_names(self) -> list[tuple[str, str, str]]:
+        """(name, entity_type, aliases JSON) of every entity, for typo-tolerant matching."""
+        with self._read() as conn:
+            return conn.execute("SELECT name, entity_type, aliases FROM entities").fetchall()
 
     def export_graph(self, *, order: str = "id") -> Graph:
         """Every entity (insertion or `name` order) and relation, from one snapshot."""
