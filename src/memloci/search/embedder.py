@@ -159,6 +159,7 @@ class EmbedderStatus:
     dimension: int | None
     loaded: bool
     error: str | None
+    state: str  # disabled | loading | loaded | failed
 
 
 class EmbedderHandle:
@@ -181,7 +182,13 @@ class EmbedderHandle:
             if self._started:
                 return
             self._started = True
-        threading.Thread(target=self._load, name="memloci-embedder", daemon=True).start()
+        self._thread = threading.Thread(target=self._load, name="memloci-embedder", daemon=True)
+        self._thread.start()
+
+    def wait(self, timeout: float = 30.0) -> None:
+        """Let a load in progress finish (a process must not exit in the middle of one)."""
+        if self._started:
+            self._done.wait(timeout)
 
     def _load(self) -> None:
         try:
@@ -204,5 +211,13 @@ class EmbedderHandle:
 
     def status(self) -> EmbedderStatus:
         e = self._embedder
+        if not self.enabled:
+            state = "disabled"
+        elif e is not None:
+            state = "loaded"
+        elif self._error:
+            state = "failed"
+        else:
+            state = "loading"
         return EmbedderStatus(self.spec, e.model_id if e else None, e.dimension if e else None,
-                              e is not None, self._error)
+                              e is not None, self._error, state)

@@ -51,7 +51,7 @@ class VectorIndex:
         self._capacity = max(1024, int(n * 1.5))
         self._ids = np.zeros(self._capacity, dtype=np.int64)
         self._ids[:n] = ids
-        dim = matrix.shape[1] if n else 1
+        dim = matrix.shape[1]
         self._matrix = np.zeros((self._capacity, dim), dtype=np.float32)
         self._matrix[:n] = matrix
         self._prev = np.full(self._capacity, -1, dtype=np.int64)
@@ -174,9 +174,12 @@ class EmbeddingWorker:
         self.start()
         return self._idle.wait(timeout)
 
-    def stop(self) -> None:
+    def stop(self, timeout: float = 30.0) -> None:
+        """Stop after the batch in hand (a process must not exit in the middle of one)."""
         self._stop = True
         self._wake.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout)
 
     def _run(self) -> None:
         embedder = self.embedder.get(timeout=None)
