@@ -324,5 +324,17 @@ def bench_locomo(
     run_locomo(data=data, ks=ks, out=out, console=_console(), limit=conversations)
 
 
+@bench_app.command("recall")
+def bench_recall(
+    size: Annotated[int, typer.Option("--size", help="Memories in the library.")] = 100_000,
+    queries: Annotated[int, typer.Option("--queries", help="Timed queries.")] = 200,
+    out: Annotated[Path, typer.Option("--out", help="JSON results file.")] = Path("bench-results/recall.json"),
+) -> None:
+    """retrieve_memory latency through MCP stdio on a library of SIZE synthetic memories."""
+    from .bench.recall import run as run_recall
+
+    run_recall(size=size, queries=queries, out=out, console=_console())
+
+
 def main() -> None:
     app()

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
+import logging
 import threading
 from typing import Any
 
@@ -54,6 +55,45 @@ class ImportReport:
     skipped_relations: list[tuple[int, str]] = field(default_factory=list)  # (line, reason)
 
 
+class AccessRecorder:
+    """Counts retrievals (access_count, last_accessed_at) off the request path: a hit is
+    recorded by a background thread a moment later, so a search never waits for a write."""
+
+    def __init__(self):
+        self._queue: list[tuple[Store, list[int]]] = []
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def record(self, store: Store, ids: list[int]) -> None:
+        if not ids:
+            return
+        with self._lock:
+            self._queue.append((store, ids))
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="memloci-access", daemon=True)
+                self._thread.start()
+        self._wake.set()
+
+    def _run(self) -> None:
+        while True:
+            self._wake.wait()
+            self._wake.clear()
+            self.drain()
+
+    def drain(self) -> None:
+        with self._lock:
+            queue, self._queue = self._queue, []
+        by_store: dict[int, tuple[Store, list[int]]] = {}
+        for store, ids in queue:
+            by_store.setdefault(id(store), (store, []))[1].extend(ids)
+        for store, ids in by_store.values():
+            try:
+                store.touch_memories(ids)
+            except Exception as exc:  # a count lost is better than a search failed
+                logging.getLogger(__name__).warning("could not record accesses in %s: %s", store.name, exc)
+
+
 @dataclass(frozen=True, slots=True)
 class Retrieval:
     hits: list[MemoryHit]
@@ -67,6 +107,7 @@ class MemoryService:
         self.embedder = embedder if embedder is not None else EmbedderHandle("none")
         self._dense: dict[str, tuple[VectorIndex, EmbeddingWorker]] = {}
         self._dense_lock = threading.Lock()
+        self._accesses = AccessRecorder()
 
     def store(self, library: str | None = None) -> Store:
         return self.libraries.get(library)
@@ -76,6 +117,7 @@ class MemoryService:
         self.embedder.wait()
         for _, worker in self._dense.values():
             worker.stop()
+        self._accesses.drain()
         self.libraries.close()
 
     # -- vectors -----------------------------------------------------------------------
@@ -223,7 +265,7 @@ class MemoryService:
                 pair[1].flush(timeout=30.0)  # every stored memory is searchable by meaning
             hits = retrieve(store, pair[0] if pair else None, embedder, text, n_results, filters,
                             soft if soft is not None else hard, min_similarity)
-        store.touch_memories([h.memory.id for h in hits])
+        self._accesses.record(store, [h.memory.id for h in hits])
         return Retrieval(hits, query, soft or hard)
 
     def search_by_tag(self, tags: Sequence[str], *, match_all: bool = False, limit: int = 100,

@@ -69,6 +69,8 @@ class OnnxEmbedder:
         options = ort.SessionOptions()
         options.intra_op_num_threads = max(1, min(4, os.cpu_count() or 1))
         options.inter_op_num_threads = 1
+        # Idle ORT threads must not spin: between queries the server's own work needs the cores.
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         self.session = ort.InferenceSession(str(model_path), options, providers=["CPUExecutionProvider"])
         self._inputs = {i.name for i in self.session.get_inputs()}
         self.model_id = model_id

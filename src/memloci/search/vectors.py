@@ -158,10 +158,11 @@ class EmbeddingWorker:
         self.error: str | None = None
 
     def start(self) -> None:
+        """Start the thread (once); it first embeds whatever is pending (another process's writes too)."""
         if self._thread is None:
             self._thread = threading.Thread(target=self._run, name=f"memloci-embed-{self.store.name}", daemon=True)
             self._thread.start()
-        self.poke()
+            self.poke()
 
     def poke(self) -> None:
         self._idle.clear()

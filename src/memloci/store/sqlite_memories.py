@@ -307,9 +307,10 @@ class SQLiteMemories:
         """Count a retrieval of each memory (access_count, last_accessed_at)."""
         if not ids:
             return
+        at = now_iso()
         with self._write() as conn:
-            conn.execute(f"""UPDATE memories SET access_count = access_count + 1, last_accessed_at = ?
-                             WHERE id IN ({','.join('?' * len(ids))})""", (now_iso(), *ids))
+            conn.executemany("UPDATE memories SET access_count = access_count + 1, last_accessed_at = ? WHERE id = ?",
+                             [(at, i) for i in ids])  # one count per retrieval, repeats included
 
     # -- vectors ---------------------------------------------------------------------------
 

@@ -1,0 +1,103 @@
+"""`memloci bench recall --size N`: retrieve_memory latency on a library of N synthetic memories.
+
+The library is built in-process (store_memory, then every memory embedded by the real
+model), then `memloci serve` answers retrieve_memory over MCP stdio; the time of each call
+includes embedding the query.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from .graph import SEED, SyntheticGraph, _percentiles, _session_class
+
+TOPICS = ["deploy", "billing", "auth", "database", "frontend", "meeting", "hiring", "budget", "incident", "design"]
+
+
+def run(*, size: int, queries: int, out: Path, console: Any) -> dict[str, Any]:
+    import anyio
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.table import Table
+
+    from ..libraries import LibraryRegistry, LibrarySpec
+    from ..search.embedder import EmbedderHandle
+    from ..service import MemoryService
+
+    words = SyntheticGraph(10).words
+    rng = random.Random(SEED)
+    tmp = Path(tempfile.mkdtemp(prefix="memloci-recall-"))
+    db = tmp / "recall.db"
+    report: dict[str, Any] = {"bench": "recall", "size": size, "queries": queries}
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=console) as progress:
+        service = MemoryService(LibraryRegistry([LibrarySpec("recall", db)]), EmbedderHandle())
+        task = progress.add_task("storing memories", total=size)
+        started = time.perf_counter()
+        for i in range(size):
+            topic = TOPICS[i % len(TOPICS)]
+            text = f"{topic}: " + " ".join(rng.choice(words) for _ in range(rng.randint(8, 20)))
+            service.store_memory(text, tags=[topic, f"batch-{i // 1000}"], memory_type="note")
+            if i % 500 == 0:
+                progress.update(task, completed=i)
+        progress.update(task, completed=size)
+        report["store_s"] = round(time.perf_counter() - started, 1)
+        task = progress.add_task("embedding memories", total=size)
+        store = service.store()
+        while (pending := store.embedding_state()["pending"]) > 0:
+            progress.update(task, completed=size - pending)
+            time.sleep(0.5)
+        progress.update(task, completed=size)
+        report["stored_and_embedded_s"] = round(time.perf_counter() - started, 1)
+        service.close()
+
+        async def timed() -> dict[str, list[float]]:
+            from mcp import StdioServerParameters
+            from mcp.client.stdio import stdio_client
+
+            env = {**os.environ, "MEMLOCI_LIBRARIES": f"recall:{db}"}
+            params = StdioServerParameters(command=sys.executable, args=["-m", "memloci", "serve"], env=env)
+            times: dict[str, list[float]] = {"retrieve_memory": [], "retrieve_memory (tag filter)": []}
+            with open(os.devnull, "w") as devnull:
+                async with stdio_client(params, errlog=devnull) as (read, write):
+                    async with _session_class()(read, write) as session:
+                        await session.initialize()
+                        await session.list_tools()
+                        await session.call_tool("retrieve_memory", {"query": "warm up"})
+                        task = progress.add_task("timing retrieve_memory", total=2 * queries)
+                        for q in range(queries):
+                            query = f"{rng.choice(TOPICS)} {rng.choice(words)} {rng.choice(words)}"
+                            for name, extra in (("retrieve_memory", {}),
+                                                ("retrieve_memory (tag filter)", {"tags": [rng.choice(TOPICS)]})):
+                                t0 = time.perf_counter()
+                                result = await session.call_tool("retrieve_memory", {"query": query, "n_results": 10, **extra})
+                                times[name].append((time.perf_counter() - t0) * 1000)
+                                if result.is_error:
+                                    raise RuntimeError(result.content[0].text[:300])
+                                progress.advance(task)
+            return times
+
+        times = anyio.run(timed)
+    report["latency_ms"] = {name: _percentiles(v) for name, v in times.items()}
+    table = Table(title=f"memloci bench recall — {size} memories, {queries} queries (ms, MCP stdio round trip)")
+    for column in ("call", "p50", "p95"):
+        table.add_column(column, justify="left" if column == "call" else "right")
+    for name, stats in report["latency_ms"].items():
+        table.add_row(name, f"{stats['p50_ms']:.1f}", f"{stats['p95_ms']:.1f}")
+    console.print(table)
+    console.print(f"built in {report['stored_and_embedded_s']} s ({report['store_s']} s storing, the rest embedding); "
+                  f"{size / report['stored_and_embedded_s']:.0f} memories/s stored and embedded")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=2) + "\n")
+    console.print(f"JSON written to {out}")
+    import shutil
+
+    shutil.rmtree(tmp, ignore_errors=True)
+    return report
