@@ -43,6 +43,7 @@ from .store import Store
 DEFAULT_GRAPH_LIMIT = 1_000
 DEFAULT_SEARCH_LIMIT = 25
 IMPORT_CHUNK = 1_000
+RECENT_WAIT_S = 10.0  # how long a search waits for pending embeddings
 
 
 @dataclass(slots=True)
@@ -209,10 +210,8 @@ class MemoryService:
             return result
         # Room left: entities whose name is a near miss (typos), then those whose observations
         # mean what the query says.
-        pair = self._vectors(store)
+        pair = self._vectors(store)  # observations embedded so far; a search never waits for a backlog
         embedder = self.embedder.get(timeout=0) if pair else None
-        if pair:
-            pair[1].flush(timeout=30.0)
         extra = entity_signals(store, text, pair[0] if pair else None, embedder)
         return store.search_entities(text, limit=limit, extra=extra) if extra else result
 
@@ -261,8 +260,8 @@ class MemoryService:
         else:
             pair = self._vectors(store)
             embedder = self.embedder.get(timeout=0) if pair else None
-            if pair:
-                pair[1].flush(timeout=30.0)  # every stored memory is searchable by meaning
+            if pair:  # memories stored a moment ago are searchable by meaning too (a bulk backlog is not awaited)
+                pair[1].flush(timeout=RECENT_WAIT_S)
             hits = retrieve(store, pair[0] if pair else None, embedder, text, n_results, filters,
                             soft if soft is not None else hard, min_similarity)
         self._accesses.record(store, [h.memory.id for h in hits])

@@ -210,7 +210,9 @@ def run(*, n: int, calls: int, vs_official: bool, official_n: int | None, out: P
             build_library(graph, db, lambda k: progress.advance(task, k))
             results["build_s"] = round(time.perf_counter() - t0, 2)
 
-            env = {**os.environ, "MEMLOCI_LIBRARIES": f"bench:{db}"}
+            # Graph tools do not use vectors (search_nodes only when words fall short); without this
+            # the server would spend the run embedding the N x 3 observations in the background.
+            env = {**os.environ, "MEMLOCI_LIBRARIES": f"bench:{db}", "MEMLOCI_EMBEDDER": "none"}
             command = [sys.executable, "-m", "memloci", "serve"]
             results["memloci_startup_ms"] = round(_startup_ms(command, env), 1)
             plan = workload(graph, calls)

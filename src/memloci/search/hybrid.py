@@ -14,6 +14,7 @@ range the query mentions ("last week"), which narrows nothing by itself.
 from __future__ import annotations
 
 import re
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
@@ -24,6 +25,7 @@ from . import lexical
 from .decay import decay_factor, parse_time
 from .timephrases import TimeRange
 
+_POOL = ThreadPoolExecutor(max_workers=2, thread_name_prefix="memloci-query")
 WORDS_WEIGHT = 0.5
 CANDIDATES = 100
 TIME_BOOST = 1.5
@@ -62,13 +64,16 @@ def retrieve(store, index, embedder, query: str, n: int, filters: MemoryFilter,
     """The best `n` memories for `query` within `filters`, best first."""
     k = max(CANDIDATES, 4 * n)
     grams = _CJK.findall(query)
+    dense = index is not None and embedder is not None and bool(query.strip())
+    # The model embeds the query on another thread while SQLite ranks words (both release the GIL).
+    embedding = _POOL.submit(embedder.embed, [query]) if dense else None
     words = store.lexical_memory_candidates(word_terms(query), grams, k, filters)
     meaning: dict[int, float] = {}
     low = high = 0.0
-    if index is not None and embedder is not None and query.strip():
+    if embedding is not None:
         allowed = None if filters.empty else store.memory_ids(filters)
         if allowed is None or allowed:
-            meaning, low, high = index.search(embedder.embed([query])[0], k, allowed, also=list(words))
+            meaning, low, high = index.search(embedding.result()[0], k, allowed, also=list(words))
     # BM25 is 0 for a memory without the words, so its scale starts at 0
     w = _scale(words, 0.0, max(words.values(), default=0.0))
     m = _scale(meaning, low, high)

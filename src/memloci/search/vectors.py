@@ -123,7 +123,11 @@ class VectorIndex:
             lifted = own + NEIGHBOUR_WEIGHT * (np.where(prev >= 0, own[prev], 0.0) + np.where(nxt >= 0, own[nxt], 0.0))
             ids = self._ids[:n]
             if allowed is not None:
-                mask = np.isin(ids, np.fromiter(allowed, dtype=np.int64, count=len(allowed)))
+                wanted = np.fromiter(allowed, dtype=np.int64, count=len(allowed))
+                pos = np.searchsorted(ids, wanted)  # ids ascend
+                pos = pos[(pos < n) & (ids[np.minimum(pos, n - 1)] == wanted)]
+                mask = np.zeros(n, dtype=bool)
+                mask[pos] = True
                 lifted = np.where(mask, lifted, -np.inf)
             finite = lifted[np.isfinite(lifted)]
             if finite.size == 0:

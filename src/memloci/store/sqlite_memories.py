@@ -110,12 +110,14 @@ def filter_sql(f: MemoryFilter, conn: sqlite3.Connection) -> tuple[str, list[Any
         where.append("m.created_at < ?")
         params.append(f.before)
     if f.tags:
+        # IN (subquery on the tag index) is one pass over the tag's rows, not a probe per memory
         marks = ",".join("?" * len(f.tags))
         if f.match_all:
-            where.append(f"(SELECT count(DISTINCT tag) FROM memory_tags t WHERE t.memory_id = m.id AND t.tag IN ({marks})) = ?")
-            params += [*f.tags, len(set(f.tags))]
+            where.append(f"m.id IN (SELECT memory_id FROM memory_tags WHERE tag IN ({marks}) "
+                         f"GROUP BY memory_id HAVING count(*) = ?)")
+            params += [*dict.fromkeys(f.tags), len(set(f.tags))]
         else:
-            where.append(f"EXISTS (SELECT 1 FROM memory_tags t WHERE t.memory_id = m.id AND t.tag IN ({marks}))")
+            where.append(f"m.id IN (SELECT memory_id FROM memory_tags WHERE tag IN ({marks}))")
             params += list(f.tags)
     return " AND ".join(where), params
 
@@ -296,6 +298,10 @@ class SQLiteMemories:
 
     def memory_ids(self, filters: MemoryFilter) -> set[int]:
         with self._read() as conn:
+            if filters.tags and not filters.match_all and filters == MemoryFilter(tags=filters.tags):
+                marks = ",".join("?" * len(filters.tags))  # tags only: the tag index alone answers
+                return {r[0] for r in conn.execute(f"SELECT memory_id FROM memory_tags WHERE tag IN ({marks})",
+                                                   list(filters.tags))}
             where, params = filter_sql(filters, conn)
             return {r[0] for r in conn.execute(f"SELECT m.id FROM memories m WHERE {where}", params)}
 
