@@ -44,7 +44,7 @@ def _service(libraries: str | None, *, read_only: bool = False, embedder: bool =
 
     specs = parse_library_specs(libraries) if libraries else default_specs()
     return MemoryService(LibraryRegistry(specs, create_missing=not read_only),
-                         EmbedderHandle() if embedder else EmbedderHandle("none"))
+                         EmbedderHandle() if embedder else EmbedderHandle("none"), embed_pending=not read_only)
 
 
 def _console(stderr: bool = False):

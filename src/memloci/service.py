@@ -14,7 +14,7 @@ import threading
 from typing import Any
 
 from . import schema
-from .errors import ConflictError, NotFoundError, ValidationError
+from .errors import ConflictError, InternalError, NotFoundError, ValidationError
 from .libraries import LibraryRegistry
 from .model import (
     AddedObservations,
@@ -43,7 +43,8 @@ from .store import Store
 DEFAULT_GRAPH_LIMIT = 1_000
 DEFAULT_SEARCH_LIMIT = 25
 IMPORT_CHUNK = 1_000
-RECENT_WAIT_S = 10.0  # how long a search waits for pending embeddings
+RECENT_WAIT_S = 10.0  # how long a search waits for memories stored a moment ago to be embedded ...
+RECENT_BACKLOG = 2_000  # ... if no more than this many wait (a bulk backlog is searched as it stands)
 
 
 @dataclass(slots=True)
@@ -103,12 +104,17 @@ class Retrieval:
 
 
 class MemoryService:
-    def __init__(self, libraries: LibraryRegistry, embedder: EmbedderHandle | None = None):
+    def __init__(self, libraries: LibraryRegistry, embedder: EmbedderHandle | None = None,
+                 *, embed_pending: bool = True):
+        """`embed_pending=False` (read-only commands) searches the stored vectors but never
+        computes or writes new ones."""
         self.libraries = libraries
         self.embedder = embedder if embedder is not None else EmbedderHandle("none")
         self._dense: dict[str, tuple[VectorIndex, EmbeddingWorker]] = {}
         self._dense_lock = threading.Lock()
         self._accesses = AccessRecorder()
+        self._bootstrapping: set[str] = set()
+        self.embed_pending = embed_pending
 
     def store(self, library: str | None = None) -> Store:
         return self.libraries.get(library)
@@ -135,7 +141,8 @@ class MemoryService:
                 index = VectorIndex(store, embedder.model_id)
                 worker = EmbeddingWorker(store, self.embedder, index.add)
                 self._dense[store.name] = (index, worker)
-                worker.start()
+                if self.embed_pending:
+                    worker.start()
             return self._dense[store.name]
 
     def _written(self, store: Store) -> None:
@@ -145,7 +152,8 @@ class MemoryService:
                 pair = self._dense.get(store.name)
             if pair:
                 pair[1].poke()
-            else:
+            elif store.name not in self._bootstrapping:
+                self._bootstrapping.add(store.name)  # one thread waits for the model, then starts the worker
                 self.embedder.start_background()
                 threading.Thread(target=self._vectors, args=(store,), daemon=True).start()
 
@@ -234,9 +242,9 @@ class MemoryService:
         return memory, created
 
     def retrieve_memory(self, query: str, *, n_results: int = 5, min_similarity: float = 0.0,
-                        tags: Sequence[str] = (), memory_type: str | None = None, entity: str | None = None,
-                        after: str | None = None, before: str | None = None, time: str | None = None,
-                        library: str | None = None) -> Retrieval:
+                        tags: Sequence[str] = (), match_all: bool = False, memory_type: str | None = None,
+                        entity: str | None = None, after: str | None = None, before: str | None = None,
+                        time: str | None = None, library: str | None = None) -> Retrieval:
         text = schema.validate_query(query)
         n_results = schema.check_int(n_results, "n_results", 1, schema.SEARCH_LIMIT_MAX)
         after, before = schema.validate_time(after, "after"), schema.validate_time(before, "before")
@@ -249,7 +257,7 @@ class MemoryService:
         rest, soft = split_time_phrase(text)
         if soft is not None and soft.latest and not rest:
             text = rest
-        filters = schema.validate_filter(MemoryFilter(tuple(tags), False, memory_type, entity, after, before))
+        filters = schema.validate_filter(MemoryFilter(tuple(tags), match_all, memory_type, entity, after, before))
         store = self.store(library)
         latest = (hard is not None and hard.latest) or (soft is not None and soft.latest)
         if not text.strip():
@@ -260,8 +268,8 @@ class MemoryService:
         else:
             pair = self._vectors(store)
             embedder = self.embedder.get(timeout=0) if pair else None
-            if pair:  # memories stored a moment ago are searchable by meaning too (a bulk backlog is not awaited)
-                pair[1].flush(timeout=RECENT_WAIT_S)
+            if pair and self.embed_pending and store.embedding_state()["pending"] <= RECENT_BACKLOG:
+                pair[1].flush(timeout=RECENT_WAIT_S)  # memories stored a moment ago are found by meaning too
             hits = retrieve(store, pair[0] if pair else None, embedder, text, n_results, filters,
                             soft if soft is not None else hard, min_similarity)
         self._accesses.record(store, [h.memory.id for h in hits])
@@ -281,18 +289,20 @@ class MemoryService:
         if not found:
             raise NotFoundError(f"content_hash: no memory has hash {content_hash}",
                                 hint="Find the memory with retrieve_memory or list_memories; they return content_hash.")
-        free = [m for m in found if m.entity is None]
-        if len(free) == 1 or len(found) == 1:
-            return free[0] if free else found[0]
-        raise ConflictError(f"content_hash: {len(found)} observations share hash {content_hash} "
-                            f"(entities: {', '.join(str(m.entity) for m in found)})",
-                            hint="Edit observations with delete_observations/add_observations instead.")
+        if len(found) > 1:  # hashes are unique per memory; two means a library from before that rule
+            raise ConflictError(f"content_hash: {len(found)} memories share hash {content_hash}",
+                                hint="Delete or edit them with delete_observations / add_observations.")
+        return found[0]
 
     def delete_memory(self, content_hash: str, *, library: str | None = None) -> list[Memory]:
+        """Delete the memory with this hash (the free one if an observation has the same text);
+        an unknown hash deletes nothing (idempotent)."""
         store = self.store(library)
-        content_hash = schema.clean_label(content_hash, "content_hash", 64)
-        found = store.memories_by_hash(content_hash)
-        return store.delete_memories([m.id for m in found], origin="delete_memory") if found else []
+        try:
+            memory = self._one_memory(store, content_hash)
+        except NotFoundError:
+            return []
+        return store.delete_memories([memory.id], origin="delete_memory")
 
     def update_memory(self, content_hash: str, *, content: str | None = None, tags: Sequence[str] | None = None,
                       metadata: dict[str, Any] | None = None, importance: str | None = None,
@@ -360,13 +370,15 @@ class MemoryService:
                                   hint="Set MEMLOCI_EMBEDDER to a working embedder (minilm, onnx:DIR, openai:URL#MODEL).")
         total = store.reset_vectors(embedder.model_id, embedder.dimension)
         pair = self._vectors(store)
-        while True:
-            pending = store.embedding_state()["pending"]
+        pair[1].start()
+        pair[1].poke()
+        while (pending := store.embedding_state()["pending"]) > 0:
             if progress:
                 progress(total - pending, total)
-            if pending == 0 or pair[1].flush(timeout=1.0):
-                if store.embedding_state()["pending"] == 0:
-                    break
+            pair[1].flush(timeout=1.0)
+            if pair[1].error:
+                raise InternalError(f"reindex stopped with {pending} memories left: {pair[1].error}",
+                                    hint="Fix the embedder and run memloci reindex again; nothing is lost.")
         if progress:
             progress(total, total)
         return total

@@ -118,8 +118,10 @@ def register(server: Any, service: MemoryService) -> None:
     def retrieve_memory(
         query: Annotated[str, Field(description="What to recall, in words; may name a time (\"last week\")")],
         n_results: Annotated[int, Field(description="How many memories")] = 5,
-        min_similarity: Annotated[float, Field(description="Drop hits scoring below this (0 to 1)")] = 0.0,
+        min_similarity: Annotated[float, Field(description="Drop hits whose similarity_score (fused relevance, "
+                                                             "about 0 to 1.5) is below this")] = 0.0,
         tags: Tags = None,
+        match_all: Annotated[bool, Field(description="With tags: require every tag (default: any)")] = False,
         memory_type: str | None = None,
         entity: Annotated[str | None, Field(description="Only observations of this entity")] = None,
         after: Annotated[str | None, Field(description="Only memories created at or after this ISO date")] = None,
@@ -128,7 +130,7 @@ def register(server: Any, service: MemoryService) -> None:
         library: Library = None, library_name: LibraryName = None,
     ) -> Annotated[CallToolResult, RetrieveOut]:
         result = service.retrieve_memory(query, n_results=n_results, min_similarity=min_similarity, tags=tags or (),
-                                         memory_type=memory_type, entity=entity, after=after, before=before, time=time,
+                                         match_all=match_all, memory_type=memory_type, entity=entity, after=after, before=before, time=time,
                                          library=_library(library, library_name))
         structured: dict[str, Any] = {
             "memories": [memory_out(h.memory, h.score, h.why) for h in result.hits],
@@ -197,7 +199,8 @@ def register(server: Any, service: MemoryService) -> None:
         "again (spacing aside) keeps one memory and says it was a duplicate. Returns its content_hash.\n"
         'Example: {"content": "We chose OAuth with PKCE for the mobile app", "tags": ["auth", "decision"], '
         '"memory_type": "decision", "importance": "high"}'))
-    server.add_tool(retrieve_memory, title="Retrieve Memory", annotations=_annotations("Retrieve Memory", read_only=True), description=(
+    # not read-only: a retrieval counts as a use of each hit (access_count drives decay)
+    server.add_tool(retrieve_memory, title="Retrieve Memory", annotations=_annotations("Retrieve Memory"), description=(
         "Recall memories by meaning and keywords (hybrid search), newest and most used ranked up; filter by tags, "
         "type, entity or time. A time phrase may be in the query (\"what did we decide last week about auth\") or "
         "in `time` (then it filters strictly). Each hit has similarity_score and why.\n"

@@ -13,6 +13,7 @@ range the query mentions ("last week"), which narrows nothing by itself.
 
 from __future__ import annotations
 
+import logging
 import re
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -25,6 +26,7 @@ from . import lexical
 from .decay import decay_factor, parse_time
 from .timephrases import TimeRange
 
+log = logging.getLogger(__name__)
 _POOL = ThreadPoolExecutor(max_workers=2, thread_name_prefix="memloci-query")
 WORDS_WEIGHT = 0.5
 CANDIDATES = 100
@@ -71,9 +73,14 @@ def retrieve(store, index, embedder, query: str, n: int, filters: MemoryFilter,
     meaning: dict[int, float] = {}
     low = high = 0.0
     if embedding is not None:
+        try:
+            vector = embedding.result()[0]
+        except Exception as exc:  # the model or endpoint failed now: words still answer
+            log.warning("query embedding failed, searching by words only: %s", exc)
+            vector = None
         allowed = None if filters.empty else store.memory_ids(filters)
-        if allowed is None or allowed:
-            meaning, low, high = index.search(embedding.result()[0], k, allowed, also=list(words))
+        if vector is not None and (allowed is None or allowed):
+            meaning, low, high = index.search(vector, k, allowed, also=list(words))
     # BM25 is 0 for a memory without the words, so its scale starts at 0
     w = _scale(words, 0.0, max(words.values(), default=0.0))
     m = _scale(meaning, low, high)
@@ -102,11 +109,11 @@ def retrieve(store, index, embedder, query: str, n: int, filters: MemoryFilter,
         if abs(factor - 1) > 0.005:
             parts.append(f"decay x{factor:.2f}")
         hits.append(MemoryHit(memory, score, ", ".join(parts) or "match"))
-    if time_range is not None and time_range.latest:
-        hits.sort(key=lambda h: (h.memory.created_at, h.score), reverse=True)
-    else:
-        hits.sort(key=lambda h: h.score, reverse=True)
-    return [h for h in hits if h.score >= min_similarity][:n]
+    hits.sort(key=lambda h: h.score, reverse=True)
+    hits = [h for h in hits if h.score >= min_similarity][:n]
+    if time_range is not None and time_range.latest:  # the best n, newest first
+        hits.sort(key=lambda h: (h.memory.created_at, h.memory.id), reverse=True)
+    return hits
 
 
 # Entity search (search_nodes) beyond words: weights of the signals that find an entity.
@@ -144,7 +151,12 @@ def entity_signals(store, query: str, index, embedder) -> list[tuple[str, float,
         for name in [r[0] for r in rows if r[1] == etype][:100]:
             offer(name, TYPE_WEIGHT * ratio / 100, f"type ~{ratio:.0f}%")
     if index is not None and embedder is not None:
-        similar, _, _ = index.search(embedder.embed([query])[0], 200)
+        try:
+            vector = embedder.embed([query])[0]
+        except Exception as exc:
+            log.warning("query embedding failed, entity search without meaning: %s", exc)
+            return [(name, score, why) for name, (score, why) in found.items()]
+        similar, _, _ = index.search(vector, 200)
         memories = store.load_memories(sorted(similar, key=similar.get, reverse=True))
         for memory_id, memory in memories.items():
             if memory.entity and similar[memory_id] >= MEANING_FLOOR:

@@ -54,5 +54,8 @@ def normalize_content(text: str) -> str:
     return " ".join(text.split())
 
 
-def content_hash(text: str) -> str:
-    return hashlib.sha256(normalize_content(text).encode("utf-8")).hexdigest()
+def content_hash(text: str, entity_id: int | None = None) -> str:
+    """sha256 of the normalized text (as the MCP Memory Service does); an observation's hash also
+    covers its entity, so every memory has its own hash, even when two entities share a fact."""
+    owner = f"entity:{entity_id}\n" if entity_id is not None else ""
+    return hashlib.sha256((owner + normalize_content(text)).encode("utf-8")).hexdigest()

@@ -133,7 +133,10 @@ def _match(text: str, now: datetime) -> TimeRange | None:
     if best is None:
         return None
     m, fn = best
-    after, before = fn(m, now)
+    try:
+        after, before = fn(m, now)
+    except ValueError as exc:  # "2026-02-30"
+        raise ValidationError(f"time: '{m.group(0)}' is not a real date ({exc})") from exc
     return TimeRange(after, before, False, m.group(0))
 
 

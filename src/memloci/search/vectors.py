@@ -157,6 +157,7 @@ class EmbeddingWorker:
         self.on_saved = on_saved
         self._wake = threading.Event()
         self._idle = threading.Event()
+        self._state = threading.Lock()  # makes "nothing new came in, so idle" one step
         self._stop = False
         self._thread: threading.Thread | None = None
         self.error: str | None = None
@@ -169,8 +170,9 @@ class EmbeddingWorker:
             self.poke()
 
     def poke(self) -> None:
-        self._idle.clear()
-        self._wake.set()
+        with self._state:
+            self._idle.clear()
+            self._wake.set()
 
     def flush(self, timeout: float = 120.0) -> bool:
         """Wait until every stored memory has its vector (True), or the timeout passes."""
@@ -216,5 +218,6 @@ class EmbeddingWorker:
                 self.error = f"{type(exc).__name__}: {exc}"
                 log.error("embedding worker for %s: %s", self.store.name, self.error)
                 time.sleep(1.0)
-            if not self._wake.is_set():
-                self._idle.set()
+            with self._state:
+                if not self._wake.is_set():
+                    self._idle.set()

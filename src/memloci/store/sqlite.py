@@ -448,7 +448,7 @@ class SQLiteStore(SQLiteMemories):
                 for content in b.contents:
                     row = conn.execute(
                         "DELETE FROM memories WHERE entity_id = ? AND content_hash = ? RETURNING content",
-                        (entity_id, lexical.content_hash(content)),
+                        (entity_id, lexical.content_hash(content, entity_id)),
                     ).fetchone()
                     if row:
                         removed.append(row[0])

@@ -25,11 +25,11 @@ _BM25 = "bm25(memory_fts, 1.0, 0.4)"  # own words, neighbours' words
 
 
 def thread_key(entity_id: int | None, memory_type: str, metadata: dict[str, Any]) -> str:
-    """Memories of one thread are neighbours: an entity's observations, or free memories of
-    one type and one conversation (`metadata.session`/`conversation`/`thread`, if given)."""
-    if entity_id is not None:
-        return f"e{entity_id}"
-    session = metadata.get("session", metadata.get("conversation", metadata.get("thread", "")))
+    """Free memories of one type and one conversation (`metadata.session`, `conversation` or
+    `thread`) form a thread whose neighbours lend each other context; '' is no thread."""
+    session = metadata.get("session", metadata.get("conversation", metadata.get("thread")))
+    if entity_id is not None or session in (None, ""):
+        return ""
     return f"m:{memory_type}:{session}"
 
 
@@ -47,48 +47,44 @@ def insert_memory(conn: sqlite3.Connection, entity_id: int | None, content: str,
         """INSERT OR IGNORE INTO memories (entity_id, content, content_hash, memory_type, tags, importance, metadata,
                                            created_at, updated_at, thread)
            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
-        (entity_id, content, lexical.content_hash(content), memory_type, json.dumps(list(tags), ensure_ascii=False),
+        (entity_id, content, lexical.content_hash(content, entity_id), memory_type, json.dumps(list(tags), ensure_ascii=False),
          importance, json.dumps(metadata, ensure_ascii=False), at, at, thread),
     )
     if not cur.rowcount:
         return None
     memory_id = cur.lastrowid
     conn.executemany("INSERT OR IGNORE INTO memory_tags (tag, memory_id) VALUES (?, ?)", [(t, memory_id) for t in tags])
-    prev = conn.execute("SELECT id FROM memories WHERE thread = ? AND id < ? ORDER BY id DESC LIMIT 1",
-                        (thread, memory_id)).fetchone()
+    around = _neighbours(conn, memory_id, thread)
     conn.execute("INSERT INTO memory_fts (rowid, content, context) VALUES (?, ?, ?)",
-                 (memory_id, content, _context(conn, memory_id, thread)))
+                 (memory_id, content, "\n".join(text for _, text in around)))
     conn.execute("INSERT INTO memory_grams (rowid, content) VALUES (?, ?)", (memory_id, content))
-    if prev:  # the previous memory of the thread now has this one as its next neighbour
-        refresh_context(conn, [prev[0]])
+    refresh_context(conn, [i for i, _ in around])  # the previous one now has this one as its next neighbour
     return memory_id
 
 
-def _context(conn: sqlite3.Connection, memory_id: int, thread: str) -> str:
-    rows = conn.execute(
-        """SELECT content FROM (SELECT content FROM memories WHERE thread = ?1 AND id < ?2 ORDER BY id DESC LIMIT 1)
+def _neighbours(conn: sqlite3.Connection, memory_id: int, thread: str) -> list[tuple[int, str]]:
+    """(id, content) of the memories just before and after this one in its thread."""
+    if not thread:
+        return []
+    return conn.execute(
+        """SELECT * FROM (SELECT id, content FROM memories WHERE thread = ?1 AND id < ?2 ORDER BY id DESC LIMIT 1)
            UNION ALL
-           SELECT content FROM (SELECT content FROM memories WHERE thread = ?1 AND id > ?2 ORDER BY id LIMIT 1)""",
+           SELECT * FROM (SELECT id, content FROM memories WHERE thread = ?1 AND id > ?2 ORDER BY id LIMIT 1)""",
         (thread, memory_id),
     ).fetchall()
-    return "\n".join(r[0] for r in rows)
+
+
+def neighbours(conn: sqlite3.Connection, memory_id: int) -> list[int]:
+    row = conn.execute("SELECT thread FROM memories WHERE id = ?", (memory_id,)).fetchone()
+    return [i for i, _ in _neighbours(conn, memory_id, row[0])] if row else []
 
 
 def refresh_context(conn: sqlite3.Connection, ids: Iterable[int]) -> None:
     for memory_id in ids:
         row = conn.execute("SELECT thread FROM memories WHERE id = ?", (memory_id,)).fetchone()
         if row:
-            conn.execute("UPDATE memory_fts SET context = ? WHERE rowid = ?", (_context(conn, memory_id, row[0]), memory_id))
-
-
-def neighbours(conn: sqlite3.Connection, memory_id: int) -> list[int]:
-    row = conn.execute("SELECT thread FROM memories WHERE id = ?", (memory_id,)).fetchone()
-    if not row:
-        return []
-    return [r[0] for r in conn.execute(
-        """SELECT id FROM (SELECT id FROM memories WHERE thread = ?1 AND id < ?2 ORDER BY id DESC LIMIT 1)
-           UNION ALL SELECT id FROM (SELECT id FROM memories WHERE thread = ?1 AND id > ?2 ORDER BY id LIMIT 1)""",
-        (row[0], memory_id))]
+            context = "\n".join(text for _, text in _neighbours(conn, memory_id, row[0]))
+            conn.execute("UPDATE memory_fts SET context = ? WHERE rowid = ?", (context, memory_id))
 
 
 def filter_sql(f: MemoryFilter, conn: sqlite3.Connection) -> tuple[str, list[Any]]:
@@ -152,11 +148,20 @@ def lexical_candidates(conn: sqlite3.Connection, terms: list[str], grams: list[s
         for rowid, score in conn.execute(sql, (lexical.match_any(terms), *params, k) if filtered
                                          else (lexical.match_any(terms), k)):
             found[rowid] = -score
-    for gram in grams:  # substrings (CJK words): a flat score below any full-word match
-        pattern = lexical.like_pattern(gram)
-        sql = f"""SELECT g.rowid FROM memory_grams g JOIN memories m ON m.id = g.rowid
-                  WHERE g.content LIKE ? ESCAPE '\\' AND {where} LIMIT ?"""
-        for (rowid,) in conn.execute(sql, (pattern, *params, k)):
+    # Runs of Chinese/Japanese: BM25 over the trigram index with every trigram of the run, so a
+    # question finds a memory sharing part of its wording; a two-character word by substring.
+    trigrams = list(dict.fromkeys(run[i : i + 3] for run in grams if len(run) >= 3 for i in range(len(run) - 2)))
+    if trigrams:
+        expr = " OR ".join('"' + t.replace('"', '""') + '"' for t in trigrams)
+        sql = f"""SELECT g.rowid, bm25(memory_grams) AS s FROM memory_grams g
+                  {"JOIN memories m ON m.id = g.rowid" if filtered else ""}
+                  WHERE memory_grams MATCH ? {"AND " + where if filtered else ""} ORDER BY s LIMIT ?"""
+        for rowid, score in conn.execute(sql, (expr, *params, k) if filtered else (expr, k)):
+            found[rowid] = found.get(rowid, 0.0) - score
+    for pair in (run for run in grams if len(run) == 2):
+        for (rowid,) in conn.execute(
+                f"SELECT m.id FROM memories m WHERE m.content LIKE ? ESCAPE '\\' AND {where} ORDER BY m.id DESC LIMIT ?",
+                (lexical.like_pattern(pair), *params, k)):
             found[rowid] = found.get(rowid, 0.0) + 1.0
     return found
 
@@ -199,8 +204,17 @@ class SQLiteMemories:
             if memory_id is None:
                 (existing,) = conn.execute(
                     "SELECT id FROM memories WHERE ifnull(entity_id, 0) = ? AND content_hash = ?",
-                    (entity_id or 0, lexical.content_hash(m.content))).fetchone()
-                return load_memories(conn, [existing])[existing], False
+                    (entity_id or 0, lexical.content_hash(m.content, entity_id))).fetchone()
+                memory = load_memories(conn, [existing])[existing]
+                new_tags = [t for t in m.tags if t not in memory.tags]
+                if new_tags:  # the same memory, told again with more tags: keep them all
+                    tags = [*memory.tags, *new_tags]
+                    conn.execute("UPDATE memories SET tags = ?, updated_at = ? WHERE id = ?",
+                                 (json.dumps(tags, ensure_ascii=False), at, existing))
+                    conn.executemany("INSERT OR IGNORE INTO memory_tags (tag, memory_id) VALUES (?, ?)",
+                                     [(t, existing) for t in new_tags])
+                    memory = load_memories(conn, [existing])[existing]
+                return memory, False
             if entity_id is not None:
                 conn.execute("UPDATE entities SET updated_at = ? WHERE id = ?", (at, entity_id))
                 self._refresh_fts(conn, [entity_id])
@@ -230,7 +244,8 @@ class SQLiteMemories:
                 raise NotFoundError("content_hash: no such memory (deleted meanwhile?)")
             sets, params = ["updated_at = ?"], [at]
             if content is not None and content != before.content:
-                new_hash = lexical.content_hash(content)
+                owner = conn.execute("SELECT entity_id FROM memories WHERE id = ?", (memory_id,)).fetchone()[0]
+                new_hash = lexical.content_hash(content, owner)
                 clash = conn.execute("SELECT 1 FROM memories WHERE ifnull(entity_id, 0) = (SELECT ifnull(entity_id, 0) "
                                      "FROM memories WHERE id = ?) AND content_hash = ? AND id != ?",
                                      (memory_id, new_hash, memory_id)).fetchone()

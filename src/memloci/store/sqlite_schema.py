@@ -76,7 +76,6 @@ MIGRATIONS: list[str] = [
     """
     ALTER TABLE memories ADD COLUMN thread TEXT NOT NULL DEFAULT '';
     ALTER TABLE memories ADD COLUMN embedded INTEGER NOT NULL DEFAULT 0;  -- 1 once its vector is stored
-    UPDATE memories SET thread = 'e' || entity_id WHERE entity_id IS NOT NULL;
     CREATE INDEX memories_unembedded ON memories (id) WHERE embedded = 0;
     CREATE INDEX memories_thread ON memories (thread, id);
     CREATE INDEX memories_created ON memories (created_at);

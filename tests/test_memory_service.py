@@ -1,0 +1,101 @@
+"""Memory operations through the service (no model needed): identity, threads, filters, time, migration."""
+
+from __future__ import annotations
+
+import sqlite3
+from datetime import datetime, timezone
+
+import pytest
+
+from memloci.errors import AlreadyExistsError, ValidationError
+from memloci.libraries import LibraryRegistry, LibrarySpec
+from memloci.model import EntityInput
+from memloci.search.timephrases import parse_time_phrase, split_time_phrase
+from memloci.service import MemoryService
+from memloci.store.sqlite import _split_sql
+from memloci.store.sqlite_schema import MIGRATIONS
+
+
+def contents(retrieval) -> list[str]:
+    return [h.memory.content for h in retrieval.hits]
+
+
+def test_delete_memory_never_takes_an_entitys_observation_along(service):
+    service.create_entities([EntityInput("Alice", "person", ("Likes green tea",))])
+    memory, _ = service.store_memory("Likes green tea")
+    observation = service.retrieve_memory("green tea", entity="Alice").hits[0].memory
+    assert observation.content_hash != memory.content_hash, "every memory has its own hash"
+    removed = service.delete_memory(memory.content_hash)
+    assert [m.entity for m in removed] == [None]
+    assert [o.content for o in service.open_nodes(["Alice"]).entities[0].observations] == ["Likes green tea"]
+    assert service.delete_memory(memory.content_hash) == []  # idempotent
+
+
+def test_free_memories_lend_context_only_within_a_conversation(service):
+    service.store_memory("Pay the quarterly tax")
+    service.store_memory("Refactor the billing module")
+    assert contents(service.retrieve_memory("tax")) == ["Pay the quarterly tax"]
+    service.store_memory("Did you book the hotel?", metadata={"session": 1}, memory_type="dialogue")
+    service.store_memory("Yes, the one by the lake.", metadata={"session": 1}, memory_type="dialogue")
+    found = contents(service.retrieve_memory("hotel booking lake"))
+    assert found[:2] == ["Did you book the hotel?", "Yes, the one by the lake."]
+    # the context goes when a neighbour goes
+    answer = service.retrieve_memory("lake").hits[0].memory
+    service.delete_memory(answer.content_hash)
+    assert contents(service.retrieve_memory("lake")) == []
+
+
+def test_filters_tags_any_all_dates_and_types(service):
+    service.store_memory("deploy on friday", tags=["ops", "risky"], memory_type="decision")
+    service.store_memory("deploy on monday", tags=["ops"])
+    assert len(service.retrieve_memory("deploy", tags=["risky", "ops"]).hits) == 2
+    assert contents(service.retrieve_memory("deploy", tags=["risky", "ops"], match_all=True)) == ["deploy on friday"]
+    assert contents(service.retrieve_memory("deploy", memory_type="decision")) == ["deploy on friday"]
+    assert service.retrieve_memory("deploy", after="2000-01-01", before="2000-02-01").hits == []
+    assert len(service.retrieve_memory("deploy", after="2000-01-01T00:00:00+02:00").hits) == 2
+    assert len(service.retrieve_memory("deploy", time="today").hits) == 2
+    assert contents(service.retrieve_memory("latest", n_results=1)) == ["deploy on monday"]
+    again, created = service.store_memory("deploy on monday", tags=["calendar"])
+    assert not created and again.tags == ("ops", "calendar"), "a repeat adds its new tags to the one memory"
+
+
+def test_update_to_an_existing_text_is_refused(service):
+    a, _ = service.store_memory("first text")
+    service.store_memory("second text")
+    with pytest.raises(AlreadyExistsError):
+        service.update_memory(a.content_hash, content="second   text")
+    assert [m.content for m in service.list_memories()[0]] == ["second text", "first text"]
+
+
+def test_time_phrases():
+    now = datetime(2026, 11, 21, 5, 0, tzinfo=timezone.utc)
+    assert parse_time_phrase("yesterday", now).iso() == ("2026-11-20T00:00:00Z", "2026-11-21T00:00:00Z")
+    assert parse_time_phrase("last week", now).iso() == ("2026-11-09T00:00:00Z", "2026-11-16T00:00:00Z")
+    assert parse_time_phrase("in December", now).iso() == ("2025-12-01T00:00:00Z", "2026-01-01T00:00:00Z")
+    assert parse_time_phrase("last month", datetime(2026, 1, 10, tzinfo=timezone.utc)).iso() == (
+        "2025-12-01T00:00:00Z", "2026-01-01T00:00:00Z")
+    assert parse_time_phrase("latest", now).latest
+    rest, found = split_time_phrase("what did I store last week about auth", now)
+    assert rest == "what did I store about auth" and found.phrase == "last week"
+    assert split_time_phrase("what did Melanie do last weekend?", now)[1] is None
+    for bad in ("2026-02-30", "someday"):
+        with pytest.raises(ValidationError, match="time:"):
+            parse_time_phrase(bad, now)
+
+
+def test_a_library_of_schema_1_migrates_with_its_observations_searchable(tmp_path):
+    db = tmp_path / "old.db"
+    conn = sqlite3.connect(db)
+    for statement in _split_sql(MIGRATIONS[0]):
+        conn.execute(statement)
+    conn.execute("INSERT INTO entities (id, name, name_key, entity_type, created_at, updated_at) "
+                 "VALUES (1, 'Alice', 'alice', 'person', '2026-01-01T00:00:00Z', '2026-01-01T00:00:00Z')")
+    conn.execute("INSERT INTO memories (entity_id, content, content_hash, memory_type, created_at, updated_at) "
+                 "VALUES (1, 'Plays the cello', 'h', 'observation', '2026-01-01T00:00:00Z', '2026-01-01T00:00:00Z')")
+    conn.execute("PRAGMA user_version = 1")
+    conn.commit()
+    conn.close()
+    service = MemoryService(LibraryRegistry([LibrarySpec("old", db)]))
+    assert contents(service.retrieve_memory("cello")) == ["Plays the cello"]
+    assert service.health()["embedder"]["pending"] == 1, "old memories wait for vectors"
+    service.close()
