@@ -35,7 +35,6 @@ class VectorIndex:
         self._matrix = np.zeros((0, 1), dtype=np.float32)
         self._prev = np.zeros(0, dtype=np.int64)
         self._next = np.zeros(0, dtype=np.int64)
-        self._threads: list[str] = []
         self._last_in_thread: dict[str, int] = {}
         self._capacity = 0
         self._n = 0
@@ -56,13 +55,9 @@ class VectorIndex:
         self._matrix[:n] = matrix
         self._prev = np.full(self._capacity, -1, dtype=np.int64)
         self._next = np.full(self._capacity, -1, dtype=np.int64)
-        self._threads = list(threads)
         self._last_in_thread = {}
         for pos, thread in enumerate(threads):  # ids ascend, so a thread's rows come in order
-            last = self._last_in_thread.get(thread)
-            if last is not None:
-                self._prev[pos], self._next[last] = last, pos
-            self._last_in_thread[thread] = pos
+            self._link(pos, thread)
         self._n = n
         self._version = version
 
@@ -89,13 +84,18 @@ class VectorIndex:
                 pos = self._n + k
                 self._ids[pos] = memory_id
                 self._matrix[pos] = vectors[k]
-                self._threads.append(thread)
-                last = self._last_in_thread.get(thread)
-                if last is not None:
-                    self._prev[pos], self._next[last] = last, pos
-                self._last_in_thread[thread] = pos
+                self._link(pos, thread)
             self._n = need
             self._version = version
+
+    def _link(self, pos: int, thread: str) -> None:
+        """Make row `pos` the newest of its thread ('' is no thread: no neighbours)."""
+        if not thread:
+            return
+        last = self._last_in_thread.get(thread)
+        if last is not None:
+            self._prev[pos], self._next[last] = last, pos
+        self._last_in_thread[thread] = pos
 
     def _grow(self, need: int, dim: int) -> None:
         capacity = max(need, self._capacity * 2, 1024)
