@@ -268,7 +268,7 @@ class MemoryService:
         else:
             pair = self._vectors(store)
             embedder = self.embedder.get(timeout=0) if pair else None
-            if pair and self.embed_pending and store.embedding_state()["pending"] <= RECENT_BACKLOG:
+            if pair and self.embed_pending and store.pending_count() <= RECENT_BACKLOG:
                 pair[1].flush(timeout=RECENT_WAIT_S)  # memories stored a moment ago are found by meaning too
             hits = retrieve(store, pair[0] if pair else None, embedder, text, n_results, filters,
                             soft if soft is not None else hard, min_similarity)
@@ -372,7 +372,7 @@ class MemoryService:
         pair = self._vectors(store)
         pair[1].start()
         pair[1].poke()
-        while (pending := store.embedding_state()["pending"]) > 0:
+        while (pending := store.pending_count()) > 0:
             if progress:
                 progress(total - pending, total)
             pair[1].flush(timeout=1.0)

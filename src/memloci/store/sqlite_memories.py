@@ -385,6 +385,11 @@ class SQLiteMemories:
             self._journal(conn, "reindex", "reset_vectors", [], {"model": model, "dimension": dimension})
             return conn.execute("SELECT count(*) FROM memories").fetchone()[0]
 
+    def pending_count(self) -> int:
+        """Memories still waiting for a vector (a partial index makes this cheap)."""
+        with self._read() as conn:
+            return conn.execute("SELECT count(*) FROM memories WHERE embedded = 0").fetchone()[0]
+
     def embedding_state(self) -> dict[str, Any]:
         with self._read() as conn:
             return {
