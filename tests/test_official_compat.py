@@ -18,7 +18,7 @@ import pytest
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
-from conftest import mcp_session, server_env
+from conftest import server_env
 
 ROOT = Path(__file__).resolve().parents[1]
 OFFICIAL = Path(os.environ.get("MEMLOCI_OFFICIAL_SERVER",

@@ -51,7 +51,7 @@ def turns_of(sample: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 async def _run_conversation(sample: dict[str, Any], k_max: int, home: Path, on_step) -> dict[str, Any]:
-    from mcp import ClientSession, StdioServerParameters
+    from mcp import StdioServerParameters
     from mcp.client.stdio import stdio_client
 
     from .graph import _session_class

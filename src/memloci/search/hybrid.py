@@ -19,7 +19,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
-import numpy as np
 
 from ..model import Memory, MemoryFilter
 from . import lexical
