@@ -370,6 +370,7 @@ class MemoryService:
                                   hint="Set MEMLOCI_EMBEDDER to a working embedder (minilm, onnx:DIR, openai:URL#MODEL).")
         total = store.reset_vectors(embedder.model_id, embedder.dimension)
         pair = self._vectors(store)
+        pair[1].error = None  # an error from before the reset (say, the model mismatch) is moot now
         pair[1].start()
         pair[1].poke()
         while (pending := store.pending_count()) > 0:

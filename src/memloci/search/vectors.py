@@ -197,6 +197,10 @@ class EmbeddingWorker:
             self._wake.wait()
             self._wake.clear()
             try:
+                model = self.store.vector_model()
+                if model not in (None, embedder.model_id):  # never compute vectors that cannot be stored
+                    raise RuntimeError(f"library '{self.store.name}' holds vectors of {model}, not "
+                                       f"{embedder.model_id}: run `memloci reindex`")
                 while not self._stop:
                     pending = self.store.pending_embeddings(256)
                     if not pending:

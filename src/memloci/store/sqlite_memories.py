@@ -385,6 +385,11 @@ class SQLiteMemories:
             self._journal(conn, "reindex", "reset_vectors", [], {"model": model, "dimension": dimension})
             return conn.execute("SELECT count(*) FROM memories").fetchone()[0]
 
+    def vector_model(self) -> str | None:
+        """The embedding model of the library's vectors (None before the first one)."""
+        with self._read() as conn:
+            return library_meta(conn, "embedding_model")
+
     def pending_count(self) -> int:
         """Memories still waiting for a vector (a partial index makes this cheap)."""
         with self._read() as conn:
