@@ -59,6 +59,14 @@ def test_filters_tags_any_all_dates_and_types(service):
     assert not created and again.tags == ("ops", "calendar"), "a repeat adds its new tags to the one memory"
 
 
+def test_bad_ranges_and_empty_updates_are_refused(service):
+    a, _ = service.store_memory("something")
+    with pytest.raises(ValidationError, match="after/before"):
+        service.retrieve_memory("something", after="2020-01-01", before="2019-01-01")
+    with pytest.raises(ValidationError, match="at least one of"):
+        service.update_memory(a.content_hash)
+
+
 def test_update_to_an_existing_text_is_refused(service):
     a, _ = service.store_memory("first text")
     service.store_memory("second text")

@@ -43,8 +43,12 @@ def test_store_restart_and_recall_by_meaning_tag_and_time(home):
         assert today["time_range"]["phrase"] == "today"
         nothing, _ = await c.ok("retrieve_memory", query="billing", time="last year")
         assert nothing["memories"] == [], "an explicit time filters strictly"
-        filtered, _ = await c.ok("retrieve_memory", query="plans", tags=["finance"])
+        filtered, _ = await c.ok("retrieve_memory", query="when are taxes due", tags=["finance", "nope"])
         assert [m["tags"] for m in filtered["memories"]] == [["finance"]]
+        nonsense, _ = await c.ok("retrieve_memory", query="zzzqqqxxx vvbbnn")
+        assert nonsense["memories"] == [], "nothing stored is near a query about nothing: no hits by meaning"
+        strict, _ = await c.ok("retrieve_memory", query="feline", min_similarity=0.99)
+        assert all(m["similarity_score"] >= 0.99 for m in strict["memories"])
         health, _ = await c.ok("check_database_health")
         assert health["status"] == "healthy" and health["embedder"]["loaded"] is True
         assert health["embedder"]["model"] == "all-MiniLM-L6-v2-int8" and health["embedder"]["dimension"] == 384

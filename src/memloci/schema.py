@@ -193,7 +193,8 @@ def validate_time(value: object, field: str) -> str | None:
     try:
         parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError as exc:
-        raise ValidationError(f"{field}: '{value}' is not an ISO date such as 2026-03-04 or 2026-03-04T10:00:00Z") from exc
+        raise ValidationError(f"{field}: '{value}' is not an ISO date such as 2026-03-04 or 2026-03-04T10:00:00Z",
+                              hint="For phrases like 'yesterday' or 'last week', use the `time` argument.") from exc
     if parsed.tzinfo is not None:
         from datetime import timezone
         parsed = parsed.astimezone(timezone.utc).replace(tzinfo=None)

@@ -258,6 +258,8 @@ class MemoryService:
         if soft is not None and soft.latest and not rest:
             text = rest
         filters = schema.validate_filter(MemoryFilter(tuple(tags), match_all, memory_type, entity, after, before))
+        if filters.after and filters.before and filters.after >= filters.before:
+            raise ValidationError(f"after/before: after ({filters.after}) must be earlier than before ({filters.before})")
         store = self.store(library)
         latest = (hard is not None and hard.latest) or (soft is not None and soft.latest)
         if not text.strip():
@@ -307,6 +309,8 @@ class MemoryService:
     def update_memory(self, content_hash: str, *, content: str | None = None, tags: Sequence[str] | None = None,
                       metadata: dict[str, Any] | None = None, importance: str | None = None,
                       library: str | None = None) -> Memory:
+        if content is None and tags is None and metadata is None and importance is None:
+            raise ValidationError("update_memory: give at least one of content, tags, metadata, importance")
         store = self.store(library)
         memory = self._one_memory(store, content_hash)
         if content is not None:

@@ -112,14 +112,16 @@ def register(server: Any, service: MemoryService) -> None:
         memory, created = service.store_memory(content, tags=tags or (), memory_type=memory_type, metadata=metadata,
                                                importance=importance, entity=entity,
                                                library=_library(library, library_name))
-        message = "Memory stored successfully" if created else "Duplicate content: this memory is already stored"
+        added = [t for t in (tags or ()) if t in memory.tags] if not created else []
+        message = ("Memory stored successfully" if created else "Duplicate content: this memory is already stored"
+                   + (f" (its tags now include {', '.join(added)})" if added else ""))
         return reply({"success": True, "message": message, "content_hash": memory.content_hash, "duplicate": not created})
 
     def retrieve_memory(
         query: Annotated[str, Field(description="What to recall, in words; may name a time (\"last week\")")],
         n_results: Annotated[int, Field(description="How many memories")] = 5,
-        min_similarity: Annotated[float, Field(description="Drop hits whose similarity_score (fused relevance, "
-                                                             "about 0 to 1.5) is below this")] = 0.0,
+        min_similarity: Annotated[float, Field(description="Drop hits whose similarity_score (fused "
+                                                             "relevance, higher is better, about 0 to 1) is below this")] = 0.0,
         tags: Tags = None,
         match_all: Annotated[bool, Field(description="With tags: require every tag (default: any)")] = False,
         memory_type: str | None = None,

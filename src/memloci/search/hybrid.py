@@ -28,6 +28,7 @@ from .timephrases import TimeRange
 log = logging.getLogger(__name__)
 _POOL = ThreadPoolExecutor(max_workers=2, thread_name_prefix="memloci-query")
 WORDS_WEIGHT = 0.5
+MEANING_NOISE, MEANING_SPAN = 0.2, 0.3  # best cosine <= 0.2: meaning ignored; >= 0.5: fully trusted
 CANDIDATES = 100
 TIME_BOOST = 1.5
 
@@ -82,7 +83,10 @@ def retrieve(store, index, embedder, query: str, n: int, filters: MemoryFilter,
             meaning, low, high = index.search(vector, k, allowed, also=list(words))
     # BM25 is 0 for a memory without the words, so its scale starts at 0
     w = _scale(words, 0.0, max(words.values(), default=0.0))
-    m = _scale(meaning, low, high)
+    # Meaning is scaled over the library, then trusted as far as the best match is close at all:
+    # for a query about nothing stored, the nearest vector is still "nearest", but not near.
+    confidence = min(1.0, max(0.0, (high - MEANING_NOISE) / MEANING_SPAN))
+    m = {i: v * confidence for i, v in _scale(meaning, low, high).items()}
     if meaning:
         fused = {i: WORDS_WEIGHT * w.get(i, 0.0) + (1 - WORDS_WEIGHT) * m.get(i, 0.0) for i in {*w, *m}}
     else:
@@ -109,7 +113,7 @@ def retrieve(store, index, embedder, query: str, n: int, filters: MemoryFilter,
             parts.append(f"decay x{factor:.2f}")
         hits.append(MemoryHit(memory, score, ", ".join(parts) or "match"))
     hits.sort(key=lambda h: h.score, reverse=True)
-    hits = [h for h in hits if h.score >= min_similarity][:n]
+    hits = [h for h in hits if h.score > 0 and h.score >= min_similarity][:n]
     if time_range is not None and time_range.latest:  # the best n, newest first
         hits.sort(key=lambda h: (h.memory.created_at, h.memory.id), reverse=True)
     return hits

@@ -164,10 +164,13 @@ class EmbeddingWorker:
 
     def start(self) -> None:
         """Start the thread (once); it first embeds whatever is pending (another process's writes too)."""
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._run, name=f"memloci-embed-{self.store.name}", daemon=True)
-            self._thread.start()
-            self.poke()
+        with self._state:
+            if self._thread is not None:
+                return
+            thread = threading.Thread(target=self._run, name=f"memloci-embed-{self.store.name}", daemon=True)
+            thread.start()
+            self._thread = thread
+        self.poke()
 
     def poke(self) -> None:
         with self._state:
