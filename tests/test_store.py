@@ -62,7 +62,6 @@ def test_damaged_pages_are_an_error_not_an_empty_or_partial_answer(tmp_path):
     service = MemoryService(LibraryRegistry([LibrarySpec("default", db)]))
     with pytest.raises(LibraryUnreadableError, match="storage error|not a readable SQLite database"):
         service.read_graph()
-        service.search_nodes("observation")
 
 
 def test_journal_records_changes_with_removed_text(service):

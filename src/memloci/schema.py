@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 from .errors import ValidationError
 import json
-from datetime import datetime
+from datetime import datetime, timezone
 
 from .model import IMPORTANCE, EntityInput, MemoryFilter, MemoryInput, ObservationBatch, RelationInput
 
@@ -196,7 +196,6 @@ def validate_time(value: object, field: str) -> str | None:
         raise ValidationError(f"{field}: '{value}' is not an ISO date such as 2026-03-04 or 2026-03-04T10:00:00Z",
                               hint="For phrases like 'yesterday' or 'last week', use the `time` argument.") from exc
     if parsed.tzinfo is not None:
-        from datetime import timezone
         parsed = parsed.astimezone(timezone.utc).replace(tzinfo=None)
     return parsed.strftime("%Y-%m-%dT%H:%M:%SZ")
 

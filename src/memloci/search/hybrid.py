@@ -13,6 +13,7 @@ range the query mentions ("last week"), which narrows nothing by itself.
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 from concurrent.futures import ThreadPoolExecutor
@@ -128,9 +129,7 @@ MEANING_FLOOR = 0.35  # cosine below which an observation is not "about" the que
 def entity_signals(store, query: str, index, embedder) -> list[tuple[str, float, str]]:
     """(entity name, score, why) for entities found by a near-miss name or type, or by the
     meaning of their observations; word matches are ranked by the store before these."""
-    import json
-
-    from rapidfuzz import fuzz, process, utils
+    from rapidfuzz import fuzz, process, utils  # loaded on the first entity search, not at start-up
 
     found: dict[str, tuple[float, str]] = {}
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import NotFoundError
+from ..errors import AlreadyExistsError, NotFoundError
 from ..model import Memory, MemoryFilter, MemoryInput, name_key, now_iso
 from ..search import lexical
 
@@ -250,7 +250,6 @@ class SQLiteMemories:
                                      "FROM memories WHERE id = ?) AND content_hash = ? AND id != ?",
                                      (memory_id, new_hash, memory_id)).fetchone()
                 if clash:
-                    from ..errors import AlreadyExistsError
                     raise AlreadyExistsError("content: a memory with this text already exists",
                                              hint="Delete one of them, or update the other one.")
                 sets += ["content = ?", "content_hash = ?", "embedded = 0"]
