@@ -72,16 +72,19 @@ def _version(value: bool) -> None:
 @app.callback()
 def _root(
     home: Annotated[Optional[Path], typer.Option("--home", help="Data directory (sets MEMLOCI_HOME).")] = None,
+    config: Annotated[Optional[Path], typer.Option("--config", help="TOML config file (sets MEMLOCI_CONFIG).")] = None,
     version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True, help="Show the version.")] = False,
 ) -> None:
     if home is not None:
         os.environ["MEMLOCI_HOME"] = str(home.expanduser())
+    if config is not None:
+        os.environ["MEMLOCI_CONFIG"] = str(config.expanduser())
 
 
 @app.command()
 def serve(
     libraries: LibrariesOpt = None,
-    name: Annotated[str, typer.Option("--name", help="Server name that MCP clients see.")] = "memloci",
+    name: Annotated[Optional[str], typer.Option("--name", help="Server name that MCP clients see (default: memloci).")] = None,
     tools: Annotated[Optional[str], typer.Option("--tools", envvar="MEMLOCI_TOOLS",
                                                  help="Tool groups to expose, comma-separated (default: all).")] = None,
 ) -> None:
@@ -96,11 +99,16 @@ def serve(
     from .mcp.server import build_server, tool_groups
 
     try:
+        from .libraries import config_file
+
+        config = config_file()
         service = _service(libraries, embedder=True)
-        server = build_server(service, name=name, groups=tool_groups(tools))
+        server = build_server(service, name=name or config.get("name") or "memloci",
+                              groups=tool_groups(tools or config.get("tools")))
     except MemlociError as exc:
         _fail(exc)
     service.embedder.start_background()  # the model loads while the client connects
+    service.watch_libraries()  # Markdown libraries: outside edits show up within a second
     try:
         server.run("stdio")
     finally:

@@ -1,8 +1,9 @@
 """Which libraries are mounted, by name.
 
 A library spec is `name:path[,name:path...]` (flag `--libraries`, variable
-`MEMLOCI_LIBRARIES`). With none given, one library named `default` lives in
-`$MEMLOCI_HOME/default.db`. Stores open lazily, on first use, so start-up stays fast
+`MEMLOCI_LIBRARIES`, or the `[libraries]` table of a config file). A path ending in `.db`
+(`.sqlite`, `.sqlite3`) is a SQLite library; any other path is a folder holding a Markdown
+library. With none given, one library named `default` lives in `$MEMLOCI_HOME/default.db`. Stores open lazily, on first use, so start-up stays fast
 and a broken library is reported by the call that needs it, not by a crashed server.
 """
 
@@ -10,8 +11,10 @@ from __future__ import annotations
 
 import os
 import re
+import tomllib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from .errors import NotFoundError, ValidationError
 from .store import Store
@@ -52,28 +55,72 @@ def parse_library_specs(spec: str) -> list[LibrarySpec]:
             )
         if any(s.name.casefold() == name.casefold() for s in specs):
             raise ValidationError(f"libraries[{i}] name '{name}': mounted twice; library names must be unique")
-        p = Path(path).expanduser().resolve()
-        if any(s.path == p for s in specs):
-            raise ValidationError(f"libraries[{i}] path '{path}': already mounted under another name")
-        if p.is_dir() or p.suffix.lower() not in {".db", ".sqlite", ".sqlite3"}:
-            raise ValidationError(
-                f"libraries[{i}] path '{path}': a SQLite library is a file ending in .db",
-                hint="Give a path like ~/memory/work.db; it is created if missing.",
-            )
-        specs.append(LibrarySpec(name, p))
+        specs.append(_spec(f"libraries[{i}]", name, path, specs))
     if not specs:
-        raise ValidationError("libraries: no library given", hint="Example: --libraries 'work:~/memory/work.db'")
+        raise ValidationError("libraries: no library given", hint="Example: --libraries 'work:~/notes,personal:~/memory/personal.db'")
     return specs
+
+
+def _spec(where: str, name: str, path: str, taken: list[LibrarySpec]) -> LibrarySpec:
+    if not _NAME.match(name):
+        raise ValidationError(f"{where} name '{name}': use 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit")
+    if any(s.name.casefold() == name.casefold() for s in taken):
+        raise ValidationError(f"{where} name '{name}': mounted twice; library names must be unique")
+    p = Path(path).expanduser().resolve()
+    if any(s.path == p for s in taken):
+        raise ValidationError(f"{where} path '{path}': already mounted under another name")
+    if p.suffix.lower() in {".db", ".sqlite", ".sqlite3"} and not p.is_dir():
+        return LibrarySpec(name, p, "sqlite")
+    if p.exists() and not p.is_dir():
+        raise ValidationError(
+            f"{where} path '{path}': not a folder (a Markdown library) nor a .db file (a SQLite library)",
+            hint="Give a folder of Markdown files, or a path ending in .db; either is created if missing.")
+    return LibrarySpec(name, p, "markdown")
+
+
+def load_config(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """A TOML config file: `name = "..."`, `[libraries] work = "~/notes"`, `tools = "graph,memory"`."""
+    p = Path(path).expanduser()
+    try:
+        with p.open("rb") as f:
+            config = tomllib.load(f)
+    except FileNotFoundError as exc:
+        raise ValidationError(f"config: {p} does not exist") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise ValidationError(f"config: {p} is not valid TOML: {exc}") from exc
+    libraries = config.get("libraries", {})
+    if not isinstance(libraries, dict) or not all(isinstance(v, str) for v in libraries.values()):
+        raise ValidationError(f"config: {p}: [libraries] maps names to paths, e.g. work = \"~/notes\"")
+    specs: list[LibrarySpec] = []
+    for name, path in libraries.items():
+        specs.append(_spec(f"config [libraries] {name}", name, path, specs))
+    return {**config, "libraries": specs}
+
+
+def config_file() -> dict[str, Any]:
+    """The config file named by MEMLOCI_CONFIG (`--config`), else `$MEMLOCI_HOME/config.toml` if present."""
+    path = os.environ.get("MEMLOCI_CONFIG")
+    if path:
+        return load_config(path)
+    default = memloci_home() / "config.toml"
+    return load_config(default) if default.is_file() else {}
 
 
 def default_specs() -> list[LibrarySpec]:
     env = os.environ.get("MEMLOCI_LIBRARIES")
     if env:
         return parse_library_specs(env)
+    configured = config_file().get("libraries")
+    if configured:
+        return configured
     return [LibrarySpec(DEFAULT_LIBRARY, memloci_home() / f"{DEFAULT_LIBRARY}.db")]
 
 
 def open_store(spec: LibrarySpec) -> Store:
+    if spec.kind == "markdown":
+        from .store.markdown import MarkdownStore
+
+        return MarkdownStore(spec.path, spec.name)
     from .store.sqlite import SQLiteStore
 
     return SQLiteStore(spec.path, spec.name)

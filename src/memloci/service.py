@@ -38,6 +38,7 @@ from .search.embedder import EmbedderHandle
 from .search.hybrid import MemoryHit, entity_signals, retrieve
 from .search.timephrases import TimeRange, parse_time_phrase, split_time_phrase
 from .search.vectors import EmbeddingWorker, VectorIndex
+from .service_documents import DocumentService
 from .store import Store
 
 DEFAULT_GRAPH_LIMIT = 1_000
@@ -103,7 +104,7 @@ class Retrieval:
     time_range: TimeRange | None
 
 
-class MemoryService:
+class MemoryService(DocumentService):
     def __init__(self, libraries: LibraryRegistry, embedder: EmbedderHandle | None = None,
                  *, embed_pending: bool = True):
         """`embed_pending=False` (read-only commands) searches the stored vectors but never
@@ -118,6 +119,12 @@ class MemoryService:
 
     def store(self, library: str | None = None) -> Store:
         return self.libraries.get(library)
+
+    def watch_libraries(self) -> None:
+        """Markdown libraries index in the background, then rescan their folders every second."""
+        for store in self.libraries.all():
+            if hasattr(store, "start_watching"):
+                store.start_watching()
 
     def close(self) -> None:
         """Finish background work (model load, embedding batch), then close the libraries."""

@@ -12,7 +12,7 @@ from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from .. import __version__
 from ..errors import InternalError, MemlociError, NotFoundError, ValidationError
 from ..service import MemoryService
-from . import graph, memory
+from . import documents, graph, memory
 from .replies import describe_validation_error, error_reply
 
 log = logging.getLogger("memloci.mcp")
@@ -24,7 +24,7 @@ Before answering about the user or their work, recall what you know (retrieve_me
 search_nodes); record what you learn (store_memory, create_entities, add_observations,
 create_relations). Every tool takes an optional `library`."""
 
-GROUPS = {"graph": graph.register, "memory": memory.register}
+GROUPS = {"graph": graph.register, "memory": memory.register, "documents": documents.register}
 
 
 class MemlociServer(MCPServer):

@@ -48,6 +48,7 @@ from ..model import (
 )
 from ..search import lexical
 from .sqlite_schema import MIGRATIONS, SCHEMA_VERSION
+from .sqlite_documents import SQLiteDocuments
 from .sqlite_memories import SQLiteMemories, insert_memory
 from .sqlite_search import rank_entities
 
@@ -66,7 +67,7 @@ def _marks(n: int) -> str:
     return ",".join("?" * n)
 
 
-class SQLiteStore(SQLiteMemories):
+class SQLiteStore(SQLiteMemories, SQLiteDocuments):
     """A library kept in one SQLite file."""
 
     kind = "sqlite"
@@ -244,7 +245,7 @@ class SQLiteStore(SQLiteMemories):
                 f"""INSERT INTO entity_fts (rowid, name, entity_type, aliases, observations)
                     SELECT e.id, e.name, e.entity_type, e.aliases,
                            ifnull((SELECT group_concat(m.content, char(10)) FROM memories m
-                                   WHERE m.entity_id = e.id), '')
+                                   WHERE m.entity_id = e.id), '') || char(10) || e.body
                     FROM entities e WHERE e.id IN ({_marks(len(chunk))})""",
                 chunk,
             )
@@ -346,6 +347,7 @@ class SQLiteStore(SQLiteMemories):
                     touched.append(entity_id)
             if touched:
                 self._refresh_fts(conn, touched)
+                self._link_pending(conn)  # documents that linked to these names before they existed
                 self._journal(
                     conn, origin, "create_entities",
                     [r.name for r in results if r.status == "created" or r.observations],

@@ -120,6 +120,64 @@ MIGRATIONS: list[str] = [
         UPDATE library_meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'vectors_version';
     END;
     """,
+    # 3: entity documents: links whose target does not exist yet, and the bookkeeping of
+    # Markdown libraries (which file holds which entity, what changed since the last flush).
+    """
+    CREATE TABLE pending_links (
+        from_id       INTEGER NOT NULL REFERENCES entities(id) ON DELETE CASCADE,
+        relation_type TEXT NOT NULL,
+        target_key    TEXT NOT NULL,
+        target        TEXT NOT NULL,
+        PRIMARY KEY (from_id, relation_type, target_key)
+    ) WITHOUT ROWID;
+    CREATE INDEX pending_links_target ON pending_links (target_key);
+
+    CREATE TABLE md_files (
+        path      TEXT PRIMARY KEY,           -- relative to the library folder, '/' separated
+        entity_id INTEGER UNIQUE,             -- NULL for a file of free memories
+        name_key  TEXT NOT NULL DEFAULT '',   -- the name the file was written under
+        mtime_ns  INTEGER NOT NULL,
+        size      INTEGER NOT NULL,
+        sha256    TEXT NOT NULL
+    );
+    CREATE TABLE md_broken (path TEXT PRIMARY KEY, error TEXT NOT NULL, mtime_ns INTEGER NOT NULL, size INTEGER NOT NULL);
+    CREATE TABLE md_dirty (entity_id INTEGER PRIMARY KEY);
+    CREATE TABLE md_dirty_days (day TEXT PRIMARY KEY);
+    CREATE TABLE md_new_memories (memory_id INTEGER PRIMARY KEY);
+    """,
 ]
+
+# Installed in the index of a Markdown library only: every change marks what to write back.
+MARKDOWN_TRIGGERS = """
+CREATE TRIGGER IF NOT EXISTS md_entity_insert AFTER INSERT ON entities BEGIN
+    INSERT OR IGNORE INTO md_dirty VALUES (new.id);
+END;
+CREATE TRIGGER IF NOT EXISTS md_entity_update AFTER UPDATE ON entities BEGIN
+    INSERT OR IGNORE INTO md_dirty VALUES (new.id);
+END;
+CREATE TRIGGER IF NOT EXISTS md_entity_delete AFTER DELETE ON entities BEGIN
+    INSERT OR IGNORE INTO md_dirty VALUES (old.id);
+END;
+CREATE TRIGGER IF NOT EXISTS md_memory_insert AFTER INSERT ON memories BEGIN
+    INSERT OR IGNORE INTO md_dirty SELECT new.entity_id WHERE new.entity_id IS NOT NULL;
+    INSERT OR IGNORE INTO md_new_memories SELECT new.id WHERE new.entity_id IS NULL;
+END;
+CREATE TRIGGER IF NOT EXISTS md_memory_delete AFTER DELETE ON memories BEGIN
+    INSERT OR IGNORE INTO md_dirty SELECT old.entity_id WHERE old.entity_id IS NOT NULL;
+    INSERT OR IGNORE INTO md_dirty_days SELECT substr(old.created_at, 1, 10) WHERE old.entity_id IS NULL;
+END;
+CREATE TRIGGER IF NOT EXISTS md_memory_update
+AFTER UPDATE OF content, tags, importance, metadata, memory_type, entity_id ON memories BEGIN
+    INSERT OR IGNORE INTO md_dirty SELECT old.entity_id WHERE old.entity_id IS NOT NULL;
+    INSERT OR IGNORE INTO md_dirty SELECT new.entity_id WHERE new.entity_id IS NOT NULL;
+    INSERT OR IGNORE INTO md_dirty_days SELECT substr(old.created_at, 1, 10) WHERE old.entity_id IS NULL;
+END;
+CREATE TRIGGER IF NOT EXISTS md_relation_insert AFTER INSERT ON relations BEGIN
+    INSERT OR IGNORE INTO md_dirty VALUES (new.from_id);
+END;
+CREATE TRIGGER IF NOT EXISTS md_relation_delete AFTER DELETE ON relations BEGIN
+    INSERT OR IGNORE INTO md_dirty VALUES (old.from_id);
+END;
+"""
 
 SCHEMA_VERSION = len(MIGRATIONS)

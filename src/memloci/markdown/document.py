@@ -1,0 +1,605 @@
+"""The entity document: YAML front matter plus a Markdown body, parsed, rendered and edited.
+
+Pure functions over text; the stores do the file I/O. A heading is an ATX heading at column
+0 outside fenced code: indented `#` lines belong to list items (an observation's
+continuation lines) and must never split a section. Edits return new text or raise before
+changing anything, so a caller writes the whole result or nothing.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import date, datetime, timedelta
+from itertools import accumulate, groupby
+
+import yaml
+
+from ..errors import NotFoundError, ValidationError
+
+KNOWN_KEYS = ("name", "type", "aliases", "tags", "relations", "created", "modified")
+
+# Not str.splitlines(): it also breaks on \x0c, \u2028 and friends, which Markdown does not.
+_LINES = re.compile(r"[^\n]*\n|[^\n]+")
+_HEADING = re.compile(r"(#{1,6})[ \t]+(.*)")
+_FENCE = re.compile(r"( {0,3})(`{3,}|~{3,})(.*)")
+_THEMATIC_BREAK = re.compile(r" {0,3}([-*_])(?:[ \t]*\1){2,}[ \t]*$")
+_KEY = re.compile(r"(\"[^\"\n]*\"|'[^'\n]*'|[^:\n]+):(?:[ \t]|$)")
+_TICKS = re.compile(r"`+")
+_WIKILINK = re.compile(r"\[\[([^\[\]|#\n]*)(#[^\[\]|\n]*)?(\|[^\[\]\n]*)?\]\]")
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when present: ~10x faster, same rules
+_WIDE = float("inf")  # yaml.safe_dump width: never fold a scalar over two lines
+
+
+@dataclass
+class EntityDocument:
+    """One entity as a Markdown document (DESIGN.md section 1). `relations` holds the
+    front-matter relations as (relation_type, to_name); `body` is everything after the
+    title line; `extra` is the raw text of unknown front-matter keys, one block per key."""
+
+    name: str
+    entity_type: str = "note"
+    aliases: list[str] = field(default_factory=list)
+    tags: list[str] = field(default_factory=list)
+    relations: list[tuple[str, str]] = field(default_factory=list)
+    observations: list[str] = field(default_factory=list)
+    body: str = ""
+    created: str | None = None
+    modified: str | None = None
+    extra: list[str] = field(default_factory=list)
+
+
+def _code_flags(contents: list[str]) -> list[bool]:
+    """True for each line inside a fenced code block, fence lines included."""
+    flags: list[bool] = []
+    fence: tuple[str, int, int] | None = None  # (char, length, indent)
+    for s in contents:
+        if fence is not None:
+            ch, n, indent = fence
+            # A fence indented under a list item ends with the item: a less indented
+            # non-blank line closes it, as CommonMark nests it.
+            if not (indent and s.strip() and len(s) - len(s.lstrip(" ")) < indent):
+                c = s.strip()
+                if len(c) >= n and c == ch * len(c):
+                    fence = None
+                flags.append(True)
+                continue
+            fence = None
+        m = _FENCE.match(s)
+        if m and not (m.group(2)[0] == "`" and "`" in m.group(3)):
+            fence = (m.group(2)[0], len(m.group(2)), len(m.group(1)))
+        flags.append(fence is not None)
+    return flags
+
+
+def _heading(s: str) -> tuple[int, str] | None:
+    m = _HEADING.match(s)
+    if not m:
+        return None
+    title = m.group(2).strip()
+    bare = title.rstrip("#")
+    if bare != title and (not bare or bare[-1] in " \t"):  # optional closing #'s
+        title = bare.rstrip()
+    return (len(m.group(1)), title) if title else None
+
+
+@dataclass
+class _Doc:
+    lines: list[str]
+    start: int  # first body line; > 0 means there is front matter
+    code: list[bool]
+    headings: list[tuple[int, int, str]]  # (line index, level, title)
+    ends: list[int]  # per heading: line where its section ends
+
+
+def _analyze(text: str, front_matter: bool = True) -> _Doc:
+    lines = _LINES.findall(text)
+    start = 0
+    if front_matter and lines and lines[0].rstrip() == "---":
+        # An unclosed `---` is a thematic break, not front matter.
+        start = next((i + 1 for i in range(1, len(lines)) if lines[i].rstrip() == "---"), 0)
+    contents = [line.rstrip("\r\n") for line in lines]
+    code = [False] * start + _code_flags(contents[start:])
+    headings = []
+    for i in range(start, len(lines)):
+        if not code[i] and contents[i].startswith("#") and (h := _heading(contents[i])):
+            headings.append((i, h[0], h[1]))
+    # A section ends at the next heading of the same or higher level; one pass with a stack
+    # keeps a document with thousands of headings linear.
+    ends, open_ = [len(lines)] * len(headings), []
+    for hi, (line, level, _) in enumerate(headings):
+        while open_ and headings[open_[-1]][1] >= level:
+            ends[open_.pop()] = line
+        open_.append(hi)
+    return _Doc(lines, start, code, headings, ends)
+
+
+def normalize_heading(heading: str) -> str:
+    """`"## My  Title "` -> `"my title"`: drop the ATX #'s, collapse whitespace, casefold."""
+    words = heading.split()
+    if words and words[0] == "#" * len(words[0]):
+        words = words[1:]
+    if words and words[-1] == "#" * len(words[-1]):
+        words = words[:-1]
+    return " ".join(words).casefold()
+
+
+def _items(doc: _Doc, start: int, end: int) -> list[tuple[int, int, str]]:
+    """List items in lines [start, end) as (first line, end line, text)."""
+    items, i = [], start
+    while i < end:
+        s = doc.lines[i].rstrip("\r\n")
+        if doc.code[i] or not (s[:2] in ("- ", "* ") or s in ("-", "*")) or _THEMATIC_BREAK.match(s):
+            i += 1
+            continue
+        parts, i = [s[2:]], i + 1
+        # Continuation lines are indented two spaces (as render writes them); dedent by
+        # exactly two so deeper indentation inside an observation survives a round trip.
+        while i < end and doc.lines[i].startswith("  "):
+            parts.append(doc.lines[i].rstrip("\r\n")[2:])
+            i += 1
+        items.append((i - len(parts), i, "\n".join(parts)))
+    return items
+
+
+def _observations_region(doc: _Doc) -> tuple[int, int] | None:
+    """(heading line, end line) of the own text of the first `## Observations` section."""
+    for hi, (line, level, title) in enumerate(doc.headings):
+        if level >= 2 and normalize_heading(title) == "observations":
+            return line, doc.headings[hi + 1][0] if hi + 1 < len(doc.headings) else len(doc.lines)
+    return None
+
+
+def set_observations(body: str, observations: list[str]) -> str:
+    """Make the body's `## Observations` section list exactly `observations`.
+
+    Prose in that section and everything outside it stay byte for byte. Without such a
+    section, and with observations to write, one is inserted before the first level-2+
+    heading, or at the end: `set_observations("Intro\\n", ["a"])` ->
+    `"Intro\\n\\n## Observations\\n- a\\n"`.
+    """
+    doc = _analyze(body, front_matter=False)
+    lines, region = doc.lines, _observations_region(doc)
+    new = ["- " + o.replace("\n", "\n  ") + "\n" for o in observations]
+    if region is None:
+        if not new:
+            return body
+        at = next((line for line, level, _ in doc.headings if level >= 2), len(lines))
+        before, after = lines[:at], lines[at:]
+        if before and not before[-1].endswith("\n"):
+            before[-1] += "\n"
+        sep = ["\n"] if before and before[-1].strip() else []
+        return "".join(before + sep + ["## Observations\n"] + new + (["\n"] if after else []) + after)
+    head, end = region
+    items = _items(doc, head + 1, end)
+    dropped = {i for first, stop, _ in items for i in range(first, stop)}
+    own = [line for i, line in enumerate(lines[head + 1:end], head + 1) if i not in dropped]
+    if items:  # the new list goes where the old one began
+        at = items[0][0] - head - 1
+    else:  # no list yet: after the section's last prose line
+        at = len(own)
+        while at and not own[at - 1].strip():
+            at -= 1
+    before = lines[:head + 1] + own[:at]
+    if new and not before[-1].endswith("\n"):
+        before[-1] += "\n"
+    if new and at == len(own) and end < len(lines):  # keep a blank line before the next heading
+        new.append("\n")
+    return "".join(before + new + own[at:] + lines[end:])
+
+
+def _text(value: object, where: str) -> str:
+    if isinstance(value, bool):  # YAML 1.1 reads `yes`/`on` as booleans
+        return "true" if value else "false"
+    if isinstance(value, date):  # YAML reads timestamps to datetime; keep them ISO, UTC as Z
+        utc = isinstance(value, datetime) and value.utcoffset() == timedelta(0)
+        return value.isoformat().removesuffix("+00:00") + "Z" if utc else value.isoformat()
+    if isinstance(value, (str, int, float)):
+        return str(value)
+    raise ValidationError(f"{where}: expected a text value, got {type(value).__name__}")
+
+
+def _str_list(value: object, key: str) -> list[str]:
+    if isinstance(value, list):
+        return [_text(v, f"{key}[{i}]") for i, v in enumerate(value) if v is not None]
+    return [] if value is None else [_text(value, key)]
+
+
+def _relations(value: object) -> list[tuple[str, str]]:
+    rule = "expected a list of {type: uses, to: fastapi} or a mapping like {uses: [fastapi]}"
+    if value is None:
+        return []
+    if isinstance(value, dict):
+        return [
+            (_text(rtype, "relations"), _text(t, f"relations.{rtype}"))
+            for rtype, targets in value.items()
+            for t in (targets if isinstance(targets, list) else [targets])
+        ]
+    if not isinstance(value, list):
+        raise ValidationError(f"relations: {rule}")
+    out = []
+    for i, item in enumerate(value):
+        rtype = next((item[k] for k in ("type", "relation_type", "relationType") if k in item), None) \
+            if isinstance(item, dict) else None
+        if rtype in (None, "") or item.get("to") in (None, ""):
+            raise ValidationError(f"relations[{i}]: needs a type and a to; {rule}")
+        out.append((_text(rtype, f"relations[{i}].type"), _text(item["to"], f"relations[{i}].to")))
+    return out
+
+
+def _unknown_blocks(raw: str, data: dict) -> list[str]:
+    """Raw text of the front-matter keys memloci does not know, one string per key block."""
+    blocks: list[tuple[str | None, list[str]]] = []
+    pending: list[str] = []  # column-0 comments describe the key that follows
+    for line in _LINES.findall(raw):
+        m = None if line[:1].isspace() or line.startswith(("#", "- ")) else _KEY.match(line)
+        if m:
+            blocks.append((m.group(1).strip().strip("\"'"), pending + [line]))
+            pending = []
+        elif line.startswith("#") or (pending and not line.strip()) or not blocks:
+            pending.append(line)
+        else:
+            blocks[-1][1].extend(pending + [line])
+            pending = []
+    if pending:
+        blocks.append((None, pending))
+    if {k for k, _ in blocks if k} != {str(k) for k in data}:
+        # A layout the line scan cannot follow (flow or indented mapping): keep the values,
+        # if not their spelling.
+        return [yaml.safe_dump({k: v}, sort_keys=False, allow_unicode=True, width=_WIDE)
+                for k, v in data.items() if str(k) not in KNOWN_KEYS]
+    out = []
+    for key, block in blocks:
+        # Blank lines around a block separate it from the next; they are not its content.
+        text = "".join(block).strip("\n")
+        if key not in KNOWN_KEYS and text.strip():
+            out.append(text[re.match(r"(?:[ \t]*\n)*", text).end():] + "\n")
+    return out
+
+
+def parse_document(text: str, *, fallback_name: str) -> EntityDocument:
+    """Parse an entity document (`\\r\\n` and a BOM are normalized first). The name is front
+    matter `name`, else a leading `# Title`, else `fallback_name`. Bad front matter raises
+    ValidationError naming the line or the field."""
+    doc = _analyze(text.removeprefix("\ufeff").replace("\r\n", "\n"))
+    lines, start = doc.lines, doc.start
+    data: dict = {}
+    if start:
+        try:
+            data = yaml.load("".join(lines[1:start - 1]), Loader=_LOADER) or {}
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            at = f" at line {mark.line + 2}" if mark else ""  # 0-based, and after the `---` line
+            ctx, ctx_mark = getattr(exc, "context", None), getattr(exc, "context_mark", None)
+            at += f" ({ctx} that starts at line {ctx_mark.line + 2})" if ctx and ctx_mark else ""
+            raise ValidationError(
+                f"front matter: invalid YAML{at}: {getattr(exc, 'problem', None) or exc}",
+                hint="Fix the YAML between the --- lines; quote values holding ': ' or starting with # [ { * &.",
+            ) from exc
+        if not isinstance(data, dict):
+            raise ValidationError(f"front matter: must be a mapping of keys to values, got {type(data).__name__}",
+                                  hint="Write one `key: value` per line between the --- lines.")
+    i = start
+    while i < len(lines) and not lines[i].strip():
+        i += 1
+    title = None
+    if doc.headings and doc.headings[0][:2] == (i, 1):  # a leading H1 is the name, not body
+        title, i = doc.headings[0][2], i + 1
+        while i < len(lines) and not lines[i].strip():
+            i += 1
+    region = _observations_region(doc)  # level 2+, so never the title
+
+    def scalar(key: str, default: str | None) -> str | None:
+        return default if data.get(key) in (None, "") else _text(data[key], key)
+
+    return EntityDocument(
+        name=scalar("name", title or fallback_name) or fallback_name,
+        entity_type=_text(data["type"], "type") if data.get("type") is not None else "note",
+        aliases=_str_list(data.get("aliases"), "aliases"),
+        tags=_str_list(data.get("tags"), "tags"),
+        relations=_relations(data.get("relations")),
+        observations=[t for _, _, t in _items(doc, region[0] + 1, region[1])] if region else [],
+        body="".join(lines[i:]),
+        created=scalar("created", None),
+        modified=scalar("modified", None),
+        extra=_unknown_blocks("".join(lines[1:start - 1]), data) if start else [],
+    )
+
+
+def _scalar(value: str) -> str:
+    """A YAML scalar, quoted only when YAML needs it; safe inside flow lists and maps too."""
+    out = yaml.safe_dump([value], default_flow_style=True, allow_unicode=True, width=_WIDE).strip()
+    if "\n" in out:  # a multi-line string: escape its breaks rather than fold them
+        out = yaml.safe_dump([value], default_flow_style=True, default_style='"', allow_unicode=True,
+                             width=_WIDE).strip()
+    return out[1:-1]
+
+
+def _timestamp(value: str) -> str:
+    # Plain, as in DESIGN.md, when YAML reads it back to this same ISO text.
+    try:
+        loaded = yaml.safe_load(value)
+    except yaml.YAMLError:
+        loaded = None
+    return value if isinstance(loaded, date) and _text(loaded, "") == value else _scalar(value)
+
+
+def render_document(doc: EntityDocument) -> str:
+    """Render an entity document: the inverse of `parse_document`, byte-stable on its own
+    output. The body's Observations section is made to list exactly `doc.observations`."""
+    title = " ".join(doc.name.split())
+    heading = _heading(f"# {title}")
+    if heading is None:
+        raise ValidationError(f"name: {doc.name!r} cannot be a Markdown title; give a name with text in it")
+    fm = ["---\n"]
+    if heading[1] != doc.name:  # the title line cannot carry this name exactly
+        fm.append(f"name: {_scalar(doc.name)}\n")
+    fm.append(f"type: {_scalar(doc.entity_type)}\n")
+    for key, values in (("aliases", doc.aliases), ("tags", doc.tags)):
+        if values:
+            fm.append(f"{key}: [{', '.join(_scalar(str(v)) for v in values)}]\n")
+    if doc.relations:
+        fm.append("relations:\n")
+        fm.extend(f"  - {{type: {_scalar(t)}, to: {_scalar(to)}}}\n" for t, to in doc.relations)
+    for key, value in (("created", doc.created), ("modified", doc.modified)):
+        if value is not None:
+            fm.append(f"{key}: {_timestamp(value)}\n")
+    fm.extend(b if b.endswith("\n") else b + "\n" for b in doc.extra)
+    body = set_observations(doc.body, doc.observations).rstrip("\n")
+    body = body[re.match(r"(?:[ \t]*\n)*", body).end():]  # parse drops leading blank lines too
+    return "".join(fm) + f"---\n# {title}\n" + (f"\n{body}\n" if body else "")
+
+
+def _links(text: str) -> Iterator[re.Match]:
+    """Wikilink matches outside fenced code and inline code spans."""
+    lines = _LINES.findall(text)
+    code = _code_flags([line.rstrip("\r\n") for line in lines])
+    offsets = list(accumulate(map(len, lines), initial=0))
+    # Paragraph by paragraph: a code span never crosses a blank line or a fence.
+    for prose, group in groupby(range(len(lines)), key=lambda i: not code[i] and bool(lines[i].strip())):
+        if not prose:
+            continue
+        group = list(group)
+        start, end = offsets[group[0]], offsets[group[-1] + 1]
+        runs = list(_TICKS.finditer(text, start, end))
+        # A run of n backticks opens a code span that the next run of exactly n closes;
+        # finding those partners right to left keeps the pairing linear.
+        partner: list[int | None] = [None] * len(runs)
+        later: dict[int, int] = {}
+        for r in range(len(runs) - 1, -1, -1):
+            partner[r] = later.get(len(runs[r].group()))
+            later[len(runs[r].group())] = r
+        cur, r = start, 0
+        while r < len(runs):
+            j = partner[r]
+            if j is None:  # an unmatched run is literal text
+                r += 1
+                continue
+            yield from _WIKILINK.finditer(text, cur, runs[r].start())
+            cur, r = runs[j].end(), j + 1
+        yield from _WIKILINK.finditer(text, cur, end)
+
+
+def _target(raw: str) -> tuple[int, str]:
+    """(offset in raw, target) of a link's target part; tables escape the pipe as `\\|`."""
+    t = raw.strip()
+    if t.endswith("\\"):
+        t = t[:-1].rstrip()
+    return len(raw) - len(raw.lstrip()), t
+
+
+def wikilinks(text: str) -> list[str]:
+    """Targets of `[[target]]`, `[[target#heading|label]]` and `![[embed]]` outside code, in
+    first-seen order, deduplicated case-insensitively (entity names match that way)."""
+    seen: dict[str, str] = {}
+    for m in _links(text):
+        t = _target(m.group(1))[1]
+        if t:
+            seen.setdefault(t.casefold(), t)
+    return list(seen.values())
+
+
+def rewrite_wikilinks(text: str, old: str, new: str) -> str:
+    """Point links to `old` (case-insensitive) at `new`, keeping `#heading`, `|label` and
+    every other byte; links inside code stay as they are."""
+    if not old.strip():
+        raise ValidationError("old: must not be empty")
+    if not new.strip() or any(c in new for c in "[]|#\n"):
+        raise ValidationError("new: must be a non-empty name without [ ] | # or line breaks")
+    want, parts, last = old.strip().casefold(), [], 0
+    for m in _links(text):
+        lead, t = _target(m.group(1))
+        if t.casefold() == want:
+            at = m.start(1) + lead
+            parts += [text[last:at], new.strip()]
+            last = at + len(t)
+    return "".join(parts) + text[last:]
+
+
+def toc(text: str) -> list[dict]:
+    """`{"heading": "frontmatter", "level": 0}` when there is front matter, then every
+    heading outside code as `{"heading": title, "level": n}`."""
+    doc = _analyze(text)
+    front = [{"heading": "frontmatter", "level": 0}] if doc.start else []
+    return front + [{"heading": t, "level": lvl} for _, lvl, t in doc.headings]
+
+
+def _heading_list(doc: _Doc, limit: int = 30) -> str:
+    names = [f"{'#' * lvl} {t}" for _, lvl, t in doc.headings[:limit]]
+    return (", ".join(names) or "(none)") + (", ..." if len(doc.headings) > limit else "")
+
+
+def read_sections(text: str, section_globs: list[str]) -> list[dict]:
+    """Sections whose normalized heading matches a glob (`arch*`, `frontmatter`), in
+    document order, as `{"heading", "level", "content"}`. Content runs from the heading
+    line to the next heading of the same or higher level; for front matter, its raw YAML."""
+    doc = _analyze(text)
+    names = ["frontmatter"] * bool(doc.start) + [normalize_heading(t) for _, _, t in doc.headings]
+    chosen: set[int] = set()
+    for glob in section_globs:
+        hits = [i for i, n in enumerate(names) if fnmatch.fnmatchcase(n, normalize_heading(glob))]
+        if not hits:
+            raise NotFoundError(f"section_globs: no heading matches {glob!r}",
+                                hint=f"Headings here: {_heading_list(doc)}" + ("; frontmatter" if doc.start else ""))
+        chosen.update(hits)
+    out, skip = [], bool(doc.start)
+    for i in sorted(chosen):
+        if skip and i == 0:
+            out.append({"heading": "frontmatter", "level": 0, "content": "".join(doc.lines[1:doc.start - 1])})
+            continue
+        line, level, title = doc.headings[i - skip]
+        out.append({"heading": title, "level": level, "content": "".join(doc.lines[line:doc.ends[i - skip]])})
+    return out
+
+
+def _find_heading(doc: _Doc, section: str, where: str) -> int | None:
+    """Index in doc.headings of the one heading matching `section`; None when none does."""
+    want = normalize_heading(section)
+    if not want:
+        raise ValidationError(f"{where}: must name a heading")
+    if want == "frontmatter":
+        raise ValidationError(f"{where}: the front matter is not a section; edit it with replace_exact")
+    found = [i for i, (_, _, t) in enumerate(doc.headings) if normalize_heading(t) == want]
+    if len(found) > 1:
+        listed = "; ".join(f"line {doc.headings[i][0] + 1}: {doc.lines[doc.headings[i][0]].rstrip()}" for i in found)
+        raise ValidationError(f"{where}: {len(found)} headings match {section!r}: {listed}",
+                              hint="Rename one with replace_section, or edit with replace_exact; nothing was changed.")
+    return found[0] if found else None
+
+
+def _heading_arg(heading: str) -> tuple[int | None, str]:
+    """(level if it starts with #'s, title) of a heading given by a caller."""
+    m = re.match(r"\s*(#{1,6})(?:\s+|$)(.*)", heading, re.DOTALL)
+    return (len(m.group(1)) if m else None), " ".join((m.group(2) if m else heading).split())
+
+
+def add_to_section(text: str, section: str, new_content: str) -> str:
+    """Append `new_content` at the end of a section (before the next heading of the same or
+    higher level), keeping one blank line before that heading. A missing section is created
+    at the end as `## {section}`. `## Title`, `title` and `TITLE` name the same section."""
+    doc = _analyze(text)
+    hi = _find_heading(doc, section, "section")
+    if not new_content.strip():
+        raise ValidationError("new_content: must not be empty")
+    content = new_content.rstrip("\n") + "\n"  # leading newlines stay: they ask for a blank line
+    if hi is None:
+        level, title = _heading_arg(section)
+        head = text if not text or text.endswith("\n") else text + "\n"
+        sep = "\n" if head.strip() and not head.endswith("\n\n") else ""
+        return f"{head}{sep}{'#' * (level or 2)} {title}\n{content}"
+    line, end = doc.headings[hi][0], doc.ends[hi]
+    last = end - 1
+    while last > line and not doc.lines[last].strip():
+        last -= 1
+    before, after = doc.lines[:last + 1], doc.lines[end:]
+    if not before[-1].endswith("\n"):
+        before[-1] += "\n"
+    return "".join(before) + content + "\n" * bool(after) + "".join(after)
+
+
+def replace_section(text: str, old_heading: str, new_heading: str, new_body: str) -> str:
+    """Replace a heading and its section (down to the next heading of the same or higher
+    level). The level is kept unless `new_heading` starts with #'s."""
+    doc = _analyze(text)
+    hi = _find_heading(doc, old_heading, "old_heading")
+    if hi is None:
+        raise NotFoundError(f"old_heading: no heading matches {old_heading!r}",
+                            hint=f"Headings here: {_heading_list(doc)}")
+    level, title = _heading_arg(new_heading)
+    if not title:
+        raise ValidationError("new_heading: must not be empty")
+    line, old_level, _ = doc.headings[hi]
+    block = f"{'#' * (level or old_level)} {title}\n"
+    if new_body.strip():
+        block += new_body.strip("\n") + "\n"
+    after = doc.lines[doc.ends[hi]:]
+    return "".join(doc.lines[:line]) + block + "\n" * bool(after) + "".join(after)
+
+
+def remove_empty_section(text: str, heading: str) -> str:
+    """Drop the heading of each matching section that has no content and no subsections,
+    with the blank lines it leaves. Text without such a section comes back unchanged."""
+    doc = _analyze(text)
+    want, lines = normalize_heading(heading), list(doc.lines)
+    for hi in range(len(doc.headings) - 1, -1, -1):  # bottom up, so earlier indices hold
+        line, level, title = doc.headings[hi]
+        nxt = doc.headings[hi + 1] if hi + 1 < len(doc.headings) else None
+        end = nxt[0] if nxt else len(lines)
+        if normalize_heading(title) != want or (nxt and nxt[1] > level) or \
+                any(lines[i].strip() for i in range(line + 1, end)):
+            continue
+        start = line
+        while end >= len(lines) and start > doc.start and not lines[start - 1].strip():
+            start -= 1  # at the end of the text, take the blank lines above along
+        del lines[start:end]
+    return "".join(lines)
+
+
+def _line_at(text: str, pos: int) -> tuple[int, str]:
+    """(1-based line number, excerpt of at most ~80 characters around pos)."""
+    ls = text.rfind("\n", 0, pos) + 1
+    le = text.find("\n", pos)
+    line = text[ls:le if le >= 0 else len(text)].rstrip("\r")
+    if len(line) > 80:
+        cut = max(0, min(pos - ls - 30, len(line) - 80))
+        line = "…" * bool(cut) + line[cut:cut + 80] + "…" * (cut + 80 < len(line))
+    return text.count("\n", 0, pos) + 1, line
+
+
+def _locate_once(text: str, old: str, where: str) -> int:
+    """Offset of the one exact occurrence of `old`; raise naming `where` otherwise."""
+    if not old:
+        raise ValidationError(f"{where}: must not be empty", hint=f"Put the exact text to change in {where}.")
+    positions = [text.find(old)]
+    if positions[0] < 0:
+        message, details = f"{where}: not found in the document", {}
+        m = re.search(r"\s+".join(map(re.escape, old.split())), text, re.IGNORECASE) if old.strip() else None
+        if m:
+            n, excerpt = _line_at(text, m.start())
+            message += f"; a match differing only in whitespace or case starts at line {n}: {excerpt!r}"
+            details["candidates"] = [{"line": n, "excerpt": excerpt}]
+        raise NotFoundError(message, details=details,
+                            hint=f"Read the section and copy the text exactly, spaces and line breaks included, into {where}.")
+    cap = 50  # enough to show the caller; counting every hit of a one-letter string helps no one
+    while len(positions) < cap and (p := text.find(old, positions[-1] + 1)) >= 0:
+        positions.append(p)
+    if len(positions) == 1:
+        return positions[0]
+    candidates = [_line_at(text, p) for p in positions[:10]]
+    listed = "\n".join(f"  line {n}: {excerpt!r}" for n, excerpt in candidates)
+    count = f"{cap}+" if len(positions) == cap else len(positions)
+    raise ValidationError(
+        f"{where}: matches {count} places; give more surrounding text\n{listed}",
+        hint=f"Include neighbouring words or lines in {where} so it matches exactly one place; nothing was changed.",
+        details={"candidates": [{"line": n, "excerpt": e} for n, e in candidates]},
+    )
+
+
+def replace_exact(text: str, old: str, new: str, *, field: str = "old_content") -> str:
+    """Replace the one exact occurrence of `old` with `new`; none or several is an error."""
+    pos = _locate_once(text, old, field)
+    return text[:pos] + new + text[pos + len(old):]
+
+
+def delete_exact(text: str, old: str, *, field: str = "content_to_delete") -> str:
+    """Delete the one exact occurrence of `old`. When it covers whole lines they go with
+    their newline, and no doubled blank line is left where they were."""
+    pos = _locate_once(text, old, field)
+    end = pos + len(old)
+    line_start = pos == 0 or text[pos - 1] == "\n"
+    if line_start and not old.endswith("\n"):
+        end += next((len(nl) for nl in ("\n", "\r\n") if text.startswith(nl, end)), 0)
+    out = text[:pos] + text[end:]
+    if not (line_start and (end == len(text) or text[end - 1] == "\n")):
+        return out  # part of a line: nothing else to tidy
+    prev_start = out.rfind("\n", 0, pos - 1) + 1 if pos else 0
+    prev_blank = pos == 0 or not out[prev_start:pos].strip()
+    nl = out.find("\n", pos)
+    nxt = out[pos:] if nl < 0 else out[pos:nl + 1]
+    if prev_blank and nxt and not nxt.strip():
+        return out[:pos] + out[pos + len(nxt):]  # blank lines met at the cut: keep one
+    if prev_blank and pos and not nxt:
+        return out[:prev_start]  # the cut reached the end: no trailing blank line
+    return out

@@ -1,0 +1,190 @@
+"""Entity documents: read by table of contents and section, edit by exact context, rename and
+merge with every link repaired, the library manual; and `list_libraries`. Works on every
+library kind (a SQLite library keeps the body in the database)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from mcp_types import CallToolResult
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..service import MemoryService
+from ..service_documents import NewEntityDocument
+from .graph import Library, LibraryName, _annotations, _library
+from .replies import reply
+
+Names = Annotated[list[str], Field(description="Entity names, e.g. [\"python-project\"]")]
+
+
+class RelationIn(BaseModel):
+    model_config = ConfigDict(populate_by_name=True)
+    relation_type: str = Field(alias="relationType", description="e.g. uses, depends_on")
+    to: str = Field(description="Target entity name")
+
+
+class NewEntity(BaseModel):
+    model_config = ConfigDict(populate_by_name=True)
+    name: str
+    entity_type: str = Field("note", alias="entityType")
+    aliases: list[str] = []
+    relations: list[RelationIn] = []
+    content: str = Field("", description="Markdown body: sections, [[wikilinks]], '## Observations' list")
+
+
+class Out(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+def _relation(r: Any) -> dict[str, str]:
+    return {"from": r.from_entity, "relationType": r.relation_type, "to": r.to_entity}
+
+
+def register(server: Any, service: MemoryService) -> None:
+    def list_libraries() -> Annotated[CallToolResult, Out]:
+        return reply({"libraries": service.list_libraries()})
+
+    def list_entities(
+        entity_glob: Annotated[str, Field(description="Glob over names, case-insensitive: 'project-*', '*auth*'")] = "*",
+        library: Library = None, library_name: LibraryName = None,
+    ) -> Annotated[CallToolResult, Out]:
+        found = service.list_entities(entity_glob, library=_library(library, library_name))
+        return reply({"entities": found, "total": len(found)})
+
+    def read_entities(entity_names: Names, library: Library = None,
+                      library_name: LibraryName = None) -> Annotated[CallToolResult, Out]:
+        return reply(service.read_entities(entity_names, library=_library(library, library_name)))
+
+    def get_entities_toc(entity_names: Names, library: Library = None,
+                         library_name: LibraryName = None) -> Annotated[CallToolResult, Out]:
+        return reply(service.get_entities_toc(entity_names, library=_library(library, library_name)))
+
+    def read_entities_sections(
+        entity_names: Names,
+        section_globs: Annotated[list[str], Field(description="'frontmatter' or headings/globs: ['Architecture', 'api*']")],
+        library: Library = None, library_name: LibraryName = None,
+    ) -> Annotated[CallToolResult, Out]:
+        return reply(service.read_entities_sections(entity_names, section_globs, library=_library(library, library_name)))
+
+    def add_entities(entities: list[NewEntity], library: Library = None,
+                     library_name: LibraryName = None) -> Annotated[CallToolResult, Out]:
+        names = service.add_entities(
+            [NewEntityDocument(e.name, e.entity_type, tuple(e.aliases),
+                               tuple((r.relation_type, r.to) for r in e.relations), e.content) for e in entities],
+            library=_library(library, library_name))
+        return reply({"created": names})
+
+    def add_entity_content(
+        entity_name: str,
+        in_section: Annotated[str, Field(description="Heading to append under ('## Notes', 'notes'); created if missing")],
+        new_content: str, library: Library = None, library_name: LibraryName = None,
+    ) -> Annotated[CallToolResult, Out]:
+        return reply(service.add_entity_content(entity_name, in_section, new_content,
+                                                library=_library(library, library_name)))
+
+    def delete_entity_content(
+        entity_name: str,
+        content_to_delete: Annotated[str, Field(description="Exact text, found exactly once in the document")],
+        library: Library = None, library_name: LibraryName = None,
+    ) -> Annotated[CallToolResult, Out]:
+        return reply(service.delete_entity_content(entity_name, content_to_delete,
+                                                   library=_library(library, library_name)))
+
+    def replace_entity_content(
+        entity_name: str,
+        old_content: Annotated[str, Field(description="Exact text, found exactly once in the document")],
+        new_content: str, library: Library = None, library_name: LibraryName = None,
+    ) -> Annotated[CallToolResult, Out]:
+        return reply(service.replace_entity_content(entity_name, old_content, new_content,
+                                                    library=_library(library, library_name)))
+
+    def replace_entity_section(
+        entity_name: str, old_heading: str, new_heading: str, new_body_content: str,
+        library: Library = None, library_name: LibraryName = None,
+    ) -> Annotated[CallToolResult, Out]:
+        return reply(service.replace_entity_section(entity_name, old_heading, new_heading, new_body_content,
+                                                    library=_library(library, library_name)))
+
+    def rename_entity(old_name: str, new_name: str, library: Library = None,
+                      library_name: LibraryName = None) -> Annotated[CallToolResult, Out]:
+        return reply(service.rename_entity(old_name, new_name, library=_library(library, library_name)))
+
+    def merge_entities(source_names: Names, target_name: str, library: Library = None,
+                       library_name: LibraryName = None) -> Annotated[CallToolResult, Out]:
+        return reply(service.merge_entities(source_names, target_name, library=_library(library, library_name)))
+
+    def find_relations(
+        to_entity: str | None = None, relation_type: str | None = None, from_entity: str | None = None,
+        library: Library = None, library_name: LibraryName = None,
+    ) -> Annotated[CallToolResult, Out]:
+        found = service.find_relations(to_entity=to_entity, relation_type=relation_type, from_entity=from_entity,
+                                       library=_library(library, library_name))
+        return reply({"relations": [_relation(r) for r in found], "total": len(found)})
+
+    def read_manual(library: Library = None, library_name: LibraryName = None) -> Annotated[CallToolResult, Out]:
+        return reply(service.read_manual(library=_library(library, library_name)))
+
+    def update_manual_section(toc: Annotated[str, Field(description="The section's heading")], old_content: str,
+                              new_content: str, library: Library = None,
+                              library_name: LibraryName = None) -> Annotated[CallToolResult, Out]:
+        return reply(service.update_manual_section(toc, old_content, new_content, library=_library(library, library_name)))
+
+    def add_manual_section(toc: Annotated[str, Field(description="The section's heading; created if missing")],
+                           new_content: str, library: Library = None,
+                           library_name: LibraryName = None) -> Annotated[CallToolResult, Out]:
+        return reply(service.add_manual_section(toc, new_content, library=_library(library, library_name)))
+
+    def delete_manual_section(toc: str, deleting_content: str, library: Library = None,
+                              library_name: LibraryName = None) -> Annotated[CallToolResult, Out]:
+        return reply(service.delete_manual_section(toc, deleting_content, library=_library(library, library_name)))
+
+    ro = {"read_only": True, "idempotent": True}
+    tools = [
+        (list_libraries, ro, "The mounted libraries: name, kind (sqlite, markdown), path, counts, files that "
+                             "could not be parsed. Pass a name as `library` to other tools."),
+        (list_entities, ro, "Entity names matching a glob (also the way to check that a name exists).\n"
+                            'Example: {"entity_glob": "project-*"}'),
+        (read_entities, ro, "Whole entity documents (front matter + Markdown body). Prefer get_entities_toc and "
+                            "read_entities_sections for long ones.\nExample: {\"entity_names\": [\"python-project\"]}"),
+        (get_entities_toc, ro, "Table of contents: 'frontmatter', then every heading with its level.\n"
+                               'Example: {"entity_names": ["python-project"]}'),
+        (read_entities_sections, ro, "Sections by heading or glob: a heading's text down to the next heading of the "
+                                     "same or higher level; 'frontmatter' for the front matter.\n"
+                                     'Example: {"entity_names": ["python-project"], "section_globs": ["arch*"]}'),
+        (add_entities, {"idempotent": False}, "Create entities as documents; refuses names that exist.\n"
+                        'Example: {"entities": [{"name": "python-project", "entity_type": "project", "aliases": '
+                        '["pyproj"], "relations": [{"relation_type": "uses", "to": "fastapi"}], "content": '
+                        '"## Notes\\nSee [[deploy-guide]]."}]}'),
+        (add_entity_content, {}, "Append text at the end of a section (created if missing). Headings match "
+                                 "normalized: '## Notes', 'notes', 'NOTES'.\n"
+                                 'Example: {"entity_name": "python-project", "in_section": "Notes", "new_content": "- uses uv"}'),
+        (delete_entity_content, {"destructive": True}, "Delete text that occurs exactly once in the document; zero or "
+                                 "several matches is an error listing the candidates (nothing changes).\n"
+                                 'Example: {"entity_name": "python-project", "content_to_delete": "- uses pip\\n"}'),
+        (replace_entity_content, {"destructive": True}, "Replace text that occurs exactly once in the document "
+                                  "(zero or several matches: an error with the candidates, nothing changes).\n"
+                                  'Example: {"entity_name": "python-project", "old_content": "pip", "new_content": "uv"}'),
+        (replace_entity_section, {"destructive": True}, "Replace a section's heading and body.\n"
+                                  'Example: {"entity_name": "python-project", "old_heading": "Notes", '
+                                  '"new_heading": "Notes", "new_body_content": "Rewritten."}'),
+        (rename_entity, {"destructive": True}, "Rename an entity; refuses a taken name; moves its file and rewrites "
+                         "every relation and [[wikilink]] pointing to it.\n"
+                         'Example: {"old_name": "pyproj", "new_name": "python-project"}'),
+        (merge_entities, {"destructive": True}, "Merge sources into the target: aliases, tags, observations and "
+                          "relations merged without duplicates, bodies appended under a separator naming each "
+                          "source, links redirected, sources deleted (the journal keeps them).\n"
+                          'Example: {"source_names": ["py-proj", "pyproject"], "target_name": "python-project"}'),
+        (find_relations, ro, "Relations filtered by target, type and/or source (all optional).\n"
+                             'Example: {"to_entity": "fastapi", "relation_type": "uses"}'),
+        (read_manual, ro, "The library manual (meta.md): what this library holds and its conventions."),
+        (update_manual_section, {"destructive": True}, "Replace text (exactly once) within one manual section.\n"
+                                 'Example: {"toc": "Conventions", "old_content": "kebab", "new_content": "snake"}'),
+        (add_manual_section, {}, "Append to a manual section (created if missing).\n"
+                                 'Example: {"toc": "Conventions", "new_content": "- names are kebab-case"}'),
+        (delete_manual_section, {"destructive": True}, "Delete text (exactly once) from a manual section; a section "
+                                 "left empty loses its heading.\n"
+                                 'Example: {"toc": "Conventions", "deleting_content": "- names are kebab-case"}'),
+    ]
+    for fn, flags, description in tools:
+        title = fn.__name__.replace("_", " ").title()
+        server.add_tool(fn, title=title, annotations=_annotations(title, **flags), description=description)

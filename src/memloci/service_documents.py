@@ -1,0 +1,230 @@
+"""Document operations of the service: entities as Markdown documents, read by TOC and
+section, edited by exact context, renamed and merged with every link repaired; the library
+manual; the list of mounted libraries. Mixed into MemoryService (uses `store`, `_written`).
+
+Every edit works on the entity's whole document text (front matter + body): it is changed
+by a pure function from markdown/document.py, parsed back, and applied in one transaction.
+A refused edit raises before anything is written, so the file stays byte-identical.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from . import schema
+from .errors import NotFoundError, ValidationError
+from .markdown import document as md
+from .model import name_key
+
+MANUAL_TITLE = "# Library manual\n"
+
+
+@dataclass(frozen=True, slots=True)
+class NewEntityDocument:
+    name: str
+    entity_type: str = "note"
+    aliases: tuple[str, ...] = ()
+    relations: tuple[tuple[str, str], ...] = ()  # (relation_type, to)
+    content: str = ""
+
+
+class DocumentService:
+    # -- libraries -------------------------------------------------------------------
+
+    def list_libraries(self) -> list[dict[str, Any]]:
+        out = []
+        for name in self.libraries.names():
+            store = self.store(name)
+            s = store.stats()
+            row = {"name": s.name, "kind": s.kind, "path": s.path, "entities": s.entities,
+                   "observations": s.observations, "memories": s.memories, "relations": s.relations}
+            if hasattr(store, "problems"):
+                row["unparsed_files"] = store.problems()
+            out.append(row)
+        return out
+
+    # -- reading -----------------------------------------------------------------------
+
+    def list_entities(self, entity_glob: str = "*", *, library: str | None = None) -> list[dict[str, Any]]:
+        glob = schema.validate_query(entity_glob or "*") or "*"
+        store = self.store(library)
+        paths = store.entity_paths() if hasattr(store, "entity_paths") else {}
+        return [{"name": n, "entity_type": t, **({"path": paths[name_key(n)]} if name_key(n) in paths else {})}
+                for n, t in store.list_entities(glob)]
+
+    def _texts(self, names: Sequence[str], library: str | None) -> tuple[list[tuple[str, str]], list[str]]:
+        """(name, document text) for the names that exist, and the missing names."""
+        clean = schema.validate_names(names, "entity_names")
+        store = self.store(library)
+        docs = store.entity_documents(clean)
+        found, missing = [], []
+        for n in clean:
+            doc = docs.get(name_key(n))
+            if doc is None:
+                missing.append(n)
+            else:
+                found.append((doc.name, self._text_of(store, doc)))
+        if not found:
+            raise NotFoundError(f"entity_names: none of {', '.join(clean)} exists",
+                                hint="List names with list_entities (a glob such as 'project-*').")
+        return found, missing
+
+    @staticmethod
+    def _text_of(store, doc: md.EntityDocument) -> str:
+        """The document as a person sees it: the file itself in a Markdown library."""
+        if hasattr(store, "entity_file_text"):
+            text = store.entity_file_text(doc.name)
+            if text is not None:
+                return text
+        return md.render_document(doc)
+
+    def read_entities(self, names: Sequence[str], *, library: str | None = None) -> dict[str, Any]:
+        found, missing = self._texts(names, library)
+        return {"entities": [{"name": n, "content": t} for n, t in found], "missing": missing}
+
+    def get_entities_toc(self, names: Sequence[str], *, library: str | None = None) -> dict[str, Any]:
+        found, missing = self._texts(names, library)
+        return {"entities": [{"name": n, "toc": md.toc(t)} for n, t in found], "missing": missing}
+
+    def read_entities_sections(self, names: Sequence[str], section_globs: Sequence[str], *,
+                               library: str | None = None) -> dict[str, Any]:
+        globs = [g for g in (schema.validate_query(g) for g in section_globs) if g]
+        if not globs:
+            raise ValidationError("section_globs: give at least one heading or glob, e.g. ['frontmatter', 'arch*']")
+        found, missing = self._texts(names, library)
+        return {"entities": [{"name": n, "sections": md.read_sections(t, globs)} for n, t in found],
+                "missing": missing}
+
+    def find_relations(self, *, to_entity: str | None = None, relation_type: str | None = None,
+                       from_entity: str | None = None, library: str | None = None) -> list[Any]:
+        return self.store(library).find_relations(to_entity=to_entity or None, relation_type=relation_type or None,
+                                                  from_entity=from_entity or None)
+
+    # -- writing -----------------------------------------------------------------------
+
+    def add_entities(self, entities: Sequence[NewEntityDocument], *, library: str | None = None) -> list[str]:
+        if not entities:
+            return []
+        docs = []
+        for i, e in enumerate(entities):
+            where = f"entities[{i}]"
+            schema.validate_names([e.name], f"{where}.name")
+            parsed = md.parse_document(e.content or "", fallback_name=e.name)
+            if name_key(parsed.name) != name_key(e.name):  # a title line that names someone else is body text
+                parsed = md.parse_document(f"# {e.name}\n\n{e.content}", fallback_name=e.name)
+            for rt, to in e.relations:
+                schema.validate_names([to], f"{where}.relations.to")
+                if not rt.strip():
+                    raise ValidationError(f"{where}.relations.relation_type: must not be empty")
+            parsed.name = e.name
+            parsed.entity_type = e.entity_type or parsed.entity_type
+            parsed.aliases = list(dict.fromkeys([*parsed.aliases, *e.aliases]))
+            parsed.relations = list(dict.fromkeys([*parsed.relations, *e.relations]))
+            docs.append(parsed)
+        keys = [name_key(d.name) for d in docs]
+        if len(set(keys)) != len(keys):
+            raise ValidationError("entities: the same name twice in one call")
+        store = self.store(library)
+        names = store.apply_documents(docs, origin="add_entities", action="add_entities", create=True,
+                                      detail={"created": [d.name for d in docs]})
+        self._written(store)
+        return names
+
+    def _edit(self, entity_name: str, library: str | None, action: str,
+              change: Callable[[str], str], detail: dict[str, Any]) -> dict[str, Any]:
+        schema.validate_names([entity_name], "entity_name")
+        store = self.store(library)
+        name, changed = store.edit_document(entity_name.strip(), change, origin=action, detail=detail)
+        if changed:
+            self._written(store)
+        return {"entity": name, "changed": changed}
+
+    def add_entity_content(self, entity_name: str, in_section: str, new_content: str, *,
+                           library: str | None = None) -> dict[str, Any]:
+        if not new_content.strip():
+            raise ValidationError("new_content: must not be empty")
+        return self._edit(entity_name, library, "add_entity_content",
+                          lambda t: md.add_to_section(t, in_section, new_content),
+                          {"section": in_section, "added": new_content})
+
+    def delete_entity_content(self, entity_name: str, content_to_delete: str, *,
+                              library: str | None = None) -> dict[str, Any]:
+        return self._edit(entity_name, library, "delete_entity_content",
+                          lambda t: md.delete_exact(t, content_to_delete), {"removed": content_to_delete})
+
+    def replace_entity_content(self, entity_name: str, old_content: str, new_content: str, *,
+                               library: str | None = None) -> dict[str, Any]:
+        return self._edit(entity_name, library, "replace_entity_content",
+                          lambda t: md.replace_exact(t, old_content, new_content),
+                          {"removed": old_content, "added": new_content})
+
+    def replace_entity_section(self, entity_name: str, old_heading: str, new_heading: str, new_body_content: str,
+                               *, library: str | None = None) -> dict[str, Any]:
+        removed: dict[str, Any] = {"section": old_heading}
+
+        def change(text: str) -> str:
+            new = md.replace_section(text, old_heading, new_heading, new_body_content)
+            removed["removed"] = md.read_sections(text, [md.normalize_heading(old_heading)])[0]["content"]
+            return new
+
+        return self._edit(entity_name, library, "replace_entity_section", change, removed)
+
+    def rename_entity(self, old_name: str, new_name: str, *, library: str | None = None) -> dict[str, Any]:
+        schema.validate_names([old_name], "old_name")
+        schema.validate_names([new_name], "new_name")
+        return self.store(library).rename_entity(old_name.strip(), new_name.strip(), origin="rename_entity")
+
+    def merge_entities(self, source_names: Sequence[str], target_name: str, *,
+                       library: str | None = None) -> dict[str, Any]:
+        sources = schema.validate_names(source_names, "source_names")
+        if not sources:
+            raise ValidationError("source_names: give at least one entity to merge")
+        schema.validate_names([target_name], "target_name")
+        store = self.store(library)
+        result = store.merge_entities(sources, target_name.strip(), origin="merge_entities")
+        self._written(store)
+        return result
+
+    # -- the library manual ------------------------------------------------------------
+
+    def read_manual(self, *, library: str | None = None) -> dict[str, Any]:
+        text = self.store(library).manual_text()
+        return {"content": text or "", "toc": md.toc(text) if text else [], "exists": text is not None}
+
+    def _edit_manual(self, library: str | None, action: str, change: Callable[[str], str],
+                     detail: dict[str, Any]) -> dict[str, Any]:
+        new_text = self.store(library).edit_manual(lambda text: change(text or MANUAL_TITLE), origin=action,
+                                                   detail=detail)
+        return {"toc": md.toc(new_text)}
+
+    def update_manual_section(self, toc: str, old_content: str, new_content: str, *,
+                              library: str | None = None) -> dict[str, Any]:
+        return self._edit_manual(library, "update_manual_section",
+                                 lambda t: _within_section(t, toc, lambda s: md.replace_exact(s, old_content, new_content)),
+                                 {"section": toc, "removed": old_content, "added": new_content})
+
+    def add_manual_section(self, toc: str, new_content: str, *, library: str | None = None) -> dict[str, Any]:
+        if not new_content.strip():
+            raise ValidationError("new_content: must not be empty")
+        return self._edit_manual(library, "add_manual_section", lambda t: md.add_to_section(t, toc, new_content),
+                                 {"section": toc, "added": new_content})
+
+    def delete_manual_section(self, toc: str, deleting_content: str, *, library: str | None = None) -> dict[str, Any]:
+        def change(text: str) -> str:
+            edited = _within_section(text, toc, lambda s: md.delete_exact(s, deleting_content, field="deleting_content"))
+            return md.remove_empty_section(edited, toc)
+
+        return self._edit_manual(library, "delete_manual_section", change, {"section": toc, "removed": deleting_content})
+
+
+def _within_section(text: str, heading: str, change: Callable[[str], str]) -> str:
+    """Apply an exact-context edit to one section only (the same text elsewhere is not a match)."""
+    sections = md.read_sections(text, [md.normalize_heading(heading)])
+    if len(sections) > 1:
+        raise ValidationError(f"toc: {len(sections)} sections are headed '{heading}'",
+                              hint="Give a more specific heading.")
+    section = sections[0]["content"]
+    start = text.index(section)
+    return text[:start] + change(section) + text[start + len(section):]

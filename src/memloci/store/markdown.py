@@ -1,0 +1,571 @@
+"""A library kept as a folder of Markdown files: the files are the truth (DESIGN.md §3).
+
+One entity per `.md` file (subfolders allowed) in the entity-document format; free memories
+in day files under `memories/`; the library manual in `meta.md`; the journal in
+`journal.md`. The index is a SQLite store in `.memloci/index.db` (rebuildable, kept out of
+git) with the same tables as a SQLite library, so search, memories and the graph tools work
+unchanged.
+
+Writes: a call runs as one index transaction. Triggers mark what it changed; before the
+commit, the changed entities are rendered and written (temp file + fsync + rename), new free
+memories appended to their day file, the journal appended. SQLite's write lock is the
+library's lock: two processes never write the folder at once, and a failed file write rolls
+the index back. A file edited outside memloci since it was indexed is never overwritten:
+the call fails with CONFLICT and the edit is picked up first.
+
+Reads of outside edits: `sync()` compares every file's mtime and size with the index and
+parses what changed (on open, then every second on a watcher thread). A file that cannot be
+parsed is reported (`problems()`, the log) and left untouched; its entity keeps its last
+indexed state.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import re
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import ConflictError, LibraryUnreadableError, MemlociError, NotFoundError, PermissionDeniedError
+from ..markdown.document import EntityDocument, parse_document, render_document
+from ..markdown.memories import MemoryBlock, day_header, is_day, parse_day, render_block, render_day
+from ..model import LibraryStats, name_key, now_iso
+from ..search import lexical
+from .sqlite import SQLiteStore, _split_sql
+from .sqlite_memories import insert_memory, select_memories
+from .sqlite_schema import MARKDOWN_TRIGGERS, SCHEMA_VERSION
+
+log = logging.getLogger(__name__)
+
+INDEX_DIR = ".memloci"
+MANUAL = "meta.md"
+JOURNAL = "journal.md"
+MEMORIES_DIR = "memories"
+WATCH_INTERVAL_S = 1.0
+_UNSAFE = re.compile(r'[\\/:*?"<>|\x00-\x1f]')
+
+
+@dataclass
+class SyncReport:
+    indexed: int = 0
+    removed: int = 0
+    unchanged: int = 0
+    problems: dict[str, str] = field(default_factory=dict)
+    seconds: float = 0.0
+
+
+def file_stem(name: str) -> str:
+    """A file name for an entity name: the name itself, minus characters file systems refuse."""
+    stem = _UNSAFE.sub("-", name).strip(" .") or "entity"
+    return stem[:200]
+
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+class MarkdownStore(SQLiteStore):
+    kind = "markdown"
+
+    def __init__(self, folder: str | os.PathLike[str], name: str = "default"):
+        self.root = Path(folder).expanduser().absolute()
+        super().__init__(self.root / INDEX_DIR / "index.db", name)
+        self._md_lock = threading.RLock()
+        self._md_ready = False
+        self._opening = False
+        self._syncing = threading.local()  # per thread: a tool call never inherits the watcher's mode
+        self._watcher: threading.Thread | None = None
+        self._stop = threading.Event()
+        self.last_sync = SyncReport()
+        self._verbatim = threading.local()
+
+    # -- opening ---------------------------------------------------------------------
+
+    def open(self, *, create: bool = True) -> None:
+        if self._md_ready:
+            return
+        with self._md_lock:
+            if self._md_ready or self._opening:  # _opening: this thread is already inside open()
+                return
+            self._opening = True
+            try:
+                self._open(create)
+                self._scan()  # other threads wait here until the folder is indexed
+                self._md_ready = True
+            finally:
+                self._opening = False
+
+    def _open(self, create: bool) -> None:
+        if self.root.exists() and not self.root.is_dir():
+            raise LibraryUnreadableError(f"library '{self.name}': {self.root} is a file, not a folder")
+        if not self.root.exists():
+            if not create:
+                raise NotFoundError(f"library '{self.name}' does not exist yet: {self.root}")
+            try:
+                self.root.mkdir(parents=True)
+            except OSError as exc:
+                raise PermissionDeniedError(f"library '{self.name}': cannot create {self.root}: {exc.strerror}") from exc
+        index = self.root / INDEX_DIR
+        try:
+            index.mkdir(exist_ok=True)
+            ignore = index / ".gitignore"
+            if not ignore.exists():  # the index is rebuilt from the files: keep it out of git
+                ignore.write_text("# memloci's rebuildable index\n*\n")
+        except OSError as exc:
+            raise PermissionDeniedError(f"library '{self.name}': cannot write {index}: {exc.strerror}") from exc
+        super().open(create=True)
+        conn = self._connect()  # not _borrow(): that would open() again
+        try:
+            with self._write_lock:
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    for statement in _split_sql(MARKDOWN_TRIGGERS):
+                        conn.execute(statement)
+                    conn.execute("COMMIT")
+                except BaseException:
+                    conn.execute("ROLLBACK")
+                    raise
+        finally:
+            conn.close()
+
+    def start_watching(self, interval: float = WATCH_INTERVAL_S) -> None:
+        """Pick up outside edits every `interval` seconds while the process runs."""
+        if self._watcher is not None:
+            return
+
+        def watch() -> None:
+            try:
+                self.open()  # the first scan runs here, not on the caller's thread
+            except MemlociError as exc:
+                log.error("library %s: %s", self.name, exc)
+                return
+            while not self._stop.wait(interval):
+                try:
+                    self.sync()
+                except Exception as exc:  # keep watching; the next round retries
+                    log.warning("library %s: scanning %s failed: %s", self.name, self.root, exc)
+
+        self._watcher = threading.Thread(target=watch, name=f"memloci-watch-{self.name}", daemon=True)
+        self._watcher.start()
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._watcher is not None and self._watcher is not threading.current_thread():
+            self._watcher.join(5)
+        self._watcher = None
+        super().close()
+        self._md_ready = False
+        self._stop = threading.Event()
+
+    # -- writing back ------------------------------------------------------------------
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        with super()._write() as conn:
+            yield conn
+            if getattr(self._syncing, "on", False):  # what came from the files needs no writing back
+                for table in ("md_dirty", "md_dirty_days", "md_new_memories"):
+                    conn.execute(f"DELETE FROM {table}")
+            else:
+                self._flush(conn)
+
+    def _flush(self, conn: sqlite3.Connection) -> None:
+        try:
+            self._flush_files(conn)
+        finally:
+            self._verbatim.texts = {}
+
+    def _flush_files(self, conn: sqlite3.Connection) -> None:
+        for (entity_id,) in conn.execute("SELECT entity_id FROM md_dirty ORDER BY entity_id").fetchall():
+            self._write_entity(conn, entity_id)
+        conn.execute("DELETE FROM md_dirty")
+        full = {d for (d,) in conn.execute("SELECT day FROM md_dirty_days")}
+        new = conn.execute("""SELECT m.id, m.created_at FROM md_new_memories n JOIN memories m ON m.id = n.memory_id
+                              WHERE m.entity_id IS NULL ORDER BY m.id""").fetchall()
+        appends: dict[str, list[int]] = {}
+        for memory_id, created_at in new:
+            if created_at[:10] not in full:
+                appends.setdefault(created_at[:10], []).append(memory_id)
+        for day, ids in appends.items():
+            self._append_memories(conn, day, ids)
+        for day in sorted(full):
+            self._rewrite_day(conn, day)
+        conn.execute("DELETE FROM md_dirty_days")
+        conn.execute("DELETE FROM md_new_memories")
+        self._append_journal(conn)
+
+    def _check_fresh(self, conn: sqlite3.Connection, rel: str) -> None:
+        """Refuse to overwrite a file that changed on disk after it was indexed."""
+        row = conn.execute("SELECT mtime_ns, size FROM md_files WHERE path = ?", (rel,)).fetchone()
+        broken = conn.execute("SELECT error FROM md_broken WHERE path = ?", (rel,)).fetchone()
+        if broken:
+            raise ConflictError(f"{rel} cannot be parsed ({broken[0]}); memloci does not rewrite it",
+                                hint=f"Fix {rel} by hand; the next scan picks it up.")
+        path = self.root / rel
+        try:
+            st = path.stat()
+        except FileNotFoundError:
+            if row is None:
+                return
+            raise ConflictError(f"{rel} was deleted outside memloci", hint="Retry in a second, after the rescan.")
+        if row is None or (st.st_mtime_ns, st.st_size) != tuple(row):
+            raise ConflictError(f"{rel} changed on disk since it was indexed; nothing was written",
+                                hint="The change is picked up within a second; retry the call then.")
+
+    def _put(self, conn: sqlite3.Connection, rel: str, text: str, entity_id: int | None, key: str = "") -> None:
+        data = text.encode("utf-8")
+        path = self.root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.parent / f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp"
+        try:
+            with open(tmp, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        except OSError as exc:
+            tmp.unlink(missing_ok=True)
+            raise PermissionDeniedError(f"library '{self.name}': cannot write {rel}: {exc.strerror}") from exc
+        self._record(conn, rel, entity_id, key, path.stat(), _sha(data))
+
+    @staticmethod
+    def _record(conn: sqlite3.Connection, rel: str, entity_id: int | None, key: str, st: os.stat_result, sha: str) -> None:
+        if entity_id is not None:
+            conn.execute("DELETE FROM md_files WHERE entity_id = ? AND path != ?", (entity_id, rel))
+        conn.execute("INSERT OR REPLACE INTO md_files (path, entity_id, name_key, mtime_ns, size, sha256) "
+                     "VALUES (?, ?, ?, ?, ?, ?)", (rel, entity_id, key, st.st_mtime_ns, st.st_size, sha))
+
+    def _write_entity(self, conn: sqlite3.Connection, entity_id: int) -> None:
+        row = conn.execute("SELECT path, name_key FROM md_files WHERE entity_id = ?", (entity_id,)).fetchone()
+        exists = conn.execute("SELECT name FROM entities WHERE id = ?", (entity_id,)).fetchone()
+        if exists is None:  # deleted
+            if row is not None:
+                self._check_fresh(conn, row[0])
+                (self.root / row[0]).unlink(missing_ok=True)
+                conn.execute("DELETE FROM md_files WHERE path = ?", (row[0],))
+            return
+        name = exists[0]
+        key = name_key(name)
+        if row is not None and row[1] == key:
+            rel, old = row[0], None
+            self._check_fresh(conn, rel)
+        else:  # new, or renamed: a file named after the entity, beside the old one
+            folder = str(Path(row[0]).parent) if row is not None else "."
+            rel = (Path(folder) / f"{file_stem(name)}.md").as_posix().removeprefix("./")
+            old = row[0] if row is not None else None
+            if old is not None:
+                self._check_fresh(conn, old)
+            if rel != old and ((self.root / rel).exists() or rel in (MANUAL, JOURNAL)):
+                raise ConflictError(f"name: the file {rel} already exists in library '{self.name}'",
+                                    hint="Pick another name, or merge into the entity that file holds.")
+        text = getattr(self._verbatim, "texts", {}).pop(key, None)  # an edit keeps the person's formatting
+        self._put(conn, rel, text if text is not None else render_document(self._document(conn, entity_id)), entity_id, key)
+        if old is not None and old != rel:
+            (self.root / old).unlink(missing_ok=True)
+
+    def _free_blocks(self, conn: sqlite3.Connection, where: str, params: tuple) -> list[MemoryBlock]:
+        return [MemoryBlock(m.content, m.created_at, m.memory_type, list(m.tags),
+                            None if m.importance == "medium" else m.importance, m.metadata)
+                for m in select_memories(conn, f"m.entity_id IS NULL AND {where}", params, order="m.created_at, m.id")]
+
+    def _append_memories(self, conn: sqlite3.Connection, day: str, ids: list[int]) -> None:
+        rel = f"{MEMORIES_DIR}/{day}.md"
+        path = self.root / rel
+        marks = ",".join("?" * len(ids))
+        text = "".join(render_block(b) for b in self._free_blocks(conn, f"m.id IN ({marks})", tuple(ids)))
+        if not path.exists():
+            self._put(conn, rel, day_header(day) + text, None)
+            return
+        self._check_fresh(conn, rel)
+        try:
+            with open(path, "ab") as f:  # appending: storing a memory never rewrites the day
+                f.write(text.encode("utf-8"))
+                f.flush()
+                os.fsync(f.fileno())
+            data = path.read_bytes()
+        except OSError as exc:
+            raise PermissionDeniedError(f"library '{self.name}': cannot write {rel}: {exc.strerror}") from exc
+        self._record(conn, rel, None, "", path.stat(), _sha(data))
+
+    def _rewrite_day(self, conn: sqlite3.Connection, day: str) -> None:
+        rel = f"{MEMORIES_DIR}/{day}.md"
+        blocks = self._free_blocks(conn, "substr(m.created_at, 1, 10) = ?", (day,))
+        if (self.root / rel).exists():
+            self._check_fresh(conn, rel)
+        if blocks:
+            self._put(conn, rel, render_day(day, blocks), None)
+        else:
+            (self.root / rel).unlink(missing_ok=True)
+            conn.execute("DELETE FROM md_files WHERE path = ?", (rel,))
+
+    def _append_journal(self, conn: sqlite3.Connection) -> None:
+        done = conn.execute("SELECT value FROM library_meta WHERE key = 'journal_written'").fetchone()
+        rows = conn.execute("SELECT id, at, tool, action, entities, detail FROM journal WHERE id > ? ORDER BY id",
+                            (int(done[0]) if done else 0,)).fetchall()
+        if not rows:
+            return
+        path = self.root / JOURNAL
+        lines = [] if path.exists() else ["# Journal\n\nEvery change to this library, newest last.\n"]
+        for _, at, tool, action, entities, detail in rows:
+            names = ", ".join(json.loads(entities))
+            lines.append(f"\n## {at} · {action}" + (f" · {names}" if names else "") + f"\n- by: {tool}\n")
+            if detail:
+                lines.append("```json\n" + json.dumps(json.loads(detail), ensure_ascii=False, indent=1) + "\n```\n")
+        try:
+            with open(path, "a", encoding="utf-8") as f:
+                f.write("".join(lines))
+        except OSError as exc:
+            raise PermissionDeniedError(f"library '{self.name}': cannot write {JOURNAL}: {exc.strerror}") from exc
+        conn.execute("INSERT OR REPLACE INTO library_meta VALUES ('journal_written', ?)", (str(rows[-1][0]),))
+
+    # -- reading outside edits -----------------------------------------------------------
+
+    def _walk(self) -> dict[str, tuple[int, int]]:
+        found: dict[str, tuple[int, int]] = {}
+        stack = [self.root]
+        while stack:
+            folder = stack.pop()
+            try:
+                entries = list(os.scandir(folder))
+            except OSError:
+                continue
+            for entry in entries:
+                if entry.name.startswith("."):
+                    continue  # .memloci, .git, .obsidian, editor temp files
+                if entry.is_dir(follow_symlinks=False):
+                    stack.append(Path(entry.path))
+                elif entry.name.endswith(".md") and entry.is_file(follow_symlinks=False):
+                    rel = Path(entry.path).relative_to(self.root).as_posix()
+                    if rel in (MANUAL, JOURNAL):
+                        continue
+                    st = entry.stat(follow_symlinks=False)
+                    found[rel] = (st.st_mtime_ns, st.st_size)
+        return found
+
+    def sync(self) -> SyncReport:
+        """Bring the index up to the files: parse what changed since the last look."""
+        self.open()
+        with self._md_lock:
+            return self._scan()
+
+    def _scan(self) -> SyncReport:
+        started = time.perf_counter()
+        files = self._walk()
+        with self._read() as conn:
+            known = {p: (e, m, s, h) for p, e, m, s, h in
+                     conn.execute("SELECT path, entity_id, mtime_ns, size, sha256 FROM md_files")}
+            broken = {p: (m, s) for p, m, s in conn.execute("SELECT path, mtime_ns, size FROM md_broken")}
+        changed = [p for p, st in files.items()
+                   if (p not in known or known[p][1:3] != st) and broken.get(p) != st]
+        gone = [p for p in known if p not in files]
+        gone_broken = [p for p in broken if p not in files]
+        report = SyncReport(unchanged=len(files) - len(changed))
+        if not changed and not gone and not gone_broken:
+            return report
+        docs: list[tuple[str, EntityDocument, tuple[int, int], str]] = []
+        days: list[tuple[str, list[MemoryBlock], tuple[int, int], str]] = []
+        touched: list[tuple[str, tuple[int, int], str]] = []
+        for rel in sorted(changed):
+            try:
+                data = (self.root / rel).read_bytes()
+            except OSError as exc:
+                report.problems[rel] = f"cannot read: {exc.strerror}"
+                continue
+            sha = _sha(data)
+            if rel in known and known[rel][3] == sha:
+                touched.append((rel, files[rel], sha))  # touched, not changed
+                continue
+            try:
+                text = data.decode("utf-8")
+                stem = Path(rel).stem
+                if Path(rel).parent.as_posix() == MEMORIES_DIR and is_day(stem):
+                    days.append((rel, parse_day(text, stem), files[rel], sha))
+                else:
+                    docs.append((rel, parse_document(text, fallback_name=stem), files[rel], sha))
+            except (UnicodeDecodeError, MemlociError, ValueError) as exc:
+                report.problems[rel] = str(exc) if not isinstance(exc, UnicodeDecodeError) else "not UTF-8 text"
+        self._apply_files(docs, days, touched, gone, gone_broken, known, files, report)
+        report.seconds = time.perf_counter() - started
+        for rel, error in report.problems.items():
+            log.warning("library %s: %s is not indexed: %s", self.name, rel, error)
+        self.last_sync = report
+        return report
+
+    def _apply_files(self, docs, days, touched, gone, gone_broken, known, files, report: SyncReport) -> None:
+        at = now_iso()
+        self._syncing.on = True
+        try:
+            with self._write() as conn:
+                # Under the write lock now: a file another memloci process wrote after our scan
+                # looked at it is left for the next round (its index rows are already current).
+                docs = [d for d in docs if self._still(conn, d[0], d[2], d[3])]
+                days = [d for d in days if self._still(conn, d[0], d[2], d[3])]
+                gone = [rel for rel in gone if not (self.root / rel).exists()
+                        and conn.execute("SELECT 1 FROM md_files WHERE path = ?", (rel,)).fetchone()]
+                for rel, st, sha in touched:  # same bytes, new mtime: only the stat changes
+                    if self._unchanged_since_scan(rel, st):
+                        conn.execute("UPDATE md_files SET mtime_ns = ?, size = ? WHERE path = ? AND sha256 = ?",
+                                     (*st, rel, sha))
+                ids: list[int] = []
+                for rel, doc, st, sha in docs:
+                    key = name_key(doc.name)
+                    owner = conn.execute("SELECT m.path FROM md_files m JOIN entities e ON e.id = m.entity_id "
+                                         "WHERE e.name_key = ?", (key,)).fetchone()
+                    if owner and owner[0] != rel and owner[0] in files and owner[0] not in gone:
+                        report.problems[rel] = f"entity '{doc.name}' is already defined by {owner[0]}"
+                        continue
+                    entity_id = self._apply_document(conn, doc, at, stamp=doc.modified)
+                    conn.execute("DELETE FROM md_files WHERE path = ? AND entity_id IS NOT ?", (rel, entity_id))
+                    self._record(conn, rel, entity_id, key, _Stat(*st), sha)
+                    conn.execute("DELETE FROM md_broken WHERE path = ?", (rel,))
+                    ids.append(entity_id)
+                for rel, blocks, st, sha in days:
+                    self._apply_day(conn, Path(rel).stem, blocks)
+                    self._record(conn, rel, None, "", _Stat(*st), sha)
+                    conn.execute("DELETE FROM md_broken WHERE path = ?", (rel,))
+                for rel in gone:
+                    entity_id = known[rel][0]
+                    conn.execute("DELETE FROM md_files WHERE path = ?", (rel,))
+                    if entity_id is None:
+                        stem = Path(rel).stem
+                        conn.execute("DELETE FROM memories WHERE entity_id IS NULL AND substr(created_at, 1, 10) = ?",
+                                     (stem,))
+                    elif conn.execute("SELECT 1 FROM md_files WHERE entity_id = ?", (entity_id,)).fetchone() is None:
+                        # The file is gone (not moved): so is its entity. Links to it wait for its return.
+                        conn.execute("""INSERT OR IGNORE INTO pending_links
+                                        SELECT r.from_id, r.relation_type, e.name_key, e.name
+                                        FROM relations r JOIN entities e ON e.id = r.to_id WHERE r.to_id = ?""",
+                                     (entity_id,))
+                        conn.execute("DELETE FROM entities WHERE id = ?", (entity_id,))
+                        conn.execute("DELETE FROM entity_fts WHERE rowid = ?", (entity_id,))
+                        report.removed += 1
+                for rel in gone_broken:
+                    conn.execute("DELETE FROM md_broken WHERE path = ?", (rel,))
+                for rel, error in report.problems.items():
+                    if rel in files:
+                        conn.execute("INSERT OR REPLACE INTO md_broken VALUES (?, ?, ?, ?)", (rel, error, *files[rel]))
+                self._link_pending(conn)
+                self._refresh_fts(conn, ids)
+                report.indexed = len(ids) + len(days)
+                if ids or days or gone:
+                    self._journal(conn, "files", "sync", [], {"indexed": [d[0] for d in docs if d[0] not in report.problems]
+                                                                        + [d[0] for d in days], "removed": gone})
+        finally:
+            self._syncing.on = False
+
+    def _unchanged_since_scan(self, rel: str, st: tuple[int, int]) -> bool:
+        try:
+            now = (self.root / rel).stat()
+        except FileNotFoundError:
+            return False
+        return (now.st_mtime_ns, now.st_size) == st
+
+    def _still(self, conn: sqlite3.Connection, rel: str, st: tuple[int, int], sha: str) -> bool:
+        """The file is as the scan read it, and the index does not already hold that version."""
+        if not self._unchanged_since_scan(rel, st):
+            return False
+        row = conn.execute("SELECT sha256 FROM md_files WHERE path = ?", (rel,)).fetchone()
+        if row is None:
+            return True
+        if row[0] == sha:
+            return False
+        # A file memloci knows: mtimes are coarse (a few ms), so two writes can share one stat;
+        # only the bytes tell whether another process rewrote it after our scan.
+        try:
+            return _sha((self.root / rel).read_bytes()) == sha
+        except OSError:
+            return False
+
+    def _apply_day(self, conn: sqlite3.Connection, day: str, blocks: list[MemoryBlock]) -> None:
+        """The free memories of `day` become those of its file (unchanged ones keep their ids)."""
+        have = {h: i for i, h in conn.execute(
+            "SELECT id, content_hash FROM memories WHERE entity_id IS NULL AND substr(created_at, 1, 10) = ?", (day,))}
+        wanted = {}
+        for b in blocks:
+            wanted.setdefault(lexical.content_hash(b.content, None), b)
+        gone = [i for h, i in have.items() if h not in wanted]
+        if gone:
+            conn.execute(f"DELETE FROM memories WHERE id IN ({','.join('?' * len(gone))})", gone)
+        for h, b in wanted.items():
+            if h in have:
+                conn.execute("UPDATE memories SET tags = ?, memory_type = ?, importance = ?, metadata = ? WHERE id = ?",
+                             (json.dumps(b.tags, ensure_ascii=False), b.memory_type, b.importance,
+                              json.dumps(b.metadata, ensure_ascii=False), have[h]))
+                conn.execute("DELETE FROM memory_tags WHERE memory_id = ?", (have[h],))
+                conn.executemany("INSERT OR IGNORE INTO memory_tags VALUES (?, ?)", [(t, have[h]) for t in b.tags])
+            else:
+                clash = conn.execute("SELECT id FROM memories WHERE entity_id IS NULL AND content_hash = ?", (h,)).fetchone()
+                if clash:  # the same text on another day: it moved here
+                    conn.execute("UPDATE memories SET created_at = ? WHERE id = ?", (b.created_at, clash[0]))
+                    continue
+                insert_memory(conn, None, b.content, b.memory_type, b.tags, b.importance, b.metadata, b.created_at)
+
+    # -- reporting ---------------------------------------------------------------------
+
+    def problems(self) -> dict[str, str]:
+        """Files that could not be indexed, with why."""
+        with self._read() as conn:
+            return dict(conn.execute("SELECT path, error FROM md_broken ORDER BY path").fetchall())
+
+    def entity_paths(self) -> dict[str, str]:
+        """name_key -> file path (relative to the library folder)."""
+        with self._read() as conn:
+            return dict(conn.execute("SELECT e.name_key, m.path FROM md_files m JOIN entities e ON e.id = m.entity_id"))
+
+    def stats(self) -> LibraryStats:
+        base = super().stats()
+        size = sum(st[1] for st in self._walk().values())
+        return LibraryStats(base.name, self.kind, str(self.root), base.entities, base.observations, base.memories,
+                            base.relations, base.journal_entries, size, SCHEMA_VERSION)
+
+    def entity_file_text(self, name: str) -> str | None:
+        """The entity's file as it is on disk (None if it has none yet)."""
+        with self._read() as conn:
+            row = conn.execute("SELECT m.path FROM md_files m JOIN entities e ON e.id = m.entity_id "
+                               "WHERE e.name_key = ?", (name_key(name),)).fetchone()
+        if row is None:
+            return None
+        try:
+            return (self.root / row[0]).read_text(encoding="utf-8")
+        except (FileNotFoundError, UnicodeDecodeError):
+            return None
+
+    def _document_text(self, conn: sqlite3.Connection, entity_id: int) -> str:
+        row = conn.execute("SELECT path FROM md_files WHERE entity_id = ?", (entity_id,)).fetchone()
+        if row is not None:
+            self._check_fresh(conn, row[0])  # never edit a text that is not the file's
+            return (self.root / row[0]).read_text(encoding="utf-8")
+        return super()._document_text(conn, entity_id)
+
+    def _keep_text(self, key: str, text: str) -> None:
+        self._verbatim.texts = {key: text}  # read by this transaction's flush, on this thread
+
+    def manual_text(self) -> str | None:
+        try:
+            return (self.root / MANUAL).read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return None
+
+    def edit_manual(self, change, *, origin: str, detail: dict) -> str:
+        with self._write() as conn:  # the library's write lock: read and write as one step
+            text = change(self.manual_text())
+            self._put(conn, MANUAL, text, None)
+            conn.execute("DELETE FROM md_files WHERE path = ?", (MANUAL,))  # not an entity, never scanned
+            self._journal(conn, origin, origin, [], detail)
+        return text
+
+
+class _Stat:
+    """The two stat fields `_record` keeps, for files stat'ed during the scan."""
+
+    def __init__(self, mtime_ns: int, size: int):
+        self.st_mtime_ns, self.st_size = mtime_ns, size
+

@@ -1,0 +1,329 @@
+"""Entity documents over the SQLite tables: read, apply, rename, merge (mixed into SQLiteStore).
+
+A document (front matter + Markdown body, see markdown/document.py) is one more view of an
+entity. Applying one replaces the entity's type, aliases, tags, body, observations and
+outgoing relations with the document's; `[[wikilinks]]` in the body are `links_to`
+relations. A link to a name that does not exist yet waits in `pending_links` and becomes a
+relation when that entity appears.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import sqlite3
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ..errors import AlreadyExistsError, NotFoundError, ValidationError
+from ..markdown.document import (EntityDocument, normalize_heading, parse_document, render_document,
+                                 rewrite_wikilinks, wikilinks)
+from ..model import Relation, name_key, now_iso
+from ..search import lexical
+from .sqlite_memories import insert_memory
+
+LINKS_TO = "links_to"
+EXTRA_KEY = "frontmatter_extra"  # entity metadata: front matter keys memloci does not know, verbatim
+
+
+def _marks(n: int) -> str:
+    return ",".join("?" * n)
+
+
+class SQLiteDocuments:
+    """The document half of SQLiteStore (uses its _write, _read, _resolve, _refresh_fts, _journal)."""
+
+    # -- reading ---------------------------------------------------------------------
+
+    def entity_documents(self, names: Sequence[str]) -> dict[str, EntityDocument]:
+        """name_key -> document, for the names that exist."""
+        with self._read() as conn:
+            found = self._resolve(conn, names)
+            return {key: self._document(conn, entity_id) for key, (entity_id, _) in found.items()}
+
+    def list_entities(self, pattern: str = "*") -> list[tuple[str, str]]:
+        """(name, entity_type) of the entities whose name matches a glob, case-insensitively, by name."""
+        glob = pattern.casefold() or "*"
+        with self._read() as conn:
+            rows = conn.execute("SELECT name, entity_type FROM entities ORDER BY name_key").fetchall()
+        return [(n, t) for n, t in rows if fnmatch.fnmatchcase(n.casefold(), glob)]
+
+    def find_relations(self, *, to_entity: str | None, relation_type: str | None,
+                       from_entity: str | None) -> list[Relation]:
+        where, params = ["1"], []
+        with self._read() as conn:
+            for column, name in (("r.to_id", to_entity), ("r.from_id", from_entity)):
+                if name:
+                    found = self._resolve(conn, [name])
+                    if not found:
+                        raise NotFoundError(f"entity '{name}' does not exist",
+                                            hint="Check the name with list_entities or search_nodes.")
+                    where.append(f"{column} = ?")
+                    params.append(next(iter(found.values()))[0])
+            if relation_type:
+                where.append("r.relation_type = ?")
+                params.append(relation_type)
+            return self._relations_where(conn, " AND ".join(where), params)
+
+    def _document(self, conn: sqlite3.Connection, entity_id: int) -> EntityDocument:
+        entity = self._load_entities(conn, [entity_id])[entity_id]
+        linked = {name_key(t) for t in wikilinks(entity.body)}
+        relations = [(t, to) for t, to in conn.execute(
+            """SELECT r.relation_type, e.name FROM relations r JOIN entities e ON e.id = r.to_id
+               WHERE r.from_id = ? ORDER BY r.created_at, r.relation_type, e.name_key""", (entity_id,))]
+        relations += conn.execute("SELECT relation_type, target FROM pending_links WHERE from_id = ? "
+                                  "ORDER BY relation_type, target_key", (entity_id,)).fetchall()
+        # A link written in the body is not repeated in the front matter.
+        relations = [(t, to) for t, to in relations if not (t == LINKS_TO and name_key(to) in linked)]
+        return EntityDocument(
+            name=entity.name, entity_type=entity.entity_type, aliases=list(entity.aliases), tags=list(entity.tags),
+            relations=relations, observations=[o.content for o in entity.observations], body=entity.body,
+            created=entity.created_at, modified=entity.updated_at, extra=list(entity.metadata.get(EXTRA_KEY, [])),
+        )
+
+    # -- the library manual --------------------------------------------------------------
+
+    def manual_text(self) -> str | None:
+        with self._read() as conn:
+            row = conn.execute("SELECT value FROM library_meta WHERE key = 'manual'").fetchone()
+        return row[0] if row else None
+
+    def edit_manual(self, change: Callable[[str | None], str], *, origin: str, detail: dict[str, Any]) -> str:
+        """Read, change and write the manual in one transaction (no edit is lost to another writer)."""
+        with self._write() as conn:
+            row = conn.execute("SELECT value FROM library_meta WHERE key = 'manual'").fetchone()
+            text = change(row[0] if row else None)
+            conn.execute("INSERT OR REPLACE INTO library_meta VALUES ('manual', ?)", (text,))
+            self._journal(conn, origin, origin, [], detail)
+        return text
+
+    def edit_document(self, name: str, change: Callable[[str], str], *, origin: str,
+                      detail: dict[str, Any]) -> tuple[str, bool]:
+        """Read an entity's document, change its text, apply it: one transaction, so two
+        writers editing one entity both land. Returns (stored name, whether anything changed)."""
+        with self._write() as conn:
+            found = self._resolve(conn, [name])
+            if not found:
+                raise NotFoundError(f"entity_name: '{name}' does not exist", hint="Check the name with list_entities.")
+            entity_id, stored = next(iter(found.values()))
+            text = self._document_text(conn, entity_id)
+            new_text = change(text)
+            if new_text == text:
+                return stored, False
+            doc = parse_document(new_text, fallback_name=stored)
+            if name_key(doc.name) != name_key(stored):
+                raise ValidationError(f"new_content: the edit would rename '{stored}' to '{doc.name}'",
+                                      hint="Rename entities with rename_entity, which also repairs every link.")
+            doc.name = stored
+            self._keep_text(name_key(stored), new_text)
+            self._apply_document(conn, doc, now_iso())
+            self._link_pending(conn)
+            self._refresh_fts(conn, [entity_id])
+            self._journal(conn, origin, origin, [stored], {"entity": stored, **detail})
+        return stored, True
+
+    def _document_text(self, conn: sqlite3.Connection, entity_id: int) -> str:
+        return render_document(self._document(conn, entity_id))
+
+    def _keep_text(self, key: str, text: str) -> None:
+        """A Markdown library writes this exact text for the entity (SQLite: nothing to do)."""
+
+    # -- writing ---------------------------------------------------------------------
+
+    def apply_documents(self, docs: Sequence[EntityDocument], *, origin: str, action: str,
+                        create: bool | None = None, detail: dict[str, Any] | None = None) -> list[str]:
+        """Make each entity what its document says, in one transaction; the stored names.
+
+        `create`: True refuses names that exist, False refuses names that do not, None takes both.
+        """
+        at = now_iso()
+        with self._write() as conn:
+            existing = self._resolve(conn, [d.name for d in docs])
+            if create is True and existing:
+                taken = [name for _, name in existing.values()]
+                raise AlreadyExistsError(f"name: {', '.join(taken)} already exist(s)",
+                                         hint="Edit them with the entity content tools, or pick another name.")
+            if create is False:
+                missing = [d.name for d in docs if name_key(d.name) not in existing]
+                if missing:
+                    raise NotFoundError(f"entity not found: {', '.join(missing)}",
+                                        hint="Check the name with list_entities.")
+            ids = [self._apply_document(conn, d, at) for d in docs]
+            self._link_pending(conn)
+            self._refresh_fts(conn, ids)
+            names = [d.name for d in docs]
+            self._journal(conn, origin, action, names, detail)
+        return names
+
+    def _apply_document(self, conn: sqlite3.Connection, doc: EntityDocument, at: str,
+                        stamp: str | None = None) -> int:
+        """Upsert one entity from its document; `stamp` overrides updated_at (a file's own time)."""
+        key = name_key(doc.name)
+        row = conn.execute("SELECT id, metadata FROM entities WHERE name_key = ?", (key,)).fetchone()
+        metadata = json.loads(row[1]) if row else {}
+        if doc.extra:
+            metadata[EXTRA_KEY] = list(doc.extra)
+        else:
+            metadata.pop(EXTRA_KEY, None)
+        values = (doc.name, doc.entity_type, json.dumps(list(doc.aliases), ensure_ascii=False),
+                  json.dumps(list(doc.tags), ensure_ascii=False), json.dumps(metadata, ensure_ascii=False), doc.body)
+        if row:
+            entity_id = row[0]
+            conn.execute("""UPDATE entities SET name = ?, entity_type = ?, aliases = ?, tags = ?, metadata = ?,
+                            body = ?, updated_at = ? WHERE id = ?""", (*values, stamp or at, entity_id))
+        else:
+            entity_id = conn.execute(
+                """INSERT INTO entities (name, entity_type, aliases, tags, metadata, body, name_key, created_at, updated_at)
+                   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)""", (*values, key, doc.created or at, stamp or doc.modified or at),
+            ).lastrowid
+        # Observations: keep the unchanged ones (their ids, times, vectors), drop and add the rest.
+        wanted = list(dict.fromkeys(doc.observations))
+        have = dict(conn.execute("SELECT content, id FROM memories WHERE entity_id = ?", (entity_id,)).fetchall())
+        gone = [have[c] for c in have if c not in set(wanted)]
+        if gone:
+            conn.execute(f"DELETE FROM memories WHERE id IN ({_marks(len(gone))})", gone)
+        for content in wanted:
+            if content not in have:
+                insert_memory(conn, entity_id, content, "observation", (), None, {}, at)
+        # Outgoing relations: the front matter's and the body's links.
+        wanted_rel: dict[tuple[str, str], str] = {}
+        for relation_type, target in [*doc.relations, *((LINKS_TO, t) for t in wikilinks(doc.body))]:
+            wanted_rel.setdefault((relation_type, name_key(target)), target)
+        targets = self._resolve(conn, [t for t in wanted_rel.values()])
+        resolved = {(rt, targets[k][0]) for (rt, k) in wanted_rel if k in targets}
+        current = set(conn.execute("SELECT relation_type, to_id FROM relations WHERE from_id = ?", (entity_id,)).fetchall())
+        conn.executemany("DELETE FROM relations WHERE from_id = ? AND relation_type = ? AND to_id = ?",
+                         [(entity_id, rt, to) for rt, to in current - resolved])
+        conn.executemany("INSERT OR IGNORE INTO relations (from_id, relation_type, to_id, created_at) VALUES (?, ?, ?, ?)",
+                         [(entity_id, rt, to, at) for rt, to in resolved - current])
+        conn.execute("DELETE FROM pending_links WHERE from_id = ?", (entity_id,))
+        conn.executemany("INSERT OR IGNORE INTO pending_links VALUES (?, ?, ?, ?)",
+                         [(entity_id, rt, k, t) for (rt, k), t in wanted_rel.items() if k not in targets])
+        return entity_id
+
+    @staticmethod
+    def _link_pending(conn: sqlite3.Connection) -> list[int]:
+        """Links whose target now exists become relations; the ids of their sources."""
+        rows = conn.execute("""SELECT p.from_id, p.relation_type, e.id, p.target_key FROM pending_links p
+                               JOIN entities e ON e.name_key = p.target_key""").fetchall()
+        if not rows:
+            return []
+        at = now_iso()
+        conn.executemany("INSERT OR IGNORE INTO relations (from_id, relation_type, to_id, created_at) VALUES (?, ?, ?, ?)",
+                         [(f, rt, to, at) for f, rt, to, _ in rows])
+        conn.executemany("DELETE FROM pending_links WHERE from_id = ? AND relation_type = ? AND target_key = ?",
+                         [(f, rt, k) for f, rt, _, k in rows])
+        return list({f for f, *_ in rows})
+
+    def _rewrite_links(self, conn: sqlite3.Connection, old: str, new: str) -> list[str]:
+        """Point every body's [[old]] at new; the names of the entities whose body changed."""
+        changed = []
+        pattern = "%[[%" + old.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+        for entity_id, name, body in conn.execute(
+                "SELECT id, name, body FROM entities WHERE body LIKE ? ESCAPE '\\'", (pattern,)).fetchall():
+            rewritten = rewrite_wikilinks(body, old, new)
+            if rewritten != body:
+                conn.execute("UPDATE entities SET body = ?, updated_at = ? WHERE id = ?", (rewritten, now_iso(), entity_id))
+                changed.append(name)
+        return changed
+
+    def rename_entity(self, old: str, new: str, *, origin: str) -> dict[str, Any]:
+        with self._write() as conn:
+            found = self._resolve(conn, [old, new])
+            if name_key(old) not in found:
+                raise NotFoundError(f"old_name: entity '{old}' does not exist", hint="Check the name with list_entities.")
+            entity_id, stored = found[name_key(old)]
+            clash = found.get(name_key(new))
+            if clash and clash[0] != entity_id:
+                raise AlreadyExistsError(f"new_name: '{clash[1]}' is taken",
+                                         hint="Pick another name, or merge the two with merge_entities.")
+            conn.execute("UPDATE entities SET name = ?, name_key = ?, updated_at = ? WHERE id = ?",
+                         (new, name_key(new), now_iso(), entity_id))
+            rewritten = self._rewrite_links(conn, stored, new)
+            # Relations in front matter follow the entity by id; pending links to the new name resolve.
+            self._link_pending(conn)
+            self._refresh_fts(conn, [entity_id])
+            self._journal(conn, origin, "rename_entity", [stored, new],
+                          {"old_name": stored, "new_name": new, "links_rewritten_in": rewritten})
+        return {"old_name": stored, "new_name": new, "links_rewritten_in": rewritten}
+
+    def merge_entities(self, sources: Sequence[str], target: str, *, origin: str) -> dict[str, Any]:
+        if name_key(target) in {name_key(s) for s in sources}:
+            raise ValidationError("source_names: the target cannot also be a source")
+        with self._write() as conn:
+            found = self._resolve(conn, [*sources, target])
+            missing = [n for n in [*sources, target] if name_key(n) not in found]
+            if missing:
+                raise NotFoundError(f"entities not found: {', '.join(missing)}",
+                                    hint="Every source and the target must exist; nothing was merged.")
+            target_id, target_name = found[name_key(target)]
+            source_ids = list(dict.fromkeys(found[name_key(s)][0] for s in sources))
+            docs = {i: self._document(conn, i) for i in [target_id, *source_ids]}
+            into = docs[target_id]
+            aliases = list(into.aliases)
+            tags = list(into.tags)
+            body = into.body.rstrip("\n")
+            for sid in source_ids:
+                src = docs[sid]
+                for a in [src.name, *src.aliases]:
+                    if name_key(a) != name_key(target_name) and name_key(a) not in {name_key(x) for x in aliases}:
+                        aliases.append(a)
+                tags += [t for t in src.tags if t not in tags]
+                rest = _without_observations(src.body).strip("\n")
+                body += f"\n\n---\n\n## Merged from {src.name}\n" + (f"\n{rest}\n" if rest.strip() else "")
+                # Observations move (one copy of a text the target already holds).
+                held = {h for (h,) in conn.execute("SELECT content_hash FROM memories WHERE entity_id = ?", (target_id,))}
+                for mid, content in conn.execute("SELECT id, content FROM memories WHERE entity_id = ? ORDER BY id",
+                                                 (sid,)).fetchall():
+                    h = lexical.content_hash(content, target_id)
+                    if h in held:
+                        conn.execute("DELETE FROM memories WHERE id = ?", (mid,))
+                    else:
+                        conn.execute("UPDATE memories SET entity_id = ?, content_hash = ? WHERE id = ?", (target_id, h, mid))
+                        held.add(h)
+                # Relations to and from the source now touch the target (no self-loops).
+                conn.execute("""INSERT OR IGNORE INTO relations (from_id, relation_type, to_id, created_at)
+                                SELECT ?, relation_type, to_id, created_at FROM relations
+                                WHERE from_id = ? AND to_id NOT IN (?, ?)""", (target_id, sid, target_id, sid))
+                conn.execute("""INSERT OR IGNORE INTO relations (from_id, relation_type, to_id, created_at)
+                                SELECT from_id, relation_type, ?, created_at FROM relations
+                                WHERE to_id = ? AND from_id NOT IN (?, ?)""", (target_id, sid, target_id, sid))
+                conn.execute("""INSERT OR IGNORE INTO pending_links SELECT ?, relation_type, target_key, target
+                                FROM pending_links WHERE from_id = ?""", (target_id, sid))
+            conn.execute("UPDATE entities SET aliases = ?, tags = ?, body = ?, updated_at = ? WHERE id = ?",
+                         (json.dumps(aliases, ensure_ascii=False), json.dumps(tags, ensure_ascii=False), body,
+                          now_iso(), target_id))
+            conn.execute(f"DELETE FROM entities WHERE id IN ({_marks(len(source_ids))})", source_ids)
+            conn.executemany("DELETE FROM entity_fts WHERE rowid = ?", [(i,) for i in source_ids])
+            rewritten: list[str] = []
+            for sid in source_ids:
+                rewritten += self._rewrite_links(conn, docs[sid].name, target_name)
+            self._refresh_fts(conn, [target_id])
+            merged = [docs[i].name for i in source_ids]
+            self._journal(conn, origin, "merge_entities", [target_name, *merged], {
+                "target": target_name,
+                "sources": [{"name": d.name, "entityType": d.entity_type, "aliases": d.aliases, "tags": d.tags,
+                             "relations": d.relations, "observations": d.observations, "body": d.body}
+                            for d in (docs[i] for i in source_ids)],
+                "links_rewritten_in": sorted(set(rewritten)),
+            })
+        return {"target": target_name, "merged": merged, "aliases": aliases,
+                "links_rewritten_in": sorted(set(rewritten) - set(merged))}
+
+
+def _without_observations(body: str) -> str:
+    """The body without its Observations section (the observations themselves move separately)."""
+    lines = body.split("\n")
+    out, skip_level = [], 0
+    for line in lines:
+        stripped = line.lstrip()
+        level = len(stripped) - len(stripped.lstrip("#")) if stripped.startswith("#") else 0
+        is_heading = 0 < level <= 6 and stripped[level:level + 1] in (" ", "")
+        if skip_level and is_heading and level <= skip_level:
+            skip_level = 0
+        if not skip_level and is_heading and normalize_heading(stripped) == "observations":
+            skip_level = level
+            continue
+        if not skip_level:
+            out.append(line)
+    return "\n".join(out)
