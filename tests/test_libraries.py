@@ -220,6 +220,8 @@ def test_rename_and_merge_repair_every_link(tmp_path, home):
              "content": "See [[auth-service#Notes]]."},
             {"name": "authn", "entity_type": "service", "aliases": ["sso"], "content": "## Notes\nSAML too.\n"},
             {"name": "auth-svc", "entity_type": "service", "content": "Old name of [[user-db]] client."}])
+        await c.ok("add_observations", library="work", observations=[
+            {"entityName": "user-db", "contents": ["replicated for [[auth-service]]"]}])
         err = await c.error("rename_entity", library="work", old_name="auth-service", new_name="USER-DB")
         assert err["code"] == "ALREADY_EXISTS"
         await c.ok("rename_entity", library="work", old_name="auth-service", new_name="identity")
@@ -228,6 +230,7 @@ def test_rename_and_merge_repair_every_link(tmp_path, home):
                                 "--exclude=journal.md"], capture_output=True, text=True)
         assert stale.stdout == ""
         assert "[[identity|auth]]" in (work / "user-db.md").read_text()
+        assert "- replicated for [[identity]]" in (work / "user-db.md").read_text()
         assert "[[identity#Notes]]" in (work / "login-api.md").read_text()
         assert "{type: calls, to: identity}" in (work / "login-api.md").read_text()
 
@@ -309,3 +312,35 @@ def test_two_processes_edit_one_markdown_library(tmp_path, home):
                 assert (work / f"{tag}-{i}.md").is_file()
             else:
                 assert f"\n{tag} memory {i}\n" in memories
+
+
+def test_reindex_rebuilds_a_markdown_index_from_its_files(tmp_path, home):
+    work = tmp_path / "work"
+
+    async def body(c: Client):
+        await c.ok("create_entities", entities=[{"name": "kept", "entityType": "note", "observations": ["stays"]}])
+        await c.ok("store_memory", content="a free memory in a day file", tags=["x"])
+
+    run_session(home, body, "--libraries", f"work:{work}")
+    # Damage the index behind memloci's back: an entity no file holds.
+    import sqlite3
+
+    db = sqlite3.connect(work / ".memloci" / "index.db")
+    db.execute("INSERT INTO entities (name, name_key, entity_type, created_at, updated_at) "
+               "VALUES ('ghost', 'ghost', 'note', 'x', 'x')")
+    db.commit()
+    db.close()
+    out = subprocess.run([sys.executable, "-m", "memloci", "reindex", "--libraries", f"work:{work}"],
+                         env=server_env(home), capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert out.returncode == 0, out.stderr
+
+    async def check(c: Client):
+        names, _ = await c.ok("list_entities")
+        assert [e["name"] for e in names["entities"]] == ["kept"]
+        tagged, _ = await c.ok("search_by_tag", tags=["x"])
+        assert [m["content"] for m in tagged["memories"]] == ["a free memory in a day file"]
+        history = subprocess.run([sys.executable, "-m", "memloci", "history", "--libraries", f"work:{work}"],
+                                 env=server_env(home), capture_output=True, text=True, timeout=120)
+        assert "create_entities" in history.stdout and "store_memory" in history.stdout
+
+    run_session(home, check, "--libraries", f"work:{work}")

@@ -282,7 +282,8 @@ def reindex(
     libraries: LibrariesOpt = None,
     library: LibraryOpt = None,
 ) -> None:
-    """Re-embed every memory with the configured embedder (MEMLOCI_EMBEDDER), e.g. after switching models."""
+    """Rebuild a Markdown library's index from its files, then re-embed every memory with the
+    configured embedder (MEMLOCI_EMBEDDER), e.g. after switching models."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
     try:
@@ -294,7 +295,11 @@ def reindex(
         status = service.embedder.status()
     except MemlociError as exc:
         _fail(exc)
-    _console().print(f"Re-embedded {total} memories with {status.model} ({status.dimension} dimensions).", highlight=False)
+    if status.model is None:
+        _console().print("Index rebuilt from the files; no embedder is configured, so no vectors.", highlight=False)
+    else:
+        _console().print(f"Re-embedded {total} memories with {status.model} ({status.dimension} dimensions).",
+                         highlight=False)
 
 
 @bench_app.command("graph")
@@ -330,6 +335,20 @@ def bench_locomo(
         _console(stderr=True).print(f"[bold red]--k[/]: expected numbers like 1,5,10,25, got {k!r}")
         raise typer.Exit(1) from None
     run_locomo(data=data, ks=ks, out=out, console=_console(), limit=conversations)
+
+
+@bench_app.command("library")
+def bench_library(
+    files: Annotated[int, typer.Option("--files", help="Markdown files in the library.")] = 10_000,
+    repeat: Annotated[int, typer.Option("--repeat", help="Runs per measure (the median is reported).")] = 3,
+    embeddings: Annotated[bool, typer.Option("--embeddings/--no-embeddings",
+                                             help="Also time a cold index with every observation embedded.")] = True,
+    out: Annotated[Path, typer.Option("--out", help="JSON results file.")] = Path("bench-results/library.json"),
+) -> None:
+    """Index a Markdown library of FILES files: cold, warm, server start, and with embeddings."""
+    from .bench.library import run as run_library
+
+    run_library(files=files, repeat=repeat, embeddings=embeddings, out=out, console=_console())
 
 
 @bench_app.command("recall")

@@ -373,8 +373,13 @@ class MemoryService(DocumentService):
         }
 
     def reindex(self, *, library: str | None = None, progress: Callable[[int, int], None] | None = None) -> int:
-        """Re-embed every memory of the library with the current embedder; returns how many."""
+        """Re-embed every memory of the library with the current embedder; returns how many.
+        A Markdown library's index is first rebuilt from its files."""
         store = self.store(library)
+        if hasattr(store, "rebuild_index"):  # a Markdown library: the files first, then the vectors
+            store.rebuild_index()
+            if not self.embedder.enabled:
+                return 0
         embedder = self.embedder.get(timeout=None)
         if embedder is None:
             raise ValidationError(f"embedder: '{self.embedder.spec}' is not available: {self.embedder.status().error}",

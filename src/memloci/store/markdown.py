@@ -508,6 +508,36 @@ class MarkdownStore(SQLiteStore):
                     continue
                 insert_memory(conn, None, b.content, b.memory_type, b.tags, b.importance, b.metadata, b.created_at)
 
+    def rebuild_index(self) -> SyncReport:
+        """Index every file again, as if for the first time; what no file holds leaves the index.
+
+        Unchanged observations and memories keep their rows (and vectors): a rebuild repairs
+        the index, it does not start it over.
+        """
+        self.open()
+        with self._md_lock:
+            self._syncing.on = True
+            try:
+                with self._write() as conn:
+                    conn.execute("DELETE FROM md_files")
+                    conn.execute("DELETE FROM md_broken")
+            finally:
+                self._syncing.on = False
+            report = self._scan()
+            self._syncing.on = True
+            try:
+                with self._write() as conn:
+                    orphans = [i for (i,) in conn.execute(
+                        "SELECT id FROM entities WHERE id NOT IN (SELECT entity_id FROM md_files WHERE entity_id IS NOT NULL)")]
+                    conn.executemany("DELETE FROM entities WHERE id = ?", [(i,) for i in orphans])
+                    conn.executemany("DELETE FROM entity_fts WHERE rowid = ?", [(i,) for i in orphans])
+                    conn.execute(f"""DELETE FROM memories WHERE entity_id IS NULL AND
+                                     '{MEMORIES_DIR}/' || substr(created_at, 1, 10) || '.md' NOT IN (SELECT path FROM md_files)""")
+                    report.removed += len(orphans)
+            finally:
+                self._syncing.on = False
+        return report
+
     # -- reporting ---------------------------------------------------------------------
 
     def problems(self) -> dict[str, str]:

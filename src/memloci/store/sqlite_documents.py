@@ -225,7 +225,25 @@ class SQLiteDocuments:
             if rewritten != body:
                 conn.execute("UPDATE entities SET body = ?, updated_at = ? WHERE id = ?", (rewritten, now_iso(), entity_id))
                 changed.append(name)
-        return changed
+        # Observations are list items of the body too: their links move with it.
+        for memory_id, entity_id, name, content in conn.execute(
+                """SELECT m.id, m.entity_id, e.name, m.content FROM memories m JOIN entities e ON e.id = m.entity_id
+                   WHERE m.content LIKE ? ESCAPE '\\'""", (pattern,)).fetchall():
+            rewritten = rewrite_wikilinks(content, old, new)
+            if rewritten != content:
+                h = lexical.content_hash(rewritten, entity_id)
+                if conn.execute("SELECT 1 FROM memories WHERE entity_id = ? AND content_hash = ?", (entity_id, h)).fetchone():
+                    conn.execute("DELETE FROM memories WHERE id = ?", (memory_id,))  # now the same as another
+                    changed.append(name)
+                    continue
+                conn.execute("UPDATE memories SET content = ?, content_hash = ?, embedded = 0, updated_at = ? WHERE id = ?",
+                             (rewritten, h, now_iso(), memory_id))
+                conn.execute("DELETE FROM memory_vectors WHERE memory_id = ?", (memory_id,))
+                conn.execute("UPDATE memory_fts SET content = ? WHERE rowid = ?", (rewritten, memory_id))
+                conn.execute("UPDATE memory_grams SET content = ? WHERE rowid = ?", (rewritten, memory_id))
+                self._refresh_fts(conn, [entity_id])
+                changed.append(name)
+        return list(dict.fromkeys(changed))
 
     def rename_entity(self, old: str, new: str, *, origin: str) -> dict[str, Any]:
         with self._write() as conn:
