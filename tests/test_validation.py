@@ -103,11 +103,14 @@ def test_library_from_a_newer_schema_is_refused(tmp_path):
 
 def test_library_specs_are_checked(tmp_path):
     assert [s.name for s in parse_library_specs(f"a:{tmp_path}/a.db, b:{tmp_path}/b.db")] == ["a", "b"]
+    assert [s.kind for s in parse_library_specs(f"a:{tmp_path}/a.db,b:{tmp_path}/notes")] == ["sqlite", "markdown"]
+    (tmp_path / "plain.txt").write_text("x")
     for spec, message in [
         ("justaname", "expected NAME:PATH"),
         (f"a:{tmp_path}/a.db,a:{tmp_path}/b.db", "mounted twice"),
         (f"bad name:{tmp_path}/a.db", "name 'bad name'"),
-        (f"a:{tmp_path}", "a SQLite library is a file ending in .db"),
+        (f"a:{tmp_path}/plain.txt", "not a folder"),
+        (f"a:{tmp_path}/a.db,b:{tmp_path}/a.db", "already mounted"),
     ]:
         with pytest.raises(ValidationError, match=message):
             parse_library_specs(spec)

@@ -92,8 +92,9 @@ def load_config(path: str | os.PathLike[str]) -> dict[str, Any]:
     if not isinstance(libraries, dict) or not all(isinstance(v, str) for v in libraries.values()):
         raise ValidationError(f"config: {p}: [libraries] maps names to paths, e.g. work = \"~/notes\"")
     specs: list[LibrarySpec] = []
-    for name, path in libraries.items():
-        specs.append(_spec(f"config [libraries] {name}", name, path, specs))
+    for name, path in libraries.items():  # relative paths are relative to the config file
+        full = Path(path).expanduser()
+        specs.append(_spec(f"config [libraries] {name}", name, str(full if full.is_absolute() else p.parent / full), specs))
     return {**config, "libraries": specs}
 
 

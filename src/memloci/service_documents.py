@@ -174,7 +174,12 @@ class DocumentService:
     def rename_entity(self, old_name: str, new_name: str, *, library: str | None = None) -> dict[str, Any]:
         schema.validate_names([old_name], "old_name")
         schema.validate_names([new_name], "new_name")
-        return self.store(library).rename_entity(old_name.strip(), new_name.strip(), origin="rename_entity")
+        if any(c in new_name for c in "[]|#"):
+            raise ValidationError("new_name: must not contain [ ] | or # (they would break [[wikilinks]] to it)")
+        store = self.store(library)
+        result = store.rename_entity(old_name.strip(), new_name.strip(), origin="rename_entity")
+        self._written(store)  # observations whose links were rewritten need new vectors
+        return result
 
     def merge_entities(self, source_names: Sequence[str], target_name: str, *,
                        library: str | None = None) -> dict[str, Any]:

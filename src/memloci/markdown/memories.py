@@ -23,6 +23,18 @@ from typing import Any
 _HEADER = re.compile(r"^## (\d\d:\d\d:\d\d(?:\.\d+)?)Z · ([^·\n]+?)(?: · (.*))?$")
 _COMMENT = re.compile(r"^<!-- memloci (\{.*\}) -->$")
 _DAY = re.compile(r"^\d{4}-\d\d-\d\d$")
+# A content line that would read as a block header or as the trailing comment gets one more
+# leading backslash when written, and loses one when read.
+_LOOKALIKE = re.compile(r"^(\\*)(## \d\d:\d\d:\d\d|<!-- memloci )")
+
+
+def _escape(content: str) -> str:
+    return "\n".join(_LOOKALIKE.sub(r"\\\1\2", line) for line in content.split("\n"))
+
+
+def _unescape(line: str) -> str:
+    m = _LOOKALIKE.match(line)
+    return line[1:] if m and m.group(1) else line
 
 
 @dataclass
@@ -56,11 +68,21 @@ def render_block(m: MemoryBlock) -> str:
     if m.metadata:
         extra["metadata"] = m.metadata
     comment = f"<!-- memloci {json.dumps(extra, ensure_ascii=False, sort_keys=True)} -->\n" if extra else ""
-    return f"\n{head}\n{m.content.rstrip()}\n{comment}"
+    return f"\n{head}\n{_escape(m.content.rstrip())}\n{comment}"
 
 
-def render_day(day: str, blocks: list[MemoryBlock]) -> str:
-    return day_header(day) + "".join(render_block(b) for b in blocks)
+def render_day(day: str, blocks: list[MemoryBlock], preamble: str | None = None) -> str:
+    """The whole day file; `preamble` is what precedes the first block (kept as a person wrote it)."""
+    return (preamble if preamble is not None else day_header(day)) + "".join(render_block(b) for b in blocks)
+
+
+def preamble(text: str) -> str:
+    """The text before the first memory block (the title, and whatever a person added there)."""
+    lines = text.split("\n")
+    for i, line in enumerate(lines):
+        if _HEADER.match(line):
+            return "\n".join(lines[:i]).rstrip("\n") + "\n"
+    return text.rstrip("\n") + "\n"
 
 
 def parse_day(text: str, day: str) -> list[MemoryBlock]:
@@ -83,7 +105,7 @@ def parse_day(text: str, day: str) -> list[MemoryBlock]:
                 extra = {}
             else:
                 lines.pop()
-        content = "\n".join(lines).strip("\n")
+        content = "\n".join(_unescape(line) for line in lines).strip("\n")
         if not content.strip():
             return
         tags = extra.get("tags") or [t[1:] for t in (header.group(3) or "").split() if t.startswith("#") and len(t) > 1]

@@ -36,7 +36,7 @@ from pathlib import Path
 
 from ..errors import ConflictError, LibraryUnreadableError, MemlociError, NotFoundError, PermissionDeniedError
 from ..markdown.document import EntityDocument, parse_document, render_document
-from ..markdown.memories import MemoryBlock, day_header, is_day, parse_day, render_block, render_day
+from ..markdown.memories import MemoryBlock, day_header, is_day, parse_day, preamble, render_block, render_day
 from ..model import LibraryStats, name_key, now_iso
 from ..search import lexical
 from .sqlite import SQLiteStore, _split_sql
@@ -63,13 +63,31 @@ class SyncReport:
 
 
 def file_stem(name: str) -> str:
-    """A file name for an entity name: the name itself, minus characters file systems refuse."""
+    """A file name for an entity name: the name itself, minus characters file systems refuse,
+    at most 150 bytes (file systems count bytes, and a temp name needs room beside it)."""
     stem = _UNSAFE.sub("-", name).strip(" .") or "entity"
-    return stem[:200]
+    if len(stem.encode("utf-8")) > 150:
+        stem = stem.encode("utf-8")[:140].decode("utf-8", "ignore").rstrip(" .") + "-" + _sha(name.encode())[:8]
+    return stem
 
 
 def _sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    """Temp file in the same folder, fsync, rename: readers see the old file or the new one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.parent / f".{path.name[:40]}.{os.getpid()}.{threading.get_ident()}.tmp"
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 class MarkdownStore(SQLiteStore):
@@ -86,6 +104,7 @@ class MarkdownStore(SQLiteStore):
         self._stop = threading.Event()
         self.last_sync = SyncReport()
         self._verbatim = threading.local()
+        self._undo = threading.local()
 
     # -- opening ---------------------------------------------------------------------
 
@@ -169,21 +188,48 @@ class MarkdownStore(SQLiteStore):
 
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
-        with super()._write() as conn:
-            yield conn
-            if getattr(self._syncing, "on", False):  # what came from the files needs no writing back
-                for table in ("md_dirty", "md_dirty_days", "md_new_memories"):
-                    conn.execute(f"DELETE FROM {table}")
-            else:
-                self._flush(conn)
-
-    def _flush(self, conn: sqlite3.Connection) -> None:
+        """One index transaction whose file changes land with it: if the call, a file write or
+        the commit fails, every file this transaction touched is put back as it was."""
+        self._undo.ops = []
         try:
-            self._flush_files(conn)
+            with super()._write() as conn:
+                yield conn
+                if getattr(self._syncing, "on", False):  # what came from the files needs no writing back
+                    for table in ("md_dirty", "md_dirty_days", "md_new_memories"):
+                        conn.execute(f"DELETE FROM {table}")
+                else:
+                    self._flush(conn)
+                self._append_journal(conn)
+        except BaseException:
+            self._restore_files()
+            raise
         finally:
+            self._undo.ops = []
             self._verbatim.texts = {}
 
-    def _flush_files(self, conn: sqlite3.Connection) -> None:
+    def _keep_old(self, path: Path, *, append: bool = False) -> None:
+        """Remember a file's state before this transaction first changes it."""
+        ops = self._undo.ops
+        if any(op[1] == path for op in ops):
+            return
+        try:
+            ops.append(("truncate", path, path.stat().st_size) if append else ("restore", path, path.read_bytes()))
+        except FileNotFoundError:
+            ops.append(("restore", path, None))
+
+    def _restore_files(self) -> None:
+        for kind, path, old in reversed(getattr(self._undo, "ops", [])):
+            try:
+                if old is None:
+                    path.unlink(missing_ok=True)
+                elif kind == "truncate":
+                    os.truncate(path, old)
+                else:
+                    _atomic_write(path, old)
+            except OSError as exc:  # the rescan reconciles whatever could not be put back
+                log.error("library %s: could not restore %s after a failed write: %s", self.name, path, exc)
+
+    def _flush(self, conn: sqlite3.Connection) -> None:
         for (entity_id,) in conn.execute("SELECT entity_id FROM md_dirty ORDER BY entity_id").fetchall():
             self._write_entity(conn, entity_id)
         conn.execute("DELETE FROM md_dirty")
@@ -200,11 +246,10 @@ class MarkdownStore(SQLiteStore):
             self._rewrite_day(conn, day)
         conn.execute("DELETE FROM md_dirty_days")
         conn.execute("DELETE FROM md_new_memories")
-        self._append_journal(conn)
 
     def _check_fresh(self, conn: sqlite3.Connection, rel: str) -> None:
         """Refuse to overwrite a file that changed on disk after it was indexed."""
-        row = conn.execute("SELECT mtime_ns, size FROM md_files WHERE path = ?", (rel,)).fetchone()
+        row = conn.execute("SELECT mtime_ns, size, sha256 FROM md_files WHERE path = ?", (rel,)).fetchone()
         broken = conn.execute("SELECT error FROM md_broken WHERE path = ?", (rel,)).fetchone()
         if broken:
             raise ConflictError(f"{rel} cannot be parsed ({broken[0]}); memloci does not rewrite it",
@@ -216,25 +261,24 @@ class MarkdownStore(SQLiteStore):
             if row is None:
                 return
             raise ConflictError(f"{rel} was deleted outside memloci", hint="Retry in a second, after the rescan.")
-        if row is None or (st.st_mtime_ns, st.st_size) != tuple(row):
+        # mtimes are coarse (a few ms): an equal stat is confirmed by the bytes
+        if row is None or (st.st_mtime_ns, st.st_size) != tuple(row[:2]) or _sha(path.read_bytes()) != row[2]:
             raise ConflictError(f"{rel} changed on disk since it was indexed; nothing was written",
                                 hint="The change is picked up within a second; retry the call then.")
 
     def _put(self, conn: sqlite3.Connection, rel: str, text: str, entity_id: int | None, key: str = "") -> None:
         data = text.encode("utf-8")
         path = self.root / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.parent / f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp"
+        self._keep_old(path)
         try:
-            with open(tmp, "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, path)
+            _atomic_write(path, data)
         except OSError as exc:
-            tmp.unlink(missing_ok=True)
             raise PermissionDeniedError(f"library '{self.name}': cannot write {rel}: {exc.strerror}") from exc
         self._record(conn, rel, entity_id, key, path.stat(), _sha(data))
+
+    def _unlink(self, rel: str) -> None:
+        self._keep_old(self.root / rel)
+        (self.root / rel).unlink(missing_ok=True)
 
     @staticmethod
     def _record(conn: sqlite3.Connection, rel: str, entity_id: int | None, key: str, st: os.stat_result, sha: str) -> None:
@@ -249,7 +293,7 @@ class MarkdownStore(SQLiteStore):
         if exists is None:  # deleted
             if row is not None:
                 self._check_fresh(conn, row[0])
-                (self.root / row[0]).unlink(missing_ok=True)
+                self._unlink(row[0])
                 conn.execute("DELETE FROM md_files WHERE path = ?", (row[0],))
             return
         name = exists[0]
@@ -258,18 +302,24 @@ class MarkdownStore(SQLiteStore):
             rel, old = row[0], None
             self._check_fresh(conn, rel)
         else:  # new, or renamed: a file named after the entity, beside the old one
-            folder = str(Path(row[0]).parent) if row is not None else "."
-            rel = (Path(folder) / f"{file_stem(name)}.md").as_posix().removeprefix("./")
+            folder = Path(row[0]).parent if row is not None else Path(".")
             old = row[0] if row is not None else None
             if old is not None:
                 self._check_fresh(conn, old)
-            if rel != old and ((self.root / rel).exists() or rel in (MANUAL, JOURNAL)):
-                raise ConflictError(f"name: the file {rel} already exists in library '{self.name}'",
+            stem = file_stem(name)
+            # Names that map to one file name ("x/y", "x:y") get the name's hash as well.
+            for candidate in (stem, f"{stem}-{_sha(name.encode())[:6]}"):
+                rel = (folder / f"{candidate}.md").as_posix().removeprefix("./")
+                if rel == old or not ((self.root / rel).exists() or rel in (MANUAL, JOURNAL)
+                                      or Path(rel).parent.as_posix() == MEMORIES_DIR and is_day(candidate)):
+                    break
+            else:
+                raise ConflictError(f"name: the files for '{name}' already exist in library '{self.name}'",
                                     hint="Pick another name, or merge into the entity that file holds.")
         text = getattr(self._verbatim, "texts", {}).pop(key, None)  # an edit keeps the person's formatting
         self._put(conn, rel, text if text is not None else render_document(self._document(conn, entity_id)), entity_id, key)
         if old is not None and old != rel:
-            (self.root / old).unlink(missing_ok=True)
+            self._unlink(old)
 
     def _free_blocks(self, conn: sqlite3.Connection, where: str, params: tuple) -> list[MemoryBlock]:
         return [MemoryBlock(m.content, m.created_at, m.memory_type, list(m.tags),
@@ -285,6 +335,7 @@ class MarkdownStore(SQLiteStore):
             self._put(conn, rel, day_header(day) + text, None)
             return
         self._check_fresh(conn, rel)
+        self._keep_old(path, append=True)
         try:
             with open(path, "ab") as f:  # appending: storing a memory never rewrites the day
                 f.write(text.encode("utf-8"))
@@ -301,9 +352,11 @@ class MarkdownStore(SQLiteStore):
         if (self.root / rel).exists():
             self._check_fresh(conn, rel)
         if blocks:
-            self._put(conn, rel, render_day(day, blocks), None)
+            existing = self.root / rel
+            head = preamble(existing.read_text(encoding="utf-8")) if existing.exists() else None
+            self._put(conn, rel, render_day(day, blocks, head), None)
         else:
-            (self.root / rel).unlink(missing_ok=True)
+            self._unlink(rel)
             conn.execute("DELETE FROM md_files WHERE path = ?", (rel,))
 
     def _append_journal(self, conn: sqlite3.Connection) -> None:
@@ -314,6 +367,7 @@ class MarkdownStore(SQLiteStore):
             return
         path = self.root / JOURNAL
         lines = [] if path.exists() else ["# Journal\n\nEvery change to this library, newest last.\n"]
+        self._keep_old(path, append=True)
         for _, at, tool, action, entities, detail in rows:
             names = ", ".join(json.loads(entities))
             lines.append(f"\n## {at} · {action}" + (f" · {names}" if names else "") + f"\n- by: {tool}\n")
@@ -415,18 +469,25 @@ class MarkdownStore(SQLiteStore):
                         conn.execute("UPDATE md_files SET mtime_ns = ?, size = ? WHERE path = ? AND sha256 = ?",
                                      (*st, rel, sha))
                 ids: list[int] = []
+                clashes: set[str] = set()
                 for rel, doc, st, sha in docs:
                     key = name_key(doc.name)
                     owner = conn.execute("SELECT m.path FROM md_files m JOIN entities e ON e.id = m.entity_id "
                                          "WHERE e.name_key = ?", (key,)).fetchone()
                     if owner and owner[0] != rel and owner[0] in files and owner[0] not in gone:
                         report.problems[rel] = f"entity '{doc.name}' is already defined by {owner[0]}"
+                        clashes.add(rel)
                         continue
                     entity_id = self._apply_document(conn, doc, at, stamp=doc.modified)
                     conn.execute("DELETE FROM md_files WHERE path = ? AND entity_id IS NOT ?", (rel, entity_id))
                     self._record(conn, rel, entity_id, key, _Stat(*st), sha)
                     conn.execute("DELETE FROM md_broken WHERE path = ?", (rel,))
                     ids.append(entity_id)
+                    previous = known.get(rel, (None,))[0]
+                    if previous not in (None, entity_id) and not conn.execute(
+                            "SELECT 1 FROM md_files WHERE entity_id = ?", (previous,)).fetchone():
+                        self._forget(conn, previous)  # the file now names another entity: the old one is gone
+                        report.removed += 1
                 for rel, blocks, st, sha in days:
                     self._apply_day(conn, Path(rel).stem, blocks)
                     self._record(conn, rel, None, "", _Stat(*st), sha)
@@ -439,19 +500,14 @@ class MarkdownStore(SQLiteStore):
                         conn.execute("DELETE FROM memories WHERE entity_id IS NULL AND substr(created_at, 1, 10) = ?",
                                      (stem,))
                     elif conn.execute("SELECT 1 FROM md_files WHERE entity_id = ?", (entity_id,)).fetchone() is None:
-                        # The file is gone (not moved): so is its entity. Links to it wait for its return.
-                        conn.execute("""INSERT OR IGNORE INTO pending_links
-                                        SELECT r.from_id, r.relation_type, e.name_key, e.name
-                                        FROM relations r JOIN entities e ON e.id = r.to_id WHERE r.to_id = ?""",
-                                     (entity_id,))
-                        conn.execute("DELETE FROM entities WHERE id = ?", (entity_id,))
-                        conn.execute("DELETE FROM entity_fts WHERE rowid = ?", (entity_id,))
+                        self._forget(conn, entity_id)  # the file is gone (not moved): so is its entity
                         report.removed += 1
                 for rel in gone_broken:
                     conn.execute("DELETE FROM md_broken WHERE path = ?", (rel,))
                 for rel, error in report.problems.items():
-                    if rel in files:
-                        conn.execute("INSERT OR REPLACE INTO md_broken VALUES (?, ?, ?, ?)", (rel, error, *files[rel]))
+                    if rel in files:  # a name clash is looked at again every scan: the other file may go
+                        stat = (-1, -1) if rel in clashes else files[rel]
+                        conn.execute("INSERT OR REPLACE INTO md_broken VALUES (?, ?, ?, ?)", (rel, error, *stat))
                 self._link_pending(conn)
                 self._refresh_fts(conn, ids)
                 report.indexed = len(ids) + len(days)
@@ -460,6 +516,16 @@ class MarkdownStore(SQLiteStore):
                                                                         + [d[0] for d in days], "removed": gone})
         finally:
             self._syncing.on = False
+
+    @staticmethod
+    def _forget(conn: sqlite3.Connection, entity_id: int) -> None:
+        """Drop an entity whose file is gone; links to it wait (pending) for a file that names it."""
+        conn.execute("""INSERT OR IGNORE INTO pending_links
+                        SELECT r.from_id, r.relation_type, e.name_key, e.name
+                        FROM relations r JOIN entities e ON e.id = r.to_id WHERE r.to_id = ? AND r.from_id != ?""",
+                     (entity_id, entity_id))
+        conn.execute("DELETE FROM entities WHERE id = ?", (entity_id,))
+        conn.execute("DELETE FROM entity_fts WHERE rowid = ?", (entity_id,))
 
     def _unchanged_since_scan(self, rel: str, st: tuple[int, int]) -> bool:
         try:
@@ -512,13 +578,15 @@ class MarkdownStore(SQLiteStore):
         """Index every file again, as if for the first time; what no file holds leaves the index.
 
         Unchanged observations and memories keep their rows (and vectors): a rebuild repairs
-        the index, it does not start it over.
+        the index, it does not start it over. An entity whose file cannot be parsed keeps its
+        last indexed state, as it does in a scan.
         """
         self.open()
         with self._md_lock:
             self._syncing.on = True
             try:
                 with self._write() as conn:
+                    before = conn.execute("SELECT path, entity_id, name_key, mtime_ns, size, sha256 FROM md_files").fetchall()
                     conn.execute("DELETE FROM md_files")
                     conn.execute("DELETE FROM md_broken")
             finally:
@@ -527,10 +595,14 @@ class MarkdownStore(SQLiteStore):
             self._syncing.on = True
             try:
                 with self._write() as conn:
+                    broken = {p for (p,) in conn.execute("SELECT path FROM md_broken")}
+                    for row in before:
+                        if row[0] in broken:
+                            conn.execute("INSERT OR IGNORE INTO md_files VALUES (?, ?, ?, ?, ?, ?)", row)
                     orphans = [i for (i,) in conn.execute(
                         "SELECT id FROM entities WHERE id NOT IN (SELECT entity_id FROM md_files WHERE entity_id IS NOT NULL)")]
-                    conn.executemany("DELETE FROM entities WHERE id = ?", [(i,) for i in orphans])
-                    conn.executemany("DELETE FROM entity_fts WHERE rowid = ?", [(i,) for i in orphans])
+                    for entity_id in orphans:
+                        self._forget(conn, entity_id)
                     conn.execute(f"""DELETE FROM memories WHERE entity_id IS NULL AND
                                      '{MEMORIES_DIR}/' || substr(created_at, 1, 10) || '.md' NOT IN (SELECT path FROM md_files)""")
                     report.removed += len(orphans)

@@ -56,7 +56,8 @@ class SQLiteDocuments:
                 if name:
                     found = self._resolve(conn, [name])
                     if not found:
-                        raise NotFoundError(f"entity '{name}' does not exist",
+                        field = "to_entity" if column == "r.to_id" else "from_entity"
+                        raise NotFoundError(f"{field}: entity '{name}' does not exist",
                                             hint="Check the name with list_entities or search_nodes.")
                     where.append(f"{column} = ?")
                     params.append(next(iter(found.values()))[0])
@@ -110,7 +111,10 @@ class SQLiteDocuments:
             new_text = change(text)
             if new_text == text:
                 return stored, False
-            doc = parse_document(new_text, fallback_name=stored)
+            doc = parse_document(new_text, fallback_name="\x00")
+            if doc.name == "\x00":
+                raise ValidationError(f"the edit would remove the title line '# {stored}', which holds the entity's name",
+                                      hint="Keep the title; rename entities with rename_entity.")
             if name_key(doc.name) != name_key(stored):
                 raise ValidationError(f"new_content: the edit would rename '{stored}' to '{doc.name}'",
                                       hint="Rename entities with rename_entity, which also repairs every link.")
@@ -141,7 +145,7 @@ class SQLiteDocuments:
             existing = self._resolve(conn, [d.name for d in docs])
             if create is True and existing:
                 taken = [name for _, name in existing.values()]
-                raise AlreadyExistsError(f"name: {', '.join(taken)} already exist(s)",
+                raise AlreadyExistsError(f"entities.name: {', '.join(taken)} already exist(s)",
                                          hint="Edit them with the entity content tools, or pick another name.")
             if create is False:
                 missing = [d.name for d in docs if name_key(d.name) not in existing]
@@ -215,20 +219,26 @@ class SQLiteDocuments:
                          [(f, rt, k) for f, rt, _, k in rows])
         return list({f for f, *_ in rows})
 
-    def _rewrite_links(self, conn: sqlite3.Connection, old: str, new: str) -> list[str]:
-        """Point every body's [[old]] at new; the names of the entities whose body changed."""
+    def _rewrite_links(self, conn: sqlite3.Connection, old: str, new: str, target_id: int) -> list[str]:
+        """Point every body's [[old]] at new; the names of the entities whose body changed.
+
+        Candidates: the sources of links_to relations to the target, plus a LIKE match (which
+        folds ASCII case only; rewrite_wikilinks itself compares case-folded)."""
         changed = []
         pattern = "%[[%" + old.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+        sources = """id IN (SELECT from_id FROM relations WHERE to_id = ? AND relation_type = 'links_to')"""
         for entity_id, name, body in conn.execute(
-                "SELECT id, name, body FROM entities WHERE body LIKE ? ESCAPE '\\'", (pattern,)).fetchall():
+                f"SELECT id, name, body FROM entities WHERE body LIKE ? ESCAPE '\\' OR {sources}",
+                (pattern, target_id)).fetchall():
             rewritten = rewrite_wikilinks(body, old, new)
             if rewritten != body:
                 conn.execute("UPDATE entities SET body = ?, updated_at = ? WHERE id = ?", (rewritten, now_iso(), entity_id))
                 changed.append(name)
         # Observations are list items of the body too: their links move with it.
         for memory_id, entity_id, name, content in conn.execute(
-                """SELECT m.id, m.entity_id, e.name, m.content FROM memories m JOIN entities e ON e.id = m.entity_id
-                   WHERE m.content LIKE ? ESCAPE '\\'""", (pattern,)).fetchall():
+                f"""SELECT m.id, m.entity_id, e.name, m.content FROM memories m JOIN entities e ON e.id = m.entity_id
+                   WHERE m.content LIKE ? ESCAPE '\\' OR (m.entity_id IN (SELECT id FROM entities WHERE {sources})
+                         AND instr(m.content, '[[') > 0)""", (pattern, target_id)).fetchall():
             rewritten = rewrite_wikilinks(content, old, new)
             if rewritten != content:
                 h = lexical.content_hash(rewritten, entity_id)
@@ -257,7 +267,7 @@ class SQLiteDocuments:
                                          hint="Pick another name, or merge the two with merge_entities.")
             conn.execute("UPDATE entities SET name = ?, name_key = ?, updated_at = ? WHERE id = ?",
                          (new, name_key(new), now_iso(), entity_id))
-            rewritten = self._rewrite_links(conn, stored, new)
+            rewritten = self._rewrite_links(conn, stored, new, entity_id)
             # Relations in front matter follow the entity by id; pending links to the new name resolve.
             self._link_pending(conn)
             self._refresh_fts(conn, [entity_id])
@@ -270,9 +280,10 @@ class SQLiteDocuments:
             raise ValidationError("source_names: the target cannot also be a source")
         with self._write() as conn:
             found = self._resolve(conn, [*sources, target])
-            missing = [n for n in [*sources, target] if name_key(n) not in found]
+            missing = [f"source_names: '{n}'" for n in sources if name_key(n) not in found]
+            missing += [f"target_name: '{target}'"] if name_key(target) not in found else []
             if missing:
-                raise NotFoundError(f"entities not found: {', '.join(missing)}",
+                raise NotFoundError(f"not found: {', '.join(missing)}",
                                     hint="Every source and the target must exist; nothing was merged.")
             target_id, target_name = found[name_key(target)]
             source_ids = list(dict.fromkeys(found[name_key(s)][0] for s in sources))
@@ -311,11 +322,11 @@ class SQLiteDocuments:
             conn.execute("UPDATE entities SET aliases = ?, tags = ?, body = ?, updated_at = ? WHERE id = ?",
                          (json.dumps(aliases, ensure_ascii=False), json.dumps(tags, ensure_ascii=False), body,
                           now_iso(), target_id))
+            rewritten: list[str] = []
+            for sid in source_ids:  # while the sources' links_to relations still name them
+                rewritten += self._rewrite_links(conn, docs[sid].name, target_name, sid)
             conn.execute(f"DELETE FROM entities WHERE id IN ({_marks(len(source_ids))})", source_ids)
             conn.executemany("DELETE FROM entity_fts WHERE rowid = ?", [(i,) for i in source_ids])
-            rewritten: list[str] = []
-            for sid in source_ids:
-                rewritten += self._rewrite_links(conn, docs[sid].name, target_name)
             self._refresh_fts(conn, [target_id])
             merged = [docs[i].name for i in source_ids]
             self._journal(conn, origin, "merge_entities", [target_name, *merged], {

@@ -155,6 +155,9 @@ END;
 CREATE TRIGGER IF NOT EXISTS md_entity_update AFTER UPDATE ON entities BEGIN
     INSERT OR IGNORE INTO md_dirty VALUES (new.id);
 END;
+CREATE TRIGGER IF NOT EXISTS md_entity_rename AFTER UPDATE OF name ON entities BEGIN
+    INSERT OR IGNORE INTO md_dirty SELECT from_id FROM relations WHERE to_id = new.id;
+END;
 CREATE TRIGGER IF NOT EXISTS md_entity_delete AFTER DELETE ON entities BEGIN
     INSERT OR IGNORE INTO md_dirty VALUES (old.id);
 END;
