@@ -55,6 +55,11 @@ class ConflictError(MemlociError):
 
 class AwaitingConfirmationError(MemlociError):
     code = "AWAITING_CONFIRMATION"
+
+    def to_dict(self) -> dict[str, Any]:
+        body = super().to_dict()
+        body["error"]["detected_root"] = self.details.get("detected_root")  # where the caller can point
+        return body
     default_hint = "Repeat the call with the confirmation argument set."
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import re
+import threading
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +28,15 @@ def memloci_home() -> Path:
     """The data directory: `$MEMLOCI_HOME`, else `~/.local/share/memloci`."""
     home = os.environ.get("MEMLOCI_HOME")
     return Path(home).expanduser() if home else Path.home() / ".local" / "share" / "memloci"
+
+
+@dataclass(frozen=True, slots=True)
+class ProjectRef:
+    """A project's own library, named by its root path (see projects.py)."""
+
+    path: str
+    confirm: str | None = None
+    may_create: bool = True  # resources read established projects only
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,12 +145,17 @@ class LibraryRegistry:
         self.specs = specs if specs is not None else default_specs()
         self.create_missing = create_missing
         self._stores: dict[str, Store] = {s.name: open_store(s) for s in self.specs}
+        self._projects: dict[Path, Store] = {}
+        self._projects_lock = threading.Lock()
+        self._watching = False
 
     def names(self) -> list[str]:
         return list(self._stores)
 
-    def get(self, name: str | None = None) -> Store:
+    def get(self, name: str | ProjectRef | None = None) -> Store:
         """The named library (opened on first use); the only one when `name` is left out."""
+        if isinstance(name, ProjectRef):
+            return self.project(name)[0]
         if name is None or name == "":
             if len(self._stores) == 1:
                 store = next(iter(self._stores.values()))
@@ -161,9 +176,37 @@ class LibraryRegistry:
         store.open(create=self.create_missing)
         return store
 
+    def project(self, ref: ProjectRef, *, may_create: bool = True) -> tuple[Store, Path | None]:
+        """A project's library, and its `.mcp` folder if this call opened it for the first time
+        (so the caller can carry over n2n-memory files); AWAITING_CONFIRMATION before creating."""
+        from .projects import project_library_dir, resolve_project_root
+        from .store.markdown import INDEX_DIR, MarkdownStore
+
+        root = resolve_project_root(ref.path)
+        with self._projects_lock:
+            store = self._projects.get(root)
+            if store is not None:
+                return store, None
+            folder = project_library_dir(root, ref.confirm,
+                                         may_create=may_create and ref.may_create and self.create_missing)
+            first = not (folder / INDEX_DIR).exists()
+            store = MarkdownStore(folder, root.name or "project")
+            store.open()
+            if self._watching:
+                store.start_watching()
+            self._projects[root] = store
+        return store, folder if first else None
+
     def all(self) -> list[Store]:
         return list(self._stores.values())
 
+    def watch(self) -> None:
+        """Markdown libraries (project ones too, as they open) rescan their folders while the server runs."""
+        self._watching = True
+        for store in [*self._stores.values(), *self._projects.values()]:
+            if hasattr(store, "start_watching"):
+                store.start_watching()
+
     def close(self) -> None:
-        for store in self._stores.values():
+        for store in [*self._stores.values(), *self._projects.values()]:
             store.close()

@@ -15,7 +15,7 @@ from typing import Any
 
 from . import schema
 from .errors import ConflictError, InternalError, NotFoundError, ValidationError
-from .libraries import LibraryRegistry
+from .libraries import LibraryRegistry, ProjectRef
 from .model import (
     AddedObservations,
     CreatedEntity,
@@ -39,6 +39,7 @@ from .search.hybrid import MemoryHit, entity_signals, retrieve
 from .search.timephrases import TimeRange, parse_time_phrase, split_time_phrase
 from .search.vectors import EmbeddingWorker, VectorIndex
 from .service_documents import DocumentService
+from .service_projects import ProjectService
 from .store import Store
 
 DEFAULT_GRAPH_LIMIT = 1_000
@@ -104,7 +105,7 @@ class Retrieval:
     time_range: TimeRange | None
 
 
-class MemoryService(DocumentService):
+class MemoryService(DocumentService, ProjectService):
     def __init__(self, libraries: LibraryRegistry, embedder: EmbedderHandle | None = None,
                  *, embed_pending: bool = True):
         """`embed_pending=False` (read-only commands) searches the stored vectors but never
@@ -117,14 +118,17 @@ class MemoryService(DocumentService):
         self._bootstrapping: set[str] = set()
         self.embed_pending = embed_pending
 
-    def store(self, library: str | None = None) -> Store:
+    def store(self, library: str | ProjectRef | None = None) -> Store:
+        if isinstance(library, ProjectRef):
+            store, first_open = self.libraries.project(library)
+            if first_open is not None:
+                self._carry_over_n2n(store, first_open)
+            return store
         return self.libraries.get(library)
 
     def watch_libraries(self) -> None:
         """Markdown libraries index in the background, then rescan their folders every second."""
-        for store in self.libraries.all():
-            if hasattr(store, "start_watching"):
-                store.start_watching()
+        self.libraries.watch()
 
     def close(self) -> None:
         """Finish background work (model load, embedding batch), then close the libraries."""

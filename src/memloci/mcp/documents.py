@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ..service import MemoryService
 from ..service_documents import NewEntityDocument
-from .graph import Library, LibraryName, _annotations, _library
+from .graph import ConfirmRoot, Library, LibraryName, ProjectPath, _annotations, _library
 from .replies import reply
 
 Names = Annotated[list[str], Field(description="Entity names, e.g. [\"python-project\"]")]
@@ -47,96 +47,112 @@ def register(server: Any, service: MemoryService) -> None:
     def list_entities(
         entity_glob: Annotated[str, Field(description="Glob over names, case-insensitive: 'project-*', '*auth*'")] = "*",
         library: Library = None, library_name: LibraryName = None,
+        project_path: ProjectPath = None, confirm_new_project_root: ConfirmRoot = None,
     ) -> Annotated[CallToolResult, Out]:
-        found = service.list_entities(entity_glob, library=_library(library, library_name))
+        found = service.list_entities(entity_glob, library=_library(library, library_name, project_path, confirm_new_project_root))
         return reply({"entities": found, "total": len(found)})
 
     def read_entities(entity_names: Names, library: Library = None,
-                      library_name: LibraryName = None) -> Annotated[CallToolResult, Out]:
-        return reply(service.read_entities(entity_names, library=_library(library, library_name)))
+                      library_name: LibraryName = None, project_path: ProjectPath = None,
+                      confirm_new_project_root: ConfirmRoot = None) -> Annotated[CallToolResult, Out]:
+        return reply(service.read_entities(entity_names, library=_library(library, library_name, project_path, confirm_new_project_root)))
 
     def get_entities_toc(entity_names: Names, library: Library = None,
-                         library_name: LibraryName = None) -> Annotated[CallToolResult, Out]:
-        return reply(service.get_entities_toc(entity_names, library=_library(library, library_name)))
+                         library_name: LibraryName = None, project_path: ProjectPath = None,
+                      confirm_new_project_root: ConfirmRoot = None) -> Annotated[CallToolResult, Out]:
+        return reply(service.get_entities_toc(entity_names, library=_library(library, library_name, project_path, confirm_new_project_root)))
 
     def read_entities_sections(
         entity_names: Names,
         section_globs: Annotated[list[str], Field(description="'frontmatter' or headings/globs: ['Architecture', 'api*']")],
         library: Library = None, library_name: LibraryName = None,
+        project_path: ProjectPath = None, confirm_new_project_root: ConfirmRoot = None,
     ) -> Annotated[CallToolResult, Out]:
-        return reply(service.read_entities_sections(entity_names, section_globs, library=_library(library, library_name)))
+        return reply(service.read_entities_sections(entity_names, section_globs, library=_library(library, library_name, project_path, confirm_new_project_root)))
 
     def add_entities(entities: list[NewEntity], library: Library = None,
-                     library_name: LibraryName = None) -> Annotated[CallToolResult, Out]:
+                     library_name: LibraryName = None, project_path: ProjectPath = None,
+                      confirm_new_project_root: ConfirmRoot = None) -> Annotated[CallToolResult, Out]:
         names = service.add_entities(
             [NewEntityDocument(e.name, e.entity_type, tuple(e.aliases),
                                tuple((r.relation_type, r.to) for r in e.relations), e.content) for e in entities],
-            library=_library(library, library_name))
+            library=_library(library, library_name, project_path, confirm_new_project_root))
         return reply({"created": names})
 
     def add_entity_content(
         entity_name: str,
         in_section: Annotated[str, Field(description="Heading to append under ('## Notes', 'notes'); created if missing")],
         new_content: str, library: Library = None, library_name: LibraryName = None,
+        project_path: ProjectPath = None, confirm_new_project_root: ConfirmRoot = None,
     ) -> Annotated[CallToolResult, Out]:
         return reply(service.add_entity_content(entity_name, in_section, new_content,
-                                                library=_library(library, library_name)))
+                                                library=_library(library, library_name, project_path, confirm_new_project_root)))
 
     def delete_entity_content(
         entity_name: str,
         content_to_delete: Annotated[str, Field(description="Exact text, found exactly once in the document")],
         library: Library = None, library_name: LibraryName = None,
+        project_path: ProjectPath = None, confirm_new_project_root: ConfirmRoot = None,
     ) -> Annotated[CallToolResult, Out]:
         return reply(service.delete_entity_content(entity_name, content_to_delete,
-                                                   library=_library(library, library_name)))
+                                                   library=_library(library, library_name, project_path, confirm_new_project_root)))
 
     def replace_entity_content(
         entity_name: str,
         old_content: Annotated[str, Field(description="Exact text, found exactly once in the document")],
         new_content: str, library: Library = None, library_name: LibraryName = None,
+        project_path: ProjectPath = None, confirm_new_project_root: ConfirmRoot = None,
     ) -> Annotated[CallToolResult, Out]:
         return reply(service.replace_entity_content(entity_name, old_content, new_content,
-                                                    library=_library(library, library_name)))
+                                                    library=_library(library, library_name, project_path, confirm_new_project_root)))
 
     def replace_entity_section(
         entity_name: str, old_heading: str, new_heading: str, new_body_content: str,
         library: Library = None, library_name: LibraryName = None,
+        project_path: ProjectPath = None, confirm_new_project_root: ConfirmRoot = None,
     ) -> Annotated[CallToolResult, Out]:
         return reply(service.replace_entity_section(entity_name, old_heading, new_heading, new_body_content,
-                                                    library=_library(library, library_name)))
+                                                    library=_library(library, library_name, project_path, confirm_new_project_root)))
 
     def rename_entity(old_name: str, new_name: str, library: Library = None,
-                      library_name: LibraryName = None) -> Annotated[CallToolResult, Out]:
-        return reply(service.rename_entity(old_name, new_name, library=_library(library, library_name)))
+                      library_name: LibraryName = None, project_path: ProjectPath = None,
+                      confirm_new_project_root: ConfirmRoot = None) -> Annotated[CallToolResult, Out]:
+        return reply(service.rename_entity(old_name, new_name, library=_library(library, library_name, project_path, confirm_new_project_root)))
 
     def merge_entities(source_names: Names, target_name: str, library: Library = None,
-                       library_name: LibraryName = None) -> Annotated[CallToolResult, Out]:
-        return reply(service.merge_entities(source_names, target_name, library=_library(library, library_name)))
+                       library_name: LibraryName = None, project_path: ProjectPath = None,
+                      confirm_new_project_root: ConfirmRoot = None) -> Annotated[CallToolResult, Out]:
+        return reply(service.merge_entities(source_names, target_name, library=_library(library, library_name, project_path, confirm_new_project_root)))
 
     def find_relations(
         to_entity: str | None = None, relation_type: str | None = None, from_entity: str | None = None,
         library: Library = None, library_name: LibraryName = None,
+        project_path: ProjectPath = None, confirm_new_project_root: ConfirmRoot = None,
     ) -> Annotated[CallToolResult, Out]:
         found = service.find_relations(to_entity=to_entity, relation_type=relation_type, from_entity=from_entity,
-                                       library=_library(library, library_name))
+                                       library=_library(library, library_name, project_path, confirm_new_project_root))
         return reply({"relations": [_relation(r) for r in found], "total": len(found)})
 
-    def read_manual(library: Library = None, library_name: LibraryName = None) -> Annotated[CallToolResult, Out]:
-        return reply(service.read_manual(library=_library(library, library_name)))
+    def read_manual(library: Library = None, library_name: LibraryName = None,
+        project_path: ProjectPath = None, confirm_new_project_root: ConfirmRoot = None) -> Annotated[CallToolResult, Out]:
+        return reply(service.read_manual(library=_library(library, library_name, project_path, confirm_new_project_root)))
 
     def update_manual_section(toc: Annotated[str, Field(description="The section's heading")], old_content: str,
                               new_content: str, library: Library = None,
-                              library_name: LibraryName = None) -> Annotated[CallToolResult, Out]:
-        return reply(service.update_manual_section(toc, old_content, new_content, library=_library(library, library_name)))
+                              library_name: LibraryName = None, project_path: ProjectPath = None,
+                      confirm_new_project_root: ConfirmRoot = None) -> Annotated[CallToolResult, Out]:
+        return reply(service.update_manual_section(toc, old_content, new_content, library=_library(library, library_name, project_path, confirm_new_project_root)))
 
     def add_manual_section(toc: Annotated[str, Field(description="The section's heading; created if missing")],
                            new_content: str, library: Library = None,
-                           library_name: LibraryName = None) -> Annotated[CallToolResult, Out]:
-        return reply(service.add_manual_section(toc, new_content, library=_library(library, library_name)))
+                           library_name: LibraryName = None, project_path: ProjectPath = None,
+                      confirm_new_project_root: ConfirmRoot = None) -> Annotated[CallToolResult, Out]:
+        return reply(service.add_manual_section(toc, new_content, library=_library(library, library_name, project_path, confirm_new_project_root)))
 
     def delete_manual_section(toc: str, deleting_content: str, library: Library = None,
-                              library_name: LibraryName = None) -> Annotated[CallToolResult, Out]:
-        return reply(service.delete_manual_section(toc, deleting_content, library=_library(library, library_name)))
+                              library_name: LibraryName = None, project_path: ProjectPath = None,
+                      confirm_new_project_root: ConfirmRoot = None) -> Annotated[CallToolResult, Out]:
+        return reply(service.delete_manual_section(toc, deleting_content, library=_library(library, library_name, project_path, confirm_new_project_root)))
 
     ro = {"read_only": True, "idempotent": True}
     tools = [

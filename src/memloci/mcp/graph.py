@@ -13,6 +13,7 @@ from mcp_types import CallToolResult, ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..errors import ValidationError
+from ..libraries import ProjectRef
 from ..model import Entity, EntityInput, ObservationBatch, Relation, RelationInput
 from ..service import DEFAULT_GRAPH_LIMIT, DEFAULT_SEARCH_LIMIT, MemoryService
 from .replies import reply
@@ -45,6 +46,10 @@ class DeletionArg(BaseModel):
 
 Library = Annotated[str | None, Field(description="Library to use; may be left out when only one is mounted")]
 LibraryName = Annotated[str | None, Field(description="Same as `library`")]
+ProjectPath = Annotated[str | None, Field(description="Absolute path of a project root: use the memory kept in "
+                                                      "its .mcp/ folder instead of a mounted library")]
+ConfirmRoot = Annotated[str | None, Field(description="The detected_root of an AWAITING_CONFIRMATION answer: "
+                                                      "creates the project's .mcp/ memory there")]
 
 # -- results -----------------------------------------------------------------------------
 
@@ -138,9 +143,16 @@ def relation_out(r: Relation, *, dates: bool = False) -> dict[str, Any]:
     return out
 
 
-def _library(library: str | None, library_name: str | None) -> str | None:
+def _library(library: str | None, library_name: str | None, project_path: str | None = None,
+             confirm_new_project_root: str | None = None) -> str | ProjectRef | None:
     if library and library_name and library != library_name:
         raise ValidationError(f"library: got library='{library}' and library_name='{library_name}'; give one")
+    if project_path is not None:
+        if library or library_name:
+            raise ValidationError("project_path: give a library or a project_path, not both")
+        return ProjectRef(project_path, confirm_new_project_root)
+    if confirm_new_project_root:
+        raise ValidationError("confirm_new_project_root: only with project_path")
     return library or library_name
 
 
@@ -154,11 +166,12 @@ def _annotations(title: str, *, read_only: bool = False, destructive: bool = Fal
 
 def register(server: Any, service: MemoryService) -> None:
     def create_entities(
-        entities: list[EntityArg], library: Library = None, library_name: LibraryName = None
+        entities: list[EntityArg], library: Library = None, library_name: LibraryName = None,
+        project_path: ProjectPath = None, confirm_new_project_root: ConfirmRoot = None
     ) -> Annotated[CallToolResult, CreateEntitiesOut]:
         results = service.create_entities(
             [EntityInput(e.name, e.entityType, tuple(e.observations)) for e in entities],
-            library=_library(library, library_name),
+            library=_library(library, library_name, project_path, confirm_new_project_root),
         )
         shaped = []
         for r in results:
@@ -175,20 +188,22 @@ def register(server: Any, service: MemoryService) -> None:
         return reply(structured, text=shaped)
 
     def create_relations(
-        relations: list[RelationArg], library: Library = None, library_name: LibraryName = None
+        relations: list[RelationArg], library: Library = None, library_name: LibraryName = None,
+        project_path: ProjectPath = None, confirm_new_project_root: ConfirmRoot = None
     ) -> Annotated[CallToolResult, CreateRelationsOut]:
         created, existing = service.create_relations(
-            [RelationInput(r.from_, r.relationType, r.to) for r in relations], library=_library(library, library_name)
+            [RelationInput(r.from_, r.relationType, r.to) for r in relations], library=_library(library, library_name, project_path, confirm_new_project_root)
         )
         shaped = [relation_out(r) for r in created]
         return reply({"relations": shaped, "already_existed": [relation_out(r) for r in existing]}, text=shaped)
 
     def add_observations(
-        observations: list[ObservationArg], library: Library = None, library_name: LibraryName = None
+        observations: list[ObservationArg], library: Library = None, library_name: LibraryName = None,
+        project_path: ProjectPath = None, confirm_new_project_root: ConfirmRoot = None
     ) -> Annotated[CallToolResult, AddObservationsOut]:
         results = service.add_observations(
             [ObservationBatch(o.entityName, tuple(o.contents)) for o in observations],
-            library=_library(library, library_name),
+            library=_library(library, library_name, project_path, confirm_new_project_root),
         )
         shaped = [{"entityName": r.entity_name, "addedObservations": list(r.added),
                    "skippedObservations": list(r.skipped)} for r in results]
@@ -197,17 +212,19 @@ def register(server: Any, service: MemoryService) -> None:
     def delete_entities(
         entityNames: Annotated[list[str], Field(description="An array of entity names to delete")],
         library: Library = None, library_name: LibraryName = None,
+        project_path: ProjectPath = None, confirm_new_project_root: ConfirmRoot = None,
     ) -> Annotated[CallToolResult, DeleteOut]:
-        deleted = service.delete_entities(entityNames, library=_library(library, library_name))
+        deleted = service.delete_entities(entityNames, library=_library(library, library_name, project_path, confirm_new_project_root))
         message = "Entities deleted successfully"
         return reply({"success": True, "message": message, "deleted": deleted}, text=message)
 
     def delete_observations(
-        deletions: list[DeletionArg], library: Library = None, library_name: LibraryName = None
+        deletions: list[DeletionArg], library: Library = None, library_name: LibraryName = None,
+        project_path: ProjectPath = None, confirm_new_project_root: ConfirmRoot = None
     ) -> Annotated[CallToolResult, DeleteOut]:
         results = service.delete_observations(
             [ObservationBatch(d.entityName, tuple(d.observations)) for d in deletions],
-            library=_library(library, library_name),
+            library=_library(library, library_name, project_path, confirm_new_project_root),
         )
         message = "Observations deleted successfully"
         deleted = [{"entityName": r.entity_name, "observations": list(r.removed)} for r in results]
@@ -216,9 +233,10 @@ def register(server: Any, service: MemoryService) -> None:
     def delete_relations(
         relations: Annotated[list[RelationArg], Field(description="An array of relations to delete")],
         library: Library = None, library_name: LibraryName = None,
+        project_path: ProjectPath = None, confirm_new_project_root: ConfirmRoot = None,
     ) -> Annotated[CallToolResult, DeleteOut]:
         deleted = service.delete_relations(
-            [RelationInput(r.from_, r.relationType, r.to) for r in relations], library=_library(library, library_name)
+            [RelationInput(r.from_, r.relationType, r.to) for r in relations], library=_library(library, library_name, project_path, confirm_new_project_root)
         )
         message = "Relations deleted successfully"
         return reply({"success": True, "message": message, "deleted": [relation_out(r) for r in deleted]}, text=message)
@@ -228,8 +246,10 @@ def register(server: Any, service: MemoryService) -> None:
         limit: Annotated[int | None, Field(description=f"Entities per page (default {DEFAULT_GRAPH_LIMIT})")] = None,
         offset: Annotated[int, Field(description="Entities to skip (for the next page)")] = 0,
         library: Library = None, library_name: LibraryName = None,
+        project_path: ProjectPath = None, confirm_new_project_root: ConfirmRoot = None,
     ) -> Annotated[CallToolResult, PagedGraphOut]:
-        page = service.read_graph(limit=limit, offset=offset, summary=summary_mode, library=_library(library, library_name))
+        where = _library(library, library_name, project_path, confirm_new_project_root)
+        page = service.read_graph(limit=limit, offset=offset, summary=summary_mode, library=where)
         structured: dict[str, Any] = {
             "entities": [entity_out(e, observations=not summary_mode) for e in page.entities],
             "relations": [relation_out(r) for r in page.relations],
@@ -242,14 +262,18 @@ def register(server: Any, service: MemoryService) -> None:
             structured["next_offset"] = nxt
             structured["hint"] = (f"Showing {len(page.entities)} of {page.total_entity_count} entities; "
                                   f"call read_graph with offset={nxt} for more, or use search_nodes.")
+        context = service.read_context(library=where)
+        if context or project_path:  # the hot context travels with the graph
+            structured["context"] = context
         return reply(structured)
 
     def search_nodes(
         query: Annotated[str, Field(description="The search query to match against entity names, types, and observation content")],
         limit: Annotated[int | None, Field(description=f"Most entities to return (default {DEFAULT_SEARCH_LIMIT})")] = None,
         library: Library = None, library_name: LibraryName = None,
+        project_path: ProjectPath = None, confirm_new_project_root: ConfirmRoot = None,
     ) -> Annotated[CallToolResult, SearchOut]:
-        result = service.search_nodes(query, limit=limit, library=_library(library, library_name))
+        result = service.search_nodes(query, limit=limit, library=_library(library, library_name, project_path, confirm_new_project_root))
         structured = {
             "entities": [entity_out(h.entity, dates=True) for h in result.hits],
             "relations": [relation_out(r, dates=True) for r in result.relations],
@@ -261,8 +285,9 @@ def register(server: Any, service: MemoryService) -> None:
     def open_nodes(
         names: Annotated[list[str], Field(description="An array of entity names to retrieve")],
         library: Library = None, library_name: LibraryName = None,
+        project_path: ProjectPath = None, confirm_new_project_root: ConfirmRoot = None,
     ) -> Annotated[CallToolResult, GraphOut]:
-        graph = service.open_nodes(names, library=_library(library, library_name))
+        graph = service.open_nodes(names, library=_library(library, library_name, project_path, confirm_new_project_root))
         structured = {
             "entities": [entity_out(e, dates=True) for e in graph.entities],
             "relations": [relation_out(r, dates=True) for r in graph.relations],

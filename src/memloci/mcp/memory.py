@@ -14,7 +14,7 @@ from pydantic import BaseModel, Field
 
 from ..model import Memory, MemoryFilter
 from ..service import MemoryService
-from .graph import Library, LibraryName, _annotations, _library
+from .graph import ConfirmRoot, Library, LibraryName, ProjectPath, _annotations, _library
 from .replies import reply
 
 
@@ -108,10 +108,11 @@ def register(server: Any, service: MemoryService) -> None:
         importance: Annotated[str | None, Field(description="critical, high, medium (default) or low")] = None,
         entity: Annotated[str | None, Field(description="Entity this memory is an observation of")] = None,
         library: Library = None, library_name: LibraryName = None,
+        project_path: ProjectPath = None, confirm_new_project_root: ConfirmRoot = None,
     ) -> Annotated[CallToolResult, StoreOut]:
         memory, created = service.store_memory(content, tags=tags or (), memory_type=memory_type, metadata=metadata,
                                                importance=importance, entity=entity,
-                                               library=_library(library, library_name))
+                                               library=_library(library, library_name, project_path, confirm_new_project_root))
         added = [t for t in (tags or ()) if t in memory.tags] if not created else []
         message = ("Memory stored successfully" if created else "Duplicate content: this memory is already stored"
                    + (f" (its tags now include {', '.join(added)})" if added else ""))
@@ -130,10 +131,11 @@ def register(server: Any, service: MemoryService) -> None:
         before: Annotated[str | None, Field(description="Only memories created before this ISO date")] = None,
         time: Annotated[str | None, Field(description="yesterday, last week, in March, 3 days ago, latest, ...")] = None,
         library: Library = None, library_name: LibraryName = None,
+        project_path: ProjectPath = None, confirm_new_project_root: ConfirmRoot = None,
     ) -> Annotated[CallToolResult, RetrieveOut]:
         result = service.retrieve_memory(query, n_results=n_results, min_similarity=min_similarity, tags=tags or (),
                                          match_all=match_all, memory_type=memory_type, entity=entity, after=after, before=before, time=time,
-                                         library=_library(library, library_name))
+                                         library=_library(library, library_name, project_path, confirm_new_project_root))
         structured: dict[str, Any] = {
             "memories": [memory_out(h.memory, h.score, h.why) for h in result.hits],
             "query": result.query, "total_results": len(result.hits),
@@ -148,16 +150,18 @@ def register(server: Any, service: MemoryService) -> None:
         tags: Annotated[list[str], Field(description="Tags to look for")],
         match_all: Annotated[bool, Field(description="Require every tag (default: any)")] = False,
         library: Library = None, library_name: LibraryName = None,
+        project_path: ProjectPath = None, confirm_new_project_root: ConfirmRoot = None,
     ) -> Annotated[CallToolResult, TagSearchOut]:
-        found = service.search_by_tag(tags, match_all=match_all, library=_library(library, library_name))
+        found = service.search_by_tag(tags, match_all=match_all, library=_library(library, library_name, project_path, confirm_new_project_root))
         return reply({"memories": [memory_out(m) for m in found], "search_tags": tags, "match_all": match_all,
                       "total_results": len(found)})
 
     def delete_memory(
         content_hash: Annotated[str, Field(description="The content_hash a store or search returned")],
         library: Library = None, library_name: LibraryName = None,
+        project_path: ProjectPath = None, confirm_new_project_root: ConfirmRoot = None,
     ) -> Annotated[CallToolResult, DeleteMemoryOut]:
-        removed = service.delete_memory(content_hash, library=_library(library, library_name))
+        removed = service.delete_memory(content_hash, library=_library(library, library_name, project_path, confirm_new_project_root))
         message = "Memory deleted successfully" if removed else "No memory with this hash (nothing to delete)"
         return reply({"success": bool(removed), "message": message, "content_hash": content_hash, "deleted": len(removed)})
 
@@ -168,9 +172,10 @@ def register(server: Any, service: MemoryService) -> None:
         metadata: Annotated[dict[str, Any] | None, Field(description="Fields merged into the metadata")] = None,
         importance: Annotated[str | None, Field(description="critical, high, medium or low")] = None,
         library: Library = None, library_name: LibraryName = None,
+        project_path: ProjectPath = None, confirm_new_project_root: ConfirmRoot = None,
     ) -> Annotated[CallToolResult, UpdateOut]:
         memory = service.update_memory(content_hash, content=content, tags=tags, metadata=metadata,
-                                       importance=importance, library=_library(library, library_name))
+                                       importance=importance, library=_library(library, library_name, project_path, confirm_new_project_root))
         return reply({"success": True, "message": "Memory updated successfully", "content_hash": memory.content_hash,
                       "memory": memory_out(memory)})
 
@@ -183,16 +188,18 @@ def register(server: Any, service: MemoryService) -> None:
         after: str | None = None,
         before: str | None = None,
         library: Library = None, library_name: LibraryName = None,
+        project_path: ProjectPath = None, confirm_new_project_root: ConfirmRoot = None,
     ) -> Annotated[CallToolResult, ListOut]:
         memories, total = service.list_memories(
             page=page, page_size=page_size,
             filters=MemoryFilter(tuple(tags or ()), False, memory_type, entity, after, before),
-            library=_library(library, library_name))
+            library=_library(library, library_name, project_path, confirm_new_project_root))
         return reply({"memories": [memory_out(m) for m in memories], "page": page, "page_size": page_size,
                       "total": total, "has_more": page * page_size < total})
 
-    def check_database_health(library: Library = None, library_name: LibraryName = None) -> Annotated[CallToolResult, HealthOut]:
-        health = service.health(library=_library(library, library_name))
+    def check_database_health(library: Library = None, library_name: LibraryName = None,
+        project_path: ProjectPath = None, confirm_new_project_root: ConfirmRoot = None) -> Annotated[CallToolResult, HealthOut]:
+        health = service.health(library=_library(library, library_name, project_path, confirm_new_project_root))
         health["timestamp"] = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
         return reply(health)
 

@@ -2,18 +2,24 @@
 
 from __future__ import annotations
 
+import json
 import logging
 from typing import Any
+from urllib.parse import quote
 
 import pydantic
 from mcp.server.mcpserver import MCPServer
+from mcp.server.subscriptions import ResourceUpdated
+import mcp_types
+from mcp_types import CallToolResult, TextContent
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 
 from .. import __version__
 from ..errors import InternalError, MemlociError, NotFoundError, ValidationError
 from ..service import MemoryService
-from . import documents, graph, memory
-from .replies import describe_validation_error, error_reply
+from ..service_projects import CONTEXT_HINT
+from . import documents, graph, memory, project
+from .replies import as_json, describe_validation_error, error_reply
 
 log = logging.getLogger("memloci.mcp")
 
@@ -22,17 +28,37 @@ memloci is your durable memory: a knowledge graph of entities (people, projects,
 their typed relations and dated observations, and free-form memories recalled by meaning.
 Before answering about the user or their work, recall what you know (retrieve_memory,
 search_nodes); record what you learn (store_memory, create_entities, add_observations,
-create_relations). Every tool takes an optional `library`."""
+create_relations). Every tool takes an optional `library`; in a code project, pass
+`project_path` (its absolute root) to keep memory inside the project, and call
+update_context before each commit."""
 
-GROUPS = {"graph": graph.register, "memory": memory.register, "documents": documents.register}
+GROUPS = {"graph": graph.register, "memory": memory.register, "documents": documents.register,
+          "project": project.register}
 
 
 class MemlociServer(MCPServer):
-    """MCPServer whose tool failures all reach the client as `{error: {code, message, hint}}`."""
+    """MCPServer whose tool failures all reach the client as `{error: {code, message, hint}}`,
+    and whose graph resources notify subscribers (`resources/subscribe` on protocol versions
+    before 2026-07-28, `subscriptions/listen` after) when a tool changes them."""
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self._subscribers: dict[str, set[Any]] = {}
+        low = self._lowlevel_server
+        low.add_request_handler("resources/subscribe", mcp_types.SubscribeRequestParams, self._subscribe)
+        low.add_request_handler("resources/unsubscribe", mcp_types.UnsubscribeRequestParams, self._unsubscribe)
+
+    async def _subscribe(self, ctx: Any, params: Any) -> mcp_types.EmptyResult:
+        self._subscribers.setdefault(str(params.uri), set()).add(_connection(ctx))
+        return mcp_types.EmptyResult()
+
+    async def _unsubscribe(self, ctx: Any, params: Any) -> mcp_types.EmptyResult:
+        self._subscribers.get(str(params.uri), set()).discard(_connection(ctx))
+        return mcp_types.EmptyResult()
 
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
         try:
-            return await super().call_tool(name, arguments, context)
+            result = await super().call_tool(name, arguments, context)
         except ToolError as exc:
             cause = exc.__cause__
             if isinstance(cause, MemlociError):
@@ -49,6 +75,45 @@ class MemlociServer(MCPServer):
                 return error_reply(NotFoundError(f"no tool named '{name}'", hint="List the tools with tools/list."))
             log.error("tool %s failed", name, exc_info=cause or exc)
             return error_reply(InternalError(f"tool {name} failed: {exc}"))
+        tool = self._tool_manager.get_tool(name)
+        changes = tool is not None and tool.annotations is not None and not tool.annotations.read_only_hint
+        if changes and isinstance(result, CallToolResult) and not result.is_error:
+            await self._changed(arguments)
+            if arguments.get("project_path") and isinstance(result.structured_content, dict):
+                result = _with_hint(result)
+        return result
+
+    async def _changed(self, arguments: dict[str, Any]) -> None:
+        """Tell `subscriptions/listen` subscribers that a graph resource may have changed."""
+        path = arguments.get("project_path")
+        uri = f"memloci://graph?path={quote(path, safe='/')}" if path else "memloci://graph"
+        try:
+            await self._subscriptions.publish(ResourceUpdated(uri=uri))
+            for connection in list(self._subscribers.get(uri, ())):
+                try:
+                    await connection.send_resource_updated(uri)
+                except Exception:  # that client is gone
+                    self._subscribers[uri].discard(connection)
+        except Exception as exc:  # a notification must never fail the call it follows
+            log.warning("resource notification for %s failed: %s", uri, exc)
+
+
+def _connection(ctx: Any) -> Any:
+    """The client's connection: a request's session object is new per request, its connection is not."""
+    return getattr(ctx.session, "_connection", ctx.session)
+
+
+def _with_hint(result: CallToolResult) -> CallToolResult:
+    """Tools that change a project's memory remind the agent to record the context before committing."""
+    structured = {**result.structured_content, "hint": CONTEXT_HINT}
+    text = result.content[0].text if result.content and isinstance(result.content[0], TextContent) else ""
+    try:
+        body = json.loads(text)
+    except ValueError:
+        body = None
+    if isinstance(body, dict):
+        text = as_json({**body, "hint": CONTEXT_HINT})
+    return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=structured)
 
 
 def tool_groups(spec: str | None) -> list[str]:

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import ConflictError, LibraryUnreadableError, MemlociError, NotFoundError, PermissionDeniedError
+from ..markdown.context import parse_context, render_context
 from ..markdown.document import EntityDocument, parse_document, render_document
 from ..markdown.memories import MemoryBlock, day_header, is_day, parse_day, preamble, render_block, render_day
 from ..model import LibraryStats, name_key, now_iso
@@ -48,6 +49,7 @@ log = logging.getLogger(__name__)
 INDEX_DIR = ".memloci"
 MANUAL = "meta.md"
 JOURNAL = "journal.md"
+CONTEXT = "context.md"
 MEMORIES_DIR = "memories"
 WATCH_INTERVAL_S = 1.0
 _UNSAFE = re.compile(r'[\\/:*?"<>|\x00-\x1f]')
@@ -310,7 +312,7 @@ class MarkdownStore(SQLiteStore):
             # Names that map to one file name ("x/y", "x:y") get the name's hash as well.
             for candidate in (stem, f"{stem}-{_sha(name.encode())[:6]}"):
                 rel = (folder / f"{candidate}.md").as_posix().removeprefix("./")
-                if rel == old or not ((self.root / rel).exists() or rel in (MANUAL, JOURNAL)
+                if rel == old or not ((self.root / rel).exists() or rel in (MANUAL, JOURNAL, CONTEXT)
                                       or Path(rel).parent.as_posix() == MEMORIES_DIR and is_day(candidate)):
                     break
             else:
@@ -398,7 +400,7 @@ class MarkdownStore(SQLiteStore):
                     stack.append(Path(entry.path))
                 elif entry.name.endswith(".md") and entry.is_file(follow_symlinks=False):
                     rel = Path(entry.path).relative_to(self.root).as_posix()
-                    if rel in (MANUAL, JOURNAL):
+                    if rel in (MANUAL, JOURNAL, CONTEXT):
                         continue
                     st = entry.stat(follow_symlinks=False)
                     found[rel] = (st.st_mtime_ns, st.st_size)
@@ -649,6 +651,21 @@ class MarkdownStore(SQLiteStore):
 
     def _keep_text(self, key: str, text: str) -> None:
         self._verbatim.texts = {key: text}  # read by this transaction's flush, on this thread
+
+    def read_context(self) -> dict:
+        try:
+            return parse_context((self.root / CONTEXT).read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return {}
+
+    def update_context(self, change, *, origin: str) -> dict:
+        with self._write() as conn:  # the library's write lock: read, merge, write as one step
+            before = self.read_context()
+            ctx = change(before)
+            self._put(conn, CONTEXT, render_context(ctx), None)
+            conn.execute("DELETE FROM md_files WHERE path = ?", (CONTEXT,))  # not an entity, never scanned
+            self._journal(conn, origin, origin, [], {"before": before, "after": ctx})
+        return ctx
 
     def manual_text(self) -> str | None:
         try:

@@ -132,6 +132,23 @@ class SQLiteDocuments:
     def _keep_text(self, key: str, text: str) -> None:
         """A Markdown library writes this exact text for the entity (SQLite: nothing to do)."""
 
+    # -- the hot context ---------------------------------------------------------------
+
+    def read_context(self) -> dict[str, Any]:
+        with self._read() as conn:
+            row = conn.execute("SELECT value FROM library_meta WHERE key = 'context'").fetchone()
+        return json.loads(row[0]) if row else {}
+
+    def update_context(self, change: Callable[[dict[str, Any]], dict[str, Any]], *, origin: str) -> dict[str, Any]:
+        """Read, merge and write the context in one transaction."""
+        with self._write() as conn:
+            row = conn.execute("SELECT value FROM library_meta WHERE key = 'context'").fetchone()
+            before = json.loads(row[0]) if row else {}
+            ctx = change(before)
+            conn.execute("INSERT OR REPLACE INTO library_meta VALUES ('context', ?)", (json.dumps(ctx, ensure_ascii=False),))
+            self._journal(conn, origin, origin, [], {"before": before, "after": ctx})
+        return ctx
+
     # -- writing ---------------------------------------------------------------------
 
     def apply_documents(self, docs: Sequence[EntityDocument], *, origin: str, action: str,

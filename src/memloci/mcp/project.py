@@ -1,0 +1,97 @@
+"""Project memory: the hot context, the graph summary, the Markdown export into a project;
+and the `memloci://graph` resources (graph and context of the default library or a project)."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any, Literal
+
+from mcp.server.mcpserver.exceptions import ResourceError
+from mcp.server.mcpserver.resources.templates import ResourceSecurity
+from mcp_types import CallToolResult
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..errors import MemlociError
+from ..libraries import ProjectRef
+from ..service import MemoryService
+from .graph import ConfirmRoot, Library, LibraryName, ProjectPath, _annotations, _library, entity_out, relation_out
+from .replies import reply
+
+Status = Literal["IN_PROGRESS", "COMPLETED", "BLOCKED", "PLANNING"]
+
+
+class Out(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+def graph_document(service: MemoryService, library: str | ProjectRef | None) -> str:
+    """The whole graph and the context as JSON (what the resources return)."""
+    try:
+        graph = service.export_graph(order="name", library=library)
+    except MemlociError as exc:  # reaches the client as a resource error with our code and hint
+        raise ResourceError(f"{exc.code}: {exc.message}" + (f" ({exc.hint})" if exc.hint else "")) from exc
+    return json.dumps({"entities": [entity_out(e) for e in graph.entities],
+                       "relations": [relation_out(r) for r in graph.relations],
+                       "context": service.read_context(library=library)}, ensure_ascii=False, indent=1)
+
+
+def register(server: Any, service: MemoryService) -> None:
+    def update_context(
+        active_task: Annotated[str | None, Field(description="What you are working on now")] = None,
+        status: Annotated[Status | None, Field(description="IN_PROGRESS, COMPLETED, BLOCKED or PLANNING")] = None,
+        reason: Annotated[str | None, Field(description="Why: the goal, or what blocks it")] = None,
+        next_steps: Annotated[list[str] | None, Field(description="The next steps, in order")] = None,
+        last_commit: Annotated[str | None, Field(description="The last commit (hash or message)")] = None,
+        library: Library = None, library_name: LibraryName = None,
+        project_path: ProjectPath = None, confirm_new_project_root: ConfirmRoot = None,
+    ) -> Annotated[CallToolResult, Out]:
+        ctx = service.update_context(active_task=active_task, status=status, reason=reason, next_steps=next_steps,
+                                     last_commit=last_commit,
+                                     library=_library(library, library_name, project_path, confirm_new_project_root))
+        return reply({"context": ctx})
+
+    def get_graph_summary(
+        limit: Annotated[int | None, Field(description="Entities per page (default 1000)")] = None,
+        offset: Annotated[int, Field(description="Entities to skip")] = 0,
+        library: Library = None, library_name: LibraryName = None,
+        project_path: ProjectPath = None, confirm_new_project_root: ConfirmRoot = None,
+    ) -> Annotated[CallToolResult, Out]:
+        return reply(service.graph_summary(limit=limit, offset=offset,
+                                           library=_library(library, library_name, project_path, confirm_new_project_root)))
+
+    def export_markdown(
+        output_path: Annotated[str, Field(description="File inside the project root")] = "KNOWLEDGE_GRAPH.md",
+        library: Library = None, library_name: LibraryName = None,
+        project_path: ProjectPath = None, confirm_new_project_root: ConfirmRoot = None,
+    ) -> Annotated[CallToolResult, Out]:
+        return reply(service.export_markdown(output_path,
+                                             library=_library(library, library_name, project_path, confirm_new_project_root)))
+
+    server.add_tool(update_context, title="Update Context", annotations=_annotations("Update Context", idempotent=True),
+                    description="Record the hot context of the current work (merged into what is there; updated_at is "
+                                "set by the server). Call it before each git commit.\n"
+                                'Example: {"project_path": "/home/me/app", "active_task": "Move sessions to Redis", '
+                                '"status": "IN_PROGRESS", "next_steps": ["write the migration", "load-test"]}')
+    server.add_tool(get_graph_summary, title="Get Graph Summary",
+                    annotations=_annotations("Get Graph Summary", read_only=True, idempotent=True),
+                    description="Entity names and types only, with the relation count: a cheap overview.\n"
+                                'Example: {"project_path": "/home/me/app", "limit": 100}')
+    server.add_tool(export_markdown, title="Export Markdown", annotations=_annotations("Export Markdown", idempotent=True),
+                    description="Write the project's graph and context as one Markdown file inside the project root "
+                                "(absolute paths and paths leaving the root are refused).\n"
+                                'Example: {"project_path": "/home/me/app", "output_path": "docs/KNOWLEDGE_GRAPH.md"}')
+
+    @server.resource("memloci://graph", name="graph", mime_type="application/json",
+                     description="The default library's graph and hot context")
+    def default_graph() -> str:
+        return graph_document(service, None)
+
+    # `path` is an absolute path by design; resolve_project_root checks it (NUL, relative, markers).
+    @server.resource("memloci://graph{?path}", name="project-graph", mime_type="application/json",
+                     security=ResourceSecurity(exempt_params={"path"}),
+                     description="A project's graph and hot context: memloci://graph?path=/abs/project/root "
+                                 "(an established project only; resources never create one)")
+    def project_graph(path: str = "") -> str:
+        if not path:
+            return graph_document(service, None)
+        return graph_document(service, ProjectRef(path, None, may_create=False))

@@ -1,0 +1,119 @@
+"""Project libraries: memory kept inside a project, in `<root>/.mcp/` (a Markdown library).
+
+A caller names a project by its absolute root path. memloci never picks a root by itself:
+the path must hold a strong project marker (.git, pyproject.toml, package.json, ...). A
+sub-folder of a project is refused with the enclosing root named (memloci looks upward only
+for that hint), and a folder with nothing but a README is refused as a weak root, so memory
+never lands in the wrong place. The first use of a root without `.mcp/` asks for
+confirmation (AWAITING_CONFIRMATION with `detected_root`); the same call with
+`confirm_new_project_root` set to that root creates it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+from .errors import AwaitingConfirmationError, NotFoundError, ValidationError
+
+log = logging.getLogger(__name__)
+
+PROJECT_DIR = ".mcp"
+STRONG_MARKERS = (
+    ".git", ".hg", ".svn", PROJECT_DIR, "package.json", "pyproject.toml", "requirements.txt", "setup.py",
+    "setup.cfg", "Pipfile", "Cargo.toml", "go.mod", "pom.xml", "build.gradle", "build.gradle.kts",
+    "composer.json", "tsconfig.json", "deno.json", "Gemfile", "mix.exs", "pubspec.yaml", "Package.swift",
+    "CMakeLists.txt", ".vscode", ".idea", ".gitignore",
+)
+WEAK_MARKERS = ("README.md", "README", "README.txt", "README.rst", "LICENSE", "docs")
+
+
+def project_label(root: Path) -> str:
+    """How logs name a project: its folder name, the full path only at debug level."""
+    return str(root) if log.isEnabledFor(logging.DEBUG) else root.name
+
+
+def _markers(folder: Path, names: tuple[str, ...]) -> list[str]:
+    return [m for m in names if (folder / m).exists()]
+
+
+def resolve_project_root(project_path: str, field: str = "project_path") -> Path:
+    """The project root a caller named, checked; a clear error otherwise (nothing is created)."""
+    if not isinstance(project_path, str) or not project_path.strip():
+        raise ValidationError(f"{field}: must be an absolute path to a project root")
+    if "\x00" in project_path:
+        raise ValidationError(f"{field}: contains a NUL byte")
+    given = Path(project_path)
+    if not given.is_absolute():
+        raise ValidationError(f"{field}: '{project_path}' is relative; give the absolute path of the project root",
+                              hint="For example /home/me/code/my-app.")
+    if not given.is_dir():
+        raise NotFoundError(f"{field}: {project_path} is not an existing folder")
+    root = given.resolve()
+    if _markers(root, STRONG_MARKERS):
+        return root
+    for parent in root.parents:
+        if _markers(parent, STRONG_MARKERS):
+            raise ValidationError(
+                f"{field}: {project_path} is inside the project at {parent}, not its root",
+                hint=f"Use the project root: {parent}", details={"detected_root": str(parent)})
+    weak = _markers(root, WEAK_MARKERS)
+    if weak:
+        raise ValidationError(
+            f"{field}: {project_path} has only {', '.join(weak)}, not a project marker; it is not a project root",
+            hint="A project root holds .git, pyproject.toml, package.json, Cargo.toml, go.mod, ... (git init makes one).")
+    raise ValidationError(f"{field}: {project_path} holds no project marker (.git, pyproject.toml, package.json, ...)",
+                          hint="Point at the root of a project, or create one (git init).")
+
+
+def project_library_dir(root: Path, confirm: str | None, *, may_create: bool = True) -> Path:
+    """`<root>/.mcp`, checked to stay inside the root; created only on confirmation."""
+    folder = root / PROJECT_DIR
+    if folder.is_symlink() or folder.exists():
+        if not folder.resolve().is_relative_to(root):
+            raise ValidationError(f"project_path: {folder} is a link that leads outside the project root",
+                                  hint="memloci keeps a project's memory inside the project; replace the link.")
+        if not folder.is_dir():
+            raise ValidationError(f"project_path: {folder} exists and is not a folder")
+        return folder
+    confirmed = confirm is not None and confirm.strip() != "" and "\x00" not in confirm and \
+        Path(confirm).is_absolute() and Path(confirm).resolve() == root
+    if not may_create or not confirmed:
+        if confirm:
+            raise ValidationError(f"confirm_new_project_root: '{confirm}' is not the detected root {root}",
+                                  details={"detected_root": str(root)})
+        raise AwaitingConfirmationError(
+            f"{root} has no project memory yet; memloci will create {folder} there",
+            hint="Repeat the same call with confirm_new_project_root set to detected_root to create it.",
+            details={"detected_root": str(root)})
+    folder.mkdir()
+    log.info("created project memory in %s", project_label(root))
+    return folder
+
+
+def read_n2n(folder: Path) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    """n2n-memory's `memory.json` and `context.json` in `.mcp/`, if present (None if absent)."""
+    def load(name: str) -> dict[str, Any] | None:
+        path = folder / name
+        if not path.is_file():
+            return None
+        try:
+            data = json.loads(path.read_text(encoding="utf-8-sig"))
+        except (OSError, ValueError) as exc:
+            raise ValidationError(f"{PROJECT_DIR}/{name}: not readable JSON ({exc}); nothing was imported",
+                                  hint="Fix or move the file; memloci reads it on first use.") from exc
+        if not isinstance(data, dict):
+            raise ValidationError(f"{PROJECT_DIR}/{name}: expected a JSON object")
+        return data
+
+    return load("memory.json"), load("context.json")
+
+
+def is_inside(root: Path, path: Path) -> bool:
+    try:
+        return Path(os.path.realpath(path)).is_relative_to(root)
+    except (OSError, ValueError):
+        return False

@@ -1,0 +1,123 @@
+"""Project operations of the service: the hot context, the graph summary, the Markdown export
+into a project, and carrying over n2n-memory's `.mcp/memory.json` and `context.json`.
+Mixed into MemoryService (uses `store`)."""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+from . import schema
+from .errors import ValidationError
+from .libraries import ProjectRef
+from .markdown.export import render_graph
+from .model import EntityInput, RelationInput, name_key, now_iso
+from .projects import is_inside, project_label, read_n2n
+
+log = logging.getLogger(__name__)
+
+STATUSES = ("IN_PROGRESS", "COMPLETED", "BLOCKED", "PLANNING")
+TEXT_MAX = 4000
+STEPS_MAX = 100
+CONTEXT_HINT = "Project memory changed: call update_context (task, status, next steps) before you git commit."
+
+
+class ProjectService:
+    # -- the hot context ---------------------------------------------------------------
+
+    def read_context(self, *, library: str | ProjectRef | None = None) -> dict[str, Any]:
+        return self.store(library).read_context()
+
+    def update_context(self, *, active_task: str | None = None, status: str | None = None, reason: str | None = None,
+                       next_steps: list[str] | None = None, last_commit: str | None = None,
+                       library: str | ProjectRef | None = None) -> dict[str, Any]:
+        given: dict[str, Any] = {}
+        for field, value in (("active_task", active_task), ("reason", reason), ("last_commit", last_commit)):
+            if value is not None:
+                if not isinstance(value, str) or len(value) > TEXT_MAX:
+                    raise ValidationError(f"{field}: a text of at most {TEXT_MAX} characters")
+                given[field] = value.strip()
+        if status is not None:
+            if status.strip().upper() not in STATUSES:
+                raise ValidationError(f"status: '{status}' is not one of {', '.join(STATUSES)}")
+            given["status"] = status.strip().upper()
+        if next_steps is not None:
+            if len(next_steps) > STEPS_MAX or any(not isinstance(s, str) or len(s) > TEXT_MAX for s in next_steps):
+                raise ValidationError(f"next_steps: at most {STEPS_MAX} texts of at most {TEXT_MAX} characters")
+            given["next_steps"] = [s.strip() for s in next_steps if s.strip()]
+        if not given:
+            raise ValidationError("update_context: give at least one of active_task, status, reason, next_steps, "
+                                  "last_commit")
+        return self.store(library).update_context(lambda before: {**before, **given, "updated_at": now_iso()},
+                                                  origin="update_context")
+
+    # -- summaries and export ----------------------------------------------------------
+
+    def graph_summary(self, *, limit: int | None = None, offset: int = 0,
+                      library: str | ProjectRef | None = None) -> dict[str, Any]:
+        page = self.read_graph(limit=limit, offset=offset, summary=True, library=library)
+        return {"entities": [{"name": e.name, "type": e.entity_type} for e in page.entities],
+                "relation_count": self.store(library).stats().relations,
+                "total_entity_count": page.total_entity_count, "is_truncated": page.is_truncated}
+
+    def export_markdown(self, output_path: str = "KNOWLEDGE_GRAPH.md", *,
+                        library: str | ProjectRef | None = None) -> dict[str, Any]:
+        """Write the graph and context as one Markdown file inside the project root."""
+        if not isinstance(library, ProjectRef):
+            raise ValidationError("project_path: export_markdown writes into a project; give its project_path",
+                                  hint="For a mounted library, use `memloci export markdown PATH` on the command line.")
+        if not output_path or "\x00" in output_path:
+            raise ValidationError("output_path: must be a file name inside the project, e.g. KNOWLEDGE_GRAPH.md")
+        relative = Path(output_path)
+        if relative.is_absolute():
+            raise ValidationError(f"output_path: '{output_path}' is absolute; give a path relative to the project root")
+        store = self.store(library)
+        root = Path(store.root).parent
+        target = root / relative
+        if ".." in relative.parts or not is_inside(root, target.parent) or (target.is_symlink() and not is_inside(root, target)):
+            raise ValidationError(f"output_path: '{output_path}' leads outside the project root {root.name}")
+        if not target.parent.is_dir():
+            raise ValidationError(f"output_path: the folder {relative.parent} does not exist in the project")
+        graph = store.export_graph(order="name")
+        text = render_graph(graph.entities, graph.relations, title=f"Knowledge graph of {root.name}")
+        ctx = store.read_context()
+        if ctx:
+            text += "\n## Current context\n\n" + "".join(
+                f"- {k.replace('_', ' ')}: {', '.join(v) if isinstance(v, list) else v}\n" for k, v in ctx.items())
+        tmp = target.parent / f".{target.name}.{os.getpid()}.tmp"
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, target)
+        return {"path": str(relative), "entities": len(graph.entities), "relations": len(graph.relations)}
+
+    # -- n2n-memory ----------------------------------------------------------------------
+
+    def _carry_over_n2n(self, store: Any, folder: Path) -> None:
+        """Read n2n-memory's files in a project's `.mcp/` into its new library (files stay as they were)."""
+        memory, context = read_n2n(folder)
+        if memory:
+            entities = [EntityInput(str(e.get("name", "")), str(e.get("entityType", "") or "entity"),
+                                    tuple(str(o) for o in e.get("observations", []) or []))
+                        for e in memory.get("entities", []) or [] if isinstance(e, dict)]
+            clean = [schema.validate_entity(e, f".mcp/memory.json entities[{i}]") for i, e in enumerate(entities)]
+            for i in range(0, len(clean), schema.BATCH_MAX):
+                store.create_entities(clean[i:i + schema.BATCH_MAX], origin="n2n-import")
+            known = {name_key(e.name) for e in clean}
+            relations = [RelationInput(str(r.get("from", "")), str(r.get("relationType", "")), str(r.get("to", "")))
+                         for r in memory.get("relations", []) or [] if isinstance(r, dict)]
+            relations = [schema.validate_relation(r, f".mcp/memory.json relations[{i}]") for i, r in enumerate(relations)]
+            writable = [r for r in relations if name_key(r.from_entity) in known and name_key(r.to_entity) in known]
+            for i in range(0, len(writable), schema.BATCH_MAX):
+                store.create_relations(writable[i:i + schema.BATCH_MAX], origin="n2n-import")
+            log.info("project %s: carried over %d entities and %d relations from .mcp/memory.json",
+                     project_label(folder.parent), len(clean), len(writable))
+            self._written(store)
+        if context:
+            keys = {"activeTask": "active_task", "status": "status", "reason": "reason", "nextSteps": "next_steps",
+                    "lastCommit": "last_commit", "updatedAt": "updated_at"}
+            ctx = {ours: context[theirs] for theirs, ours in keys.items() if context.get(theirs) not in (None, "", [])}
+            if isinstance(ctx.get("next_steps"), str):
+                ctx["next_steps"] = [ctx["next_steps"]]
+            if ctx:
+                store.update_context(lambda before: {**before, **ctx}, origin="n2n-import")
