@@ -601,12 +601,12 @@ def test_add_to_section_keeps_one_blank_line_before_next_heading():
 
 
 def test_add_to_section_creates_a_missing_section_at_the_end():
-    assert add_to_section("# T\n\nintro\n", "Ideas", "- one") == "# T\n\nintro\n\n## Ideas\n- one\n"
-    assert add_to_section("# T\nintro", "## Ideas", "- one") == "# T\nintro\n\n## Ideas\n- one\n"
-    assert add_to_section("", "ideas", "x") == "## ideas\nx\n"
-    assert add_to_section("# T\n", "### Deep One", "x") == "# T\n\n### Deep One\nx\n"
+    assert add_to_section("# T\n\nintro\n", "Ideas", "- one") == "# T\n\nintro\n\n## Ideas\n\n- one\n"
+    assert add_to_section("# T\nintro", "## Ideas", "- one") == "# T\nintro\n\n## Ideas\n\n- one\n"
+    assert add_to_section("", "ideas", "x") == "## ideas\n\nx\n"
+    assert add_to_section("# T\n", "### Deep One", "x") == "# T\n\n### Deep One\n\nx\n"
     # a heading inside code does not count
-    assert add_to_section("```\n## Ideas\n```\n", "Ideas", "x") == "```\n## Ideas\n```\n\n## Ideas\nx\n"
+    assert add_to_section("```\n## Ideas\n```\n", "Ideas", "x") == "```\n## Ideas\n```\n\n## Ideas\n\nx\n"
 
 
 def test_add_to_section_errors():
@@ -670,7 +670,7 @@ def test_remove_empty_section_after_deleting_its_last_line():
 def test_edits_ignore_front_matter_and_leave_it_alone():
     text = "---\ntype: a\n# Ideas\n---\n# T\n"
     out = add_to_section(text, "Ideas", "x")
-    assert out == "---\ntype: a\n# Ideas\n---\n# T\n\n## Ideas\nx\n"
+    assert out == "---\ntype: a\n# Ideas\n---\n# T\n\n## Ideas\n\nx\n"
 
 
 def test_large_document_stays_fast():

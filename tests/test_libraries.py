@@ -129,7 +129,7 @@ def test_document_tools_read_by_section_and_edit_by_context(tmp_path, home):
         content = read["entities"][0]["content"]
         assert content == path.read_text()
         assert "3. tag" in content and "### Rolling back\nRevert the tag, then redeploy." in content
-        assert content.index("Ask #ops first.") < content.index("## Owners\nAna")
+        assert content.index("Ask #ops first.") < content.index("## Owners\n\nAna")
         assert "How we ship." not in content
         rels, _ = await c.ok("find_relations", library="work", from_entity="deploy-guide")
         assert rels["total"] == 0  # handbook and python-project do not exist yet: links wait
@@ -242,7 +242,7 @@ def test_rename_and_merge_repair_every_link(tmp_path, home):
         assert not (work / "authn.md").exists() and not (work / "auth-svc.md").exists()
         text = (work / "identity.md").read_text()
         assert "aliases: [authn, sso, auth-svc]" in text
-        assert "## Merged from authn\n\n## Notes\nSAML too." in text and "## Merged from auth-svc" in text
+        assert "## Merged from authn\n\n### Notes\nSAML too.\n\n---\n" in text and "## Merged from auth-svc" in text
         assert "- uses SAML" in text
         rels, _ = await c.ok("find_relations", library="work", from_entity="identity")
         assert {r["to"] for r in rels["relations"]} == {"user-db"}

@@ -115,3 +115,44 @@ def test_free_memories_round_trip_through_day_files(md):
     memory, _ = service.store_memory("plain one")
     service.delete_memory(memory.content_hash)
     assert "A line a person added." in day.read_text() and "plain one" not in day.read_text()
+
+
+def test_a_file_fixed_back_by_hand_is_indexed_again(md):
+    service, store, folder = md
+    service.create_entities([EntityInput("n", "note", ("one",))])
+    path = folder / "n.md"
+    original = path.read_bytes()
+    path.write_text("---\ntype: [t\n---\n# n\n")
+    store.sync()
+    assert "n.md" in store.problems()
+    path.write_bytes(original)  # an editor's undo: the very bytes that were indexed
+    store.sync()
+    assert store.problems() == {}
+    service.add_observations([ObservationBatch("n", ("two",))])
+    assert "- two" in path.read_text()
+
+
+def test_links_in_observations_are_relations_at_once(md):
+    service, store, folder = md
+    service.create_entities([EntityInput("p1", "note", ("see [[p2]] and [[P3|three]]",)), EntityInput("p2", "note")])
+    service.add_observations([ObservationBatch("p2", ("back to [[p1]]",))])
+    live = {(r.from_entity, r.to_entity) for r in service.find_relations(relation_type="links_to")}
+    assert live == {("p1", "p2"), ("p2", "p1")}
+    service.create_entities([EntityInput("p3", "note")])
+    live = {(r.from_entity, r.to_entity) for r in service.find_relations(relation_type="links_to")}
+    store.rebuild_index()
+    rebuilt = {(r.from_entity, r.to_entity) for r in service.find_relations(relation_type="links_to")}
+    assert live == rebuilt == {("p1", "p2"), ("p2", "p1"), ("p1", "p3")}
+
+
+def test_edits_stamp_modified_and_content_front_matter_is_used(md):
+    service, store, folder = md
+    service.add_entities([NewEntityDocument("doc", content="---\ntype: runbook\n---\n## Steps\n1. go\n")])
+    text = (folder / "doc.md").read_text()
+    assert "type: runbook" in text
+    stamp = text.split("modified: ")[1].split("\n")[0]
+    import time
+
+    time.sleep(1.1)
+    service.add_entity_content("doc", "Steps", "2. stop")
+    assert (folder / "doc.md").read_text().split("modified: ")[1].split("\n")[0] > stamp

@@ -288,6 +288,7 @@ def reindex(
 
     try:
         service = _service(libraries, embedder=True)
+        service.store(library)  # a wrong or missing library name fails here, before any progress bar
         with Progress(TextColumn("embedding"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
                       console=_console()) as bar:
             task = bar.add_task("reindex", total=None)

@@ -24,7 +24,7 @@ MANUAL_TITLE = "# Library manual\n"
 @dataclass(frozen=True, slots=True)
 class NewEntityDocument:
     name: str
-    entity_type: str = "note"
+    entity_type: str | None = None  # None: the content's front matter `type`, else "note"
     aliases: tuple[str, ...] = ()
     relations: tuple[tuple[str, str], ...] = ()  # (relation_type, to)
     content: str = ""
@@ -119,7 +119,7 @@ class DocumentService:
                 if not rt.strip():
                     raise ValidationError(f"{where}.relations.relation_type: must not be empty")
             parsed.name = e.name
-            parsed.entity_type = e.entity_type or parsed.entity_type
+            parsed.entity_type = e.entity_type or parsed.entity_type or "note"
             parsed.aliases = list(dict.fromkeys([*parsed.aliases, *e.aliases]))
             parsed.relations = list(dict.fromkeys([*parsed.relations, *e.relations]))
             docs.append(parsed)
@@ -226,7 +226,10 @@ class DocumentService:
 
 def _within_section(text: str, heading: str, change: Callable[[str], str]) -> str:
     """Apply an exact-context edit to one section only (the same text elsewhere is not a match)."""
-    sections = md.read_sections(text, [md.normalize_heading(heading)])
+    try:
+        sections = md.read_sections(text, [md.normalize_heading(heading)])
+    except NotFoundError as exc:
+        raise NotFoundError(f"toc: the manual has no section '{heading}'", hint=exc.hint) from exc
     if len(sections) > 1:
         raise ValidationError(f"toc: {len(sections)} sections are headed '{heading}'",
                               hint="Give a more specific heading.")

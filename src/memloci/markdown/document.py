@@ -395,10 +395,16 @@ def wikilinks(text: str) -> list[str]:
     first-seen order, deduplicated case-insensitively (entity names match that way)."""
     seen: dict[str, str] = {}
     for m in _links(text):
-        t = _target(m.group(1))[1]
+        t = _stem(_target(m.group(1))[1])
         if t:
             seen.setdefault(t.casefold(), t)
     return list(seen.values())
+
+
+def _stem(target: str) -> str:
+    """`[[note.md]]` and `[[folder/note]]` name the note `note`, as in Obsidian."""
+    t = target[:-3] if target.casefold().endswith(".md") else target
+    return t.rsplit("/", 1)[-1].strip() if "/" in t and not t.endswith("/") else t
 
 
 def rewrite_wikilinks(text: str, old: str, new: str) -> str:
@@ -411,7 +417,7 @@ def rewrite_wikilinks(text: str, old: str, new: str) -> str:
     want, parts, last = old.strip().casefold(), [], 0
     for m in _links(text):
         lead, t = _target(m.group(1))
-        if t.casefold() == want:
+        if _stem(t).casefold() == want:  # the whole target goes: [[old.md]] and [[dir/old]] too
             at = m.start(1) + lead
             parts += [text[last:at], new.strip()]
             last = at + len(t)
@@ -460,12 +466,12 @@ def _find_heading(doc: _Doc, section: str, where: str) -> int | None:
     if not want:
         raise ValidationError(f"{where}: must name a heading")
     if want == "frontmatter":
-        raise ValidationError(f"{where}: the front matter is not a section; edit it with replace_exact")
+        raise ValidationError(f"{where}: the front matter is not a section; edit it with replace_entity_content")
     found = [i for i, (_, _, t) in enumerate(doc.headings) if normalize_heading(t) == want]
     if len(found) > 1:
         listed = "; ".join(f"line {doc.headings[i][0] + 1}: {doc.lines[doc.headings[i][0]].rstrip()}" for i in found)
         raise ValidationError(f"{where}: {len(found)} headings match {section!r}: {listed}",
-                              hint="Rename one with replace_section, or edit with replace_exact; nothing was changed.")
+                              hint="Rename one with replace_entity_section, or edit with replace_entity_content; nothing was changed.")
     return found[0] if found else None
 
 
@@ -488,7 +494,7 @@ def add_to_section(text: str, section: str, new_content: str) -> str:
         level, title = _heading_arg(section)
         head = text if not text or text.endswith("\n") else text + "\n"
         sep = "\n" if head.strip() and not head.endswith("\n\n") else ""
-        return f"{head}{sep}{'#' * (level or 2)} {title}\n{content}"
+        return f"{head}{sep}{'#' * (level or 2)} {title}\n\n{content.lstrip(chr(10))}"
     line, end = doc.headings[hi][0], doc.ends[hi]
     last = end - 1
     while last > line and not doc.lines[last].strip():

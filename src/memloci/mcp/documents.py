@@ -26,7 +26,7 @@ class RelationIn(BaseModel):
 class NewEntity(BaseModel):
     model_config = ConfigDict(populate_by_name=True)
     name: str
-    entity_type: str = Field("note", alias="entityType")
+    entity_type: str | None = Field(None, alias="entityType", description="Default: the content's front matter type, else note")
     aliases: list[str] = []
     relations: list[RelationIn] = []
     content: str = Field("", description="Markdown body: sections, [[wikilinks]], '## Observations' list")

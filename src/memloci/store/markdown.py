@@ -36,11 +36,12 @@ from pathlib import Path
 
 from ..errors import ConflictError, LibraryUnreadableError, MemlociError, NotFoundError, PermissionDeniedError
 from ..markdown.context import parse_context, render_context
-from ..markdown.document import EntityDocument, parse_document, render_document
+from ..markdown.document import EntityDocument, parse_document, render_document, wikilinks
 from ..markdown.memories import MemoryBlock, day_header, is_day, parse_day, preamble, render_block, render_day
 from ..model import LibraryStats, name_key, now_iso
 from ..search import lexical
 from .sqlite import SQLiteStore, _split_sql
+from .sqlite_documents import LINKS_TO
 from .sqlite_memories import insert_memory, select_memories
 from .sqlite_schema import MARKDOWN_TRIGGERS, SCHEMA_VERSION
 
@@ -319,7 +320,15 @@ class MarkdownStore(SQLiteStore):
                 raise ConflictError(f"name: the files for '{name}' already exist in library '{self.name}'",
                                     hint="Pick another name, or merge into the entity that file holds.")
         text = getattr(self._verbatim, "texts", {}).pop(key, None)  # an edit keeps the person's formatting
-        self._put(conn, rel, text if text is not None else render_document(self._document(conn, entity_id)), entity_id, key)
+        if text is None:
+            doc = self._document(conn, entity_id)
+            text = render_document(doc)
+            # Observations are part of the file's body: their [[links]] are links too (as a rescan reads them).
+            linked = {name_key(t) for rt, t in doc.relations if rt == LINKS_TO} | {name_key(t) for t in wikilinks(doc.body)}
+            extra = [t for o in doc.observations for t in wikilinks(o) if name_key(t) not in linked and name_key(t) != key]
+            if extra:
+                self._add_links(conn, entity_id, extra)
+        self._put(conn, rel, text, entity_id, key)
         if old is not None and old != rel:
             self._unlink(old)
 
@@ -372,7 +381,8 @@ class MarkdownStore(SQLiteStore):
         self._keep_old(path, append=True)
         for _, at, tool, action, entities, detail in rows:
             names = ", ".join(json.loads(entities))
-            lines.append(f"\n## {at} · {action}" + (f" · {names}" if names else "") + f"\n- by: {tool}\n")
+            lines.append(f"\n## {at} · {action}" + (f" · {names}" if names else "") + "\n"
+                         + (f"- by: {tool}\n" if tool != action else ""))
             if detail:
                 lines.append("```json\n" + json.dumps(json.loads(detail), ensure_ascii=False, indent=1) + "\n```\n")
         try:
@@ -470,6 +480,7 @@ class MarkdownStore(SQLiteStore):
                     if self._unchanged_since_scan(rel, st):
                         conn.execute("UPDATE md_files SET mtime_ns = ?, size = ? WHERE path = ? AND sha256 = ?",
                                      (*st, rel, sha))
+                        conn.execute("DELETE FROM md_broken WHERE path = ?", (rel,))  # fixed back to what was indexed
                 ids: list[int] = []
                 clashes: set[str] = set()
                 for rel, doc, st, sha in docs:
@@ -518,6 +529,17 @@ class MarkdownStore(SQLiteStore):
                                                                         + [d[0] for d in days], "removed": gone})
         finally:
             self._syncing.on = False
+
+    def _add_links(self, conn: sqlite3.Connection, entity_id: int, targets: list[str]) -> None:
+        found = self._resolve(conn, targets)
+        at = now_iso()
+        for t in targets:
+            hit = found.get(name_key(t))
+            if hit:
+                conn.execute("INSERT OR IGNORE INTO relations (from_id, relation_type, to_id, created_at) VALUES (?, ?, ?, ?)",
+                             (entity_id, LINKS_TO, hit[0], at))
+            else:
+                conn.execute("INSERT OR IGNORE INTO pending_links VALUES (?, ?, ?, ?)", (entity_id, LINKS_TO, name_key(t), t))
 
     @staticmethod
     def _forget(conn: sqlite3.Connection, entity_id: int) -> None:

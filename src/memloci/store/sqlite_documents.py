@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import fnmatch
 import json
+import re
 import sqlite3
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -119,8 +120,10 @@ class SQLiteDocuments:
                 raise ValidationError(f"new_content: the edit would rename '{stored}' to '{doc.name}'",
                                       hint="Rename entities with rename_entity, which also repairs every link.")
             doc.name = stored
+            at = now_iso()
+            new_text = _stamp_modified(new_text, at)
             self._keep_text(name_key(stored), new_text)
-            self._apply_document(conn, doc, now_iso())
+            self._apply_document(conn, doc, at)
             self._link_pending(conn)
             self._refresh_fts(conn, [entity_id])
             self._journal(conn, origin, origin, [stored], {"entity": stored, **detail})
@@ -209,6 +212,8 @@ class SQLiteDocuments:
         # Outgoing relations: the front matter's and the body's links.
         wanted_rel: dict[tuple[str, str], str] = {}
         for relation_type, target in [*doc.relations, *((LINKS_TO, t) for t in wikilinks(doc.body))]:
+            if relation_type == LINKS_TO and name_key(target) == key:
+                continue  # a note linking to itself is no relation
             wanted_rel.setdefault((relation_type, name_key(target)), target)
         targets = self._resolve(conn, [t for t in wanted_rel.values()])
         resolved = {(rt, targets[k][0]) for (rt, k) in wanted_rel if k in targets}
@@ -315,8 +320,8 @@ class SQLiteDocuments:
                     if name_key(a) != name_key(target_name) and name_key(a) not in {name_key(x) for x in aliases}:
                         aliases.append(a)
                 tags += [t for t in src.tags if t not in tags]
-                rest = _without_observations(src.body).strip("\n")
-                body += f"\n\n---\n\n## Merged from {src.name}\n" + (f"\n{rest}\n" if rest.strip() else "")
+                rest = _demote(_without_observations(src.body)).strip("\n")
+                body = body.rstrip("\n") + f"\n\n---\n\n## Merged from {src.name}\n" + (f"\n{rest}\n" if rest.strip() else "")
                 # Observations move (one copy of a text the target already holds).
                 held = {h for (h,) in conn.execute("SELECT content_hash FROM memories WHERE entity_id = ?", (target_id,))}
                 for mid, content in conn.execute("SELECT id, content FROM memories WHERE entity_id = ? ORDER BY id",
@@ -355,6 +360,33 @@ class SQLiteDocuments:
             })
         return {"target": target_name, "merged": merged, "aliases": aliases,
                 "links_rewritten_in": sorted(set(rewritten) - set(merged))}
+
+
+def _stamp_modified(text: str, at: str) -> str:
+    """An edited document's front matter `modified:` line says when (other lines untouched)."""
+    if not text.startswith("---\n"):
+        return text
+    end = text.find("\n---\n", 3)
+    if end == -1:
+        return text
+    front = re.sub(r"(?m)^modified:.*$", f"modified: {at}", text[: end + 1], count=1)
+    return front + text[end + 1:]
+
+
+def _demote(body: str) -> str:
+    """Headings one level down (a merged source's sections sit under `## Merged from ...`)."""
+    out, fence = [], ""
+    for line in body.split("\n"):
+        stripped = line.lstrip()
+        if stripped.startswith(("```", "~~~")):
+            mark = stripped[:3]
+            fence = "" if fence == mark else (fence or mark)
+        elif not fence and line.startswith("#"):
+            level = len(line) - len(line.lstrip("#"))
+            if 0 < level < 6 and line[level:level + 1] == " ":
+                line = "#" + line
+        out.append(line)
+    return "\n".join(out)
 
 
 def _without_observations(body: str) -> str:
