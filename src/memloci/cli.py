@@ -87,8 +87,12 @@ def serve(
     name: Annotated[Optional[str], typer.Option("--name", help="Server name that MCP clients see (default: memloci).")] = None,
     tools: Annotated[Optional[str], typer.Option("--tools", envvar="MEMLOCI_TOOLS",
                                                  help="Tool groups to expose, comma-separated (default: all).")] = None,
+    schema: Annotated[Optional[str], typer.Option("--schema", help="Rules for libraries without their own "
+                                                  "(config [schemas]): default or strict (sets MEMLOCI_SCHEMA).")] = None,
 ) -> None:
     """Run the MCP server on stdio (what MCP clients start)."""
+    if schema is not None:
+        os.environ["MEMLOCI_SCHEMA"] = schema
     import logging
 
     logging.basicConfig(
@@ -301,6 +305,39 @@ def reindex(
     else:
         _console().print(f"Re-embedded {total} memories with {status.model} ({status.dimension} dimensions).",
                          highlight=False)
+
+
+@app.command()
+def check(
+    libraries: LibrariesOpt = None,
+    library: LibraryOpt = None,
+    schema: Annotated[Optional[str], typer.Option("--schema", help="Check against this schema (default, strict) "
+                                                  "instead of the library's own.")] = None,
+) -> None:
+    """Report every violation of a schema in a library (exit code 1 if there is any)."""
+    from rich.table import Table
+
+    from .schema import schema_from_config
+
+    try:
+        rules = schema_from_config(schema, "--schema") if schema else None
+        service = _service(libraries, read_only=True)
+        name = service.store(library).name
+        problems = service.check(rules, library=library)
+        used = rules or service.store(library).schema
+    except MemlociError as exc:
+        _fail(exc)
+    console = _console()
+    if not problems:
+        console.print(f"library '{name}' follows schema '{used.name}': no violations.", highlight=False)
+        return
+    table = Table(title=f"{len(problems)} violation(s) of schema '{used.name}' in library '{name}'")
+    for column in ("what", "where", "value", "rule"):
+        table.add_column(column, overflow="fold")
+    for p in problems:
+        table.add_row(p["what"], p["where"], p["value"], p["rule"])
+    console.print(table)
+    raise typer.Exit(1)
 
 
 @bench_app.command("graph")

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import NotFoundError, ValidationError
+from .schema import schema_from_config
 from .store import Store
 
 DEFAULT_LIBRARY = "default"
@@ -44,6 +45,7 @@ class LibrarySpec:
     name: str
     path: Path
     kind: str = "sqlite"
+    schema: Any = None  # a schema.LibrarySchema; None: MEMLOCI_SCHEMA, else the default
 
 
 def parse_library_specs(spec: str) -> list[LibrarySpec]:
@@ -101,10 +103,19 @@ def load_config(path: str | os.PathLike[str]) -> dict[str, Any]:
     libraries = config.get("libraries", {})
     if not isinstance(libraries, dict) or not all(isinstance(v, str) for v in libraries.values()):
         raise ValidationError(f"config: {p}: [libraries] maps names to paths, e.g. work = \"~/notes\"")
+    schemas = config.get("schemas", {})
+    if not isinstance(schemas, dict):
+        raise ValidationError(f"config: {p}: [schemas] maps library names to a preset (\"strict\") or a table of rules")
+    unknown = sorted(set(schemas) - set(libraries))
+    if unknown:
+        raise ValidationError(f"config: {p}: [schemas] names libraries that are not mounted: {', '.join(unknown)}")
     specs: list[LibrarySpec] = []
     for name, path in libraries.items():  # relative paths are relative to the config file
         full = Path(path).expanduser()
-        specs.append(_spec(f"config [libraries] {name}", name, str(full if full.is_absolute() else p.parent / full), specs))
+        spec = _spec(f"config [libraries] {name}", name, str(full if full.is_absolute() else p.parent / full), specs)
+        if name in schemas:
+            spec = LibrarySpec(spec.name, spec.path, spec.kind, schema_from_config(schemas[name], f"config [schemas] {name}"))
+        specs.append(spec)
     return {**config, "libraries": specs}
 
 
@@ -145,6 +156,12 @@ class LibraryRegistry:
         self.specs = specs if specs is not None else default_specs()
         self.create_missing = create_missing
         self._stores: dict[str, Store] = {s.name: open_store(s) for s in self.specs}
+        default = os.environ.get("MEMLOCI_SCHEMA")
+        fallback = schema_from_config(default, "schema (MEMLOCI_SCHEMA, --schema)") if default else None
+        for spec in self.specs:
+            rules = spec.schema or fallback
+            if rules is not None:
+                self._stores[spec.name].schema = rules
         self._projects: dict[Path, Store] = {}
         self._projects_lock = threading.Lock()
         self._watching = False

@@ -10,9 +10,12 @@ import re
 import unicodedata
 from collections.abc import Sequence
 
-from .errors import ValidationError
 import json
+from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timezone
+from typing import Any
+
+from .errors import InvalidRelationError, ValidationError
 
 from .model import IMPORTANCE, EntityInput, MemoryFilter, MemoryInput, ObservationBatch, RelationInput
 
@@ -209,3 +212,113 @@ def validate_filter(f: MemoryFilter) -> MemoryFilter:
         after=validate_time(f.after, "after"),
         before=validate_time(f.before, "before"),
     )
+
+
+# -- library schemas: rules a library may add on top of the limits above ------------------
+
+@dataclass(frozen=True)
+class LibrarySchema:
+    """The rules of one library. The default adds nothing to the limits above; `strict` is
+    the rule set of the strict-validation memory server (see STRICT)."""
+
+    name: str = "default"
+    name_pattern: str | None = None  # a regular expression every entity name must match
+    name_max: int = NAME_MAX
+    entity_types: tuple[str, ...] | None = None  # None: any type
+    relation_types: tuple[str, ...] | None = None
+    observation_max: int = OBSERVATION_MAX
+    unique_observations: bool = False  # a repeated observation is an error, not a silent no-op
+    unique_names: bool = False  # creating a name that exists is an error, not a merge
+    self_relations: bool = True
+    acyclic: tuple[str, ...] = ()  # relation types that must never form a cycle; ("*",): all together
+
+    def describe(self) -> dict[str, Any]:
+        return {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(self).items()}
+
+    # -- checks that need nothing but the input --------------------------------------
+
+    def check_name(self, name: str, field: str) -> None:
+        if len(name) > self.name_max:
+            raise ValidationError(f"{field}: '{name[:40]}' is {len(name)} characters; schema '{self.name}' allows "
+                                  f"at most {self.name_max}")
+        if self.name_pattern and not re.fullmatch(self.name_pattern, name):
+            raise ValidationError(f"{field}: '{name}' does not match schema '{self.name}' rule {self.name_pattern}",
+                                  hint=_NAME_HINTS.get(self.name_pattern, "Rename it to match the rule."))
+
+    def check_type(self, entity_type: str, field: str) -> None:
+        if self.entity_types is not None and entity_type not in self.entity_types:
+            raise ValidationError(f"{field}: '{entity_type}' is not an entity type of schema '{self.name}'",
+                                  hint=f"Use one of: {', '.join(self.entity_types)}.")
+
+    def check_observation(self, text: str, field: str) -> None:
+        if not text.strip():
+            raise ValidationError(f"{field}: must not be empty")
+        if len(text) > self.observation_max:
+            raise ValidationError(f"{field}: is {len(text)} characters; schema '{self.name}' allows at most "
+                                  f"{self.observation_max}", hint="Split it into shorter observations.")
+
+    def check_relation(self, r: RelationInput, field: str) -> None:
+        if self.relation_types is not None and r.relation_type not in self.relation_types:
+            raise InvalidRelationError(f"{field}.relationType: '{r.relation_type}' is not a relation type of schema "
+                                       f"'{self.name}'", hint=f"Use one of: {', '.join(self.relation_types)}.")
+        if not self.self_relations and r.from_entity.casefold() == r.to_entity.casefold():
+            raise InvalidRelationError(f"{field}: '{r.from_entity}' cannot relate to itself in schema '{self.name}'")
+
+    def check_entity(self, e: EntityInput, field: str) -> None:
+        self.check_name(e.name, f"{field}.name")
+        self.check_type(e.entity_type, f"{field}.entityType")
+        seen: set[str] = set()
+        for j, o in enumerate(e.observations):
+            self.check_observation(o, f"{field}.observations[{j}]")
+            if self.unique_observations and o in seen:
+                raise ValidationError(f"{field}.observations[{j}]: '{o[:40]}' is given twice; schema '{self.name}' "
+                                      "keeps observations unique per entity")
+            seen.add(o)
+
+    def acyclic_types(self, relation_type: str) -> tuple[str, ...] | None:
+        """The relation types a new relation of this type must not close a cycle over (None: no check)."""
+        if "*" in self.acyclic:
+            return ()  # every type together
+        return (relation_type,) if relation_type in self.acyclic else None
+
+
+STRICT = LibrarySchema(
+    name="strict",
+    name_pattern=r"[a-z][a-z0-9-]*",
+    name_max=100,
+    entity_types=("person", "concept", "project", "document", "tool", "organization", "location", "event"),
+    relation_types=("knows", "contains", "uses", "created", "belongs-to", "depends-on", "related-to"),
+    observation_max=500,
+    unique_observations=True,
+    unique_names=True,
+    self_relations=False,
+    acyclic=("*",),
+)
+DEFAULT_SCHEMA = LibrarySchema()
+PRESETS = {"default": DEFAULT_SCHEMA, "strict": STRICT}
+_NAME_HINTS = {STRICT.name_pattern: "Lowercase letters, digits and hyphens, starting with a letter: "
+                                    "python-project, meeting-notes-2024, user-john."}
+
+
+def schema_from_config(value: object, field: str) -> LibrarySchema:
+    """A preset name ("strict") or a table of LibrarySchema fields (a custom schema)."""
+    if isinstance(value, str):
+        if value not in PRESETS:
+            raise ValidationError(f"{field}: unknown schema '{value}'; presets: {', '.join(PRESETS)}")
+        return PRESETS[value]
+    if not isinstance(value, dict):
+        raise ValidationError(f"{field}: a preset name or a table of rules")
+    base = PRESETS.get(str(value.get("preset", "default")))
+    if base is None:
+        raise ValidationError(f"{field}.preset: unknown schema '{value.get('preset')}'")
+    known = set(LibrarySchema.__dataclass_fields__)
+    unknown = sorted(set(value) - known - {"preset"})
+    if unknown:
+        raise ValidationError(f"{field}: unknown rule(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+    rules = {k: tuple(v) if isinstance(v, list) else v for k, v in value.items() if k != "preset"}
+    if rules.get("name_pattern"):
+        try:
+            re.compile(rules["name_pattern"])
+        except re.error as exc:
+            raise ValidationError(f"{field}.name_pattern: not a regular expression: {exc}") from exc
+    return replace(base, **{"name": "custom", **rules})

@@ -14,7 +14,7 @@ import threading
 from typing import Any
 
 from . import schema
-from .errors import ConflictError, InternalError, NotFoundError, ValidationError
+from .errors import ConflictError, InternalError, MemlociError, NotFoundError, ValidationError
 from .libraries import LibraryRegistry, ProjectRef
 from .model import (
     AddedObservations,
@@ -179,6 +179,8 @@ class MemoryService(DocumentService, ProjectService):
                         origin: str = "create_entities") -> list[CreatedEntity]:
         clean = schema.validate_entities(entities)
         store = self.store(library)
+        for i, e in enumerate(clean):
+            store.schema.check_entity(e, f"entities[{i}]")
         result = store.create_entities(clean, origin=origin)
         self._written(store)
         return result
@@ -187,12 +189,21 @@ class MemoryService(DocumentService, ProjectService):
                          origin: str = "create_relations") -> tuple[list[Relation], list[Relation]]:
         """Returns (created, already existing)."""
         clean = schema.validate_relations(relations)
-        return self.store(library).create_relations(clean, origin=origin)
+        store = self.store(library)
+        for i, r in enumerate(clean):
+            store.schema.check_relation(r, f"relations[{i}]")
+        return store.create_relations(clean, origin=origin)
 
     def add_observations(self, batches: Sequence[ObservationBatch], *, library: str | None = None,
                          origin: str = "add_observations") -> list[AddedObservations]:
         clean = schema.validate_observation_batches(batches, "observations", "contents")
         store = self.store(library)
+        for i, b in enumerate(clean):
+            for j, o in enumerate(b.contents):
+                store.schema.check_observation(o, f"observations[{i}].contents[{j}]")
+            if store.schema.unique_observations and len(set(b.contents)) < len(b.contents):
+                raise ValidationError(f"observations[{i}].contents: the same text twice; schema "
+                                      f"'{store.schema.name}' keeps observations unique per entity")
         result = store.add_observations(clean, origin=origin)
         self._written(store)
         return result
@@ -247,6 +258,8 @@ class MemoryService(DocumentService, ProjectService):
         m = schema.validate_memory(MemoryInput(content, tuple(tags), memory_type, metadata or {},
                                                importance or "medium", entity))
         store = self.store(library)
+        if m.entity:
+            store.schema.check_observation(m.content, "content")
         memory, created = store.store_memory(m, origin="store_memory")
         if created:
             self._written(store)
@@ -463,8 +476,94 @@ class MemoryService(DocumentService, ProjectService):
     def history(self, *, limit: int = 50, library: str | None = None) -> list[JournalEntry]:
         return self.store(library).journal(limit=schema.check_int(limit, "limit", 1, schema.PAGE_MAX))
 
+    def check(self, rules: schema.LibrarySchema | None = None, *, library: str | None = None,
+              limit: int = 1000) -> list[dict[str, str]]:
+        """Every way the library breaks a schema (its own, or `rules`): what, where, value, rule."""
+        store = self.store(library)
+        rules = rules or store.schema
+        graph = store.export_graph(order="name")
+        found: list[dict[str, str]] = []
+
+        def report(what: str, where: str, value: str, exc: Exception) -> None:
+            found.append({"what": what, "where": where, "value": value[:80], "rule": getattr(exc, "message", str(exc))})
+
+        for e in graph.entities:
+            for what, field, value, run in (
+                ("name", "name", e.name, lambda: rules.check_name(e.name, "name")),
+                ("type", "entityType", e.entity_type, lambda: rules.check_type(e.entity_type, "entityType"))):
+                try:
+                    run()
+                except MemlociError as exc:
+                    report(what, e.name, value, exc)
+            seen: set[str] = set()
+            for o in e.observations:
+                try:
+                    rules.check_observation(o.content, "observation")
+                    if rules.unique_observations and o.content.strip().casefold() in seen:
+                        raise ValidationError("observation: repeated (observations are unique per entity)")
+                except MemlociError as exc:
+                    report("observation", e.name, o.content, exc)
+                seen.add(o.content.strip().casefold())
+        for r in graph.relations:
+            try:
+                rules.check_relation(RelationInput(r.from_entity, r.relation_type, r.to_entity), "relation")
+            except MemlociError as exc:
+                report("relation", f"{r.from_entity} -> {r.to_entity}", r.relation_type, exc)
+        for cycle in _cycles(graph.relations, rules):
+            found.append({"what": "cycle", "where": " -> ".join(cycle), "value": "",
+                          "rule": f"schema '{rules.name}': relations must not form a cycle"})
+        return found[:limit]
+
+    def flush(self, *, library: str | None = None) -> LibraryStats:
+        """Checkpoint the library's write-ahead log into its main file; every call is durable already."""
+        store = self.store(library)
+        store.checkpoint()
+        return store.stats()
+
     def stats(self, *, library: str | None = None) -> LibraryStats:
         return self.store(library).stats()
 
     def all_stats(self) -> Iterable[LibraryStats]:
         return [self.stats(library=name) for name in self.libraries.names()]
+
+
+def _cycles(relations: Sequence[Relation], rules: schema.LibrarySchema, most: int = 50) -> list[list[str]]:
+    """Cycles over the relation types the schema keeps acyclic (one per back edge found)."""
+    if not rules.acyclic:
+        return []
+    groups: dict[str, list[Relation]] = {}
+    for r in relations:
+        types = rules.acyclic_types(r.relation_type)
+        if types is not None:
+            groups.setdefault("*" if types == () else r.relation_type, []).append(r)
+    cycles: list[list[str]] = []
+    for group in groups.values():
+        out: dict[str, list[str]] = {}
+        names: dict[str, str] = {}
+        for r in group:
+            a, b = name_key(r.from_entity), name_key(r.to_entity)
+            names[a], names[b] = r.from_entity, r.to_entity
+            out.setdefault(a, []).append(b)
+        state: dict[str, int] = {}  # 1: on the current path, 2: done
+        for start in sorted(out):
+            if state.get(start):
+                continue
+            stack, path = [(start, iter(out.get(start, ())))], [start]
+            state[start] = 1
+            while stack:
+                node, edges = stack[-1]
+                nxt = next(edges, None)
+                if nxt is None:
+                    state[node] = 2
+                    stack.pop()
+                    path.pop()
+                elif state.get(nxt) == 1:
+                    cycle = path[path.index(nxt):] + [nxt]
+                    cycles.append([names[k] for k in cycle])
+                    if len(cycles) >= most:
+                        return cycles
+                elif not state.get(nxt):
+                    state[nxt] = 1
+                    stack.append((nxt, iter(out.get(nxt, ()))))
+                    path.append(nxt)
+    return cycles

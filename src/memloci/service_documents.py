@@ -39,7 +39,8 @@ class DocumentService:
             store = self.store(name)
             s = store.stats()
             row = {"name": s.name, "kind": s.kind, "path": s.path, "entities": s.entities,
-                   "observations": s.observations, "memories": s.memories, "relations": s.relations}
+                   "observations": s.observations, "memories": s.memories, "relations": s.relations,
+                   "schema": store.schema.describe()}
             if hasattr(store, "problems"):
                 row["unparsed_files"] = store.problems()
             out.append(row)
@@ -127,6 +128,8 @@ class DocumentService:
         if len(set(keys)) != len(keys):
             raise ValidationError("entities: the same name twice in one call")
         store = self.store(library)
+        for i, d in enumerate(docs):
+            store.check_document(d, f"entities[{i}]")
         names = store.apply_documents(docs, origin="add_entities", action="add_entities", create=True,
                                       detail={"created": [d.name for d in docs]})
         self._written(store)
@@ -177,6 +180,7 @@ class DocumentService:
         if any(c in new_name for c in "[]|#"):
             raise ValidationError("new_name: must not contain [ ] | or # (they would break [[wikilinks]] to it)")
         store = self.store(library)
+        store.schema.check_name(new_name.strip(), "new_name")
         result = store.rename_entity(old_name.strip(), new_name.strip(), origin="rename_entity")
         self._written(store)  # observations whose links were rewritten need new vectors
         return result

@@ -18,7 +18,7 @@ from .. import __version__
 from ..errors import InternalError, MemlociError, NotFoundError, ValidationError
 from ..service import MemoryService
 from ..service_projects import CONTEXT_HINT
-from . import documents, graph, memory, project
+from . import documents, graph, memory, project, strict
 from .replies import as_json, describe_validation_error, error_reply
 
 log = logging.getLogger("memloci.mcp")
@@ -33,7 +33,8 @@ create_relations). Every tool takes an optional `library`; in a code project, pa
 update_context before each commit."""
 
 GROUPS = {"graph": graph.register, "memory": memory.register, "documents": documents.register,
-          "project": project.register}
+          "project": project.register, "strict": strict.register}
+DEFAULT_GROUPS = ["graph", "memory", "documents", "project"]  # strict's tools share names with graph's
 
 
 class MemlociServer(MCPServer):
@@ -56,7 +57,20 @@ class MemlociServer(MCPServer):
         self._subscribers.get(str(params.uri), set()).discard(_connection(ctx))
         return mcp_types.EmptyResult()
 
+    strict_tools: set[str] = set()
+
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        result = await self._call(name, arguments, context)
+        if name in self.strict_tools and result.is_error and isinstance(result.structured_content, dict) \
+                and "error" in result.structured_content and isinstance(result.structured_content["error"], dict):
+            err = result.structured_content["error"]  # that server's clients read {success, error, error_type}
+            body = {"success": False, "error": err["message"] + (f" ({err['hint']})" if err.get("hint") else ""),
+                    "error_type": err["code"]}
+            return CallToolResult(content=[TextContent(type="text", text=as_json(body))], structured_content=body,
+                                  is_error=True)
+        return result
+
+    async def _call(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
         try:
             result = await super().call_tool(name, arguments, context)
         except ToolError as exc:
@@ -119,17 +133,21 @@ def _with_hint(result: CallToolResult) -> CallToolResult:
 def tool_groups(spec: str | None) -> list[str]:
     """Parse `--tools graph,...`; every name must be a known group."""
     if not spec:
-        return list(GROUPS)
+        return list(DEFAULT_GROUPS)
     groups = [g.strip() for g in spec.split(",") if g.strip()]
     unknown = [g for g in groups if g not in GROUPS]
     if unknown or not groups:
         raise ValidationError(f"tools: unknown tool group(s) {', '.join(unknown) or '(none given)'}; "
                               f"known groups: {', '.join(GROUPS)}")
+    if "strict" in groups and "graph" in groups:
+        raise ValidationError("tools: 'strict' and 'graph' cannot be combined: both have create_entities and "
+                              "delete_entities, in different shapes", hint="Use --tools strict,memory,documents,project.")
     return groups
 
 
 def build_server(service: MemoryService, *, name: str = "memloci", groups: list[str] | None = None) -> MemlociServer:
     server = MemlociServer(name=name, version=__version__, instructions=INSTRUCTIONS, log_level="WARNING")
-    for group in groups or list(GROUPS):
+    for group in groups or DEFAULT_GROUPS:
         GROUPS[group](server, service)
+    server.strict_tools = set(strict.TOOLS) if "strict" in (groups or ()) else set()
     return server

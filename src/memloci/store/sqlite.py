@@ -21,11 +21,13 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import (
+    AlreadyExistsError,
     ConflictError,
     InvalidRelationError,
     LibraryUnreadableError,
     NotFoundError,
     PermissionDeniedError,
+    ValidationError,
 )
 from ..model import (
     AddedObservations,
@@ -46,6 +48,7 @@ from ..model import (
     name_key,
     now_iso,
 )
+from ..schema import DEFAULT_SCHEMA, LibrarySchema
 from ..search import lexical
 from .sqlite_schema import MIGRATIONS, SCHEMA_VERSION
 from .sqlite_documents import SQLiteDocuments
@@ -71,6 +74,7 @@ class SQLiteStore(SQLiteMemories, SQLiteDocuments):
     """A library kept in one SQLite file."""
 
     kind = "sqlite"
+    schema: LibrarySchema = DEFAULT_SCHEMA  # set per library by the registry
 
     def __init__(self, path: str | os.PathLike[str], name: str = "default"):
         self.path = str(Path(path).expanduser())
@@ -258,13 +262,43 @@ class SQLiteStore(SQLiteMemories, SQLiteDocuments):
              json.dumps(detail, ensure_ascii=False) if detail is not None else None),
         )
 
-    @staticmethod
-    def _insert_observations(conn: sqlite3.Connection, entity_id: int, contents: Iterable[str], at: str) -> tuple[list[str], list[str]]:
+    def _insert_observations(self, conn: sqlite3.Connection, entity_id: int, contents: Iterable[str], at: str) -> tuple[list[str], list[str]]:
         added, skipped = [], []
         for content in contents:
             new = insert_memory(conn, entity_id, content, "observation", (), None, {}, at)
             (added if new is not None else skipped).append(content)
+        if skipped and self.schema.unique_observations:
+            name = conn.execute("SELECT name FROM entities WHERE id = ?", (entity_id,)).fetchone()[0]
+            raise ValidationError(f"observations: '{skipped[0][:60]}' is already an observation of '{name}'; schema "
+                                  f"'{self.schema.name}' keeps observations unique per entity (nothing was added)")
         return added, skipped
+
+    @staticmethod
+    def _path(conn: sqlite3.Connection, start: int, goal: int, types: tuple[str, ...]) -> list[str]:
+        """Names along relations (of `types`; () for all) from start to goal; [] if goal is not reachable."""
+        where = f"AND r.relation_type IN ({_marks(len(types))})" if types else ""
+        if start == goal:
+            return [conn.execute("SELECT name FROM entities WHERE id = ?", (start,)).fetchone()[0]]
+        reach = conn.execute(
+            f"""WITH RECURSIVE reach(id) AS (SELECT ? UNION SELECT r.to_id FROM relations r JOIN reach ON r.from_id = reach.id
+                {where}) SELECT 1 FROM reach WHERE id = ? LIMIT 1""", (start, *types, goal)).fetchone()
+        if not reach:
+            return []
+        parent, frontier = {start: start}, [start]  # rare (an error): walk again for a readable path
+        while frontier and goal not in parent:
+            nxt = []
+            for node in frontier:
+                for (to,) in conn.execute(f"SELECT r.to_id FROM relations r WHERE r.from_id = ? {where}", (node, *types)):
+                    if to not in parent:
+                        parent[to] = node
+                        nxt.append(to)
+            frontier = nxt
+        ids, node = [goal], goal
+        while node != start:
+            node = parent[node]
+            ids.append(node)
+        names = dict(conn.execute(f"SELECT id, name FROM entities WHERE id IN ({_marks(len(ids))})", ids).fetchall())
+        return [names[i] for i in reversed(ids)]
 
     def _load_entities(self, conn: sqlite3.Connection, ids: Sequence[int], observations: bool = True) -> dict[int, Entity]:
         """Entities by id, in the order of `ids` (ids with no entity are left out)."""
@@ -322,6 +356,13 @@ class SQLiteStore(SQLiteMemories, SQLiteDocuments):
         results: list[CreatedEntity] = []
         with self._write() as conn:
             existing = self._resolve(conn, [e.name for e, _ in groups.values()])
+            if self.schema.unique_names and (existing or len(groups) < len(entities)):
+                taken = [n for _, n in existing.values()] or [e.name for e in entities if
+                                                               sum(name_key(x.name) == name_key(e.name) for x in entities) > 1]
+                raise AlreadyExistsError(f"entities.name: '{taken[0]}' already exists; schema '{self.schema.name}' "
+                                         "keeps names unique (nothing was created)",
+                                         hint="Add observations to it instead, or pick another name.",
+                                         details={"existing": taken})
             touched: list[int] = []
             for key, (e, observations) in groups.items():
                 if key in existing:
@@ -373,7 +414,16 @@ class SQLiteStore(SQLiteMemories, SQLiteDocuments):
             triples = dict.fromkeys(
                 (ids[name_key(r.from_entity)], r.relation_type, ids[name_key(r.to_entity)]) for r in relations
             )
-            for (from_id, from_name), relation_type, (to_id, to_name) in triples:
+            for i, ((from_id, from_name), relation_type, (to_id, to_name)) in enumerate(triples):
+                types = self.schema.acyclic_types(relation_type)
+                if types is not None:
+                    path = self._path(conn, to_id, from_id, types)
+                    if path:
+                        raise InvalidRelationError(
+                            f"relations[{i}]: {from_name} -{relation_type}-> {to_name} would close a cycle "
+                            f"({' -> '.join([from_name, *path])}); schema '{self.schema.name}' keeps "
+                            f"{'relations' if not types else relation_type + ' relations'} acyclic (nothing was created)",
+                            hint="Drop or reverse one relation of the cycle.")
                 cur = conn.execute(
                     "INSERT OR IGNORE INTO relations (from_id, relation_type, to_id, created_at) VALUES (?, ?, ?, ?)",
                     (from_id, relation_type, to_id, at),
@@ -559,6 +609,10 @@ class SQLiteStore(SQLiteMemories, SQLiteDocuments):
             JournalEntry(i, at, tool, action, tuple(json.loads(ents)), json.loads(detail) if detail else None)
             for i, at, tool, action, ents, detail in rows
         ]
+
+    def checkpoint(self) -> None:
+        with self._borrow() as conn:
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
     def stats(self) -> LibraryStats:
         with self._read() as conn:

@@ -19,7 +19,7 @@ from typing import Any
 from ..errors import AlreadyExistsError, NotFoundError, ValidationError
 from ..markdown.document import (EntityDocument, normalize_heading, parse_document, render_document,
                                  rewrite_wikilinks, wikilinks)
-from ..model import Relation, name_key, now_iso
+from ..model import Relation, RelationInput, name_key, now_iso
 from ..search import lexical
 from .sqlite_memories import insert_memory
 
@@ -83,6 +83,19 @@ class SQLiteDocuments:
             created=entity.created_at, modified=entity.updated_at, extra=list(entity.metadata.get(EXTRA_KEY, [])),
         )
 
+    def check_document(self, doc: EntityDocument, field: str) -> None:
+        """The library schema's rules, for a document about to be applied."""
+        rules = self.schema
+        rules.check_name(doc.name, f"{field}.name")
+        rules.check_type(doc.entity_type, f"{field}.entity_type")
+        for j, o in enumerate(doc.observations):
+            rules.check_observation(o, f"{field}.observations[{j}]")
+        if rules.unique_observations and len(set(doc.observations)) < len(doc.observations):
+            raise ValidationError(f"{field}.observations: the same text twice; schema '{rules.name}' keeps "
+                                  "observations unique per entity")
+        for j, (rt, to) in enumerate(doc.relations):
+            rules.check_relation(RelationInput(doc.name, rt, to), f"{field}.relations[{j}]")
+
     # -- the library manual --------------------------------------------------------------
 
     def manual_text(self) -> str | None:
@@ -120,6 +133,7 @@ class SQLiteDocuments:
                 raise ValidationError(f"new_content: the edit would rename '{stored}' to '{doc.name}'",
                                       hint="Rename entities with rename_entity, which also repairs every link.")
             doc.name = stored
+            self.check_document(doc, "entity")
             at = now_iso()
             new_text = _stamp_modified(new_text, at)
             self._keep_text(name_key(stored), new_text)

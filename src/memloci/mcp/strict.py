@@ -1,0 +1,191 @@
+"""The strict-validation memory server's tool set (`--tools strict`), for clients written
+against it: its names, its argument names and its reply shape `{success, data?, error?,
+error_type?}`. The rules are the library's schema (`--schema strict` for that server's)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Annotated, Any
+
+from mcp_types import CallToolResult, TextContent
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..errors import MemlociError, NotFoundError
+from ..model import EntityInput, ObservationBatch, RelationInput
+from ..service import MemoryService
+from .graph import ConfirmRoot, Library, LibraryName, ProjectPath, _annotations, _library, entity_out, relation_out
+from .replies import as_json
+
+TOOLS = ("get_entity", "get_graph", "create_entities", "add_observation", "create_relation", "search_memory",
+         "delete_entities", "delete_relation", "flush_memory")
+RECENCY = re.compile(r"\b(most\s+recent|latest|newest|last|recent(?:ly)?)\b", re.IGNORECASE)
+
+
+class StrictEntity(BaseModel):
+    model_config = ConfigDict(populate_by_name=True)
+    name: str
+    entity_type: str = Field(alias="entityType")
+    observations: list[str] = []
+
+
+class Out(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+def strict_reply(body: dict[str, Any], *, error: bool = False) -> CallToolResult:
+    return CallToolResult(content=[TextContent(type="text", text=as_json(body))], structured_content=body, is_error=error)
+
+
+def strict_error(exc: MemlociError) -> CallToolResult:
+    message = exc.message + (f" ({exc.hint})" if exc.hint else "")
+    return strict_reply({"success": False, "error": message, "error_type": exc.code}, error=True)
+
+
+def _run(produce: Callable[[], Any]) -> CallToolResult:
+    try:
+        return strict_reply({"success": True, "data": produce()})
+    except MemlociError as exc:
+        return strict_error(exc)
+
+
+def register(server: Any, service: MemoryService) -> None:
+    def where(library, library_name, project_path, confirm):
+        return _library(library, library_name, project_path, confirm)
+
+    def one_entity(name: str, lib: Any) -> dict[str, Any]:
+        graph = service.open_nodes([name], library=lib)
+        if not graph.entities:
+            raise NotFoundError(f"entity_name: '{name}' does not exist", hint="Check the name with search_memory.")
+        e = graph.entities[0]
+        return {**entity_out(e, dates=True), "relations": [relation_out(r) for r in graph.relations]}
+
+    def get_entity(entity_name: str, library: Library = None, library_name: LibraryName = None,
+                   project_path: ProjectPath = None, confirm_new_project_root: ConfirmRoot = None
+                   ) -> Annotated[CallToolResult, Out]:
+        return _run(lambda: one_entity(entity_name, where(library, library_name, project_path, confirm_new_project_root)))
+
+    def get_graph(library: Library = None, library_name: LibraryName = None, project_path: ProjectPath = None,
+                  confirm_new_project_root: ConfirmRoot = None) -> Annotated[CallToolResult, Out]:
+        def produce():
+            graph = service.export_graph(order="name", library=where(library, library_name, project_path,
+                                                                     confirm_new_project_root))
+            return {"entities": [entity_out(e) for e in graph.entities], "relations": [relation_out(r) for r in graph.relations]}
+        return _run(produce)
+
+    def create_entities(entities: list[StrictEntity], library: Library = None, library_name: LibraryName = None,
+                        project_path: ProjectPath = None, confirm_new_project_root: ConfirmRoot = None
+                        ) -> Annotated[CallToolResult, Out]:
+        def produce():
+            done = service.create_entities(
+                [EntityInput(e.name, e.entity_type, tuple(e.observations)) for e in entities],
+                library=where(library, library_name, project_path, confirm_new_project_root))
+            return {"created": [{"name": c.name, "entity_type": c.entity_type, "observations": list(c.observations)}
+                                for c in done]}
+        return _run(produce)
+
+    def add_observation(entity: str, observation: str, library: Library = None, library_name: LibraryName = None,
+                        project_path: ProjectPath = None, confirm_new_project_root: ConfirmRoot = None
+                        ) -> Annotated[CallToolResult, Out]:
+        def produce():
+            done = service.add_observations([ObservationBatch(entity, (observation,))],
+                                            library=where(library, library_name, project_path, confirm_new_project_root))
+            return {"entity": done[0].entity_name, "observation": observation}
+        return _run(produce)
+
+    def create_relation(from_entity: str, to_entity: str, relation_type: str, library: Library = None,
+                        library_name: LibraryName = None, project_path: ProjectPath = None,
+                        confirm_new_project_root: ConfirmRoot = None) -> Annotated[CallToolResult, Out]:
+        def produce():
+            created, existing = service.create_relations(
+                [RelationInput(from_entity, relation_type, to_entity)],
+                library=where(library, library_name, project_path, confirm_new_project_root))
+            r = (created or existing)[0]
+            return {"from_entity": r.from_entity, "to_entity": r.to_entity, "relation_type": r.relation_type,
+                    "created": bool(created)}
+        return _run(produce)
+
+    def search_memory(query: str, library: Library = None, library_name: LibraryName = None,
+                      project_path: ProjectPath = None, confirm_new_project_root: ConfirmRoot = None
+                      ) -> Annotated[CallToolResult, Out]:
+        lib = where(library, library_name, project_path, confirm_new_project_root)
+
+        def produce():
+            recent = bool(RECENCY.search(query))
+            words = " ".join(RECENCY.sub(" ", query).split())
+            if words:
+                hits = [h.entity for h in service.search_nodes(words, library=lib).hits]
+            else:  # "latest": everything, newest first
+                hits = list(service.read_graph(limit=100, library=lib).entities)
+            if recent:  # "most recent workout": the newest matches first, by their last change
+                hits.sort(key=lambda e: max([e.updated_at, *(o.created_at for o in e.observations)]), reverse=True)
+            return {"query": query, "recency": recent,
+                    "results": [entity_out(e, dates=True) for e in hits]}
+
+        try:
+            data = produce()
+        except MemlociError as exc:
+            return strict_error(exc)
+        if not data["results"]:
+            return strict_reply({"success": True, "data": data, "error": f"No results for '{query}'",
+                                 "error_type": "NO_RESULTS"})
+        return strict_reply({"success": True, "data": data})
+
+    def delete_entities(names: list[str], library: Library = None, library_name: LibraryName = None,
+                        project_path: ProjectPath = None, confirm_new_project_root: ConfirmRoot = None
+                        ) -> Annotated[CallToolResult, Out]:
+        lib = where(library, library_name, project_path, confirm_new_project_root)
+
+        def produce():
+            found = {e.name.casefold() for e in service.open_nodes(names, library=lib).entities}
+            missing = [n for n in names if n.strip().casefold() not in found]
+            if missing:
+                raise NotFoundError(f"names: {', '.join(repr(n) for n in missing)} do not exist (nothing was deleted)")
+            return {"deleted": service.delete_entities(names, library=lib)}
+        return _run(produce)
+
+    def delete_relation(from_entity: str, to_entity: str, library: Library = None, library_name: LibraryName = None,
+                        project_path: ProjectPath = None, confirm_new_project_root: ConfirmRoot = None
+                        ) -> Annotated[CallToolResult, Out]:
+        lib = where(library, library_name, project_path, confirm_new_project_root)
+
+        def produce():
+            found = service.find_relations(from_entity=from_entity, to_entity=to_entity, library=lib)
+            if not found:
+                raise NotFoundError(f"from_entity, to_entity: no relation from '{from_entity}' to '{to_entity}'")
+            service.delete_relations([RelationInput(r.from_entity, r.relation_type, r.to_entity) for r in found],
+                                     library=lib)
+            return {"deleted": [relation_out(r) for r in found]}
+        return _run(produce)
+
+    def flush_memory(library: Library = None, library_name: LibraryName = None, project_path: ProjectPath = None,
+                     confirm_new_project_root: ConfirmRoot = None) -> Annotated[CallToolResult, Out]:
+        def produce():
+            stats = service.flush(library=where(library, library_name, project_path, confirm_new_project_root))
+            return {"flushed": True, "entities": stats.entities, "relations": stats.relations}
+        return _run(produce)
+
+    ro, write = {"read_only": True, "idempotent": True}, {}
+    for fn, flags, description in [
+        (get_entity, ro, 'One entity with its observations and relations.\nExample: {"entity_name": "python-project"}'),
+        (get_graph, ro, "The whole graph: entities and relations."),
+        (create_entities, write, "Create entities (all or none). Names: lowercase letters, digits, hyphens; types: "
+                                 "person, concept, project, document, tool, organization, location, event (strict "
+                                 'schema).\nExample: {"entities": [{"name": "user-john", "entity_type": "person", '
+                                 '"observations": ["prefers tea"]}]}'),
+        (add_observation, write, 'Add one observation to an entity.\nExample: {"entity": "user-john", '
+                                 '"observation": "runs on Mondays"}'),
+        (create_relation, write, "Relate two existing entities; no self-relations, no cycles (strict schema).\n"
+                                 'Example: {"from_entity": "user-john", "to_entity": "python-project", '
+                                 '"relation_type": "uses"}'),
+        (search_memory, ro, "Search names (1.0), types (0.8) and observations (0.6), typo-tolerant; recency words "
+                            "(latest, last, most recent) order the newest first. No match: success with error_type "
+                            'NO_RESULTS.\nExample: {"query": "most recent workout"}'),
+        (delete_entities, {"destructive": True}, 'Delete entities with their relations (all or none).\n'
+                                                 'Example: {"names": ["user-john"]}'),
+        (delete_relation, {"destructive": True}, "Delete the relations from one entity to another.\n"
+                                                 'Example: {"from_entity": "user-john", "to_entity": "python-project"}'),
+        (flush_memory, {"idempotent": True}, "Make sure everything is on disk (every call already is); returns counts."),
+    ]:
+        title = fn.__name__.replace("_", " ").title()
+        server.add_tool(fn, title=title, annotations=_annotations(title, **flags), description=description)
