@@ -211,3 +211,65 @@ def test_resource_subscribers_hear_of_changes(tmp_path, home):
 
     anyio.run(main)
     assert heard == [uri, "memloci://graph"]
+
+
+def test_exports_never_overwrite_project_files(tmp_path, home):
+    app = make_repo(tmp_path / "app")
+    (app / "src").mkdir()
+    (app / "NOTES.md").write_text("# My notes\n")
+
+    async def body(c: Client):
+        await c.ok("create_entities", project_path=str(app), confirm_new_project_root=str(app), entities=[entity("x")])
+        for target in ("main.py", ".git/hooks/pre-commit.md", ".mcp/x.md", "src", "NOTES.md"):
+            err = await c.error("export_markdown", project_path=str(app), output_path=target)
+            assert err["code"] in ("VALIDATION_ERROR", "ALREADY_EXISTS") and "output_path" in err["message"], target
+        await c.ok("export_markdown", project_path=str(app), output_path="src/graph.md")
+        await c.ok("export_markdown", project_path=str(app), output_path="src/graph.md")  # its own export: replaced
+
+    run_session(home, body)
+    assert (app / "main.py").read_text() == "print('hi')\n" and (app / "NOTES.md").read_text() == "# My notes\n"
+    assert not list(app.glob(".*.tmp")) and not list((app / "src").glob(".*.tmp"))
+
+
+def test_clones_and_branches_keep_project_memory_clean(tmp_path, home):
+    app = make_repo(tmp_path / "app")
+    (app / ".mcp").mkdir()
+    (app / ".mcp" / "memory.json").write_text(json.dumps({"entities": [entity("kept"), entity("dropped")],
+                                                          "relations": []}))
+
+    async def setup(c: Client):
+        await c.ok("read_graph", project_path=str(app))  # carries memory.json over
+        await c.ok("delete_entities", project_path=str(app), entityNames=["dropped"])
+
+    run_session(home, setup)
+    git(app, "add", "-A")
+    git(app, "commit", "-qm", "memory")
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "-q", str(app), str(clone)], check=True, capture_output=True)
+
+    async def on_clone(c: Client):
+        graph, _ = await c.ok("read_graph", project_path=str(clone))
+        assert [e["name"] for e in graph["entities"]] == ["kept"]  # not carried over a second time
+
+    run_session(home, on_clone)
+    assert git(clone, "status", "--porcelain") == ""  # reading changed nothing in the working tree
+
+    default = git(clone, "rev-parse", "--abbrev-ref", "HEAD").strip()
+    git(clone, "checkout", "-qb", "feature")
+
+    async def on_branch(c: Client, branch: str):  # each branch its own entity: only the journal is shared
+        await c.ok("create_entities", project_path=str(clone), entities=[entity(f"from-{branch}", f"note from {branch}")])
+
+    run_session(home, lambda c: on_branch(c, "feature"))
+    git(clone, "add", "-A")
+    git(clone, "commit", "-qm", "feature note")
+    git(clone, "checkout", "-q", default)
+    run_session(home, lambda c: on_branch(c, "main"))
+    git(clone, "add", "-A")
+    git(clone, "commit", "-qm", "main note")
+    merge = subprocess.run(["git", "-C", str(clone), "merge", "-q", "-m", "merge", "feature"], capture_output=True,
+                           text=True, env={"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@x", "GIT_COMMITTER_NAME": "t",
+                                           "GIT_COMMITTER_EMAIL": "t@x", "HOME": str(clone), "PATH": "/usr/bin:/bin"})
+    journal = (clone / ".mcp" / "journal.md").read_text()
+    assert "from-feature" in journal and "from-main" in journal and "<<<<<<<" not in journal
+    assert merge.returncode == 0, merge.stdout + merge.stderr

@@ -95,11 +95,10 @@ def serve(
         os.environ["MEMLOCI_SCHEMA"] = schema
     import logging
 
-    logging.basicConfig(
-        level=os.environ.get("MEMLOCI_LOG_LEVEL", "WARNING").upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+    level = os.environ.get("MEMLOCI_LOG_LEVEL", "WARNING").upper()
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    if level != "DEBUG":  # the SDK's info lines echo resource URIs, which hold project paths
+        logging.getLogger("mcp").setLevel(max(logging.WARNING, logging.getLogger().level))
     from .mcp.server import build_server, tool_groups
 
     try:

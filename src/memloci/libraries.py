@@ -206,7 +206,9 @@ class LibraryRegistry:
                 return store, None
             folder = project_library_dir(root, ref.confirm,
                                          may_create=may_create and ref.may_create and self.create_missing)
-            first = not (folder / INDEX_DIR).exists()
+            # n2n files are carried over once: into a folder with no Markdown yet (a fresh clone of a
+            # project that already carried them over has its .md files, only its index is missing).
+            first = not (folder / INDEX_DIR).exists() and not any(folder.glob("*.md"))
             store = MarkdownStore(folder, root.name or "project")
             store.open()
             if self._watching:

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from . import schema
-from .errors import ValidationError
+from .errors import AlreadyExistsError, ValidationError
 from .libraries import ProjectRef
 from .markdown.export import render_graph
 from .model import EntityInput, RelationInput, name_key, now_iso
@@ -21,6 +21,7 @@ log = logging.getLogger(__name__)
 STATUSES = ("IN_PROGRESS", "COMPLETED", "BLOCKED", "PLANNING")
 TEXT_MAX = 4000
 STEPS_MAX = 100
+EXPORT_TITLE = "# Knowledge graph"  # an existing file is only ever replaced if it starts so
 CONTEXT_HINT = "Project memory changed: call update_context (task, status, next steps) before you git commit."
 
 
@@ -80,15 +81,26 @@ class ProjectService:
             raise ValidationError(f"output_path: '{output_path}' leads outside the project root {root.name}")
         if not target.parent.is_dir():
             raise ValidationError(f"output_path: the folder {relative.parent} does not exist in the project")
+        if relative.suffix.lower() not in (".md", ".markdown") or any(part.startswith(".") for part in relative.parts):
+            raise ValidationError(f"output_path: '{output_path}' must be a .md file outside hidden folders "
+                                  "(.mcp, .git, ...)", hint="For example KNOWLEDGE_GRAPH.md or docs/graph.md.")
+        if target.is_dir():
+            raise ValidationError(f"output_path: '{output_path}' is a folder")
+        if target.exists() and not target.read_text(encoding="utf-8", errors="replace").startswith(EXPORT_TITLE):
+            raise AlreadyExistsError(f"output_path: '{output_path}' exists and is not an export of this graph; "
+                                     "it is left as it is", hint="Pick another file name.")
         graph = store.export_graph(order="name")
-        text = render_graph(graph.entities, graph.relations, title=f"Knowledge graph of {root.name}")
+        text = render_graph(graph.entities, graph.relations, title=f"{EXPORT_TITLE[2:]} of {root.name}")
         ctx = store.read_context()
         if ctx:
             text += "\n## Current context\n\n" + "".join(
                 f"- {k.replace('_', ' ')}: {', '.join(v) if isinstance(v, list) else v}\n" for k, v in ctx.items())
         tmp = target.parent / f".{target.name}.{os.getpid()}.tmp"
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, target)
+        try:
+            tmp.write_text(text, encoding="utf-8")
+            os.replace(tmp, target)
+        finally:
+            tmp.unlink(missing_ok=True)
         return {"path": str(relative), "entities": len(graph.entities), "relations": len(graph.relations)}
 
     # -- n2n-memory ----------------------------------------------------------------------
@@ -108,6 +120,10 @@ class ProjectService:
                          for r in memory.get("relations", []) or [] if isinstance(r, dict)]
             relations = [schema.validate_relation(r, f".mcp/memory.json relations[{i}]") for i, r in enumerate(relations)]
             writable = [r for r in relations if name_key(r.from_entity) in known and name_key(r.to_entity) in known]
+            if len(writable) < len(relations) or len(known) < len(clean):
+                log.warning("project %s: .mcp/memory.json: %d relation(s) to missing entities skipped, %d entity name(s) "
+                            "given twice merged", project_label(folder.parent), len(relations) - len(writable),
+                            len(clean) - len(known))
             for i in range(0, len(writable), schema.BATCH_MAX):
                 store.create_relations(writable[i:i + schema.BATCH_MAX], origin="n2n-import")
             log.info("project %s: carried over %d entities and %d relations from .mcp/memory.json",

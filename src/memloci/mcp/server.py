@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+from contextlib import suppress
 from typing import Any
 from urllib.parse import quote
 
@@ -16,6 +17,7 @@ from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 
 from .. import __version__
 from ..errors import InternalError, MemlociError, NotFoundError, ValidationError
+from ..projects import resolve_project_root
 from ..service import MemoryService
 from ..service_projects import CONTEXT_HINT
 from . import documents, graph, memory, project, strict
@@ -34,6 +36,8 @@ update_context before each commit."""
 
 GROUPS = {"graph": graph.register, "memory": memory.register, "documents": documents.register,
           "project": project.register, "strict": strict.register}
+# Not read-only (a recall counts as a use; an export writes a file), yet no change to the memory itself.
+NOT_CHANGING_MEMORY = {"retrieve_memory", "export_markdown", "flush_memory"}
 DEFAULT_GROUPS = ["graph", "memory", "documents", "project"]  # strict's tools share names with graph's
 
 
@@ -75,8 +79,9 @@ class MemlociServer(MCPServer):
             result = await super().call_tool(name, arguments, context)
         except ToolError as exc:
             cause = exc.__cause__
-            if isinstance(cause, MemlociError):
-                log.info("tool %s: %s %s", name, cause.code, cause.message)
+            if isinstance(cause, MemlociError):  # messages may name project paths: only at debug level
+                log.info("tool %s: %s", name, cause.code)
+                log.debug("tool %s: %s %s", name, cause.code, cause.message)
                 return error_reply(cause)
             if isinstance(exc, UnexpectedToolError):
                 # A fault of ours (say, a result failing its own output schema), possibly after a
@@ -90,16 +95,20 @@ class MemlociServer(MCPServer):
             log.error("tool %s failed", name, exc_info=cause or exc)
             return error_reply(InternalError(f"tool {name} failed: {exc}"))
         tool = self._tool_manager.get_tool(name)
-        changes = tool is not None and tool.annotations is not None and not tool.annotations.read_only_hint
+        changes = (tool is not None and tool.annotations is not None and not tool.annotations.read_only_hint
+                   and name not in NOT_CHANGING_MEMORY)
         if changes and isinstance(result, CallToolResult) and not result.is_error:
             await self._changed(arguments)
-            if arguments.get("project_path") and isinstance(result.structured_content, dict):
+            if arguments.get("project_path") and name != "update_context" and isinstance(result.structured_content, dict):
                 result = _with_hint(result)
         return result
 
     async def _changed(self, arguments: dict[str, Any]) -> None:
         """Tell `subscriptions/listen` subscribers that a graph resource may have changed."""
         path = arguments.get("project_path")
+        if path:  # one URI per project, however the caller spelled its path (symlinks, "..")
+            with suppress(MemlociError):
+                path = str(resolve_project_root(path))
         uri = f"memloci://graph?path={quote(path, safe='/')}" if path else "memloci://graph"
         try:
             await self._subscriptions.publish(ResourceUpdated(uri=uri))

@@ -141,6 +141,9 @@ class MarkdownStore(SQLiteStore):
             ignore = index / ".gitignore"
             if not ignore.exists():  # the index is rebuilt from the files: keep it out of git
                 ignore.write_text("# memloci's rebuildable index\n*\n")
+            attributes = self.root / ".gitattributes"
+            if not attributes.exists():  # two branches appending to the journal merge without a conflict
+                attributes.write_text(f"{JOURNAL} merge=union\n")
         except OSError as exc:
             raise PermissionDeniedError(f"library '{self.name}': cannot write {index}: {exc.strerror}") from exc
         super().open(create=True)
@@ -200,9 +203,13 @@ class MarkdownStore(SQLiteStore):
                 if getattr(self._syncing, "on", False):  # what came from the files needs no writing back
                     for table in ("md_dirty", "md_dirty_days", "md_new_memories"):
                         conn.execute(f"DELETE FROM {table}")
+                    # Nor into journal.md: reading files must not change the working tree (git keeps
+                    # that history); `memloci history` still lists the rescans.
+                    conn.execute("INSERT OR REPLACE INTO library_meta SELECT 'journal_written', ifnull(max(id), 0) "
+                                 "FROM journal")
                 else:
                     self._flush(conn)
-                self._append_journal(conn)
+                    self._append_journal(conn)
         except BaseException:
             self._restore_files()
             raise
@@ -380,11 +387,13 @@ class MarkdownStore(SQLiteStore):
         lines = [] if path.exists() else ["# Journal\n\nEvery change to this library, newest last.\n"]
         self._keep_old(path, append=True)
         for _, at, tool, action, entities, detail in rows:
-            names = ", ".join(json.loads(entities))
+            listed = json.loads(entities)
+            names = ", ".join(listed[:5]) + (f" and {len(listed) - 5} more" if len(listed) > 5 else "")
             lines.append(f"\n## {at} · {action}" + (f" · {names}" if names else "") + "\n"
                          + (f"- by: {tool}\n" if tool != action else ""))
             if detail:
-                lines.append("```json\n" + json.dumps(json.loads(detail), ensure_ascii=False, indent=1) + "\n```\n")
+                lines.append("```json\n" + json.dumps(json.loads(detail), ensure_ascii=False, indent=1, sort_keys=True)
+                             + "\n```\n")
         try:
             with open(path, "a", encoding="utf-8") as f:
                 f.write("".join(lines))
@@ -686,7 +695,8 @@ class MarkdownStore(SQLiteStore):
             ctx = change(before)
             self._put(conn, CONTEXT, render_context(ctx), None)
             conn.execute("DELETE FROM md_files WHERE path = ?", (CONTEXT,))  # not an entity, never scanned
-            self._journal(conn, origin, origin, [], {"before": before, "after": ctx})
+            self._journal(conn, origin, origin, [], {k: {"before": before.get(k), "after": v}
+                                                      for k, v in ctx.items() if before.get(k) != v and k != "updated_at"})
         return ctx
 
     def manual_text(self) -> str | None:

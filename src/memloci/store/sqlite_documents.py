@@ -163,7 +163,8 @@ class SQLiteDocuments:
             before = json.loads(row[0]) if row else {}
             ctx = change(before)
             conn.execute("INSERT OR REPLACE INTO library_meta VALUES ('context', ?)", (json.dumps(ctx, ensure_ascii=False),))
-            self._journal(conn, origin, origin, [], {"before": before, "after": ctx})
+            self._journal(conn, origin, origin, [], {k: {"before": before.get(k), "after": v}
+                                                      for k, v in ctx.items() if before.get(k) != v and k != "updated_at"})
         return ctx
 
     # -- writing ---------------------------------------------------------------------
