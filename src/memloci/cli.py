@@ -388,6 +388,18 @@ def bench_library(
     run_library(files=files, repeat=repeat, embeddings=embeddings, out=out, console=_console())
 
 
+@bench_app.command("strict")
+def bench_strict(
+    relations: Annotated[int, typer.Option("--relations", help="Relations in the graph (a DAG).")] = 100_000,
+    calls: Annotated[int, typer.Option("--calls", help="Timed calls of each kind.")] = 100,
+    out: Annotated[Path, typer.Option("--out", help="JSON results file.")] = Path("bench-results/strict.json"),
+) -> None:
+    """The strict schema's cycle check: create_relation over MCP on a graph of RELATIONS relations."""
+    from .bench.strict import run as run_strict
+
+    run_strict(relations=relations, calls=calls, out=out, console=_console())
+
+
 @bench_app.command("recall")
 def bench_recall(
     size: Annotated[int, typer.Option("--size", help="Memories in the library.")] = 100_000,
