@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import anyio
 
-from conftest import Client, mcp_session, run_session, server_env
+from conftest import Client, run_session
 
 
 def git(repo: Path, *args: str) -> str:

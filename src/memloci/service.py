@@ -488,9 +488,9 @@ class MemoryService(DocumentService, ProjectService):
             found.append({"what": what, "where": where, "value": value[:80], "rule": getattr(exc, "message", str(exc))})
 
         for e in graph.entities:
-            for what, field, value, run in (
-                ("name", "name", e.name, lambda: rules.check_name(e.name, "name")),
-                ("type", "entityType", e.entity_type, lambda: rules.check_type(e.entity_type, "entityType"))):
+            for what, value, run in (
+                ("name", e.name, lambda: rules.check_name(e.name, "name")),
+                ("type", e.entity_type, lambda: rules.check_type(e.entity_type, "entityType"))):
                 try:
                     run()
                 except MemlociError as exc:

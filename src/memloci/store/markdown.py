@@ -21,79 +21,30 @@ indexed state.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
-import re
 import sqlite3
 import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import ConflictError, LibraryUnreadableError, MemlociError, NotFoundError, PermissionDeniedError
 from ..markdown.context import parse_context, render_context
-from ..markdown.document import EntityDocument, parse_document, render_document, wikilinks
-from ..markdown.memories import MemoryBlock, day_header, is_day, parse_day, preamble, render_block, render_day
-from ..model import LibraryStats, name_key, now_iso
-from ..search import lexical
+from ..markdown.document import render_document, wikilinks
+from ..markdown.memories import MemoryBlock, day_header, is_day, preamble, render_block, render_day
+from ..model import LibraryStats, name_key
+from .markdown_files import (CONTEXT, INDEX_DIR, JOURNAL, MANUAL, MEMORIES_DIR, WATCH_INTERVAL_S, SyncReport, atomic_write, file_stem, sha256_hex)
+from .markdown_scan import MarkdownScan
 from .sqlite import SQLiteStore, _split_sql
 from .sqlite_documents import LINKS_TO
-from .sqlite_memories import insert_memory, select_memories
+from .sqlite_memories import select_memories
 from .sqlite_schema import MARKDOWN_TRIGGERS, SCHEMA_VERSION
 
 log = logging.getLogger(__name__)
 
-INDEX_DIR = ".memloci"
-MANUAL = "meta.md"
-JOURNAL = "journal.md"
-CONTEXT = "context.md"
-MEMORIES_DIR = "memories"
-WATCH_INTERVAL_S = 1.0
-_UNSAFE = re.compile(r'[\\/:*?"<>|\x00-\x1f]')
-
-
-@dataclass
-class SyncReport:
-    indexed: int = 0
-    removed: int = 0
-    unchanged: int = 0
-    problems: dict[str, str] = field(default_factory=dict)
-    seconds: float = 0.0
-
-
-def file_stem(name: str) -> str:
-    """A file name for an entity name: the name itself, minus characters file systems refuse,
-    at most 150 bytes (file systems count bytes, and a temp name needs room beside it)."""
-    stem = _UNSAFE.sub("-", name).strip(" .") or "entity"
-    if len(stem.encode("utf-8")) > 150:
-        stem = stem.encode("utf-8")[:140].decode("utf-8", "ignore").rstrip(" .") + "-" + _sha(name.encode())[:8]
-    return stem
-
-
-def _sha(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
-def _atomic_write(path: Path, data: bytes) -> None:
-    """Temp file in the same folder, fsync, rename: readers see the old file or the new one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.parent / f".{path.name[:40]}.{os.getpid()}.{threading.get_ident()}.tmp"
-    try:
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-
-
-class MarkdownStore(SQLiteStore):
+class MarkdownStore(MarkdownScan, SQLiteStore):
     kind = "markdown"
 
     def __init__(self, folder: str | os.PathLike[str], name: str = "default"):
@@ -235,7 +186,7 @@ class MarkdownStore(SQLiteStore):
                 elif kind == "truncate":
                     os.truncate(path, old)
                 else:
-                    _atomic_write(path, old)
+                    atomic_write(path, old)
             except OSError as exc:  # the rescan reconciles whatever could not be put back
                 log.error("library %s: could not restore %s after a failed write: %s", self.name, path, exc)
 
@@ -272,7 +223,7 @@ class MarkdownStore(SQLiteStore):
                 return
             raise ConflictError(f"{rel} was deleted outside memloci", hint="Retry in a second, after the rescan.")
         # mtimes are coarse (a few ms): an equal stat is confirmed by the bytes
-        if row is None or (st.st_mtime_ns, st.st_size) != tuple(row[:2]) or _sha(path.read_bytes()) != row[2]:
+        if row is None or (st.st_mtime_ns, st.st_size) != tuple(row[:2]) or sha256_hex(path.read_bytes()) != row[2]:
             raise ConflictError(f"{rel} changed on disk since it was indexed; nothing was written",
                                 hint="The change is picked up within a second; retry the call then.")
 
@@ -281,10 +232,10 @@ class MarkdownStore(SQLiteStore):
         path = self.root / rel
         self._keep_old(path)
         try:
-            _atomic_write(path, data)
+            atomic_write(path, data)
         except OSError as exc:
             raise PermissionDeniedError(f"library '{self.name}': cannot write {rel}: {exc.strerror}") from exc
-        self._record(conn, rel, entity_id, key, path.stat(), _sha(data))
+        self._record(conn, rel, entity_id, key, path.stat(), sha256_hex(data))
 
     def _unlink(self, rel: str) -> None:
         self._keep_old(self.root / rel)
@@ -318,7 +269,7 @@ class MarkdownStore(SQLiteStore):
                 self._check_fresh(conn, old)
             stem = file_stem(name)
             # Names that map to one file name ("x/y", "x:y") get the name's hash as well.
-            for candidate in (stem, f"{stem}-{_sha(name.encode())[:6]}"):
+            for candidate in (stem, f"{stem}-{sha256_hex(name.encode())[:6]}"):
                 rel = (folder / f"{candidate}.md").as_posix().removeprefix("./")
                 if rel == old or not ((self.root / rel).exists() or rel in (MANUAL, JOURNAL, CONTEXT)
                                       or Path(rel).parent.as_posix() == MEMORIES_DIR and is_day(candidate)):
@@ -362,7 +313,7 @@ class MarkdownStore(SQLiteStore):
             data = path.read_bytes()
         except OSError as exc:
             raise PermissionDeniedError(f"library '{self.name}': cannot write {rel}: {exc.strerror}") from exc
-        self._record(conn, rel, None, "", path.stat(), _sha(data))
+        self._record(conn, rel, None, "", path.stat(), sha256_hex(data))
 
     def _rewrite_day(self, conn: sqlite3.Connection, day: str) -> None:
         rel = f"{MEMORIES_DIR}/{day}.md"
@@ -400,248 +351,6 @@ class MarkdownStore(SQLiteStore):
         except OSError as exc:
             raise PermissionDeniedError(f"library '{self.name}': cannot write {JOURNAL}: {exc.strerror}") from exc
         conn.execute("INSERT OR REPLACE INTO library_meta VALUES ('journal_written', ?)", (str(rows[-1][0]),))
-
-    # -- reading outside edits -----------------------------------------------------------
-
-    def _walk(self) -> dict[str, tuple[int, int]]:
-        found: dict[str, tuple[int, int]] = {}
-        stack = [self.root]
-        while stack:
-            folder = stack.pop()
-            try:
-                entries = list(os.scandir(folder))
-            except OSError:
-                continue
-            for entry in entries:
-                if entry.name.startswith("."):
-                    continue  # .memloci, .git, .obsidian, editor temp files
-                if entry.is_dir(follow_symlinks=False):
-                    stack.append(Path(entry.path))
-                elif entry.name.endswith(".md") and entry.is_file(follow_symlinks=False):
-                    rel = Path(entry.path).relative_to(self.root).as_posix()
-                    if rel in (MANUAL, JOURNAL, CONTEXT):
-                        continue
-                    st = entry.stat(follow_symlinks=False)
-                    found[rel] = (st.st_mtime_ns, st.st_size)
-        return found
-
-    def sync(self) -> SyncReport:
-        """Bring the index up to the files: parse what changed since the last look."""
-        self.open()
-        with self._md_lock:
-            return self._scan()
-
-    def _scan(self) -> SyncReport:
-        started = time.perf_counter()
-        files = self._walk()
-        with self._read() as conn:
-            known = {p: (e, m, s, h) for p, e, m, s, h in
-                     conn.execute("SELECT path, entity_id, mtime_ns, size, sha256 FROM md_files")}
-            broken = {p: (m, s) for p, m, s in conn.execute("SELECT path, mtime_ns, size FROM md_broken")}
-        changed = [p for p, st in files.items()
-                   if (p not in known or known[p][1:3] != st) and broken.get(p) != st]
-        gone = [p for p in known if p not in files]
-        gone_broken = [p for p in broken if p not in files]
-        report = SyncReport(unchanged=len(files) - len(changed))
-        if not changed and not gone and not gone_broken:
-            return report
-        docs: list[tuple[str, EntityDocument, tuple[int, int], str]] = []
-        days: list[tuple[str, list[MemoryBlock], tuple[int, int], str]] = []
-        touched: list[tuple[str, tuple[int, int], str]] = []
-        for rel in sorted(changed):
-            try:
-                data = (self.root / rel).read_bytes()
-            except OSError as exc:
-                report.problems[rel] = f"cannot read: {exc.strerror}"
-                continue
-            sha = _sha(data)
-            if rel in known and known[rel][3] == sha:
-                touched.append((rel, files[rel], sha))  # touched, not changed
-                continue
-            try:
-                text = data.decode("utf-8")
-                stem = Path(rel).stem
-                if Path(rel).parent.as_posix() == MEMORIES_DIR and is_day(stem):
-                    days.append((rel, parse_day(text, stem), files[rel], sha))
-                else:
-                    docs.append((rel, parse_document(text, fallback_name=stem), files[rel], sha))
-            except (UnicodeDecodeError, MemlociError, ValueError) as exc:
-                report.problems[rel] = str(exc) if not isinstance(exc, UnicodeDecodeError) else "not UTF-8 text"
-        self._apply_files(docs, days, touched, gone, gone_broken, known, files, report)
-        report.seconds = time.perf_counter() - started
-        for rel, error in report.problems.items():
-            log.warning("library %s: %s is not indexed: %s", self.name, rel, error)
-        self.last_sync = report
-        return report
-
-    def _apply_files(self, docs, days, touched, gone, gone_broken, known, files, report: SyncReport) -> None:
-        at = now_iso()
-        self._syncing.on = True
-        try:
-            with self._write() as conn:
-                # Under the write lock now: a file another memloci process wrote after our scan
-                # looked at it is left for the next round (its index rows are already current).
-                docs = [d for d in docs if self._still(conn, d[0], d[2], d[3])]
-                days = [d for d in days if self._still(conn, d[0], d[2], d[3])]
-                gone = [rel for rel in gone if not (self.root / rel).exists()
-                        and conn.execute("SELECT 1 FROM md_files WHERE path = ?", (rel,)).fetchone()]
-                for rel, st, sha in touched:  # same bytes, new mtime: only the stat changes
-                    if self._unchanged_since_scan(rel, st):
-                        conn.execute("UPDATE md_files SET mtime_ns = ?, size = ? WHERE path = ? AND sha256 = ?",
-                                     (*st, rel, sha))
-                        conn.execute("DELETE FROM md_broken WHERE path = ?", (rel,))  # fixed back to what was indexed
-                ids: list[int] = []
-                clashes: set[str] = set()
-                for rel, doc, st, sha in docs:
-                    key = name_key(doc.name)
-                    owner = conn.execute("SELECT m.path FROM md_files m JOIN entities e ON e.id = m.entity_id "
-                                         "WHERE e.name_key = ?", (key,)).fetchone()
-                    if owner and owner[0] != rel and owner[0] in files and owner[0] not in gone:
-                        report.problems[rel] = f"entity '{doc.name}' is already defined by {owner[0]}"
-                        clashes.add(rel)
-                        continue
-                    entity_id = self._apply_document(conn, doc, at, stamp=doc.modified)
-                    conn.execute("DELETE FROM md_files WHERE path = ? AND entity_id IS NOT ?", (rel, entity_id))
-                    self._record(conn, rel, entity_id, key, _Stat(*st), sha)
-                    conn.execute("DELETE FROM md_broken WHERE path = ?", (rel,))
-                    ids.append(entity_id)
-                    previous = known.get(rel, (None,))[0]
-                    if previous not in (None, entity_id) and not conn.execute(
-                            "SELECT 1 FROM md_files WHERE entity_id = ?", (previous,)).fetchone():
-                        self._forget(conn, previous)  # the file now names another entity: the old one is gone
-                        report.removed += 1
-                for rel, blocks, st, sha in days:
-                    self._apply_day(conn, Path(rel).stem, blocks)
-                    self._record(conn, rel, None, "", _Stat(*st), sha)
-                    conn.execute("DELETE FROM md_broken WHERE path = ?", (rel,))
-                for rel in gone:
-                    entity_id = known[rel][0]
-                    conn.execute("DELETE FROM md_files WHERE path = ?", (rel,))
-                    if entity_id is None:
-                        stem = Path(rel).stem
-                        conn.execute("DELETE FROM memories WHERE entity_id IS NULL AND substr(created_at, 1, 10) = ?",
-                                     (stem,))
-                    elif conn.execute("SELECT 1 FROM md_files WHERE entity_id = ?", (entity_id,)).fetchone() is None:
-                        self._forget(conn, entity_id)  # the file is gone (not moved): so is its entity
-                        report.removed += 1
-                for rel in gone_broken:
-                    conn.execute("DELETE FROM md_broken WHERE path = ?", (rel,))
-                for rel, error in report.problems.items():
-                    if rel in files:  # a name clash is looked at again every scan: the other file may go
-                        stat = (-1, -1) if rel in clashes else files[rel]
-                        conn.execute("INSERT OR REPLACE INTO md_broken VALUES (?, ?, ?, ?)", (rel, error, *stat))
-                self._link_pending(conn)
-                self._refresh_fts(conn, ids)
-                report.indexed = len(ids) + len(days)
-                if ids or days or gone:
-                    self._journal(conn, "files", "sync", [], {"indexed": [d[0] for d in docs if d[0] not in report.problems]
-                                                                        + [d[0] for d in days], "removed": gone})
-        finally:
-            self._syncing.on = False
-
-    def _add_links(self, conn: sqlite3.Connection, entity_id: int, targets: list[str]) -> None:
-        found = self._resolve(conn, targets)
-        at = now_iso()
-        for t in targets:
-            hit = found.get(name_key(t))
-            if hit:
-                conn.execute("INSERT OR IGNORE INTO relations (from_id, relation_type, to_id, created_at) VALUES (?, ?, ?, ?)",
-                             (entity_id, LINKS_TO, hit[0], at))
-            else:
-                conn.execute("INSERT OR IGNORE INTO pending_links VALUES (?, ?, ?, ?)", (entity_id, LINKS_TO, name_key(t), t))
-
-    @staticmethod
-    def _forget(conn: sqlite3.Connection, entity_id: int) -> None:
-        """Drop an entity whose file is gone; links to it wait (pending) for a file that names it."""
-        conn.execute("""INSERT OR IGNORE INTO pending_links
-                        SELECT r.from_id, r.relation_type, e.name_key, e.name
-                        FROM relations r JOIN entities e ON e.id = r.to_id WHERE r.to_id = ? AND r.from_id != ?""",
-                     (entity_id, entity_id))
-        conn.execute("DELETE FROM entities WHERE id = ?", (entity_id,))
-        conn.execute("DELETE FROM entity_fts WHERE rowid = ?", (entity_id,))
-
-    def _unchanged_since_scan(self, rel: str, st: tuple[int, int]) -> bool:
-        try:
-            now = (self.root / rel).stat()
-        except FileNotFoundError:
-            return False
-        return (now.st_mtime_ns, now.st_size) == st
-
-    def _still(self, conn: sqlite3.Connection, rel: str, st: tuple[int, int], sha: str) -> bool:
-        """The file is as the scan read it, and the index does not already hold that version."""
-        if not self._unchanged_since_scan(rel, st):
-            return False
-        row = conn.execute("SELECT sha256 FROM md_files WHERE path = ?", (rel,)).fetchone()
-        if row is None:
-            return True
-        if row[0] == sha:
-            return False
-        # A file memloci knows: mtimes are coarse (a few ms), so two writes can share one stat;
-        # only the bytes tell whether another process rewrote it after our scan.
-        try:
-            return _sha((self.root / rel).read_bytes()) == sha
-        except OSError:
-            return False
-
-    def _apply_day(self, conn: sqlite3.Connection, day: str, blocks: list[MemoryBlock]) -> None:
-        """The free memories of `day` become those of its file (unchanged ones keep their ids)."""
-        have = {h: i for i, h in conn.execute(
-            "SELECT id, content_hash FROM memories WHERE entity_id IS NULL AND substr(created_at, 1, 10) = ?", (day,))}
-        wanted = {}
-        for b in blocks:
-            wanted.setdefault(lexical.content_hash(b.content, None), b)
-        gone = [i for h, i in have.items() if h not in wanted]
-        if gone:
-            conn.execute(f"DELETE FROM memories WHERE id IN ({','.join('?' * len(gone))})", gone)
-        for h, b in wanted.items():
-            if h in have:
-                conn.execute("UPDATE memories SET tags = ?, memory_type = ?, importance = ?, metadata = ? WHERE id = ?",
-                             (json.dumps(b.tags, ensure_ascii=False), b.memory_type, b.importance,
-                              json.dumps(b.metadata, ensure_ascii=False), have[h]))
-                conn.execute("DELETE FROM memory_tags WHERE memory_id = ?", (have[h],))
-                conn.executemany("INSERT OR IGNORE INTO memory_tags VALUES (?, ?)", [(t, have[h]) for t in b.tags])
-            else:
-                clash = conn.execute("SELECT id FROM memories WHERE entity_id IS NULL AND content_hash = ?", (h,)).fetchone()
-                if clash:  # the same text on another day: it moved here
-                    conn.execute("UPDATE memories SET created_at = ? WHERE id = ?", (b.created_at, clash[0]))
-                    continue
-                insert_memory(conn, None, b.content, b.memory_type, b.tags, b.importance, b.metadata, b.created_at)
-
-    def rebuild_index(self) -> SyncReport:
-        """Index every file again, as if for the first time; what no file holds leaves the index.
-
-        Unchanged observations and memories keep their rows (and vectors): a rebuild repairs
-        the index, it does not start it over. An entity whose file cannot be parsed keeps its
-        last indexed state, as it does in a scan.
-        """
-        self.open()
-        with self._md_lock:
-            self._syncing.on = True
-            try:
-                with self._write() as conn:
-                    before = conn.execute("SELECT path, entity_id, name_key, mtime_ns, size, sha256 FROM md_files").fetchall()
-                    conn.execute("DELETE FROM md_files")
-                    conn.execute("DELETE FROM md_broken")
-            finally:
-                self._syncing.on = False
-            report = self._scan()
-            self._syncing.on = True
-            try:
-                with self._write() as conn:
-                    broken = {p for (p,) in conn.execute("SELECT path FROM md_broken")}
-                    for row in before:
-                        if row[0] in broken:
-                            conn.execute("INSERT OR IGNORE INTO md_files VALUES (?, ?, ?, ?, ?, ?)", row)
-                    orphans = [i for (i,) in conn.execute(
-                        "SELECT id FROM entities WHERE id NOT IN (SELECT entity_id FROM md_files WHERE entity_id IS NOT NULL)")]
-                    for entity_id in orphans:
-                        self._forget(conn, entity_id)
-                    conn.execute(f"""DELETE FROM memories WHERE entity_id IS NULL AND
-                                     '{MEMORIES_DIR}/' || substr(created_at, 1, 10) || '.md' NOT IN (SELECT path FROM md_files)""")
-                    report.removed += len(orphans)
-            finally:
-                self._syncing.on = False
-        return report
 
     # -- reporting ---------------------------------------------------------------------
 
@@ -712,11 +421,3 @@ class MarkdownStore(SQLiteStore):
             conn.execute("DELETE FROM md_files WHERE path = ?", (MANUAL,))  # not an entity, never scanned
             self._journal(conn, origin, origin, [], detail)
         return text
-
-
-class _Stat:
-    """The two stat fields `_record` keeps, for files stat'ed during the scan."""
-
-    def __init__(self, mtime_ns: int, size: int):
-        self.st_mtime_ns, self.st_size = mtime_ns, size
-

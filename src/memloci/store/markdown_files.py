@@ -1,0 +1,62 @@
+"""Files of a Markdown library: reserved names, file names for entities, atomic writes."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+INDEX_DIR = ".memloci"
+MANUAL = "meta.md"
+JOURNAL = "journal.md"
+CONTEXT = "context.md"
+MEMORIES_DIR = "memories"
+WATCH_INTERVAL_S = 1.0
+_UNSAFE = re.compile(r'[\\/:*?"<>|\x00-\x1f]')
+
+
+@dataclass
+class SyncReport:
+    indexed: int = 0
+    removed: int = 0
+    unchanged: int = 0
+    problems: dict[str, str] = field(default_factory=dict)
+    seconds: float = 0.0
+
+
+def file_stem(name: str) -> str:
+    """A file name for an entity name: the name itself, minus characters file systems refuse,
+    at most 150 bytes (file systems count bytes, and a temp name needs room beside it)."""
+    stem = _UNSAFE.sub("-", name).strip(" .") or "entity"
+    if len(stem.encode("utf-8")) > 150:
+        stem = stem.encode("utf-8")[:140].decode("utf-8", "ignore").rstrip(" .") + "-" + sha256_hex(name.encode())[:8]
+    return stem
+
+
+def sha256_hex(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    """Temp file in the same folder, fsync, rename: readers see the old file or the new one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.parent / f".{path.name[:40]}.{os.getpid()}.{threading.get_ident()}.tmp"
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+class FileStat:
+    """The two stat fields `_record` keeps, for files stat'ed during the scan."""
+
+    def __init__(self, mtime_ns: int, size: int):
+        self.st_mtime_ns, self.st_size = mtime_ns, size
