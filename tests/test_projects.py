@@ -272,3 +272,30 @@ def test_clones_and_branches_keep_project_memory_clean(tmp_path, home):
     journal = (clone / ".mcp" / "journal.md").read_text()
     assert "from-feature" in journal and "from-main" in journal and "<<<<<<<" not in journal
     assert merge.returncode == 0, merge.stdout + merge.stderr
+
+
+def test_more_wrong_places(tmp_path, home):
+    app = make_repo(tmp_path / "app")
+    (app / "docs").mkdir()
+    (app / "docs" / ".gitignore").write_text("*.tmp\n")
+    looped = make_repo(tmp_path / "looped")
+    (looped / ".mcp").symlink_to(looped)
+    broken = make_repo(tmp_path / "broken")
+    (broken / ".mcp").mkdir()
+    (broken / ".mcp" / "memory.json").write_text(json.dumps({"entities": [entity("ok")],
+                                                            "relations": [{"from": "ok", "to": "ok", "relationType": ""}]}))
+
+    async def body(c: Client):
+        err = await c.error("read_graph", project_path=str(app / "docs"))
+        assert err["code"] == "VALIDATION_ERROR" and f"inside the project at {app}" in err["message"]
+        err = await c.error("read_graph", project_path=str(looped))
+        assert err["code"] == "VALIDATION_ERROR" and "is a link" in err["message"]
+        for _ in range(2):  # a carry-over that fails is tried again, never half done
+            err = await c.error("read_graph", project_path=str(broken))
+            assert err["code"] == "VALIDATION_ERROR" and "memory.json relations[0]" in err["message"]
+        (broken / ".mcp" / "memory.json").write_text(json.dumps({"entities": [entity("ok")], "relations": []}))
+        graph, _ = await c.ok("read_graph", project_path=str(broken))
+        assert [e["name"] for e in graph["entities"]] == ["ok"]
+
+    run_session(home, body)
+    assert not (app / "docs" / ".mcp").exists() and not list(looped.glob("*.md"))

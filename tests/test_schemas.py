@@ -278,3 +278,55 @@ def has_cycle(edges: list[tuple[str, str]]) -> bool:
                 if incoming[b] == 0:
                     ready.append(b)
     return seen < len(nodes)
+
+
+def test_no_path_around_the_strict_rules(tmp_path):
+    registry = LibraryRegistry([LibrarySpec("s", tmp_path / "s.db", "sqlite", STRICT)])
+    service = MemoryService(registry)
+    service.create_entities([EntityInput(n, "concept") for n in ("a", "b", "c")])
+    service.create_relations([RelationInput("a", "depends-on", "b"), RelationInput("b", "depends-on", "c")])
+    from memloci.errors import InvalidRelationError, ValidationError
+    from memloci.service_documents import NewEntityDocument
+
+    before = service.export_graph()
+    service.add_entities([NewEntityDocument("d", "concept", relations=(("uses", "a"),)),
+                          NewEntityDocument("e", "concept", relations=(("uses", "d"),))])
+    with pytest.raises(InvalidRelationError, match="does not exist"):
+        service.add_entities([NewEntityDocument("lonely", "concept", relations=(("uses", "nobody"),))])
+    with pytest.raises(InvalidRelationError, match="cycle"):  # an edit adding c -> a closes a -> b -> c
+        service.replace_entity_content("c", "type: concept\n", "type: concept\nrelations:\n  - {type: uses, to: a}\n")
+    service.add_entities([NewEntityDocument("g", "concept", content="See [[a]].")])  # a link stays text here
+    assert not [r for r in service.export_graph().relations if r.relation_type == "links_to"]
+    with pytest.raises(InvalidRelationError, match="cycle"):  # merging c into a: b -> c becomes b -> a
+        service.merge_entities(["c"], "a")
+    with pytest.raises(ValidationError, match="500"):
+        service.store_memory("y" * 501, entity="a")
+    memory, _ = service.store_memory("short fact", entity="a")
+    with pytest.raises(ValidationError, match="500"):
+        service.update_memory(memory.content_hash, content="z" * 600)
+    with pytest.raises(ValidationError, match="unique"):
+        service.store_memory("short fact", entity="a")
+    with pytest.raises(ValidationError, match="line 7"):
+        service.import_graph([(7, EntityInput("Bad Name", "concept"))], [])
+    after = service.export_graph()
+    assert {e.name for e in after.entities} - {e.name for e in before.entities} == {"d", "e", "g"}
+    assert {(r.from_entity, r.to_entity) for r in after.relations} >= {("a", "b"), ("b", "c")}
+    assert "Bad Name" not in {e.name for e in after.entities}
+    registry.close()
+
+
+def test_strict_tools_in_a_project(tmp_path, home):
+    app = tmp_path / "app"
+    app.mkdir()
+    (app / ".git").mkdir()
+
+    async def body(c: Client):
+        waiting = await fails(c, "create_entities", "AWAITING_CONFIRMATION", project_path=str(app),
+                              entities=[person("ana")])
+        assert waiting["data"]["detected_root"] == str(app)
+        done = await ok(c, "create_entities", project_path=str(app), confirm_new_project_root=str(app),
+                        entities=[person("ana")])
+        assert set(done) == {"success", "data"}  # no hint in that server's shape
+        await fails(c, "create_entities", "VALIDATION_ERROR", "'Bad'", project_path=str(app), entities=[person("Bad")])
+
+    run_session(home, body, "--schema", "strict", "--tools", "strict,project")

@@ -158,6 +158,7 @@ class LibraryRegistry:
         self._stores: dict[str, Store] = {s.name: open_store(s) for s in self.specs}
         default = os.environ.get("MEMLOCI_SCHEMA")
         fallback = schema_from_config(default, "schema (MEMLOCI_SCHEMA, --schema)") if default else None
+        self.fallback_schema = fallback  # project libraries follow it too
         for spec in self.specs:
             rules = spec.schema or fallback
             if rules is not None:
@@ -210,11 +211,27 @@ class LibraryRegistry:
             # project that already carried them over has its .md files, only its index is missing).
             first = not (folder / INDEX_DIR).exists() and not any(folder.glob("*.md"))
             store = MarkdownStore(folder, root.name or "project")
+            if self.fallback_schema is not None:
+                store.schema = self.fallback_schema
             store.open()
             if self._watching:
                 store.start_watching()
             self._projects[root] = store
         return store, folder if first else None
+
+    def forget_project(self, store: Store) -> None:
+        """Drop a project library whose first opening failed half-way (say, a bad n2n file), index
+        and all, so the next call starts that opening again instead of finding it half done."""
+        import shutil
+
+        from .store.markdown import INDEX_DIR
+
+        with self._projects_lock:
+            for root, cached in list(self._projects.items()):
+                if cached is store:
+                    del self._projects[root]
+            store.close()
+            shutil.rmtree(store.root / INDEX_DIR, ignore_errors=True)
 
     def all(self) -> list[Store]:
         return list(self._stores.values())

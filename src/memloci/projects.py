@@ -28,6 +28,8 @@ STRONG_MARKERS = (
     "composer.json", "tsconfig.json", "deno.json", "Gemfile", "mix.exs", "pubspec.yaml", "Package.swift",
     "CMakeLists.txt", ".vscode", ".idea", ".gitignore",
 )
+VCS_MARKERS = (".git", ".hg", ".svn")
+LOOSE_MARKERS = {".gitignore", ".vscode", ".idea", "requirements.txt"}  # also found in sub-folders
 WEAK_MARKERS = ("README.md", "README", "README.txt", "README.rst", "LICENSE", "docs")
 
 
@@ -53,8 +55,15 @@ def resolve_project_root(project_path: str, field: str = "project_path") -> Path
     if not given.is_dir():
         raise NotFoundError(f"{field}: {project_path} is not an existing folder")
     root = given.resolve()
-    if _markers(root, STRONG_MARKERS):
+    found = _markers(root, STRONG_MARKERS)
+    if found and not set(found) <= LOOSE_MARKERS:
         return root
+    if found:  # only .gitignore/.vscode/...: a root unless it sits inside a versioned project
+        enclosing = next((p for p in root.parents if _markers(p, VCS_MARKERS)), None)
+        if enclosing is None:
+            return root
+        raise ValidationError(f"{field}: {project_path} is inside the project at {enclosing}, not its root",
+                              hint=f"Use the project root: {enclosing}", details={"detected_root": str(enclosing)})
     for parent in root.parents:
         if _markers(parent, STRONG_MARKERS):
             raise ValidationError(
@@ -72,10 +81,11 @@ def resolve_project_root(project_path: str, field: str = "project_path") -> Path
 def project_library_dir(root: Path, confirm: str | None, *, may_create: bool = True) -> Path:
     """`<root>/.mcp`, checked to stay inside the root; created only on confirmation."""
     folder = root / PROJECT_DIR
-    if folder.is_symlink() or folder.exists():
-        if not folder.resolve().is_relative_to(root):
-            raise ValidationError(f"project_path: {folder} is a link that leads outside the project root",
-                                  hint="memloci keeps a project's memory inside the project; replace the link.")
+    if folder.is_symlink():  # a link could lead outside the root, or to the root itself, or into .git
+        where = "outside the project root" if not folder.resolve().is_relative_to(root) else "elsewhere in the project"
+        raise ValidationError(f"project_path: {PROJECT_DIR} in {root.name} is a link that leads {where}",
+                              hint="memloci keeps a project's memory in a real .mcp folder; replace the link.")
+    if folder.exists():
         if not folder.is_dir():
             raise ValidationError(f"project_path: {folder} exists and is not a folder")
         return folder

@@ -315,6 +315,15 @@ def schema_from_config(value: object, field: str) -> LibrarySchema:
     unknown = sorted(set(value) - known - {"preset"})
     if unknown:
         raise ValidationError(f"{field}: unknown rule(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+    kinds = {"name_pattern": str, "name_max": int, "entity_types": list, "relation_types": list,
+             "observation_max": int, "unique_observations": bool, "unique_names": bool, "self_relations": bool,
+             "acyclic": list}
+    for k, v in value.items():
+        want = kinds.get(k)
+        if want is not None and (not isinstance(v, want) or (want is int and isinstance(v, bool))
+                                 or (want is list and not all(isinstance(x, str) for x in v))):
+            shape = {str: "a string", int: "a number", bool: "true or false", list: "a list of strings"}[want]
+            raise ValidationError(f"{field}.{k}: must be {shape}, got {v!r}")
     rules = {k: tuple(v) if isinstance(v, list) else v for k, v in value.items() if k != "preset"}
     if rules.get("name_pattern"):
         try:

@@ -35,6 +35,7 @@ from .model import (
     name_key,
 )
 from .search.embedder import EmbedderHandle
+from .search.lexical import normalize_content
 from .search.hybrid import MemoryHit, entity_signals, retrieve
 from .search.timephrases import TimeRange, parse_time_phrase, split_time_phrase
 from .search.vectors import EmbeddingWorker, VectorIndex
@@ -122,7 +123,11 @@ class MemoryService(DocumentService, ProjectService):
         if isinstance(library, ProjectRef):
             store, first_open = self.libraries.project(library)
             if first_open is not None:
-                self._carry_over_n2n(store, first_open)
+                try:
+                    self._carry_over_n2n(store, first_open)
+                except BaseException:
+                    self.libraries.forget_project(store)
+                    raise
             return store
         return self.libraries.get(library)
 
@@ -261,6 +266,9 @@ class MemoryService(DocumentService, ProjectService):
         if m.entity:
             store.schema.check_observation(m.content, "content")
         memory, created = store.store_memory(m, origin="store_memory")
+        if not created and m.entity and store.schema.unique_observations:
+            raise ValidationError(f"content: already an observation of '{memory.entity}'; schema "
+                                  f"'{store.schema.name}' keeps observations unique per entity")
         if created:
             self._written(store)
         return memory, created
@@ -339,6 +347,8 @@ class MemoryService(DocumentService, ProjectService):
         memory = self._one_memory(store, content_hash)
         if content is not None:
             content = schema.clean_text(content, "content", schema.MEMORY_MAX)
+            if memory.entity:  # an observation keeps the observation rules
+                store.schema.check_observation(content, "content")
         if tags is not None:
             tags = schema.validate_tags(tags, "tags")
         if metadata is not None:
@@ -431,6 +441,10 @@ class MemoryService(DocumentService, ProjectService):
         clean_entities = [schema.validate_entity(e, f"line {line}") for line, e in entities]
         clean_relations = [(line, schema.validate_relation(r, f"line {line}")) for line, r in relations]
         store = self.store(library)
+        for (line, _), e in zip(entities, clean_entities):
+            store.schema.check_entity(e, f"line {line}")
+        for line, r in clean_relations:
+            store.schema.check_relation(r, f"line {line}")
         report = ImportReport()
         for i in range(0, len(clean_entities), IMPORT_CHUNK):
             chunk = clean_entities[i : i + IMPORT_CHUNK]
@@ -499,11 +513,11 @@ class MemoryService(DocumentService, ProjectService):
             for o in e.observations:
                 try:
                     rules.check_observation(o.content, "observation")
-                    if rules.unique_observations and o.content.strip().casefold() in seen:
+                    if rules.unique_observations and normalize_content(o.content) in seen:
                         raise ValidationError("observation: repeated (observations are unique per entity)")
                 except MemlociError as exc:
                     report("observation", e.name, o.content, exc)
-                seen.add(o.content.strip().casefold())
+                seen.add(normalize_content(o.content))
         for r in graph.relations:
             try:
                 rules.check_relation(RelationInput(r.from_entity, r.relation_type, r.to_entity), "relation")

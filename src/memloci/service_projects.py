@@ -81,11 +81,12 @@ class ProjectService:
             raise ValidationError(f"output_path: '{output_path}' leads outside the project root {root.name}")
         if not target.parent.is_dir():
             raise ValidationError(f"output_path: the folder {relative.parent} does not exist in the project")
-        if relative.suffix.lower() not in (".md", ".markdown") or any(part.startswith(".") for part in relative.parts):
+        inside = Path(os.path.realpath(target.parent)).relative_to(root).parts  # links resolved
+        if relative.suffix.lower() not in (".md", ".markdown") or any(p.startswith(".") for p in (*relative.parts, *inside)):
             raise ValidationError(f"output_path: '{output_path}' must be a .md file outside hidden folders "
                                   "(.mcp, .git, ...)", hint="For example KNOWLEDGE_GRAPH.md or docs/graph.md.")
-        if target.is_dir():
-            raise ValidationError(f"output_path: '{output_path}' is a folder")
+        if target.exists() and not target.is_file():
+            raise ValidationError(f"output_path: '{output_path}' is not a regular file")
         if target.exists() and not target.read_text(encoding="utf-8", errors="replace").startswith(EXPORT_TITLE):
             raise AlreadyExistsError(f"output_path: '{output_path}' exists and is not an export of this graph; "
                                      "it is left as it is", hint="Pick another file name.")
@@ -113,12 +114,14 @@ class ProjectService:
                                     tuple(str(o) for o in e.get("observations", []) or []))
                         for e in memory.get("entities", []) or [] if isinstance(e, dict)]
             clean = [schema.validate_entity(e, f".mcp/memory.json entities[{i}]") for i, e in enumerate(entities)]
-            for i in range(0, len(clean), schema.BATCH_MAX):
-                store.create_entities(clean[i:i + schema.BATCH_MAX], origin="n2n-import")
-            known = {name_key(e.name) for e in clean}
             relations = [RelationInput(str(r.get("from", "")), str(r.get("relationType", "")), str(r.get("to", "")))
                          for r in memory.get("relations", []) or [] if isinstance(r, dict)]
             relations = [schema.validate_relation(r, f".mcp/memory.json relations[{i}]") for i, r in enumerate(relations)]
+            for i, e in enumerate(clean):  # everything checked before anything is written
+                store.schema.check_entity(e, f".mcp/memory.json entities[{i}]")
+            for i in range(0, len(clean), schema.BATCH_MAX):
+                store.create_entities(clean[i:i + schema.BATCH_MAX], origin="n2n-import")
+            known = {name_key(e.name) for e in clean}
             writable = [r for r in relations if name_key(r.from_entity) in known and name_key(r.to_entity) in known]
             if len(writable) < len(relations) or len(known) < len(clean):
                 log.warning("project %s: .mcp/memory.json: %d relation(s) to missing entities skipped, %d entity name(s) "

@@ -6,7 +6,7 @@ import json
 import logging
 from contextlib import suppress
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, unquote
 
 import pydantic
 from mcp.server.mcpserver import MCPServer
@@ -54,11 +54,11 @@ class MemlociServer(MCPServer):
         low.add_request_handler("resources/unsubscribe", mcp_types.UnsubscribeRequestParams, self._unsubscribe)
 
     async def _subscribe(self, ctx: Any, params: Any) -> mcp_types.EmptyResult:
-        self._subscribers.setdefault(str(params.uri), set()).add(_connection(ctx))
+        self._subscribers.setdefault(_canonical(str(params.uri)), set()).add(_connection(ctx))
         return mcp_types.EmptyResult()
 
     async def _unsubscribe(self, ctx: Any, params: Any) -> mcp_types.EmptyResult:
-        self._subscribers.get(str(params.uri), set()).discard(_connection(ctx))
+        self._subscribers.get(_canonical(str(params.uri)), set()).discard(_connection(ctx))
         return mcp_types.EmptyResult()
 
     strict_tools: set[str] = set()
@@ -70,6 +70,8 @@ class MemlociServer(MCPServer):
             err = result.structured_content["error"]  # that server's clients read {success, error, error_type}
             body = {"success": False, "error": err["message"] + (f" ({err['hint']})" if err.get("hint") else ""),
                     "error_type": err["code"]}
+            if err.get("detected_root"):
+                body["data"] = {"detected_root": err["detected_root"]}
             return CallToolResult(content=[TextContent(type="text", text=as_json(body))], structured_content=body,
                                   is_error=True)
         return result
@@ -99,17 +101,15 @@ class MemlociServer(MCPServer):
                    and name not in NOT_CHANGING_MEMORY)
         if changes and isinstance(result, CallToolResult) and not result.is_error:
             await self._changed(arguments)
-            if arguments.get("project_path") and name != "update_context" and isinstance(result.structured_content, dict):
+            if arguments.get("project_path") and name != "update_context" and name not in self.strict_tools \
+                    and isinstance(result.structured_content, dict):
                 result = _with_hint(result)
         return result
 
     async def _changed(self, arguments: dict[str, Any]) -> None:
         """Tell `subscriptions/listen` subscribers that a graph resource may have changed."""
         path = arguments.get("project_path")
-        if path:  # one URI per project, however the caller spelled its path (symlinks, "..")
-            with suppress(MemlociError):
-                path = str(resolve_project_root(path))
-        uri = f"memloci://graph?path={quote(path, safe='/')}" if path else "memloci://graph"
+        uri = _canonical(f"memloci://graph?path={path}" if path else "memloci://graph")
         try:
             await self._subscriptions.publish(ResourceUpdated(uri=uri))
             for connection in list(self._subscribers.get(uri, ())):
@@ -118,7 +118,18 @@ class MemlociServer(MCPServer):
                 except Exception:  # that client is gone
                     self._subscribers[uri].discard(connection)
         except Exception as exc:  # a notification must never fail the call it follows
-            log.warning("resource notification for %s failed: %s", uri, exc)
+            log.warning("resource notification failed: %s", type(exc).__name__)
+
+
+def _canonical(uri: str) -> str:
+    """One URI per project, however a client spelled its path (symlinks, "..", a trailing slash)."""
+    prefix = "memloci://graph?path="
+    if not uri.startswith(prefix):
+        return uri
+    path = unquote(uri[len(prefix):])
+    with suppress(MemlociError, OSError):
+        path = str(resolve_project_root(path))
+    return prefix + quote(path, safe="/")
 
 
 def _connection(ctx: Any) -> Any:

@@ -39,7 +39,10 @@ def strict_reply(body: dict[str, Any], *, error: bool = False) -> CallToolResult
 
 def strict_error(exc: MemlociError) -> CallToolResult:
     message = exc.message + (f" ({exc.hint})" if exc.hint else "")
-    return strict_reply({"success": False, "error": message, "error_type": exc.code}, error=True)
+    body: dict[str, Any] = {"success": False, "error": message, "error_type": exc.code}
+    if exc.details.get("detected_root"):
+        body["data"] = {"detected_root": exc.details["detected_root"]}
+    return strict_reply(body, error=True)
 
 
 def _run(produce: Callable[[], Any]) -> CallToolResult:

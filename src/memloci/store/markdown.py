@@ -284,7 +284,7 @@ class MarkdownStore(MarkdownScan, SQLiteStore):
             # Observations are part of the file's body: their [[links]] are links too (as a rescan reads them).
             linked = {name_key(t) for rt, t in doc.relations if rt == LINKS_TO} | {name_key(t) for t in wikilinks(doc.body)}
             extra = [t for o in doc.observations for t in wikilinks(o) if name_key(t) not in linked and name_key(t) != key]
-            if extra:
+            if extra and self.schema.relation_types is None:  # a typed schema keeps links as text
                 self._add_links(conn, entity_id, extra)
         self._put(conn, rel, text, entity_id, key)
         if old is not None and old != rel:

@@ -16,7 +16,7 @@ import sqlite3
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ..errors import AlreadyExistsError, NotFoundError, ValidationError
+from ..errors import AlreadyExistsError, InvalidRelationError, NotFoundError, ValidationError
 from ..markdown.document import (EntityDocument, normalize_heading, parse_document, render_document,
                                  rewrite_wikilinks, wikilinks)
 from ..model import Relation, RelationInput, name_key, now_iso
@@ -224,15 +224,32 @@ class SQLiteDocuments:
         for content in wanted:
             if content not in have:
                 insert_memory(conn, entity_id, content, "observation", (), None, {}, at)
-        # Outgoing relations: the front matter's and the body's links.
+        # Outgoing relations: the front matter's and the body's links. A schema that lists its
+        # relation types makes links plain text, and (unless the text comes from files being
+        # read, which are never refused) wants both ends to exist and its cycles kept out.
+        typed = self.schema.relation_types is not None
+        refusing = typed and not getattr(getattr(self, "_syncing", None), "on", False)
         wanted_rel: dict[tuple[str, str], str] = {}
-        for relation_type, target in [*doc.relations, *((LINKS_TO, t) for t in wikilinks(doc.body))]:
+        for relation_type, target in [*doc.relations, *(() if typed else ((LINKS_TO, t) for t in wikilinks(doc.body)))]:
             if relation_type == LINKS_TO and name_key(target) == key:
                 continue  # a note linking to itself is no relation
             wanted_rel.setdefault((relation_type, name_key(target)), target)
         targets = self._resolve(conn, [t for t in wanted_rel.values()])
         resolved = {(rt, targets[k][0]) for (rt, k) in wanted_rel if k in targets}
+        if refusing:
+            missing = [t for (rt, k), t in wanted_rel.items() if k not in targets]
+            if missing:
+                raise InvalidRelationError(f"relations: '{missing[0]}' does not exist; schema '{self.schema.name}' "
+                                           "relates existing entities only (nothing was changed)")
         current = set(conn.execute("SELECT relation_type, to_id FROM relations WHERE from_id = ?", (entity_id,)).fetchall())
+        if refusing:
+            for rt, to in resolved - current:
+                types = self.schema.acyclic_types(rt)
+                path = self._path(conn, to, entity_id, types) if types is not None else []
+                if path:
+                    raise InvalidRelationError(f"relations: {doc.name} -{rt}-> {path[0]} would close a cycle "
+                                               f"({' -> '.join([doc.name, *path])}); nothing was changed",
+                                               hint="Drop or reverse one relation of the cycle.")
         conn.executemany("DELETE FROM relations WHERE from_id = ? AND relation_type = ? AND to_id = ?",
                          [(entity_id, rt, to) for rt, to in current - resolved])
         conn.executemany("INSERT OR IGNORE INTO relations (from_id, relation_type, to_id, created_at) VALUES (?, ?, ?, ?)",
@@ -359,6 +376,17 @@ class SQLiteDocuments:
             conn.execute("UPDATE entities SET aliases = ?, tags = ?, body = ?, updated_at = ? WHERE id = ?",
                          (json.dumps(aliases, ensure_ascii=False), json.dumps(tags, ensure_ascii=False), body,
                           now_iso(), target_id))
+            if self.schema.acyclic:  # relations moved onto the target may close a cycle through it
+                for rt, to in conn.execute("SELECT relation_type, to_id FROM relations WHERE from_id = ? "
+                                           f"AND to_id NOT IN ({_marks(len(source_ids))})",
+                                           (target_id, *source_ids)).fetchall():
+                    types = self.schema.acyclic_types(rt)
+                    path = self._path(conn, to, target_id, types) if types is not None else []
+                    if path and not set(path) & {docs[i].name for i in source_ids}:
+                        raise InvalidRelationError(
+                            f"source_names: merging into '{target_name}' would close a cycle "
+                            f"({' -> '.join([target_name, *path])}); schema '{self.schema.name}' keeps relations "
+                            "acyclic (nothing was merged)", hint="Delete one relation of the cycle first.")
             rewritten: list[str] = []
             for sid in source_ids:  # while the sources' links_to relations still name them
                 rewritten += self._rewrite_links(conn, docs[sid].name, target_name, sid)
