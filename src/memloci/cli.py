@@ -110,7 +110,7 @@ def serve(
                               groups=tool_groups(tools or config.get("tools")))
     except MemlociError as exc:
         _fail(exc)
-    service.embedder.start_background()  # the model loads while the client connects
+    service.embedder.start_background(delay=0.5)  # the model loads once the client is connected
     service.watch_libraries()  # Markdown libraries: outside edits show up within a second
     try:
         server.run("stdio")

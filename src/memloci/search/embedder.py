@@ -288,23 +288,32 @@ class EmbedderHandle:
         self._embedder: Embedder | None = None
         self._error: str | None = None
         self._done = threading.Event()
+        self._now = threading.Event()  # set: load without waiting out the start-up delay
+        self._delay = 0.0
         self._lock = threading.Lock()
         self._started = False
 
-    def start_background(self) -> None:
+    def start_background(self, delay: float = 0.0) -> None:
+        """Load on a thread; after `delay` seconds (the server answers its first requests first,
+        with the cores to itself), or at once when something needs the model."""
+        if delay <= 0:
+            self._now.set()
         with self._lock:
             if self._started:
                 return
             self._started = True
+        self._delay = delay
         self._thread = threading.Thread(target=self._load, name="memloci-embedder", daemon=True)
         self._thread.start()
 
     def wait(self, timeout: float = 30.0) -> None:
         """Let a load in progress finish (a process must not exit in the middle of one)."""
         if self._started:
+            self._now.set()
             self._done.wait(timeout)
 
     def _load(self) -> None:
+        self._now.wait(self._delay)
         try:
             self._embedder = create_embedder(self.spec)
         except Exception as exc:  # any failure means "no vectors", said plainly in health
