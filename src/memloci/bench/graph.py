@@ -170,6 +170,25 @@ def _startup_ms(command: list[str], env: dict[str, str], runs: int = 5) -> float
     return statistics.median(anyio.run(once) for _ in range(runs))
 
 
+def save_report(report: dict[str, Any], out: Path, console: Any) -> None:
+    """Every benchmark writes its figures as JSON, beside the table it prints."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=2) + "\n")
+    console.print(f"JSON written to {out}")
+
+
+def print_latencies(console: Any, title: str, latency_ms: dict[str, dict[str, float]]) -> None:
+    """A table of p50/p95 per call."""
+    from rich.table import Table
+
+    table = Table(title=title)
+    for column in ("call", "p50", "p95"):
+        table.add_column(column, justify="left" if column == "call" else "right")
+    for name, stats in latency_ms.items():
+        table.add_row(name, f"{stats['p50_ms']:.1f}", f"{stats['p95_ms']:.1f}")
+    console.print(table)
+
+
 def _percentiles(values: list[float]) -> dict[str, float]:
     ordered = sorted(values)
     p95 = ordered[min(len(ordered) - 1, int(round(0.95 * (len(ordered) - 1))))]
@@ -191,7 +210,13 @@ def _official_entry(cache: Path) -> list[str]:
 def run(*, n: int, calls: int, vs_official: bool, official_n: int | None, out: Path, console: Any,
         official_calls: int = 30) -> dict[str, Any]:
     import anyio
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
     from rich.table import Table
 
     results: dict[str, Any] = {
@@ -258,7 +283,5 @@ def run(*, n: int, calls: int, vs_official: bool, official_n: int | None, out: P
     if vs_official:
         line += f", official {results['official_startup_ms']:.0f} ms"
     console.print(line + f"; library built in {results['build_s']} s")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(results, indent=2) + "\n")
-    console.print(f"JSON written to {out}")
+    save_report(results, out, console)
     return results

@@ -10,7 +10,6 @@ sections and two [[wikilinks]] each). Timed, median of `--repeat` runs:
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import shutil
@@ -21,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .graph import SEED, SyntheticGraph, _session_class
+from .graph import SEED, SyntheticGraph, _session_class, save_report
 
 
 def make_library(folder: Path, n: int) -> None:
@@ -117,8 +116,6 @@ def run(*, files: int, repeat: int, embeddings: bool, out: Path, console: Any) -
         table.add_row("cold index + every observation embedded", f"{report['cold_with_embeddings_s']:.1f} s")
         table.add_row("warm open, with embedder", f"{report['warm_with_embeddings_s'] * 1000:.0f} ms")
     console.print(table)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(report, indent=2) + "\n")
-    console.print(f"JSON written to {out}")
+    save_report(report, out, console)
     shutil.rmtree(tmp, ignore_errors=True)
     return report

@@ -21,6 +21,8 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from .graph import save_report
+
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
 _DEVNULL = open(os.devnull, "w")
 
@@ -108,7 +110,13 @@ def recall(rows: list[dict[str, Any]], k: int) -> float:
 
 def run(*, data: Path, ks: list[int], out: Path, console: Any, limit: int | None = None) -> dict[str, Any]:
     import anyio
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
     from rich.table import Table
 
     samples = json.loads(data.read_text(encoding="utf-8"))[:limit]
@@ -154,7 +162,5 @@ def run(*, data: Path, ks: list[int], out: Path, console: Any, limit: int | None
     console.print(f"ingest: {turns} memories, {report['ingest']['stored_per_s']}/s stored, "
                   f"{report['ingest']['stored_and_embedded_per_s']}/s stored and embedded; "
                   f"retrieve_memory p50 {report['query_ms']['p50']} ms, p95 {report['query_ms']['p95']} ms")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(report, indent=2) + "\n")
-    console.print(f"JSON written to {out}")
+    save_report(report, out, console)
     return report

@@ -7,7 +7,6 @@ includes embedding the query.
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import sys
@@ -16,15 +15,27 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .graph import SEED, SyntheticGraph, _percentiles, _session_class
+from .graph import (
+    SEED,
+    SyntheticGraph,
+    _percentiles,
+    _session_class,
+    print_latencies,
+    save_report,
+)
 
 TOPICS = ["deploy", "billing", "auth", "database", "frontend", "meeting", "hiring", "budget", "incident", "design"]
 
 
 def run(*, size: int, queries: int, out: Path, console: Any) -> dict[str, Any]:
     import anyio
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-    from rich.table import Table
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
 
     from ..libraries import LibraryRegistry, LibrarySpec
     from ..search.embedder import EmbedderHandle
@@ -85,17 +96,11 @@ def run(*, size: int, queries: int, out: Path, console: Any) -> dict[str, Any]:
 
         times = anyio.run(timed)
     report["latency_ms"] = {name: _percentiles(v) for name, v in times.items()}
-    table = Table(title=f"memloci bench recall — {size} memories, {queries} queries (ms, MCP stdio round trip)")
-    for column in ("call", "p50", "p95"):
-        table.add_column(column, justify="left" if column == "call" else "right")
-    for name, stats in report["latency_ms"].items():
-        table.add_row(name, f"{stats['p50_ms']:.1f}", f"{stats['p95_ms']:.1f}")
-    console.print(table)
+    print_latencies(console, f"memloci bench recall — {size} memories, {queries} queries (ms, MCP stdio round trip)",
+                    report["latency_ms"])
     console.print(f"built in {report['stored_and_embedded_s']} s ({report['store_s']} s storing, the rest embedding); "
                   f"{size / report['stored_and_embedded_s']:.0f} memories/s stored and embedded")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(report, indent=2) + "\n")
-    console.print(f"JSON written to {out}")
+    save_report(report, out, console)
     import shutil
 
     shutil.rmtree(tmp, ignore_errors=True)

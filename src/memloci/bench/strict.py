@@ -10,7 +10,6 @@ over the whole graph.
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import sys
@@ -19,12 +18,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .graph import SEED, _percentiles, _session_class
+from .graph import SEED, _percentiles, _session_class, print_latencies, save_report
 
 
 def run(*, relations: int, calls: int, out: Path, console: Any) -> dict[str, Any]:
     import anyio
-    from rich.table import Table
 
     from ..libraries import LibraryRegistry, LibrarySpec
     from ..model import EntityInput, RelationInput
@@ -79,16 +77,9 @@ def run(*, relations: int, calls: int, out: Path, console: Any) -> dict[str, Any
     times = anyio.run(timed)
     report = {"bench": "strict", "entities": n, "relations": len(ordered), "calls": calls,
               "latency_ms": {k: _percentiles(v) for k, v in times.items()}}
-    table = Table(title=f"memloci bench strict — {n} entities, {len(ordered)} relations, {calls} calls each "
-                        "(ms, MCP stdio round trip)")
-    for column in ("call", "p50", "p95"):
-        table.add_column(column, justify="left" if column == "call" else "right")
-    for name, stats in report["latency_ms"].items():
-        table.add_row(name, f"{stats['p50_ms']:.1f}", f"{stats['p95_ms']:.1f}")
-    console.print(table)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(report, indent=2) + "\n")
-    console.print(f"JSON written to {out}")
+    print_latencies(console, f"memloci bench strict — {n} entities, {len(ordered)} relations, {calls} calls each "
+                             "(ms, MCP stdio round trip)", report["latency_ms"])
+    save_report(report, out, console)
     import shutil
 
     shutil.rmtree(tmp, ignore_errors=True)
