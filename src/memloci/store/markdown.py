@@ -30,12 +30,36 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from ..errors import ConflictError, LibraryUnreadableError, MemlociError, NotFoundError, PermissionDeniedError
+from ..errors import (
+    ConflictError,
+    LibraryUnreadableError,
+    MemlociError,
+    NotFoundError,
+    PermissionDeniedError,
+)
 from ..markdown.context import parse_context, render_context
 from ..markdown.document import render_document, wikilinks
-from ..markdown.memories import MemoryBlock, day_header, is_day, preamble, render_block, render_day
+from ..markdown.memories import (
+    MemoryBlock,
+    day_header,
+    is_day,
+    preamble,
+    render_block,
+    render_day,
+)
 from ..model import LibraryStats, name_key
-from .markdown_files import (CONTEXT, INDEX_DIR, JOURNAL, MANUAL, MEMORIES_DIR, WATCH_INTERVAL_S, SyncReport, atomic_write, file_stem, sha256_hex)
+from .markdown_files import (
+    CONTEXT,
+    INDEX_DIR,
+    JOURNAL,
+    MANUAL,
+    MEMORIES_DIR,
+    WATCH_INTERVAL_S,
+    SyncReport,
+    atomic_write,
+    file_stem,
+    sha256_hex,
+)
 from .markdown_scan import MarkdownScan
 from .sqlite import SQLiteStore, _split_sql
 from .sqlite_documents import LINKS_TO

@@ -21,7 +21,15 @@ from ..markdown.document import EntityDocument, parse_document
 from ..markdown.memories import MemoryBlock, is_day, parse_day
 from ..model import name_key, now_iso
 from ..search import lexical
-from .markdown_files import CONTEXT, JOURNAL, MANUAL, MEMORIES_DIR, FileStat, SyncReport, sha256_hex
+from .markdown_files import (
+    CONTEXT,
+    JOURNAL,
+    MANUAL,
+    MEMORIES_DIR,
+    FileStat,
+    SyncReport,
+    sha256_hex,
+)
 from .sqlite_documents import LINKS_TO
 from .sqlite_memories import insert_memory
 

@@ -16,9 +16,20 @@ import sqlite3
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ..errors import AlreadyExistsError, InvalidRelationError, NotFoundError, ValidationError
-from ..markdown.document import (EntityDocument, normalize_heading, parse_document, render_document,
-                                 rewrite_wikilinks, wikilinks)
+from ..errors import (
+    AlreadyExistsError,
+    InvalidRelationError,
+    NotFoundError,
+    ValidationError,
+)
+from ..markdown.document import (
+    EntityDocument,
+    normalize_heading,
+    parse_document,
+    render_document,
+    rewrite_wikilinks,
+    wikilinks,
+)
 from ..model import Relation, RelationInput, name_key, now_iso
 from ..search import lexical
 from .sqlite_memories import insert_memory
