@@ -26,7 +26,6 @@ from typing import Any
 
 import yaml
 
-FIELDS = ("active_task", "status", "reason", "next_steps", "last_commit", "updated_at")
 _SECTIONS = {"active task": "active_task", "reason": "reason", "next steps": "next_steps"}
 
 

@@ -55,7 +55,6 @@ from .markdown_files import (
     MANUAL,
     MEMORIES_DIR,
     WATCH_INTERVAL_S,
-    SyncReport,
     atomic_write,
     file_stem,
     sha256_hex,
@@ -80,7 +79,6 @@ class MarkdownStore(MarkdownScan, SQLiteStore):
         self._syncing = threading.local()  # per thread: a tool call never inherits the watcher's mode
         self._watcher: threading.Thread | None = None
         self._stop = threading.Event()
-        self.last_sync = SyncReport()
         self._verbatim = threading.local()
         self._undo = threading.local()
 
@@ -192,10 +190,13 @@ class MarkdownStore(MarkdownScan, SQLiteStore):
             self._undo.ops = []
             self._verbatim.texts = {}
 
-    def _keep_old(self, path: Path, *, append: bool = False) -> None:
+    def _keep_old(self, path: Path, *, append: bool = False, current: bytes | None = None) -> None:
         """Remember a file's state before this transaction first changes it."""
         ops = self._undo.ops
         if any(op[1] == path for op in ops):
+            return
+        if current is not None and not append:
+            ops.append(("restore", path, current))
             return
         try:
             ops.append(("truncate", path, path.stat().st_size) if append else ("restore", path, path.read_bytes()))
@@ -232,8 +233,9 @@ class MarkdownStore(MarkdownScan, SQLiteStore):
         conn.execute("DELETE FROM md_dirty_days")
         conn.execute("DELETE FROM md_new_memories")
 
-    def _check_fresh(self, conn: sqlite3.Connection, rel: str) -> None:
-        """Refuse to overwrite a file that changed on disk after it was indexed."""
+    def _check_fresh(self, conn: sqlite3.Connection, rel: str) -> bytes | None:
+        """Refuse to overwrite a file that changed on disk after it was indexed; its bytes (None:
+        no such file yet), so a caller never reads it again."""
         row = conn.execute("SELECT mtime_ns, size, sha256 FROM md_files WHERE path = ?", (rel,)).fetchone()
         broken = conn.execute("SELECT error FROM md_broken WHERE path = ?", (rel,)).fetchone()
         if broken:
@@ -244,17 +246,21 @@ class MarkdownStore(MarkdownScan, SQLiteStore):
             st = path.stat()
         except FileNotFoundError:
             if row is None:
-                return
+                return None
             raise ConflictError(f"{rel} was deleted outside memloci", hint="Retry in a second, after the rescan.")
         # mtimes are coarse (a few ms): an equal stat is confirmed by the bytes
-        if row is None or (st.st_mtime_ns, st.st_size) != tuple(row[:2]) or sha256_hex(path.read_bytes()) != row[2]:
+        data = path.read_bytes() if row is not None and (st.st_mtime_ns, st.st_size) == tuple(row[:2]) else None
+        if data is None or sha256_hex(data) != row[2]:
             raise ConflictError(f"{rel} changed on disk since it was indexed; nothing was written",
                                 hint="The change is picked up within a second; retry the call then.")
+        return data
 
-    def _put(self, conn: sqlite3.Connection, rel: str, text: str, entity_id: int | None, key: str = "") -> None:
+    def _put(self, conn: sqlite3.Connection, rel: str, text: str, entity_id: int | None, key: str = "",
+             current: bytes | None = None) -> None:
+        """Write a file (`current`: its bytes as just read, if they were) inside this transaction."""
         data = text.encode("utf-8")
         path = self.root / rel
-        self._keep_old(path)
+        self._keep_old(path, current=current)
         try:
             atomic_write(path, data)
         except OSError as exc:
@@ -283,9 +289,10 @@ class MarkdownStore(MarkdownScan, SQLiteStore):
             return
         name = exists[0]
         key = name_key(name)
+        current = None
         if row is not None and row[1] == key:
             rel, old = row[0], None
-            self._check_fresh(conn, rel)
+            current = self._check_fresh(conn, rel)
         else:  # new, or renamed: a file named after the entity, beside the old one
             folder = Path(row[0]).parent if row is not None else Path(".")
             old = row[0] if row is not None else None
@@ -310,7 +317,7 @@ class MarkdownStore(MarkdownScan, SQLiteStore):
             extra = [t for o in doc.observations for t in wikilinks(o) if name_key(t) not in linked and name_key(t) != key]
             if extra and self.schema.relation_types is None:  # a typed schema keeps links as text
                 self._add_links(conn, entity_id, extra)
-        self._put(conn, rel, text, entity_id, key)
+        self._put(conn, rel, text, entity_id, key, current=current)
         if old is not None and old != rel:
             self._unlink(old)
 
@@ -327,27 +334,25 @@ class MarkdownStore(MarkdownScan, SQLiteStore):
         if not path.exists():
             self._put(conn, rel, day_header(day) + text, None)
             return
-        self._check_fresh(conn, rel)
+        before = self._check_fresh(conn, rel) or b""
         self._keep_old(path, append=True)
+        added = text.encode("utf-8")
         try:
             with open(path, "ab") as f:  # appending: storing a memory never rewrites the day
-                f.write(text.encode("utf-8"))
+                f.write(added)
                 f.flush()
                 os.fsync(f.fileno())
-            data = path.read_bytes()
         except OSError as exc:
             raise PermissionDeniedError(f"library '{self.name}': cannot write {rel}: {exc.strerror}") from exc
-        self._record(conn, rel, None, "", path.stat(), sha256_hex(data))
+        self._record(conn, rel, None, "", path.stat(), sha256_hex(before + added))
 
     def _rewrite_day(self, conn: sqlite3.Connection, day: str) -> None:
         rel = f"{MEMORIES_DIR}/{day}.md"
         blocks = self._free_blocks(conn, "substr(m.created_at, 1, 10) = ?", (day,))
-        if (self.root / rel).exists():
-            self._check_fresh(conn, rel)
+        current = self._check_fresh(conn, rel) if (self.root / rel).exists() else None
         if blocks:
-            existing = self.root / rel
-            head = preamble(existing.read_text(encoding="utf-8")) if existing.exists() else None
-            self._put(conn, rel, render_day(day, blocks, head), None)
+            head = preamble(current.decode("utf-8")) if current is not None else None
+            self._put(conn, rel, render_day(day, blocks, head), None, current=current)
         else:
             self._unlink(rel)
             conn.execute("DELETE FROM md_files WHERE path = ?", (rel,))
@@ -409,8 +414,7 @@ class MarkdownStore(MarkdownScan, SQLiteStore):
     def _document_text(self, conn: sqlite3.Connection, entity_id: int) -> str:
         row = conn.execute("SELECT path FROM md_files WHERE entity_id = ?", (entity_id,)).fetchone()
         if row is not None:
-            self._check_fresh(conn, row[0])  # never edit a text that is not the file's
-            return (self.root / row[0]).read_text(encoding="utf-8")
+            return (self._check_fresh(conn, row[0]) or b"").decode("utf-8")  # never edit a text not the file's
         return super()._document_text(conn, entity_id)
 
     def _keep_text(self, key: str, text: str) -> None:
