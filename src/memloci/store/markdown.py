@@ -30,6 +30,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from .. import confine
 from ..errors import (
     ConflictError,
     LibraryUnreadableError,
@@ -55,7 +56,6 @@ from .markdown_files import (
     MANUAL,
     MEMORIES_DIR,
     WATCH_INTERVAL_S,
-    atomic_write,
     file_stem,
     sha256_hex,
 )
@@ -110,13 +110,18 @@ class MarkdownStore(MarkdownScan, SQLiteStore):
                 raise PermissionDeniedError(f"library '{self.name}': cannot create {self.root}: {exc.strerror}") from exc
         index = self.root / INDEX_DIR
         try:
-            index.mkdir(exist_ok=True)
-            ignore = index / ".gitignore"
-            if not ignore.exists():  # the index is rebuilt from the files: keep it out of git
-                ignore.write_text("# memloci's rebuildable index\n*\n")
-            attributes = self.root / ".gitattributes"
-            if not attributes.exists():  # two branches appending to the journal merge without a conflict
-                attributes.write_text(f"{JOURNAL} merge=union\n")
+            # The index is memloci's own: private (0700, files 0600), never reached through a link
+            # (a clone's `.memloci -> /elsewhere` must not put an index there).
+            confine.private_dir(self.root, INDEX_DIR)
+            if not confine.exists(self.root, f"{INDEX_DIR}/.gitignore"):  # rebuilt from the files: not for git
+                confine.write_atomic(self.root, f"{INDEX_DIR}/.gitignore", b"# memloci's rebuildable index\n*\n",
+                                     mode=confine.PRIVATE_FILE)
+            if not confine.exists(self.root, ".gitattributes"):  # two branches appending to the journal merge
+                confine.write_atomic(self.root, ".gitattributes", f"{JOURNAL} merge=union\n".encode())
+            # SQLite opens its files by name: check them for links just before, and make them private.
+            for suffix in ("", "-wal", "-shm", "-journal"):
+                confine.check(self.root, f"{INDEX_DIR}/index.db{suffix}")
+                confine.private_file(self.root, f"{INDEX_DIR}/index.db{suffix}", create=not suffix)
         except OSError as exc:
             raise PermissionDeniedError(f"library '{self.name}': cannot write {index}: {exc.strerror}") from exc
         super().open(create=True)
@@ -198,21 +203,24 @@ class MarkdownStore(MarkdownScan, SQLiteStore):
         if current is not None and not append:
             ops.append(("restore", path, current))
             return
+        rel = path.relative_to(self.root)
         try:
-            ops.append(("truncate", path, path.stat().st_size) if append else ("restore", path, path.read_bytes()))
+            ops.append(("truncate", path, confine.lstat(self.root, rel).st_size) if append
+                       else ("restore", path, confine.read_bytes(self.root, rel)))
         except FileNotFoundError:
             ops.append(("restore", path, None))
 
     def _restore_files(self) -> None:
         for kind, path, old in reversed(getattr(self._undo, "ops", [])):
+            rel = path.relative_to(self.root)
             try:
                 if old is None:
-                    path.unlink(missing_ok=True)
+                    confine.unlink(self.root, rel)
                 elif kind == "truncate":
-                    os.truncate(path, old)
+                    confine.truncate(self.root, rel, old)
                 else:
-                    atomic_write(path, old)
-            except OSError as exc:  # the rescan reconciles whatever could not be put back
+                    confine.write_atomic(self.root, rel, old)
+            except (OSError, MemlociError) as exc:  # the rescan reconciles whatever could not be put back
                 log.error("library %s: could not restore %s after a failed write: %s", self.name, path, exc)
 
     def _flush(self, conn: sqlite3.Connection) -> None:
@@ -241,15 +249,14 @@ class MarkdownStore(MarkdownScan, SQLiteStore):
         if broken:
             raise ConflictError(f"{rel} cannot be parsed ({broken[0]}); memloci does not rewrite it",
                                 hint=f"Fix {rel} by hand; the next scan picks it up.")
-        path = self.root / rel
         try:
-            st = path.stat()
+            st = confine.lstat(self.root, rel)  # a link here is refused, never written through
         except FileNotFoundError:
             if row is None:
                 return None
             raise ConflictError(f"{rel} was deleted outside memloci", hint="Retry in a second, after the rescan.")
         # mtimes are coarse (a few ms): an equal stat is confirmed by the bytes
-        data = path.read_bytes() if row is not None and (st.st_mtime_ns, st.st_size) == tuple(row[:2]) else None
+        data = confine.read_bytes(self.root, rel) if row is not None and (st.st_mtime_ns, st.st_size) == tuple(row[:2]) else None
         if data is None or sha256_hex(data) != row[2]:
             raise ConflictError(f"{rel} changed on disk since it was indexed; nothing was written",
                                 hint="The change is picked up within a second; retry the call then.")
@@ -262,14 +269,14 @@ class MarkdownStore(MarkdownScan, SQLiteStore):
         path = self.root / rel
         self._keep_old(path, current=current)
         try:
-            atomic_write(path, data)
+            st = confine.write_atomic(self.root, rel, data)
         except OSError as exc:
             raise PermissionDeniedError(f"library '{self.name}': cannot write {rel}: {exc.strerror}") from exc
-        self._record(conn, rel, entity_id, key, path.stat(), sha256_hex(data))
+        self._record(conn, rel, entity_id, key, st, sha256_hex(data))
 
     def _unlink(self, rel: str) -> None:
         self._keep_old(self.root / rel)
-        (self.root / rel).unlink(missing_ok=True)
+        confine.unlink(self.root, rel)
 
     @staticmethod
     def _record(conn: sqlite3.Connection, rel: str, entity_id: int | None, key: str, st: os.stat_result, sha: str) -> None:
@@ -302,7 +309,7 @@ class MarkdownStore(MarkdownScan, SQLiteStore):
             # Names that map to one file name ("x/y", "x:y") get the name's hash as well.
             for candidate in (stem, f"{stem}-{sha256_hex(name.encode())[:6]}"):
                 rel = (folder / f"{candidate}.md").as_posix().removeprefix("./")
-                if rel == old or not ((self.root / rel).exists() or rel in (MANUAL, JOURNAL, CONTEXT)
+                if rel == old or not (confine.exists(self.root, rel) or rel in (MANUAL, JOURNAL, CONTEXT)
                                       or Path(rel).parent.as_posix() == MEMORIES_DIR and is_day(candidate)):
                     break
             else:
@@ -331,25 +338,22 @@ class MarkdownStore(MarkdownScan, SQLiteStore):
         path = self.root / rel
         marks = ",".join("?" * len(ids))
         text = "".join(render_block(b) for b in self._free_blocks(conn, f"m.id IN ({marks})", tuple(ids)))
-        if not path.exists():
+        if not confine.exists(self.root, rel):
             self._put(conn, rel, day_header(day) + text, None)
             return
         before = self._check_fresh(conn, rel) or b""
         self._keep_old(path, append=True)
         added = text.encode("utf-8")
-        try:
-            with open(path, "ab") as f:  # appending: storing a memory never rewrites the day
-                f.write(added)
-                f.flush()
-                os.fsync(f.fileno())
+        try:  # appending: storing a memory never rewrites the day
+            st = confine.append(self.root, rel, added)
         except OSError as exc:
             raise PermissionDeniedError(f"library '{self.name}': cannot write {rel}: {exc.strerror}") from exc
-        self._record(conn, rel, None, "", path.stat(), sha256_hex(before + added))
+        self._record(conn, rel, None, "", st, sha256_hex(before + added))
 
     def _rewrite_day(self, conn: sqlite3.Connection, day: str) -> None:
         rel = f"{MEMORIES_DIR}/{day}.md"
         blocks = self._free_blocks(conn, "substr(m.created_at, 1, 10) = ?", (day,))
-        current = self._check_fresh(conn, rel) if (self.root / rel).exists() else None
+        current = self._check_fresh(conn, rel) if confine.exists(self.root, rel) else None
         if blocks:
             head = preamble(current.decode("utf-8")) if current is not None else None
             self._put(conn, rel, render_day(day, blocks, head), None, current=current)
@@ -364,7 +368,7 @@ class MarkdownStore(MarkdownScan, SQLiteStore):
         if not rows:
             return
         path = self.root / JOURNAL
-        lines = [] if path.exists() else ["# Journal\n\nEvery change to this library, newest last.\n"]
+        lines = [] if confine.exists(self.root, JOURNAL) else ["# Journal\n\nEvery change to this library, newest last.\n"]
         self._keep_old(path, append=True)
         for _, at, tool, action, entities, detail in rows:
             listed = json.loads(entities)
@@ -375,8 +379,7 @@ class MarkdownStore(MarkdownScan, SQLiteStore):
                 lines.append("```json\n" + json.dumps(json.loads(detail), ensure_ascii=False, indent=1, sort_keys=True)
                              + "\n```\n")
         try:
-            with open(path, "a", encoding="utf-8") as f:
-                f.write("".join(lines))
+            confine.append(self.root, JOURNAL, "".join(lines).encode("utf-8"), fsync=False)
         except OSError as exc:
             raise PermissionDeniedError(f"library '{self.name}': cannot write {JOURNAL}: {exc.strerror}") from exc
         conn.execute("INSERT OR REPLACE INTO library_meta VALUES ('journal_written', ?)", (str(rows[-1][0]),))
@@ -386,7 +389,8 @@ class MarkdownStore(MarkdownScan, SQLiteStore):
     def problems(self) -> dict[str, str]:
         """Files that could not be indexed, with why."""
         with self._read() as conn:
-            return dict(conn.execute("SELECT path, error FROM md_broken ORDER BY path").fetchall())
+            broken = dict(conn.execute("SELECT path, error FROM md_broken ORDER BY path").fetchall())
+        return dict(sorted({**broken, **self.refused_links}.items()))
 
     def entity_paths(self) -> dict[str, str]:
         """name_key -> file path (relative to the library folder)."""
@@ -407,7 +411,7 @@ class MarkdownStore(MarkdownScan, SQLiteStore):
         if row is None:
             return None
         try:
-            return (self.root / row[0]).read_text(encoding="utf-8")
+            return confine.read_text(self.root, row[0])
         except (FileNotFoundError, UnicodeDecodeError):
             return None
 
@@ -422,7 +426,7 @@ class MarkdownStore(MarkdownScan, SQLiteStore):
 
     def read_context(self) -> dict:
         try:
-            return parse_context((self.root / CONTEXT).read_text(encoding="utf-8"))
+            return parse_context(confine.read_text(self.root, CONTEXT))
         except FileNotFoundError:
             return {}
 
@@ -438,7 +442,7 @@ class MarkdownStore(MarkdownScan, SQLiteStore):
 
     def manual_text(self) -> str | None:
         try:
-            return (self.root / MANUAL).read_text(encoding="utf-8")
+            return confine.read_text(self.root, MANUAL)
         except FileNotFoundError:
             return None
 

@@ -16,6 +16,7 @@ import sqlite3
 import time
 from pathlib import Path
 
+from .. import confine
 from ..errors import MemlociError
 from ..markdown.document import EntityDocument, parse_document
 from ..markdown.memories import MemoryBlock, is_day, parse_day
@@ -39,27 +40,44 @@ log = logging.getLogger(__name__)
 class MarkdownScan:
     """The scan half of MarkdownStore (uses its _write, _read, _md_lock, _syncing, _record, ...)."""
 
+    refused_links: dict[str, str] = {}  # rel path -> why: links found by the last walk, never followed
+
     def _walk(self) -> dict[str, tuple[int, int]]:
+        """Every Markdown file under the root (rel path -> (mtime_ns, size)). Folders are listed
+        through file descriptors reached without following links (confine.py); a link, to a
+        file or a folder, is reported in `refused_links` and never read."""
         found: dict[str, tuple[int, int]] = {}
-        stack = [self.root]
+        links: dict[str, str] = {}
+        stack: list[list[str]] = [[]]
         while stack:
             folder = stack.pop()
             try:
-                entries = list(os.scandir(folder))
-            except OSError:
+                with confine.dir_fd(self.root, folder) as fd:  # entries stat through fd: keep it open
+                    self._list(fd, folder, stack, found, links)
+            except (OSError, MemlociError):
                 continue
-            for entry in entries:
-                if entry.name.startswith("."):
-                    continue  # .memloci, .git, .obsidian, editor temp files
-                if entry.is_dir(follow_symlinks=False):
-                    stack.append(Path(entry.path))
-                elif entry.name.endswith(".md") and entry.is_file(follow_symlinks=False):
-                    rel = Path(entry.path).relative_to(self.root).as_posix()
-                    if rel in (MANUAL, JOURNAL, CONTEXT):
-                        continue
-                    st = entry.stat(follow_symlinks=False)
-                    found[rel] = (st.st_mtime_ns, st.st_size)
+        for rel in sorted(set(links) - set(self.refused_links)):
+            log.warning("library %s: %s is a symbolic link; not followed", self.name, rel)
+        self.refused_links = links
         return found
+
+    @staticmethod
+    def _list(fd: int, folder: list[str], stack: list[list[str]], found: dict[str, tuple[int, int]],
+              links: dict[str, str]) -> None:
+        for entry in list(os.scandir(fd)):
+            rel = "/".join([*folder, entry.name])
+            if entry.is_symlink() and (not entry.name.startswith(".") or rel in (".memloci", ".gitattributes")):
+                links[rel] = "a symbolic link; memloci does not follow links inside a library"
+                continue
+            if entry.name.startswith("."):
+                continue  # .memloci, .git, .obsidian, editor temp files
+            if entry.is_dir(follow_symlinks=False):
+                stack.append([*folder, entry.name])
+            elif entry.name.endswith(".md") and entry.is_file(follow_symlinks=False):
+                if rel in (MANUAL, JOURNAL, CONTEXT):
+                    continue
+                st = entry.stat(follow_symlinks=False)
+                found[rel] = (st.st_mtime_ns, st.st_size)
 
     def sync(self) -> SyncReport:
         """Bring the index up to the files: parse what changed since the last look."""
@@ -86,9 +104,12 @@ class MarkdownScan:
         touched: list[tuple[str, tuple[int, int], str]] = []
         for rel in sorted(changed):
             try:
-                data = (self.root / rel).read_bytes()
+                data = confine.read_bytes(self.root, rel)
             except OSError as exc:
                 report.problems[rel] = f"cannot read: {exc.strerror}"
+                continue
+            except MemlociError as exc:  # a link swapped in since the walk
+                report.problems[rel] = exc.message
                 continue
             sha = sha256_hex(data)
             if rel in known and known[rel][3] == sha:
@@ -119,7 +140,7 @@ class MarkdownScan:
                 # looked at it is left for the next round (its index rows are already current).
                 docs = [d for d in docs if self._still(conn, d[0], d[2], d[3])]
                 days = [d for d in days if self._still(conn, d[0], d[2], d[3])]
-                gone = [rel for rel in gone if not (self.root / rel).exists()
+                gone = [rel for rel in gone if not confine.exists(self.root, rel)
                         and conn.execute("SELECT 1 FROM md_files WHERE path = ?", (rel,)).fetchone()]
                 for rel, st, sha in touched:  # same bytes, new mtime: only the stat changes
                     if self._unchanged_since_scan(rel, st):
@@ -198,8 +219,8 @@ class MarkdownScan:
 
     def _unchanged_since_scan(self, rel: str, st: tuple[int, int]) -> bool:
         try:
-            now = (self.root / rel).stat()
-        except FileNotFoundError:
+            now = confine.lstat(self.root, rel)
+        except (OSError, MemlociError):  # gone, or a link now: not the file the scan read
             return False
         return (now.st_mtime_ns, now.st_size) == st
 
@@ -215,8 +236,8 @@ class MarkdownScan:
         # A file memloci knows: mtimes are coarse (a few ms), so two writes can share one stat;
         # only the bytes tell whether another process rewrote it after our scan.
         try:
-            return sha256_hex((self.root / rel).read_bytes()) == sha
-        except OSError:
+            return sha256_hex(confine.read_bytes(self.root, rel)) == sha
+        except (OSError, MemlociError):
             return False
 
     def _apply_day(self, conn: sqlite3.Connection, day: str, blocks: list[MemoryBlock]) -> None:
