@@ -6,8 +6,14 @@ VENV   ?= .venv
 STAMP  := $(VENV)/.installed-stamp
 # The official Node server, for the drop-in compatibility tests (skipped when npm is missing).
 OFFICIAL := .official/node_modules/@modelcontextprotocol/server-memory/dist/index.js
+# The TypeScript SDK and the MCP Inspector, pinned in tests/conformance/package-lock.json, for the
+# conformance suite (skipped when npm is missing; under CI=true that is a failure).
+CONFORMANCE := tests/conformance/node_modules/.package-lock.json
 
 .PHONY: run test install bench clean
+
+# `make -C /path/to/memloci run` must not print "Entering directory" on stdout: it is the protocol.
+MAKEFLAGS += --no-print-directory
 
 # Set-up output goes to stderr: `make run` is an MCP stdio server, its stdout is the protocol.
 $(STAMP): pyproject.toml
@@ -26,11 +32,17 @@ $(OFFICIAL):
 		|| echo "npm install failed: the official-server compatibility tests will be skipped"; \
 	else echo "npm not found: the official-server compatibility tests will be skipped"; fi
 
-test: $(STAMP) $(OFFICIAL)
+$(CONFORMANCE): tests/conformance/package-lock.json
+	@if command -v npm >/dev/null 2>&1; then \
+		npm ci --silent --no-audit --no-fund --prefix tests/conformance >&2 \
+		|| echo "npm ci failed: the TypeScript conformance tests will be skipped" >&2; \
+	else echo "npm not found: the TypeScript conformance tests will be skipped" >&2; fi
+
+test: $(STAMP) $(OFFICIAL) $(CONFORMANCE)
 	$(VENV)/bin/python -m pytest
 
 bench: $(STAMP)
 	$(VENV)/bin/memloci bench graph --n 50000
 
 clean:
-	rm -rf $(VENV) .official build src/*.egg-info .pytest_cache
+	rm -rf $(VENV) .official tests/conformance/node_modules build src/*.egg-info .pytest_cache

@@ -91,6 +91,10 @@ def serve(
                                                   "(config [schemas]): default or strict (sets MEMLOCI_SCHEMA).")] = None,
 ) -> None:
     """Run the MCP server on stdio (what MCP clients start)."""
+    from .mcp.stdio import StdioClaim, serve_stdio
+
+    # First of all: from here on only the protocol reaches the real stdout (see mcp/stdio.py).
+    claim = StdioClaim.take()
     if schema is not None:
         os.environ["MEMLOCI_SCHEMA"] = schema
     import logging
@@ -109,11 +113,12 @@ def serve(
         server = build_server(service, name=name or config.get("name") or "memloci",
                               groups=tool_groups(tools or config.get("tools")))
     except MemlociError as exc:
+        claim.release()
         _fail(exc)
     service.embedder.start_background(delay=0.5)  # the model loads once the client is connected
     service.watch_libraries()  # Markdown libraries: outside edits show up within a second
     try:
-        server.run("stdio")
+        serve_stdio(server, claim)
     finally:
         service.close()
 

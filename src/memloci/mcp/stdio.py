@@ -1,0 +1,262 @@
+"""The stdio transport: one JSON-RPC message per line, every malformed line answered.
+
+The SDK's own stdio reader decodes with `errors="replace"` (invalid UTF-8 silently becomes
+U+FFFD and is stored) and drops any line it cannot validate without a word, so a client
+never learns why its call vanished. This reader checks each line first and answers what is
+wrong with the JSON-RPC error the specification names:
+
+- not UTF-8 JSON, or nested too deeply for the parser     -> -32700 Parse error (id null)
+- not a JSON-RPC 2.0 message (jsonrpc, method, id, shape)  -> -32600 Invalid Request
+- a request id still in flight used again                  -> -32600 Invalid Request
+- `params` not an object, or a string (key or value) with a
+  lone surrogate or invalid UTF-8                          -> -32602 Invalid params
+
+Valid lines go to the SDK's session unchanged. Blank lines are skipped (they carry no
+message). While serving, fd 0 reads /dev/null and fd 1 writes to stderr, so nothing a
+library prints (warnings, progress bars, native code) can reach the protocol stream.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import logging
+import os
+import sys
+from contextlib import asynccontextmanager, suppress
+from dataclasses import dataclass
+from typing import Any, AsyncIterator, BinaryIO
+
+import anyio
+import mcp_types as types
+from mcp.shared._context_streams import create_context_streams
+from mcp.shared.dispatcher import coerce_request_id
+from mcp.shared.message import SessionMessage
+
+log = logging.getLogger("memloci.stdio")
+
+MAX_DEPTH = 64  # arrays and objects inside each other; tool arguments never need more
+
+
+@dataclass
+class StdioClaim:
+    """The protocol's private copies of stdin and stdout, taken before anything can print."""
+
+    wire_in: int
+    wire_out: int
+
+    @classmethod
+    def take(cls) -> "StdioClaim":
+        """Move the wire to private descriptors; fd 0 then reads /dev/null and fd 1 goes to stderr."""
+        wire_in = fcntl.fcntl(0, fcntl.F_DUPFD_CLOEXEC, 3)
+        wire_out = fcntl.fcntl(1, fcntl.F_DUPFD_CLOEXEC, 3)
+        sys.stdout.flush()
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.close(null)
+        os.dup2(2, 1)  # print(), a C library's printf, a child process: all land on stderr
+        return cls(wire_in, wire_out)
+
+    def release(self) -> None:
+        with suppress(OSError):
+            sys.stdout.flush()
+        with suppress(OSError):
+            os.dup2(self.wire_out, 1)
+            os.dup2(self.wire_in, 0)
+
+
+class Refusal(Exception):
+    """A line the server answers itself: the JSON-RPC error and the id it answers."""
+
+    def __init__(self, code: int, message: str, request_id: Any = None):
+        super().__init__(message)
+        self.code, self.message, self.request_id = code, message, request_id
+
+    def reply(self) -> bytes:
+        return _line({"jsonrpc": "2.0", "id": self.request_id, "error": {"code": self.code, "message": self.message}})
+
+
+def _line(body: dict[str, Any]) -> bytes:
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n"
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON value")
+
+
+def _path(parent: str, key: Any) -> str:
+    return f"{parent}[{key}]" if isinstance(key, int) else (f"{parent}.{key}" if parent else str(key))
+
+
+def _describe(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, float):
+        return "a fraction" if not value.is_integer() else "a number written with a fraction part"
+    return {dict: "an object", list: "an array", int: "a number", str: "a string"}.get(type(value), type(value).__name__)
+
+
+def _bad_text(s: str) -> bool:
+    """A lone surrogate: sent as an escape ("\\ud800"), or left by an invalid UTF-8 byte (surrogateescape)."""
+    try:
+        s.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def _check_tree(message: dict[str, Any]) -> tuple[str, str] | None:
+    """The first problem in the message's values, as (kind, path): "depth" or "text"."""
+    stack: list[tuple[Any, str, int]] = [(message, "", 1)]
+    while stack:
+        value, where, depth = stack.pop()
+        if isinstance(value, dict):
+            if depth > MAX_DEPTH:
+                return "depth", where
+            for key, item in value.items():
+                if _bad_text(key):
+                    return "text", _path(where, ascii(key)[1:-1])
+                stack.append((item, _path(where, key), depth + 1))
+        elif isinstance(value, list):
+            if depth > MAX_DEPTH:
+                return "depth", where
+            stack.extend((item, _path(where, i), depth + 1) for i, item in enumerate(value))
+        elif isinstance(value, str) and _bad_text(value):
+            return "text", where
+    return None
+
+
+def parse_line(raw: bytes, in_flight: set[Any]) -> types.JSONRPCMessage | None:
+    """One line off the wire: the message, None for a blank line, or a Refusal to answer."""
+    raw = raw.rstrip(b"\r\n")
+    if not raw.strip():
+        return None
+    # surrogateescape keeps invalid bytes visible (as lone surrogates) so the field can be named
+    text = raw.decode("utf-8", errors="surrogateescape")
+    try:
+        message = json.loads(text, parse_constant=_no_constant)
+    except RecursionError:
+        raise Refusal(types.PARSE_ERROR, f"Parse error: JSON nested too deeply (the limit is {MAX_DEPTH} levels)") from None
+    except ValueError as exc:
+        raise Refusal(types.PARSE_ERROR, f"Parse error: not valid JSON ({exc})") from None
+    if isinstance(message, list):
+        raise Refusal(types.INVALID_REQUEST, "Invalid Request: batches (JSON arrays) are not supported; "
+                                             "send one message per line")
+    if not isinstance(message, dict):
+        raise Refusal(types.INVALID_REQUEST, f"Invalid Request: a message is a JSON object, not {_describe(message)}")
+
+    has_id = "id" in message
+    request_id = message.get("id")
+    id_ok = has_id and isinstance(request_id, (str, int)) and not isinstance(request_id, bool)
+    answer_to = request_id if id_ok and _check_tree({"id": request_id}) is None else None
+
+    def invalid(rule: str) -> Refusal:
+        return Refusal(types.INVALID_REQUEST, f"Invalid Request: {rule}", answer_to)
+
+    if message.get("jsonrpc") != "2.0":
+        raise invalid('jsonrpc: must be "2.0"')
+    if has_id and not id_ok:
+        raise Refusal(types.INVALID_REQUEST,
+                      f"Invalid Request: id must be a string or an integer, not {_describe(request_id)}")
+    method = message.get("method")
+    if "method" in message and not isinstance(method, str):
+        raise invalid(f"method must be a string, not {_describe(method)}")
+    if method is None and not has_id:
+        raise invalid("a message needs a method (request or notification) or an id (response)")
+    problem = _check_tree(message)
+    if problem is not None and problem[0] == "depth":
+        where = problem[1] if len(problem[1]) <= 60 else problem[1][:60] + "..."
+        raise invalid(f"{where}: nested deeper than {MAX_DEPTH} levels")
+    if method is not None and "params" in message and not isinstance(message["params"], dict):
+        if has_id:
+            raise Refusal(types.INVALID_PARAMS, f"Invalid params: params must be an object, not "
+                                                f"{_describe(message['params'])}", answer_to)
+        raise invalid(f"{method}: params must be an object, not {_describe(message['params'])}")
+    if problem is not None:  # a lone surrogate or invalid UTF-8: refused before any tool sees it
+        rule = f"{problem[1]}: contains a lone surrogate or invalid UTF-8; send valid UTF-8 text"
+        if method is not None and has_id:
+            raise Refusal(types.INVALID_PARAMS, f"Invalid params: {rule}", answer_to)
+        raise invalid(rule)
+    try:
+        parsed = types.jsonrpc_message_adapter.validate_python(message, by_name=False)
+    except Exception:
+        raise invalid("not a request, notification or response of JSON-RPC 2.0") from None
+    if isinstance(parsed, types.JSONRPCRequest):
+        key = coerce_request_id(parsed.id)
+        if key in in_flight:
+            raise invalid(f"id {json.dumps(parsed.id)} is already used by a request still in flight; "
+                          "use a new id for each request")
+        in_flight.add(key)
+    elif isinstance(parsed, types.JSONRPCNotification) and parsed.method == "notifications/cancelled":
+        # a cancelled request is never answered (the SDK drops its reply), so its id is free again
+        with suppress(Exception):
+            in_flight.discard(coerce_request_id((parsed.params or {}).get("requestId")))
+    return parsed
+
+
+@asynccontextmanager
+async def stdio_transport(claim: StdioClaim) -> AsyncIterator[tuple[Any, Any]]:
+    """(read stream, write stream) for the SDK's server over the claimed descriptors."""
+    wire_out: BinaryIO = os.fdopen(claim.wire_out, "wb", closefd=False)
+    read_send, read_stream = create_context_streams[SessionMessage | Exception](0)
+    write_stream, write_receive = create_context_streams[SessionMessage](0)
+    in_flight: set[Any] = set()
+    lock = anyio.Lock()
+
+    async def emit(data: bytes) -> None:
+        async with lock:  # one whole line at a time: the reader's refusals and the server's replies
+            await anyio.to_thread.run_sync(_write, wire_out, data)
+
+    async def reader() -> None:
+        source = anyio.wrap_file(os.fdopen(claim.wire_in, "rb", closefd=False))
+        try:
+            async with read_send:
+                async for raw in source:
+                    try:
+                        message = parse_line(raw, in_flight)
+                    except Refusal as refusal:
+                        log.warning("refused a message: %s", refusal.message)
+                        await emit(refusal.reply())
+                        continue
+                    if message is not None:
+                        await read_send.send(SessionMessage(message))
+        except anyio.ClosedResourceError:
+            await anyio.lowlevel.checkpoint()
+
+    async def writer() -> None:
+        try:
+            async with write_receive:
+                async for session_message in write_receive:
+                    message = session_message.message
+                    if isinstance(message, (types.JSONRPCResponse, types.JSONRPCError)) and message.id is not None:
+                        in_flight.discard(coerce_request_id(message.id))
+                    text = message.model_dump_json(by_alias=True, exclude_unset=True)
+                    await emit(text.encode("utf-8") + b"\n")
+        except anyio.ClosedResourceError:
+            await anyio.lowlevel.checkpoint()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(reader)
+        tg.start_soon(writer)
+        yield read_stream, write_stream
+
+
+def _write(stream: BinaryIO, data: bytes) -> None:
+    stream.write(data)
+    stream.flush()
+
+
+def serve_stdio(server: Any, claim: StdioClaim) -> None:
+    """Run an MCPServer's session over the claimed stdio until the client closes stdin."""
+    low = server._lowlevel_server  # what MCPServer.run_stdio_async drives, over our transport
+
+    async def main() -> None:
+        async with stdio_transport(claim) as (read_stream, write_stream):
+            await low.run(read_stream, write_stream, low.create_initialization_options())
+
+    try:
+        anyio.run(main)
+    finally:
+        claim.release()
