@@ -263,6 +263,7 @@ def history(
     limit: Annotated[int, typer.Option("--limit", "-n", help="Most entries, newest first.")] = 20,
     details: Annotated[bool, typer.Option("--details", "-d",
                                           help="One JSON object per entry, with what changed and the removed text.")] = False,
+    internal: Annotated[bool, typer.Option("--all", "-a", help="Also rescans of the files and vector resets.")] = False,
     libraries: LibrariesOpt = None,
     library: LibraryOpt = None,
 ) -> None:
@@ -270,7 +271,7 @@ def history(
     from rich.table import Table
 
     try:
-        entries = _service(libraries, read_only=True).history(limit=limit, library=library)
+        entries = _service(libraries, read_only=True).history(limit=limit, internal=internal, library=library)
     except MemlociError as exc:
         _fail(exc)
     if details:
@@ -283,6 +284,27 @@ def history(
         names = ", ".join(e.entities[:5]) + (f" (+{len(e.entities) - 5})" if len(e.entities) > 5 else "")
         table.add_row(str(e.id), e.at, e.tool, e.action, names)
     _console().print(table)
+
+
+@app.command()
+def undo(
+    change_id: Annotated[int, typer.Argument(metavar="ID", help="The change's id, from `memloci history`.")],
+    libraries: LibrariesOpt = None,
+    library: LibraryOpt = None,
+) -> None:
+    """Revert one change (a delete, edit, rename, merge, memory update); refused, changing nothing,
+    when a later change depends on it. The undo is a change too: undo it to redo."""
+    try:
+        service = _service(libraries)
+        try:
+            result = service.undo(change_id, library=library)
+        finally:
+            service.close()
+    except MemlociError as exc:
+        _fail(exc)
+    names = ", ".join(result["entities"])
+    _console().print(f"Undid change #{result['undid']} ({result['action']})" + (f": {names}" if names else ""),
+                     highlight=False)
 
 
 @app.command()

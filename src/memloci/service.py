@@ -22,7 +22,6 @@ from .model import (
     EntityInput,
     Graph,
     GraphPage,
-    JournalEntry,
     LibraryStats,
     Memory,
     MemoryFilter,
@@ -40,6 +39,7 @@ from .search.hybrid import MemoryHit, entity_signals, retrieve
 from .search.timephrases import TimeRange, parse_time_phrase, split_time_phrase
 from .search.vectors import EmbeddingWorker, VectorIndex
 from .service_documents import DocumentService
+from .service_history import HistoryService
 from .service_projects import ProjectService
 from .store import Store
 
@@ -106,7 +106,7 @@ class Retrieval:
     time_range: TimeRange | None
 
 
-class MemoryService(DocumentService, ProjectService):
+class MemoryService(DocumentService, ProjectService, HistoryService):
     def __init__(self, libraries: LibraryRegistry, embedder: EmbedderHandle | None = None,
                  *, embed_pending: bool = True):
         """`embed_pending=False` (read-only commands) searches the stored vectors but never

@@ -63,11 +63,12 @@ from .markdown_scan import MarkdownScan
 from .sqlite import SQLiteStore, _split_sql
 from .sqlite_documents import LINKS_TO
 from .sqlite_memories import select_memories
+from .markdown_undo import MarkdownUndo
 from .sqlite_schema import MARKDOWN_TRIGGERS, SCHEMA_VERSION
 
 log = logging.getLogger(__name__)
 
-class MarkdownStore(MarkdownScan, SQLiteStore):
+class MarkdownStore(MarkdownUndo, MarkdownScan, SQLiteStore):
     kind = "markdown"
 
     def __init__(self, folder: str | os.PathLike[str], name: str = "default"):
@@ -106,6 +107,7 @@ class MarkdownStore(MarkdownScan, SQLiteStore):
                 raise NotFoundError(f"library '{self.name}' does not exist yet: {self.root}")
             try:
                 self.root.mkdir(parents=True)
+                self._load_journal()  # a fresh index gets its history back from journal.md
             except OSError as exc:
                 raise PermissionDeniedError(f"library '{self.name}': cannot create {self.root}: {exc.strerror}") from exc
         index = self.root / INDEX_DIR
@@ -439,6 +441,7 @@ class MarkdownStore(MarkdownScan, SQLiteStore):
             self._journal(conn, origin, origin, [], {k: {"before": before.get(k), "after": v}
                                                       for k, v in ctx.items() if before.get(k) != v and k != "updated_at"})
         return ctx
+        self._seal_journal(conn)  # the undo record (every file as it was) goes to journal.md too
 
     def manual_text(self) -> str | None:
         try:

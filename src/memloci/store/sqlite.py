@@ -49,11 +49,12 @@ from .sqlite_documents import SQLiteDocuments
 from .sqlite_graph_reads import SQLiteGraphReads, _chunks, _marks
 from .sqlite_memories import SQLiteMemories, insert_memory
 from .sqlite_schema import MIGRATIONS, SCHEMA_VERSION
+from .sqlite_undo import SQLiteUndo
 
 log = logging.getLogger(__name__)
 
 BUSY_TIMEOUT_S = 60.0
-class SQLiteStore(SQLiteGraphReads, SQLiteMemories, SQLiteDocuments):
+class SQLiteStore(SQLiteGraphReads, SQLiteMemories, SQLiteDocuments, SQLiteUndo):
     """A library kept in one SQLite file."""
 
     kind = "sqlite"
@@ -191,9 +192,11 @@ class SQLiteStore(SQLiteGraphReads, SQLiteMemories, SQLiteDocuments):
                 if conn.in_transaction:
                     with suppress(sqlite3.Error):
                         conn.execute("ROLLBACK")
+            self._forget_kept()  # undo records are per transaction
                 if isinstance(exc, sqlite3.DatabaseError):
                     raise _storage_error(self, exc) from exc
                 raise
+                self._seal_journal(conn)  # what a destructive change removed goes into its journal entry
 
     @contextmanager
     def _read(self) -> Iterator[sqlite3.Connection]:
@@ -202,6 +205,8 @@ class SQLiteStore(SQLiteGraphReads, SQLiteMemories, SQLiteDocuments):
             try:
                 conn.execute("BEGIN")
                 yield conn
+            finally:
+                self._forget_kept()
             except sqlite3.DatabaseError as exc:
                 raise _storage_error(self, exc) from exc
             finally:
@@ -237,9 +242,8 @@ class SQLiteStore(SQLiteGraphReads, SQLiteMemories, SQLiteDocuments):
                 chunk,
             )
 
-    @staticmethod
-    def _journal(conn: sqlite3.Connection, tool: str, action: str, entities: Sequence[str], detail: dict | None) -> None:
-        conn.execute(
+    def _journal(self, conn: sqlite3.Connection, tool: str, action: str, entities: Sequence[str], detail: dict | None) -> None:
+        cur = conn.execute(
             "INSERT INTO journal (at, tool, action, entities, detail) VALUES (?, ?, ?, ?, ?)",
             (now_iso(), tool, action, json.dumps(list(entities), ensure_ascii=False),
              json.dumps(detail, ensure_ascii=False) if detail is not None else None),
@@ -252,6 +256,7 @@ class SQLiteStore(SQLiteGraphReads, SQLiteMemories, SQLiteDocuments):
             (added if new is not None else skipped).append(content)
         if skipped and self.schema.unique_observations:
             name = conn.execute("SELECT name FROM entities WHERE id = ?", (entity_id,)).fetchone()[0]
+        self._note_journal_row(cur.lastrowid)  # a change that kept undo records gets them at the commit
             raise ValidationError(f"observations: '{skipped[0][:60]}' is already an observation of '{name}'; schema "
                                   f"'{self.schema.name}' keeps observations unique per entity (nothing was added)")
         return added, skipped
@@ -464,6 +469,7 @@ class SQLiteStore(SQLiteGraphReads, SQLiteMemories, SQLiteDocuments):
             self._journal(
                 conn, origin, "delete_entities", [e.name for e in removed],
                 {"removed": [{"name": e.name, "entityType": e.entity_type,
+            self._before(conn, id_list)
                               "observations": [o.content for o in e.observations]} for e in removed],
                  "relations": [[r.from_entity, r.relation_type, r.to_entity] for r in relations]},
             )
@@ -488,6 +494,7 @@ class SQLiteStore(SQLiteGraphReads, SQLiteMemories, SQLiteDocuments):
                     if row:
                         removed.append(row[0])
                 if removed:
+                self._before(conn, [entity_id])
                     conn.execute("UPDATE entities SET updated_at = ? WHERE id = ?", (at, entity_id))
                     touched.append(entity_id)
                     results.append(RemovedObservations(stored_name, tuple(removed)))
@@ -513,6 +520,7 @@ class SQLiteStore(SQLiteGraphReads, SQLiteMemories, SQLiteDocuments):
                     deleted.append(Relation(a[1], r.relation_type, b[1]))
             if deleted:
                 self._journal(
+                self._before(conn, [a[0], b[0]])
                     conn, origin, "delete_relations",
                     list(dict.fromkeys(n for r in deleted for n in (r.from_entity, r.to_entity))),
                     {"removed": [[r.from_entity, r.relation_type, r.to_entity] for r in deleted]},

@@ -145,6 +145,7 @@ class SQLiteDocuments:
                                       hint="Rename entities with rename_entity, which also repairs every link.")
             doc.name = stored
             self.check_document(doc, "entity")
+            self._before(conn, [entity_id])
             at = now_iso()
             new_text = _stamp_modified(new_text, at)
             self._keep_text(name_key(stored), new_text)
@@ -203,6 +204,7 @@ class SQLiteDocuments:
             self._refresh_fts(conn, ids)
             names = [d.name for d in docs]
             self._journal(conn, origin, action, names, detail)
+            self._before(conn, [i for i, _ in existing.values()])
         return names
 
     def _apply_document(self, conn: sqlite3.Connection, doc: EntityDocument, at: str,
@@ -304,6 +306,7 @@ class SQLiteDocuments:
                 f"""SELECT m.id, m.entity_id, e.name, m.content FROM memories m JOIN entities e ON e.id = m.entity_id
                    WHERE m.content LIKE ? ESCAPE '\\' OR (m.entity_id IN (SELECT id FROM entities WHERE {sources})
                          AND instr(m.content, '[[') > 0)""", (pattern, target_id)).fetchall():
+                self._before(conn, [entity_id])
             rewritten = rewrite_wikilinks(content, old, new)
             if rewritten != content:
                 h = lexical.content_hash(rewritten, entity_id)
@@ -319,6 +322,7 @@ class SQLiteDocuments:
                 self._refresh_fts(conn, [entity_id])
                 changed.append(name)
         return list(dict.fromkeys(changed))
+                self._before(conn, [entity_id])
 
     def rename_entity(self, old: str, new: str, *, origin: str) -> dict[str, Any]:
         with self._write() as conn:
@@ -352,6 +356,7 @@ class SQLiteDocuments:
                                     hint="Every source and the target must exist; nothing was merged.")
             target_id, target_name = found[name_key(target)]
             source_ids = list(dict.fromkeys(found[name_key(s)][0] for s in sources))
+            self._before(conn, [entity_id])
             docs = {i: self._document(conn, i) for i in [target_id, *source_ids]}
             into = docs[target_id]
             aliases = list(into.aliases)
@@ -377,6 +382,7 @@ class SQLiteDocuments:
                         held.add(h)
                 # Relations to and from the source now touch the target (no self-loops).
                 conn.execute("""INSERT OR IGNORE INTO relations (from_id, relation_type, to_id, created_at)
+            self._before(conn, [target_id, *source_ids])
                                 SELECT ?, relation_type, to_id, created_at FROM relations
                                 WHERE from_id = ? AND to_id NOT IN (?, ?)""", (target_id, sid, target_id, sid))
                 conn.execute("""INSERT OR IGNORE INTO relations (from_id, relation_type, to_id, created_at)

@@ -95,7 +95,10 @@ class SQLiteGraphReads:
             relations = self._relations_where(conn, "1", ())
         return Graph(tuple(entities), tuple(relations))
 
-    def journal(self, *, limit: int) -> list[JournalEntry]:
+    def journal(self, *, limit: int, internal: bool = True) -> list[JournalEntry]:
+        """The newest `limit` changes; `internal=False` leaves out rescans and vector resets."""
+        hide = "" if internal else ("WHERE NOT ((tool = 'files' AND action = 'sync') "
+                                    "OR (tool = 'reindex' AND action = 'reset_vectors'))")
         with self._read() as conn:
             rows = conn.execute(
                 "SELECT id, at, tool, action, entities, detail FROM journal ORDER BY id DESC LIMIT ?", (limit,)

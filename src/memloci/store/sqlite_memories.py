@@ -249,6 +249,7 @@ class SQLiteMemories:
                 clash = conn.execute("SELECT 1 FROM memories WHERE ifnull(entity_id, 0) = (SELECT ifnull(entity_id, 0) "
                                      "FROM memories WHERE id = ?) AND content_hash = ? AND id != ?",
                                      (memory_id, new_hash, memory_id)).fetchone()
+            self._before(conn, memory_ids=[memory_id])
                 if clash:
                     raise AlreadyExistsError("content: a memory with this text already exists",
                                              hint="Delete one of them, or update the other one.")
@@ -291,6 +292,7 @@ class SQLiteMemories:
             conn.executemany("DELETE FROM memories WHERE id = ?", [(m.id,) for m in removed])
             refresh_context(conn, around)
             if owners:
+            self._before(conn, memory_ids=[m.id for m in removed])
                 self._refresh_fts(conn, owners)
             if removed:
                 self._journal(conn, origin, "delete_memory", [m.entity for m in removed if m.entity],
