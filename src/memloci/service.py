@@ -487,9 +487,6 @@ class MemoryService(DocumentService, ProjectService, HistoryService):
         """The whole library from one snapshot: entities in insertion or `name` order, then relations."""
         return self.store(library).export_graph(order=order)
 
-    def history(self, *, limit: int = 50, library: str | None = None) -> list[JournalEntry]:
-        return self.store(library).journal(limit=schema.check_int(limit, "limit", 1, schema.PAGE_MAX))
-
     def check(self, rules: schema.LibrarySchema | None = None, *, library: str | None = None,
               limit: int = 1000) -> list[dict[str, str]]:
         """Every way the library breaks a schema (its own, or `rules`): what, where, value, rule."""

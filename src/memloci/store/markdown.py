@@ -60,10 +60,10 @@ from .markdown_files import (
     sha256_hex,
 )
 from .markdown_scan import MarkdownScan
+from .markdown_undo import MarkdownUndo
 from .sqlite import SQLiteStore, _split_sql
 from .sqlite_documents import LINKS_TO
 from .sqlite_memories import select_memories
-from .markdown_undo import MarkdownUndo
 from .sqlite_schema import MARKDOWN_TRIGGERS, SCHEMA_VERSION
 
 log = logging.getLogger(__name__)
@@ -94,6 +94,7 @@ class MarkdownStore(MarkdownUndo, MarkdownScan, SQLiteStore):
             self._opening = True
             try:
                 self._open(create)
+                self._load_journal()  # a fresh index gets its history back from journal.md
                 self._scan()  # other threads wait here until the folder is indexed
                 self._md_ready = True
             finally:
@@ -107,7 +108,6 @@ class MarkdownStore(MarkdownUndo, MarkdownScan, SQLiteStore):
                 raise NotFoundError(f"library '{self.name}' does not exist yet: {self.root}")
             try:
                 self.root.mkdir(parents=True)
-                self._load_journal()  # a fresh index gets its history back from journal.md
             except OSError as exc:
                 raise PermissionDeniedError(f"library '{self.name}': cannot create {self.root}: {exc.strerror}") from exc
         index = self.root / INDEX_DIR
@@ -364,6 +364,7 @@ class MarkdownStore(MarkdownUndo, MarkdownScan, SQLiteStore):
             conn.execute("DELETE FROM md_files WHERE path = ?", (rel,))
 
     def _append_journal(self, conn: sqlite3.Connection) -> None:
+        self._seal_journal(conn)  # the undo record (every file as it was) goes to journal.md too
         done = conn.execute("SELECT value FROM library_meta WHERE key = 'journal_written'").fetchone()
         rows = conn.execute("SELECT id, at, tool, action, entities, detail FROM journal WHERE id > ? ORDER BY id",
                             (int(done[0]) if done else 0,)).fetchall()
@@ -441,7 +442,6 @@ class MarkdownStore(MarkdownUndo, MarkdownScan, SQLiteStore):
             self._journal(conn, origin, origin, [], {k: {"before": before.get(k), "after": v}
                                                       for k, v in ctx.items() if before.get(k) != v and k != "updated_at"})
         return ctx
-        self._seal_journal(conn)  # the undo record (every file as it was) goes to journal.md too
 
     def manual_text(self) -> str | None:
         try:

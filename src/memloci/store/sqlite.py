@@ -184,19 +184,21 @@ class SQLiteStore(SQLiteGraphReads, SQLiteMemories, SQLiteDocuments, SQLiteUndo)
     def _write(self) -> Iterator[sqlite3.Connection]:
         """One write transaction: committed whole, or rolled back whole."""
         with self._borrow() as conn, self._write_lock:
+            self._forget_kept()  # undo records are per transaction
             try:
                 conn.execute("BEGIN IMMEDIATE")
                 yield conn
+                self._seal_journal(conn)  # what a destructive change removed goes into its journal entry
                 conn.execute("COMMIT")
             except BaseException as exc:
                 if conn.in_transaction:
                     with suppress(sqlite3.Error):
                         conn.execute("ROLLBACK")
-            self._forget_kept()  # undo records are per transaction
                 if isinstance(exc, sqlite3.DatabaseError):
                     raise _storage_error(self, exc) from exc
                 raise
-                self._seal_journal(conn)  # what a destructive change removed goes into its journal entry
+            finally:
+                self._forget_kept()
 
     @contextmanager
     def _read(self) -> Iterator[sqlite3.Connection]:
@@ -205,8 +207,6 @@ class SQLiteStore(SQLiteGraphReads, SQLiteMemories, SQLiteDocuments, SQLiteUndo)
             try:
                 conn.execute("BEGIN")
                 yield conn
-            finally:
-                self._forget_kept()
             except sqlite3.DatabaseError as exc:
                 raise _storage_error(self, exc) from exc
             finally:
@@ -248,6 +248,7 @@ class SQLiteStore(SQLiteGraphReads, SQLiteMemories, SQLiteDocuments, SQLiteUndo)
             (now_iso(), tool, action, json.dumps(list(entities), ensure_ascii=False),
              json.dumps(detail, ensure_ascii=False) if detail is not None else None),
         )
+        self._note_journal_row(cur.lastrowid)  # a change that kept undo records gets them at the commit
 
     def _insert_observations(self, conn: sqlite3.Connection, entity_id: int, contents: Iterable[str], at: str) -> tuple[list[str], list[str]]:
         added, skipped = [], []
@@ -256,7 +257,6 @@ class SQLiteStore(SQLiteGraphReads, SQLiteMemories, SQLiteDocuments, SQLiteUndo)
             (added if new is not None else skipped).append(content)
         if skipped and self.schema.unique_observations:
             name = conn.execute("SELECT name FROM entities WHERE id = ?", (entity_id,)).fetchone()[0]
-        self._note_journal_row(cur.lastrowid)  # a change that kept undo records gets them at the commit
             raise ValidationError(f"observations: '{skipped[0][:60]}' is already an observation of '{name}'; schema "
                                   f"'{self.schema.name}' keeps observations unique per entity (nothing was added)")
         return added, skipped
@@ -461,6 +461,7 @@ class SQLiteStore(SQLiteGraphReads, SQLiteMemories, SQLiteDocuments, SQLiteUndo)
             if not ids:
                 return []
             id_list = [i for i, _ in ids.values()]
+            self._before(conn, id_list)
             removed = list(self._load_entities(conn, id_list).values())
             relations = self._relations_touching(conn, id_list)
             for chunk in _chunks(id_list):
@@ -469,7 +470,6 @@ class SQLiteStore(SQLiteGraphReads, SQLiteMemories, SQLiteDocuments, SQLiteUndo)
             self._journal(
                 conn, origin, "delete_entities", [e.name for e in removed],
                 {"removed": [{"name": e.name, "entityType": e.entity_type,
-            self._before(conn, id_list)
                               "observations": [o.content for o in e.observations]} for e in removed],
                  "relations": [[r.from_entity, r.relation_type, r.to_entity] for r in relations]},
             )
@@ -486,6 +486,7 @@ class SQLiteStore(SQLiteGraphReads, SQLiteMemories, SQLiteDocuments, SQLiteUndo)
                     continue
                 entity_id, stored_name = ids[name_key(b.entity_name)]
                 removed = []
+                self._before(conn, [entity_id])
                 for content in b.contents:
                     row = conn.execute(
                         "DELETE FROM memories WHERE entity_id = ? AND content_hash = ? RETURNING content",
@@ -494,7 +495,6 @@ class SQLiteStore(SQLiteGraphReads, SQLiteMemories, SQLiteDocuments, SQLiteUndo)
                     if row:
                         removed.append(row[0])
                 if removed:
-                self._before(conn, [entity_id])
                     conn.execute("UPDATE entities SET updated_at = ? WHERE id = ?", (at, entity_id))
                     touched.append(entity_id)
                     results.append(RemovedObservations(stored_name, tuple(removed)))
@@ -512,6 +512,7 @@ class SQLiteStore(SQLiteGraphReads, SQLiteMemories, SQLiteDocuments, SQLiteUndo)
                 a, b = ids.get(name_key(r.from_entity)), ids.get(name_key(r.to_entity))
                 if a is None or b is None:
                     continue
+                self._before(conn, [a[0], b[0]])
                 cur = conn.execute(
                     "DELETE FROM relations WHERE from_id = ? AND relation_type = ? AND to_id = ?",
                     (a[0], r.relation_type, b[0]),
@@ -520,7 +521,6 @@ class SQLiteStore(SQLiteGraphReads, SQLiteMemories, SQLiteDocuments, SQLiteUndo)
                     deleted.append(Relation(a[1], r.relation_type, b[1]))
             if deleted:
                 self._journal(
-                self._before(conn, [a[0], b[0]])
                     conn, origin, "delete_relations",
                     list(dict.fromkeys(n for r in deleted for n in (r.from_entity, r.to_entity))),
                     {"removed": [[r.from_entity, r.relation_type, r.to_entity] for r in deleted]},

@@ -199,12 +199,12 @@ class SQLiteDocuments:
                 if missing:
                     raise NotFoundError(f"entity not found: {', '.join(missing)}",
                                         hint="Check the name with list_entities.")
+            self._before(conn, [i for i, _ in existing.values()])
             ids = [self._apply_document(conn, d, at) for d in docs]
             self._link_pending(conn)
             self._refresh_fts(conn, ids)
             names = [d.name for d in docs]
             self._journal(conn, origin, action, names, detail)
-            self._before(conn, [i for i, _ in existing.values()])
         return names
 
     def _apply_document(self, conn: sqlite3.Connection, doc: EntityDocument, at: str,
@@ -299,6 +299,7 @@ class SQLiteDocuments:
                 (pattern, target_id)).fetchall():
             rewritten = rewrite_wikilinks(body, old, new)
             if rewritten != body:
+                self._before(conn, [entity_id])
                 conn.execute("UPDATE entities SET body = ?, updated_at = ? WHERE id = ?", (rewritten, now_iso(), entity_id))
                 changed.append(name)
         # Observations are list items of the body too: their links move with it.
@@ -306,9 +307,9 @@ class SQLiteDocuments:
                 f"""SELECT m.id, m.entity_id, e.name, m.content FROM memories m JOIN entities e ON e.id = m.entity_id
                    WHERE m.content LIKE ? ESCAPE '\\' OR (m.entity_id IN (SELECT id FROM entities WHERE {sources})
                          AND instr(m.content, '[[') > 0)""", (pattern, target_id)).fetchall():
-                self._before(conn, [entity_id])
             rewritten = rewrite_wikilinks(content, old, new)
             if rewritten != content:
+                self._before(conn, [entity_id])
                 h = lexical.content_hash(rewritten, entity_id)
                 if conn.execute("SELECT 1 FROM memories WHERE entity_id = ? AND content_hash = ?", (entity_id, h)).fetchone():
                     conn.execute("DELETE FROM memories WHERE id = ?", (memory_id,))  # now the same as another
@@ -322,7 +323,6 @@ class SQLiteDocuments:
                 self._refresh_fts(conn, [entity_id])
                 changed.append(name)
         return list(dict.fromkeys(changed))
-                self._before(conn, [entity_id])
 
     def rename_entity(self, old: str, new: str, *, origin: str) -> dict[str, Any]:
         with self._write() as conn:
@@ -334,6 +334,7 @@ class SQLiteDocuments:
             if clash and clash[0] != entity_id:
                 raise AlreadyExistsError(f"new_name: '{clash[1]}' is taken",
                                          hint="Pick another name, or merge the two with merge_entities.")
+            self._before(conn, [entity_id])
             conn.execute("UPDATE entities SET name = ?, name_key = ?, updated_at = ? WHERE id = ?",
                          (new, name_key(new), now_iso(), entity_id))
             rewritten = self._rewrite_links(conn, stored, new, entity_id)
@@ -356,7 +357,7 @@ class SQLiteDocuments:
                                     hint="Every source and the target must exist; nothing was merged.")
             target_id, target_name = found[name_key(target)]
             source_ids = list(dict.fromkeys(found[name_key(s)][0] for s in sources))
-            self._before(conn, [entity_id])
+            self._before(conn, [target_id, *source_ids])
             docs = {i: self._document(conn, i) for i in [target_id, *source_ids]}
             into = docs[target_id]
             aliases = list(into.aliases)
@@ -382,7 +383,6 @@ class SQLiteDocuments:
                         held.add(h)
                 # Relations to and from the source now touch the target (no self-loops).
                 conn.execute("""INSERT OR IGNORE INTO relations (from_id, relation_type, to_id, created_at)
-            self._before(conn, [target_id, *source_ids])
                                 SELECT ?, relation_type, to_id, created_at FROM relations
                                 WHERE from_id = ? AND to_id NOT IN (?, ?)""", (target_id, sid, target_id, sid))
                 conn.execute("""INSERT OR IGNORE INTO relations (from_id, relation_type, to_id, created_at)

@@ -101,7 +101,7 @@ class SQLiteGraphReads:
                                     "OR (tool = 'reindex' AND action = 'reset_vectors'))")
         with self._read() as conn:
             rows = conn.execute(
-                "SELECT id, at, tool, action, entities, detail FROM journal ORDER BY id DESC LIMIT ?", (limit,)
+                f"SELECT id, at, tool, action, entities, detail FROM journal {hide} ORDER BY id DESC LIMIT ?", (limit,)
             ).fetchall()
         return [
             JournalEntry(i, at, tool, action, tuple(json.loads(ents)), json.loads(detail) if detail else None)

@@ -242,6 +242,7 @@ class SQLiteMemories:
             before = load_memories(conn, [memory_id]).get(memory_id)
             if before is None:
                 raise NotFoundError("content_hash: no such memory (deleted meanwhile?)")
+            self._before(conn, memory_ids=[memory_id])
             sets, params = ["updated_at = ?"], [at]
             if content is not None and content != before.content:
                 owner = conn.execute("SELECT entity_id FROM memories WHERE id = ?", (memory_id,)).fetchone()[0]
@@ -249,7 +250,6 @@ class SQLiteMemories:
                 clash = conn.execute("SELECT 1 FROM memories WHERE ifnull(entity_id, 0) = (SELECT ifnull(entity_id, 0) "
                                      "FROM memories WHERE id = ?) AND content_hash = ? AND id != ?",
                                      (memory_id, new_hash, memory_id)).fetchone()
-            self._before(conn, memory_ids=[memory_id])
                 if clash:
                     raise AlreadyExistsError("content: a memory with this text already exists",
                                              hint="Delete one of them, or update the other one.")
@@ -285,6 +285,7 @@ class SQLiteMemories:
     def delete_memories(self, ids: Sequence[int], *, origin: str) -> list[Memory]:
         with self._write() as conn:
             removed = list(load_memories(conn, ids).values())
+            self._before(conn, memory_ids=[m.id for m in removed])
             around = {n for m in removed for n in neighbours(conn, m.id)} - {m.id for m in removed}
             owners = {r[0] for r in conn.execute(
                 f"SELECT DISTINCT entity_id FROM memories WHERE entity_id IS NOT NULL AND id IN ({','.join('?' * len(ids))})",
@@ -292,7 +293,6 @@ class SQLiteMemories:
             conn.executemany("DELETE FROM memories WHERE id = ?", [(m.id,) for m in removed])
             refresh_context(conn, around)
             if owners:
-            self._before(conn, memory_ids=[m.id for m in removed])
                 self._refresh_fts(conn, owners)
             if removed:
                 self._journal(conn, origin, "delete_memory", [m.entity for m in removed if m.entity],
