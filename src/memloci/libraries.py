@@ -3,7 +3,8 @@
 A library spec is `name:path[,name:path...]` (flag `--libraries`, variable
 `MEMLOCI_LIBRARIES`, or the `[libraries]` table of a config file). A path ending in `.db`
 (`.sqlite`, `.sqlite3`) is a SQLite library; any other path is a folder holding a Markdown
-library. With none given, one library named `default` lives in `$MEMLOCI_HOME/default.db`. Stores open lazily, on first use, so start-up stays fast
+library. With none given, one library named `default` lives in `default.db` of the data
+folder (`memloci_home()`). Stores open lazily, on first use, so start-up stays fast
 and a broken library is reported by the call that needs it, not by a crashed server.
 """
 
@@ -26,9 +27,15 @@ _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
 
 def memloci_home() -> Path:
-    """The data directory: `$MEMLOCI_HOME`, else `~/.local/share/memloci`."""
+    """The data directory: `$MEMLOCI_HOME`, else `$XDG_DATA_HOME/memloci`, else
+    `~/.local/share/memloci` (the XDG base-directory rule: a relative XDG_DATA_HOME is ignored)."""
     home = os.environ.get("MEMLOCI_HOME")
-    return Path(home).expanduser() if home else Path.home() / ".local" / "share" / "memloci"
+    if home:
+        return Path(home).expanduser()
+    xdg = os.environ.get("XDG_DATA_HOME", "")
+    if xdg and Path(xdg).is_absolute():
+        return Path(xdg) / "memloci"
+    return Path.home() / ".local" / "share" / "memloci"
 
 
 @dataclass(frozen=True, slots=True)

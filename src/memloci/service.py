@@ -37,7 +37,7 @@ from .search.embedder import EmbedderHandle
 from .search.lexical import normalize_content
 from .search.hybrid import MemoryHit, entity_signals, retrieve
 from .search.timephrases import TimeRange, parse_time_phrase, split_time_phrase
-from .search.vectors import EmbeddingWorker, VectorIndex
+from .search.vectors import EmbeddingWorker, VectorIndex, library_key
 from .service_documents import DocumentService
 from .service_history import HistoryService
 from .service_projects import ProjectService
@@ -152,24 +152,25 @@ class MemoryService(DocumentService, ProjectService, HistoryService):
         embedder = self.embedder.get()
         if embedder is None:
             return None
+        key = library_key(store)  # never the name: two projects may share one
         with self._dense_lock:
-            if store.name not in self._dense:
+            if key not in self._dense:
                 index = VectorIndex(store, embedder.model_id)
                 worker = EmbeddingWorker(store, self.embedder, index.add)
-                self._dense[store.name] = (index, worker)
+                self._dense[key] = (index, worker)
                 if self.embed_pending:
                     worker.start()
-            return self._dense[store.name]
+            return self._dense[key]
 
     def _written(self, store: Store) -> None:
         """New memories wait for vectors: wake the library's embedding worker."""
         if self.embedder.enabled:
             with self._dense_lock:
-                pair = self._dense.get(store.name)
+                pair = self._dense.get(library_key(store))
             if pair:
                 pair[1].poke()
-            elif store.name not in self._bootstrapping:
-                self._bootstrapping.add(store.name)  # one thread waits for the model, then starts the worker
+            elif library_key(store) not in self._bootstrapping:
+                self._bootstrapping.add(library_key(store))  # one thread waits for the model, then starts the worker
                 self.embedder.start_background()
                 threading.Thread(target=self._vectors, args=(store,), daemon=True).start()
 
@@ -373,7 +374,7 @@ class MemoryService(DocumentService, ProjectService, HistoryService):
         stats = store.stats()
         state = store.embedding_state()
         status = self.embedder.status()
-        pair = self._dense.get(store.name)
+        pair = self._dense.get(library_key(store))
         worker_error = pair[1].error if pair else None
         mismatch = bool(status.model and state["model"] and state["model"] != status.model)
         problems = [p for p in (status.error, worker_error,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import unicodedata
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 MAX_TERMS = 16
@@ -54,8 +55,18 @@ def normalize_content(text: str) -> str:
     return " ".join(text.split())
 
 
-def content_hash(text: str, entity_id: int | None = None) -> str:
+def owner_key(entity_name: str) -> str:
+    """The form of an entity's name an observation's hash covers: NFC, case-folded (so the
+    same name typed in another case or Unicode form gives the same hash)."""
+    return unicodedata.normalize("NFC", unicodedata.normalize("NFC", entity_name).casefold())
+
+
+def content_hash(text: str, entity_name: str | None = None) -> str:
     """sha256 of the normalized text (as the MCP Memory Service does); an observation's hash also
-    covers its entity, so every memory has its own hash, even when two entities share a fact."""
-    owner = f"entity:{entity_id}\n" if entity_id is not None else ""
+    covers its entity's name, so every memory has its own hash, even when two entities share a
+    fact. Never a row id: the hash of a memory is the same in a fresh clone, after a reindex and
+    on another engine (the handle update_memory and delete_memory take)."""
+    if entity_name is not None and not isinstance(entity_name, str):
+        raise TypeError("content_hash: the owner is the entity's name, not its row id")
+    owner = f"entity-name:{owner_key(entity_name)}\n" if entity_name is not None else ""
     return hashlib.sha256((owner + normalize_content(text)).encode("utf-8")).hexdigest()

@@ -9,6 +9,7 @@ conversation means little without the question before it).
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -20,6 +21,14 @@ from .embedder import EmbedderHandle
 log = logging.getLogger(__name__)
 
 NEIGHBOUR_WEIGHT = 0.3  # share of each neighbour's similarity added to a memory's own
+
+
+def library_key(store) -> str:
+    """What per-library state in a process is keyed by: the library's file (a Markdown library's
+    index file), resolved. Never its display name: two projects `one/app` and `two/app` are both
+    named "app", and must never share vectors or workers."""
+    path = str(store.path)
+    return path if "://" in path else os.path.realpath(path)
 
 
 class VectorIndex:

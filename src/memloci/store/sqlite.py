@@ -89,7 +89,12 @@ class SQLiteStore(SQLiteGraphReads, SQLiteMemories, SQLiteDocuments, SQLiteUndo)
                     raise NotFoundError(f"library '{self.name}' does not exist yet: {self.path}",
                                         hint="A library is created by its first write (memloci serve, memloci import).")
                 try:
-                    p.parent.mkdir(parents=True, exist_ok=True)
+                    # A library is private: a folder memloci makes for it is 0700, the file 0600
+                    # (SQLite gives its -wal and -shm files the database file's mode).
+                    p.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+                    os.close(os.open(p, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600))
+                except FileExistsError:
+                    pass  # made meanwhile by another process
                 except OSError as exc:
                     raise PermissionDeniedError(
                         f"library '{self.name}': cannot create the folder {p.parent}: {exc.strerror}",
@@ -122,6 +127,9 @@ class SQLiteStore(SQLiteGraphReads, SQLiteMemories, SQLiteDocuments, SQLiteUndo)
     def _connect(self) -> sqlite3.Connection:
         conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False)
         try:
+            # For migrations and renames that recompute hashes in SQL (never used by a trigger,
+            # so another tool can still open the file).
+            conn.create_function("memloci_content_hash", 2, lexical.content_hash, deterministic=True)
             conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
             # A file that is not SQLite fails here, before anything could be written to it.
             conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
@@ -490,7 +498,7 @@ class SQLiteStore(SQLiteGraphReads, SQLiteMemories, SQLiteDocuments, SQLiteUndo)
                 for content in b.contents:
                     row = conn.execute(
                         "DELETE FROM memories WHERE entity_id = ? AND content_hash = ? RETURNING content",
-                        (entity_id, lexical.content_hash(content, entity_id)),
+                        (entity_id, lexical.content_hash(content, stored_name)),
                     ).fetchone()
                     if row:
                         removed.append(row[0])

@@ -310,7 +310,7 @@ class SQLiteDocuments:
             rewritten = rewrite_wikilinks(content, old, new)
             if rewritten != content:
                 self._before(conn, [entity_id])
-                h = lexical.content_hash(rewritten, entity_id)
+                h = lexical.content_hash(rewritten, name)
                 if conn.execute("SELECT 1 FROM memories WHERE entity_id = ? AND content_hash = ?", (entity_id, h)).fetchone():
                     conn.execute("DELETE FROM memories WHERE id = ?", (memory_id,))  # now the same as another
                     changed.append(name)
@@ -337,6 +337,9 @@ class SQLiteDocuments:
             self._before(conn, [entity_id])
             conn.execute("UPDATE entities SET name = ?, name_key = ?, updated_at = ? WHERE id = ?",
                          (new, name_key(new), now_iso(), entity_id))
+            # An observation's hash covers its entity's name: the renamed entity's follow it.
+            conn.execute("UPDATE memories SET content_hash = memloci_content_hash(content, ?) WHERE entity_id = ?",
+                         (new, entity_id))
             rewritten = self._rewrite_links(conn, stored, new, entity_id)
             # Relations in front matter follow the entity by id; pending links to the new name resolve.
             self._link_pending(conn)
@@ -375,7 +378,7 @@ class SQLiteDocuments:
                 held = {h for (h,) in conn.execute("SELECT content_hash FROM memories WHERE entity_id = ?", (target_id,))}
                 for mid, content in conn.execute("SELECT id, content FROM memories WHERE entity_id = ? ORDER BY id",
                                                  (sid,)).fetchall():
-                    h = lexical.content_hash(content, target_id)
+                    h = lexical.content_hash(content, target_name)
                     if h in held:
                         conn.execute("DELETE FROM memories WHERE id = ?", (mid,))
                     else:

@@ -39,6 +39,13 @@ def _memory(row: tuple) -> Memory:
                   created, updated, count, accessed, entity)
 
 
+def memory_hash(conn: sqlite3.Connection, content: str, entity_id: int | None) -> str:
+    """The content_hash of a memory of this owner: its text and its entity's name, never a row id."""
+    if entity_id is None:
+        return lexical.content_hash(content)
+    return lexical.content_hash(content, conn.execute("SELECT name FROM entities WHERE id = ?", (entity_id,)).fetchone()[0])
+
+
 def insert_memory(conn: sqlite3.Connection, entity_id: int | None, content: str, memory_type: str,
                   tags: Sequence[str], importance: str | None, metadata: dict[str, Any], at: str) -> int | None:
     """Insert one memory with its index rows; None if its owner already holds the same text."""
@@ -47,7 +54,7 @@ def insert_memory(conn: sqlite3.Connection, entity_id: int | None, content: str,
         """INSERT OR IGNORE INTO memories (entity_id, content, content_hash, memory_type, tags, importance, metadata,
                                            created_at, updated_at, thread)
            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
-        (entity_id, content, lexical.content_hash(content, entity_id), memory_type, json.dumps(list(tags), ensure_ascii=False),
+        (entity_id, content, memory_hash(conn, content, entity_id), memory_type, json.dumps(list(tags), ensure_ascii=False),
          importance, json.dumps(metadata, ensure_ascii=False), at, at, thread),
     )
     if not cur.rowcount:
@@ -204,7 +211,7 @@ class SQLiteMemories:
             if memory_id is None:
                 (existing,) = conn.execute(
                     "SELECT id FROM memories WHERE ifnull(entity_id, 0) = ? AND content_hash = ?",
-                    (entity_id or 0, lexical.content_hash(m.content, entity_id))).fetchone()
+                    (entity_id or 0, memory_hash(conn, m.content, entity_id))).fetchone()
                 memory = load_memories(conn, [existing])[existing]
                 new_tags = [t for t in m.tags if t not in memory.tags]
                 if new_tags:  # the same memory, told again with more tags: keep them all
@@ -246,7 +253,7 @@ class SQLiteMemories:
             sets, params = ["updated_at = ?"], [at]
             if content is not None and content != before.content:
                 owner = conn.execute("SELECT entity_id FROM memories WHERE id = ?", (memory_id,)).fetchone()[0]
-                new_hash = lexical.content_hash(content, owner)
+                new_hash = memory_hash(conn, content, owner)
                 clash = conn.execute("SELECT 1 FROM memories WHERE ifnull(entity_id, 0) = (SELECT ifnull(entity_id, 0) "
                                      "FROM memories WHERE id = ?) AND content_hash = ? AND id != ?",
                                      (memory_id, new_hash, memory_id)).fetchone()

@@ -145,6 +145,20 @@ MIGRATIONS: list[str] = [
     CREATE TABLE md_dirty_days (day TEXT PRIMARY KEY);
     CREATE TABLE md_new_memories (memory_id INTEGER PRIMARY KEY);
     """,
+    # 4: an observation's content_hash covers its entity's name (NFC, case-folded), no longer
+    # its row id, so a memory keeps its hash in a fresh clone and after a reindex. Free
+    # memories keep theirs. Should two memories now share a hash (entities whose names differ
+    # only in Unicode form), the earliest (created_at, then id) keeps it and each later one
+    # hashes its text followed by its created_at: every hash still names one memory.
+    # (memloci_content_hash is lexical.content_hash, registered on every connection.)
+    """
+    UPDATE memories SET content_hash = memloci_content_hash(content,
+        (SELECT name FROM entities WHERE entities.id = memories.entity_id));
+    UPDATE memories SET content_hash = memloci_content_hash(content || ' ' || created_at,
+        (SELECT name FROM entities WHERE entities.id = memories.entity_id))
+    WHERE EXISTS (SELECT 1 FROM memories o WHERE o.content_hash = memories.content_hash AND o.id != memories.id
+                  AND (o.created_at < memories.created_at OR (o.created_at = memories.created_at AND o.id < memories.id)));
+    """,
 ]
 
 # Installed in the index of a Markdown library only: every change marks what to write back.

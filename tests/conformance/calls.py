@@ -1,0 +1,238 @@
+"""The conformance table: for every tool of every tool group, calls that must succeed and calls
+that must fail, run in order against one server per scenario by each client under test.
+
+Strings in arguments may name places made for the run: `{repo}` (a git repository without
+project memory yet), `{notes}` (a Markdown library folder), `{tmp}`. They are filled in by
+`fill()`. A step expects either "ok" (no client exception, isError false) or "error" (no
+client exception, isError true, a JSON text naming an error code; `code` when given must
+match). Steps depend on earlier ones (an entity made in one is read by the next), so a
+scenario's steps always run in order on one connection.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+MAIN = {"library": "main"}  # the SQLite library
+NOTES = {"library": "notes"}  # the Markdown library
+
+
+@dataclass(frozen=True)
+class Step:
+    tool: str
+    args: dict[str, Any]
+    expect: str  # "ok" or "error"
+    code: str | None = None  # the error code an "error" step must name, when it matters
+    why: str = ""
+
+    @property
+    def label(self) -> str:
+        return f"{self.tool}-{self.expect}" + (f"-{self.why}" if self.why else "")
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    tools: str  # the --tools value
+    steps: tuple[Step, ...] = field(default_factory=tuple)
+
+    def serve_args(self, places: dict[str, Path]) -> list[str]:
+        return ["serve", "--tools", self.tools, "--libraries", f"main:{places['tmp']}/main.db,notes:{places['notes']}"]
+
+
+def ok(tool: str, why: str = "", **args: Any) -> Step:
+    return Step(tool, args, "ok", why=why)
+
+
+def err(tool: str, code: str | None, why: str, **args: Any) -> Step:
+    return Step(tool, args, "error", code, why)
+
+
+def memory_hash(content: str) -> str:
+    """The MCP Memory Service's content_hash: sha256 of the trimmed, single-spaced text."""
+    return hashlib.sha256(" ".join(content.split()).encode("utf-8")).hexdigest()
+
+
+REMEMBERED = "We chose PostgreSQL for the billing service"
+FORGOTTEN = "A memory stored only to be deleted"
+
+
+def graph_steps() -> list[Step]:
+    """The official memory server's nine tools, in its argument shapes."""
+    return [
+        ok("create_entities", entities=[
+            {"name": "Alice", "entityType": "person", "observations": ["Works at Acme"]},
+            {"name": "Acme", "entityType": "company", "observations": ["Runs the payment platform"]},
+            {"name": "Temp", "entityType": "note", "observations": ["to be deleted"]}], **MAIN),
+        err("create_entities", "VALIDATION_ERROR", "unknown-field",
+            entities=[{"name": "Bob", "entityType": "person", "observation": ["typo for observations"]}], **MAIN),
+        ok("create_relations", relations=[{"from": "Alice", "to": "Acme", "relationType": "works_at"}], **MAIN),
+        err("create_relations", None, "missing-entity",
+            relations=[{"from": "Alice", "to": "Nobody", "relationType": "knows"}], **MAIN),
+        ok("add_observations", observations=[{"entityName": "Alice", "contents": ["Likes tea"]}], **MAIN),
+        err("add_observations", "NOT_FOUND", "missing-entity",
+            observations=[{"entityName": "Ghost", "contents": ["x"]}], **MAIN),
+        ok("read_graph", **MAIN),
+        err("read_graph", "VALIDATION_ERROR", "bad-type", limit="3", **MAIN),
+        err("read_graph", None, "no-library-named"),  # two libraries mounted: which one?
+        ok("search_nodes", query="payment", **MAIN),
+        err("search_nodes", "VALIDATION_ERROR", "unknown-arg", query="Alice", limt=3, **MAIN),
+        ok("open_nodes", names=["Alice", "Acme"], **MAIN),
+        err("open_nodes", "VALIDATION_ERROR", "bad-type", names="Alice", **MAIN),
+        ok("delete_observations", deletions=[{"entityName": "Alice", "observations": ["Likes tea"]}], **MAIN),
+        err("delete_observations", "VALIDATION_ERROR", "bad-type",
+            deletions=[{"entityName": "Alice", "observations": "Likes tea"}], **MAIN),
+        ok("delete_relations", relations=[{"from": "Alice", "to": "Acme", "relationType": "works_at"}], **MAIN),
+        err("delete_relations", "VALIDATION_ERROR", "missing-field", relations=[{"from": "Alice", "to": "Acme"}], **MAIN),
+        ok("delete_entities", entityNames=["Temp"], **MAIN),
+        err("delete_entities", "VALIDATION_ERROR", "bad-type", entityNames=[42], **MAIN),
+    ]
+
+
+def strict_steps() -> list[Step]:
+    """The strict-validation server's tools, in its argument and reply shapes."""
+    return [
+        ok("create_entities", entities=[
+            {"name": "alice", "entityType": "person", "observations": ["works at acme"]},
+            {"name": "acme", "entityType": "organization"},
+            {"name": "temp", "entityType": "concept"}], **MAIN),
+        err("create_entities", "VALIDATION_ERROR", "missing-field", entities=[{"name": "bob"}], **MAIN),
+        ok("get_entity", entity_name="alice", **MAIN),
+        err("get_entity", "NOT_FOUND", "missing-entity", entity_name="ghost", **MAIN),
+        ok("get_graph", **MAIN),
+        err("get_graph", "VALIDATION_ERROR", "unknown-arg", limit=3, **MAIN),
+        ok("add_observation", entity="alice", observation="likes tea", **MAIN),
+        err("add_observation", "NOT_FOUND", "missing-entity", entity="ghost", observation="x", **MAIN),
+        ok("create_relation", from_entity="alice", to_entity="acme", relation_type="works_at", **MAIN),
+        err("create_relation", None, "missing-entity", from_entity="alice", to_entity="ghost",
+            relation_type="knows", **MAIN),
+        ok("search_memory", query="alice", **MAIN),
+        err("search_memory", "VALIDATION_ERROR", "bad-type", query=7, **MAIN),
+        ok("delete_relation", from_entity="alice", to_entity="acme", **MAIN),
+        err("delete_relation", "NOT_FOUND", "missing-relation", from_entity="alice", to_entity="acme", **MAIN),
+        ok("delete_entities", names=["temp"], **MAIN),
+        err("delete_entities", "NOT_FOUND", "missing-entity", names=["ghost"], **MAIN),
+        err("flush_memory", "VALIDATION_ERROR", "unknown-arg", force=True, **MAIN),
+        ok("flush_memory", **MAIN),
+    ]
+
+
+def memory_steps() -> list[Step]:
+    """The MCP Memory Service's tools (free memories with tags)."""
+    return [
+        ok("store_memory", content=REMEMBERED, tags=["billing", "decision"], memory_type="decision", **MAIN),
+        ok("store_memory", "to-delete", content=FORGOTTEN, **MAIN),
+        err("store_memory", "VALIDATION_ERROR", "unknown-arg", content="tagged wrongly", tag=["x"], **MAIN),
+        err("store_memory", "VALIDATION_ERROR", "bad-type", content=["not", "a", "string"], **MAIN),
+        ok("retrieve_memory", query="PostgreSQL billing", **MAIN),
+        err("retrieve_memory", "VALIDATION_ERROR", "bad-type", query="billing", n_results=True, **MAIN),
+        err("retrieve_memory", "VALIDATION_ERROR", "out-of-range", query="billing", min_similarity=5, **MAIN),
+        ok("search_by_tag", tags=["billing"], **MAIN),
+        err("search_by_tag", "VALIDATION_ERROR", "bad-type", tags="billing", **MAIN),
+        ok("update_memory", content_hash=memory_hash(REMEMBERED), tags=["billing", "decision", "db"], **MAIN),
+        err("update_memory", "NOT_FOUND", "missing-memory", content_hash="0" * 64, tags=["x"], **MAIN),
+        ok("list_memories", **MAIN),
+        err("list_memories", "VALIDATION_ERROR", "bad-type", page="2", **MAIN),
+        ok("delete_memory", content_hash=memory_hash(FORGOTTEN), **MAIN),
+        # A hash that matches nothing is {success: false} without isError, as the MCP Memory Service answers.
+        err("delete_memory", "VALIDATION_ERROR", "bad-type", content_hash=12345, **MAIN),
+        ok("check_database_health", **MAIN),
+        err("check_database_health", "NOT_FOUND", "missing-library", library="nowhere"),
+        ok("list_libraries"),
+        err("list_libraries", "VALIDATION_ERROR", "unknown-arg", verbose=True),
+    ]
+
+
+def document_steps() -> list[Step]:
+    """The Markdown-library tools, on the Markdown library `notes`."""
+    body = "## Overview\nA small web service.\n\n## Notes\nFirst note.\n"
+    return [
+        ok("add_entities", entities=[
+            {"name": "webapp", "entityType": "project", "content": body},
+            {"name": "api", "entityType": "component", "content": "## Notes\nREST endpoints.\n",
+             "relations": [{"relationType": "part_of", "to": "webapp"}]},
+            {"name": "old-api", "entityType": "component", "content": "## Notes\nThe first API.\n"}], **NOTES),
+        err("add_entities", "VALIDATION_ERROR", "bad-type", entities=[{"name": "x", "aliases": "not-a-list"}], **NOTES),
+        ok("list_entities", entity_glob="*api*", **NOTES),
+        err("list_entities", "VALIDATION_ERROR", "bad-type", entity_glob=["*"], **NOTES),
+        ok("read_entities", entity_names=["webapp"], **NOTES),
+        err("read_entities", "NOT_FOUND", "missing-entity", entity_names=["ghost"], **NOTES),
+        ok("get_entities_toc", entity_names=["webapp"], **NOTES),
+        err("get_entities_toc", "NOT_FOUND", "missing-entity", entity_names=["ghost"], **NOTES),
+        ok("read_entities_sections", entity_names=["webapp"], section_globs=["Over*"], **NOTES),
+        err("read_entities_sections", "VALIDATION_ERROR", "missing-arg", entity_names=["webapp"], **NOTES),
+        ok("add_entity_content", entity_name="webapp", in_section="Notes", new_content="Second note.", **NOTES),
+        err("add_entity_content", "NOT_FOUND", "missing-entity", entity_name="ghost", in_section="Notes",
+            new_content="x", **NOTES),
+        ok("replace_entity_content", entity_name="webapp", old_content="Second note.", new_content="Second note, revised.",
+           **NOTES),
+        err("replace_entity_content", None, "text-not-found", entity_name="webapp", old_content="no such text",
+            new_content="x", **NOTES),
+        ok("delete_entity_content", entity_name="webapp", content_to_delete="Second note, revised.", **NOTES),
+        err("delete_entity_content", None, "text-not-found", entity_name="webapp", content_to_delete="no such text",
+            **NOTES),
+        ok("replace_entity_section", entity_name="webapp", old_heading="Overview", new_heading="Summary",
+           new_body_content="A small web service with an API.", **NOTES),
+        err("replace_entity_section", None, "missing-section", entity_name="webapp", old_heading="No Such Heading",
+            new_heading="x", new_body_content="x", **NOTES),
+        ok("find_relations", to_entity="webapp", **NOTES),
+        err("find_relations", "VALIDATION_ERROR", "unknown-arg", to="webapp", **NOTES),
+        ok("rename_entity", old_name="api", new_name="rest-api", **NOTES),
+        err("rename_entity", "NOT_FOUND", "missing-entity", old_name="ghost", new_name="spirit", **NOTES),
+        ok("merge_entities", source_names=["old-api"], target_name="rest-api", **NOTES),
+        err("merge_entities", "NOT_FOUND", "missing-entity", source_names=["ghost"], target_name="rest-api", **NOTES),
+        ok("add_manual_section", toc="Conventions", new_content="Names are lowercase.", **NOTES),
+        err("add_manual_section", "VALIDATION_ERROR", "missing-arg", toc="Conventions", **NOTES),
+        ok("read_manual", **NOTES),
+        err("read_manual", "NOT_FOUND", "missing-library", library="nowhere"),
+        ok("update_manual_section", toc="Conventions", old_content="Names are lowercase.",
+           new_content="Names are lowercase with hyphens.", **NOTES),
+        err("update_manual_section", None, "text-not-found", toc="Conventions", old_content="no such text",
+            new_content="x", **NOTES),
+        ok("delete_manual_section", toc="Conventions", deleting_content="Names are lowercase with hyphens.", **NOTES),
+        err("delete_manual_section", None, "missing-section", toc="No Such Section", deleting_content="x", **NOTES),
+    ]
+
+
+def project_steps(create: str) -> list[Step]:
+    """Project memory in a real git repository: the AWAITING_CONFIRMATION handshake, the confirm
+    step (through `create`, the entity-making tool of the exposed set), then the project tools."""
+    repo = {"project_path": "{repo}"}
+    entity = {"name": "auth", "entityType": "component", "observations": ["uses JWT"]}
+    return [
+        err(create, "AWAITING_CONFIRMATION", "unconfirmed-root", entities=[entity], **repo),
+        err("update_context", "AWAITING_CONFIRMATION", "unconfirmed-root", active_task="x", **repo),
+        ok(create, "confirm-root", entities=[entity], confirm_new_project_root="{repo}", **repo),
+        ok("update_context", active_task="Rotate JWT keys", status="IN_PROGRESS", next_steps=["add key id"],
+           last_commit="abc123", **repo),
+        err("update_context", "VALIDATION_ERROR", "bad-enum", status="DONE", **repo),
+        ok("get_graph_summary", **repo),
+        err("get_graph_summary", "VALIDATION_ERROR", "bad-type", limit="10", **repo),
+        ok("export_markdown", **repo),
+        err("export_markdown", None, "path-escapes-root", output_path="../outside.md", **repo),
+        err("get_graph_summary", None, "relative-project-path", project_path="relative/path"),
+    ]
+
+
+SCENARIOS = (
+    Scenario("graph", "graph,memory,documents,project",
+             tuple(graph_steps() + memory_steps() + document_steps() + project_steps("create_entities"))),
+    Scenario("strict", "strict,memory,documents,project",
+             tuple(strict_steps() + memory_steps() + document_steps() + project_steps("create_entities"))),
+)
+
+
+def fill(value: Any, places: dict[str, Path]) -> Any:
+    """Arguments with `{repo}`, `{notes}` and `{tmp}` replaced by the run's paths."""
+    if isinstance(value, str):
+        for key, path in places.items():
+            value = value.replace("{" + key + "}", str(path))
+        return value
+    if isinstance(value, list):
+        return [fill(v, places) for v in value]
+    if isinstance(value, dict):
+        return {k: fill(v, places) for k, v in value.items()}
+    return value
