@@ -9,9 +9,6 @@ OFFICIAL := .official/node_modules/@modelcontextprotocol/server-memory/dist/inde
 # The TypeScript SDK and the MCP Inspector, pinned in tests/conformance/package-lock.json, for the
 # conformance suite (skipped when npm is missing; under CI=true that is a failure).
 CONFORMANCE := tests/conformance/node_modules/.package-lock.json
-# The TypeScript SDK and the MCP Inspector, pinned in tests/conformance/package-lock.json, for the
-# conformance suite (skipped when npm is missing; under CI=true that is a failure).
-CONFORMANCE := tests/conformance/node_modules/.package-lock.json
 
 .PHONY: run test install bench clean
 
