@@ -35,7 +35,7 @@ def test_import_then_export_round_trips_the_official_format(home, tmp_path):
     assert "1 lines of another type ignored (lines 4)" in out
 
     exported = tmp_path / "out.jsonl"
-    memloci(home, "export", "jsonl", str(exported))
+    memloci(home, "export", "jsonl", "--official", str(exported))
     lines = [json.loads(line) for line in exported.read_text().splitlines()]
     assert lines == [
         {"type": "entity", "name": "Alice", "entityType": "person", "observations": ["Works at Acme", "Likes tea", "Plays chess"]},
@@ -122,3 +122,48 @@ def test_search_stats_and_history(home, tmp_path):
     assert details[0]["action"] == "create_relations" and details[0]["detail"]["relations"] == [["Alice", "works_at", "Acme"]]
     proc = memloci(home, "search", "x", "--library", "nope", check=False)
     assert proc.returncode == 1 and "NOT_FOUND" in proc.stderr
+
+
+def test_export_import_export_of_everything_is_identical_timestamps_included(home, tmp_path):
+    """Entities, observations, relations and free memories (tags, metadata, importance) with every
+    time they carry: exported, imported into an empty library, exported again: the same bytes."""
+    from memloci.libraries import LibraryRegistry, LibrarySpec
+    from memloci.model import EntityInput, RelationInput
+    from memloci.service import MemoryService
+
+    first_db = tmp_path / "first.db"
+    registry = LibraryRegistry([LibrarySpec("default", first_db)])
+    service = MemoryService(registry)
+    service.create_entities([EntityInput("Alice", "person", ("Works at Acme", "Likes tea")),
+                             EntityInput("Acme", "company", ())])
+    service.create_relations([RelationInput("Alice", "works_at", "Acme")])
+    service.store_memory("the deploy runs on Fridays", tags=["ops", "deploy"], memory_type="fact",
+                         metadata={"source": "chat", "n": 3}, importance="high")
+    service.store_memory("remember the milk", tags=[], memory_type="note")
+    store = service.store()
+    with store._write() as conn:  # times from another day, so a copy made "now" would show
+        conn.execute("UPDATE entities SET created_at = '2024-01-02T03:04:05Z', updated_at = '2024-02-03T04:05:06Z'")
+        conn.execute("UPDATE memories SET created_at = '2024-01-0' || id || 'T00:00:00Z', updated_at = '2024-03-01T00:00:00Z'")
+        conn.execute("UPDATE relations SET created_at = '2024-01-05T00:00:00Z'")
+    registry.close()
+
+    exported = tmp_path / "all.jsonl"
+    memloci(home, "export", "jsonl", str(exported), "--libraries", f"default:{first_db}")
+    lines = [json.loads(line) for line in exported.read_text().splitlines()]
+    assert [x["type"] for x in lines] == ["entity", "entity", "relation", "memory", "memory"]
+    assert lines[0]["observationDates"] == ["2024-01-01T00:00:00Z", "2024-01-02T00:00:00Z"]
+    memory = lines[3]
+    assert memory == {"type": "memory", "content": "the deploy runs on Fridays", "tags": ["ops", "deploy"],
+                      "memory_type": "fact", "importance": "high", "metadata": {"source": "chat", "n": 3},
+                      "created_at": "2024-01-03T00:00:00Z", "updated_at": "2024-03-01T00:00:00Z"}
+    for kind, target in (("sqlite", tmp_path / "second.db"), ("markdown", tmp_path / "second")):
+        out = memloci(home, "import", "jsonl", str(exported), "--libraries", f"default:{target}").stdout
+        assert "2 memories" in out, out
+        again = tmp_path / f"again-{kind}.jsonl"
+        memloci(home, "export", "jsonl", str(again), "--libraries", f"default:{target}")
+        assert again.read_text() == exported.read_text(), kind
+    # a memory line with a key memloci does not know is refused, naming it; nothing is imported
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({**memory, "colour": "red"}) + "\n")
+    proc = memloci(home, "import", "jsonl", str(bad), "--libraries", f"default:{tmp_path / 'third.db'}", check=False)
+    assert proc.returncode == 1 and "line 1: unknown key 'colour'" in proc.stderr

@@ -130,7 +130,8 @@ def import_jsonl(
     libraries: LibrariesOpt = None,
     library: LibraryOpt = None,
 ) -> None:
-    """Import the official MCP memory server's memory.jsonl. Existing entities are merged, not duplicated."""
+    """Import the official MCP memory server's memory.jsonl, or memloci's own export (then also free
+    memories and every timestamp). Existing entities are merged, not duplicated."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
     from .interop import read_official
@@ -141,15 +142,16 @@ def import_jsonl(
         source = read_official(path)
         with Progress(TextColumn("importing"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
                       console=console, transient=False) as bar:
-            task = bar.add_task("import", total=len(source.entities) + len(source.relations))
-            report = service.import_graph(source.entities, source.relations, library=library,
-                                          progress=lambda n: bar.advance(task, n))
+            task = bar.add_task("import", total=len(source.entities) + len(source.relations) + len(source.memories))
+            report, added, existing = service.import_everything(source, library=library,
+                                                                progress=lambda n: bar.advance(task, n))
     except MemlociError as exc:
         _fail(exc)
     console.print(
         f"Imported {path}: {report.entities_created} entities created, {report.entities_merged} merged, "
         f"{report.observations_added} observations, {report.relations_created} relations"
-        + (f" ({report.relations_existing} already there)" if report.relations_existing else ""),
+        + (f" ({report.relations_existing} already there)" if report.relations_existing else "")
+        + (f", {added} memories" + (f" ({existing} already there)" if existing else "") if source.memories else ""),
         highlight=False,
     )
     if source.ignored_lines:
@@ -182,20 +184,28 @@ def _write_output(path: Path | None, text: str) -> None:
 @export_app.command("jsonl")
 def export_jsonl(
     path: Annotated[Optional[Path], typer.Argument(help="Output file (default: standard output).")] = None,
+    official: Annotated[bool, typer.Option("--official", help="Only the official server's keys and lines "
+                                           "(no timestamps, no free memories).")] = False,
     libraries: LibrariesOpt = None,
     library: LibraryOpt = None,
 ) -> None:
-    """Export as JSONL that the official memory server loads (MEMORY_FILE_PATH)."""
+    """Export everything as JSONL that the official memory server loads (MEMORY_FILE_PATH): entities
+    and relations, with memloci's timestamps in keys it ignores, then free memories as `memory` lines
+    (a type it skips). `memloci import jsonl` reads it all back."""
     from .interop import render_official
 
     try:
-        graph = _service(libraries, read_only=True).export_graph(library=library)
+        service = _service(libraries, read_only=True)
+        if official:
+            graph, memories = service.export_graph(library=library), []
+        else:
+            graph, memories = service.export_everything(library=library)
     except MemlociError as exc:
         _fail(exc)
-    _write_output(path, render_official(graph.entities, graph.relations))
+    _write_output(path, render_official(graph.entities, graph.relations, memories, dates=not official))
     if path is not None:
-        _console(stderr=True).print(f"Wrote {len(graph.entities)} entities and {len(graph.relations)} relations to {path}",
-                                    highlight=False)
+        _console(stderr=True).print(f"Wrote {len(graph.entities)} entities, {len(graph.relations)} relations and "
+                                    f"{len(memories)} memories to {path}", highlight=False)
 
 
 @export_app.command("markdown")

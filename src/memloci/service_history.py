@@ -4,12 +4,20 @@ keep a library's data recoverable. Mixed into MemoryService (uses `store`, `_wri
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from . import schema
 from .errors import ValidationError
-from .model import JournalEntry
-from .store import Undoable
+from .interop import OfficialFile
+from .model import Graph, JournalEntry, Memory, name_key
+from .store import Portable, Store, Undoable
+
+
+def _portable(store: Store) -> Portable:
+    if not isinstance(store, Portable):
+        raise ValidationError(f"library '{store.name}': a {store.kind} library cannot export free memories yet")
+    return store
 
 
 class HistoryService:
@@ -29,3 +37,32 @@ class HistoryService:
         result = store.undo_change(change_id, origin="undo")
         self._written(store)  # observations put back wait for their vectors again
         return result
+
+    # -- export and import of everything -------------------------------------------------
+
+    def export_everything(self, *, library: str | None = None) -> tuple[Graph, list[Memory]]:
+        """The graph (entities in insertion order, relations) and every free memory."""
+        store = self.store(library)
+        return store.export_graph(order="id"), _portable(store).free_memories()
+
+    def import_everything(self, source: OfficialFile, *, library: str | None = None,
+                          progress: Callable[[int], None] | None = None) -> tuple[Any, int, int]:
+        """Load a JSONL file: the graph (merged into what is there), then the times the file gives
+        the entities and relations it creates, then its free memories with their own times.
+        Returns (the graph's ImportReport, memories added, memories already there)."""
+        store = _portable(self.store(library))
+        names = [e.name for _, e in source.entities]
+        existed = {name_key(e.name) for e in self.store(library).open_entities(names).entities} if names else set()
+        report = self.import_graph(source.entities, source.relations, library=library, progress=progress)
+        new = {name_key(e.name): e for _, e in source.entities if name_key(e.name) not in existed}
+        dates = {k: (c, u, new[k].observations, obs) for k, (c, u, obs) in source.entity_dates.items() if k in new}
+        relation_dates = {key: at for key, at in source.relation_dates.items() if key[0] in new and key[2] in new}
+        if dates or relation_dates:
+            store.restore_dates(dates, relation_dates, origin="import")
+        added, existing = store.import_memories([m for _, m in source.memories], origin="import") \
+            if source.memories else (0, 0)
+        if added:
+            self._written(store)  # they wait for their vectors
+        if progress and source.memories:
+            progress(len(source.memories))
+        return report, added, existing

@@ -80,3 +80,13 @@ class Undoable(Protocol):
         """Revert journal entry `change_id` in one transaction (itself journaled); CONFLICT, with
         what stands in the way and nothing changed, if a later change depends on it."""
         ...
+
+
+@runtime_checkable
+class Portable(Protocol):
+    """A store that exports and imports everything it holds, timestamps included."""
+
+    def free_memories(self) -> list[Memory]: ...
+    def import_memories(self, items: Sequence[Any], *, origin: str) -> tuple[int, int]: ...
+    def restore_dates(self, entities: dict[str, tuple[str, str, Sequence[str], Sequence[str]]],
+                      relations: dict[tuple[str, str, str], str], *, origin: str) -> None: ...

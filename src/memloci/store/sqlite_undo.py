@@ -18,13 +18,12 @@ import hashlib
 import json
 import sqlite3
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from ..errors import ConflictError, NotFoundError, ValidationError
 from ..model import name_key
-from ..search import lexical
-from .sqlite_memories import insert_memory
+from .sqlite_memories import insert_memory, select_memories
 
 # Changes that only repeat what the files or the embedder say; `memloci history` hides them
 # unless asked (they would otherwise crowd the changes people made out of the list).
@@ -256,6 +255,47 @@ class SQLiteUndo:
         self._refresh_fts(conn, restored)
         return list(dict.fromkeys([n for _, n in current.values()] + [s["name"] for s in record["entities"]]))
 
+    # -- exports and imports of everything -------------------------------------------------
+
+    def free_memories(self) -> list[Any]:
+        """Every free memory (no entity), oldest first by id: what an export writes."""
+        with self._read() as conn:
+            return select_memories(conn, "m.entity_id IS NULL", (), order="m.id")
+
+    def import_memories(self, items: Sequence[Any], *, origin: str) -> tuple[int, int]:
+        """Free memories with their own timestamps (MemoryLine-like items); (added, already there)."""
+        added = 0
+        with self._write() as conn:
+            for m in items:
+                memory_id = insert_memory(conn, None, m.content, m.memory_type, m.tags,
+                                          None if m.importance == "medium" else m.importance, m.metadata, m.created_at)
+                if memory_id is not None:
+                    conn.execute("UPDATE memories SET updated_at = ? WHERE id = ?", (m.updated_at, memory_id))
+                    added += 1
+            if added:
+                self._journal(conn, origin, "import_memories", [], {"added": added})
+        return added, len(items) - added
+
+    def restore_dates(self, entities: dict[str, tuple[str, str, Sequence[str], Sequence[str]]],
+                      relations: dict[tuple[str, str, str], str], *, origin: str) -> None:
+        """Give entities (name_key -> created, updated, observations, their dates) and relations
+        ((from key, type, to key) -> created) the times a file says they have."""
+        with self._write() as conn:
+            for key, (created, updated, contents, dates) in entities.items():
+                row = conn.execute("SELECT id FROM entities WHERE name_key = ?", (key,)).fetchone()
+                if row is None:
+                    continue
+                for content, at in zip(contents, dates):
+                    conn.execute("UPDATE memories SET created_at = ?, updated_at = ? WHERE entity_id = ? AND content = ?",
+                                 (at, at, row[0], content))
+                conn.execute("UPDATE entities SET created_at = ?, updated_at = ? WHERE id = ?", (created, updated, row[0]))
+            for (f, rt, t), at in relations.items():
+                conn.execute("""UPDATE relations SET created_at = ? WHERE relation_type = ?
+                                AND from_id = (SELECT id FROM entities WHERE name_key = ?)
+                                AND to_id = (SELECT id FROM entities WHERE name_key = ?)""", (at, rt, f, t))
+            if entities or relations:
+                self._journal(conn, origin, "restore_dates", [], {"entities": len(entities), "relations": len(relations)})
+
     @staticmethod
     def _insert_snapshot(conn: sqlite3.Connection, snap: dict[str, Any]) -> int:
         """One kept entity back, under its old id when that id is free."""
@@ -281,10 +321,3 @@ class SQLiteUndo:
         return entity_id
 
 
-def is_internal(tool: str, action: str) -> bool:
-    return (tool, action) in INTERNAL
-
-
-def content_hash(content: str) -> str:
-    """A free memory's hash (what `after.memories` is keyed by)."""
-    return lexical.content_hash(content, None)
