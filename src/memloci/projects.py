@@ -17,6 +17,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from . import confine
 from .errors import AwaitingConfirmationError, NotFoundError, ValidationError
 
 log = logging.getLogger(__name__)
@@ -107,11 +108,13 @@ def project_library_dir(root: Path, confirm: str | None, *, may_create: bool = T
 def read_n2n(folder: Path) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
     """n2n-memory's `memory.json` and `context.json` in `.mcp/`, if present (None if absent)."""
     def load(name: str) -> dict[str, Any] | None:
-        path = folder / name
-        if not path.is_file():
+        try:  # never through a link: a clone's `memory.json -> ~/.ssh/...` is refused, not imported
+            data = json.loads(confine.read_bytes(folder, name).decode("utf-8-sig"))
+        except FileNotFoundError:
             return None
-        try:
-            data = json.loads(path.read_text(encoding="utf-8-sig"))
+        except confine.LinkRefusedError as exc:
+            raise ValidationError(f"{PROJECT_DIR}/{name}: a symbolic link; memloci does not follow links in a project, "
+                                  "nothing was imported", hint="Replace the link with the file itself.") from exc
         except (OSError, ValueError) as exc:
             raise ValidationError(f"{PROJECT_DIR}/{name}: not readable JSON ({exc}); nothing was imported",
                                   hint="Fix or move the file; memloci reads it on first use.") from exc

@@ -28,11 +28,12 @@ def graph_document(service: MemoryService, library: str | ProjectRef | None) -> 
     """The whole graph and the context as JSON (what the resources return)."""
     try:
         graph = service.export_graph(order="name", library=library)
+        context = service.read_context(library=library)  # a refused context.md link is an error too
     except MemlociError as exc:  # reaches the client as a resource error with our code and hint
         raise ResourceError(f"{exc.code}: {exc.message}" + (f" ({exc.hint})" if exc.hint else "")) from exc
     return json.dumps({"entities": [entity_out(e) for e in graph.entities],
                        "relations": [relation_out(r) for r in graph.relations],
-                       "context": service.read_context(library=library)}, ensure_ascii=False, indent=1)
+                       "context": context}, ensure_ascii=False, indent=1)
 
 
 def register(server: Any, service: MemoryService) -> None:
