@@ -58,7 +58,7 @@ def test_a_new_project_asks_first_then_keeps_memory_in_the_repo(tmp_path, home):
                    observations=[{"entityName": "auth", "contents": ["tokens expire after 15 minutes"]}])
         diff = git(app, "diff")
         changed = [line for line in diff.splitlines() if line.startswith(("+", "-")) and not line.startswith(("+++", "---"))]
-        assert "+- tokens expire after 15 minutes" in changed
+        assert any(line.startswith("+- tokens expire after 15 minutes <!-- ") for line in changed)
         assert len(changed) < 40 and ".memloci" not in git(app, "status", "--porcelain")
 
         err = await c.error("read_graph", project_path=str(other))

@@ -6,6 +6,7 @@ says what to do next. MCP adapters turn these into `{error: {code, message, hint
 
 from __future__ import annotations
 
+import errno
 from typing import Any
 
 
@@ -66,6 +67,26 @@ class AwaitingConfirmationError(MemlociError):
 class PermissionDeniedError(MemlociError):
     code = "PERMISSION_DENIED"
     default_hint = "Check the path and its permissions."
+
+
+class StorageFullError(MemlociError):
+    """The disk (or the user's quota) is full: nothing was changed, and retrying helps once space is freed."""
+
+    code = "STORAGE_FULL"
+    default_hint = "Free disk space (or move the library to another disk) and send the call again; nothing was changed."
+
+
+READ_ONLY_HINT = ("The file or its folder is read-only (a read-only mount, or no write permission): make it writable, "
+                  "or mount the library from a writable folder. Nothing was changed.")
+
+
+def storage_error(exc: OSError, message: str) -> MemlociError:
+    """The error a failed file operation deserves: a full disk is not a permission problem."""
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return StorageFullError(f"{message}: the disk is full ({exc.strerror})")
+    if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+        return PermissionDeniedError(f"{message}: {exc.strerror}", hint=READ_ONLY_HINT)
+    return PermissionDeniedError(f"{message}: {exc.strerror or exc}")
 
 
 class InternalError(MemlociError):

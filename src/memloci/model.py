@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import unicodedata
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -195,5 +196,6 @@ def now_iso() -> str:
 
 
 def name_key(name: str) -> str:
-    """The form under which entity names are compared: case-insensitive."""
-    return name.casefold()
+    """The form under which entity names are compared: case-insensitive, and in NFC, so a
+    name typed composed (`résumé`) and one read from a decomposed file name are one name."""
+    return unicodedata.normalize("NFC", unicodedata.normalize("NFC", name).casefold())

@@ -42,6 +42,7 @@ from .service_documents import DocumentService
 from .service_history import HistoryService
 from .service_projects import ProjectService
 from .store import Store
+from .store.writable import write_problem
 
 DEFAULT_GRAPH_LIMIT = 1_000
 DEFAULT_SEARCH_LIMIT = 25
@@ -377,8 +378,11 @@ class MemoryService(DocumentService, ProjectService, HistoryService):
         pair = self._dense.get(library_key(store))
         worker_error = pair[1].error if pair else None
         mismatch = bool(status.model and state["model"] and state["model"] != status.model)
-        problems = [p for p in (status.error, worker_error,
+        unwritable = write_problem(stats.path)  # writes would fail now: say so while it lasts
+        problems = [p for p in (f"writes fail: {unwritable}" if unwritable else None, status.error, worker_error,
                                 f"library vectors are from {state['model']}; run `memloci reindex`" if mismatch else None) if p]
+        # Memories waiting for a vector drain only while an embedder works; otherwise the count would never move.
+        pending = state["pending"] if status.state in ("loaded", "loading") else None
         return {
             "status": "healthy" if not problems else "degraded",
             "backend": store.kind,
@@ -394,7 +398,7 @@ class MemoryService(DocumentService, ProjectService, HistoryService):
             "embedder": {
                 "model": status.model, "dimension": status.dimension, "loaded": status.loaded,
                 "configured": status.spec, "state": status.state, "error": status.error,
-                "library_model": state["model"], "pending": state["pending"],
+                "library_model": state["model"], **({"pending": pending} if pending is not None else {}),
                 "search": "hybrid" if status.loaded and not mismatch else "lexical",
             },
             "problems": problems,

@@ -77,7 +77,7 @@ async def _run_conversation(sample: dict[str, Any], k_max: int, home: Path, on_s
             stored = time.perf_counter() - started
             while True:  # every memory embedded before the first question
                 health = (await session.call_tool("check_database_health", {})).structured_content
-                if health["embedder"]["pending"] == 0 or not health["embedder"]["loaded"]:
+                if health["embedder"].get("pending", 0) == 0 or not health["embedder"]["loaded"]:
                     break
                 await _sleep(0.02)
             embedded = time.perf_counter() - started

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import fnmatch
 import re
+import unicodedata
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
@@ -31,6 +32,9 @@ _TICKS = re.compile(r"`+")
 _WIKILINK = re.compile(r"\[\[([^\[\]|#\n]*)(#[^\[\]|\n]*)?(\|[^\[\]\n]*)?\]\]")
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when present: ~10x faster, same rules
 _WIDE = float("inf")  # yaml.safe_dump width: never fold a scalar over two lines
+# When memloci wrote an observation line: a trailing HTML comment, invisible in rendered
+# Markdown, only ever on lines memloci writes (a person's lines get their file's time).
+_DATE_MARK = re.compile(r"[ \t]<!-- (\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z) -->[ \t]*$")
 
 
 @dataclass
@@ -49,6 +53,19 @@ class EntityDocument:
     created: str | None = None
     modified: str | None = None
     extra: list[str] = field(default_factory=list)
+    dates: dict[str, str] = field(default_factory=dict)  # observation -> when memloci wrote it
+
+
+def observation_line(text: str, date: str | None = None) -> str:
+    """An observation as a list item: `- text <!-- 2026-11-21T04:50:00Z -->` (continuation
+    lines indented two spaces, the date after the last line)."""
+    return "- " + text.replace("\n", "\n  ") + (f" <!-- {date} -->" if date else "") + "\n"
+
+
+def split_date(item: str) -> tuple[str, str | None]:
+    """An item's text without its trailing date comment, and the date."""
+    m = _DATE_MARK.search(item)
+    return (item[:m.start()], m.group(1)) if m else (item, None)
 
 
 def _code_flags(contents: list[str]) -> list[bool]:
@@ -152,7 +169,7 @@ def _observations_region(doc: _Doc) -> tuple[int, int] | None:
     return None
 
 
-def set_observations(body: str, observations: list[str]) -> str:
+def set_observations(body: str, observations: list[str], dates: dict[str, str] | None = None) -> str:
     """Make the body's `## Observations` section list exactly `observations`.
 
     Prose in that section and everything outside it stay byte for byte. Without such a
@@ -162,7 +179,7 @@ def set_observations(body: str, observations: list[str]) -> str:
     """
     doc = _analyze(body, front_matter=False)
     lines, region = doc.lines, _observations_region(doc)
-    new = ["- " + o.replace("\n", "\n  ") + "\n" for o in observations]
+    new = [observation_line(o, (dates or {}).get(o)) for o in observations]
     if region is None:
         if not new:
             return body
@@ -290,6 +307,12 @@ def parse_document(text: str, *, fallback_name: str) -> EntityDocument:
         while i < len(lines) and not lines[i].strip():
             i += 1
     region = _observations_region(doc)  # level 2+, so never the title
+    observations, dates = [], {}
+    for _, _, item in _items(doc, region[0] + 1, region[1]) if region else []:
+        content, when = split_date(item)
+        observations.append(content)
+        if when:
+            dates.setdefault(content, when)
 
     def scalar(key: str, default: str | None) -> str | None:
         return default if data.get(key) in (None, "") else _text(data[key], key)
@@ -300,11 +323,12 @@ def parse_document(text: str, *, fallback_name: str) -> EntityDocument:
         aliases=_str_list(data.get("aliases"), "aliases"),
         tags=_str_list(data.get("tags"), "tags"),
         relations=_relations(data.get("relations")),
-        observations=[t for _, _, t in _items(doc, region[0] + 1, region[1])] if region else [],
+        observations=observations,
         body="".join(lines[i:]),
         created=scalar("created", None),
         modified=scalar("modified", None),
         extra=_unknown_blocks("".join(lines[1:start - 1]), data) if start else [],
+        dates=dates,
     )
 
 
@@ -347,7 +371,7 @@ def render_document(doc: EntityDocument) -> str:
         if value is not None:
             fm.append(f"{key}: {_timestamp(value)}\n")
     fm.extend(b if b.endswith("\n") else b + "\n" for b in doc.extra)
-    body = set_observations(doc.body, doc.observations).rstrip("\n")
+    body = set_observations(doc.body, doc.observations, doc.dates).rstrip("\n")
     body = body[re.match(r"(?:[ \t]*\n)*", body).end():]  # parse drops leading blank lines too
     return "".join(fm) + f"---\n# {title}\n" + (f"\n{body}\n" if body else "")
 
@@ -397,8 +421,13 @@ def wikilinks(text: str) -> list[str]:
     for m in _links(text):
         t = _stem(_target(m.group(1))[1])
         if t:
-            seen.setdefault(t.casefold(), t)
+            seen.setdefault(_fold(t), t)
     return list(seen.values())
+
+
+def _fold(name: str) -> str:
+    """Names compare case-insensitively and in NFC (`résumé` typed or decomposed is one name)."""
+    return unicodedata.normalize("NFC", unicodedata.normalize("NFC", name).casefold())
 
 
 def _stem(target: str) -> str:
@@ -414,13 +443,15 @@ def rewrite_wikilinks(text: str, old: str, new: str) -> str:
         raise ValidationError("old: must not be empty")
     if not new.strip() or any(c in new for c in "[]|#\n"):
         raise ValidationError("new: must be a non-empty name without [ ] | # or line breaks")
-    want, parts, last = old.strip().casefold(), [], 0
+    want, parts, last = _fold(old.strip()), [], 0
     for m in _links(text):
         lead, t = _target(m.group(1))
-        if _stem(t).casefold() == want:  # the whole target goes: [[old.md]] and [[dir/old]] too
-            at = m.start(1) + lead
+        if _fold(_stem(t)) == want:  # only the name: [[dir/old.md]] -> [[dir/new.md]]
+            suffix = 3 if t.casefold().endswith(".md") else 0
+            prefix = t[:len(t) - suffix].rsplit("/", 1)[0] + "/" if "/" in t[:len(t) - suffix] else ""
+            at = m.start(1) + lead + len(prefix)
             parts += [text[last:at], new.strip()]
-            last = at + len(t)
+            last = m.start(1) + lead + len(t) - suffix
     return "".join(parts) + text[last:]
 
 

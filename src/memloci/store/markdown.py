@@ -37,9 +37,11 @@ from ..errors import (
     MemlociError,
     NotFoundError,
     PermissionDeniedError,
+    storage_error,
 )
 from ..markdown.context import parse_context, render_context
-from ..markdown.document import render_document, wikilinks
+from ..markdown import frontmatter, patch
+from ..markdown.document import parse_document, render_document, wikilinks
 from ..markdown.memories import (
     MemoryBlock,
     day_header,
@@ -48,7 +50,7 @@ from ..markdown.memories import (
     render_block,
     render_day,
 )
-from ..model import LibraryStats, name_key
+from ..model import LibraryStats, name_key, now_iso
 from .markdown_files import (
     CONTEXT,
     INDEX_DIR,
@@ -67,6 +69,15 @@ from .sqlite_memories import select_memories
 from .sqlite_schema import MARKDOWN_TRIGGERS, SCHEMA_VERSION
 
 log = logging.getLogger(__name__)
+
+# Files memloci created itself: only their `modified:` is stamped on later writes. A clone or
+# a lost index forgets this, and then memloci treats them as a person's files (no stamp).
+CREATED_FILES = "CREATE TABLE IF NOT EXISTS md_created (path TEXT PRIMARY KEY)"
+
+
+def _stamped(yaml_text: str, at: str) -> str:
+    """`modified:` set to `at` where the front matter has that key; nothing added."""
+    return frontmatter.set_scalar(yaml_text, "modified", at, timestamp=True) if frontmatter.has_key(yaml_text, "modified") else yaml_text
 
 class MarkdownStore(MarkdownUndo, MarkdownScan, SQLiteStore):
     kind = "markdown"
@@ -109,7 +120,7 @@ class MarkdownStore(MarkdownUndo, MarkdownScan, SQLiteStore):
             try:
                 self.root.mkdir(parents=True)
             except OSError as exc:
-                raise PermissionDeniedError(f"library '{self.name}': cannot create {self.root}: {exc.strerror}") from exc
+                raise storage_error(exc, f"library '{self.name}': cannot create {self.root}") from exc
         index = self.root / INDEX_DIR
         try:
             # The index is memloci's own: private (0700, files 0600), never reached through a link
@@ -118,22 +129,30 @@ class MarkdownStore(MarkdownUndo, MarkdownScan, SQLiteStore):
             if not confine.exists(self.root, f"{INDEX_DIR}/.gitignore"):  # rebuilt from the files: not for git
                 confine.write_atomic(self.root, f"{INDEX_DIR}/.gitignore", b"# memloci's rebuildable index\n*\n",
                                      mode=confine.PRIVATE_FILE)
-            if not confine.exists(self.root, ".gitattributes"):  # two branches appending to the journal merge
-                confine.write_atomic(self.root, ".gitattributes", f"{JOURNAL} merge=union\n".encode())
+            # No .gitattributes: memloci adds nothing to a person's folder beyond .memloci/ and the
+            # files the README names (it documents `journal.md merge=union` for git users).
             # SQLite opens its files by name: check them for links just before, and make them private.
             for suffix in ("", "-wal", "-shm", "-journal"):
                 confine.check(self.root, f"{INDEX_DIR}/index.db{suffix}")
                 confine.private_file(self.root, f"{INDEX_DIR}/index.db{suffix}", create=not suffix)
         except OSError as exc:
-            raise PermissionDeniedError(f"library '{self.name}': cannot write {index}: {exc.strerror}") from exc
-        super().open(create=True)
-        conn = self._connect()  # not _borrow(): that would open() again
+            raise storage_error(exc, f"library '{self.name}': cannot write {index}") from exc
+        try:
+            super().open(create=True)
+            conn = self._connect()  # not _borrow(): that would open() again
+        except LibraryUnreadableError as exc:
+            if not isinstance(exc.__cause__, sqlite3.DatabaseError) or isinstance(exc.__cause__, sqlite3.OperationalError):
+                raise
+            self._move_index_aside(exc)
+            super().open(create=True)
+            conn = self._connect()
         try:
             with self._write_lock:
                 conn.execute("BEGIN IMMEDIATE")
                 try:
                     for statement in _split_sql(MARKDOWN_TRIGGERS):
                         conn.execute(statement)
+                    conn.execute(CREATED_FILES)
                     conn.execute("COMMIT")
                 except BaseException:
                     conn.execute("ROLLBACK")
@@ -195,7 +214,7 @@ class MarkdownStore(MarkdownUndo, MarkdownScan, SQLiteStore):
             raise
         finally:
             self._undo.ops = []
-            self._verbatim.texts = {}
+            self._verbatim.texts, self._verbatim.renames, self._verbatim.tails = {}, [], {}
 
     def _keep_old(self, path: Path, *, append: bool = False, current: bytes | None = None) -> None:
         """Remember a file's state before this transaction first changes it."""
@@ -298,15 +317,15 @@ class MarkdownStore(MarkdownUndo, MarkdownScan, SQLiteStore):
             return
         name = exists[0]
         key = name_key(name)
-        current = None
+        current = source = None
         if row is not None and row[1] == key:
             rel, old = row[0], None
-            current = self._check_fresh(conn, rel)
+            current = source = self._check_fresh(conn, rel)
         else:  # new, or renamed: a file named after the entity, beside the old one
             folder = Path(row[0]).parent if row is not None else Path(".")
             old = row[0] if row is not None else None
             if old is not None:
-                self._check_fresh(conn, old)
+                source = self._check_fresh(conn, old)
             stem = file_stem(name)
             # Names that map to one file name ("x/y", "x:y") get the name's hash as well.
             for candidate in (stem, f"{stem}-{sha256_hex(name.encode())[:6]}"):
@@ -317,18 +336,51 @@ class MarkdownStore(MarkdownUndo, MarkdownScan, SQLiteStore):
             else:
                 raise ConflictError(f"name: the files for '{name}' already exist in library '{self.name}'",
                                     hint="Pick another name, or merge into the entity that file holds.")
+        ours = source is None or self._created_here(conn, old or rel)
         text = getattr(self._verbatim, "texts", {}).pop(key, None)  # an edit keeps the person's formatting
-        if text is None:
+        if text is not None:  # the edit's text is the file's, LF and without its BOM: put those back
+            style = patch.decode(source)[1] if source is not None else patch.Style()
+            if ours:
+                text = frontmatter.with_front_matter(text, lambda y: _stamped(y, now_iso()))
+            text = patch.encode(text, style).decode("utf-8")
+        else:
             doc = self._document(conn, entity_id)
-            text = render_document(doc)
+            doc.dates = dict(conn.execute("SELECT content, created_at FROM memories WHERE entity_id = ? "
+                                          "ORDER BY id", (entity_id,)).fetchall())
             # Observations are part of the file's body: their [[links]] are links too (as a rescan reads them).
             linked = {name_key(t) for rt, t in doc.relations if rt == LINKS_TO} | {name_key(t) for t in wikilinks(doc.body)}
             extra = [t for o in doc.observations for t in wikilinks(o) if name_key(t) not in linked and name_key(t) != key]
             if extra and self.schema.relation_types is None:  # a typed schema keeps links as text
                 self._add_links(conn, entity_id, extra)
+            if source is None:  # a file memloci creates: its own rendering (DESIGN.md §1)
+                text = render_document(doc)
+            else:  # an existing file: edits to its bytes, nothing rendered again
+                relations = conn.execute(
+                    """SELECT r.relation_type, e.name FROM relations r JOIN entities e ON e.id = r.to_id WHERE r.from_id = ?
+                       UNION ALL SELECT relation_type, target FROM pending_links WHERE from_id = ?""",
+                    (entity_id, entity_id)).fetchall()
+                lf, style = patch.decode(source)
+                want = patch.Wanted(doc, relations, list(getattr(self._verbatim, "renames", [])),
+                                    getattr(self._verbatim, "tails", {}).get(key, ""), now_iso() if ours else None)
+                text = patch.encode(patch.patch_document(lf, want, fallback_name=Path(old or rel).stem, key_of=name_key),
+                                    style).decode("utf-8")
+        if source is not None and text.encode("utf-8") == source and rel == (old or rel):
+            return  # nothing to change: the file keeps its bytes and its mtime
         self._put(conn, rel, text, entity_id, key, current=current)
         if old is not None and old != rel:
             self._unlink(old)
+        conn.execute("DELETE FROM md_created WHERE path = ?", (old,)) if old is not None and old != rel else None
+        if source is None or (ours and old is not None):
+            conn.execute("INSERT OR IGNORE INTO md_created VALUES (?)", (rel,))
+        # The index holds the body the file now holds, so the next edit starts from it.
+        body = parse_document(patch.decode(text.encode("utf-8"))[0], fallback_name=Path(rel).stem).body
+        conn.execute("UPDATE entities SET body = ? WHERE id = ? AND body != ?", (body, entity_id, body))
+
+    @staticmethod
+    def _created_here(conn: sqlite3.Connection, rel: str) -> bool:
+        """Whether memloci created this file (and may stamp its `modified:`): a person's file
+        never gets a date from memloci."""
+        return conn.execute("SELECT 1 FROM md_created WHERE path = ?", (rel,)).fetchone() is not None
 
     def _free_blocks(self, conn: sqlite3.Connection, where: str, params: tuple) -> list[MemoryBlock]:
         return [MemoryBlock(m.content, m.created_at, m.memory_type, list(m.tags),
@@ -421,11 +473,20 @@ class MarkdownStore(MarkdownUndo, MarkdownScan, SQLiteStore):
     def _document_text(self, conn: sqlite3.Connection, entity_id: int) -> str:
         row = conn.execute("SELECT path FROM md_files WHERE entity_id = ?", (entity_id,)).fetchone()
         if row is not None:
-            return (self._check_fresh(conn, row[0]) or b"").decode("utf-8")  # never edit a text not the file's
+            # Never edit a text not the file's; edits see it as LF without a BOM (put back on write).
+            return patch.decode(self._check_fresh(conn, row[0]) or b"")[0]
         return super()._document_text(conn, entity_id)
 
     def _keep_text(self, key: str, text: str) -> None:
         self._verbatim.texts = {key: text}  # read by this transaction's flush, on this thread
+
+    def _note_rename(self, old: str, new: str) -> None:
+        # Every file this change writes has its links to `old` rewritten in place.
+        self._verbatim.renames = [*getattr(self._verbatim, "renames", []), (old, new)]
+
+    def _note_tail(self, key: str, tail: str) -> None:
+        # Text a merge appends to a body: appended to the file as it is.
+        self._verbatim.tails = {**getattr(self._verbatim, "tails", {}), key: tail}
 
     def read_context(self) -> dict:
         try:

@@ -14,6 +14,7 @@ import logging
 import os
 import sqlite3
 import time
+from datetime import datetime, timezone
 from pathlib import Path
 
 from .. import confine
@@ -35,6 +36,11 @@ from .sqlite_documents import LINKS_TO
 from .sqlite_memories import insert_memory
 
 log = logging.getLogger(__name__)
+
+
+def _iso(mtime_ns: int) -> str:
+    """A file's mtime as memloci writes times: what dates the lines a person wrote."""
+    return datetime.fromtimestamp(mtime_ns / 1e9, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 class MarkdownScan:
@@ -157,7 +163,7 @@ class MarkdownScan:
                         report.problems[rel] = f"entity '{doc.name}' is already defined by {owner[0]}"
                         clashes.add(rel)
                         continue
-                    entity_id = self._apply_document(conn, doc, at, stamp=doc.modified)
+                    entity_id = self._apply_document(conn, doc, at, stamp=doc.modified, file_time=_iso(st[0]))
                     conn.execute("DELETE FROM md_files WHERE path = ? AND entity_id IS NOT ?", (rel, entity_id))
                     self._record(conn, rel, entity_id, key, FileStat(*st), sha)
                     conn.execute("DELETE FROM md_broken WHERE path = ?", (rel,))

@@ -15,6 +15,7 @@ import os
 import queue
 import sqlite3
 import threading
+import urllib.parse
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
@@ -27,8 +28,12 @@ from ..errors import (
     LibraryUnreadableError,
     NotFoundError,
     PermissionDeniedError,
+    READ_ONLY_HINT,
+    StorageFullError,
     ValidationError,
+    storage_error,
 )
+from .writable import DISK_FULL, write_problem
 from ..model import (
     AddedObservations,
     CreatedEntity,
@@ -96,14 +101,11 @@ class SQLiteStore(SQLiteGraphReads, SQLiteMemories, SQLiteDocuments, SQLiteUndo)
                 except FileExistsError:
                     pass  # made meanwhile by another process
                 except OSError as exc:
-                    raise PermissionDeniedError(
-                        f"library '{self.name}': cannot create the folder {p.parent}: {exc.strerror}",
-                        hint="Set MEMLOCI_HOME (or the library path) to a writable folder.",
-                    ) from exc
+                    raise storage_error(exc, f"library '{self.name}': cannot create {p}") from exc
             try:
                 conn = self._connect()
             except sqlite3.OperationalError as exc:
-                raise PermissionDeniedError(f"library '{self.name}': cannot open {self.path}: {exc}") from exc
+                raise _storage_error(self, exc) from exc
             except sqlite3.DatabaseError as exc:
                 raise LibraryUnreadableError(
                     f"library '{self.name}' at {self.path} is not a readable SQLite database: {exc}"
@@ -125,7 +127,12 @@ class SQLiteStore(SQLiteGraphReads, SQLiteMemories, SQLiteDocuments, SQLiteUndo)
             self._opened = True
 
     def _connect(self) -> sqlite3.Connection:
-        conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False)
+        # On a read-only mount SQLite cannot make the -shm file that WAL reads need; the file cannot
+        # change under us there, so it is opened as immutable: reads work, writes are refused.
+        frozen = _read_only_mount(self.path)
+        target = "file:" + urllib.parse.quote(os.fspath(self.path)) + "?immutable=1" if frozen else self.path
+        conn = sqlite3.connect(target, uri=frozen, timeout=BUSY_TIMEOUT_S, isolation_level=None,
+                               check_same_thread=False)
         try:
             # For migrations and renames that recompute hashes in SQL (never used by a trigger,
             # so another tool can still open the file).
@@ -133,8 +140,8 @@ class SQLiteStore(SQLiteGraphReads, SQLiteMemories, SQLiteDocuments, SQLiteUndo)
             conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
             # A file that is not SQLite fails here, before anything could be written to it.
             conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
-            mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
-            if mode != "wal":
+            mode = conn.execute("PRAGMA journal_mode" if frozen else "PRAGMA journal_mode = WAL").fetchone()[0]
+            if mode != "wal" and not frozen:
                 log.warning("library %s: journal mode is %s, not wal", self.name, mode)
             # FULL: a committed call survives power loss too, for ~0.25 ms per commit.
             conn.execute("PRAGMA synchronous = FULL")
@@ -584,10 +591,21 @@ def _split_sql(script: str) -> list[str]:
 
 
 def _storage_error(store: SQLiteStore, exc: sqlite3.DatabaseError) -> Exception:
+    """The error code a failed SQLite call deserves: a full disk, a read-only file or folder, a
+    lock held too long, or (only when none of those) a file that cannot be read."""
     text = str(exc)
     where = f"library '{store.name}' at {store.path}"
-    if "readonly" in text or "read-only" in text:
-        return PermissionDeniedError(f"{where} is read-only: {text}")
+    code = getattr(exc, "sqlite_errorname", "") or ""
+    # SQLITE_FULL, or an I/O error with no space left (SQLite reports some ENOSPC writes as IOERR)
+    if code.startswith("SQLITE_FULL") or (code.startswith("SQLITE_IOERR") and _disk_full(store.path)):
+        return StorageFullError(f"{where}: the disk is full: {text}")
+    if code.startswith(("SQLITE_READONLY", "SQLITE_CANTOPEN", "SQLITE_PERM", "SQLITE_AUTH")) \
+            or "readonly" in text or "read-only" in text:
+        problem = write_problem(store.path)
+        if problem and problem.startswith(DISK_FULL):  # the -wal or journal file could not be created
+            return StorageFullError(f"{where}: the disk is full: {text}")
+        if problem or not code.startswith("SQLITE_CANTOPEN"):
+            return PermissionDeniedError(f"{where} is read-only ({problem or text})", hint=READ_ONLY_HINT)
     if "locked" in text or "busy" in text:
         return ConflictError(
             f"{where} stayed locked by another process for {BUSY_TIMEOUT_S:.0f} s: {text}",
@@ -597,3 +615,15 @@ def _storage_error(store: SQLiteStore, exc: sqlite3.DatabaseError) -> Exception:
         return exc  # a bug of ours, not of the caller or the file: let it surface as one
     return LibraryUnreadableError(f"{where}: storage error: {text}",
                                   hint="Check the disk (full? failing?) and the file; run `memloci stats`.")
+
+
+def _disk_full(path: str | Path) -> bool:
+    problem = write_problem(path)
+    return bool(problem and problem.startswith(DISK_FULL))
+
+
+def _read_only_mount(path: str | Path) -> bool:
+    try:
+        return bool(os.statvfs(Path(path).parent).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False

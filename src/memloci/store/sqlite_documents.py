@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import fnmatch
 import json
-import re
 import sqlite3
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -137,7 +136,9 @@ class SQLiteDocuments:
             if new_text == text:
                 return stored, False
             doc = parse_document(new_text, fallback_name="\x00")
-            if doc.name == "\x00":
+            if doc.name == "\x00" and parse_document(text, fallback_name="\x00").name == "\x00":
+                doc.name = stored  # the name was never in the text: it is the file's name
+            elif doc.name == "\x00":
                 raise ValidationError(f"the edit would remove the title line '# {stored}', which holds the entity's name",
                                       hint="Keep the title; rename entities with rename_entity.")
             if name_key(doc.name) != name_key(stored):
@@ -147,7 +148,6 @@ class SQLiteDocuments:
             self.check_document(doc, "entity")
             self._before(conn, [entity_id])
             at = now_iso()
-            new_text = _stamp_modified(new_text, at)
             self._keep_text(name_key(stored), new_text)
             self._apply_document(conn, doc, at)
             self._link_pending(conn)
@@ -160,6 +160,12 @@ class SQLiteDocuments:
 
     def _keep_text(self, key: str, text: str) -> None:
         """A Markdown library writes this exact text for the entity (SQLite: nothing to do)."""
+
+    def _note_rename(self, old: str, new: str) -> None:
+        """A Markdown library rewrites links to `old` in the files it writes (SQLite: nothing to do)."""
+
+    def _note_tail(self, key: str, tail: str) -> None:
+        """A Markdown library appends `tail` to the entity's file as it is (SQLite: nothing to do)."""
 
     # -- the hot context ---------------------------------------------------------------
 
@@ -208,8 +214,12 @@ class SQLiteDocuments:
         return names
 
     def _apply_document(self, conn: sqlite3.Connection, doc: EntityDocument, at: str,
-                        stamp: str | None = None) -> int:
-        """Upsert one entity from its document; `stamp` overrides updated_at (a file's own time)."""
+                        stamp: str | None = None, file_time: str | None = None) -> int:
+        """Upsert one entity from its document; `stamp` overrides updated_at (a file's own time).
+
+        `file_time` (a file's mtime) dates what the file itself does not: the entity's creation
+        when it has no `created:`, and observation lines without memloci's date comment. A date
+        is read, never invented into the file."""
         key = name_key(doc.name)
         row = conn.execute("SELECT id, metadata FROM entities WHERE name_key = ?", (key,)).fetchone()
         metadata = json.loads(row[1]) if row else {}
@@ -226,7 +236,8 @@ class SQLiteDocuments:
         else:
             entity_id = conn.execute(
                 """INSERT INTO entities (name, entity_type, aliases, tags, metadata, body, name_key, created_at, updated_at)
-                   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)""", (*values, key, doc.created or at, stamp or doc.modified or at),
+                   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+                (*values, key, doc.created or file_time or at, stamp or doc.modified or file_time or at),
             ).lastrowid
         # Observations: keep the unchanged ones (their ids, times, vectors), drop and add the rest.
         wanted = list(dict.fromkeys(doc.observations))
@@ -236,7 +247,8 @@ class SQLiteDocuments:
             conn.execute(f"DELETE FROM memories WHERE id IN ({_marks(len(gone))})", gone)
         for content in wanted:
             if content not in have:
-                insert_memory(conn, entity_id, content, "observation", (), None, {}, at)
+                insert_memory(conn, entity_id, content, "observation", (), None, {},
+                              doc.dates.get(content) or file_time or at)
         # Outgoing relations: the front matter's and the body's links. A schema that lists its
         # relation types makes links plain text, and (unless the text comes from files being
         # read, which are never refused) wants both ends to exist and its cycles kept out.
@@ -292,7 +304,18 @@ class SQLiteDocuments:
         Candidates: the sources of links_to relations to the target, plus a LIKE match (which
         folds ASCII case only; rewrite_wikilinks itself compares case-folded)."""
         changed = []
+        self._note_rename(old, new)
         pattern = "%[[%" + old.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+        # Front matter keys memloci does not know (`company: "[[Acme]]"`) hold links as text too.
+        for entity_id, name, metadata in conn.execute(
+                "SELECT id, name, metadata FROM entities WHERE metadata LIKE ? ESCAPE '\\'", (pattern,)).fetchall():
+            meta = json.loads(metadata)
+            blocks = [rewrite_wikilinks(b, old, new) for b in meta.get(EXTRA_KEY, [])]
+            if blocks != meta.get(EXTRA_KEY, []):
+                self._before(conn, [entity_id])
+                meta[EXTRA_KEY] = blocks
+                conn.execute("UPDATE entities SET metadata = ? WHERE id = ?", (json.dumps(meta, ensure_ascii=False), entity_id))
+                changed.append(name)
         sources = """id IN (SELECT from_id FROM relations WHERE to_id = ? AND relation_type = 'links_to')"""
         for entity_id, name, body in conn.execute(
                 f"SELECT id, name, body FROM entities WHERE body LIKE ? ESCAPE '\\' OR {sources}",
@@ -393,6 +416,7 @@ class SQLiteDocuments:
                                 WHERE to_id = ? AND from_id NOT IN (?, ?)""", (target_id, sid, target_id, sid))
                 conn.execute("""INSERT OR IGNORE INTO pending_links SELECT ?, relation_type, target_key, target
                                 FROM pending_links WHERE from_id = ?""", (target_id, sid))
+            self._note_tail(name_key(target_name), body[len(into.body.rstrip("\n")):])
             conn.execute("UPDATE entities SET aliases = ?, tags = ?, body = ?, updated_at = ? WHERE id = ?",
                          (json.dumps(aliases, ensure_ascii=False), json.dumps(tags, ensure_ascii=False), body,
                           now_iso(), target_id))
@@ -423,17 +447,6 @@ class SQLiteDocuments:
             })
         return {"target": target_name, "merged": merged, "aliases": aliases,
                 "links_rewritten_in": sorted(set(rewritten) - set(merged))}
-
-
-def _stamp_modified(text: str, at: str) -> str:
-    """An edited document's front matter `modified:` line says when (other lines untouched)."""
-    if not text.startswith("---\n"):
-        return text
-    end = text.find("\n---\n", 3)
-    if end == -1:
-        return text
-    front = re.sub(r"(?m)^modified:.*$", f"modified: {at}", text[: end + 1], count=1)
-    return front + text[end + 1:]
 
 
 def _demote(body: str) -> str:

@@ -1,0 +1,319 @@
+"""In-place edits of a document's front matter: one key at a time, every other byte kept.
+
+A person's front matter has its own key order, list style (block `- a` or flow `[a, b]`),
+quoting and comments. A write that must change one key edits that key's lines only; a new
+key goes at the end of the front matter; a file without front matter gets one only when a
+key must be written. Pure functions over LF text (the caller strips a BOM and CRLF first).
+"""
+
+from __future__ import annotations
+
+import re
+
+import yaml
+
+from ..errors import ValidationError
+
+_LINES = re.compile(r"[^\n]*\n|[^\n]+")
+_KEY_LINE = re.compile(r"(\"[^\"\n]*\"|'[^'\n]*'|[^\s:#\-][^:\n]*):(?:[ \t]|$)")
+_ITEM = re.compile(r"([ \t]*)-(?:[ \t]|$)")
+_WIDE = float("inf")
+
+
+def split(text: str) -> tuple[str, str, str] | None:
+    """(opening `---` line, YAML between, rest from the closing `---` line on); None without
+    front matter. An unclosed `---` is a thematic break, not front matter."""
+    lines = _LINES.findall(text)
+    if not lines or lines[0].rstrip() != "---":
+        return None
+    for i in range(1, len(lines)):
+        if lines[i].rstrip() == "---":
+            return lines[0], "".join(lines[1:i]), "".join(lines[i:])
+    return None
+
+
+def _blocks(yaml_text: str) -> list[tuple[str, int, int]]:
+    """(key, first line, end line) of each top-level key; trailing blank and comment lines
+    belong to whatever follows, not to the block."""
+    lines = _LINES.findall(yaml_text)
+    starts = []
+    for i, line in enumerate(lines):
+        m = _KEY_LINE.match(line)
+        if m and not line.startswith("#"):
+            starts.append((m.group(1).strip().strip("\"'"), i))
+    out = []
+    for n, (key, i) in enumerate(starts):
+        end = starts[n + 1][1] if n + 1 < len(starts) else len(lines)
+        while end > i + 1 and (not lines[end - 1].strip() or lines[end - 1].lstrip().startswith("#")):
+            end -= 1
+        out.append((key, i, end))
+    return out
+
+
+def scalar(value: str) -> str:
+    """A YAML scalar, quoted only when YAML needs it; safe inside flow lists and maps too."""
+    out = yaml.safe_dump([value], default_flow_style=True, allow_unicode=True, width=_WIDE).strip()
+    if "\n" in out:  # a multi-line string: escape its breaks rather than fold them
+        out = yaml.safe_dump([value], default_flow_style=True, default_style='"', allow_unicode=True,
+                             width=_WIDE).strip()
+    return out[1:-1]
+
+
+def _quoted_like(old: str, value: str) -> str:
+    """`value` written with the quoting `old` used (when that quoting can hold it)."""
+    old = old.strip()
+    if old.startswith('"') and "\\" not in value and '"' not in value and "\n" not in value:
+        return f'"{value}"'
+    if old.startswith("'") and "'" not in value and "\n" not in value:
+        return f"'{value}'"
+    return scalar(value)
+
+
+def _value_and_comment(rest: str) -> tuple[str, str]:
+    """Split the text after `key:` into (value, ` # comment` or '') outside quotes."""
+    quote = None
+    for i, c in enumerate(rest):
+        if quote:
+            quote = None if c == quote else quote
+        elif c in "\"'" and not rest[:i].strip():
+            quote = c
+        elif c == "#" and i and rest[i - 1] in " \t":
+            j = i
+            while j and rest[j - 1] in " \t":
+                j -= 1
+            return rest[:j], rest[j:]
+    return rest, ""
+
+
+def _flow_items(inner: str) -> list[str]:
+    """The raw item texts of a flow list's inside, split at top-level commas."""
+    items, depth, quote, cur = [], 0, None, ""
+    for c in inner:
+        if quote:
+            quote = None if c == quote else quote
+        elif c in "\"'":
+            quote = c
+        elif c in "[{":
+            depth += 1
+        elif c in "]}":
+            depth -= 1
+        elif c == "," and depth == 0:
+            items.append(cur)
+            cur = ""
+            continue
+        cur += c
+    if cur.strip():
+        items.append(cur)
+    return items
+
+
+def _load(text: str):
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError:
+        return None
+
+
+def _block_list_style(lines: list[str]) -> str:
+    """The item prefix (`- ` or `  - `) block lists use in this front matter; '' if none."""
+    for line in lines:
+        m = _ITEM.match(line)
+        if m:
+            return m.group(1)
+    return ""
+
+
+def _render_list(key: str, values: list[str], indent: str | None) -> str:
+    if indent is None or not values:
+        return f"{key}: [{', '.join(scalar(v) for v in values)}]\n"
+    return f"{key}:\n" + "".join(f"{indent}- {scalar(v)}\n" for v in values)
+
+
+def set_list(yaml_text: str, key: str, values: list[str]) -> str:
+    """Make `key` list exactly `values`: kept items keep their spelling and lines, dropped
+    ones lose theirs, new ones are appended in the list's own style."""
+    lines = _LINES.findall(yaml_text)
+    if lines and not lines[-1].endswith("\n"):
+        lines[-1] += "\n"
+    block = next((b for b in _blocks("".join(lines)) if b[0] == key), None)
+    if block is None:
+        if not values:
+            return yaml_text
+        style = _block_list_style(lines)
+        return "".join(lines) + _render_list(key, values, style if any(_ITEM.match(x) for x in lines) else None)
+    _, first, end = block
+    head = lines[first]
+    after = head.split(":", 1)[1] if not head.startswith(("'", '"')) else head[head.index(head[0], 1) + 2:]
+    value, comment = _value_and_comment(after.rstrip("\n"))
+    wanted = list(values)
+    if value.strip().startswith("[") and value.strip().endswith("]"):  # flow list: [a, b]
+        inner = value.strip()[1:-1]
+        raw = _flow_items(inner)
+        kept = []
+        for item in raw:
+            loaded = _load(item.strip())
+            text = str(loaded) if loaded is not None else item.strip()
+            if text in wanted:
+                wanted.remove(text)
+                kept.append(item)
+        sep = "," if len(raw) > 1 and not raw[1].startswith((" ", "\t")) else ", "
+        pad = " " if inner.startswith(" ") and inner.endswith(" ") and inner.strip() else ""
+        joined = sep.join([k.strip() for k in kept] + [scalar(v) for v in wanted])
+        lead = value[:len(value) - len(value.lstrip())] or " "
+        new_head = head[:len(head) - len(after)] + f"{lead}[{pad}{joined}{pad}]" + comment + "\n"
+        return "".join(lines[:first] + [new_head] + lines[first + 1:])
+    if not value.strip():  # block list: one `- item` per line
+        items = [i for i in range(first + 1, end) if _ITEM.match(lines[i])]
+        out, indent = list(lines[first + 1:end]), _ITEM.match(lines[items[0]]).group(1) if items else "  "
+        keep_lines = []
+        for n, i in enumerate(items):
+            stop = items[n + 1] if n + 1 < len(items) else end
+            loaded = _load(lines[i].strip()[1:].strip() or "null")
+            text = str(loaded) if loaded is not None else ""
+            if text in wanted:
+                wanted.remove(text)
+                keep_lines.extend(range(i, stop))
+        others = [i for i in range(first + 1, end) if i < (items[0] if items else end)]
+        body = [lines[i] for i in others + keep_lines]
+        body += [f"{indent}- {scalar(v)}\n" for v in wanted]
+        del out
+        if not body:  # an empty block list reads as null; write it as []
+            return "".join(lines[:first] + [head.rstrip("\n").rstrip() + " []\n"] + lines[end:])
+        return "".join(lines[:first + 1] + body + lines[end:])
+    # A single scalar (`tags: python`): becomes a flow list if it must hold more or other.
+    loaded = _load(value.strip())
+    if values == [str(loaded)]:
+        return yaml_text
+    new_head = head[:len(head) - len(after)] + " " + (
+        f"[{', '.join(scalar(v) for v in values)}]" if len(values) != 1 else scalar(values[0])) + comment + "\n"
+    return "".join(lines[:first] + [new_head] + lines[first + 1:end] + lines[end:])
+
+
+def set_scalar(yaml_text: str, key: str, value: str, *, timestamp: bool = False) -> str:
+    """Set one scalar key in place (quoting and comment kept), or append it at the end.
+    `timestamp`: the value is an ISO time, written plain as YAML reads it (unless quoted before)."""
+    lines = _LINES.findall(yaml_text)
+    if lines and not lines[-1].endswith("\n"):
+        lines[-1] += "\n"
+    block = next((b for b in _blocks("".join(lines)) if b[0] == key), None)
+    if block is None:
+        return "".join(lines) + f"{key}: {scalar(value)}\n"
+    _, first, end = block
+    head = lines[first]
+    colon = head.index(":", len(head) - len(head.lstrip()) if not head.startswith(("'", '"'))
+                       else head.index(head[0], 1))
+    after = head[colon + 1:].rstrip("\n")
+    old, comment = _value_and_comment(after)
+    lead = old[:len(old) - len(old.lstrip())] or " "
+    plain = timestamp and not old.strip().startswith(("'", '"'))
+    new_head = head[:colon + 1] + lead + (value if plain else _quoted_like(old, value)) + comment + "\n"
+    return "".join(lines[:first] + [new_head] + lines[end:])
+
+
+def has_key(yaml_text: str, key: str) -> bool:
+    return any(b[0] == key for b in _blocks(yaml_text))
+
+
+def with_front_matter(text: str, edit) -> str:
+    """Apply `edit(yaml_text) -> yaml_text` to the document's front matter, creating one at the
+    top when there is none (and the edit writes something)."""
+    parts = split(text)
+    if parts is None:
+        new = edit("")
+        return f"---\n{new}---\n{text}" if new else text
+    opening, body, rest = parts
+    return opening + edit(body) + rest
+
+
+def _relation_items(lines: list[str], first: int, end: int) -> list[tuple[int, int]]:
+    """(first line, end line) of each item of a block list whose key line is `first`."""
+    items = [i for i in range(first + 1, end) if _ITEM.match(lines[i])]
+    indent = len(_ITEM.match(lines[items[0]]).group(1)) if items else 0
+    items = [i for i in items if len(_ITEM.match(lines[i]).group(1)) == indent]
+    return [(i, items[n + 1] if n + 1 < len(items) else end) for n, i in enumerate(items)]
+
+
+def _item_relation(text: str) -> tuple[str, str] | None:
+    loaded = _load(text)
+    if isinstance(loaded, list) and len(loaded) == 1 and isinstance(loaded[0], dict):
+        item = loaded[0]
+        rtype = next((item[k] for k in ("type", "relation_type", "relationType") if k in item), None)
+        if rtype is not None and item.get("to") is not None:
+            return str(rtype), str(item["to"])
+    return None
+
+
+def edit_relations(yaml_text: str, remove: list[tuple[str, str]], add: list[tuple[str, str]],
+                   key_of=str.casefold) -> str:
+    """Drop the `relations` items naming (type, to) in `remove` (compared by key_of(to)) and
+    append `add` in the style of the items already there."""
+    lines = _LINES.findall(yaml_text)
+    if lines and not lines[-1].endswith("\n"):
+        lines[-1] += "\n"
+    block = next((b for b in _blocks("".join(lines)) if b[0] == "relations"), None)
+    drop = {(t, key_of(to)) for t, to in remove}
+    if block is None:
+        if not add:
+            return yaml_text
+        return "".join(lines) + "relations:\n" + "".join(
+            f"  - {{type: {scalar(t)}, to: {scalar(to)}}}\n" for t, to in add)
+    _, first, end = block
+    value, comment = _value_and_comment(lines[first].split(":", 1)[1].rstrip("\n"))
+    if value.strip().startswith("[") and value.strip().endswith("]") and value.strip() != "[]":
+        # A flow list, `relations: [{type: a, to: b}]`: its items keep their spelling.
+        kept = [i for i in _flow_items(value.strip()[1:-1])
+                if not ((rel := _item_relation("- " + i.strip())) and (rel[0], key_of(rel[1])) in drop)]
+        new = [f"{{type: {scalar(t)}, to: {scalar(to)}}}" for t, to in add]
+        lines[first] = f"relations: [{', '.join([k.strip() for k in kept] + new)}]{comment}\n"
+        return "".join(lines)
+    if lines[first].split(":", 1)[1].split("#")[0].strip() not in ("", "[]"):
+        raise ValidationError("relations: written in a form memloci edits only as a list of {type, to}; "
+                              "edit it by hand", hint="Write relations as `- {type: uses, to: fastapi}` items.")
+    if lines[first].split(":", 1)[1].split("#")[0].strip() == "[]" and add:
+        lines[first] = "relations:\n"
+    items = _relation_items(lines, first, end)
+    keep = []
+    template = None
+    for i, stop in items:
+        rel = _item_relation("".join(lines[i:stop]))
+        if rel and template is None:
+            template = "".join(lines[i:stop])
+        if rel and (rel[0], key_of(rel[1])) in drop:
+            continue
+        keep.extend(range(i, stop))
+    new_items = [_like(template, t, to) for t, to in add]
+    pre = [k for k in range(first + 1, end) if not items or k < items[0][0]]
+    body = [lines[k] for k in pre + keep] + new_items
+    if not body:
+        return "".join(lines[:first] + ["relations: []\n"] + lines[end:])
+    return "".join(lines[:first + 1] + body + lines[end:])
+
+
+def _like(template: str | None, rtype: str, to: str) -> str:
+    """A relations item for (rtype, to), laid out as `template` is."""
+    if template is None:
+        return f"  - {{type: {scalar(rtype)}, to: {scalar(to)}}}\n"
+    out = re.sub(r"((?:type|relation_type|relationType)\s*:\s*)(\"[^\"]*\"|'[^']*'|[^,}\n#]+?)(\s*(?:[,}]|#|\n|$))",
+                 lambda m: m.group(1) + _quoted_like(m.group(2), rtype) + m.group(3), template, count=1)
+    out = re.sub(r"(\bto\s*:\s*)(\"[^\"]*\"|'[^']*'|[^,}\n#]+?)(\s*(?:[,}]|#|\n|$))",
+                 lambda m: m.group(1) + _quoted_like(m.group(2), to) + m.group(3), out, count=1)
+    return out if out.endswith("\n") else out + "\n"
+
+
+def rename_relation_targets(yaml_text: str, old: str, new: str, key_of=str.casefold) -> str:
+    """Point `to: old` values in `relations` items at `new`, quoting kept."""
+    lines = _LINES.findall(yaml_text)
+    block = next((b for b in _blocks(yaml_text) if b[0] == "relations"), None)
+    if block is None:
+        return yaml_text
+    _, first, end = block
+
+    def swap(m: re.Match) -> str:
+        loaded = _load(m.group(2))
+        if loaded is not None and key_of(str(loaded)) == key_of(old):
+            return m.group(1) + _quoted_like(m.group(2), new) + m.group(3)
+        return m.group(0)
+
+    for i in range(first, end):  # the key line too: `relations: [{type: x, to: y}]`
+        lines[i] = re.sub(r"(\bto\s*:\s*)(\"[^\"]*\"|'[^']*'|[^,}\n#]+?)(\s*(?:[,}]|#|\n|$))", swap, lines[i])
+    return "".join(lines)

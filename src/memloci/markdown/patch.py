@@ -1,0 +1,167 @@
+"""Changes to an existing entity file, made as edits to its bytes (DESIGN.md §3, "a person's bytes").
+
+A file memloci did not create is never rendered again: each change a call makes (a link
+renamed, an observation added or removed, a relation, a tag, a merged section) is applied to
+the text as it is, and every other byte stays. CRLF, a BOM and a missing final newline are
+kept. Pure functions over text; the store does the I/O.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from . import frontmatter as fm
+from .document import (
+    EntityDocument,
+    _analyze,
+    _heading,
+    _items,
+    _observations_region,
+    observation_line,
+    parse_document,
+    rewrite_wikilinks,
+    wikilinks,
+)
+
+LINKS_TO = "links_to"
+
+
+@dataclass(frozen=True)
+class Style:
+    """How a file spells what the parser normalizes away."""
+
+    bom: bool = False
+    crlf: bool = False
+    final_newline: bool = True
+
+
+def decode(data: bytes) -> tuple[str, Style]:
+    """UTF-8 bytes -> (LF text ending in a newline, the file's style)."""
+    text = data.decode("utf-8")
+    bom = text.startswith("\ufeff")
+    text = text.removeprefix("\ufeff")
+    crlf = "\r\n" in text and text.count("\r\n") == text.count("\n")  # mixed endings are left as they are
+    if crlf:
+        text = text.replace("\r\n", "\n")
+    final = not text or text.endswith("\n")
+    return (text if final else text + "\n"), Style(bom, crlf, final)
+
+
+def encode(text: str, style: Style) -> bytes:
+    """The inverse of `decode`."""
+    if not style.final_newline and text.endswith("\n"):
+        text = text[:-1]
+    if style.crlf:
+        text = text.replace("\r\n", "\n").replace("\n", "\r\n")
+    return (("\ufeff" if style.bom else "") + text).encode("utf-8")
+
+
+@dataclass
+class Wanted:
+    """What the index says the file must hold after this write."""
+
+    doc: EntityDocument  # name, type, aliases, tags, observations (+ their dates)
+    relations: list[tuple[str, str]]  # every outgoing relation and pending link, (type, to name)
+    renames: list[tuple[str, str]]  # (old, new) names renamed in this change
+    tail: str = ""  # text appended to the body (a merge)
+    stamp: str | None = None  # set `modified:` in place to this (files memloci created)
+
+
+def patch_document(text: str, want: Wanted, *, fallback_name: str, key_of: Callable[[str], str]) -> str:
+    """The file's LF text changed exactly as far as `want` differs from it."""
+    original = text
+    before = parse_document(text, fallback_name=fallback_name)
+    for old, new in want.renames:
+        if key_of(before.name) == key_of(old):
+            text = _set_title(text, new)
+        try:
+            text = rewrite_wikilinks(text, old, new)
+        except Exception:  # a name no link can carry: nothing to rewrite
+            pass
+        text = fm.with_front_matter(text, lambda y: fm.rename_relation_targets(y, old, new, key_of) if y else y)
+    if want.tail:
+        text = text.rstrip("\n") + want.tail
+        text = text if text.endswith("\n") else text + "\n"
+    text = _patch_observations(text, want.doc.observations, want.doc.dates)
+    text = _patch_front_matter(text, want, fallback_name, key_of)
+    if parse_document(text, fallback_name=fallback_name).name != want.doc.name:
+        text = _set_title(text, want.doc.name)
+    if want.stamp and text != original and (parts := fm.split(text)) and fm.has_key(parts[1], "modified"):
+        text = fm.with_front_matter(text, lambda y: fm.set_scalar(y, "modified", want.stamp, timestamp=True))
+    return text
+
+
+def _set_title(text: str, name: str) -> str:
+    """The document names `name`: by its `name:` key, else its leading `# title`, else a
+    `name:` key is written (the file name no longer says it)."""
+    parts = fm.split(text)
+    if parts is not None and fm.has_key(parts[1], "name"):
+        return fm.with_front_matter(text, lambda y: fm.set_scalar(y, "name", name))
+    doc = _analyze(text)
+    i = doc.start
+    while i < len(doc.lines) and not doc.lines[i].strip():
+        i += 1
+    if doc.headings and doc.headings[0][:2] == (i, 1):
+        line = doc.lines[i]
+        m = re.match(r"(#[ \t]+)(.*?)([ \t]+#+[ \t]*)?(\n?)$", line)
+        if m and _heading(f"# {name}") == (1, name):
+            doc.lines[i] = m.group(1) + name + (m.group(3) or "") + m.group(4)
+            return "".join(doc.lines)
+    return fm.with_front_matter(text, lambda y: fm.set_scalar(y, "name", name))
+
+
+def _patch_observations(text: str, wanted: list[str], dates: dict[str, str]) -> str:
+    doc = _analyze(text)
+    region = _observations_region(doc)
+    items = _items(doc, region[0] + 1, region[1]) if region else []
+    parsed = parse_document(text, fallback_name="x").observations if region else []
+    need = Counter(wanted)
+    drop: set[int] = set()
+    for (first, stop, _), content in zip(items, parsed):
+        if need[content] > 0:
+            need[content] -= 1
+        else:
+            drop.update(range(first, stop))
+    have = Counter(parsed)
+    new, seen = [], Counter()
+    for o in wanted:  # in the order the index lists them
+        seen[o] += 1
+        if seen[o] > have[o]:
+            new.append(observation_line(o, dates.get(o)))
+    lines = doc.lines
+    if not new:
+        return "".join(line for i, line in enumerate(lines) if i not in drop)
+    if region is None:
+        sep = "\n" if lines and lines[-1].strip() else ""
+        return "".join(lines) + sep + "## Observations\n" + "".join(new)
+    head, end = region
+    at = items[-1][1] if items else end
+    while not items and at > head + 1 and not lines[at - 1].strip():
+        at -= 1
+    out = [line for i, line in enumerate(lines[:at]) if i not in drop] + new
+    return "".join(out + [line for i, line in enumerate(lines[at:], at) if i not in drop])
+
+
+def _patch_front_matter(text: str, want: Wanted, fallback_name: str, key_of) -> str:
+    have = parse_document(text, fallback_name=fallback_name)
+    doc = want.doc
+    parts = fm.split(text)
+    present = (lambda k: fm.has_key(parts[1], k)) if parts else (lambda k: False)
+    if have.entity_type != doc.entity_type:
+        text = fm.with_front_matter(text, lambda y: fm.set_scalar(y, "type", doc.entity_type))
+    for key, old, new in (("aliases", have.aliases, doc.aliases), ("tags", have.tags, doc.tags)):
+        if old != new and (new or present(key)):
+            text = fm.with_front_matter(text, lambda y, k=key, v=new: fm.set_list(y, k, list(v)))
+    own = key_of(doc.name)
+    linked = {key_of(t) for t in wikilinks(have.body)}
+    written = {(t, key_of(to)) for t, to in have.relations}
+    index = {(t, key_of(to)): to for t, to in want.relations if not (t == LINKS_TO and key_of(to) == own)}
+    remove = [(t, to) for t, to in have.relations if (t, key_of(to)) not in index]
+    add = [(t, to) for (t, k), to in index.items()
+           if (t, k) not in written and not (t == LINKS_TO and k in linked)]
+    if remove or add:
+        text = fm.with_front_matter(text, lambda y: fm.edit_relations(y, remove, add, key_of))
+    return text

@@ -1,0 +1,195 @@
+"""A person's bytes are kept: tool calls on a copy of tests/golden_vault (notes written the way
+people write them) change exactly the bytes they are about. After every call EVERY file of
+the vault is compared byte for byte with the original plus the expected change."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import unicodedata
+from pathlib import Path
+
+import pytest
+
+from conftest import run_session
+from memloci.libraries import LibraryRegistry, LibrarySpec
+from memloci.model import ObservationBatch, RelationInput
+from memloci.service import MemoryService
+
+VAULT = Path(__file__).parent / "golden_vault"
+DATE = re.compile(rb"<!-- \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ -->")
+
+
+def files(folder: Path) -> dict[str, bytes]:
+    """Every file a person sees: all but memloci's own `.memloci/` and the journal it appends."""
+    out = {}
+    for path in sorted(folder.rglob("*")):
+        rel = path.relative_to(folder).as_posix()
+        if path.is_file() and not rel.startswith(".memloci/") and rel != "journal.md":
+            out[rel] = path.read_bytes()
+    return out
+
+
+@pytest.fixture
+def vault(tmp_path):
+    folder = tmp_path / "vault"
+    shutil.copytree(VAULT, folder, ignore=shutil.ignore_patterns(".gitattributes"))
+    original = files(folder)
+    service = MemoryService(LibraryRegistry([LibrarySpec("v", folder, "markdown")]))
+    service.list_entities("*")  # mounts and indexes the vault
+    yield service, folder, original
+    service.close()
+
+
+def check(folder: Path, expected: dict[str, bytes]) -> None:
+    """Every file exactly as expected; memloci's dates (unknowable in advance) read as DATE."""
+    actual = {rel: DATE.sub(b"<!-- DATE -->", data) for rel, data in files(folder).items()}
+    assert sorted(actual) == sorted(expected)
+    for rel in expected:
+        assert actual[rel] == expected[rel], rel
+
+
+def changed(original: dict[str, bytes], **edits: tuple[str, str]) -> dict[str, bytes]:
+    """The original with each named file's one substring replaced (file names with / as __)."""
+    out = dict(original)
+    for key, (old, new) in edits.items():
+        rel = key.replace("__", "/").replace("_", " ") + ".md"
+        assert out[rel].count(old.encode()) == 1, (rel, old)
+        out[rel] = out[rel].replace(old.encode(), new.encode())
+    return out
+
+
+def test_mounting_a_vault_changes_and_adds_nothing(vault):
+    service, folder, original = vault
+    check(folder, original)
+    assert not (folder / ".gitattributes").exists() and not (folder / "journal.md").exists()
+    names = {e["name"] for e in service.list_entities("*")}
+    assert {"Acme Corp", "Alice Martin", "Apollo", "2026-11-01", "Café", "Empty"} <= names
+
+
+def test_rename_changes_only_the_link_text(vault):
+    service, folder, original = vault
+    result = service.rename_entity("Acme Corp", "Acme Inc")
+    expected = dict(original)
+    expected["Acme Inc.md"] = expected.pop("Acme Corp.md").replace(b"# Acme Corp\n", b"# Acme Inc\n")
+    everywhere = ["Alice Martin.md", "Projects/Apollo.md", "Daily/2026-11-01.md", "Meeting notes.md", "BOM note.md",
+                  "No newline.md", "Template.md", "Travel/Paris trip.md"]
+    for rel in everywhere:
+        expected[rel] = expected[rel].replace(b"[[Acme Corp", b"[[Acme Inc")
+    expected["Daily/2026-11-02.md"] = expected["Daily/2026-11-02.md"].replace(b"[[acme corp]]", b"[[Acme Inc]]")
+    expected["Reading list.md"] = expected["Reading list.md"].replace(b"to: Acme Corp", b"to: Acme Inc")
+    expected["Bob.md"] = expected["Bob.md"].replace(b'to: "Acme Corp"', b'to: "Acme Inc"')
+    expected["Code sample.md"] = expected["Code sample.md"].replace(b"but [[Acme Corp]]", b"but [[Acme Inc]]")
+    check(folder, expected)
+    assert {"Alice Martin", "Apollo", "Template", "Paris trip"} <= set(result["links_rewritten_in"])
+    # The index agrees with the files: a rebuild finds the same graph.
+    before = {(r.from_entity, r.relation_type, r.to_entity) for r in service.find_relations(to_entity="Acme Inc")}
+    service.store("v").rebuild_index()
+    after = {(r.from_entity, r.relation_type, r.to_entity) for r in service.find_relations(to_entity="Acme Inc")}
+    assert before == after and ("Bob", "works_at", "Acme Inc") in after
+    check(folder, expected)
+
+
+def test_observations_are_added_and_removed_as_lines(vault):
+    service, folder, original = vault
+    service.add_observations([ObservationBatch("Kitchen", ("dishwasher leaks",)),
+                              ObservationBatch("No newline", ("linked from the inbox",)),
+                              ObservationBatch("Meeting notes", ("quote sent",))])
+    expected = changed(original, Kitchen=("* oven runs hot\n", "* oven runs hot\n- dishwasher leaks <!-- DATE -->\n"))
+    expected["No newline.md"] += b"\n\n## Observations\n- linked from the inbox <!-- DATE -->"
+    expected["Meeting notes.md"] += b"\r\n## Observations\r\n- quote sent <!-- DATE -->\r\n"
+    check(folder, expected)
+    service.delete_observations([ObservationBatch("Inbox", ("coffee machine fixed",)),
+                                 ObservationBatch("Kitchen", ("dishwasher leaks",))])
+    expected["Inbox.md"] = expected["Inbox.md"].replace(b"- coffee machine fixed\n", b"")
+    expected["Kitchen.md"] = original["Kitchen.md"]
+    check(folder, expected)
+    # The date memloci wrote is read back as the observation's date; a person's line has none.
+    kitchen = service.open_nodes(["Meeting notes"]).entities[0]
+    written = DATE.search((folder / "Meeting notes.md").read_bytes()).group()[5:-4].decode()
+    assert [o.created_at for o in kitchen.observations if o.content == "quote sent"] == [written]
+
+
+def test_relations_edit_front_matter_in_its_own_style(vault):
+    service, folder, original = vault
+    service.create_relations([RelationInput("Bob", "knows", "Alice Martin"),
+                              RelationInput("Weekly review", "covers", "Apollo"),
+                              RelationInput("Inbox", "mentions", "Kitchen"),
+                              RelationInput("Reading list", "recommended_by", "Alice Martin")])
+    expected = changed(
+        original,
+        Bob=('"Acme Corp"}]', '"Acme Corp"}, {type: knows, to: Alice Martin}]'),
+        Weekly_review=("tags: [review]\n", "tags: [review]\nrelations:\n  - {type: covers, to: Apollo}\n"),
+        Reading_list=("    to: Acme Corp\n", "    to: Acme Corp\n  - type: recommended_by\n    to: Alice Martin\n"),
+    )
+    expected["Inbox.md"] = b"---\nrelations:\n  - {type: mentions, to: Kitchen}\n---\n" + original["Inbox.md"]
+    check(folder, expected)
+    service.delete_relations([RelationInput("Reading list", "inspired_by", "Acme Corp"),
+                              RelationInput("Bob", "knows", "Alice Martin")])
+    expected["Reading list.md"] = expected["Reading list.md"].replace(b"  - type: inspired_by\n    to: Acme Corp\n", b"")
+    expected["Bob.md"] = original["Bob.md"]
+    check(folder, expected)
+
+
+def test_document_edits_touch_only_their_section(vault):
+    service, folder, original = vault
+    service.add_entity_content("Meeting notes", "Actions", "- call back")
+    service.replace_entity_section("Acme Corp", "History", "History", "Founded in 1998, in Lyon.")
+    service.delete_entity_content("Alice Martin", "- phone: +33 1 23 45 67 89\n")
+    expected = changed(original, Meeting_notes=("- send quote\r\n", "- send quote\r\n- call back\r\n"),
+                       Acme_Corp=("Founded in 1999 in Lyon.", "Founded in 1998, in Lyon."))
+    expected["Alice Martin.md"] = original["Alice Martin.md"].replace(b"\n- phone: +33 1 23 45 67 89\n", b"")
+    check(folder, expected)
+    service.add_entity_content("BOM note", "Later", "Read again.")
+    expected["BOM note.md"] += b"\n## Later\n\nRead again.\n"
+    check(folder, expected)
+
+
+def test_merge_appends_and_deletes_nothing_else(vault):
+    service, folder, original = vault
+    service.merge_entities(["Bob"], "Alice Martin")
+    expected = dict(original)
+    del expected["Bob.md"]
+    expected["Alice Martin.md"] = original["Alice Martin.md"].replace(
+        b"tags: [person, contact]\n",
+        b"tags: [person, contact]\naliases: [Bob]\nrelations:\n  - {type: works_at, to: Acme Corp}\n",
+    ) + b"\n---\n\n## Merged from Bob\n"
+    check(folder, expected)
+
+
+def test_delete_entities_removes_one_file(vault):
+    service, folder, original = vault
+    service.delete_entities(["Empty", "Ideas"])
+    expected = dict(original)
+    del expected["Empty.md"], expected["Ideas.md"]
+    check(folder, expected)
+
+
+def test_decomposed_file_names_answer_to_composed_names(vault):
+    service, folder, original = vault
+    nfd = unicodedata.normalize("NFD", "résumé")
+    (folder / f"{nfd}.md").write_bytes(b"Worked for [[Acme Corp]].\n")
+    service.store("v").sync()
+    nfc = unicodedata.normalize("NFC", "résumé")
+    assert [e.name for e in service.open_nodes([nfc]).entities] == [nfd]
+    service.add_observations([ObservationBatch(nfc.upper(), ("fluent in Spanish",))])
+    assert (folder / f"{nfd}.md").read_bytes().startswith(b"Worked for [[Acme Corp]].\n\n## Observations\n- fluent")
+    service.delete_entities([nfc])
+    assert not (folder / f"{nfd}.md").exists() and service.open_nodes([nfc]).entities == ()
+    check(folder, original)
+
+
+def test_a_rename_over_stdio_keeps_the_vault(tmp_path):
+    """The same promise through the real server, as a client would ask it."""
+    folder = tmp_path / "vault"
+    shutil.copytree(VAULT, folder, ignore=shutil.ignore_patterns(".gitattributes"))
+    original = files(folder)
+
+    async def body(c):
+        await c.ok("rename_entity", old_name="Kitchen", new_name="Küche")
+
+    run_session(tmp_path / "home", body, "--libraries", f"v:{folder}")
+    expected = dict(original)
+    expected["Küche.md"] = expected.pop("Kitchen.md").replace(b"# Kitchen\n", "# Küche\n".encode())
+    expected["Daily/2026-11-01.md"] = expected["Daily/2026-11-01.md"].replace(b"[[Kitchen]]", "[[Küche]]".encode())
+    check(folder, expected)
