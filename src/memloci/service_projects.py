@@ -5,16 +5,16 @@ Mixed into MemoryService (uses `store`)."""
 from __future__ import annotations
 
 import logging
-import os
 from pathlib import Path
 from typing import Any
 
 from . import schema
-from .errors import AlreadyExistsError, ValidationError
+from . import confine
+from .errors import AlreadyExistsError, PermissionDeniedError, ValidationError
 from .libraries import ProjectRef
 from .markdown.export import render_graph
 from .model import EntityInput, RelationInput, name_key, now_iso
-from .projects import is_inside, project_label, read_n2n
+from .projects import project_label, read_n2n
 
 log = logging.getLogger(__name__)
 
@@ -74,20 +74,30 @@ class ProjectService:
         relative = Path(output_path)
         if relative.is_absolute():
             raise ValidationError(f"output_path: '{output_path}' is absolute; give a path relative to the project root")
-        store = self.store(library)
-        root = Path(store.root).parent
-        target = root / relative
-        if ".." in relative.parts or not is_inside(root, target.parent) or (target.is_symlink() and not is_inside(root, target)):
-            raise ValidationError(f"output_path: '{output_path}' leads outside the project root {root.name}")
-        if not target.parent.is_dir():
-            raise ValidationError(f"output_path: the folder {relative.parent} does not exist in the project")
-        inside = Path(os.path.realpath(target.parent)).relative_to(root).parts  # links resolved
-        if relative.suffix.lower() not in (".md", ".markdown") or any(p.startswith(".") for p in (*relative.parts, *inside)):
+        if ".." in relative.parts:
+            raise ValidationError(f"output_path: '{output_path}' leads outside the project root")
+        if relative.suffix.lower() not in (".md", ".markdown") or any(p.startswith(".") for p in relative.parts):
             raise ValidationError(f"output_path: '{output_path}' must be a .md file outside hidden folders "
                                   "(.mcp, .git, ...)", hint="For example KNOWLEDGE_GRAPH.md or docs/graph.md.")
-        if target.exists() and not target.is_file():
-            raise ValidationError(f"output_path: '{output_path}' is not a regular file")
-        if target.exists() and not target.read_text(encoding="utf-8", errors="replace").startswith(EXPORT_TITLE):
+        store = self.store(library)
+        root = Path(store.root).parent
+        # No link anywhere on the way (confine.py): a `docs -> /elsewhere` in a clone is refused.
+        try:
+            current = confine.read_bytes(root, relative)
+        except FileNotFoundError:
+            current = None
+            if relative.parent.parts and not confine.exists(root, relative.parent):
+                raise ValidationError(f"output_path: the folder {relative.parent} does not exist in the project") from None
+        except NotADirectoryError:
+            raise ValidationError(f"output_path: the folder {relative.parent} does not exist in the project") from None
+        except IsADirectoryError:
+            raise ValidationError(f"output_path: '{output_path}' is not a regular file") from None
+        except confine.LinkRefusedError as exc:
+            raise ValidationError(f"output_path: '{output_path}' passes through a symbolic link; memloci does not "
+                                  "follow links inside a project", hint="Pick a path without links.") from exc
+        except PermissionDeniedError as exc:
+            raise ValidationError(f"output_path: '{output_path}' is not a regular file") from exc
+        if current is not None and not current.decode("utf-8", errors="replace").startswith(EXPORT_TITLE):
             raise AlreadyExistsError(f"output_path: '{output_path}' exists and is not an export of this graph; "
                                      "it is left as it is", hint="Pick another file name.")
         graph = store.export_graph(order="name")
@@ -96,12 +106,7 @@ class ProjectService:
         if ctx:
             text += "\n## Current context\n\n" + "".join(
                 f"- {k.replace('_', ' ')}: {', '.join(v) if isinstance(v, list) else v}\n" for k, v in ctx.items())
-        tmp = target.parent / f".{target.name}.{os.getpid()}.tmp"
-        try:
-            tmp.write_text(text, encoding="utf-8")
-            os.replace(tmp, target)
-        finally:
-            tmp.unlink(missing_ok=True)
+        confine.write_atomic(root, relative, text.encode("utf-8"))
         return {"path": str(relative), "entities": len(graph.entities), "relations": len(graph.relations)}
 
     # -- n2n-memory ----------------------------------------------------------------------
