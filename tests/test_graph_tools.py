@@ -18,15 +18,17 @@ def test_lists_the_nine_official_tools_with_schemas_and_annotations(home):
         for name in OFFICIAL:
             tool = tools[name]
             assert tool.output_schema and tool.output_schema["type"] == "object", name
-            assert "library" in tool.input_schema["properties"], name
-            assert "library_name" in tool.input_schema["properties"], name
+            # one library mounted: `library` cannot apply, so it is accepted but not advertised
+            assert "library" not in tool.input_schema["properties"], name
+            assert "library_name" not in tool.input_schema["properties"], name
+            assert tool.input_schema["additionalProperties"] is False, name
             assert tool.annotations is not None and tool.annotations.open_world_hint is False, name
         assert tools["read_graph"].annotations.read_only_hint is True
         assert tools["delete_entities"].annotations.destructive_hint is True
         assert tools["create_entities"].annotations.read_only_hint is False
         # official argument shapes
         assert tools["create_entities"].input_schema["required"] == ["entities"]
-        rel = tools["create_relations"].input_schema["$defs"]["RelationArg"]
+        rel = tools["create_relations"].input_schema["properties"]["relations"]["items"]
         assert set(rel["required"]) == {"from", "to", "relationType"}
         assert tools["delete_entities"].input_schema["required"] == ["entityNames"]
         assert tools["delete_observations"].input_schema["required"] == ["deletions"]

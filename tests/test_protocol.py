@@ -47,7 +47,8 @@ def test_malformed_arguments_get_errors_and_stdout_is_pure_json_rpc(home):
     assert "error" in by_id[2] and by_id[2]["error"]["code"] == -32602  # invalid params, at protocol level
     bad = by_id[3]["result"]
     assert bad["isError"] is True
-    error = bad["structuredContent"]["error"]
+    assert "structuredContent" not in bad  # errors are text only (TypeScript clients check it against the schema)
+    error = json.loads(bad["content"][0]["text"])["error"]
     assert error["code"] == "VALIDATION_ERROR"
     assert "entities[0].name: Input should be a valid string" in error["message"]
     assert "entities[0].entityType: Field required" in error["message"]

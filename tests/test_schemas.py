@@ -48,7 +48,7 @@ def test_strict_rules_through_the_strict_tool_set(home):
                            ("user_john", ["'user_john'"]), ("a" * 101, ["101 characters", "at most 100"])]:
             await fails(c, "create_entities", "VALIDATION_ERROR", "entities[1].name", *words,
                         entities=[person("fine-name"), person(bad)])
-        await fails(c, "create_entities", "VALIDATION_ERROR", "entities[0].entityType", "'animal'", "person, concept",
+        await fails(c, "create_entities", "VALIDATION_ERROR", "entities[0].entity_type", "'animal'", "person, concept",
                     entities=[person("rex", entity_type="animal")])
         await fails(c, "create_entities", "VALIDATION_ERROR", "observations[0]", "501 characters", "at most 500",
                     entities=[person("long-talker", "x" * 501)])

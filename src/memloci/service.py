@@ -313,11 +313,16 @@ class MemoryService(DocumentService, ProjectService, HistoryService):
 
     def search_by_tag(self, tags: Sequence[str], *, match_all: bool = False, limit: int = 100,
                       library: str | None = None) -> list[Memory]:
+        return self.search_by_tag_page(tags, match_all=match_all, limit=limit, library=library)[0]
+
+    def search_by_tag_page(self, tags: Sequence[str], *, match_all: bool = False, limit: int = 100,
+                           offset: int = 0, library: str | None = None) -> tuple[list[Memory], int]:
+        """One page of the memories carrying the tags, newest first, and how many there are in all."""
         clean = schema.validate_tags(tags, "tags", allow_empty=False)
         limit = schema.check_int(limit, "limit", 1, schema.PAGE_MAX)
-        memories, _ = self.store(library).list_memories(offset=0, limit=limit,
-                                                        filters=MemoryFilter(tuple(clean), match_all))
-        return memories
+        offset = schema.check_int(offset, "offset", 0, schema.OFFSET_MAX)
+        return self.store(library).list_memories(offset=offset, limit=limit,
+                                                 filters=MemoryFilter(tuple(clean), match_all))
 
     def _one_memory(self, store: Store, content_hash: str) -> Memory:
         content_hash = schema.clean_label(content_hash, "content_hash", 64)

@@ -7,26 +7,48 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from mcp_types import CallToolResult
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, model_validator
 
 from ..service import MemoryService
 from ..service_documents import NewEntityDocument
 from .graph import ConfirmRoot, Library, LibraryName, ProjectPath, _annotations, _library
 from .replies import reply
+from .surface import Args, hide
 
-Names = Annotated[list[str], Field(description="Entity names, e.g. [\"python-project\"]")]
+Names = list[str]
 
 
-class RelationIn(BaseModel):
-    model_config = ConfigDict(populate_by_name=True)
-    relation_type: str = Field(alias="relationType", description="e.g. uses, depends_on")
+TOOLS = ("list_libraries", "list_entities", "read_entities", "get_entities_toc", "read_entities_sections",
+         "add_entities", "add_entity_content", "delete_entity_content", "replace_entity_content",
+         "replace_entity_section", "rename_entity", "merge_entities", "find_relations", "read_manual",
+         "update_manual_section", "add_manual_section", "delete_manual_section")
+
+
+class RelationIn(Args):
+    # The Markdown-library shape `{type, to}`; `relation_type`/`relationType` accepted, not advertised.
+
+    model_config = ConfigDict(json_schema_extra=lambda s: hide(s, "relation_type", "relationType", require="type"))
+
+    type: str | None = Field(None, description="e.g. uses, depends_on")
+    relation_type: str | None = Field(None, validation_alias=AliasChoices("relation_type", "relationType"),
+                                      description="Same as type")
     to: str = Field(description="Target entity name")
 
+    @model_validator(mode="after")
+    def _one_type(self) -> "RelationIn":
+        if (self.type is None) == (self.relation_type is None):
+            raise ValueError("give exactly one of type and relation_type" if self.type else "type: Field required")
+        return self
 
-class NewEntity(BaseModel):
-    model_config = ConfigDict(populate_by_name=True)
+    @property
+    def kind(self) -> str:
+        return self.type if self.type is not None else self.relation_type  # type: ignore[return-value]
+
+
+class NewEntity(Args):
     name: str
-    entity_type: str | None = Field(None, alias="entityType", description="Default: the content's front matter type, else note")
+    entity_type: str | None = Field(None, validation_alias=AliasChoices("entity_type", "entityType"),
+                                    description="Default: the content's front matter type, else note")
     aliases: list[str] = []
     relations: list[RelationIn] = []
     content: str = Field("", description="Markdown body: sections, [[wikilinks]], '## Observations' list")
@@ -75,7 +97,7 @@ def register(server: Any, service: MemoryService) -> None:
                       confirm_new_project_root: ConfirmRoot = None) -> Annotated[CallToolResult, Out]:
         names = service.add_entities(
             [NewEntityDocument(e.name, e.entity_type, tuple(e.aliases),
-                               tuple((r.relation_type, r.to) for r in e.relations), e.content) for e in entities],
+                               tuple((r.kind, r.to) for r in e.relations), e.content) for e in entities],
             library=_library(library, library_name, project_path, confirm_new_project_root))
         return reply({"created": names})
 
@@ -169,7 +191,7 @@ def register(server: Any, service: MemoryService) -> None:
                                      'Example: {"entity_names": ["python-project"], "section_globs": ["arch*"]}'),
         (add_entities, {"idempotent": False}, "Create entities as documents; refuses names that exist.\n"
                         'Example: {"entities": [{"name": "python-project", "entity_type": "project", "aliases": '
-                        '["pyproj"], "relations": [{"relation_type": "uses", "to": "fastapi"}], "content": '
+                        '["pyproj"], "relations": [{"type": "uses", "to": "fastapi"}], "content": '
                         '"## Notes\\nSee [[deploy-guide]]."}]}'),
         (add_entity_content, {}, "Append text at the end of a section (created if missing). Headings match "
                                  "normalized: '## Notes', 'notes', 'NOTES'.\n"

@@ -10,46 +10,67 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from mcp_types import CallToolResult, ToolAnnotations
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ..errors import ValidationError
 from ..libraries import ProjectRef
 from ..model import Entity, EntityInput, ObservationBatch, Relation, RelationInput
 from ..service import DEFAULT_GRAPH_LIMIT, DEFAULT_SEARCH_LIMIT, MemoryService
 from .replies import reply
+from .surface import Args, hide
 
 # -- arguments (the official shapes) -----------------------------------------------------
 
 
-class EntityArg(BaseModel):
-    name: str = Field(description="The name of the entity")
-    entityType: str = Field(description="The type of the entity")
-    observations: list[str] = Field(default_factory=list, description="An array of observation contents associated with the entity")
+TOOLS = ("create_entities", "create_relations", "add_observations", "delete_entities", "delete_observations",
+         "delete_relations", "read_graph", "search_nodes", "open_nodes")
 
 
-class RelationArg(BaseModel):
-    model_config = ConfigDict(populate_by_name=True)
-    from_: str = Field(alias="from", description="The name of the entity where the relation starts")
-    to: str = Field(description="The name of the entity where the relation ends")
-    relationType: str = Field(description="The type of the relation")
+class EntityArg(Args):
+    name: str
+    entityType: str = Field(description="e.g. person, project")
+    observations: list[str] = Field(default_factory=list, description="Facts about it")
 
 
-class ObservationArg(BaseModel):
-    entityName: str = Field(description="The name of the entity to add the observations to")
-    contents: list[str] = Field(description="An array of observation contents to add")
+class RelationArg(Args):
+    # The official shape `{from, to, relationType}`, advertised as is; the Markdown-library shape
+    # says `type` (accepted, not advertised). No docstring: it would be sent in every tools/list.
+
+    model_config = ConfigDict(json_schema_extra=lambda s: hide(s, "type", require="relationType"))
+
+    from_: str = Field(alias="from", description="Source entity name")
+    to: str = Field(description="Target entity name")
+    relationType: str | None = Field(None, description="In active voice, e.g. works_at")
+    type: str | None = None
+
+    @model_validator(mode="after")
+    def _one_type(self) -> "RelationArg":
+        if (self.relationType is None) == (self.type is None):
+            raise ValueError("give exactly one of relationType and type" if self.type else
+                             "relationType: Field required")
+        return self
+
+    @property
+    def relation_type(self) -> str:
+        return self.relationType if self.relationType is not None else self.type  # type: ignore[return-value]
 
 
-class DeletionArg(BaseModel):
-    entityName: str = Field(description="The name of the entity containing the observations")
-    observations: list[str] = Field(description="An array of observations to delete")
+class ObservationArg(Args):
+    entityName: str
+    contents: list[str] = Field(description="Observations to add")
 
 
-Library = Annotated[str | None, Field(description="Library to use; may be left out when only one is mounted")]
-LibraryName = Annotated[str | None, Field(description="Same as `library`")]
-ProjectPath = Annotated[str | None, Field(description="Absolute path of a project root: use the memory kept in "
-                                                      "its .mcp/ folder instead of a mounted library")]
-ConfirmRoot = Annotated[str | None, Field(description="The detected_root of an AWAITING_CONFIRMATION answer: "
-                                                      "creates the project's .mcp/ memory there")]
+class DeletionArg(Args):
+    entityName: str
+    observations: list[str] = Field(description="Observations to delete")
+
+
+# The selectors carry no description: they repeat on every tool, and the server's instructions
+# explain them once (and the AWAITING_CONFIRMATION error explains confirm_new_project_root).
+Library = Annotated[str | None, Field()]
+LibraryName = Annotated[str | None, Field()]  # accepted as `library`, never advertised
+ProjectPath = Annotated[str | None, Field()]
+ConfirmRoot = Annotated[str | None, Field()]
 
 # -- results -----------------------------------------------------------------------------
 
@@ -192,7 +213,7 @@ def register(server: Any, service: MemoryService) -> None:
         project_path: ProjectPath = None, confirm_new_project_root: ConfirmRoot = None
     ) -> Annotated[CallToolResult, CreateRelationsOut]:
         created, existing = service.create_relations(
-            [RelationInput(r.from_, r.relationType, r.to) for r in relations], library=_library(library, library_name, project_path, confirm_new_project_root)
+            [RelationInput(r.from_, r.relation_type, r.to) for r in relations], library=_library(library, library_name, project_path, confirm_new_project_root)
         )
         shaped = [relation_out(r) for r in created]
         return reply({"relations": shaped, "already_existed": [relation_out(r) for r in existing]}, text=shaped)
@@ -210,7 +231,7 @@ def register(server: Any, service: MemoryService) -> None:
         return reply({"results": shaped}, text=shaped)
 
     def delete_entities(
-        entityNames: Annotated[list[str], Field(description="An array of entity names to delete")],
+        entityNames: list[str],
         library: Library = None, library_name: LibraryName = None,
         project_path: ProjectPath = None, confirm_new_project_root: ConfirmRoot = None,
     ) -> Annotated[CallToolResult, DeleteOut]:
@@ -231,12 +252,12 @@ def register(server: Any, service: MemoryService) -> None:
         return reply({"success": True, "message": message, "deleted": deleted}, text=message)
 
     def delete_relations(
-        relations: Annotated[list[RelationArg], Field(description="An array of relations to delete")],
+        relations: list[RelationArg],
         library: Library = None, library_name: LibraryName = None,
         project_path: ProjectPath = None, confirm_new_project_root: ConfirmRoot = None,
     ) -> Annotated[CallToolResult, DeleteOut]:
         deleted = service.delete_relations(
-            [RelationInput(r.from_, r.relationType, r.to) for r in relations], library=_library(library, library_name, project_path, confirm_new_project_root)
+            [RelationInput(r.from_, r.relation_type, r.to) for r in relations], library=_library(library, library_name, project_path, confirm_new_project_root)
         )
         message = "Relations deleted successfully"
         return reply({"success": True, "message": message, "deleted": [relation_out(r) for r in deleted]}, text=message)
@@ -268,7 +289,7 @@ def register(server: Any, service: MemoryService) -> None:
         return reply(structured)
 
     def search_nodes(
-        query: Annotated[str, Field(description="The search query to match against entity names, types, and observation content")],
+        query: Annotated[str, Field(description="Words or a part of a word; empty lists every entity")],
         limit: Annotated[int | None, Field(description=f"Most entities to return (default {DEFAULT_SEARCH_LIMIT})")] = None,
         library: Library = None, library_name: LibraryName = None,
         project_path: ProjectPath = None, confirm_new_project_root: ConfirmRoot = None,
@@ -283,7 +304,7 @@ def register(server: Any, service: MemoryService) -> None:
         return reply(structured)
 
     def open_nodes(
-        names: Annotated[list[str], Field(description="An array of entity names to retrieve")],
+        names: list[str],
         library: Library = None, library_name: LibraryName = None,
         project_path: ProjectPath = None, confirm_new_project_root: ConfirmRoot = None,
     ) -> Annotated[CallToolResult, GraphOut]:

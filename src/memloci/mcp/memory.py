@@ -52,6 +52,10 @@ class TagSearchOut(BaseModel):
     search_tags: list[str]
     match_all: bool
     total_results: int
+    total_count: int
+    offset: int
+    is_truncated: bool
+    next_offset: int | None = None
 
 
 class DeleteMemoryOut(BaseModel):
@@ -96,7 +100,9 @@ def memory_out(m: Memory, score: float | None = None, why: str | None = None) ->
     return out
 
 
-Tags = Annotated[list[str] | None, Field(description="Tags, e.g. [\"auth\", \"decision\"]")]
+TOOLS = ("store_memory", "retrieve_memory", "search_by_tag", "delete_memory", "update_memory", "list_memories",
+         "check_database_health")
+Tags = list[str] | None
 
 
 def register(server: Any, service: MemoryService) -> None:
@@ -109,7 +115,10 @@ def register(server: Any, service: MemoryService) -> None:
         entity: Annotated[str | None, Field(description="Entity this memory is an observation of")] = None,
         library: Library = None, library_name: LibraryName = None,
         project_path: ProjectPath = None, confirm_new_project_root: ConfirmRoot = None,
+        client_hostname: str | None = None,
     ) -> Annotated[CallToolResult, StoreOut]:
+        if client_hostname:  # what the MCP Memory Service's clients send; it keeps it as a tag
+            tags = [*(tags or ()), f"source:{client_hostname}"]
         memory, created = service.store_memory(content, tags=tags or (), memory_type=memory_type, metadata=metadata,
                                                importance=importance, entity=entity,
                                                library=_library(library, library_name, project_path, confirm_new_project_root))
@@ -121,8 +130,8 @@ def register(server: Any, service: MemoryService) -> None:
     def retrieve_memory(
         query: Annotated[str, Field(description="What to recall, in words; may name a time (\"last week\")")],
         n_results: Annotated[int, Field(description="How many memories")] = 5,
-        min_similarity: Annotated[float, Field(description="Drop hits whose similarity_score (fused "
-                                                             "relevance, higher is better, about 0 to 1) is below this")] = 0.0,
+        min_similarity: Annotated[float, Field(ge=0, le=1, description="Drop hits whose similarity_score "
+                                                                       "(0 to 1, higher is better) is below this")] = 0.0,
         tags: Tags = None,
         match_all: Annotated[bool, Field(description="With tags: require every tag (default: any)")] = False,
         memory_type: str | None = None,
@@ -149,12 +158,20 @@ def register(server: Any, service: MemoryService) -> None:
     def search_by_tag(
         tags: Annotated[list[str], Field(description="Tags to look for")],
         match_all: Annotated[bool, Field(description="Require every tag (default: any)")] = False,
+        limit: Annotated[int, Field(description="Memories per page")] = 100,
+        offset: Annotated[int, Field(description="Memories to skip (the next page)")] = 0,
         library: Library = None, library_name: LibraryName = None,
         project_path: ProjectPath = None, confirm_new_project_root: ConfirmRoot = None,
     ) -> Annotated[CallToolResult, TagSearchOut]:
-        found = service.search_by_tag(tags, match_all=match_all, library=_library(library, library_name, project_path, confirm_new_project_root))
-        return reply({"memories": [memory_out(m) for m in found], "search_tags": tags, "match_all": match_all,
-                      "total_results": len(found)})
+        found, total = service.search_by_tag_page(
+            tags, match_all=match_all, limit=limit, offset=offset,
+            library=_library(library, library_name, project_path, confirm_new_project_root))
+        structured: dict[str, Any] = {"memories": [memory_out(m) for m in found], "search_tags": tags,
+                                      "match_all": match_all, "total_results": len(found), "total_count": total,
+                                      "offset": offset, "is_truncated": offset + len(found) < total}
+        if structured["is_truncated"]:
+            structured["next_offset"] = offset + len(found)
+        return reply(structured)
 
     def delete_memory(
         content_hash: Annotated[str, Field(description="The content_hash a store or search returned")],
@@ -208,14 +225,16 @@ def register(server: Any, service: MemoryService) -> None:
         "again (spacing aside) keeps one memory and says it was a duplicate. Returns its content_hash.\n"
         'Example: {"content": "We chose OAuth with PKCE for the mobile app", "tags": ["auth", "decision"], '
         '"memory_type": "decision", "importance": "high"}'))
-    # not read-only: a retrieval counts as a use of each hit (access_count drives decay)
-    server.add_tool(retrieve_memory, title="Retrieve Memory", annotations=_annotations("Retrieve Memory"), description=(
+    # read-only for the user's data: a recall only counts accesses (which drive ranking), so clients may auto-approve it
+    server.add_tool(retrieve_memory, title="Retrieve Memory",
+                    annotations=_annotations("Retrieve Memory", read_only=True), description=(
         "Recall memories by meaning and keywords (hybrid search), newest and most used ranked up; filter by tags, "
         "type, entity or time. A time phrase may be in the query (\"what did we decide last week about auth\") or "
         "in `time` (then it filters strictly). Each hit has similarity_score and why.\n"
         'Example: {"query": "what did we decide about OAuth?", "n_results": 5}'))
     server.add_tool(search_by_tag, title="Search By Tag", annotations=_annotations("Search By Tag", read_only=True, idempotent=True), description=(
-        "Memories carrying any of the tags (or all, with match_all), newest first.\n"
+        "Memories carrying any of the tags (or all, with match_all), newest first, a page at a time: "
+        "total_count and is_truncated tell whether to fetch the next page (offset).\n"
         'Example: {"tags": ["auth", "refactor"], "match_all": true}'))
     server.add_tool(delete_memory, title="Delete Memory", annotations=_annotations("Delete Memory", destructive=True, idempotent=True), description=(
         "Delete the memory with this content_hash (the journal keeps its text).\n"

@@ -17,6 +17,7 @@ from ..service import MemoryService
 from .graph import ConfirmRoot, Library, LibraryName, ProjectPath, _annotations, _library, entity_out, relation_out
 from .replies import reply
 
+TOOLS = ("update_context", "get_graph_summary", "export_markdown")
 Status = Literal["IN_PROGRESS", "COMPLETED", "BLOCKED", "PLANNING"]
 
 

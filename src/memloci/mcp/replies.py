@@ -5,10 +5,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import pydantic
 from mcp_types import CallToolResult, TextContent
 
-from ..errors import MemlociError, ValidationError
+from ..errors import MemlociError
 
 
 def as_json(value: Any) -> str:
@@ -25,16 +24,7 @@ def reply(structured: dict[str, Any], text: Any = None) -> CallToolResult:
 
 
 def error_reply(error: MemlociError) -> CallToolResult:
-    body = error.to_dict()
-    return CallToolResult(content=[TextContent(type="text", text=as_json(body))], structured_content=body, is_error=True)
-
-
-def describe_validation_error(exc: pydantic.ValidationError) -> ValidationError:
-    """Turn the SDK's argument validation failure into our VALIDATION_ERROR, one line per field."""
-    problems = []
-    for err in exc.errors():
-        path = ""
-        for part in err["loc"]:
-            path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else str(part))
-        problems.append(f"{path or 'arguments'}: {err['msg']}")
-    return ValidationError("; ".join(problems), hint="Fix the named arguments to match the tool's input schema; nothing was changed.")
+    """A tool error: `isError` and `{error: {code, message, hint}}` as text only. No structured
+    content: it would be checked against the tool's output schema, and clients on the
+    TypeScript SDK reject the whole reply when it does not match (-32602)."""
+    return CallToolResult(content=[TextContent(type="text", text=as_json(error.to_dict()))], is_error=True)

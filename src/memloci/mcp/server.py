@@ -21,24 +21,41 @@ from ..projects import resolve_project_root
 from ..service import MemoryService
 from ..service_projects import CONTEXT_HINT
 from . import documents, graph, memory, project, strict
-from .replies import as_json, describe_validation_error, error_reply
+from .replies import as_json, error_reply
+from .surface import describe_validation_error, fit_hint, harden
 
 log = logging.getLogger("memloci.mcp")
 
-INSTRUCTIONS = """\
-memloci is your durable memory: a knowledge graph of entities (people, projects, decisions),
-their typed relations and dated observations, and free-form memories recalled by meaning.
-Before answering about the user or their work, recall what you know (retrieve_memory,
-search_nodes); record what you learn (store_memory, create_entities, add_observations,
-create_relations). Every tool takes an optional `library`; in a code project, pass
-`project_path` (its absolute root) to keep memory inside the project, and call
-update_context before each commit."""
+INTRO = ("memloci is your durable memory. Before answering about the user or their work, recall what you "
+         "know; record what you learn.")
+# One line per group, naming only that group's tools: the instructions mention only exposed tools.
+GROUP_INSTRUCTIONS = {
+    "graph": "Knowledge graph: search_nodes and open_nodes to recall; create_entities, add_observations and "
+             "create_relations to record people, projects, decisions and dated facts.",
+    "strict": "Knowledge graph (strict schema): search_memory and get_entity to recall; create_entities, "
+              "add_observation and create_relation to record.",
+    "memory": "Free-form memories: retrieve_memory recalls by meaning and time; store_memory records.",
+    "documents": "Entity documents: get_entities_toc and read_entities_sections to read long ones; "
+                 "add_entity_content and replace_entity_content to edit.",
+    "project": "In a code project, pass project_path (its absolute root) to any tool to keep memory in the "
+               "project's .mcp/ folder, and call update_context before each commit.",
+}
+LIBRARY_INSTRUCTION = "Several libraries are mounted: pass `library` to any tool to name one (list_libraries lists them)."
+
+
+def instructions(groups: list[str], several_libraries: bool) -> str:
+    lines = [INTRO] + [GROUP_INSTRUCTIONS[g] for g in groups]
+    if several_libraries:
+        lines.append(LIBRARY_INSTRUCTION if "documents" in groups else LIBRARY_INSTRUCTION.split(" (")[0] + ".")
+    return "\n".join(lines)
+
 
 GROUPS = {"graph": graph.register, "memory": memory.register, "documents": documents.register,
           "project": project.register, "strict": strict.register}
 # Not read-only (a recall counts as a use; an export writes a file), yet no change to the memory itself.
 NOT_CHANGING_MEMORY = {"retrieve_memory", "export_markdown", "flush_memory"}
 DEFAULT_GROUPS = ["graph", "memory", "documents", "project"]  # strict's tools share names with graph's
+KNOWN_TOOLS = {*graph.TOOLS, *memory.TOOLS, *documents.TOOLS, *project.TOOLS, *strict.TOOLS}
 
 
 class MemlociServer(MCPServer):
@@ -62,21 +79,27 @@ class MemlociServer(MCPServer):
         return mcp_types.EmptyResult()
 
     strict_tools: set[str] = set()
+    hidden: set[str] = set()  # accepted, not advertised (set by build_server before the groups register)
+
+    def add_tool(self, fn: Any, name: str | None = None, **kwargs: Any) -> None:
+        """Every tool is registered here: strict, closed arguments and a slim advertised schema."""
+        super().add_tool(fn, name=name, **kwargs)
+        harden(self._tool_manager.get_tool(name or fn.__name__), self.hidden)
+
+    def exposed_tools(self) -> set[str]:
+        return {t.name for t in self._tool_manager.list_tools()}
 
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
         result = await self._call(name, arguments, context)
-        if name in self.strict_tools and result.is_error and isinstance(result.structured_content, dict) \
-                and "error" in result.structured_content and isinstance(result.structured_content["error"], dict):
-            err = result.structured_content["error"]  # that server's clients read {success, error, error_type}
-            body = {"success": False, "error": err["message"] + (f" ({err['hint']})" if err.get("hint") else ""),
-                    "error_type": err["code"]}
-            if err.get("detected_root"):
-                body["data"] = {"detected_root": err["detected_root"]}
-            return CallToolResult(content=[TextContent(type="text", text=as_json(body))], structured_content=body,
-                                  is_error=True)
+        if isinstance(result, MemlociError):
+            result.hint = fit_hint(result.hint, self.exposed_tools(), KNOWN_TOOLS)
+            if name in self.strict_tools:  # that server's clients read {success, error, error_type}
+                return strict.strict_error(result, name)
+            return error_reply(result)
         return result
 
     async def _call(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        """The tool's result, or the MemlociError to report (shaped by call_tool for the tool's set)."""
         try:
             result = await super().call_tool(name, arguments, context)
         except ToolError as exc:
@@ -84,18 +107,19 @@ class MemlociServer(MCPServer):
             if isinstance(cause, MemlociError):  # messages may name project paths: only at debug level
                 log.info("tool %s: %s", name, cause.code)
                 log.debug("tool %s: %s %s", name, cause.code, cause.message)
-                return error_reply(cause)
+                return cause
             if isinstance(exc, UnexpectedToolError):
                 # A fault of ours (say, a result failing its own output schema), possibly after a
                 # write: never blamed on the caller's arguments.
                 log.error("tool %s crashed", name, exc_info=cause or exc)
-                return error_reply(InternalError(f"tool {name} failed unexpectedly: {type(cause or exc).__name__}"))
+                return InternalError(f"tool {name} failed unexpectedly: {type(cause or exc).__name__}")
             if isinstance(cause, pydantic.ValidationError):
-                return error_reply(describe_validation_error(cause))
+                tool = self._tool_manager.get_tool(name)
+                return describe_validation_error(cause, tool.parameters if tool else None)
             if str(exc).startswith("Unknown tool"):
-                return error_reply(NotFoundError(f"no tool named '{name}'", hint="List the tools with tools/list."))
+                return NotFoundError(f"no tool named '{name}'", hint="List the tools with tools/list.")
             log.error("tool %s failed", name, exc_info=cause or exc)
-            return error_reply(InternalError(f"tool {name} failed: {exc}"))
+            return InternalError(f"tool {name} failed: {exc}")
         tool = self._tool_manager.get_tool(name)
         changes = (tool is not None and tool.annotations is not None and not tool.annotations.read_only_hint
                    and name not in NOT_CHANGING_MEMORY)
@@ -166,8 +190,17 @@ def tool_groups(spec: str | None) -> list[str]:
 
 
 def build_server(service: MemoryService, *, name: str = "memloci", groups: list[str] | None = None) -> MemlociServer:
-    server = MemlociServer(name=name, version=__version__, instructions=INSTRUCTIONS, log_level="WARNING")
-    for group in groups or DEFAULT_GROUPS:
+    groups = list(groups or DEFAULT_GROUPS)
+    several = len(service.libraries.names()) > 1
+    server = MemlociServer(name=name, version=__version__, instructions=instructions(groups, several),
+                           log_level="WARNING")
+    # Accepted everywhere but advertised only where they can apply, since each costs context.
+    server.hidden = {"library_name", "client_hostname"}
+    if not several:
+        server.hidden.add("library")
+    if "project" not in groups:
+        server.hidden |= {"project_path", "confirm_new_project_root"}
+    for group in groups:
         GROUPS[group](server, service)
-    server.strict_tools = set(strict.TOOLS) if "strict" in (groups or ()) else set()
+    server.strict_tools = set(strict.TOOLS) if "strict" in groups else set()
     return server

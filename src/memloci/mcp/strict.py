@@ -9,23 +9,46 @@ from collections.abc import Callable
 from typing import Annotated, Any
 
 from mcp_types import CallToolResult, TextContent
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
 from ..errors import MemlociError, NotFoundError
 from ..model import EntityInput, ObservationBatch, RelationInput
 from ..service import MemoryService
 from .graph import ConfirmRoot, Library, LibraryName, ProjectPath, _annotations, _library, entity_out, relation_out
 from .replies import as_json
+from .surface import Args
 
 TOOLS = ("get_entity", "get_graph", "create_entities", "add_observation", "create_relation", "search_memory",
          "delete_entities", "delete_relation", "flush_memory")
 RECENCY = re.compile(r"\b(most\s+recent|latest|newest|last|recent(?:ly)?)\b", re.IGNORECASE)
 
 
-class StrictEntity(BaseModel):
-    model_config = ConfigDict(populate_by_name=True)
+# The service names the graph set's fields; this set's clients know these names instead.
+FIELD_NAMES: dict[str, list[tuple[str, str]]] = {
+    "create_entities": [(r"\b(entities\[\d+\])\.entityType\b", r"\1.entity_type")],
+    "add_observation": [(r"^entities not found:", "entity: not found:"), (r"\bCreate them\b", "Create it"),
+                        (r"\bobservations\[0\]\.entityName\b", "entity"),
+                        (r"\bobservations\[0\]\.contents\[0\]", "observation"),
+                        (r"\bobservations\[0\]\.contents\b", "observation"), (r"\bobservations\[0\]", "entity")],
+    "create_relation": [(r"\brelations\[0\]\.from\b", "from_entity"), (r"\brelations\[0\]\.to\b", "to_entity"),
+                        (r"\brelations\[0\]\.relationType\b", "relation_type"),
+                        (r"\brelations\[0\]", "from_entity, to_entity"), (r"\brelations\b", "from_entity, to_entity")],
+    "get_entity": [(r"\bnames\[0\]", "entity_name"), (r"\bnames\b", "entity_name")],
+    "delete_relation": [(r"\bfrom\b(?=:)", "from_entity"), (r"\bto\b(?=:)", "to_entity")],
+}
+GRAPH_WORDS = [(r"\bentityType\b", "entity_type"), (r"\brelationType\b", "relation_type"),
+               (r"\bentityName\b", "entity")]
+
+
+def strict_fields(text: str, tool: str) -> str:
+    for pattern, name in FIELD_NAMES.get(tool, []) + GRAPH_WORDS:
+        text = re.sub(pattern, name, text)
+    return text
+
+
+class StrictEntity(Args):
     name: str
-    entity_type: str = Field(alias="entityType")
+    entity_type: str = Field(validation_alias=AliasChoices("entity_type", "entityType"))
     observations: list[str] = []
 
 
@@ -37,8 +60,10 @@ def strict_reply(body: dict[str, Any], *, error: bool = False) -> CallToolResult
     return CallToolResult(content=[TextContent(type="text", text=as_json(body))], structured_content=body, is_error=error)
 
 
-def strict_error(exc: MemlociError) -> CallToolResult:
-    message = exc.message + (f" ({exc.hint})" if exc.hint else "")
+def strict_error(exc: MemlociError, tool: str = "") -> CallToolResult:
+    """That server's error shape, naming its own fields. Its output schema is an open object,
+    so the body may also be the structured content (its clients read either)."""
+    message = strict_fields(exc.message, tool) + (f" ({strict_fields(exc.hint, tool)})" if exc.hint else "")
     body: dict[str, Any] = {"success": False, "error": message, "error_type": exc.code}
     if exc.details.get("detected_root"):
         body["data"] = {"detected_root": exc.details["detected_root"]}
@@ -46,10 +71,8 @@ def strict_error(exc: MemlociError) -> CallToolResult:
 
 
 def _run(produce: Callable[[], Any]) -> CallToolResult:
-    try:
-        return strict_reply({"success": True, "data": produce()})
-    except MemlociError as exc:
-        return strict_error(exc)
+    """A success in that server's shape; a MemlociError goes up to the server, which shapes it."""
+    return strict_reply({"success": True, "data": produce()})
 
 
 def register(server: Any, service: MemoryService) -> None:
@@ -125,10 +148,7 @@ def register(server: Any, service: MemoryService) -> None:
             return {"query": query, "recency": recent,
                     "results": [entity_out(e, dates=True) for e in hits]}
 
-        try:
-            data = produce()
-        except MemlociError as exc:
-            return strict_error(exc)
+        data = produce()
         if not data["results"]:
             return strict_reply({"success": True, "data": data, "error": f"No results for '{query}'",
                                  "error_type": "NO_RESULTS"})

@@ -1,0 +1,235 @@
+"""What a client sees of a tool and how its arguments are checked.
+
+Every tool goes through `MemlociServer.add_tool`, which calls `harden` here once: the SDK's
+argument model is made strict (no coercion: `true` is not a number, `"3"` not an integer)
+and closed (an unknown argument is an error, never silently dropped), and the advertised
+schemas are made small and self-contained (no `$ref`, no titles, no `null` branches), since
+every character of `tools/list` costs the model context and some clients do not resolve
+`$ref`. Arguments accepted but not advertised (`library_name`, peers' extra names) stay in
+the argument model and leave only the advertised schema.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import re
+from typing import Any
+
+import pydantic
+from pydantic import BaseModel, ConfigDict
+
+from ..errors import ValidationError
+
+MAX_PROBLEMS = 20  # a batch with many bad items names this many, then "and N more"
+
+
+class Args(BaseModel):
+    # Base of nested argument objects: unknown keys refused, no type coercion. (No docstrings on
+    # argument models: pydantic would send them as schema descriptions.)
+
+    model_config = ConfigDict(extra="forbid", strict=True, populate_by_name=True)
+
+
+def hide(schema: dict[str, Any], *names: str, require: str | None = None) -> None:
+    """`json_schema_extra` of a nested argument model: leave accepted alternative names out of the
+    advertised schema, and advertise `require` as required (a model check enforces one of them)."""
+    for name in names:
+        schema.get("properties", {}).pop(name, None)
+    if require:
+        schema["required"] = [*schema.get("required", []), require]
+
+
+def harden(tool: Any, hidden: set[str]) -> None:
+    """Make `tool` (the SDK's registered Tool) strict and closed, and slim what it advertises."""
+    base = tool.fn_metadata.arg_model
+    strict_model = type(base.__name__, (base,), {"model_config": {**base.model_config, "extra": "forbid",
+                                                                    "strict": True}})
+    tool.fn_metadata.arg_model = strict_model
+    full = _inline(strict_model.model_json_schema(by_alias=True))
+    tool.__dict__["memloci_full_schema"] = full  # for "did you mean" on nested objects
+    tool.parameters = slim(full, drop=hidden)
+    if tool.fn_metadata.output_schema is not None:
+        out = shallow(slim(_inline(tool.fn_metadata.output_schema), output=True))
+        # An open object (`extra="allow"`, no fields) constrains nothing: not worth its characters.
+        tool.fn_metadata.output_schema = out if out["properties"] else None
+        tool.__dict__.pop("output_schema", None)  # a cached_property of the SDK's Tool
+    if tool.annotations is not None:
+        tool.annotations = lean_annotations(tool.annotations)
+
+
+def shallow(schema: dict[str, Any]) -> dict[str, Any]:
+    """An output schema that names the reply's top-level fields and their JSON types only.
+    Replies are still validated against the full model before they are sent; a client needs
+    no more than this to accept them, and the rest is context spent on every tools/list."""
+    def top(node: dict[str, Any]) -> dict[str, Any]:
+        if "type" in node:
+            return {"type": node["type"]}
+        types = sorted({b.get("type") for b in node.get("anyOf", ()) if isinstance(b.get("type"), str)})
+        return {"type": types} if types and len(types) == len(node.get("anyOf", ())) else {}
+    out: dict[str, Any] = {"type": "object", "properties": {k: top(v) for k, v in schema.get("properties", {}).items()}}
+    if schema.get("required"):
+        out["required"] = schema["required"]
+    return out
+
+
+def lean_annotations(annotations: Any) -> Any:
+    """Annotations without the title (the tool's own title says it), idempotentHint only when
+    true (false is the default), destructiveHint only on writes (meaningless on reads)."""
+    data = annotations.model_dump(exclude_none=True)
+    data.pop("title", None)
+    if data.get("read_only_hint"):
+        data.pop("destructive_hint", None)
+    if not data.get("idempotent_hint"):
+        data.pop("idempotent_hint", None)
+    return type(annotations)(**data)
+
+
+def _inline(schema: dict[str, Any]) -> dict[str, Any]:
+    """Replace every `$ref` by the definition it names (our models are not recursive)."""
+    defs = schema.get("$defs", {})
+
+    def walk(node: Any) -> Any:
+        if isinstance(node, dict):
+            if "$ref" in node:
+                target = walk(defs[node["$ref"].rsplit("/", 1)[-1]])
+                return {**target, **{k: walk(v) for k, v in node.items() if k != "$ref"}}
+            return {k: walk(v) for k, v in node.items() if k != "$defs"}
+        if isinstance(node, list):
+            return [walk(v) for v in node]
+        return node
+
+    return walk(schema)
+
+
+def slim(schema: dict[str, Any], *, drop: set[str] = frozenset(), output: bool = False) -> dict[str, Any]:
+    """Drop what a client does not need: titles, `default: null`, `null` branches of optional
+    inputs (leaving an argument out is how a client says "none"). Input objects get
+    `additionalProperties: false`. Output schemas keep their `null` branches (as a type list),
+    since replies do carry nulls."""
+
+    def walk(node: Any, top: bool = False) -> Any:
+        if isinstance(node, list):
+            return [walk(v) for v in node]
+        if not isinstance(node, dict):
+            return node
+        out: dict[str, Any] = {}
+        for key, value in node.items():
+            if key == "title" and isinstance(value, str):
+                continue
+            if key == "default" and value is None:
+                continue
+            if key == "properties":
+                out[key] = {name: walk(v) for name, v in value.items() if not (top and name in drop)}
+            elif key == "required" and top:
+                out[key] = [r for r in value if r not in drop]
+            else:
+                out[key] = walk(value)
+        if "anyOf" in out:
+            branches = out["anyOf"]
+            rest = [b for b in branches if b != {"type": "null"}]
+            if len(rest) == 1 and len(rest) < len(branches):
+                merged = {k: v for k, v in out.items() if k != "anyOf"}
+                single = rest[0]
+                if output and set(single) <= {"type"} and isinstance(single.get("type"), str):
+                    merged["type"] = [single["type"], "null"]
+                    out = merged
+                elif not output:
+                    out = {**single, **merged}
+        if out.get("type") == "object" and "properties" in out and not output and "additionalProperties" not in out:
+            out["additionalProperties"] = False
+        if out.get("required") == []:
+            del out["required"]
+        return out
+
+    return walk(schema, top=True)
+
+
+def tool_size(tool: Any) -> int:
+    """Characters one tool costs in `tools/list`, as sent (by alias, without nulls)."""
+    return len(json.dumps(tool.model_dump(by_alias=True, exclude_none=True, mode="json")))
+
+
+# -- errors ------------------------------------------------------------------------------
+
+
+def _path(loc: tuple[Any, ...]) -> str:
+    path = ""
+    for part in loc:
+        path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else str(part))
+    return path
+
+
+def _names_at(schema: dict[str, Any] | None, loc: tuple[Any, ...]) -> list[str]:
+    """The argument names the advertised schema allows at `loc` (an object inside the arguments)."""
+    node: Any = schema or {}
+    for part in loc:
+        node = _object_branch(node)
+        node = node.get("items", {}) if isinstance(part, int) else node.get("properties", {}).get(part, {})
+    return list(_object_branch(node).get("properties", {}))
+
+
+def _object_branch(node: dict[str, Any]) -> dict[str, Any]:
+    for branch in node.get("anyOf", ()):
+        if branch.get("type") in ("object", "array"):
+            return branch
+    return node
+
+
+_VALUE_ERROR = re.compile(r"^(Value|Assertion) error, ")
+
+
+def describe_validation_error(exc: pydantic.ValidationError, schema: dict[str, Any] | None = None) -> ValidationError:
+    """Turn an argument validation failure into one VALIDATION_ERROR naming every bad field
+    (up to MAX_PROBLEMS) and, for an unknown argument, the closest valid name."""
+    problems = []
+    for err in exc.errors():
+        loc = tuple(err["loc"])
+        path = _path(loc) or "arguments"
+        if err["type"] == "extra_forbidden":
+            valid = _names_at(schema, loc[:-1])
+            close = difflib.get_close_matches(str(loc[-1]), valid, n=1, cutoff=0.6)
+            what = "unknown argument" if len(loc) == 1 else "unknown field"
+            problems.append(f"{path}: {what}" + (f"; did you mean {close[0]}?" if close else
+                                                  f"; valid: {', '.join(valid)}" if valid else ""))
+        elif err["type"] == "missing":
+            problems.append(f"{path}: Field required")
+        else:
+            message = _VALUE_ERROR.sub("", err["msg"])
+            field = re.match(r"^(\w+): (.*)", message)  # a model's own check naming one of its fields
+            if field and err["type"] == "value_error":
+                path, message = f"{path}.{field.group(1)}", field.group(2)
+            problems.append(f"{path}: {message}")
+    if len(problems) > MAX_PROBLEMS:
+        problems = problems[:MAX_PROBLEMS] + [f"and {len(problems) - MAX_PROBLEMS} more"]
+    return ValidationError("; ".join(problems),
+                           hint="Fix the named arguments to match the tool's input schema; nothing was changed.")
+
+
+# -- hints name only tools that exist ----------------------------------------------------
+
+# A tool of another set and the exposed tool that does the same job.
+EQUIVALENT = {"search_nodes": "search_memory", "read_graph": "get_graph", "open_nodes": "get_entity",
+              "add_observations": "add_observation", "create_relations": "create_relation",
+              "list_entities": "search_nodes", "get_entity": "open_nodes", "get_graph": "read_graph",
+              "search_memory": "search_nodes"}
+_TOOL_WORD = re.compile(r"\b[a-z]+(?:_[a-z]+)+\b")
+
+
+def fit_hint(hint: str, exposed: set[str], known: set[str]) -> str:
+    """Rewrite a hint so every tool it names is exposed: swap in the equivalent tool, or drop
+    the sentence (a hint that names a missing tool sends the model on a useless call)."""
+    if not hint or not exposed:
+        return hint
+    kept = []
+    for sentence in re.split(r"(?<=[.;])\s+", hint):
+        def swap(m: re.Match[str]) -> str:
+            word = m.group(0)
+            if word in known and word not in exposed and EQUIVALENT.get(word) in exposed:
+                return EQUIVALENT[word]
+            return word
+        sentence = _TOOL_WORD.sub(swap, sentence)
+        if any(w in known and w not in exposed for w in _TOOL_WORD.findall(sentence)):
+            continue
+        kept.append(sentence)
+    return " ".join(kept) or "Fix the call and send it again."
