@@ -117,6 +117,8 @@ def test_links_inside_mcp_are_never_followed(tmp_path, home, outside):
         "sub": make_project(base, "p-sub", "sub", outside / "dir"),
         "memory.json": make_project(base, "p-n2n", "memory.json", outside / "memory.json"),
     }
+    os.symlink(outside / "dir", projects[".gitattributes"] / "docs")  # links in the project itself
+    os.symlink(outside / "note.md", projects[".gitattributes"] / "GRAPH.md")
     before = snapshot(outside)
     replies: list[str] = []
 
@@ -159,6 +161,11 @@ def test_links_inside_mcp_are_never_followed(tmp_path, home, outside):
         # .gitattributes (dangling): the project works; nothing is created at the link's target
         await c.ok("create_entities", project_path=p(".gitattributes"),
                    entities=[{"name": "b", "entityType": "note", "observations": ["y"]}])
+        # export_markdown into the project never writes through a link
+        for target in ("docs/graph.md", "GRAPH.md"):
+            is_error, text = await call("export_markdown", project_path=p(".gitattributes"), output_path=target)
+            assert is_error and "symbolic link" in text["error"]["message"], text
+        await c.ok("export_markdown", project_path=p(".gitattributes"), output_path="KNOWLEDGE_GRAPH.md")
         # an entity file and a sub-folder that are links: not indexed, not written through
         for link in ("note.md", "sub"):
             _, text = await c.ok("read_graph", project_path=p(link))
