@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -162,6 +163,16 @@ def schema_failure(tools: list[dict], name: str, structured: Any) -> str | None:
     return None if error is None else f"structuredContent fails the output schema: {error.message}"
 
 
+ALL_TOOLS = {step.tool for s in SCENARIOS for step in s.steps}  # the table covers every tool of every group
+TOOL_WORD = re.compile(r"[a-z]+(?:_[a-z]+)+")
+
+
+def foreign_tools(tools: list[dict], text: str | None) -> list[str]:
+    """Tools a reply names that this server does not expose (a hint must name a step that exists)."""
+    listed = {t["name"] for t in tools}
+    return sorted({w for w in TOOL_WORD.findall(text or "") if w in ALL_TOOLS and w not in listed})
+
+
 STEP_CASES = [pytest.param(client, transport, s.name, i, id=f"{client}-{transport}-{s.name}-{i:02d}-{step.label}")
               for client in CLIENTS for transport in TRANSPORTS for s in SCENARIOS for i, step in enumerate(s.steps)]
 
@@ -175,6 +186,12 @@ def test_call(run, client, transport, scenario, index):
     assert not got["threw"], f"{where}: the {client} client threw: {got['error']}"
     problem = schema_failure(record["tools"] or [], step.tool, got["structuredContent"])
     assert problem is None, f"{where}: {problem}"
+    foreign = foreign_tools(record["tools"] or [], got["text"])
+    assert not foreign, f"{where}: the reply names tools this server does not expose: {foreign}: {got['text'][:600]}"
+    missing = [w for w in step.says if w not in (got["text"] or "")]
+    assert not missing, f"{where}: the reply should name {missing}: {(got['text'] or '')[:600]}"
+    present = [w for w in step.never if w in (got["text"] or "")]
+    assert not present, f"{where}: the reply names another tool set's fields {present}: {got['text'][:600]}"
     if step.expect == "ok":
         assert got["isError"] is False, f"{where}: expected success, got an error: {got['text'][:600]}"
         return

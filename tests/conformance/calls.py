@@ -27,6 +27,8 @@ class Step:
     expect: str  # "ok" or "error"
     code: str | None = None  # the error code an "error" step must name, when it matters
     why: str = ""
+    says: tuple[str, ...] = ()  # the reply's text must contain each (a field named, a hit found)
+    never: tuple[str, ...] = ()  # ... and none of these (another tool set's field names)
 
     @property
     def label(self) -> str:
@@ -43,12 +45,13 @@ class Scenario:
         return ["serve", "--tools", self.tools, "--libraries", f"main:{places['tmp']}/main.db,notes:{places['notes']}"]
 
 
-def ok(tool: str, why: str = "", **args: Any) -> Step:
-    return Step(tool, args, "ok", why=why)
+def ok(tool: str, why: str = "", says: tuple[str, ...] = (), **args: Any) -> Step:
+    return Step(tool, args, "ok", why=why, says=says)
 
 
-def err(tool: str, code: str | None, why: str, **args: Any) -> Step:
-    return Step(tool, args, "error", code, why)
+def err(tool: str, code: str | None, why: str, says: tuple[str, ...] = (), never: tuple[str, ...] = (),
+        **args: Any) -> Step:
+    return Step(tool, args, "error", code, why, says, never)
 
 
 def memory_hash(content: str) -> str:
@@ -67,8 +70,12 @@ def graph_steps() -> list[Step]:
             {"name": "Alice", "entityType": "person", "observations": ["Works at Acme"]},
             {"name": "Acme", "entityType": "company", "observations": ["Runs the payment platform"]},
             {"name": "Temp", "entityType": "note", "observations": ["to be deleted"]}], **MAIN),
-        err("create_entities", "VALIDATION_ERROR", "unknown-field",
+        err("create_entities", "VALIDATION_ERROR", "unknown-field", ("observation", "observations"),
             entities=[{"name": "Bob", "entityType": "person", "observation": ["typo for observations"]}], **MAIN),
+        err("create_entities", "VALIDATION_ERROR", "every-bad-item-named", ("entities[0]", "entities[2]"), entities=[
+            {"name": "Bob", "entityType": "person", "observation": ["x"]},
+            {"name": "Carol", "entityType": "person"},
+            {"name": "Dave", "entityType": 7}], **MAIN),
         ok("create_relations", relations=[{"from": "Alice", "to": "Acme", "relationType": "works_at"}], **MAIN),
         err("create_relations", None, "missing-entity",
             relations=[{"from": "Alice", "to": "Nobody", "relationType": "knows"}], **MAIN),
@@ -76,10 +83,11 @@ def graph_steps() -> list[Step]:
         err("add_observations", "NOT_FOUND", "missing-entity",
             observations=[{"entityName": "Ghost", "contents": ["x"]}], **MAIN),
         ok("read_graph", **MAIN),
-        err("read_graph", "VALIDATION_ERROR", "bad-type", limit="3", **MAIN),
+        err("read_graph", "VALIDATION_ERROR", "bad-type", ("limit",), limit="3", **MAIN),
         err("read_graph", None, "no-library-named"),  # two libraries mounted: which one?
-        ok("search_nodes", query="payment", **MAIN),
-        err("search_nodes", "VALIDATION_ERROR", "unknown-arg", query="Alice", limt=3, **MAIN),
+        ok("search_nodes", "substring", ("Acme",), query="ment", **MAIN),  # inside "payment"
+        ok("search_nodes", "empty-query", ("Alice", "Acme"), query="", **MAIN),  # lists the graph
+        err("search_nodes", "VALIDATION_ERROR", "unknown-arg", ("limt", "limit"), query="Alice", limt=3, **MAIN),
         ok("open_nodes", names=["Alice", "Acme"], **MAIN),
         err("open_nodes", "VALIDATION_ERROR", "bad-type", names="Alice", **MAIN),
         ok("delete_observations", deletions=[{"entityName": "Alice", "observations": ["Likes tea"]}], **MAIN),
@@ -105,10 +113,13 @@ def strict_steps() -> list[Step]:
         ok("get_graph", **MAIN),
         err("get_graph", "VALIDATION_ERROR", "unknown-arg", limit=3, **MAIN),
         ok("add_observation", entity="alice", observation="likes tea", **MAIN),
-        err("add_observation", "NOT_FOUND", "missing-entity", entity="ghost", observation="x", **MAIN),
+        err("add_observation", "NOT_FOUND", "missing-entity", ("ghost",), ("entityName",), entity="ghost",
+            observation="x", **MAIN),
         ok("create_relation", from_entity="alice", to_entity="acme", relation_type="works_at", **MAIN),
-        err("create_relation", None, "missing-entity", from_entity="alice", to_entity="ghost",
-            relation_type="knows", **MAIN),
+        err("create_relation", None, "missing-entity", ("ghost",), ("relationType", "entityName"),
+            from_entity="alice", to_entity="ghost", relation_type="knows", **MAIN),
+        err("create_relation", "VALIDATION_ERROR", "missing-arg", ("relation_type",), ("relationType",),
+            from_entity="alice", to_entity="acme", **MAIN),
         ok("search_memory", query="alice", **MAIN),
         err("search_memory", "VALIDATION_ERROR", "bad-type", query=7, **MAIN),
         ok("delete_relation", from_entity="alice", to_entity="acme", **MAIN),
@@ -125,11 +136,17 @@ def memory_steps() -> list[Step]:
     return [
         ok("store_memory", content=REMEMBERED, tags=["billing", "decision"], memory_type="decision", **MAIN),
         ok("store_memory", "to-delete", content=FORGOTTEN, **MAIN),
-        err("store_memory", "VALIDATION_ERROR", "unknown-arg", content="tagged wrongly", tag=["x"], **MAIN),
+        ok("store_memory", "client-hostname", content="Stored from a laptop", client_hostname="laptop", **MAIN),
+        err("store_memory", "VALIDATION_ERROR", "unknown-arg", ("tag", "tags"), content="tagged wrongly", tag=["x"],
+            **MAIN),
         err("store_memory", "VALIDATION_ERROR", "bad-type", content=["not", "a", "string"], **MAIN),
         ok("retrieve_memory", query="PostgreSQL billing", **MAIN),
-        err("retrieve_memory", "VALIDATION_ERROR", "bad-type", query="billing", n_results=True, **MAIN),
-        err("retrieve_memory", "VALIDATION_ERROR", "out-of-range", query="billing", min_similarity=5, **MAIN),
+        err("retrieve_memory", "VALIDATION_ERROR", "bad-type", ("n_results",), query="billing", n_results=True,
+            **MAIN),
+        err("retrieve_memory", "VALIDATION_ERROR", "out-of-range", ("min_similarity",), query="billing",
+            min_similarity=5, **MAIN),
+        err("retrieve_memory", "VALIDATION_ERROR", "out-of-range", ("min_similarity",), query="billing",
+            min_similarity=-1, **MAIN),
         ok("search_by_tag", tags=["billing"], **MAIN),
         err("search_by_tag", "VALIDATION_ERROR", "bad-type", tags="billing", **MAIN),
         ok("update_memory", content_hash=memory_hash(REMEMBERED), tags=["billing", "decision", "db"], **MAIN),
