@@ -318,6 +318,45 @@ def undo(
 
 
 @app.command()
+def backup(
+    path: Annotated[Path, typer.Argument(help="New file: a .db for a SQLite library, a .tar.gz for a Markdown one.")],
+    libraries: LibrariesOpt = None,
+    library: LibraryOpt = None,
+) -> None:
+    """A consistent copy of a whole library, safe while servers write (never replaces a file)."""
+    try:
+        service = _service(libraries, read_only=True)
+        result = service.backup(path, library=library)
+    except MemlociError as exc:
+        _fail(exc)
+    _console().print(f"Backed up library '{result['library']}' to {result['path']} "
+                     f"({result['bytes'] / 1024:.0f} KiB, {result['at']})", highlight=False)
+
+
+@app.command()
+def restore(
+    path: Annotated[Path, typer.Argument(help="A file made by `memloci backup`.")],
+    force: Annotated[bool, typer.Option("--force", help="Replace a library that holds data (it is saved first, "
+                                        "to a pre-restore backup beside it).")] = False,
+    libraries: LibrariesOpt = None,
+    library: LibraryOpt = None,
+) -> None:
+    """Put a backup back into the mounted library."""
+    try:
+        service = _service(libraries)
+        try:
+            result = service.restore(path, force=force, library=library)
+        finally:
+            service.close()
+    except MemlociError as exc:
+        _fail(exc)
+    console = _console()
+    if result["saved_before"]:
+        console.print(f"The data it replaced is saved in {result['saved_before']}", highlight=False)
+    console.print(f"Restored library '{result['library']}' from {result['from']}", highlight=False)
+
+
+@app.command()
 def reindex(
     libraries: LibrariesOpt = None,
     library: LibraryOpt = None,

@@ -398,7 +398,7 @@ class MemoryService(DocumentService, ProjectService, HistoryService):
                 "observations": stats.observations,
                 "total_tags": state["tags"],
                 "storage_size": stats.size_bytes,
-                "last_backup": None,
+                "last_backup": self.last_backup(store),
             },
             "embedder": {
                 "model": status.model, "dimension": status.dimension, "loaded": status.loaded,

@@ -5,9 +5,11 @@ keep a library's data recoverable. Mixed into MemoryService (uses `store`, `_wri
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from . import schema
+from .backup import backup_library, restore_library
 from .errors import ValidationError
 from .interop import OfficialFile
 from .model import Graph, JournalEntry, Memory, name_key
@@ -66,3 +68,23 @@ class HistoryService:
         if progress and source.memories:
             progress(len(source.memories))
         return report, added, existing
+
+    # -- backup and restore ----------------------------------------------------------------
+
+    def backup(self, path: str | Path, *, library: str | None = None) -> dict[str, Any]:
+        """A consistent copy of the whole library in the new file `path` (see backup.py)."""
+        return backup_library(_portable(self.store(library)), Path(path))
+
+    def restore(self, path: str | Path, *, force: bool = False, library: str | None = None) -> dict[str, Any]:
+        """Put a backup back into the library; one that holds data only with `force` (saved first)."""
+        store = _portable(self.store(library))
+        result = restore_library(store, Path(path), force=force)
+        self._written(store)  # memories without vectors, if any, get them
+        return result
+
+    def last_backup(self, store: Store) -> str | None:
+        """When the library's last successful backup was made (None: never)."""
+        if not isinstance(store, Portable):
+            return None
+        found = store.last_backup()
+        return found["at"] if found else None

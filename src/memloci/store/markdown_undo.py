@@ -19,6 +19,8 @@ import json
 import logging
 import re
 import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -252,6 +254,27 @@ class MarkdownUndo:
                          "WHERE entity_id = ? AND content = ?",
                          (o["created_at"], o["updated_at"], o["access_count"], o["last_accessed_at"], entity_id,
                           o["content"]))
+
+    # -- backups -----------------------------------------------------------------------
+
+    @contextmanager
+    def files_frozen(self) -> Iterator[None]:
+        """Hold the library's write lock: no tool, scan or other process changes the folder or
+        the index meanwhile (they wait, as for any write)."""
+        self.open()
+        with self._md_lock:
+            self._syncing.on = True
+            try:
+                with self._write():
+                    yield
+            finally:
+                self._syncing.on = False
+
+    def reload_journal(self) -> int:
+        """The journal table becomes journal.md's entries again (after a restore put the file back)."""
+        with self._write() as conn:
+            conn.execute("DELETE FROM journal")
+        return self._load_journal()
 
     # -- the journal, read back ----------------------------------------------------------
 

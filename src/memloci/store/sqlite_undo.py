@@ -255,6 +255,30 @@ class SQLiteUndo:
         self._refresh_fts(conn, restored)
         return list(dict.fromkeys([n for _, n in current.values()] + [s["name"] for s in record["entities"]]))
 
+    # -- backups ---------------------------------------------------------------------------
+
+    def note_backup(self, at: str, path: str) -> None:
+        """Remember the last successful backup (health reports it)."""
+        with self._write() as conn:
+            conn.execute("INSERT OR REPLACE INTO library_meta VALUES ('last_backup', ?)",
+                         (json.dumps({"at": at, "path": path}, ensure_ascii=False),))
+
+    def last_backup(self) -> dict[str, str] | None:
+        with self._read() as conn:
+            row = conn.execute("SELECT value FROM library_meta WHERE key = 'last_backup'").fetchone()
+        return json.loads(row[0]) if row else None
+
+    def note_event(self, action: str, detail: dict[str, Any]) -> None:
+        """A journal entry for a change made outside the tools (a restore)."""
+        with self._write() as conn:
+            self._journal(conn, action, action, [], detail)
+
+    def holds_data(self) -> int:
+        """How many entities, memories and relations the library holds."""
+        with self._read() as conn:
+            return conn.execute("SELECT (SELECT count(*) FROM entities) + (SELECT count(*) FROM memories) "
+                                "+ (SELECT count(*) FROM relations)").fetchone()[0]
+
     # -- exports and imports of everything -------------------------------------------------
 
     def free_memories(self) -> list[Any]:

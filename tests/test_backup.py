@@ -1,0 +1,199 @@
+"""Backup and restore: round trips lose nothing (timestamps included), a library holding data is
+replaced only when asked and then saved first, and a backup taken while a real server process
+writes is consistent."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import sqlite3
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import anyio
+import pytest
+from conftest import Client, mcp_session, server_env
+from test_undo import KINDS, dump, files, open_service, populate
+
+from memloci.errors import AlreadyExistsError, ConflictError, ValidationError
+from memloci.model import EntityInput, ObservationBatch, RelationInput
+
+
+def backup_name(kind: str) -> str:
+    return "backup.db" if kind == "sqlite" else "backup.tar.gz"
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_backup_change_restore_round_trip_loses_nothing(tmp_path, kind):
+    service, registry = open_service(tmp_path, kind)
+    try:
+        populate(service)
+        service.add_observations([ObservationBatch("beta", ("drinks it green",))])
+        assert service.health()["statistics"]["last_backup"] is None
+        saved = dump(service)
+        saved_files = files(tmp_path / "lib") if kind == "markdown" else None
+        target = tmp_path / backup_name(kind)
+        result = service.backup(target)
+        assert target.is_file() and result["path"] == str(target)
+        assert service.health()["statistics"]["last_backup"] == result["at"]
+        with pytest.raises(AlreadyExistsError):
+            service.backup(target)  # never over a file
+
+        service.delete_entities(["alpha"])
+        service.delete_memory(service.list_memories()[0][0].content_hash)
+        service.create_entities([EntityInput("delta", "thing", ("new",))])
+        service.create_relations([RelationInput("delta", "knows", "beta")])
+        changed = dump(service)
+
+        with pytest.raises(ConflictError) as err:
+            service.restore(target)
+        assert "--force" in err.value.hint
+        assert dump(service) == changed  # refused: nothing changed
+
+        result = service.restore(target, force=True)
+        assert dump(service) == saved
+        if saved_files is not None:
+            assert files(tmp_path / "lib") == saved_files
+        pre = Path(result["saved_before"])
+        assert pre.is_file() and pre.parent == tmp_path  # beside the library, not inside it
+        assert service.history(limit=1)[0].action == "restore"
+
+        service.restore(pre, force=True)  # what --force replaced is recoverable
+        assert dump(service) == changed
+    finally:
+        registry.close()
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_restore_into_an_empty_library_needs_no_force(tmp_path, kind):
+    first, registry = open_service(tmp_path / "a", kind)
+    populate(first)
+    saved = dump(first)
+    first.backup(tmp_path / backup_name(kind))
+    registry.close()
+    second, registry = open_service(tmp_path / "b", kind)
+    try:
+        second.restore(tmp_path / backup_name(kind))
+        assert dump(second) == saved
+    finally:
+        registry.close()
+
+
+def test_restore_refuses_what_is_not_a_backup_of_that_kind(tmp_path):
+    service, registry = open_service(tmp_path, "sqlite")
+    try:
+        populate(service)
+        service.backup(tmp_path / "b.db")
+        junk = tmp_path / "junk.db"
+        junk.write_bytes(b"not a database at all")
+        with pytest.raises(ValidationError):
+            service.restore(junk, force=True)
+        evil = tmp_path / "evil.tar.gz"
+        with tarfile.open(evil, "w:gz") as tar:
+            info = tarfile.TarInfo("../outside.md")
+            info.size = 3
+            tar.addfile(info, io.BytesIO(b"bad"))
+        with pytest.raises(ValidationError) as err:
+            service.restore(evil, force=True)
+        assert "sqlite" in err.value.message  # a Markdown backup for a SQLite library
+    finally:
+        registry.close()
+    md, registry = open_service(tmp_path / "m", "markdown")
+    try:
+        with pytest.raises(ValidationError) as err:
+            md.restore(tmp_path / "evil.tar.gz", force=True)
+        assert "../outside.md" in err.value.message
+        assert not (tmp_path / "m" / "outside.md").exists() and not (tmp_path / "outside.md").exists()
+    finally:
+        registry.close()
+
+
+def _backup_cli(home: Path, spec: str, target: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "memloci", "backup", str(target), "--libraries", spec],
+                          env=server_env(home), capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_backup_while_a_server_process_writes_is_consistent(tmp_path, kind):
+    """A real `memloci serve` writes batches of 3-observation entities; backups taken meanwhile
+    each hold whole batches only, and (Markdown) an index that agrees with the files."""
+    path = tmp_path / ("lib.db" if kind == "sqlite" else "lib")
+    spec = f"default:{path}"
+    home = tmp_path / "home"
+    targets = [tmp_path / f"b{i}{'.db' if kind == 'sqlite' else '.tar.gz'}" for i in range(3)]
+    results = []
+
+    async def main():
+        async with mcp_session(home, "--libraries", spec) as session:
+            client = Client(session)
+            await client.ok("create_entities", entities=[{"name": "seed", "entityType": "t", "observations": ["s"]}])
+            done = anyio.Event()
+
+            async def write():
+                i = 0
+                while not done.is_set():
+                    await client.ok("create_entities", entities=[
+                        {"name": f"e{i}-{j}", "entityType": "t", "observations": ["a", "b", "c"]} for j in range(5)])
+                    i += 1
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(write)
+                for target in targets:
+                    results.append(await anyio.to_thread.run_sync(_backup_cli, home, spec, target))
+                done.set()
+
+    anyio.run(main)
+    for proc in results:
+        assert proc.returncode == 0, proc.stderr
+    sizes = []
+    for target in targets:
+        if kind == "sqlite":
+            conn = sqlite3.connect(target)
+            assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+            counts = conn.execute("SELECT e.name, count(m.id) FROM entities e LEFT JOIN memories m "
+                                  "ON m.entity_id = e.id WHERE e.name != 'seed' GROUP BY e.id").fetchall()
+            conn.close()
+        else:
+            with tarfile.open(target, "r:gz") as tar:
+                members = {m.name: tar.extractfile(m).read() for m in tar.getmembers() if m.isfile()}
+            index = tmp_path / "index-check.db"
+            index.write_bytes(members[".memloci/index.db"])
+            conn = sqlite3.connect(index)
+            recorded = dict(conn.execute("SELECT path, sha256 FROM md_files"))
+            counts = conn.execute("SELECT e.name, count(m.id) FROM entities e LEFT JOIN memories m "
+                                  "ON m.entity_id = e.id WHERE e.name != 'seed' GROUP BY e.id").fetchall()
+            conn.close()
+            index.unlink()
+            entity_files = {n for n in members if n.endswith(".md") and "/" not in n
+                            and n not in ("journal.md", "meta.md", "context.md")}
+            assert entity_files == {n for n in recorded if "/" not in n}  # the index knows every file, no more
+            for rel, sha in recorded.items():
+                assert hashlib.sha256(members[rel]).hexdigest() == sha, rel  # files and index agree
+            assert len(entity_files) == len(counts) + 1  # every indexed entity has its file (and the seed)
+        assert all(n == 3 for _, n in counts)  # no half batch: every entity has its three observations
+        assert len(counts) % 5 == 0
+        sizes.append(len(counts))
+    assert sizes == sorted(sizes)
+
+
+def test_cli_backup_and_restore(tmp_path):
+    db = tmp_path / "lib.db"
+    service, registry = open_service(tmp_path, "sqlite")
+    populate(service)
+    registry.close()
+    home = tmp_path / "home"
+    spec = f"default:{db}"
+    run = lambda *a: subprocess.run([sys.executable, "-m", "memloci", *a, "--libraries", spec],  # noqa: E731
+                                    env=server_env(home), capture_output=True, text=True, timeout=120)
+    out = run("backup", str(tmp_path / "b.db"))
+    assert out.returncode == 0 and "Backed up library 'default'" in out.stdout, out.stderr
+    refused = run("restore", str(tmp_path / "b.db"))
+    assert refused.returncode == 1 and "CONFLICT" in refused.stderr and "--force" in refused.stderr
+    forced = run("restore", str(tmp_path / "b.db"), "--force")
+    assert forced.returncode == 0, forced.stderr
+    assert "pre-restore" in forced.stdout and "Restored library 'default'" in forced.stdout
+    health = json.dumps(run("history", "--details").stdout)
+    assert "restore" in health
