@@ -193,3 +193,20 @@ def test_a_rename_over_stdio_keeps_the_vault(tmp_path):
     expected["Küche.md"] = expected.pop("Kitchen.md").replace(b"# Kitchen\n", "# Küche\n".encode())
     expected["Daily/2026-11-01.md"] = expected["Daily/2026-11-01.md"].replace(b"[[Kitchen]]", "[[Küche]]".encode())
     check(folder, expected)
+
+
+def test_content_with_its_own_front_matter_and_title(vault):
+    service, folder, original = vault
+    from memloci.service_documents import NewEntityDocument
+
+    service.add_entities([NewEntityDocument("spec-42", content="---\nstatus: draft\ntags:\n  - spec\n---\n"
+                                                               "# The shelving spec\n\nText.\n")])
+    text = (folder / "spec-42.md").read_text()
+    head, body = text.split("\n---\n", 1)
+    assert "status: draft" in head and "name: spec-42" in head and "created:" in head
+    assert body == "# The shelving spec\n\nText.\n"  # one title: the content's own
+    assert [e.name for e in service.open_nodes(["spec-42"]).entities] == ["spec-42"]
+    assert service.open_nodes(["spec-42"]).entities[0].tags == ("spec",)
+    service.store("v").rebuild_index()
+    assert (folder / "spec-42.md").read_text() == text
+    assert [e.name for e in service.open_nodes(["spec-42"]).entities] == ["spec-42"]

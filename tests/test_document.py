@@ -683,3 +683,31 @@ def test_large_document_stays_fast():
     assert add_to_section(text, "s19999", "end").endswith("- item 19999 [[link49]] `code`\nend\n")
     doc = parse_document(text, fallback_name="x")
     assert render_document(doc).count("## S") == 20000
+
+
+# ---------------------------------------------------------------- in-place front matter edits
+
+
+def test_front_matter_lists_keep_their_style():
+    from memloci.markdown import frontmatter as fm
+
+    y = "title: \"Hello\"  # kept\ntags:\n  - a\n  - b\naliases: [x, \"y z\"]\n# about relations\nrelations:\n  - type: knows\n    to: bob\n"
+    assert fm.set_list(y, "tags", ["a", "c"]) == y.replace("  - b\n", "  - c\n")
+    assert fm.set_list(y, "aliases", ["y z", "w"]) == y.replace('[x, "y z"]', '["y z", w]')
+    assert fm.set_scalar(y, "title", "New") == y.replace('"Hello"', '"New"')
+    assert fm.set_scalar(y, "status", "draft") == y + "status: draft\n"
+    assert fm.edit_relations(y, [("knows", "Bob")], [("likes", "cat")]) == y.replace(
+        "  - type: knows\n    to: bob\n", "  - type: likes\n    to: cat\n")
+    assert fm.rename_relation_targets(y, "BOB", "Ana") == y.replace("to: bob", "to: Ana")
+    assert fm.with_front_matter("Body\n", lambda t: fm.set_scalar(t, "type", "x")) == "---\ntype: x\n---\nBody\n"
+
+
+def test_observation_dates_ride_in_a_trailing_comment():
+    doc = parse_document("## Observations\n- mine <!-- 2026-11-21T04:50:00Z -->\n- a person's line\n", fallback_name="n")
+    assert doc.observations == ["mine", "a person's line"]
+    assert doc.dates == {"mine": "2026-11-21T04:50:00Z"}
+    assert "- mine <!-- 2026-11-21T04:50:00Z -->\n- a person's line\n" in render_document(doc)
+
+
+def test_rewrite_wikilinks_keeps_folder_and_extension():
+    assert rewrite_wikilinks("[[Old.md]] [[a/Old]] [[a/old.md|x]]", "old", "New") == "[[New.md]] [[a/New]] [[a/New.md|x]]"

@@ -16,6 +16,7 @@ from typing import Any
 from . import schema
 from .errors import NotFoundError, ValidationError
 from .markdown import document as md
+from .markdown import frontmatter
 from .model import name_key
 
 MANUAL_TITLE = "# Library manual\n"
@@ -114,7 +115,11 @@ class DocumentService:
             schema.validate_names([e.name], f"{where}.name")
             parsed = md.parse_document(e.content or "", fallback_name=e.name)
             if name_key(parsed.name) != name_key(e.name):  # a title line that names someone else is body text
-                parsed = md.parse_document(f"# {e.name}\n\n{e.content}", fallback_name=e.name)
+                named = frontmatter.with_front_matter(e.content, lambda y: frontmatter.set_scalar(y, "name", e.name))
+                titled = md.parse_document(named, fallback_name=e.name)
+                # Content with its own H1 keeps it as the file's only title (the name goes in front matter).
+                parsed = titled if titled.body.lstrip().startswith("# ") else \
+                    md.parse_document(f"# {e.name}\n\n{e.content}", fallback_name=e.name)
             for rt, to in e.relations:
                 schema.validate_names([to], f"{where}.relations.to")
                 if not rt.strip():

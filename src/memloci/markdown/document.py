@@ -302,7 +302,11 @@ def parse_document(text: str, *, fallback_name: str) -> EntityDocument:
     while i < len(lines) and not lines[i].strip():
         i += 1
     title = None
-    if doc.headings and doc.headings[0][:2] == (i, 1):  # a leading H1 is the name, not body
+    named = data.get("name") not in (None, "")
+    # A leading H1 is the name, not body; unless front matter names the entity otherwise: then
+    # the H1 is the document's own title (content brought it) and stays in the body.
+    if doc.headings and doc.headings[0][:2] == (i, 1) and not (
+            named and doc.headings[0][2].casefold() != _text(data["name"], "name").casefold()):
         title, i = doc.headings[0][2], i + 1
         while i < len(lines) and not lines[i].strip():
             i += 1
@@ -357,8 +361,14 @@ def render_document(doc: EntityDocument) -> str:
     heading = _heading(f"# {title}")
     if heading is None:
         raise ValidationError(f"name: {doc.name!r} cannot be a Markdown title; give a name with text in it")
+    body = set_observations(doc.body, doc.observations, doc.dates).rstrip("\n")
+    body = body[re.match(r"(?:[ \t]*\n)*", body).end():]  # parse drops leading blank lines too
+    first = body.split("\n", 1)[0]
+    own = _heading(first) if first.startswith("# ") else None
+    if own and own[1].casefold() == doc.name.casefold():
+        own = None  # the name itself, as a title: rendered as one
     fm = ["---\n"]
-    if heading[1] != doc.name:  # the title line cannot carry this name exactly
+    if heading[1] != doc.name or own:  # the title line cannot carry this name exactly, or is the body's own
         fm.append(f"name: {_scalar(doc.name)}\n")
     fm.append(f"type: {_scalar(doc.entity_type)}\n")
     for key, values in (("aliases", doc.aliases), ("tags", doc.tags)):
@@ -371,8 +381,8 @@ def render_document(doc: EntityDocument) -> str:
         if value is not None:
             fm.append(f"{key}: {_timestamp(value)}\n")
     fm.extend(b if b.endswith("\n") else b + "\n" for b in doc.extra)
-    body = set_observations(doc.body, doc.observations, doc.dates).rstrip("\n")
-    body = body[re.match(r"(?:[ \t]*\n)*", body).end():]  # parse drops leading blank lines too
+    if own:  # content that brought its own H1 keeps it as the only title
+        return "".join(fm) + f"---\n{body}\n"
     return "".join(fm) + f"---\n# {title}\n" + (f"\n{body}\n" if body else "")
 
 
