@@ -197,3 +197,24 @@ def test_cli_backup_and_restore(tmp_path):
     assert "pre-restore" in forced.stdout and "Restored library 'default'" in forced.stdout
     health = json.dumps(run("history", "--details").stdout)
     assert "restore" in health
+
+
+def test_export_markdown_of_a_project_includes_its_free_memories(tmp_path, home):
+    from conftest import run_session
+    from test_projects import entity, make_repo
+
+    app = make_repo(tmp_path / "app")
+
+    async def body(c: Client):
+        await c.ok("create_entities", project_path=str(app), confirm_new_project_root=str(app),
+                   entities=[entity("auth", "Rotate JWT keys")])
+        await c.ok("store_memory", project_path=str(app), content="deploys freeze on Fridays",
+                   tags=["ops"], memory_type="decision", importance="high")
+        out, _ = await c.ok("export_markdown", project_path=str(app))
+        assert out["memories"] == 1
+
+    run_session(home, body)
+    text = (app / "KNOWLEDGE_GRAPH.md").read_text()
+    assert "## auth" in text and "## Memories" in text
+    line = next(line for line in text.splitlines() if "deploys freeze on Fridays" in line)
+    assert "(decision, high)" in line and line.endswith("#ops")

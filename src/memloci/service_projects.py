@@ -12,7 +12,7 @@ from . import schema
 from . import confine
 from .errors import AlreadyExistsError, PermissionDeniedError, ValidationError
 from .libraries import ProjectRef
-from .markdown.export import render_graph
+from .markdown.export import render_graph, render_memories
 from .model import EntityInput, RelationInput, name_key, now_iso
 from .projects import project_label, read_n2n
 
@@ -101,13 +101,16 @@ class ProjectService:
             raise AlreadyExistsError(f"output_path: '{output_path}' exists and is not an export of this graph; "
                                      "it is left as it is", hint="Pick another file name.")
         graph = store.export_graph(order="name")
+        memories = sorted(store.free_memories(), key=lambda m: (m.created_at, m.id))
         text = render_graph(graph.entities, graph.relations, title=f"{EXPORT_TITLE[2:]} of {root.name}")
+        text += render_memories(memories)
         ctx = store.read_context()
         if ctx:
             text += "\n## Current context\n\n" + "".join(
                 f"- {k.replace('_', ' ')}: {', '.join(v) if isinstance(v, list) else v}\n" for k, v in ctx.items())
         confine.write_atomic(root, relative, text.encode("utf-8"))
-        return {"path": str(relative), "entities": len(graph.entities), "relations": len(graph.relations)}
+        return {"path": str(relative), "entities": len(graph.entities), "relations": len(graph.relations),
+                "memories": len(memories)}
 
     # -- n2n-memory ----------------------------------------------------------------------
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable
 
-from ..model import Entity, Relation
+from ..model import Entity, Memory, Relation
 
 
 def _line(text: str) -> str:
@@ -37,4 +37,17 @@ def render_graph(entities: Iterable[Entity], relations: Iterable[Relation], titl
         if rels:
             parts.append("\n### Relations\n\n")
             parts.extend(f"- {r.relation_type} → {r.to_entity}\n" for r in rels)
+    return "".join(parts)
+
+
+def render_memories(memories: Iterable[Memory]) -> str:
+    """Free memories as a section after the graph: oldest first, each with its time, type, importance and tags."""
+    items = list(memories)
+    if not items:
+        return ""
+    parts = [f"\n## Memories\n\n{_count(len(items), 'memory', 'memories')}, oldest first.\n\n"]
+    for m in items:
+        marks = f"{m.memory_type}" + (f", {m.importance}" if m.importance != "medium" else "")
+        tags = "".join(f" #{t}" for t in m.tags)
+        parts.append(f"- {m.created_at} ({marks}): {_line(m.content)}{tags}\n")
     return "".join(parts)
