@@ -314,6 +314,12 @@ def rename_relation_targets(yaml_text: str, old: str, new: str, key_of=str.casef
             return m.group(1) + _quoted_like(m.group(2), new) + m.group(3)
         return m.group(0)
 
+    mapping = _load("".join(lines[first:end]))
+    by_type = isinstance(mapping, dict) and isinstance(mapping.get("relations"), dict)
     for i in range(first, end):  # the key line too: `relations: [{type: x, to: y}]`
-        lines[i] = re.sub(r"(\bto\s*:\s*)(\"[^\"]*\"|'[^']*'|[^,}\n#]+?)(\s*(?:[,}]|#|\n|$))", swap, lines[i])
+        if by_type and i > first:  # `relations: {uses: [a, b]}` written as `  uses: [a, b]` / `    - a`
+            lines[i] = re.sub(r"((?:^[ \t]+-[ \t]+|^[ \t]+[^:#\n]+:[ \t]+\[?|,[ \t]*))(\"[^\"]*\"|'[^']*'|[^,\]\n#]+?)"
+                              r"((?:))(?=\s*(?:[,\]]|#|\n|$))", swap, lines[i])
+        else:
+            lines[i] = re.sub(r"(\bto\s*:\s*)(\"[^\"]*\"|'[^']*'|[^,}\n#]+?)(\s*(?:[,}]|#|\n|$))", swap, lines[i])
     return "".join(lines)

@@ -9,7 +9,6 @@ kept. Pure functions over text; the store does the I/O.
 from __future__ import annotations
 
 import re
-from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -118,19 +117,12 @@ def _patch_observations(text: str, wanted: list[str], dates: dict[str, str]) -> 
     region = _observations_region(doc)
     items = _items(doc, region[0] + 1, region[1]) if region else []
     parsed = parse_document(text, fallback_name="x").observations if region else []
-    need = Counter(wanted)
-    drop: set[int] = set()
-    for (first, stop, _), content in zip(items, parsed):
-        if need[content] > 0:
-            need[content] -= 1
-        else:
-            drop.update(range(first, stop))
-    have = Counter(parsed)
-    new, seen = [], Counter()
-    for o in wanted:  # in the order the index lists them
-        seen[o] += 1
-        if seen[o] > have[o]:
-            new.append(observation_line(o, dates.get(o)))
+    # The index holds each text once: a line a person wrote twice stays twice, and goes (both
+    # times) only when its text is deleted.
+    keep = set(wanted)
+    drop = {i for (first, stop, _), content in zip(items, parsed) if content not in keep for i in range(first, stop)}
+    have = set(parsed)
+    new = [observation_line(o, dates.get(o)) for o in dict.fromkeys(wanted) if o not in have]
     lines = doc.lines
     if not new:
         return "".join(line for i, line in enumerate(lines) if i not in drop)
