@@ -214,3 +214,25 @@ def test_content_with_its_own_front_matter_and_title(vault):
     service.store("v").rebuild_index()
     assert (folder / "spec-42.md").read_text() == text
     assert [e.name for e in service.open_nodes(["spec-42"]).entities] == ["spec-42"]
+
+
+def test_old_libraries_learn_to_compare_names_in_nfc(tmp_path):
+    """A library written before names compared in NFC is migrated: its decomposed names answer."""
+    import sqlite3
+
+    from memloci.model import EntityInput
+
+    db = tmp_path / "old.db"
+    nfd, nfc = unicodedata.normalize("NFD", "Émile"), unicodedata.normalize("NFC", "émile")
+    service = MemoryService(LibraryRegistry([LibrarySpec("old", db, "sqlite")]))
+    service.create_entities([EntityInput(nfd, "person", ("writes",))])
+    service.close()
+    with sqlite3.connect(db) as conn:  # as the previous version stored it: case-folded only
+        conn.execute("UPDATE entities SET name = ?, name_key = ?", (nfd, nfd.casefold()))
+        conn.execute("PRAGMA user_version = 4")
+    conn.close()
+    service = MemoryService(LibraryRegistry([LibrarySpec("old", db, "sqlite")]))
+    try:
+        assert [e.name for e in service.open_nodes([nfc]).entities] == [nfd]
+    finally:
+        service.close()

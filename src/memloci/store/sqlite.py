@@ -137,6 +137,7 @@ class SQLiteStore(SQLiteGraphReads, SQLiteMemories, SQLiteDocuments, SQLiteUndo)
             # For migrations and renames that recompute hashes in SQL (never used by a trigger,
             # so another tool can still open the file).
             conn.create_function("memloci_content_hash", 2, lexical.content_hash, deterministic=True)
+            conn.create_function("memloci_name_key", 1, name_key, deterministic=True)
             conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
             # A file that is not SQLite fails here, before anything could be written to it.
             conn.execute("SELECT count(*) FROM sqlite_master").fetchone()

@@ -159,6 +159,14 @@ MIGRATIONS: list[str] = [
     WHERE EXISTS (SELECT 1 FROM memories o WHERE o.content_hash = memories.content_hash AND o.id != memories.id
                   AND (o.created_at < memories.created_at OR (o.created_at = memories.created_at AND o.id < memories.id)));
     """,
+    # 5: names compare in NFC as well as case-folded (model.name_key), so a name stored
+    # decomposed (`résumé` from a macOS file name) answers to the composed one. Two entities
+    # whose names differ only in Unicode form keep their old keys (OR IGNORE) rather than clash.
+    """
+    UPDATE OR IGNORE entities SET name_key = memloci_name_key(name) WHERE name_key != memloci_name_key(name);
+    UPDATE OR IGNORE pending_links SET target_key = memloci_name_key(target) WHERE target_key != memloci_name_key(target);
+    UPDATE md_files SET name_key = memloci_name_key(name_key) WHERE name_key != memloci_name_key(name_key);
+    """,
 ]
 
 # Installed in the index of a Markdown library only: every change marks what to write back.
