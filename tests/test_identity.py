@@ -158,3 +158,37 @@ def test_two_projects_with_one_folder_name_never_share_state(tmp_path, embedder)
             assert {len(index) for index, _ in service._dense.values()} == {1}
     finally:
         service.close()
+
+
+def test_handles_survive_a_clone_of_a_project_over_mcp(tmp_path, home):
+    """A project's memory made by one server, cloned without its index, answered by another:
+    the content_hash a client kept still finds the memory (real server processes)."""
+    from conftest import run_session
+
+    app = tmp_path / "app"
+    (app / ".git").mkdir(parents=True)
+    kept: dict[str, str] = {}
+
+    async def first(c):
+        await c.ok("create_entities", project_path=str(app), confirm_new_project_root=str(app),
+                   entities=[{"name": "zeta", "entityType": "service", "observations": ["first made"]},
+                             {"name": "api", "entityType": "service", "observations": []}])
+        # the clone indexes api.md before zeta.md: row ids differ there, hashes must not
+        _, out = await c.ok("store_memory", project_path=str(app), content="api answers on port 8080", entity="api")
+        kept["observation"] = out["content_hash"]
+        _, out = await c.ok("store_memory", project_path=str(app), content="release on fridays")
+        kept["free"] = out["content_hash"]
+
+    run_session(home, first)
+    clone = tmp_path / "clone" / "app"
+    shutil.copytree(app, clone, ignore=shutil.ignore_patterns(".memloci"))  # what git clone brings
+
+    async def second(c):
+        _, out = await c.ok("update_memory", project_path=str(clone), content_hash=kept["free"], tags=["process"])
+        assert out["content_hash"] == kept["free"]
+        _, out = await c.ok("delete_memory", project_path=str(clone), content_hash=kept["observation"])
+        assert out["deleted"] == 1
+
+    run_session(tmp_path / "home2", second)
+    assert "port 8080" not in (clone / ".mcp" / "api.md").read_text()
+    assert "port 8080" in (app / ".mcp" / "api.md").read_text()
