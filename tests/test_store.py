@@ -71,5 +71,7 @@ def test_journal_records_changes_with_removed_text(service):
     service.delete_entities(["A"])
     entries = service.history()
     assert [e.action for e in entries] == ["delete_entities", "delete_observations", "create_entities"]
-    assert entries[1].detail == {"removed": {"A": ["drop"]}}
+    assert {k: v for k, v in entries[1].detail.items() if k != "undo"} == {"removed": {"A": ["drop"]}}
+    kept = entries[1].detail["undo"]["entities"][0]  # the whole entity as it was, for undo
+    assert kept["name"] == "A" and [o["content"] for o in kept["observations"]] == ["keep", "drop"]
     assert entries[0].detail["removed"][0]["observations"] == ["keep"]
