@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from pathlib import Path
 from typing import Any
 
@@ -123,10 +122,3 @@ def read_n2n(folder: Path) -> tuple[dict[str, Any] | None, dict[str, Any] | None
         return data
 
     return load("memory.json"), load("context.json")
-
-
-def is_inside(root: Path, path: Path) -> bool:
-    try:
-        return Path(os.path.realpath(path)).is_relative_to(root)
-    except (OSError, ValueError):
-        return False
