@@ -236,3 +236,19 @@ def test_old_libraries_learn_to_compare_names_in_nfc(tmp_path):
         assert [e.name for e in service.open_nodes([nfc]).entities] == [nfd]
     finally:
         service.close()
+
+
+def test_dates_come_from_the_file_never_from_indexing(vault):
+    import os
+
+    service, folder, original = vault
+    note = folder / "Dated.md"
+    note.write_bytes(b"## Observations\n- written by memloci <!-- 2025-01-02T03:04:05Z -->\n- written by a person\n")
+    os.utime(note, (1700000000, 1700000000))  # 2023-11-14T22:13:20Z
+    service.store("v").sync()
+    entity = service.open_nodes(["Dated"]).entities[0]
+    dates = {o.content: o.created_at for o in entity.observations}
+    assert dates == {"written by memloci": "2025-01-02T03:04:05Z", "written by a person": "2023-11-14T22:13:20Z"}
+    assert entity.created_at == "2023-11-14T22:13:20Z"  # no `created:` key: the file's time, not today
+    assert [e.created_at for e in service.open_nodes(["Weekly review"]).entities] == ["2024-03-01"]
+    assert note.read_bytes().endswith(b"- written by a person\n")  # nothing written back
