@@ -274,3 +274,33 @@ def test_the_default_library_is_created_private_under_xdg(tmp_path):
     assert db.is_file() and mode(db) == 0o600
     assert mode(db.parent) == 0o700
     assert not (tmp_path / "home" / ".local").exists()
+
+
+def test_a_folder_replaced_by_a_link_drops_its_notes_and_keeps_the_library_working(tmp_path, outside):
+    folder = tmp_path / "notes"
+    (folder / "sub").mkdir(parents=True)
+    (folder / "sub" / "x.md").write_text("# x\n\n## Observations\n- inside\n")
+    (folder / "keep.md").write_text("# keep\n")
+    service = MemoryService(LibraryRegistry([LibrarySpec("notes", folder, "markdown")]))
+    try:
+        assert sorted(e.name for e in service.read_graph().entities) == ["keep", "x"]
+        (folder / "sub" / "x.md").unlink()
+        (folder / "sub").rmdir()
+        os.symlink(outside / "dir", folder / "sub")  # say, a checkout of a branch where it is a link
+        service.store("notes").sync()
+        assert [e.name for e in service.read_graph().entities] == ["keep"]
+        assert "sub" in service.list_libraries()[0]["unparsed_files"]
+        service.create_entities([EntityInput("new", "note", ("still writable",))])
+    finally:
+        service.close()
+    assert sorted(p.name for p in (outside / "dir").iterdir()) == ["hidden-note.md"]
+
+
+def test_a_fifo_where_a_file_is_expected_does_not_hang(tmp_path):
+    root = tmp_path / "lib"
+    root.mkdir()
+    os.mkfifo(root / "meta.md")
+    with pytest.raises(PermissionDeniedError, match="not a regular file"):
+        confine.read_bytes(root, "meta.md")
+    with pytest.raises((PermissionDeniedError, OSError)):
+        confine.append(root, "meta.md", b"x")

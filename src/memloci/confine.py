@@ -24,7 +24,9 @@ from pathlib import Path, PurePosixPath
 from .errors import PermissionDeniedError, ValidationError
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-_NOFOLLOW = os.O_NOFOLLOW | os.O_CLOEXEC
+# O_NONBLOCK: a FIFO planted where a file is expected must not hang the process (the file
+# type is checked right after the open); it changes nothing for regular files.
+_NOFOLLOW = os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
 PRIVATE_FILE = 0o600  # what memloci keeps for itself: the index, a default library's database
 PRIVATE_DIR = 0o700
 
@@ -125,13 +127,14 @@ def lstat(root: Path, rel: str | os.PathLike[str]) -> os.stat_result:
 
 
 def exists(root: Path, rel: str | os.PathLike[str]) -> bool:
-    """Whether something is there (a link counts: it is there, and refused when used)."""
+    """Whether something is there: a link as the last component counts (it is there, and
+    refused when used); a path through a linked folder does not (nothing is reachable there)."""
     folders, name, shown = _split(rel)
     try:
         with dir_fd(root, folders, rel=shown) as fd:
             os.stat(name, dir_fd=fd, follow_symlinks=False)
         return True
-    except (FileNotFoundError, NotADirectoryError):
+    except (FileNotFoundError, NotADirectoryError, LinkRefusedError):
         return False
 
 
@@ -232,6 +235,8 @@ def truncate(root: Path, rel: str | os.PathLike[str], size: int) -> None:
             _refuse_if_link(d, name, shown, shown)
             raise
     try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise PermissionDeniedError(f"{shown}: not a regular file")
         os.ftruncate(fd, size)
         os.fsync(fd)
     finally:
@@ -297,6 +302,8 @@ def private_file(root: Path, rel: str | os.PathLike[str], *, create: bool = True
             _refuse_if_link(d, name, shown, shown)
             raise
     try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise PermissionDeniedError(f"{shown}: not a regular file")
         if stat.S_IMODE(os.fstat(fd).st_mode) & 0o077:
             os.fchmod(fd, PRIVATE_FILE)
     finally:
