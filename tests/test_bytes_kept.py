@@ -91,6 +91,16 @@ def test_rename_changes_only_the_link_text(vault):
     check(folder, expected)
 
 
+def test_a_note_named_by_its_file_is_only_moved(vault):
+    service, folder, original = vault
+    service.rename_entity("Inbox", "Inbox 2026")
+    service.rename_entity("2026-11-01", "2026-11-01 Monday")
+    expected = dict(original)
+    expected["Inbox 2026.md"] = expected.pop("Inbox.md")
+    expected["Daily/2026-11-01 Monday.md"] = expected.pop("Daily/2026-11-01.md")
+    check(folder, expected)
+
+
 def test_observations_are_added_and_removed_as_lines(vault):
     service, folder, original = vault
     service.add_observations([ObservationBatch("Kitchen", ("dishwasher leaks",)),

@@ -69,12 +69,15 @@ class Wanted:
     stamp: str | None = None  # set `modified:` in place to this (files memloci created)
 
 
-def patch_document(text: str, want: Wanted, *, fallback_name: str, key_of: Callable[[str], str]) -> str:
-    """The file's LF text changed exactly as far as `want` differs from it."""
+def patch_document(text: str, want: Wanted, *, fallback_name: str, key_of: Callable[[str], str],
+                   new_stem: str | None = None) -> str:
+    """The file's LF text changed exactly as far as `want` differs from it. `fallback_name`:
+    the stem of the file read; `new_stem`: the stem it is written under (a rename moves it)."""
     original = text
     before = parse_document(text, fallback_name=fallback_name)
+    titled = parse_document(text, fallback_name="\x00").name != "\x00"  # else the file name says the name
     for old, new in want.renames:
-        if key_of(before.name) == key_of(old):
+        if titled and key_of(before.name) == key_of(old):
             text = _set_title(text, new)
         try:
             text = rewrite_wikilinks(text, old, new)
@@ -86,7 +89,7 @@ def patch_document(text: str, want: Wanted, *, fallback_name: str, key_of: Calla
         text = text if text.endswith("\n") else text + "\n"
     text = _patch_observations(text, want.doc.observations, want.doc.dates)
     text = _patch_front_matter(text, want, fallback_name, key_of)
-    if parse_document(text, fallback_name=fallback_name).name != want.doc.name:
+    if parse_document(text, fallback_name=new_stem or fallback_name).name != want.doc.name:
         text = _set_title(text, want.doc.name)
     if want.stamp and text != original and (parts := fm.split(text)) and fm.has_key(parts[1], "modified"):
         text = fm.with_front_matter(text, lambda y: fm.set_scalar(y, "modified", want.stamp, timestamp=True))

@@ -362,7 +362,8 @@ class MarkdownStore(MarkdownUndo, MarkdownScan, SQLiteStore):
                 lf, style = patch.decode(source)
                 want = patch.Wanted(doc, relations, list(getattr(self._verbatim, "renames", [])),
                                     getattr(self._verbatim, "tails", {}).get(key, ""), now_iso() if ours else None)
-                text = patch.encode(patch.patch_document(lf, want, fallback_name=Path(old or rel).stem, key_of=name_key),
+                text = patch.encode(patch.patch_document(lf, want, fallback_name=Path(old or rel).stem, key_of=name_key,
+                                                         new_stem=Path(rel).stem),
                                     style).decode("utf-8")
         if source is not None and text.encode("utf-8") == source and rel == (old or rel):
             return  # nothing to change: the file keeps its bytes and its mtime
