@@ -304,3 +304,21 @@ def test_a_fifo_where_a_file_is_expected_does_not_hang(tmp_path):
         confine.read_bytes(root, "meta.md")
     with pytest.raises((PermissionDeniedError, OSError)):
         confine.append(root, "meta.md", b"x")
+
+
+def test_an_old_world_readable_default_library_is_tightened(tmp_path, monkeypatch):
+    home = tmp_path / "data"
+    home.mkdir(mode=0o755)
+    home.chmod(0o755)
+    old = LibraryRegistry([LibrarySpec("default", home / "default.db")])
+    MemoryService(old).create_entities([EntityInput("x", "note", ("y",))])
+    old.close()
+    (home / "default.db").chmod(0o644)  # as an older memloci left it
+    monkeypatch.setenv("MEMLOCI_HOME", str(home))
+    monkeypatch.delenv("MEMLOCI_LIBRARIES", raising=False)
+    monkeypatch.delenv("MEMLOCI_CONFIG", raising=False)
+    registry = LibraryRegistry()
+    service = MemoryService(registry)
+    assert [e.name for e in service.read_graph().entities] == ["x"]
+    service.close()
+    assert mode(home) == 0o700 and mode(home / "default.db") == 0o600

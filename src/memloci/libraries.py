@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 import threading
 import tomllib
 from dataclasses import dataclass
@@ -145,7 +146,22 @@ def default_specs() -> list[LibrarySpec]:
     return [LibrarySpec(DEFAULT_LIBRARY, memloci_home() / f"{DEFAULT_LIBRARY}.db")]
 
 
+def _make_private(folder: Path, names: tuple[str, ...]) -> None:
+    """Tighten what an older memloci left readable by others: the data folder to 0700 and the
+    default library's files to 0600 (memloci's own, never a person's; links are left alone)."""
+    for path, mode in ((folder, 0o700), *((folder / n, 0o600) for n in names)):
+        try:
+            st = path.lstat()
+        except OSError:
+            continue
+        if not stat.S_ISLNK(st.st_mode) and st.st_uid == os.getuid() and st.st_mode & 0o077:
+            path.chmod(mode)
+
+
 def open_store(spec: LibrarySpec) -> Store:
+    home = memloci_home()
+    if spec.kind == "sqlite" and spec.path == home / f"{DEFAULT_LIBRARY}.db":
+        _make_private(home, tuple(f"{spec.path.name}{s}" for s in ("", "-wal", "-shm")))
     if spec.kind == "markdown":
         from .store.markdown import MarkdownStore
 
