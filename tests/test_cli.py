@@ -93,9 +93,10 @@ def test_markdown_export_is_stable_and_sorted(home, tmp_path):
 
 
 def test_read_only_commands_never_create_a_library(home, tmp_path):
-    for args in (["stats"], ["search", "x"], ["export", "jsonl"], ["history"]):
-        proc = memloci(home, *args, check=False)
-        assert proc.returncode == 1 and "does not exist yet" in proc.stderr, args
+    for args in (["search", "x"], ["export", "jsonl"], ["history"], ["check"]):
+        proc = memloci(home, *args)  # shown empty, and said so
+        assert "does not exist yet" in proc.stderr, args
+    assert "not created yet" in memloci(home, "stats").stdout
     assert not (home / "default.db").exists()
     proc = memloci(home, "export", "jsonl", "/proc/no/such/dir/x.jsonl", check=False)
     assert proc.returncode == 1

@@ -6,12 +6,14 @@ import json
 import os
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Annotated, Optional
 
 import typer
 
 from . import __version__
-from .errors import MemlociError
+from .errors import LibraryMissingError, MemlociError
+from .libraries import LibrarySpec
 
 app = typer.Typer(
     name="memloci",
@@ -19,10 +21,11 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,  # help texts hold [schemas] and regexes: never read them as Rich markup
 )
-import_app = typer.Typer(help="Import memory from other servers' files.", no_args_is_help=True)
-export_app = typer.Typer(help="Export a library.", no_args_is_help=True)
-bench_app = typer.Typer(help="Benchmarks: print a table and write JSON.", no_args_is_help=True)
+import_app = typer.Typer(help="Import memory from other servers' files.", no_args_is_help=True, rich_markup_mode=None)
+export_app = typer.Typer(help="Export a library.", no_args_is_help=True, rich_markup_mode=None)
+bench_app = typer.Typer(help="Benchmarks: print a table and write JSON.", no_args_is_help=True, rich_markup_mode=None)
 app.add_typer(import_app, name="import")
 app.add_typer(export_app, name="export")
 app.add_typer(bench_app, name="bench")
@@ -32,6 +35,9 @@ LibrariesOpt = Annotated[
     typer.Option("--libraries", envvar="MEMLOCI_LIBRARIES",
                  help="Libraries to mount, NAME:PATH[,NAME:PATH...] (default: 'default' in $MEMLOCI_HOME)."),
 ]
+CHECK_SHOWN = 1000  # violations listed by `memloci check`; the title says how many there are in all
+_EMPTY_GRAPH = SimpleNamespace(entities=[], relations=[])  # what an export of a library not created yet holds
+
 LibraryOpt = Annotated[Optional[str], typer.Option("--library", "-l", help="Library to use when several are mounted.")]
 
 
@@ -51,16 +57,33 @@ def _console(stderr: bool = False):
     from rich.console import Console
 
     stream = sys.stderr if stderr else sys.stdout
-    # Piped output keeps whole lines instead of Rich's 80-column guess.
-    return Console(stderr=stderr, width=None if stream.isatty() else 1000)
+    # Piped output keeps whole lines instead of Rich's 80-column guess. No markup: what we print
+    # holds names, regexes and [tables] of the user's, which must come out as written; styles are
+    # given as Text (see _styled).
+    return Console(stderr=stderr, width=None if stream.isatty() else 1000, markup=False)
+
+
+def _styled(*parts: str | tuple[str, str]):
+    """A line with styled parts, e.g. _styled(("VALIDATION_ERROR", "bold red"), ": ", message)."""
+    from rich.text import Text
+
+    return Text.assemble(*parts)
 
 
 def _fail(exc: MemlociError) -> None:
     err = _console(stderr=True)
-    err.print(f"[bold red]{exc.code}[/]: {exc.message}", highlight=False)
+    err.print(_styled((exc.code, "bold red"), ": ", exc.message), highlight=False)
     if exc.hint:
-        err.print(f"[dim]{exc.hint}[/]", highlight=False)
+        err.print(_styled((exc.hint, "dim")), highlight=False)
     raise typer.Exit(1)
+
+
+def _not_created(exc: MemlociError) -> bool:
+    """A read-only command on a mounted library that has no file yet: say so, and show it empty."""
+    if not isinstance(exc, LibraryMissingError):
+        return False
+    _console(stderr=True).print(f"{exc.message}; it is empty until its first write.", highlight=False)
+    return True
 
 
 def _version(value: bool) -> None:
@@ -79,6 +102,35 @@ def _root(
         os.environ["MEMLOCI_HOME"] = str(home.expanduser())
     if config is not None:
         os.environ["MEMLOCI_CONFIG"] = str(config.expanduser())
+
+
+@app.command("tools")
+def tools_cmd(
+    libraries: LibrariesOpt = None,
+    tools: Annotated[Optional[str], typer.Option("--tools", envvar="MEMLOCI_TOOLS",
+                                                 help="Tool groups, comma-separated (default: as serve).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
+) -> None:
+    """Each tool's size in tools/list (characters of its JSON) and the total: what the tools cost a model's context."""
+    from .mcp.server import tool_groups, tool_sizes
+
+    try:
+        from .libraries import config_file
+
+        rows = tool_sizes(_service(libraries, read_only=True), tool_groups(tools or config_file().get("tools")))
+    except MemlociError as exc:
+        _fail(exc)
+    total = sum(r["chars"] for r in rows)
+    if as_json:
+        print(json.dumps({"tools": rows, "total_chars": total}, indent=2))
+        return
+    from rich.table import Table
+
+    table = Table("group", "tool", "chars")
+    for r in rows:
+        table.add_row(r["group"], r["tool"], str(r["chars"]))
+    table.add_row("", "total", str(total))
+    _console().print(table)
 
 
 @app.command()
@@ -159,7 +211,7 @@ def import_jsonl(
                       f"{', '.join(map(str, source.ignored_lines[:10]))}{', ...' if len(source.ignored_lines) > 10 else ''})",
                       highlight=False)
     if report.skipped_relations:
-        console.print(f"[yellow]{len(report.skipped_relations)} relations skipped:[/]", highlight=False)
+        console.print(_styled((f"{len(report.skipped_relations)} relations skipped:", "yellow")), highlight=False)
         for line, reason in report.skipped_relations[:20]:
             console.print(f"  line {line}: {reason}", highlight=False)
 
@@ -175,7 +227,7 @@ def _write_output(path: Path | None, text: str) -> None:
         tmp.write_text(text, encoding="utf-8", newline="\n")
         os.replace(tmp, path)
     except OSError as exc:
-        _console(stderr=True).print(f"[bold red]cannot write {path}[/]: {exc.strerror}", highlight=False)
+        _console(stderr=True).print(_styled((f"cannot write {path}", "bold red"), f": {exc.strerror}"), highlight=False)
         raise typer.Exit(1) from None
     finally:
         tmp.unlink(missing_ok=True)
@@ -201,7 +253,9 @@ def export_jsonl(
         else:
             graph, memories = service.export_everything(library=library)
     except MemlociError as exc:
-        _fail(exc)
+        if not _not_created(exc):
+            _fail(exc)
+        graph, memories = _EMPTY_GRAPH, []
     _write_output(path, render_official(graph.entities, graph.relations, memories, dates=not official))
     if path is not None:
         _console(stderr=True).print(f"Wrote {len(graph.entities)} entities, {len(graph.relations)} relations and "
@@ -220,7 +274,9 @@ def export_markdown(
     try:
         graph = _service(libraries, read_only=True).export_graph(order="name", library=library)
     except MemlociError as exc:
-        _fail(exc)
+        if not _not_created(exc):
+            _fail(exc)
+        graph = _EMPTY_GRAPH
     _write_output(path, render_graph(graph.entities, graph.relations))
     if path is not None:
         _console(stderr=True).print(f"Wrote {len(graph.entities)} entities to {path}", highlight=False)
@@ -239,9 +295,11 @@ def search(
     try:
         result = _service(libraries, read_only=True, embedder=True).search_nodes(query, limit=limit, library=library)
     except MemlociError as exc:
-        _fail(exc)
+        if not _not_created(exc):
+            _fail(exc)
+        result = None
     console = _console()
-    if not result.hits:
+    if result is None or not result.hits:
         console.print("No match.")
         return
     table = Table("name", "type", "why", "observations")
@@ -258,11 +316,20 @@ def stats(libraries: LibrariesOpt = None) -> None:
     from rich.table import Table
 
     try:
-        rows = _service(libraries, read_only=True).all_stats()
+        service = _service(libraries, read_only=True)
+        rows = []
+        for spec in service.libraries.specs:  # one not created yet is a row of zeros, not a failure
+            try:
+                rows.append(service.stats(library=spec.name))
+            except LibraryMissingError:
+                rows.append(spec)
     except MemlociError as exc:
         _fail(exc)
     table = Table("library", "kind", "entities", "observations", "memories", "relations", "journal", "size", "path")
     for s in rows:
+        if isinstance(s, LibrarySpec):
+            table.add_row(s.name, s.kind, "0", "0", "0", "0", "0", "not created yet", str(s.path))
+            continue
         table.add_row(s.name, s.kind, str(s.entities), str(s.observations), str(s.memories), str(s.relations),
                       str(s.journal_entries), f"{s.size_bytes / 1024:.0f} KiB", s.path)
     _console().print(table)
@@ -283,7 +350,9 @@ def history(
     try:
         entries = _service(libraries, read_only=True).history(limit=limit, internal=internal, library=library)
     except MemlociError as exc:
-        _fail(exc)
+        if not _not_created(exc):
+            _fail(exc)
+        entries = []
     if details:
         for e in entries:
             print(json.dumps({"id": e.id, "at": e.at, "tool": e.tool, "action": e.action,
@@ -371,10 +440,20 @@ def reindex(
         with Progress(TextColumn("embedding"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
                       console=_console()) as bar:
             task = bar.add_task("reindex", total=None)
-            total = service.reindex(library=library, progress=lambda done, n: bar.update(task, completed=done, total=n))
+            total = service.reindex(library=library, progress=lambda done, n: bar.update(task, completed=done, total=n),
+                                    files=rebuilt.append)
         status = service.embedder.status()
     except MemlociError as exc:
         _fail(exc)
+    for files in rebuilt:  # a Markdown library: what the rebuild found
+        if files.index_moved_to:
+            _console().print(f"The index could not be read; the old one was moved to {files.index_moved_to}.",
+                             highlight=False)
+        _console().print(f"Files: {files.indexed} indexed, {files.skipped} skipped (changed while read; the next "
+                         f"scan takes them), {len(files.problems)} unparsable, {files.removed} entities removed.",
+                         highlight=False)
+        for rel, why in files.problems.items():
+            _console().print(f"  unparsable: {rel}: {why}", highlight=False, markup=False)
     if status.model is None:
         _console().print("Index rebuilt from the files; no embedder is configured, so no vectors.", highlight=False)
     else:
@@ -397,16 +476,21 @@ def check(
     try:
         rules = schema_from_config(schema, "--schema") if schema else None
         service = _service(libraries, read_only=True)
+        problems = service.check(rules, library=library, limit=None)
         name = service.store(library).name
-        problems = service.check(rules, library=library)
         used = rules or service.store(library).schema
     except MemlociError as exc:
-        _fail(exc)
+        if not _not_created(exc):
+            _fail(exc)
+        return
     console = _console()
     if not problems:
         console.print(f"library '{name}' follows schema '{used.name}': no violations.", highlight=False)
         return
-    table = Table(title=f"{len(problems)} violation(s) of schema '{used.name}' in library '{name}'")
+    total = len(problems)
+    problems = problems[:CHECK_SHOWN]
+    title = (f"{total} violation(s)" if total <= CHECK_SHOWN else f"showing {CHECK_SHOWN} of {total} violations")
+    table = Table(title=f"{title} of schema '{used.name}' in library '{name}'")
     for column in ("what", "where", "value", "rule"):
         table.add_column(column, overflow="fold")
     for p in problems:
@@ -445,7 +529,7 @@ def bench_locomo(
     try:
         ks = sorted({int(x) for x in k.split(",") if x.strip()})
     except ValueError:
-        _console(stderr=True).print(f"[bold red]--k[/]: expected numbers like 1,5,10,25, got {k!r}")
+        _console(stderr=True).print(_styled(("--k", "bold red"), f": expected numbers like 1,5,10,25, got {k!r}"))
         raise typer.Exit(1) from None
     run_locomo(data=data, ks=ks, out=out, console=_console(), limit=conversations)
 

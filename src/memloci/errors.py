@@ -34,6 +34,12 @@ class NotFoundError(MemlociError):
     default_hint = "Check the name with search_nodes or read_graph, or create it first."
 
 
+class LibraryMissingError(NotFoundError):
+    """A mounted library whose file or folder is not created yet (read-only commands do not create it)."""
+
+    default_hint = "A library is created by its first write (memloci serve, memloci import)."
+
+
 class ValidationError(MemlociError):
     code = "VALIDATION_ERROR"
     default_hint = "Fix the named field and send the call again; nothing was changed."

@@ -10,6 +10,7 @@ and a broken library is reported by the call that needs it, not by a crashed ser
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
 import stat
@@ -24,6 +25,8 @@ from .schema import schema_from_config
 from .store import Store
 
 DEFAULT_LIBRARY = "default"
+CONFIG_KEYS = ("name", "tools", "libraries", "schemas")  # every key a config file may have, at the top
+CONFIG_EXAMPLES = {"name": "memloci", "tools": "graph,memory"}
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
 
@@ -108,15 +111,30 @@ def load_config(path: str | os.PathLike[str]) -> dict[str, Any]:
         raise ValidationError(f"config: {p} does not exist") from exc
     except tomllib.TOMLDecodeError as exc:
         raise ValidationError(f"config: {p} is not valid TOML: {exc}") from exc
+    for key in config:  # a misspelt key would otherwise be ignored, and its setting silently lost
+        if key not in CONFIG_KEYS:
+            close = difflib.get_close_matches(key, CONFIG_KEYS, n=1, cutoff=0.6)
+            raise ValidationError(f"config: {p}: {key}: unknown key" + (f"; did you mean {close[0]}?" if close else ""),
+                                  hint=f"Known keys: {', '.join(CONFIG_KEYS)}. Fix {p} and run the command again.")
+    for key in ("name", "tools"):
+        if key in config and not isinstance(config[key], str):
+            raise ValidationError(f"config: {p}: {key}: must be a string, e.g. {key} = \"{CONFIG_EXAMPLES[key]}\"")
     libraries = config.get("libraries", {})
     if not isinstance(libraries, dict) or not all(isinstance(v, str) for v in libraries.values()):
         raise ValidationError(f"config: {p}: [libraries] maps names to paths, e.g. work = \"~/notes\"")
     schemas = config.get("schemas", {})
     if not isinstance(schemas, dict):
         raise ValidationError(f"config: {p}: [schemas] maps library names to a preset (\"strict\") or a table of rules")
-    unknown = sorted(set(schemas) - set(libraries))
+    # Without [libraries] the one library is `default`, and [schemas] may name it.
+    mounted = set(libraries) or {DEFAULT_LIBRARY}
+    unknown = sorted(set(schemas) - mounted)
     if unknown:
-        raise ValidationError(f"config: {p}: [schemas] names libraries that are not mounted: {', '.join(unknown)}")
+        raise ValidationError(f"config: {p}: [schemas] names libraries that are not mounted: {', '.join(unknown)}; "
+                              f"mounted: {', '.join(sorted(mounted))}")
+    if not libraries and DEFAULT_LIBRARY in schemas:
+        rules = schema_from_config(schemas[DEFAULT_LIBRARY], f"config [schemas] {DEFAULT_LIBRARY}")
+        default = LibrarySpec(DEFAULT_LIBRARY, memloci_home() / f"{DEFAULT_LIBRARY}.db", "sqlite", rules)
+        return {**config, "libraries": [default]}
     specs: list[LibrarySpec] = []
     for name, path in libraries.items():  # relative paths are relative to the config file
         full = Path(path).expanduser()

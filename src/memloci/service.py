@@ -236,12 +236,31 @@ class MemoryService(DocumentService, ProjectService, HistoryService):
         offset = schema.check_int(offset, "offset", 0, schema.OFFSET_MAX)
         return self.store(library).read_graph(limit=limit, offset=offset, summary=summary)
 
-    def search_nodes(self, query: str, *, limit: int | None = None, library: str | None = None) -> SearchResult:
+    def search_nodes(self, query: str, *, limit: int | None = None, offset: int = 0,
+                     library: str | None = None) -> SearchResult:
+        """One page of the entities matching `query`, with the total count (up to SEARCH_LIMIT_MAX).
+        An empty query lists the graph a page at a time, as the official server lists everything."""
         text = schema.validate_query(query)
-        if not text:
-            raise ValidationError("query: must not be empty", hint="To list entities, page through read_graph.")
         limit = DEFAULT_SEARCH_LIMIT if limit is None else schema.check_int(limit, "limit", 1, schema.SEARCH_LIMIT_MAX)
+        offset = schema.check_int(offset, "offset", 0, schema.SEARCH_LIMIT_MAX - 1)
         store = self.store(library)
+        if not text:
+            page = store.read_graph(limit=limit, offset=offset, summary=False)
+            return SearchResult(tuple(SearchHit(e, 0.0, 0, "empty query: every entity") for e in page.entities),
+                                page.relations, page.is_truncated, page.total_entity_count, offset)
+        if offset == 0:
+            found = self._search_nodes(store, text, limit)
+        else:  # the page after `offset` of one ranking, so pages never overlap
+            found = self._search_nodes(store, text, min(offset + limit, schema.SEARCH_LIMIT_MAX))
+        total = len(found.hits)
+        if found.is_truncated or total > offset + limit:  # count every match, up to the cap
+            total = len(self._search_nodes(store, text, schema.SEARCH_LIMIT_MAX).hits)
+        hits = found.hits[offset:offset + limit]
+        names = {h.entity.name for h in hits}
+        relations = tuple(r for r in found.relations if r.from_entity in names or r.to_entity in names)
+        return SearchResult(hits, relations, offset + len(hits) < total, total, offset)
+
+    def _search_nodes(self, store: Store, text: str, limit: int) -> SearchResult:
         result = store.search_entities(text, limit=limit)
         if len(result.hits) >= limit:
             return result
@@ -409,12 +428,15 @@ class MemoryService(DocumentService, ProjectService, HistoryService):
             "problems": problems,
         }
 
-    def reindex(self, *, library: str | None = None, progress: Callable[[int, int], None] | None = None) -> int:
+    def reindex(self, *, library: str | None = None, progress: Callable[[int, int], None] | None = None,
+                files: Callable[[Any], None] | None = None) -> int:
         """Re-embed every memory of the library with the current embedder; returns how many.
-        A Markdown library's index is first rebuilt from its files."""
+        A Markdown library's index is first rebuilt from its files (`files` gets that SyncReport)."""
         store = self.store(library)
         if hasattr(store, "rebuild_index"):  # a Markdown library: the files first, then the vectors
-            store.rebuild_index()
+            report = store.rebuild_index()
+            if files is not None:
+                files(report)
             if not self.embedder.enabled:
                 return 0
         embedder = self.embedder.get(timeout=None)
@@ -498,8 +520,9 @@ class MemoryService(DocumentService, ProjectService, HistoryService):
         return self.store(library).export_graph(order=order)
 
     def check(self, rules: schema.LibrarySchema | None = None, *, library: str | None = None,
-              limit: int = 1000) -> list[dict[str, str]]:
-        """Every way the library breaks a schema (its own, or `rules`): what, where, value, rule."""
+              limit: int | None = 1000) -> list[dict[str, str]]:
+        """Every way the library breaks a schema (its own, or `rules`): what, where, value, rule;
+        the first `limit` of them (None: all, so a caller can say how many it did not show)."""
         store = self.store(library)
         rules = rules or store.schema
         graph = store.export_graph(order="name")
@@ -533,7 +556,7 @@ class MemoryService(DocumentService, ProjectService, HistoryService):
         for cycle in _cycles(graph.relations, rules):
             found.append({"what": "cycle", "where": " -> ".join(cycle), "value": "",
                           "rule": f"schema '{rules.name}': relations must not form a cycle"})
-        return found[:limit]
+        return found if limit is None else found[:limit]
 
     def flush(self, *, library: str | None = None) -> LibraryStats:
         """Checkpoint the library's write-ahead log into its main file; every call is durable already."""

@@ -33,6 +33,7 @@ from pathlib import Path
 from .. import confine
 from ..errors import (
     ConflictError,
+    LibraryMissingError,
     LibraryUnreadableError,
     MemlociError,
     NotFoundError,
@@ -116,7 +117,7 @@ class MarkdownStore(MarkdownUndo, MarkdownScan, SQLiteStore):
             raise LibraryUnreadableError(f"library '{self.name}': {self.root} is a file, not a folder")
         if not self.root.exists():
             if not create:
-                raise NotFoundError(f"library '{self.name}' does not exist yet: {self.root}")
+                raise LibraryMissingError(f"library '{self.name}' does not exist yet: {self.root}")
             try:
                 self.root.mkdir(parents=True)
             except OSError as exc:

@@ -25,6 +25,7 @@ from ..errors import (
     AlreadyExistsError,
     ConflictError,
     InvalidRelationError,
+    LibraryMissingError,
     LibraryUnreadableError,
     NotFoundError,
     PermissionDeniedError,
@@ -91,8 +92,7 @@ class SQLiteStore(SQLiteGraphReads, SQLiteMemories, SQLiteDocuments, SQLiteUndo)
                 raise LibraryUnreadableError(f"library '{self.name}': {self.path} cannot be read (permission denied)")
             if not p.exists():
                 if not create:
-                    raise NotFoundError(f"library '{self.name}' does not exist yet: {self.path}",
-                                        hint="A library is created by its first write (memloci serve, memloci import).")
+                    raise LibraryMissingError(f"library '{self.name}' does not exist yet: {self.path}")
                 try:
                     # A library is private: a folder memloci makes for it is 0700, the file 0600
                     # (SQLite gives its -wal and -shm files the database file's mode).
