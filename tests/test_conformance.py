@@ -1,10 +1,10 @@
 """Conformance: every tool of every tool group, on its success and its error path, through
-clients nobody here wrote: the TypeScript MCP SDK (a Node script, tests/conformance/client.mjs),
-the Python MCP SDK, and the MCP Inspector CLI.
+clients nobody here wrote: the TypeScript MCP SDK 1.x and its 2.x client (a Node script,
+tests/conformance/client.mjs), the Python MCP SDK, and the MCP Inspector CLI.
 
-The TypeScript client checks every structuredContent against the tool's output schema and
-throws (-32602) when it does not match, even on an error reply; the Python client does so
-only on success replies, so the same rule is checked here for its error replies. The table of
+The TypeScript SDK 1.x client checks every structuredContent against the tool's output schema
+and throws (-32602) when it does not match, even on an error reply; the other clients do so
+only on success replies, so the same rule is checked here for every reply they got. The table of
 calls is tests/conformance/calls.py. Each scenario runs on one server process per client.
 
 Without node or the npm packages (`make test` installs them) the Node-driven tests are
@@ -37,15 +37,17 @@ NODE_MODULES = HERE / "node_modules"
 # What `npx @modelcontextprotocol/inspector --cli` runs (inspector 1.x bundles SDK 1.32).
 INSPECTOR = NODE_MODULES / "@modelcontextprotocol" / "inspector" / "cli" / "build" / "cli.js"
 TRANSPORTS = ("stdio",)  # "http" joins when the server has a streamable HTTP transport
-CLIENTS = ("typescript", "python")
+CLIENTS = ("typescript", "typescript-v2", "python")  # -v2: the 2.x client, on newer protocol versions
 
 
 def node_missing() -> str | None:
     """Why the Node-driven tests cannot run here, or None when they can."""
     if shutil.which("node") is None:
         return "node is not installed"
-    if not (NODE_MODULES / "@modelcontextprotocol" / "sdk" / "package.json").exists():
-        return f"npm packages are not installed in {HERE} (run `make test`, or `npm ci` there)"
+    wanted = json.loads((HERE / "package.json").read_text())["dependencies"]
+    missing = [name for name in wanted if not (NODE_MODULES / name / "package.json").exists()]
+    if missing:
+        return f"npm packages {', '.join(missing)} are not installed in {HERE} (run `make test`, or `npm ci` there)"
     return None
 
 
@@ -75,9 +77,9 @@ def server_command(scenario: Scenario, places: dict[str, Path]) -> tuple[str, li
     return sys.executable, ["-m", "memloci", *scenario.serve_args(places)], server_env(places["home"])
 
 
-def run_typescript(scenario: Scenario, places: dict[str, Path], transport: str) -> dict[str, Any]:
+def run_typescript(scenario: Scenario, places: dict[str, Path], transport: str, sdk: str = "1") -> dict[str, Any]:
     command, args, env = server_command(scenario, places)
-    spec = {"transport": transport, "command": command, "args": args, "env": env, "cwd": str(places["tmp"]),
+    spec = {"sdk": sdk, "transport": transport, "command": command, "args": args, "env": env, "cwd": str(places["tmp"]),
             "calls": [{"tool": s.tool, "args": fill(s.args, places)} for s in scenario.steps]}
     proc = subprocess.run(["node", str(HERE / "client.mjs")], input=json.dumps(spec), capture_output=True,
                           text=True, timeout=240)
@@ -118,7 +120,8 @@ def run_python(scenario: Scenario, places: dict[str, Path], transport: str) -> d
     return out
 
 
-RUNNERS = {"typescript": run_typescript, "python": run_python}
+RUNNERS = {"typescript": run_typescript, "python": run_python,
+           "typescript-v2": lambda *a: run_typescript(*a, sdk="2")}
 _runs: dict[tuple[str, str, str], dict[str, Any]] = {}
 
 
@@ -129,7 +132,7 @@ def run(tmp_path_factory):
     def get(client: str, name: str, transport: str) -> dict[str, Any]:
         key = (client, name, transport)
         if key not in _runs:
-            if client == "typescript":
+            if client.startswith("typescript"):
                 require_node()
             scenario = next(s for s in SCENARIOS if s.name == name)
             places = make_places(tmp_path_factory.mktemp(f"{client}-{name}-{transport}"))
@@ -238,45 +241,57 @@ def test_table_covers_every_tool(run, client, transport, scenario):
 # ----- the MCP Inspector CLI ------------------------------------------------------------------
 
 INSPECTOR_CALLS = [
-    # (tool, --tool-arg values, expect an error?)
+    # (tool, --tool-arg values, expect an error?); the first makes the entity the others may find.
     ("create_entities", ['entities=[{"name":"Alice","entityType":"person","observations":["Works at Acme"]}]'], False),
     ("add_observations", ['observations=[{"entityName":"Ghost","contents":["x"]}]'], True),
     ("read_graph", [], False),
     ("search_nodes", ["query=Alice"], False),
-    ("open_nodes", ['names=["Ghost"]'], None),  # the official server answers an empty graph; either is fine
     ("retrieve_memory", ["query=anything", "min_similarity=5"], True),
     ("store_memory", ["content=hello", 'tag=["x"]'], True),
 ]
 
 
 def inspector(home: Path, tool: str, tool_args: list[str]) -> subprocess.CompletedProcess:
+    """`npx @modelcontextprotocol/inspector --cli memloci serve --method tools/call ...`, offline."""
     args = [a for pair in (("--tool-arg", t) for t in tool_args) for a in pair]
     return subprocess.run(["node", str(INSPECTOR), "--cli", sys.executable, "-m", "memloci", "serve",
                            "--method", "tools/call", "--tool-name", tool, *args],
                           capture_output=True, text=True, env=server_env(home), timeout=120)
 
 
+def inspector_reply(proc: subprocess.CompletedProcess, expect_error: bool) -> dict:
+    """The Inspector CLI prints the tool's reply and exits 0 for successes and tool errors alike;
+    an SDK rejection (say -32602 over the output schema) makes it exit 1."""
+    shown = f"inspector exit {proc.returncode}:\n{proc.stdout[-1500:]}\n{proc.stderr[-1500:]}"
+    assert proc.returncode == 0 and "MCP error" not in proc.stdout + proc.stderr, shown
+    reply = json.loads(proc.stdout)
+    assert bool(reply.get("isError")) is expect_error, f"isError should be {expect_error}: {shown}"
+    if expect_error:
+        assert error_code(reply["content"][0]["text"]), f"the error should name a code: {shown}"
+    return reply
+
+
 @pytest.fixture(scope="module")
 def inspector_home(tmp_path_factory) -> Path:
-    """A home whose library holds the entity the first call makes, through the Inspector too."""
     require_node()
-    if not INSPECTOR.exists():
-        pytest.fail(f"{INSPECTOR} is missing though the SDK is installed: run `npm ci` in {HERE}")
     home = tmp_path_factory.mktemp("inspector") / "home"
-    proc = inspector(home, *INSPECTOR_CALLS[0][:2])
-    assert proc.returncode == 0, f"inspector exit {proc.returncode}:\n{proc.stdout[-1500:]}\n{proc.stderr[-1500:]}"
+    inspector_reply(inspector(home, *INSPECTOR_CALLS[0][:2]), INSPECTOR_CALLS[0][2])
     return home
 
 
 @pytest.mark.parametrize("tool,tool_args,expect_error", INSPECTOR_CALLS[1:], ids=[c[0] for c in INSPECTOR_CALLS[1:]])
 def test_inspector_cli(inspector_home, tool, tool_args, expect_error):
-    """The Inspector CLI prints the tool's reply and exits 0 for success and tool errors alike;
-    an SDK rejection (say -32602 over the output schema) makes it exit 1."""
-    proc = inspector(inspector_home, tool, tool_args)
-    assert proc.returncode == 0 and "MCP error" not in proc.stdout + proc.stderr, (
-        f"inspector exit {proc.returncode}:\n{proc.stdout[-1500:]}\n{proc.stderr[-1500:]}")
-    reply = json.loads(proc.stdout)
-    if expect_error is not None:
-        assert bool(reply.get("isError")) is expect_error, f"isError should be {expect_error}: {proc.stdout[-1500:]}"
-    if reply.get("isError"):
-        assert error_code(reply["content"][0]["text"]), f"the error should name a code: {proc.stdout[-1500:]}"
+    inspector_reply(inspector(inspector_home, tool, tool_args), expect_error)
+
+
+def test_inspector_cli_sets_up_project_memory(tmp_path):
+    """The AWAITING_CONFIRMATION step reaches the Inspector as a tool error it shows, and the
+    confirm step then keeps the memory in the project."""
+    require_node()
+    repo = make_places(tmp_path)["repo"]
+    entities = 'entities=[{"name":"auth","entityType":"component","observations":["uses JWT"]}]'
+    asked = inspector_reply(inspector(tmp_path / "home", "create_entities", [entities, f"project_path={repo}"]), True)
+    assert error_code(asked["content"][0]["text"]) == "AWAITING_CONFIRMATION"
+    inspector_reply(inspector(tmp_path / "home", "create_entities",
+                              [entities, f"project_path={repo}", f"confirm_new_project_root={repo}"]), False)
+    assert (repo / ".mcp").is_dir()

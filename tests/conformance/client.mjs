@@ -1,38 +1,55 @@
-// Drives a memloci server through the official TypeScript MCP SDK client, which nobody here
-// wrote: its callTool validates every structuredContent against the tool's output schema,
-// and that validation is the point of this script.
+// Drives a memloci server through an official TypeScript MCP SDK client, which nobody here
+// wrote. SDK 1.x (what Claude Desktop, Cursor and the Inspector 1.x run) validates every
+// structuredContent against the tool's output schema, error replies included, and throws -32602
+// when it does not match: that validation is the point of this script. The 2.x client (the
+// Inspector 2.x) validates successes only, but speaks the newer protocol versions.
 //
 // Usage: node client.mjs < spec.json   (or: node client.mjs spec.json)
 // spec: {
+//   "sdk": "1" | "2",                         // which client (default "1")
 //   "transport": "stdio",                     // "http" once the server has it: give "url"
 //   "command": "...", "args": [...], "env": {...}, "cwd": "...",   // stdio
 //   "url": "http://127.0.0.1:PORT/mcp", "headers": {...},          // http
 //   "calls": [{"tool": "read_graph", "args": {...}}, ...]
 // }
 // Prints one JSON object on stdout:
-//   {"sdk": version, "tools": [...] | null, "list_error": {...} | null,
-//    "results": [{"tool", "threw", "error": {code, message} | null,
-//                 "isError", "text", "structuredContent"}]}
+//   {"sdk": "package@version", "protocol": negotiated version, "tools": [...] | null,
+//    "list_error": {code, message} | null,
+//    "results": [{"tool", "threw", "error": {code, message} | null, "isError", "text", "structuredContent"}]}
 // The calls run in order on one connection (one server process per spec).
 
 import { readFileSync } from "node:fs";
-import { Client } from "@modelcontextprotocol/sdk/client/index.js";
-import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
-import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 
-// The SDK's exports map hides its package.json; read it beside this script.
-const SDK_VERSION = JSON.parse(
-  readFileSync(new URL("./node_modules/@modelcontextprotocol/sdk/package.json", import.meta.url), "utf8"),
-).version;
+const SDKS = {
+  1: {
+    package: "@modelcontextprotocol/sdk",
+    client: "@modelcontextprotocol/sdk/client/index.js",
+    stdio: "@modelcontextprotocol/sdk/client/stdio.js",
+    http: "@modelcontextprotocol/sdk/client/streamableHttp.js",
+  },
+  2: {
+    package: "@modelcontextprotocol/client",
+    client: "@modelcontextprotocol/client",
+    stdio: "@modelcontextprotocol/client/stdio",
+    http: "@modelcontextprotocol/client",
+  },
+};
+
+// The packages' exports maps hide their package.json; read it beside this script.
+function packageVersion(name) {
+  const url = new URL(`./node_modules/${name}/package.json`, import.meta.url);
+  return JSON.parse(readFileSync(url, "utf8")).version;
+}
 
 function readSpec() {
   const source = process.argv[2] ? readFileSync(process.argv[2], "utf8") : readFileSync(0, "utf8");
   return JSON.parse(source);
 }
 
-function makeTransport(spec) {
+async function makeTransport(spec, sdk) {
   switch (spec.transport ?? "stdio") {
-    case "stdio":
+    case "stdio": {
+      const { StdioClientTransport } = await import(sdk.stdio);
       return new StdioClientTransport({
         command: spec.command,
         args: spec.args ?? [],
@@ -40,25 +57,38 @@ function makeTransport(spec) {
         cwd: spec.cwd,
         stderr: "inherit", // the server's logs belong on stderr; its stdout is the protocol
       });
-    case "http":
+    }
+    case "http": {
+      const { StreamableHTTPClientTransport } = await import(sdk.http);
       return new StreamableHTTPClientTransport(new URL(spec.url), {
         requestInit: { headers: spec.headers ?? {} },
       });
+    }
     default:
       throw new Error(`transport: unknown transport ${JSON.stringify(spec.transport)}; known: stdio, http`);
   }
 }
 
-// An exception as data: the SDK's McpError carries the JSON-RPC code.
+// An exception as data: the SDKs' errors carry the JSON-RPC code.
 function describe(err) {
   return { code: typeof err?.code === "number" ? err.code : null, message: String(err?.message ?? err) };
 }
 
 async function main() {
   const spec = readSpec();
+  const sdk = SDKS[spec.sdk ?? "1"];
+  if (!sdk) throw new Error(`sdk: unknown SDK ${JSON.stringify(spec.sdk)}; known: ${Object.keys(SDKS).join(", ")}`);
+  const { Client } = await import(sdk.client);
   const client = new Client({ name: "memloci-conformance", version: "1.0.0" });
-  await client.connect(makeTransport(spec));
-  const out = { sdk: SDK_VERSION, tools: null, list_error: null, results: [] };
+  const transport = await makeTransport(spec, sdk);
+  await client.connect(transport);
+  const out = {
+    sdk: `${sdk.package}@${packageVersion(sdk.package)}`,
+    protocol: transport.protocolVersion ?? client.getNegotiatedProtocolVersion?.() ?? null,
+    tools: null,
+    list_error: null,
+    results: [],
+  };
   try {
     // listTools also caches the output-schema validators that callTool applies.
     try {
