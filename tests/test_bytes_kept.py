@@ -156,6 +156,10 @@ def test_document_edits_touch_only_their_section(vault):
     service.add_entity_content("BOM note", "Later", "Read again.")
     expected["BOM note.md"] += b"\n## Later\n\nRead again.\n"
     check(folder, expected)
+    # A person's own `modified:` is theirs: memloci stamps only files it created.
+    service.add_observations([ObservationBatch("Weekly review", ("short week",))])
+    expected["Weekly review.md"] += b"\n## Observations\n- short week <!-- DATE -->\n"
+    check(folder, expected)
 
 
 def test_merge_appends_and_deletes_nothing_else(vault):
@@ -262,3 +266,23 @@ def test_dates_come_from_the_file_never_from_indexing(vault):
     assert entity.created_at == "2023-11-14T22:13:20Z"  # no `created:` key: the file's time, not today
     assert [e.created_at for e in service.open_nodes(["Weekly review"]).entities] == ["2024-03-01"]
     assert note.read_bytes().endswith(b"- written by a person\n")  # nothing written back
+
+
+def test_files_memloci_created_keep_its_format_and_their_modified_stamp(vault):
+    import time
+
+    from memloci.model import EntityInput
+
+    service, folder, original = vault
+    service.create_entities([EntityInput("fresh", "idea")])
+    first = (folder / "fresh.md").read_text()
+    created = re.search(r"created: (\S+)\n", first).group(1)
+    assert first == f"---\ntype: idea\ncreated: {created}\nmodified: {created}\n---\n# fresh\n"
+    time.sleep(1.1)  # stamps have whole seconds
+    service.add_observations([ObservationBatch("fresh", ("grows",))])
+    second = (folder / "fresh.md").read_text()
+    stamp = re.search(r"modified: (\S+)\n", second).group(1)
+    assert stamp > created
+    assert DATE.sub(b"<!-- DATE -->", second.encode()).decode() == first.replace(
+        f"modified: {created}", f"modified: {stamp}") + "\n## Observations\n- grows <!-- DATE -->\n"
+    check(folder, {**original, "fresh.md": DATE.sub(b"<!-- DATE -->", second.encode())})
