@@ -437,6 +437,7 @@ def reindex(
     try:
         service = _service(libraries, embedder=True)
         service.store(library)  # a wrong or missing library name fails here, before any progress bar
+        rebuilt: list = []
         with Progress(TextColumn("embedding"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
                       console=_console()) as bar:
             task = bar.add_task("reindex", total=None)
@@ -546,6 +547,23 @@ def bench_library(
     from .bench.library import run as run_library
 
     run_library(files=files, repeat=repeat, embeddings=embeddings, out=out, console=_console())
+
+
+@bench_app.command("crash")
+def bench_crash(
+    rounds: Annotated[int, typer.Option("--rounds", help="SIGKILLs per write kind and engine.")] = 20,
+    kinds: Annotated[str, typer.Option("--kinds", help="Comma-separated: create, rename, merge, delete, "
+                                       "add_observations, reindex.")] = "create,rename,merge,delete,add_observations,reindex",
+    engines: Annotated[str, typer.Option("--engines", help="Comma-separated: markdown, sqlite.")] = "markdown,sqlite",
+    out: Annotated[Path, typer.Option("--out", help="JSON results file.")] = Path("bench-results/crash.json"),
+) -> None:
+    """Kill a writer with SIGKILL at many points of each write kind; check all-or-nothing, files and index agreeing, no temp file left."""
+    from .bench.crash import run as run_crash
+
+    report = run_crash(rounds=rounds, kinds=[k.strip() for k in kinds.split(",") if k.strip()],
+                       engines=[e.strip() for e in engines.split(",") if e.strip()], out=out, console=_console())
+    if any(r["failures"] for r in report["results"]):
+        raise typer.Exit(1)
 
 
 @bench_app.command("strict")

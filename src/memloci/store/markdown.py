@@ -26,6 +26,7 @@ import logging
 import os
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -62,6 +63,7 @@ from .markdown_files import (
     file_stem,
     sha256_hex,
 )
+from .markdown_intent import INTENTS_TABLE, FileChange, recover
 from .markdown_scan import MarkdownScan
 from .markdown_undo import MarkdownUndo
 from .sqlite import SQLiteStore, _split_sql
@@ -94,6 +96,7 @@ class MarkdownStore(MarkdownUndo, MarkdownScan, SQLiteStore):
         self._stop = threading.Event()
         self._verbatim = threading.local()
         self._undo = threading.local()
+        self.index_moved_to: str | None = None  # where a corrupt index was moved aside, if it was
 
     # -- opening ---------------------------------------------------------------------
 
@@ -154,12 +157,35 @@ class MarkdownStore(MarkdownUndo, MarkdownScan, SQLiteStore):
                     for statement in _split_sql(MARKDOWN_TRIGGERS):
                         conn.execute(statement)
                     conn.execute(CREATED_FILES)
+                    conn.execute(INTENTS_TABLE)
+                    recover(self.root, conn, self.name)  # a change a killed process left half done
                     conn.execute("COMMIT")
                 except BaseException:
                     conn.execute("ROLLBACK")
                     raise
         finally:
             conn.close()
+
+    def recover(self) -> None:
+        """Open the index and finish or undo a change a killed process left half done, without
+        scanning the folder (`open()` does this too, then scans)."""
+        with self._md_lock:
+            self._open(create=False)
+
+    def _move_index_aside(self, exc: Exception) -> None:
+        """The index is only a cache of the files: a corrupt one is kept aside (for a post-mortem)
+        and built again from the files."""
+        self.close()
+        stamp = time.strftime("%Y%m%dT%H%M%S")
+        moved = self.root / INDEX_DIR / f"index.db.corrupt-{stamp}"
+        for suffix in ("", "-wal", "-shm"):
+            src = self.root / INDEX_DIR / f"index.db{suffix}"
+            if src.exists() and not src.is_symlink():
+                os.replace(src, moved.with_name(moved.name + suffix))
+        self.index_moved_to = str(moved)
+        log.warning("library %s: the index %s was unreadable (%s); moved it to %s and rebuilding it from the files",
+                    self.name, self.path, exc, moved)
+        confine.private_file(self.root, f"{INDEX_DIR}/index.db", create=True)
 
     def start_watching(self, interval: float = WATCH_INTERVAL_S) -> None:
         """Pick up outside edits every `interval` seconds while the process runs."""
@@ -194,11 +220,13 @@ class MarkdownStore(MarkdownUndo, MarkdownScan, SQLiteStore):
 
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
-        """One index transaction whose file changes land with it: if the call, a file write or
-        the commit fails, every file this transaction touched is put back as it was."""
-        self._undo.ops = []
+        """One index transaction whose file changes land with it, all or nothing (markdown_intent.py):
+        files are staged while the call runs, put in place just before the commit, and put back
+        if the call, a file operation or the commit fails, or at the next write if the process dies."""
+        change = self._undo.change = FileChange(self.root, self.name)
         try:
             with super()._write() as conn:
+                recover(self.root, conn, self.name)  # a killed writer's half-done change, first
                 yield conn
                 if getattr(self._syncing, "on", False):  # what came from the files needs no writing back
                     for table in ("md_dirty", "md_dirty_days", "md_new_memories"):
@@ -209,41 +237,30 @@ class MarkdownStore(MarkdownUndo, MarkdownScan, SQLiteStore):
                                  "FROM journal")
                 else:
                     self._flush(conn)
-                    self._append_journal(conn)
+                # then SQLiteStore._write seals the journal entry and calls _before_commit
         except BaseException:
-            self._restore_files()
+            change.rollback()
             raise
+        else:
+            change.done()
         finally:
-            self._undo.ops = []
+            self._undo.change = None
             self._verbatim.texts, self._verbatim.renames, self._verbatim.tails = {}, [], {}
 
-    def _keep_old(self, path: Path, *, append: bool = False, current: bytes | None = None) -> None:
-        """Remember a file's state before this transaction first changes it."""
-        ops = self._undo.ops
-        if any(op[1] == path for op in ops):
-            return
-        if current is not None and not append:
-            ops.append(("restore", path, current))
-            return
-        rel = path.relative_to(self.root)
-        try:
-            ops.append(("truncate", path, confine.lstat(self.root, rel).st_size) if append
-                       else ("restore", path, confine.read_bytes(self.root, rel)))
-        except FileNotFoundError:
-            ops.append(("restore", path, None))
+    def _before_commit(self, conn: sqlite3.Connection) -> None:
+        """Put the staged files in place: the last step before the index commits (its journal
+        entry is complete by now, so journal.md gets all of it)."""
+        if not getattr(self._syncing, "on", False):
+            self._append_journal(conn)
+        for op, st in self._staged().apply(conn):  # appended files: their index rows follow their new size
+            if op.record is not None:
+                self._record(conn, op.rel, op.record[0], op.record[1], st, op.record[2])
 
-    def _restore_files(self) -> None:
-        for kind, path, old in reversed(getattr(self._undo, "ops", [])):
-            rel = path.relative_to(self.root)
-            try:
-                if old is None:
-                    confine.unlink(self.root, rel)
-                elif kind == "truncate":
-                    confine.truncate(self.root, rel, old)
-                else:
-                    confine.write_atomic(self.root, rel, old)
-            except (OSError, MemlociError) as exc:  # the rescan reconciles whatever could not be put back
-                log.error("library %s: could not restore %s after a failed write: %s", self.name, path, exc)
+    def _staged(self) -> FileChange:
+        change = getattr(self._undo, "change", None)
+        if change is None:
+            raise RuntimeError("a Markdown file write outside a write transaction")
+        return change
 
     def _flush(self, conn: sqlite3.Connection) -> None:
         for (entity_id,) in conn.execute("SELECT entity_id FROM md_dirty ORDER BY entity_id").fetchall():
@@ -266,6 +283,9 @@ class MarkdownStore(MarkdownUndo, MarkdownScan, SQLiteStore):
     def _check_fresh(self, conn: sqlite3.Connection, rel: str) -> bytes | None:
         """Refuse to overwrite a file that changed on disk after it was indexed; its bytes (None:
         no such file yet), so a caller never reads it again."""
+        staged = self._staged().pending(rel)
+        if staged is not None:  # already changed by this call: its new bytes are the current ones
+            return staged.data if staged.kind == "put" else None
         row = conn.execute("SELECT mtime_ns, size, sha256 FROM md_files WHERE path = ?", (rel,)).fetchone()
         broken = conn.execute("SELECT error FROM md_broken WHERE path = ?", (rel,)).fetchone()
         if broken:
@@ -286,19 +306,34 @@ class MarkdownStore(MarkdownUndo, MarkdownScan, SQLiteStore):
 
     def _put(self, conn: sqlite3.Connection, rel: str, text: str, entity_id: int | None, key: str = "",
              current: bytes | None = None) -> None:
-        """Write a file (`current`: its bytes as just read, if they were) inside this transaction."""
+        """Stage a file's new bytes in this transaction (`current`: its bytes as just read, if they
+        were: the file must still hold them when the change is put in place)."""
         data = text.encode("utf-8")
-        path = self.root / rel
-        self._keep_old(path, current=current)
-        try:
-            st = confine.write_atomic(self.root, rel, data)
-        except OSError as exc:
-            raise PermissionDeniedError(f"library '{self.name}': cannot write {rel}: {exc.strerror}") from exc
+        change = self._staged()
+        staged = change.pending(rel)
+        expected = staged.expected if staged is not None else self._current_sha(rel, current)
+        st = change.put(rel, data, expected)
         self._record(conn, rel, entity_id, key, st, sha256_hex(data))
 
-    def _unlink(self, rel: str) -> None:
-        self._keep_old(self.root / rel)
-        confine.unlink(self.root, rel)
+    def _current_sha(self, rel: str, current: bytes | None) -> str | None:
+        if current is not None:
+            return sha256_hex(current)
+        try:
+            return sha256_hex(confine.read_bytes(self.root, rel))
+        except FileNotFoundError:
+            return None
+
+    def _unlink(self, rel: str, current: bytes | None = None) -> None:
+        change = self._staged()
+        staged = change.pending(rel)
+        change.delete(rel, staged.expected if staged is not None else self._current_sha(rel, current))
+
+    def _exists(self, rel: str) -> bool:
+        """Whether `rel` is there, counting what this transaction staged."""
+        staged = self._staged().pending(rel)
+        if staged is not None:
+            return staged.kind != "delete"
+        return confine.exists(self.root, rel)
 
     @staticmethod
     def _record(conn: sqlite3.Connection, rel: str, entity_id: int | None, key: str, st: os.stat_result, sha: str) -> None:
@@ -312,8 +347,7 @@ class MarkdownStore(MarkdownUndo, MarkdownScan, SQLiteStore):
         exists = conn.execute("SELECT name FROM entities WHERE id = ?", (entity_id,)).fetchone()
         if exists is None:  # deleted
             if row is not None:
-                self._check_fresh(conn, row[0])
-                self._unlink(row[0])
+                self._unlink(row[0], self._check_fresh(conn, row[0]))
                 conn.execute("DELETE FROM md_files WHERE path = ?", (row[0],))
             return
         name = exists[0]
@@ -331,7 +365,8 @@ class MarkdownStore(MarkdownUndo, MarkdownScan, SQLiteStore):
             # Names that map to one file name ("x/y", "x:y") get the name's hash as well.
             for candidate in (stem, f"{stem}-{sha256_hex(name.encode())[:6]}"):
                 rel = (folder / f"{candidate}.md").as_posix().removeprefix("./")
-                if rel == old or not (confine.exists(self.root, rel) or rel in (MANUAL, JOURNAL, CONTEXT)
+                self._refuse_broken(conn, rel, name)  # a broken note is never shadowed by a second file
+                if rel == old or not (self._exists(rel) or rel in (MANUAL, JOURNAL, CONTEXT)
                                       or Path(rel).parent.as_posix() == MEMORIES_DIR and is_day(candidate)):
                     break
             else:
@@ -370,13 +405,21 @@ class MarkdownStore(MarkdownUndo, MarkdownScan, SQLiteStore):
             return  # nothing to change: the file keeps its bytes and its mtime
         self._put(conn, rel, text, entity_id, key, current=current)
         if old is not None and old != rel:
-            self._unlink(old)
+            self._unlink(old, source)
         conn.execute("DELETE FROM md_created WHERE path = ?", (old,)) if old is not None and old != rel else None
         if source is None or (ours and old is not None):
             conn.execute("INSERT OR IGNORE INTO md_created VALUES (?)", (rel,))
         # The index holds the body the file now holds, so the next edit starts from it.
         body = parse_document(patch.decode(text.encode("utf-8"))[0], fallback_name=Path(rel).stem).body
         conn.execute("UPDATE entities SET body = ? WHERE id = ? AND body != ?", (body, entity_id, body))
+
+    @staticmethod
+    def _refuse_broken(conn: sqlite3.Connection, rel: str, name: str) -> None:
+        broken = conn.execute("SELECT error FROM md_broken WHERE path = ?", (rel,)).fetchone()
+        if broken:
+            raise ConflictError(f"{rel} cannot be parsed ({broken[0]}); it may hold '{name}', so memloci neither "
+                                "rewrites it nor writes a second file beside it",
+                                hint=f"Fix {rel} by hand; the next scan picks it up, then retry.")
 
     @staticmethod
     def _created_here(conn: sqlite3.Connection, rel: str) -> bool:
@@ -391,25 +434,20 @@ class MarkdownStore(MarkdownUndo, MarkdownScan, SQLiteStore):
 
     def _append_memories(self, conn: sqlite3.Connection, day: str, ids: list[int]) -> None:
         rel = f"{MEMORIES_DIR}/{day}.md"
-        path = self.root / rel
         marks = ",".join("?" * len(ids))
         text = "".join(render_block(b) for b in self._free_blocks(conn, f"m.id IN ({marks})", tuple(ids)))
-        if not confine.exists(self.root, rel):
+        if not self._exists(rel):
             self._put(conn, rel, day_header(day) + text, None)
             return
         before = self._check_fresh(conn, rel) or b""
-        self._keep_old(path, append=True)
         added = text.encode("utf-8")
-        try:  # appending: storing a memory never rewrites the day
-            st = confine.append(self.root, rel, added)
-        except OSError as exc:
-            raise PermissionDeniedError(f"library '{self.name}': cannot write {rel}: {exc.strerror}") from exc
-        self._record(conn, rel, None, "", st, sha256_hex(before + added))
+        # Appending: storing a memory never rewrites the day. The index row follows the append.
+        self._staged().append(rel, added, sha256_hex(before), record=(None, "", sha256_hex(before + added)))
 
     def _rewrite_day(self, conn: sqlite3.Connection, day: str) -> None:
         rel = f"{MEMORIES_DIR}/{day}.md"
         blocks = self._free_blocks(conn, "substr(m.created_at, 1, 10) = ?", (day,))
-        current = self._check_fresh(conn, rel) if confine.exists(self.root, rel) else None
+        current = self._check_fresh(conn, rel) if self._exists(rel) else None
         if blocks:
             head = preamble(current.decode("utf-8")) if current is not None else None
             self._put(conn, rel, render_day(day, blocks, head), None, current=current)
@@ -424,9 +462,7 @@ class MarkdownStore(MarkdownUndo, MarkdownScan, SQLiteStore):
                             (int(done[0]) if done else 0,)).fetchall()
         if not rows:
             return
-        path = self.root / JOURNAL
         lines = [] if confine.exists(self.root, JOURNAL) else ["# Journal\n\nEvery change to this library, newest last.\n"]
-        self._keep_old(path, append=True)
         for _, at, tool, action, entities, detail in rows:
             listed = json.loads(entities)
             names = ", ".join(listed[:5]) + (f" and {len(listed) - 5} more" if len(listed) > 5 else "")
@@ -435,10 +471,8 @@ class MarkdownStore(MarkdownUndo, MarkdownScan, SQLiteStore):
             if detail:
                 lines.append("```json\n" + json.dumps(json.loads(detail), ensure_ascii=False, indent=1, sort_keys=True)
                              + "\n```\n")
-        try:
-            confine.append(self.root, JOURNAL, "".join(lines).encode("utf-8"), fsync=False)
-        except OSError as exc:
-            raise PermissionDeniedError(f"library '{self.name}': cannot write {JOURNAL}: {exc.strerror}") from exc
+        # Only appended to, by memloci (and merged by git): no freshness check.
+        self._staged().append(JOURNAL, "".join(lines).encode("utf-8"), None, check=False)
         conn.execute("INSERT OR REPLACE INTO library_meta VALUES ('journal_written', ?)", (str(rows[-1][0]),))
 
     # -- reporting ---------------------------------------------------------------------

@@ -18,6 +18,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from .. import confine
+from .. import schema
 from ..errors import MemlociError
 from ..markdown.document import EntityDocument, parse_document
 from ..markdown.memories import MemoryBlock, is_day, parse_day
@@ -105,10 +106,21 @@ class MarkdownScan:
         report = SyncReport(unchanged=len(files) - len(changed))
         if not changed and not gone and not gone_broken:
             return report
+        docs, days, touched = self._parse(sorted(changed), files, known, report)
+        self._apply_files(docs, days, touched, gone, gone_broken, known, files, report)
+        report.seconds = time.perf_counter() - started
+        for rel, error in report.problems.items():
+            log.warning("library %s: %s is not indexed: %s", self.name, rel, error)
+        self.last_sync = report
+        return report
+
+    def _parse(self, paths: list[str], files: dict[str, tuple[int, int]], known: dict, report: SyncReport):
+        """Read and parse `paths`: entity documents, day files, and files touched but not changed.
+        A file is held to the limits of a tool call; what breaks them is a problem, not indexed."""
         docs: list[tuple[str, EntityDocument, tuple[int, int], str]] = []
         days: list[tuple[str, list[MemoryBlock], tuple[int, int], str]] = []
         touched: list[tuple[str, tuple[int, int], str]] = []
-        for rel in sorted(changed):
+        for rel in paths:
             try:
                 data = confine.read_bytes(self.root, rel)
             except OSError as exc:
@@ -122,85 +134,94 @@ class MarkdownScan:
                 touched.append((rel, files[rel], sha))  # touched, not changed
                 continue
             try:
+                if b"\x00" in data:
+                    raise ValueError("contains a NUL byte")
                 text = data.decode("utf-8")
                 stem = Path(rel).stem
                 if Path(rel).parent.as_posix() == MEMORIES_DIR and is_day(stem):
-                    days.append((rel, parse_day(text, stem), files[rel], sha))
+                    blocks = parse_day(text, stem)
+                    for i, b in enumerate(blocks):
+                        schema.clean_text(b.content, f"memory {i + 1}", schema.MEMORY_MAX)
+                    days.append((rel, blocks, files[rel], sha))
                 else:
-                    docs.append((rel, parse_document(text, fallback_name=stem), files[rel], sha))
+                    doc = parse_document(text, fallback_name=stem)
+                    schema.clean_name(doc.name, "name")
+                    for i, o in enumerate(doc.observations):
+                        schema.clean_text(o, f"observation {i + 1}")
+                    docs.append((rel, doc, files[rel], sha))
             except (UnicodeDecodeError, MemlociError, ValueError) as exc:
                 report.problems[rel] = str(exc) if not isinstance(exc, UnicodeDecodeError) else "not UTF-8 text"
-        self._apply_files(docs, days, touched, gone, gone_broken, known, files, report)
-        report.seconds = time.perf_counter() - started
-        for rel, error in report.problems.items():
-            log.warning("library %s: %s is not indexed: %s", self.name, rel, error)
-        self.last_sync = report
-        return report
+        return docs, days, touched
 
     def _apply_files(self, docs, days, touched, gone, gone_broken, known, files, report: SyncReport) -> None:
-        at = now_iso()
         self._syncing.on = True
         try:
             with self._write() as conn:
-                # Under the write lock now: a file another memloci process wrote after our scan
-                # looked at it is left for the next round (its index rows are already current).
-                docs = [d for d in docs if self._still(conn, d[0], d[2], d[3])]
-                days = [d for d in days if self._still(conn, d[0], d[2], d[3])]
-                gone = [rel for rel in gone if not confine.exists(self.root, rel)
-                        and conn.execute("SELECT 1 FROM md_files WHERE path = ?", (rel,)).fetchone()]
-                for rel, st, sha in touched:  # same bytes, new mtime: only the stat changes
-                    if self._unchanged_since_scan(rel, st):
-                        conn.execute("UPDATE md_files SET mtime_ns = ?, size = ? WHERE path = ? AND sha256 = ?",
-                                     (*st, rel, sha))
-                        conn.execute("DELETE FROM md_broken WHERE path = ?", (rel,))  # fixed back to what was indexed
-                ids: list[int] = []
-                clashes: set[str] = set()
-                for rel, doc, st, sha in docs:
-                    key = name_key(doc.name)
-                    owner = conn.execute("SELECT m.path FROM md_files m JOIN entities e ON e.id = m.entity_id "
-                                         "WHERE e.name_key = ?", (key,)).fetchone()
-                    if owner and owner[0] != rel and owner[0] in files and owner[0] not in gone:
-                        report.problems[rel] = f"entity '{doc.name}' is already defined by {owner[0]}"
-                        clashes.add(rel)
-                        continue
-                    entity_id = self._apply_document(conn, doc, at, stamp=doc.modified, file_time=_iso(st[0]))
-                    conn.execute("DELETE FROM md_files WHERE path = ? AND entity_id IS NOT ?", (rel, entity_id))
-                    self._record(conn, rel, entity_id, key, FileStat(*st), sha)
-                    conn.execute("DELETE FROM md_broken WHERE path = ?", (rel,))
-                    ids.append(entity_id)
-                    previous = known.get(rel, (None,))[0]
-                    if previous not in (None, entity_id) and not conn.execute(
-                            "SELECT 1 FROM md_files WHERE entity_id = ?", (previous,)).fetchone():
-                        self._forget(conn, previous)  # the file now names another entity: the old one is gone
-                        report.removed += 1
-                for rel, blocks, st, sha in days:
-                    self._apply_day(conn, Path(rel).stem, blocks)
-                    self._record(conn, rel, None, "", FileStat(*st), sha)
-                    conn.execute("DELETE FROM md_broken WHERE path = ?", (rel,))
-                for rel in gone:
-                    entity_id = known[rel][0]
-                    conn.execute("DELETE FROM md_files WHERE path = ?", (rel,))
-                    if entity_id is None:
-                        stem = Path(rel).stem
-                        conn.execute("DELETE FROM memories WHERE entity_id IS NULL AND substr(created_at, 1, 10) = ?",
-                                     (stem,))
-                    elif conn.execute("SELECT 1 FROM md_files WHERE entity_id = ?", (entity_id,)).fetchone() is None:
-                        self._forget(conn, entity_id)  # the file is gone (not moved): so is its entity
-                        report.removed += 1
-                for rel in gone_broken:
-                    conn.execute("DELETE FROM md_broken WHERE path = ?", (rel,))
-                for rel, error in report.problems.items():
-                    if rel in files:  # a name clash is looked at again every scan: the other file may go
-                        stat = (-1, -1) if rel in clashes else files[rel]
-                        conn.execute("INSERT OR REPLACE INTO md_broken VALUES (?, ?, ?, ?)", (rel, error, *stat))
-                self._link_pending(conn)
-                self._refresh_fts(conn, ids)
-                report.indexed = len(ids) + len(days)
-                if ids or days or gone:
-                    self._journal(conn, "files", "sync", [], {"indexed": [d[0] for d in docs if d[0] not in report.problems]
-                                                                        + [d[0] for d in days], "removed": gone})
+                self._apply_in(conn, docs, days, touched, gone, gone_broken, known, files, report)
         finally:
             self._syncing.on = False
+
+    def _apply_in(self, conn, docs, days, touched, gone, gone_broken, known, files, report: SyncReport) -> None:
+        at = now_iso()
+        # Under the write lock now: a file another memloci process wrote after our scan
+        # looked at it is left for the next round (its index rows are already current).
+        read = len(docs) + len(days)
+        docs = [d for d in docs if self._still(conn, d[0], d[2], d[3])]
+        days = [d for d in days if self._still(conn, d[0], d[2], d[3])]
+        report.skipped += read - len(docs) - len(days)
+        gone = [rel for rel in gone if not confine.exists(self.root, rel)
+                and conn.execute("SELECT 1 FROM md_files WHERE path = ?", (rel,)).fetchone()]
+        for rel, st, sha in touched:  # same bytes, new mtime: only the stat changes
+            if self._unchanged_since_scan(rel, st):
+                conn.execute("UPDATE md_files SET mtime_ns = ?, size = ? WHERE path = ? AND sha256 = ?",
+                             (*st, rel, sha))
+                conn.execute("DELETE FROM md_broken WHERE path = ?", (rel,))  # fixed back to what was indexed
+        ids: list[int] = []
+        clashes: set[str] = set()
+        for rel, doc, st, sha in docs:
+            key = name_key(doc.name)
+            owner = conn.execute("SELECT m.path FROM md_files m JOIN entities e ON e.id = m.entity_id "
+                                 "WHERE e.name_key = ?", (key,)).fetchone()
+            if owner and owner[0] != rel and owner[0] in files and owner[0] not in gone:
+                report.problems[rel] = f"entity '{doc.name}' is already defined by {owner[0]}"
+                clashes.add(rel)
+                continue
+            entity_id = self._apply_document(conn, doc, at, stamp=doc.modified, file_time=_iso(st[0]))
+            conn.execute("DELETE FROM md_files WHERE path = ? AND entity_id IS NOT ?", (rel, entity_id))
+            self._record(conn, rel, entity_id, key, FileStat(*st), sha)
+            conn.execute("DELETE FROM md_broken WHERE path = ?", (rel,))
+            ids.append(entity_id)
+            previous = known.get(rel, (None,))[0]
+            if previous not in (None, entity_id) and not conn.execute(
+                    "SELECT 1 FROM md_files WHERE entity_id = ?", (previous,)).fetchone():
+                self._forget(conn, previous)  # the file now names another entity: the old one is gone
+                report.removed += 1
+        for rel, blocks, st, sha in days:
+            self._apply_day(conn, Path(rel).stem, blocks)
+            self._record(conn, rel, None, "", FileStat(*st), sha)
+            conn.execute("DELETE FROM md_broken WHERE path = ?", (rel,))
+        for rel in gone:
+            entity_id = known[rel][0]
+            conn.execute("DELETE FROM md_files WHERE path = ?", (rel,))
+            if entity_id is None:
+                stem = Path(rel).stem
+                conn.execute("DELETE FROM memories WHERE entity_id IS NULL AND substr(created_at, 1, 10) = ?",
+                             (stem,))
+            elif conn.execute("SELECT 1 FROM md_files WHERE entity_id = ?", (entity_id,)).fetchone() is None:
+                self._forget(conn, entity_id)  # the file is gone (not moved): so is its entity
+                report.removed += 1
+        for rel in gone_broken:
+            conn.execute("DELETE FROM md_broken WHERE path = ?", (rel,))
+        for rel, error in report.problems.items():
+            if rel in files:  # a name clash is looked at again every scan: the other file may go
+                stat = (-1, -1) if rel in clashes else files[rel]
+                conn.execute("INSERT OR REPLACE INTO md_broken VALUES (?, ?, ?, ?)", (rel, error, *stat))
+        self._link_pending(conn)
+        self._refresh_fts(conn, ids)
+        report.indexed = len(ids) + len(days)
+        if ids or days or gone:
+            self._journal(conn, "files", "sync", [], {"indexed": [d[0] for d in docs if d[0] not in report.problems]
+                                                                + [d[0] for d in days], "removed": gone})
 
     def _add_links(self, conn: sqlite3.Connection, entity_id: int, targets: list[str]) -> None:
         found = self._resolve(conn, targets)
@@ -273,24 +294,27 @@ class MarkdownScan:
     def rebuild_index(self) -> SyncReport:
         """Index every file again, as if for the first time; what no file holds leaves the index.
 
-        Unchanged observations and memories keep their rows (and vectors): a rebuild repairs
-        the index, it does not start it over. An entity whose file cannot be parsed keeps its
-        last indexed state, as it does in a scan.
+        One write transaction, under the library's write lock from the first file read to the
+        commit: servers writing meanwhile wait for it (they never see a half-built index, so
+        they never write a second file for an entity they cannot find), and a rebuild killed
+        midway leaves the index as it was. Unchanged observations and memories keep their rows
+        (and vectors): a rebuild repairs the index, it does not start it over. An entity whose
+        file cannot be parsed keeps its last indexed state, as it does in a scan.
         """
         self.open()
         with self._md_lock:
             self._syncing.on = True
             try:
                 with self._write() as conn:
+                    started = time.perf_counter()
+                    report = SyncReport()
+                    files = self._walk()
+                    docs, days, _ = self._parse(sorted(files), files, {}, report)
                     before = conn.execute("SELECT path, entity_id, name_key, mtime_ns, size, sha256 FROM md_files").fetchall()
+                    known = {r[0]: (r[1], r[3], r[4], r[5]) for r in before}
                     conn.execute("DELETE FROM md_files")
                     conn.execute("DELETE FROM md_broken")
-            finally:
-                self._syncing.on = False
-            report = self._scan()
-            self._syncing.on = True
-            try:
-                with self._write() as conn:
+                    self._apply_in(conn, docs, days, [], [], [], known, files, report)
                     broken = {p for (p,) in conn.execute("SELECT path FROM md_broken")}
                     for row in before:
                         if row[0] in broken:
@@ -302,6 +326,12 @@ class MarkdownScan:
                     conn.execute(f"""DELETE FROM memories WHERE entity_id IS NULL AND
                                      '{MEMORIES_DIR}/' || substr(created_at, 1, 10) || '.md' NOT IN (SELECT path FROM md_files)""")
                     report.removed += len(orphans)
+                    report.unchanged = 0
+                    report.seconds = time.perf_counter() - started
             finally:
                 self._syncing.on = False
+        report.index_moved_to = self.index_moved_to
+        for rel, error in report.problems.items():
+            log.warning("library %s: %s is not indexed: %s", self.name, rel, error)
+        self.last_sync = report
         return report

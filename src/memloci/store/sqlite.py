@@ -205,6 +205,7 @@ class SQLiteStore(SQLiteGraphReads, SQLiteMemories, SQLiteDocuments, SQLiteUndo)
                 conn.execute("BEGIN IMMEDIATE")
                 yield conn
                 self._seal_journal(conn)  # what a destructive change removed goes into its journal entry
+                self._before_commit(conn)
                 conn.execute("COMMIT")
             except BaseException as exc:
                 if conn.in_transaction:
@@ -215,6 +216,9 @@ class SQLiteStore(SQLiteGraphReads, SQLiteMemories, SQLiteDocuments, SQLiteUndo)
                 raise
             finally:
                 self._forget_kept()
+
+    def _before_commit(self, conn: sqlite3.Connection) -> None:
+        """The last step inside a write transaction (a Markdown library puts its files in place here)."""
 
     @contextmanager
     def _read(self) -> Iterator[sqlite3.Connection]:

@@ -1,0 +1,346 @@
+"""`memloci bench crash`: SIGKILL a writer at many points and check that every change is all
+there or not there at all (DESIGN.md §6).
+
+For each write kind and engine, a library is built once; each round copies it, starts a real
+process (`python -m memloci.bench.crash run KIND ENGINE PATH`) that opens the library and
+makes one write, kills it with SIGKILL after a delay spread over the write's measured duration,
+then checks the library as the next process finds it:
+- the change is all there or not at all (counted in the index and in the files);
+- in a Markdown library, after the recovery that opening does (and before any rescan), every
+  file is exactly as the index records it, and the rescan that follows finds nothing to fix;
+- no temp file is left (`.memloci/staging/` is empty, no `*.tmp` anywhere).
+The tests run a few rounds per kind (tests/test_crash.py); the bench runs as many as asked.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+KINDS = ("create", "rename", "merge", "delete", "add_observations", "reindex")
+ENGINES = ("markdown", "sqlite")
+# How many entities each write touches (the judge's sizes): created, linking the renamed note,
+# deleted, given an observation, in the library a reindex reads. A merge takes 20 sources of 10
+# observations, each linked from 10 notes.
+SIZES = {"create": 1000, "rename": 300, "merge": 20, "delete": 500, "add_observations": 1000, "reindex": 1000}
+N_SOURCE_OBS, N_SOURCE_LINKERS = 10, 10
+RESERVED = {"meta.md", "journal.md", "context.md"}
+
+
+def service_for(engine: str, path: Path):
+    from ..libraries import LibraryRegistry, LibrarySpec
+    from ..search.embedder import EmbedderHandle
+    from ..service import MemoryService
+
+    return MemoryService(LibraryRegistry([LibrarySpec("crash", path, engine)]), EmbedderHandle("none"))
+
+
+def library_path(engine: str, folder: Path) -> Path:
+    return folder / "lib" if engine == "markdown" else folder / "lib.db"
+
+
+# -- the library each write starts from ------------------------------------------------
+
+def build(kind: str, engine: str, folder: Path, n: int) -> Path:
+    from ..model import EntityInput
+
+    path = library_path(engine, folder)
+    s = service_for(engine, path)
+    try:
+        s.create_entities([EntityInput("base", "note", ("the library this write starts from",))])
+        if kind == "rename":
+            s.create_entities([EntityInput("hub", "note", ("the note every other note links to",))])
+            s.create_entities([EntityInput(f"n{i}", "note", (f"note {i} points to [[hub]]",)) for i in range(n)])
+        elif kind == "merge":
+            s.create_entities([EntityInput("target", "note", ("the merge target",))])
+            s.create_entities([EntityInput(f"src{i}", "note", tuple(f"source {i} fact {j}" for j in range(N_SOURCE_OBS)))
+                               for i in range(n)])
+            s.create_entities([EntityInput(f"n{i}", "note", (f"note {i} is about [[src{i % n}]]",))
+                               for i in range(n * N_SOURCE_LINKERS)])
+        elif kind in ("delete", "add_observations", "reindex"):
+            s.create_entities([EntityInput(f"e{i}", "note", (f"fact {i}",)) for i in range(n)])
+    finally:
+        s.close()
+    if kind == "reindex":  # edits by hand the index has not seen: 100 files deleted, 100 changed, 100 new
+        for i in range(100):
+            (path / f"e{i}.md").unlink()
+            with open(path / f"e{100 + i}.md", "a", encoding="utf-8") as f:
+                f.write("\n## Notes\nedited by hand\n")
+            (path / f"hand{i}.md").write_text(f"# hand{i}\n\n## Observations\n- written by hand {i}\n", encoding="utf-8")
+    return path
+
+
+def write(kind: str, s: Any, n: int) -> None:
+    from ..model import EntityInput, ObservationBatch
+
+    if kind == "create":
+        s.create_entities([EntityInput(f"new{i}", "note", (f"new fact {i}", f"another new fact {i}")) for i in range(n)])
+    elif kind == "rename":
+        s.rename_entity("hub", "hub2")
+    elif kind == "merge":
+        s.merge_entities([f"src{i}" for i in range(n)], "target")
+    elif kind == "delete":
+        s.delete_entities([f"e{i}" for i in range(n)])
+    elif kind == "add_observations":
+        s.add_observations([ObservationBatch(f"e{i}", (f"extra fact {i}",)) for i in range(n)])
+    elif kind == "reindex":
+        s.reindex()
+
+
+def main(argv: list[str]) -> None:
+    """The writer process: open, say "ready", write, say "done"."""
+    _, kind, engine, path, n = argv
+    s = service_for(engine, Path(path))
+    s.store()  # opened (and scanned) before the clock starts
+    print("ready", flush=True)
+    write(kind, s, int(n))
+    print("done", flush=True)
+    s.close()
+
+
+# -- one round -------------------------------------------------------------------------
+
+def start(kind: str, engine: str, path: Path, n: int) -> tuple[subprocess.Popen, float]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMLOCI_")}
+    env["MEMLOCI_EMBEDDER"] = "none"
+    proc = subprocess.Popen([sys.executable, "-m", "memloci.bench.crash", "run", kind, engine, str(path), str(n)],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
+    line = proc.stdout.readline()
+    if line.strip() != "ready":
+        proc.kill()
+        raise RuntimeError(f"the writer did not start: {line!r}")
+    return proc, time.perf_counter()
+
+
+def measure(kind: str, engine: str, base: Path, work: Path, n: int) -> float:
+    """How long the write takes, unkilled (the kill delays are spread over it)."""
+    path = copy(engine, base, work / "calibrate")
+    proc, started = start(kind, engine, path, n)
+    proc.wait()
+    return time.perf_counter() - started
+
+
+def copy(engine: str, base: Path, folder: Path) -> Path:
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    if engine == "markdown":
+        shutil.copytree(base, folder / "lib", symlinks=True)
+        return folder / "lib"
+    for suffix in ("", "-wal", "-shm"):
+        if Path(f"{base}{suffix}").exists():
+            shutil.copy2(f"{base}{suffix}", f"{folder / 'lib.db'}{suffix}")
+    return folder / "lib.db"
+
+
+def kill_round(kind: str, engine: str, base: Path, folder: Path, delay: float, n: int) -> str:
+    """Copy, start, SIGKILL after `delay` s, check. Returns 'all', 'none' (or raises AssertionError)."""
+    path = copy(engine, base, folder)
+    proc, started = start(kind, engine, path, n)
+    left = delay - (time.perf_counter() - started)
+    if left > 0:
+        time.sleep(left)
+    proc.kill()  # SIGKILL
+    proc.wait()
+    proc.stdout.close()
+    return check(kind, engine, path, n)
+
+
+# -- the checks --------------------------------------------------------------------------
+
+def _files(root: Path) -> dict[str, bytes]:
+    found = {}
+    for p in root.rglob("*.md"):
+        rel = p.relative_to(root).as_posix()
+        if any(part.startswith(".") for part in Path(rel).parts) or rel in RESERVED:
+            continue
+        found[rel] = p.read_bytes()
+    return found
+
+
+def _no_temp_files(root: Path) -> None:
+    staging = root / ".memloci" / "staging"
+    left = sorted(os.listdir(staging)) if staging.exists() else []
+    assert not left, f"temp files left in {staging}: {left[:5]}"
+    stray = [p.relative_to(root).as_posix() for p in root.rglob("*") if p.name.endswith((".tmp", ".memloci-tmp"))]
+    assert not stray, f"temp files left: {stray[:5]}"
+
+
+def _agree(root: Path, index: sqlite3.Connection) -> None:
+    """Every file as the index records it, and no record without its file."""
+    from ..store.markdown_files import sha256_hex
+
+    disk = {rel: sha256_hex(data) for rel, data in _files(root).items()}
+    rows = dict(index.execute("SELECT path, sha256 FROM md_files"))
+    rows = {p: h for p, h in rows.items() if p not in RESERVED}
+    missing = sorted(set(rows) - set(disk))
+    unknown = sorted(set(disk) - set(rows))
+    differ = sorted(p for p in set(disk) & set(rows) if disk[p] != rows[p])
+    assert not (missing or unknown or differ), (
+        f"files and index disagree: indexed but missing {missing[:5]}, on disk but not indexed {unknown[:5]}, "
+        f"different bytes {differ[:5]}")
+
+
+def _count(index: sqlite3.Connection, sql: str, *args: Any) -> int:
+    return index.execute(sql, args).fetchone()[0]
+
+
+def _all_or_nothing(kind: str, index: sqlite3.Connection, files: dict[str, bytes] | None, n: int) -> str:
+    def one_of(what: str, value: int, nothing: int, everything: int) -> str:
+        assert value in (nothing, everything), f"{what}: {value}, neither {nothing} (nothing) nor {everything} (all)"
+        return "none" if value == nothing else "all"
+
+    entity = "SELECT count(*) FROM entities WHERE name GLOB ?"
+    if kind == "create":
+        got = one_of("new entities", _count(index, entity, "new*"), 0, n)
+        one_of("their observations", _count(index, "SELECT count(*) FROM memories m JOIN entities e ON e.id = m.entity_id "
+                                                    "WHERE e.name GLOB 'new*'"), 0, 2 * n if got == "all" else 0)
+        if files is not None:
+            one_of("new files", sum(rel.startswith("new") for rel in files), 0, n if got == "all" else 0)
+        return got
+    if kind == "rename":
+        hub, hub2 = _count(index, entity, "hub"), _count(index, entity, "hub2")
+        assert hub + hub2 == 1, f"hub: {hub}, hub2: {hub2}"
+        got = "all" if hub2 else "none"
+        if files is not None:
+            new = sum(b"[[hub2]]" in data for rel, data in files.items() if rel.startswith("n"))
+            old = sum(b"[[hub]]" in data for rel, data in files.items() if rel.startswith("n"))
+            assert (new, old) == ((n, 0) if hub2 else (0, n)), f"linking files: {new} renamed, {old} not"
+            assert ("hub2.md" in files, "hub.md" in files) == (bool(hub2), bool(hub)), "the renamed note's file"
+            linked = _count(index, "SELECT count(*) FROM relations r JOIN entities e ON e.id = r.to_id WHERE e.name = ?",
+                            "hub2" if hub2 else "hub")
+            assert linked == n, f"relations to the note: {linked}, not {n}"
+        return got
+    if kind == "merge":
+        got = one_of("sources left", _count(index, entity, "src*"), n, 0)  # none left: merged
+        target = _count(index, "SELECT count(*) FROM memories m JOIN entities e ON e.id = m.entity_id WHERE e.name = 'target'")
+        assert target == (1 + n * N_SOURCE_OBS if got == "all" else 1), f"target observations: {target}"
+        if files is not None:
+            sources = sum(rel.startswith("src") for rel in files)
+            assert sources == (0 if got == "all" else n), f"source files: {sources}"
+            to_target = sum(b"[[target]]" in data for rel, data in files.items() if rel.startswith("n"))
+            assert to_target == (n * N_SOURCE_LINKERS if got == "all" else 0), f"links repaired: {to_target}"
+        return got
+    if kind == "delete":
+        left = _count(index, entity, "e*")
+        got = one_of("entities left", left, n, 0)
+        got = "all" if left == 0 else "none"
+        if files is not None:
+            assert sum(rel.startswith("e") for rel in files) == left, "entity files and entities differ"
+        return got
+    if kind == "add_observations":
+        got = one_of("added observations", _count(index, "SELECT count(*) FROM memories WHERE content GLOB 'extra fact *'"),
+                     0, n)
+        if files is not None:
+            one_of("files holding them", sum(b"extra fact" in data for data in files.values()), 0,
+                   n if got == "all" else 0)
+        return got
+    raise ValueError(kind)
+
+
+def check(kind: str, engine: str, path: Path, n: int) -> str:
+    if engine == "sqlite":
+        s = service_for(engine, path)
+        s.store()  # opening is all the recovery SQLite needs
+        s.close()
+        index = sqlite3.connect(path)
+        try:
+            return _all_or_nothing(kind, index, None, n)
+        finally:
+            index.close()
+    from ..store.markdown import MarkdownStore
+
+    store = MarkdownStore(path, "crash")
+    store.recover()  # what the next process does first: finish or undo the killed change
+    store.close()
+    _no_temp_files(path)
+    index = sqlite3.connect(path / ".memloci" / "index.db")
+    try:
+        if kind == "reindex":
+            outcome = "all" if _count(index, "SELECT count(*) FROM entities WHERE name GLOB 'hand*'") else "none"
+        else:
+            _agree(path, index)
+            outcome = _all_or_nothing(kind, index, _files(path), n)
+    finally:
+        index.close()
+    s = service_for(engine, path)
+    try:
+        report = getattr(s.store(), "last_sync", None)  # set only when the scan found something
+        if kind != "reindex":
+            assert report is None or (report.indexed, report.removed) == (0, 0), \
+                f"the rescan after recovery had to fix the index: {report}"
+        else:  # whatever the kill left, the next open brings the index up to the files
+            from ..model import EntityInput
+
+            names = {e.name for e in s.read_graph(limit=10_000).entities}
+            assert not {f"e{i}" for i in range(100)} & names, "entities of files deleted by hand came back"
+            assert {f"hand{i}" for i in range(100)} <= names, "files written by hand are not indexed"
+            s.create_entities([EntityInput("after", "note", ("a write after the rebuild",))])
+            assert not any((path / f"e{i}.md").exists() for i in range(100)), "a write recreated deleted files"
+        index = sqlite3.connect(path / ".memloci" / "index.db")
+        try:
+            _agree(path, index)
+        finally:
+            index.close()
+        _no_temp_files(path)
+    finally:
+        s.close()
+    return outcome
+
+
+def run_kind(kind: str, engine: str, rounds: int, work: Path, n: int | None = None, seed: int = 7) -> dict[str, Any]:
+    """Build once, measure once, then `rounds` kills spread over the write's duration."""
+    rng = random.Random(seed)
+    n = n or SIZES[kind]
+    base = build(kind, engine, work / "base", n)
+    duration = measure(kind, engine, base, work, n)
+    result: dict[str, Any] = {"kind": kind, "engine": engine, "n": n, "rounds": rounds, "write_s": round(duration, 3),
+                              "all": 0, "none": 0, "failures": []}
+    for i in range(rounds):
+        delay = duration * (i + rng.random()) / rounds
+        try:
+            result[kill_round(kind, engine, base, work / "round", delay, n)] += 1
+        except AssertionError as exc:
+            result["failures"].append(f"kill at {delay:.3f} s: {exc}")
+    shutil.rmtree(work, ignore_errors=True)
+    return result
+
+
+def run(*, rounds: int, kinds: list[str], engines: list[str], out: Path, console: Any) -> dict[str, Any]:
+    from rich.table import Table
+
+    from .graph import save_report
+
+    report: dict[str, Any] = {"bench": "crash", "rounds": rounds, "results": []}
+    table = Table(title=f"memloci bench crash — SIGKILL during each write, {rounds} rounds each")
+    for column in ("write", "engine", "write takes", "all there", "not there", "failed"):
+        table.add_column(column, justify="left" if column in ("write", "engine") else "right")
+    tmp = Path(tempfile.mkdtemp(prefix="memloci-crash-"))
+    for kind in kinds:
+        for engine in engines:
+            if kind == "reindex" and engine == "sqlite":
+                continue  # a SQLite library has no files to rebuild from
+            console.print(f"{kind} on {engine} ...")
+            r = run_kind(kind, engine, rounds, tmp / f"{kind}-{engine}")
+            report["results"].append(r)
+            table.add_row(kind, engine, f"{r['write_s']:.2f} s", str(r["all"]), str(r["none"]), str(len(r["failures"])))
+            for failure in r["failures"]:
+                console.print(f"  FAILED: {failure}", markup=False)
+    shutil.rmtree(tmp, ignore_errors=True)
+    console.print(table)
+    save_report(report, out, console)
+    return report
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 6 and sys.argv[1] == "run":
+        main(sys.argv[1:])
+    else:
+        sys.exit("usage: python -m memloci.bench.crash run KIND ENGINE PATH N")

@@ -1,0 +1,399 @@
+"""All or nothing on disk for a Markdown library: the file half of one write transaction.
+
+A write never touches a person's file while it is being computed. New bytes go to temp files
+under `.memloci/staging/`; deletes and appends are only noted. Just before the index commits
+(under its write lock), `apply()`:
+
+1. writes an intent record (`<id>.intent`, JSON) listing every operation, fsyncs it;
+2. inserts the intent's id into `md_intents` in the index transaction that is about to commit;
+3. for each file: keeps the old one as a hard link (`<id>.b<n>`, a copy where links fail),
+   checks that its bytes are still those the change was computed from (an editor may have
+   saved meanwhile, in place or by rename), then renames the temp file over it (or moves it
+   away, or appends); fsyncs the folders.
+
+Then the index commits and `done()` drops the intent. A process killed anywhere in between
+leaves an intent behind; the next writer (or opener) calls `recover()` under the write lock:
+if the index holds the intent's id, the commit happened and every file operation had been
+done before it, so the intent is only dropped; otherwise every operation is undone from the
+kept old files. Either way files and index agree again, and no temp file is left.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import json
+import logging
+import os
+import shutil
+import sqlite3
+import stat
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from .. import confine
+from ..errors import ConflictError, MemlociError, PermissionDeniedError, storage_error
+from .markdown_files import INDEX_DIR, sha256_hex
+
+log = logging.getLogger(__name__)
+
+STAGING = "staging"
+INTENTS_TABLE = "CREATE TABLE IF NOT EXISTS md_intents (id TEXT PRIMARY KEY)"
+
+
+@dataclass
+class FileOp:
+    kind: str  # "put" | "delete" | "append"
+    rel: str
+    expected: str | None  # sha256 of the bytes the change was computed from (None: no file then)
+    check: bool = True  # False: a file only memloci appends to (journal.md)
+    tmp: str | None = None  # staging file with the new bytes (put)
+    data: bytes = b""  # the new bytes (put) or the bytes to append (append)
+    old_size: int | None = None  # the file's size before an append
+    backup: str | None = None  # staging name of the old file, once kept
+    record: tuple | None = None  # (entity_id, key, sha of the whole file) for an append's index row
+    kept: bool = False  # the old file is kept under `backup`
+
+
+def _fsync_dir(folder: Path) -> None:
+    try:
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+_libc = None
+
+
+def _syncfs(folder: Path) -> bool:
+    """syncfs(2) on the file system holding `folder` (Linux); False where it is not available."""
+    global _libc
+    try:
+        if _libc is None:
+            _libc = ctypes.CDLL(None, use_errno=True)
+        syncfs = _libc.syncfs
+    except (OSError, AttributeError):
+        return False
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        return syncfs(fd) == 0
+    finally:
+        os.close(fd)
+
+
+def _fsync_fd(fd: int) -> None:
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+
+
+def _sha_at(dir_fd: int, name: str) -> str | None:
+    """The sha256 of a file in an open folder (None: no such file); never through a link."""
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW, dir_fd=dir_fd)
+    except FileNotFoundError:
+        return None
+    with os.fdopen(fd, "rb") as f:
+        return sha256_hex(f.read())
+
+
+class FileChange:
+    """The file operations of one write transaction, staged until `apply()`."""
+
+    def __init__(self, root: Path, library: str):
+        self.root = root
+        self.library = library
+        self.staging = root / INDEX_DIR / STAGING
+        self.id = f"{time.time_ns():x}-{os.getpid():x}"
+        self.ops: dict[str, FileOp] = {}  # by path, in the order first touched
+        self._n = 0
+        self._n_staged = 0
+        self.intent_written = False
+
+    # -- staging (while the call computes) --------------------------------------------
+
+    def _name(self, tag: str) -> str:
+        self._n += 1
+        return f"{self.id}.{tag}{self._n}"
+
+    def pending(self, rel: str) -> FileOp | None:
+        return self.ops.get(rel)
+
+    def put(self, rel: str, data: bytes, expected: str | None) -> os.stat_result:
+        """Stage new bytes for `rel`; returns the temp file's stat (a rename keeps mtime and size)."""
+        op = self.ops.get(rel)
+        if op is None:
+            op = self.ops[rel] = FileOp("put", rel, expected)
+        elif op.kind == "append":  # rare: appended, then rewritten in one call
+            op.kind, op.data = "put", b""
+        op.kind, op.data = "put", data
+        if op.tmp is None:
+            op.tmp = self._name("t")
+        if not self._n_staged:
+            confine.private_dir(self.root, f"{INDEX_DIR}/{STAGING}")  # memloci's own: no link, 0700
+        self._n_staged += 1
+        tmp = self.staging / op.tmp
+        try:
+            with open(tmp, "wb") as f:  # made durable in apply(), all at once
+                f.write(data)
+            return os.stat(tmp)
+        except OSError as exc:
+            raise storage_error(exc, f"library '{self.library}': cannot write {tmp}") from exc
+
+    def delete(self, rel: str, expected: str | None) -> None:
+        op = self.ops.get(rel)
+        if op is not None:
+            if op.tmp:
+                (self.staging / op.tmp).unlink(missing_ok=True)
+                op.tmp = None
+            if op.expected is None and op.check:  # created by this very call: nothing to delete
+                del self.ops[rel]
+                return
+            op.kind, op.data = "delete", b""
+            return
+        if expected is None and not confine.exists(self.root, rel):
+            return
+        self.ops[rel] = FileOp("delete", rel, expected)
+
+    def append(self, rel: str, data: bytes, expected: str | None, *, check: bool = True,
+               record: tuple | None = None) -> None:
+        op = self.ops.get(rel)
+        if op is not None and op.kind == "put":  # appending to bytes staged in this call
+            self.put(rel, op.data + data, op.expected)
+            return
+        if op is None:
+            op = self.ops[rel] = FileOp("append", rel, expected, check=check)
+        op.data += data
+        op.record = record
+
+    # -- applying (under the write lock, just before the index commits) ------------------
+
+    def apply(self, conn: sqlite3.Connection) -> list[tuple[FileOp, os.stat_result]]:
+        """Write the intent, mark it in the index, change the files. Returns the appended files'
+        new stats (their index rows are written after the append)."""
+        if not self.ops:
+            return []
+        for op in self.ops.values():
+            if op.kind == "append":
+                try:
+                    op.old_size = (self.root / op.rel).stat().st_size
+                except FileNotFoundError:
+                    op.old_size = 0
+            if op.kind in ("put", "delete"):
+                op.backup = self._name("b")
+        self._write_intent()
+        conn.execute("INSERT INTO md_intents VALUES (?)", (self.id,))
+        appended: list[tuple[FileOp, os.stat_result]] = []
+        changed: set[tuple[str, ...]] = set()
+        for op in self.ops.values():
+            folders, name, shown = confine._split(op.rel)
+            try:
+                with confine.dir_fd(self.root, folders, create=op.kind == "put", rel=shown) as d, \
+                        self._staging_fd() as s:
+                    if op.kind == "put":
+                        self._keep(op, d, name, s)
+                        os.replace(op.tmp, name, src_dir_fd=s, dst_dir_fd=d)
+                    elif op.kind == "delete":
+                        try:  # kept (moved aside) until the commit, then dropped
+                            os.replace(name, op.backup, src_dir_fd=d, dst_dir_fd=s)
+                            op.kept = True
+                        except FileNotFoundError:
+                            raise ConflictError(f"{op.rel} was deleted outside memloci; nothing was written",
+                                                hint="Retry in a second, after the rescan.") from None
+                        self._check(op, s, op.backup)
+                    elif op.check and _sha_at(d, name) != op.expected:
+                        raise self._conflict(op)
+                if op.kind != "append":
+                    changed.add(tuple(folders))
+                if op.kind == "append":
+                    appended.append((op, confine.append(self.root, op.rel, op.data)))
+            except FileNotFoundError as exc:  # a folder on the way was removed meanwhile
+                raise ConflictError(f"{op.rel} was moved or deleted outside memloci; nothing was written",
+                                    hint="Retry in a second, after the rescan.") from exc
+            except OSError as exc:
+                if exc.errno == errno.EXDEV:  # a sub-folder on another file system
+                    raise PermissionDeniedError(f"library '{self.library}': {op.rel} is on another file system "
+                                                "than the library's .memloci folder") from exc
+                raise storage_error(exc, f"library '{self.library}': cannot write {op.rel}") from exc
+        for folders in changed:  # the renames are durable before the index says they happened
+            with confine.dir_fd(self.root, list(folders)) as d:
+                _fsync_fd(d)
+        return appended
+
+    def _staging_fd(self):
+        return confine.dir_fd(self.root, [INDEX_DIR, STAGING], create=True, mode=confine.PRIVATE_DIR)
+
+    def _keep(self, op: FileOp, d: int, name: str, s: int) -> None:
+        """Keep the file about to be replaced (a hard link: no copy), then check it is the one
+        the change was computed from: an editor that saved in place or by rename is caught."""
+        try:
+            old = os.stat(name, dir_fd=d, follow_symlinks=False)
+        except FileNotFoundError:
+            if op.expected is not None and op.check:
+                raise ConflictError(f"{op.rel} was deleted outside memloci; nothing was written",
+                                    hint="Retry in a second, after the rescan.") from None
+            return
+        if stat.S_ISLNK(old.st_mode):
+            raise confine.LinkRefusedError(op.rel)
+        os.chmod(op.tmp, stat.S_IMODE(old.st_mode), dir_fd=s)  # a person's file keeps its permissions
+        try:
+            os.link(name, op.backup, src_dir_fd=d, dst_dir_fd=s, follow_symlinks=False)
+            op.kept = True
+        except OSError as exc:
+            if exc.errno not in (errno.EPERM, errno.EMLINK, errno.ENOTSUP, errno.EXDEV):
+                raise
+            with open(name, "rb", opener=lambda p, f: os.open(p, f | os.O_NOFOLLOW, dir_fd=d)) as src, \
+                    open(op.backup, "wb", opener=lambda p, f: os.open(p, f, 0o600, dir_fd=s)) as dst:
+                shutil.copyfileobj(src, dst)  # no hard links here: a copy does as well
+            op.kept = True
+        self._check(op, s, op.backup)
+
+    def _check(self, op: FileOp, s: int, kept: str) -> None:
+        if op.check and _sha_at(s, kept) != op.expected:
+            raise self._conflict(op)
+
+    @staticmethod
+    def _conflict(op: FileOp) -> ConflictError:
+        what = "was created" if op.expected is None else "changed on disk"
+        return ConflictError(f"{op.rel} {what} since memloci read it; nothing was written, the file is as it was",
+                             hint="The change is picked up within a second; retry the call then.")
+
+    def _sync_staged(self) -> None:
+        """The staged bytes reach the disk before the intent names them: one syncfs() of the
+        library's file system for a batch (a thousand fsyncs cost seconds), fsyncs for a few."""
+        temps = [op.tmp for op in self.ops.values() if op.kind == "put" and op.tmp]
+        if len(temps) > 8 and _syncfs(self.staging):
+            return
+        for name in temps:
+            fd = os.open(self.staging / name, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+
+    def _write_intent(self) -> None:
+        confine.private_dir(self.root, f"{INDEX_DIR}/{STAGING}")
+        self._sync_staged()
+        record = {"id": self.id, "ops": [
+            {"kind": op.kind, "rel": op.rel, "tmp": op.tmp, "backup": op.backup, "old_size": op.old_size,
+             "sha": sha256_hex(op.data) if op.kind == "put" else None} for op in self.ops.values()]}
+        path = self.staging / f"{self.id}.intent"
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(record, f, ensure_ascii=False)
+            f.flush()
+            os.fsync(f.fileno())
+        _fsync_dir(self.staging)
+        self.intent_written = True
+
+    # -- after the commit, or instead of it ----------------------------------------------
+
+    def done(self) -> None:
+        """The index committed: drop the intent, then the kept old files."""
+        if not self.ops:
+            return
+        (self.staging / f"{self.id}.intent").unlink(missing_ok=True)
+        kept = [self.staging / op.backup for op in self.ops.values() if op.kept]
+        if len(kept) <= 8:
+            _remove(kept)
+        else:  # freeing a thousand old files takes seconds: not while the caller waits (a
+            # process that dies first leaves them to the next writer's recover())
+            threading.Thread(target=_remove, args=(kept,), name="memloci-staging-cleanup", daemon=True).start()
+
+    def rollback(self) -> None:
+        """The index did not commit: put every file back as it was."""
+        ops = [{"kind": op.kind, "rel": op.rel, "tmp": op.tmp, "backup": op.backup, "old_size": op.old_size,
+                "sha": sha256_hex(op.data) if op.kind == "put" else None} for op in self.ops.values()]
+        undo(self.root, self.id, ops, self.library)
+
+
+def _remove(paths: list[Path]) -> None:
+    for p in paths:
+        p.unlink(missing_ok=True)
+
+
+def undo(root: Path, change_id: str, ops: list[dict], library: str) -> None:
+    """Undo whatever of `ops` was done, newest first; safe to run again after a kill."""
+    staging = root / INDEX_DIR / STAGING
+    for op in reversed(ops):
+        tmp = op.get("tmp")
+        backup = op.get("backup")
+        try:
+            folders, name, shown = confine._split(op["rel"])
+            with confine.dir_fd(root, folders, rel=shown) as d:
+                if op["kind"] == "append":
+                    size = os.stat(name, dir_fd=d, follow_symlinks=False).st_size
+                    if op.get("old_size") is not None and size > op["old_size"]:
+                        confine.truncate(root, op["rel"], op["old_size"])
+                elif op["kind"] == "delete":
+                    if backup and (staging / backup).exists() and not _there(d, name):
+                        os.replace(staging / backup, name, dst_dir_fd=d)
+                else:
+                    placed = not tmp or not (staging / tmp).exists()  # renamed (or the tmp never made)
+                    if placed and _sha_at(d, name) == op.get("sha"):
+                        if backup and (staging / backup).exists():
+                            os.replace(staging / backup, name, dst_dir_fd=d)  # the old inode: bytes and mtime
+                        else:
+                            os.unlink(name, dir_fd=d)  # a file this change created
+                    # else: not renamed yet, or a person saved over it since: their bytes stay
+        except FileNotFoundError:
+            pass  # the folder or the file is not there: nothing of this operation to undo
+        except (OSError, MemlociError) as exc:
+            log.error("library %s: could not undo the change to %s: %s", library, op["rel"], exc)
+        for leftover in (tmp, backup):
+            if leftover:
+                (staging / leftover).unlink(missing_ok=True)
+    (staging / f"{change_id}.intent").unlink(missing_ok=True)
+
+
+def _there(dir_fd: int, name: str) -> bool:
+    try:
+        os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+        return True
+    except FileNotFoundError:
+        return False
+
+
+def recover(root: Path, conn: sqlite3.Connection, library: str) -> int:
+    """Finish what a killed writer left (call under the write lock, in a write transaction):
+    roll each intent forward (its id is in the index: it committed) or back, drop stray temp
+    files, forget finished ids. Returns how many intents it found. Cheap when all is well:
+    one directory listing and one small query."""
+    staging = root / INDEX_DIR / STAGING
+    try:
+        names = os.listdir(staging)
+    except FileNotFoundError:
+        names = []
+    committed = {i for (i,) in conn.execute("SELECT id FROM md_intents")}
+    intents = sorted(n[: -len(".intent")] for n in names if n.endswith(".intent"))
+    for change_id in intents:
+        path = staging / f"{change_id}.intent"
+        if change_id in committed:
+            log.info("library %s: a change interrupted after its commit is complete (%s)", library, change_id)
+            path.unlink(missing_ok=True)
+            continue
+        try:
+            record = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):  # killed while writing the intent: nothing was changed yet
+            path.unlink(missing_ok=True)
+            continue
+        log.warning("library %s: rolling back a change interrupted before its commit (%s, %d files)",
+                    library, change_id, len(record["ops"]))
+        undo(root, change_id, record["ops"], library)
+    if names:
+        for name in os.listdir(staging):  # temp files and kept old files of finished changes
+            if not name.endswith(".intent"):
+                (staging / name).unlink(missing_ok=True)
+    if committed:
+        left = {n[: -len(".intent")] for n in os.listdir(staging) if n.endswith(".intent")} if names else set()
+        gone = [i for i in committed if i not in left]
+        conn.executemany("DELETE FROM md_intents WHERE id = ?", [(i,) for i in gone])
+    return len(intents)

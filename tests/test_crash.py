@@ -1,0 +1,188 @@
+"""All or nothing under SIGKILL, with real processes (memloci.bench.crash does the killing and
+the checking). A few kills per write kind here; `MEMLOCI_CRASH_ROUNDS=20` (or
+`memloci bench crash`) runs the full 20."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from memloci.bench import crash
+from memloci.model import EntityInput
+
+ROUNDS = int(os.environ.get("MEMLOCI_CRASH_ROUNDS", "3"))
+# Smaller batches than the bench (1000 entities, 300 linking notes) keep `make test` short,
+# except for the 1,000-entity create batch, which is quick.
+TEST_SIZES = {"create": 1000, "rename": 200, "merge": 10, "delete": 300, "add_observations": 300, "reindex": 300}
+CASES = [(k, e) for k in crash.KINDS for e in crash.ENGINES if not (k == "reindex" and e == "sqlite")]
+
+
+@pytest.mark.parametrize(("kind", "engine"), CASES, ids=[f"{k}-{e}" for k, e in CASES])
+def test_sigkill_during_a_write_leaves_all_or_nothing(tmp_path, kind, engine):
+    n = TEST_SIZES[kind] if ROUNDS < 20 else None
+    result = crash.run_kind(kind, engine, ROUNDS, tmp_path / "work", n=n)
+    assert not result["failures"], "\n".join(result["failures"])
+    assert result["all"] + result["none"] == ROUNDS
+
+
+@pytest.mark.parametrize("committed", [False, True])
+def test_a_half_done_change_is_rolled_back_or_forward(tmp_path, committed):
+    """The two sides of recovery, as a kill leaves them: the files put in place and the intent
+    written, then the index transaction committed (roll forward: keep) or not (roll back)."""
+    from memloci.store.markdown import MarkdownStore
+    from memloci.store.markdown_intent import FileChange
+
+    root = tmp_path / "lib"
+    service = crash.service_for("markdown", root)
+    service.create_entities([EntityInput("a", "note", ("first",))])
+    service.close()
+    before = (root / "a.md").read_bytes()
+    store = MarkdownStore(root, "t")
+    store.open()
+    conn = store._connect()
+    conn.execute("BEGIN IMMEDIATE")
+    change = store._undo.change = FileChange(root, "t")
+    store._put(conn, "a.md", "changed\n", None)
+    store._put(conn, "b.md", "new\n", None)
+    change.apply(conn)  # files in place, intent on disk; then the process "dies"
+    conn.execute("COMMIT" if committed else "ROLLBACK")
+    conn.close()
+    store._undo.change = None
+    store.close()
+    assert (root / "a.md").read_bytes() == b"changed\n"
+    assert (root / ".memloci" / "staging" / f"{change.id}.intent").exists()
+    store = MarkdownStore(root, "t")
+    store.recover()
+    store.close()
+    if committed:
+        assert (root / "a.md").read_bytes() == b"changed\n" and (root / "b.md").read_bytes() == b"new\n"
+    else:
+        assert (root / "a.md").read_bytes() == before, "the old file is back, byte for byte"
+        assert not (root / "b.md").exists()
+    assert not os.listdir(root / ".memloci" / "staging")
+
+
+def test_reindex_while_two_servers_write_loses_nothing(tmp_path):
+    root = tmp_path / "lib"
+    service = crash.service_for("markdown", root)
+    service.create_entities([EntityInput(f"w{t}-{i}", "note", ("start",)) for t in "ab" for i in range(20)])
+    service.close()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMLOCI_")}
+    env["MEMLOCI_EMBEDDER"] = "none"
+    writers = [subprocess.Popen([sys.executable, str(Path(__file__).parent / "crash_writer.py"), str(root), tag, "60"],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env) for tag in "ab"]
+    reindexes = 0
+    while any(w.poll() is None for w in writers) and reindexes < 6:
+        cli = subprocess.run([sys.executable, "-m", "memloci", "reindex", "--libraries", f"lib:{root}"],
+                             capture_output=True, text=True, env=env, timeout=300)
+        assert cli.returncode == 0, cli.stdout + cli.stderr
+        assert "indexed" in cli.stdout
+        reindexes += 1
+    acknowledged: list[tuple[str, str]] = []
+    for w in writers:
+        out, err = w.communicate(timeout=300)
+        assert w.returncode == 0, err[-2000:]
+        acknowledged += [tuple(line.split("\t")) for line in out.splitlines() if "\t" in line]
+    assert reindexes >= 2 and len(acknowledged) == 120
+    duplicates = [p.name for p in root.glob("*.md") if re.search(r"-[0-9a-f]{6}\.md$", p.name)]
+    assert not duplicates, f"second files made for entities: {duplicates}"
+    service = crash.service_for("markdown", root)
+    try:
+        graph = service.open_nodes(sorted({name for name, _ in acknowledged}))
+        held = {(e.name, o.content) for e in graph.entities for o in e.observations}
+        lost = [a for a in acknowledged if a not in held]
+        assert not lost, f"acknowledged observations missing from the index: {lost[:5]}"
+        for name, text in acknowledged:
+            assert text in (root / f"{name}.md").read_text(encoding="utf-8"), f"{text} missing from {name}.md"
+    finally:
+        service.close()
+
+
+@pytest.mark.parametrize("how", ["in-place", "by-rename"])
+def test_an_editor_saving_every_10_ms_never_loses_a_line(tmp_path, how):
+    root = tmp_path / "lib"
+    service = crash.service_for("markdown", root)
+    service.create_entities([EntityInput("shared", "note", ("start",))])
+    service.close()
+    path = root / "shared.md"
+    with open(path, "a", encoding="utf-8") as f:
+        f.write("\n## Hand\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMLOCI_")}
+    env["MEMLOCI_EMBEDDER"] = "none"
+    server = subprocess.Popen([sys.executable, str(Path(__file__).parent / "crash_writer.py"), str(root), "s", "0",
+                               "shared"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    lines: list[str] = []
+    stop = time.monotonic() + 9
+    i = 0
+    while time.monotonic() < stop:  # the editor: read, add a line to its section, save
+        if i % 40 == 39:  # a pause now and then, so the server's writes get through between bursts
+            time.sleep(1.5)
+        text = path.read_text(encoding="utf-8")
+        line = f"hand line {i}"
+        new = text.replace("## Hand\n", f"## Hand\n{line}\n", 1)
+        if how == "in-place":
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(new)
+        else:
+            tmp = path.with_name(".shared.md.swp")
+            tmp.write_text(new, encoding="utf-8")
+            os.replace(tmp, path)
+        lines.append(line)
+        i += 1
+        time.sleep(0.01)
+    server.terminate()
+    out, err = server.communicate(timeout=60)
+    final = path.read_text(encoding="utf-8")
+    lost = [line for line in lines if line + "\n" not in final]
+    assert not lost, f"{len(lost)} hand-written lines lost, e.g. {lost[:3]}"
+    assert "written" in out, err[-2000:]  # the server did write between the editor's saves
+
+
+def test_a_broken_note_is_never_shadowed(tmp_path):
+    root = tmp_path / "lib"
+    root.mkdir()
+    (root / "plan.md").write_text("---\ntype: [unclosed\n---\n# plan\n", encoding="utf-8")
+    service = crash.service_for("markdown", root)
+    try:
+        from memloci.errors import ConflictError
+
+        with pytest.raises(ConflictError, match="plan.md"):
+            service.create_entities([EntityInput("plan", "note", ("a new fact",))])
+        assert sorted(p.name for p in root.glob("*.md")) == ["plan.md"]
+    finally:
+        service.close()
+
+
+def test_a_corrupt_index_is_moved_aside_and_rebuilt(tmp_path):
+    root = tmp_path / "lib"
+    service = crash.service_for("markdown", root)
+    service.create_entities([EntityInput(f"e{i}", "note", (f"fact {i}",)) for i in range(10)])
+    service.close()
+    index = root / ".memloci" / "index.db"
+    for suffix in ("-wal", "-shm"):
+        Path(f"{index}{suffix}").unlink(missing_ok=True)
+    index.write_bytes(b"this is not a database" * 100)
+    (root / "bad.md").write_bytes(b"# bad\n\n## Observations\n- a NUL \x00 here\n")
+    (root / "huge.md").write_text("# huge\n\n## Observations\n- " + "x" * 2_000_000 + "\n", encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMLOCI_")}
+    env["MEMLOCI_EMBEDDER"] = "none"
+    cli = subprocess.run([sys.executable, "-m", "memloci", "reindex", "--libraries", f"lib:{root}"],
+                         capture_output=True, text=True, env=env, timeout=300)
+    assert cli.returncode == 0, cli.stdout + cli.stderr
+    moved = list((root / ".memloci").glob("index.db.corrupt-*"))
+    assert len(moved) == 1 and moved[0].read_bytes().startswith(b"this is not a database")
+    assert moved[0].name in cli.stdout
+    assert "10 indexed" in cli.stdout and "2 unparsable" in cli.stdout
+    assert "bad.md: contains a NUL byte" in cli.stdout and "huge.md: observation 1" in cli.stdout
+    service = crash.service_for("markdown", root)
+    try:
+        names = {e.name for e in service.read_graph().entities}
+        assert names == {f"e{i}" for i in range(10)}
+    finally:
+        service.close()
