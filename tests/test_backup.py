@@ -218,3 +218,31 @@ def test_export_markdown_of_a_project_includes_its_free_memories(tmp_path, home)
     assert "## auth" in text and "## Memories" in text
     line = next(line for line in text.splitlines() if "deploys freeze on Fridays" in line)
     assert "(decision, high)" in line and line.endswith("#ops")
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_running_server_sees_the_restored_library(tmp_path, kind):
+    path = tmp_path / ("lib.db" if kind == "sqlite" else "lib")
+    spec = f"default:{path}"
+    home = tmp_path / "home"
+    target = tmp_path / backup_name(kind)
+
+    def cli(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "memloci", *args, "--libraries", spec], env=server_env(home),
+                              capture_output=True, text=True, timeout=120)
+
+    async def main():
+        async with mcp_session(home, "--libraries", spec) as session:
+            client = Client(session)
+            await client.ok("create_entities", entities=[{"name": "kept", "entityType": "t", "observations": ["o1"]}])
+            assert (await anyio.to_thread.run_sync(cli, "backup", str(target))).returncode == 0
+            await client.ok("delete_entities", entityNames=["kept"])
+            await client.ok("create_entities", entities=[{"name": "later", "entityType": "t", "observations": []}])
+            restored = await anyio.to_thread.run_sync(cli, "restore", str(target), "--force")
+            assert restored.returncode == 0, restored.stderr
+            graph, _ = await client.ok("read_graph")
+            assert [e["name"] for e in graph["entities"]] == ["kept"]
+            assert graph["entities"][0]["observations"] == ["o1"]
+            await client.ok("add_observations", observations=[{"entityName": "kept", "contents": ["o2"]}])
+
+    anyio.run(main)

@@ -199,11 +199,12 @@ def restore_library(store: Any, source: Path, *, force: bool = False) -> dict[st
             n += 1
             name = f"{where.name}.pre-restore-{stamp}-{n}"
         saved = backup_library(store, where.parent / f"{name}{suffix}")["path"]
+    version = store.vectors_version()
     if kind == "sqlite":
         copy_database(source, Path(store.path), new_file=False)
     else:
         _restore_folder(store, files, index)
-    store.note_event("restore", {"from": str(source), "saved_before": saved})
+    store.note_event("restore", {"from": str(source), "saved_before": saved}, vectors_floor=version)
     return {"library": store.name, "kind": kind, "from": str(source), "saved_before": saved}
 
 

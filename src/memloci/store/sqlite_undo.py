@@ -268,10 +268,13 @@ class SQLiteUndo:
             row = conn.execute("SELECT value FROM library_meta WHERE key = 'last_backup'").fetchone()
         return json.loads(row[0]) if row else None
 
-    def note_event(self, action: str, detail: dict[str, Any]) -> None:
-        """A journal entry for a change made outside the tools (a restore)."""
+    def note_event(self, action: str, detail: dict[str, Any], *, vectors_floor: int = 0) -> None:
+        """A journal entry for a change made outside the tools (a restore). `vectors_floor`: the
+        vectors' version before it; the new one is higher, so running servers reload their vectors."""
         with self._write() as conn:
             self._journal(conn, action, action, [], detail)
+            conn.execute("UPDATE library_meta SET value = max(CAST(value AS INTEGER), ?) + 1 WHERE key = 'vectors_version'",
+                         (vectors_floor,))
 
     def holds_data(self) -> int:
         """How many entities, memories and relations the library holds."""
