@@ -159,3 +159,198 @@ def test_names_peers_clients_send_are_accepted(home):
         assert all("library_name" not in t.input_schema["properties"] for t in tools.values())
 
     run(home, body)
+
+
+def test_relations_in_the_markdown_library_shape(home, tmp_path):
+    async def body(c: Client):
+        await c.ok("create_entities", entities=[entity("api"), entity("db"), entity("cache")])
+        await c.ok("create_relations", relations=[{"from": "api", "to": "db", "type": "uses"},
+                                                  {"from": "api", "to": "cache", "relationType": "uses"}])
+        graph, _ = await c.ok("open_nodes", names=["api"])
+        assert sorted((r["to"], r["relationType"]) for r in graph["relations"]) == [("cache", "uses"), ("db", "uses")]
+        err = await c.error("create_relations", relations=[{"from": "api", "to": "db", "type": "a", "relationType": "b"}])
+        assert "relations[0]: give exactly one of relationType and type" in err["message"], err
+        err = await c.error("create_relations", relations=[{"from": "api", "to": "db"}])
+        assert "relations[0].relationType: Field required" in err["message"], err
+        await c.ok("delete_relations", relations=[{"from": "api", "to": "db", "type": "uses"}])
+        graph, _ = await c.ok("open_nodes", names=["api"])
+        assert [r["to"] for r in graph["relations"]] == ["cache"]
+
+        created, _ = await c.ok("add_entities", entities=[
+            {"name": "web", "entity_type": "service", "relations": [{"type": "uses", "to": "api"}]},
+            {"name": "job", "entity_type": "service", "relations": [{"relation_type": "uses", "to": "api"}]}])
+        found, _ = await c.ok("find_relations", to_entity="api")
+        assert sorted(r["from"] for r in found["relations"]) == ["job", "web"]
+        err = await c.error("add_entities", entities=[{"name": "x", "relations": [{"to": "api"}]}])
+        assert "entities[0].relations[0].type: Field required" in err["message"], err
+
+    run(home, body)
+
+
+def test_search_nodes_finds_substrings_lists_on_empty_query_and_pages(home):
+    async def body(c: Client):
+        await c.ok("create_entities", entities=[entity("mentor"), entity("Shop", "accepts payment by card")]
+                   + [entity(f"item-{i:02d}", "common word") for i in range(30)])
+        found, _ = await c.ok("search_nodes", query="ment")
+        assert {"mentor", "Shop"} <= {e["name"] for e in found["entities"]}, found["why"]
+
+        listed, _ = await c.ok("search_nodes", query="", limit=10)
+        assert len(listed["entities"]) == 10 and listed["total_count"] == 32 and listed["is_truncated"]
+        assert listed["next_offset"] == 10
+
+        first, _ = await c.ok("search_nodes", query="common", limit=20)
+        assert first["total_count"] == 30 and first["is_truncated"] and first["next_offset"] == 20
+        second, _ = await c.ok("search_nodes", query="common", limit=20, offset=20)
+        assert len(second["entities"]) == 10 and not second["is_truncated"] and second["offset"] == 20
+        names = [e["name"] for e in first["entities"] + second["entities"]]
+        assert sorted(names) == [f"item-{i:02d}" for i in range(30)], "pages neither overlap nor skip"
+
+    run(home, body)
+
+
+def test_search_by_tag_pages_with_a_total(home):
+    async def body(c: Client):
+        for i in range(5):
+            await c.ok("store_memory", content=f"note number {i}", tags=["t"])
+        page, _ = await c.ok("search_by_tag", tags=["t"], limit=2)
+        assert page["total_count"] == 5 and page["is_truncated"] and page["next_offset"] == 2
+        last, _ = await c.ok("search_by_tag", tags=["t"], limit=2, offset=4)
+        assert len(last["memories"]) == 1 and not last["is_truncated"]
+
+    run(home, body)
+
+
+def test_rename_and_merge_list_every_file_they_rewrote(home, tmp_path):
+    notes = tmp_path / "notes"
+    notes.mkdir()
+
+    async def body(c: Client):
+        await c.ok("add_entities", entities=[
+            {"name": "old-db", "entity_type": "service"},
+            {"name": "spare-db", "entity_type": "service"},
+            {"name": "api", "entity_type": "service", "relations": [{"type": "uses", "to": "old-db"}]},
+            {"name": "worker", "entity_type": "service", "relations": [{"type": "uses", "to": "spare-db"}]},
+            {"name": "guide", "entity_type": "note", "content": "## Notes\nSee [[old-db]].\n"}])
+        renamed, _ = await c.ok("rename_entity", old_name="old-db", new_name="main-db")
+        assert sorted(renamed["links_rewritten_in"]) == ["api", "guide"], renamed
+        assert "to: main-db" in (notes / "api.md").read_text()
+        merged, _ = await c.ok("merge_entities", source_names=["spare-db"], target_name="main-db")
+        assert merged["links_rewritten_in"] == ["worker"], merged
+        assert "to: main-db" in (notes / "worker.md").read_text()
+
+    run(home, body, "--libraries", f"notes:{notes}")
+
+
+def test_metadata_tells_the_truth(home):
+    async def body(c: Client):
+        tools = await tools_of(c)
+        assert tools["retrieve_memory"].annotations.read_only_hint is True, "a recall only counts accesses"
+        assert tools["search_by_tag"].annotations.read_only_hint is True
+        assert tools["store_memory"].annotations.read_only_hint is False
+        assert tools["delete_memory"].annotations.destructive_hint is True
+        limits = tools["retrieve_memory"].input_schema["properties"]["min_similarity"]
+        assert limits["minimum"] == 0 and limits["maximum"] == 1
+
+    run(home, body, "--tools", "memory")
+
+
+def test_instructions_name_only_exposed_tools(home):
+    import re
+    from memloci.mcp import server as srv
+
+    every = set().union(*srv.GROUP_TOOLS.values())
+    for groups in (["memory"], ["strict"], ["graph", "project"], srv.DEFAULT_GROUPS):
+        text = srv.instructions(groups, several_libraries=False)
+        exposed = set().union(*(srv.GROUP_TOOLS[g] for g in groups))
+        named = {w for w in re.findall(r"\b[a-z]+(?:_[a-z]+)+\b", text) if w in every}
+        assert named and named <= exposed, (groups, named - exposed)
+    assert "list_libraries" not in srv.instructions(["graph"], several_libraries=True)
+
+    async def body(c: Client):
+        result = await c.session.initialize()
+        assert "retrieve_memory" in result.instructions and "search_nodes" not in result.instructions
+
+    run(home, body, "--tools", "memory")
+
+
+def test_hints_name_only_exposed_tools():
+    from memloci.mcp.server import KNOWN_TOOLS
+    from memloci.mcp.surface import fit_hint
+
+    hint = "Check the name with search_nodes or read_graph, or create it first."
+    assert fit_hint(hint, {"search_memory", "get_graph"}, KNOWN_TOOLS) == \
+        "Check the name with search_memory or get_graph, or create it first."
+    assert fit_hint("Create it with create_entities first. Or leave entity out.", {"store_memory"}, KNOWN_TOOLS) \
+        == "Or leave entity out."
+    assert fit_hint("Use read_graph.", {"store_memory"}, KNOWN_TOOLS) == "Fix the call and send it again."
+    # Words that are not tools (arguments, fields) are kept.
+    assert fit_hint("Repeat with confirm_new_project_root set.", {"x"}, KNOWN_TOOLS) == \
+        "Repeat with confirm_new_project_root set."
+
+
+def test_hint_in_a_memory_only_server_names_no_graph_tool(home):
+    async def body(c: Client):
+        err = await c.error("store_memory", content="x", entity="ghost")
+        tools = set(await tools_of(c))
+        assert err["code"] == "NOT_FOUND"
+        words = set(re.findall(r"\b[a-z]+(?:_[a-z]+)+\b", err["hint"]))
+        assert not (words & KNOWN_TOOLS) - tools, err["hint"]
+
+    import re
+    from memloci.mcp.server import KNOWN_TOOLS
+    run(home, body, "--tools", "memory")
+
+
+# -- context cost: sizes, not timings --------------------------------------------------------
+
+BUDGET_ALL = 35_000  # tools/list with every group exposed
+BUDGET_OFFICIAL = 12_000  # the nine official tools (the official server sends 11,485)
+
+
+def test_tool_definitions_fit_their_budget(service, tmp_path):
+    from memloci.libraries import LibraryRegistry, LibrarySpec
+    from memloci.mcp.server import DEFAULT_GROUPS, build_server, tool_sizes
+    from memloci.service import MemoryService
+
+    def total(svc, groups):
+        return sum(r["chars"] for r in tool_sizes(svc, groups))
+
+    assert total(service, DEFAULT_GROUPS) <= BUDGET_ALL
+    assert total(service, ["strict", "memory", "documents", "project"]) <= BUDGET_ALL
+    assert total(service, ["graph"]) <= BUDGET_OFFICIAL
+    two = LibraryRegistry([LibrarySpec("a", tmp_path / "a.db"), LibrarySpec("b", tmp_path / "b.db")])
+    try:  # with several libraries, `library` is advertised everywhere: still within budget
+        assert total(MemoryService(two), DEFAULT_GROUPS) <= BUDGET_ALL
+    finally:
+        two.close()
+
+
+def test_tools_list_is_inline_and_selectors_appear_only_where_they_apply(home, tmp_path):
+    async def body(c: Client):
+        tools = await tools_of(c)
+        sent = sum(len(json.dumps(t.model_dump(by_alias=True, exclude_none=True, mode="json"))) for t in tools.values())
+        assert sent <= BUDGET_ALL, sent
+        for t in tools.values():
+            text = json.dumps(t.input_schema)
+            assert "$ref" not in text and "$defs" not in text, t.name
+            assert "library_name" not in t.input_schema["properties"], t.name
+            assert "library" in t.input_schema["properties"] or t.name == "list_libraries", t.name
+            assert "project_path" not in t.input_schema["properties"], "no project group, no project_path"
+
+    run(home, body, "--tools", "graph,memory,documents", "--libraries", f"a:{tmp_path}/a.db,b:{tmp_path}/b.db")
+
+
+def test_memloci_tools_prints_sizes_and_the_total(home):
+    import subprocess
+    import sys
+    from conftest import server_env
+
+    out = subprocess.run([sys.executable, "-m", "memloci", "tools", "--json"], capture_output=True, text=True,
+                         env=server_env(home), check=True)
+    report = json.loads(out.stdout)
+    assert report["total_chars"] == sum(r["chars"] for r in report["tools"]) <= BUDGET_ALL
+    assert {r["tool"] for r in report["tools"]} >= {"read_graph", "store_memory", "update_context"}
+    out = subprocess.run([sys.executable, "-m", "memloci", "tools", "--tools", "strict"], capture_output=True,
+                         text=True, env=server_env(home), check=True)
+    assert "get_entity" in out.stdout and "total" in out.stdout and "read_graph" not in out.stdout
+    assert not home.exists(), "listing tool sizes creates no library"

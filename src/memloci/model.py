@@ -117,6 +117,8 @@ class SearchResult:
     hits: tuple[SearchHit, ...]
     relations: tuple[Relation, ...]
     is_truncated: bool
+    total_count: int | None = None  # every match, when the caller asked for a page (search_nodes)
+    offset: int = 0
 
 
 IMPORTANCE = ("critical", "high", "medium", "low")

@@ -30,6 +30,7 @@ from .model import (
     Relation,
     RelationInput,
     RemovedObservations,
+    SearchHit,
     SearchResult,
     name_key,
 )
@@ -44,7 +45,7 @@ from .service_projects import ProjectService
 from .store import Store
 from .store.writable import write_problem
 
-DEFAULT_GRAPH_LIMIT = 1_000
+DEFAULT_GRAPH_LIMIT = 100  # a page that fits a model's context (1,000 entities were ~245 KB)
 DEFAULT_SEARCH_LIMIT = 25
 IMPORT_CHUNK = 1_000
 RECENT_WAIT_S = 10.0  # how long a search waits for memories stored a moment ago to be embedded ...

@@ -107,7 +107,10 @@ class PagedGraphOut(GraphOut):
 
 class SearchOut(GraphOut):
     is_truncated: bool
-    why: dict[str, str] = Field(description="Per entity name: which signals matched")
+    total_count: int
+    offset: int
+    next_offset: int | None = None
+    why: dict[str, str]
 
 
 class CreatedEntityOut(EntityOut):
@@ -290,17 +293,23 @@ def register(server: Any, service: MemoryService) -> None:
 
     def search_nodes(
         query: Annotated[str, Field(description="Words or a part of a word; empty lists every entity")],
-        limit: Annotated[int | None, Field(description=f"Most entities to return (default {DEFAULT_SEARCH_LIMIT})")] = None,
+        limit: Annotated[int | None, Field(description=f"Entities per page (default {DEFAULT_SEARCH_LIMIT})")] = None,
+        offset: Annotated[int, Field(description="Entities to skip (the next page)")] = 0,
         library: Library = None, library_name: LibraryName = None,
         project_path: ProjectPath = None, confirm_new_project_root: ConfirmRoot = None,
     ) -> Annotated[CallToolResult, SearchOut]:
-        result = service.search_nodes(query, limit=limit, library=_library(library, library_name, project_path, confirm_new_project_root))
-        structured = {
+        result = service.search_nodes(query, limit=limit, offset=offset,
+                                      library=_library(library, library_name, project_path, confirm_new_project_root))
+        structured: dict[str, Any] = {
             "entities": [entity_out(h.entity, dates=True) for h in result.hits],
             "relations": [relation_out(r, dates=True) for r in result.relations],
             "is_truncated": result.is_truncated,
+            "total_count": result.total_count,
+            "offset": result.offset,
             "why": {h.entity.name: h.why for h in result.hits},
         }
+        if result.is_truncated:
+            structured["next_offset"] = result.offset + len(result.hits)
         return reply(structured)
 
     def open_nodes(
@@ -365,8 +374,7 @@ def register(server: Any, service: MemoryService) -> None:
         read_graph, title="Read Graph",
         description=(
             f"Read the knowledge graph a page at a time (default {DEFAULT_GRAPH_LIMIT} entities), with the relations "
-            "whose both ends are on the page (open_nodes shows every relation of an entity). "
-            "summary_mode=true gives names and types only. "
+            "whose both ends are on the page. summary_mode=true gives names and types only. "
             "total_entity_count and is_truncated tell whether to fetch the next page (offset). "
             "Prefer search_nodes to find something specific.\n"
             'Example: {"summary_mode": true, "limit": 100}'
@@ -376,8 +384,9 @@ def register(server: Any, service: MemoryService) -> None:
     server.add_tool(
         search_nodes, title="Search Nodes",
         description=(
-            "Search entities by words in their names, types, aliases and observations, ranked (BM25); entities "
-            "matching every word come first; case-insensitive. Returns the entities and the relations touching them.\n"
+            "Search entities by words or any part of a word in their names, types, aliases and observations, "
+            "ranked; case-insensitive. An empty query lists every entity. A page at a time: total_count and "
+            "is_truncated tell whether to fetch the next page (offset).\n"
             'Example: {"query": "alice acme email", "limit": 10}'
         ),
         annotations=_annotations("Search Nodes", read_only=True, idempotent=True),

@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ..errors import MemlociError
 from ..libraries import ProjectRef
-from ..service import MemoryService
+from ..service import DEFAULT_GRAPH_LIMIT, MemoryService
 from .graph import ConfirmRoot, Library, LibraryName, ProjectPath, _annotations, _library, entity_out, relation_out
 from .replies import reply
 
@@ -53,7 +53,7 @@ def register(server: Any, service: MemoryService) -> None:
         return reply({"context": ctx})
 
     def get_graph_summary(
-        limit: Annotated[int | None, Field(description="Entities per page (default 1000)")] = None,
+        limit: Annotated[int | None, Field(description=f"Entities per page (default {DEFAULT_GRAPH_LIMIT})")] = None,
         offset: Annotated[int, Field(description="Entities to skip")] = 0,
         library: Library = None, library_name: LibraryName = None,
         project_path: ProjectPath = None, confirm_new_project_root: ConfirmRoot = None,

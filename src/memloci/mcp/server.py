@@ -22,7 +22,7 @@ from ..service import MemoryService
 from ..service_projects import CONTEXT_HINT
 from . import documents, graph, memory, project, strict
 from .replies import as_json, error_reply
-from .surface import describe_validation_error, fit_hint, harden
+from .surface import describe_validation_error, fit_hint, harden, tool_size
 
 log = logging.getLogger("memloci.mcp")
 
@@ -204,3 +204,18 @@ def build_server(service: MemoryService, *, name: str = "memloci", groups: list[
         GROUPS[group](server, service)
     server.strict_tools = set(strict.TOOLS) if "strict" in groups else set()
     return server
+
+
+GROUP_TOOLS = {"graph": graph.TOOLS, "memory": memory.TOOLS, "documents": documents.TOOLS, "project": project.TOOLS,
+               "strict": strict.TOOLS}
+
+
+def tool_sizes(service: MemoryService, groups: list[str]) -> list[dict[str, Any]]:
+    """What each exposed tool costs in `tools/list` (characters of its JSON as sent), by group:
+    the numbers `memloci tools` prints, and the budget tests check."""
+    import anyio
+
+    server = build_server(service, groups=groups)
+    listed = {t.name: t for t in anyio.run(server.list_tools)}
+    return [{"group": g, "tool": name, "chars": tool_size(listed[name])}
+            for g in groups for name in GROUP_TOOLS[g] if name in listed]

@@ -347,6 +347,13 @@ class SQLiteDocuments:
                 changed.append(name)
         return list(dict.fromkeys(changed))
 
+    def _pointing_at(self, conn: sqlite3.Connection, ids: list[int]) -> list[str]:
+        """Names of the other entities with a relation to one of `ids` (their documents name it)."""
+        marks = _marks(len(ids))
+        return [n for (n,) in conn.execute(
+            f"""SELECT DISTINCT e.name FROM relations r JOIN entities e ON e.id = r.from_id
+                WHERE r.to_id IN ({marks}) AND r.from_id NOT IN ({marks}) ORDER BY e.name""", (*ids, *ids))]
+
     def rename_entity(self, old: str, new: str, *, origin: str) -> dict[str, Any]:
         with self._write() as conn:
             found = self._resolve(conn, [old, new])
@@ -364,7 +371,10 @@ class SQLiteDocuments:
             conn.execute("UPDATE memories SET content_hash = memloci_content_hash(content, ?) WHERE entity_id = ?",
                          (new, entity_id))
             rewritten = self._rewrite_links(conn, stored, new, entity_id)
-            # Relations in front matter follow the entity by id; pending links to the new name resolve.
+            # Relations follow the entity by id, but the documents of their sources name it in their
+            # front matter (`to:`): those are rewritten too, and the reply lists every one.
+            rewritten = list(dict.fromkeys(rewritten + self._pointing_at(conn, [entity_id])))
+            # Pending links to the new name resolve.
             self._link_pending(conn)
             self._refresh_fts(conn, [entity_id])
             self._journal(conn, origin, "rename_entity", [stored, new],
@@ -383,6 +393,7 @@ class SQLiteDocuments:
                                     hint="Every source and the target must exist; nothing was merged.")
             target_id, target_name = found[name_key(target)]
             source_ids = list(dict.fromkeys(found[name_key(s)][0] for s in sources))
+            pointing = self._pointing_at(conn, source_ids)  # their front matter will name the target instead
             self._before(conn, [target_id, *source_ids])
             docs = {i: self._document(conn, i) for i in [target_id, *source_ids]}
             into = docs[target_id]
@@ -431,7 +442,7 @@ class SQLiteDocuments:
                             f"source_names: merging into '{target_name}' would close a cycle "
                             f"({' -> '.join([target_name, *path])}); schema '{self.schema.name}' keeps relations "
                             "acyclic (nothing was merged)", hint="Delete one relation of the cycle first.")
-            rewritten: list[str] = []
+            rewritten: list[str] = [n for n in pointing if n != target_name]
             for sid in source_ids:  # while the sources' links_to relations still name them
                 rewritten += self._rewrite_links(conn, docs[sid].name, target_name, sid)
             conn.execute(f"DELETE FROM entities WHERE id IN ({_marks(len(source_ids))})", source_ids)

@@ -45,13 +45,14 @@ def rank_entities(conn: sqlite3.Connection, query: str, want: int) -> dict[int, 
         ):
             if rowid not in scored and len(scored) < want:
                 scored[rowid] = Score(0, 0.0, "substring of name, type or alias")
-        if not scored:
+        if len(scored) < want:  # the official server's guarantee: a substring of any observation is found
             for (rowid,) in conn.execute(
                 r"""SELECT DISTINCT entity_id FROM memories
                     WHERE entity_id IS NOT NULL AND content LIKE ?1 ESCAPE '\' LIMIT ?2""",
-                (pattern, want),
+                (pattern, want + len(scored)),
             ):
-                scored[rowid] = Score(0, 0.0, "substring of an observation")
+                if rowid not in scored and len(scored) < want:
+                    scored[rowid] = Score(0, 0.0, "substring of an observation")
     return scored
 
 
