@@ -131,7 +131,7 @@ def register(server: Any, service: MemoryService) -> None:
         query: Annotated[str, Field(description="What to recall, in words; may name a time (\"last week\")")],
         n_results: Annotated[int, Field(description="How many memories")] = 5,
         min_similarity: Annotated[float, Field(ge=0, le=1, description="Drop hits whose similarity_score "
-                                                                       "(0 to 1, higher is better) is below this")] = 0.0,
+                                                                       "is below this")] = 0.0,
         tags: Tags = None,
         match_all: Annotated[bool, Field(description="With tags: require every tag (default: any)")] = False,
         memory_type: str | None = None,

@@ -126,7 +126,7 @@ class MemlociServer(MCPServer):
         if changes and isinstance(result, CallToolResult) and not result.is_error:
             await self._changed(arguments)
             if arguments.get("project_path") and name != "update_context" and name not in self.strict_tools \
-                    and isinstance(result.structured_content, dict):
+                    and isinstance(result.structured_content, dict) and "update_context" in self.exposed_tools():
                 result = _with_hint(result)
         return result
 
