@@ -19,6 +19,7 @@ import re
 import shutil
 import subprocess
 import sys
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -91,12 +92,12 @@ def run_python(scenario: Scenario, places: dict[str, Path], transport: str) -> d
     """The same calls through the Python SDK's ClientSession, recorded in the Node script's shape."""
     assert transport == "stdio", f"transport {transport}: not yet driven from Python"
     command, args, env = server_command(scenario, places)
-    out: dict[str, Any] = {"tools": None, "list_error": None, "results": []}
+    out: dict[str, Any] = {"instructions": None, "tools": None, "list_error": None, "results": []}
 
     async def main():
         params = StdioServerParameters(command=command, args=args, env=env, cwd=str(places["tmp"]))
         async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
-            await session.initialize()
+            out["instructions"] = (await session.initialize()).instructions
             try:
                 listed = await session.list_tools()
                 out["tools"] = [t.model_dump(by_alias=True, exclude_none=True) for t in listed.tools]
@@ -122,24 +123,40 @@ def run_python(scenario: Scenario, places: dict[str, Path], transport: str) -> d
 
 RUNNERS = {"typescript": run_typescript, "python": run_python,
            "typescript-v2": lambda *a: run_typescript(*a, sdk="2")}
-_runs: dict[tuple[str, str, str], dict[str, Any]] = {}
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory):
-    """run(client, scenario_name, transport): that scenario's record, made once per module."""
+def run(request, tmp_path_factory):
+    """run(client, scenario_name, transport): that scenario's record, made once. Every run the
+    selected tests need starts at the first request, a few at a time: each is a server process
+    and a client that mostly wait on each other."""
+    wanted = sorted({(item.callspec.params["client"], item.callspec.params["scenario"], item.callspec.params["transport"])
+                     for item in request.session.items
+                     if item.module is request.module and {"client", "scenario", "transport"} <= set(
+                         getattr(getattr(item, "callspec", None), "params", {}))})
+    if node_missing():  # those runs are skipped (or failed under CI) by the tests that ask for them
+        wanted = [key for key in wanted if not key[0].startswith("typescript")]
+    pool = ThreadPoolExecutor(max_workers=3)
+    futures: dict[tuple[str, str, str], Future] = {}
+
+    def start(key: tuple[str, str, str]) -> None:
+        client, name, transport = key
+        scenario = next(s for s in SCENARIOS if s.name == name)
+        places = make_places(tmp_path_factory.mktemp(f"{client}-{name}-{transport}"))
+        futures[key] = pool.submit(RUNNERS[client], scenario, places, transport)
 
     def get(client: str, name: str, transport: str) -> dict[str, Any]:
-        key = (client, name, transport)
-        if key not in _runs:
-            if client.startswith("typescript"):
-                require_node()
-            scenario = next(s for s in SCENARIOS if s.name == name)
-            places = make_places(tmp_path_factory.mktemp(f"{client}-{name}-{transport}"))
-            _runs[key] = RUNNERS[client](scenario, places, transport)
-        return _runs[key]
+        if client.startswith("typescript"):
+            require_node()
+        if not futures:
+            for key in wanted:
+                start(key)
+        if (client, name, transport) not in futures:
+            start((client, name, transport))
+        return futures[client, name, transport].result()
 
-    return get
+    yield get
+    pool.shutdown(wait=True, cancel_futures=True)
 
 
 # ----- judging ------------------------------------------------------------------------------
@@ -177,7 +194,8 @@ def foreign_tools(tools: list[dict], text: str | None) -> list[str]:
 
 
 STEP_CASES = [pytest.param(client, transport, s.name, i, id=f"{client}-{transport}-{s.name}-{i:02d}-{step.label}")
-              for client in CLIENTS for transport in TRANSPORTS for s in SCENARIOS for i, step in enumerate(s.steps)]
+              for client in CLIENTS for transport in TRANSPORTS for s in SCENARIOS if client in (s.clients or CLIENTS)
+              for i, step in enumerate(s.steps)]
 
 
 @pytest.mark.parametrize("client,transport,scenario,index", STEP_CASES)
@@ -206,7 +224,7 @@ def test_call(run, client, transport, scenario, index):
 
 
 GROUP_CASES = [pytest.param(client, transport, s.name, id=f"{client}-{transport}-{s.name}")
-               for client in CLIENTS for transport in TRANSPORTS for s in SCENARIOS]
+               for client in CLIENTS for transport in TRANSPORTS for s in SCENARIOS if client in (s.clients or CLIENTS)]
 
 
 @pytest.mark.parametrize("client,transport,scenario", GROUP_CASES)
@@ -236,6 +254,31 @@ def test_table_covers_every_tool(run, client, transport, scenario):
                      if not any(s.tool == name and s.expect == kind for s in steps))
     unknown = sorted({s.tool for s in steps} - listed)
     assert not missing and not unknown, f"missing: {missing}; calls to tools not listed: {unknown}"
+
+
+@pytest.mark.parametrize("client,transport,scenario", GROUP_CASES)
+def test_instructions_name_only_exposed_tools(run, client, transport, scenario):
+    record = run(client, scenario, transport)
+    foreign = foreign_tools(record["tools"] or [], record["instructions"])
+    assert not foreign, f"the server's instructions name tools it does not expose: {foreign}"
+
+
+OFFICIAL_TOOLS = {"create_entities", "create_relations", "add_observations", "delete_entities", "delete_observations",
+                  "delete_relations", "read_graph", "search_nodes", "open_nodes"}
+
+
+@pytest.mark.parametrize("scenario,budget", [("graph", 35_000), ("official", 12_000)])
+def test_tools_list_fits_the_context_budget(run, scenario, budget):
+    """What tools/list costs a model's context, as a TypeScript client receives it (each tool as
+    Python's json.dumps with default separators): every group at most 35,000 characters, the
+    nine official tools alone at most 12,000."""
+    tools = run("typescript", scenario, "stdio")["tools"]
+    if scenario == "official":
+        assert {t["name"] for t in tools} == OFFICIAL_TOOLS
+    sizes = {t["name"]: len(json.dumps(t)) for t in tools}
+    total = sum(sizes.values())
+    largest = sorted(sizes.items(), key=lambda kv: -kv[1])[:5]
+    assert total <= budget, f"tools/list of --tools {scenario}: {total} characters > {budget}; largest: {largest}"
 
 
 # ----- the MCP Inspector CLI ------------------------------------------------------------------

@@ -40,6 +40,7 @@ class Scenario:
     name: str
     tools: str  # the --tools value
     steps: tuple[Step, ...] = field(default_factory=tuple)
+    clients: tuple[str, ...] | None = None  # which clients run it (None: every one)
 
     def serve_args(self, places: dict[str, Path]) -> list[str]:
         return ["serve", "--tools", self.tools, "--libraries", f"main:{places['tmp']}/main.db,notes:{places['notes']}"]
@@ -158,15 +159,15 @@ def memory_steps() -> list[Step]:
         err("delete_memory", "VALIDATION_ERROR", "bad-type", content_hash=12345, **MAIN),
         ok("check_database_health", **MAIN),
         err("check_database_health", "NOT_FOUND", "missing-library", library="nowhere"),
-        ok("list_libraries"),
-        err("list_libraries", "VALIDATION_ERROR", "unknown-arg", verbose=True),
     ]
 
 
 def document_steps() -> list[Step]:
-    """The Markdown-library tools, on the Markdown library `notes`."""
+    """The Markdown-library tools (and list_libraries, of the same group), on the Markdown library `notes`."""
     body = "## Overview\nA small web service.\n\n## Notes\nFirst note.\n"
     return [
+        ok("list_libraries"),
+        err("list_libraries", "VALIDATION_ERROR", "unknown-arg", verbose=True),
         ok("add_entities", entities=[
             {"name": "webapp", "entityType": "project", "content": body},
             {"name": "api", "entityType": "component", "content": "## Notes\nREST endpoints.\n",
@@ -239,6 +240,10 @@ SCENARIOS = (
              tuple(graph_steps() + memory_steps() + document_steps() + project_steps("create_entities"))),
     Scenario("strict", "strict,memory,documents,project",
              tuple(strict_steps() + memory_steps() + document_steps() + project_steps("create_entities"))),
+    # One group alone, as a drop-in for the server it stands in for: hints and instructions must
+    # then name only that group's tools.
+    Scenario("official", "graph", tuple(graph_steps()), clients=("typescript",)),
+    Scenario("memory", "memory", tuple(memory_steps()), clients=("typescript",)),
 )
 
 

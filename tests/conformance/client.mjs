@@ -13,7 +13,8 @@
 //   "calls": [{"tool": "read_graph", "args": {...}}, ...]
 // }
 // Prints one JSON object on stdout:
-//   {"sdk": "package@version", "protocol": negotiated version, "tools": [...] | null,
+//   {"sdk": "package@version", "protocol": negotiated version, "instructions": the server's,
+//    "tools": [...] | null,
 //    "list_error": {code, message} | null,
 //    "results": [{"tool", "threw", "error": {code, message} | null, "isError", "text", "structuredContent"}]}
 // The calls run in order on one connection (one server process per spec).
@@ -85,6 +86,7 @@ async function main() {
   const out = {
     sdk: `${sdk.package}@${packageVersion(sdk.package)}`,
     protocol: transport.protocolVersion ?? client.getNegotiatedProtocolVersion?.() ?? null,
+    instructions: client.getInstructions?.() ?? null,
     tools: null,
     list_error: null,
     results: [],
