@@ -103,6 +103,8 @@ MALFORMED = [  # (line, expected id of the reply, expected code, words in the me
     (b'{"jsonrpc": "2.0", "id": true, "method": "ping"}', None, -32600, "not a boolean"),
     (b'{"jsonrpc": "2.0", "id": 6, "method": 5}', 6, -32600, "method must be a string"),
     (b'{"jsonrpc": "2.0", "id": 7}', 7, -32600, "not a request, notification or response"),
+    (rb'{"jsonrpc": "2.0", "id": 11, "method": "pi\ud800ng"}', 11, -32600, "method: contains a lone surrogate"),
+    (rb'{"jsonrpc": "2.0", "id": "a\udc80", "method": "ping"}', None, -32600, "id: contains a lone surrogate"),
     (b'{"jsonrpc": "2.0"}', None, -32600, "needs a method"),
     (b'{"jsonrpc": "2.0", "id": 8, "method": "tools/list", "params": [1]}', 8, -32602, "params must be an object, not an array"),
     (b'{"jsonrpc": "2.0", "id": 9, "method": "tools/list", "params": "x"}', 9, -32602, "params must be an object, not a string"),

@@ -176,7 +176,7 @@ def parse_line(raw: bytes, in_flight: set[Any]) -> types.JSONRPCMessage | None:
         raise invalid(f"{method}: params must be an object, not {_describe(message['params'])}")
     if problem is not None:  # a lone surrogate or invalid UTF-8: refused before any tool sees it
         rule = f"{problem[1]}: contains a lone surrogate or invalid UTF-8; send valid UTF-8 text"
-        if method is not None and has_id:
+        if method is not None and has_id and problem[1].startswith("params"):
             raise Refusal(types.INVALID_PARAMS, f"Invalid params: {rule}", answer_to)
         raise invalid(rule)
     try:
