@@ -354,3 +354,20 @@ def test_memloci_tools_prints_sizes_and_the_total(home):
                          text=True, env=server_env(home), check=True)
     assert "get_entity" in out.stdout and "total" in out.stdout and "read_graph" not in out.stdout
     assert not home.exists(), "listing tool sizes creates no library"
+
+
+def test_a_batch_names_every_bad_item_and_stores_none(home):
+    async def body(c: Client):
+        err = await c.error("create_entities", entities=[entity("ok"), entity(""), entity("fine"), entity("  ")])
+        assert "entities[1].name: must not be empty" in err["message"]
+        assert "entities[3].name: must not be empty" in err["message"], err
+        batch = [entity("") for _ in range(23)]
+        err = await c.error("create_entities", entities=batch)
+        assert "entities[19].name" in err["message"] and "entities[20]" not in err["message"]
+        assert err["message"].endswith("and 3 more"), err["message"]
+        err = await c.error("add_observations", observations=[{"entityName": "", "contents": ["x"]},
+                                                              {"entityName": "a", "contents": [""]}])
+        assert "observations[0].entityName" in err["message"] and "observations[1].contents[0]" in err["message"]
+        assert (await c.ok("read_graph"))[0]["entities"] == []
+
+    run(home, body)

@@ -90,9 +90,29 @@ def check_int(value: object, field: str, low: int, high: int) -> int:
     return value
 
 
+PROBLEMS_MAX = 20  # a batch with many bad items names this many, then "and N more"
+
+
+def each_item(items: Sequence, check) -> list:
+    """`check(i, item)` for every item; the bad ones are reported together (up to PROBLEMS_MAX),
+    so a caller fixes a batch in one round, and nothing is written."""
+    out, problems = [], []
+    for i, item in enumerate(items):
+        try:
+            out.append(check(i, item))
+        except ValidationError as exc:
+            problems.append(exc)
+    if problems:
+        messages = [p.message for p in problems[:PROBLEMS_MAX]]
+        if len(problems) > PROBLEMS_MAX:
+            messages.append(f"and {len(problems) - PROBLEMS_MAX} more")
+        raise ValidationError("; ".join(messages), hint=problems[0].hint)
+    return out
+
+
 def validate_entities(entities: Sequence[EntityInput], field: str = "entities", max_items: int = BATCH_MAX) -> list[EntityInput]:
     check_batch(entities, field, max_items)
-    return [validate_entity(e, f"{field}[{i}]") for i, e in enumerate(entities)]
+    return each_item(entities, lambda i, e: validate_entity(e, f"{field}[{i}]"))
 
 
 def validate_entity(e: EntityInput, at: str) -> EntityInput:
@@ -106,7 +126,7 @@ def validate_entity(e: EntityInput, at: str) -> EntityInput:
 
 def validate_relations(relations: Sequence[RelationInput], field: str = "relations", max_items: int = BATCH_MAX) -> list[RelationInput]:
     check_batch(relations, field, max_items)
-    return [validate_relation(r, f"{field}[{i}]") for i, r in enumerate(relations)]
+    return each_item(relations, lambda i, r: validate_relation(r, f"{field}[{i}]"))
 
 
 def validate_relation(r: RelationInput, at: str) -> RelationInput:
@@ -119,17 +139,15 @@ def validate_relation(r: RelationInput, at: str) -> RelationInput:
 
 def validate_observation_batches(batches: Sequence[ObservationBatch], field: str, item_key: str) -> list[ObservationBatch]:
     check_batch(batches, field)
-    out = []
-    for i, b in enumerate(batches):
+
+    def one(i: int, b: ObservationBatch) -> ObservationBatch:
         at = f"{field}[{i}]"
         contents = check_batch(b.contents, f"{at}.{item_key}", ITEMS_PER_ENTRY_MAX)
-        out.append(
-            ObservationBatch(
-                entity_name=clean_name(b.entity_name, f"{at}.entityName"),
-                contents=tuple(clean_text(c, f"{at}.{item_key}[{j}]") for j, c in enumerate(contents)),
-            )
+        return ObservationBatch(
+            entity_name=clean_name(b.entity_name, f"{at}.entityName"),
+            contents=tuple(clean_text(c, f"{at}.{item_key}[{j}]") for j, c in enumerate(contents)),
         )
-    return out
+    return each_item(batches, one)
 
 
 def validate_names(names: Sequence[str], field: str) -> list[str]:
