@@ -46,9 +46,7 @@ def harden(tool: Any, hidden: set[str]) -> None:
     strict_model = type(base.__name__, (base,), {"model_config": {**base.model_config, "extra": "forbid",
                                                                     "strict": True}})
     tool.fn_metadata.arg_model = strict_model
-    full = _inline(strict_model.model_json_schema(by_alias=True))
-    tool.__dict__["memloci_full_schema"] = full  # for "did you mean" on nested objects
-    tool.parameters = slim(full, drop=hidden)
+    tool.parameters = slim(_inline(strict_model.model_json_schema(by_alias=True)), drop=hidden)
     if tool.fn_metadata.output_schema is not None:
         out = shallow(slim(_inline(tool.fn_metadata.output_schema), output=True))
         # An open object (`extra="allow"`, no fields) constrains nothing: not worth its characters.
