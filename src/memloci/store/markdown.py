@@ -7,11 +7,14 @@ git) with the same tables as a SQLite library, so search, memories and the graph
 unchanged.
 
 Writes: a call runs as one index transaction. Triggers mark what it changed; before the
-commit, the changed entities are rendered and written (temp file + fsync + rename), new free
-memories appended to their day file, the journal appended. SQLite's write lock is the
-library's lock: two processes never write the folder at once, and a failed file write rolls
-the index back. A file edited outside memloci since it was indexed is never overwritten:
-the call fails with CONFLICT and the edit is picked up first.
+commit, the changed entities are rendered and staged (markdown_intent.py), new free memories
+and the journal staged as appends; then, still before the commit, an intent record lists
+them all and they are put in place. SQLite's write lock is the library's lock: tool writes,
+the watcher, reindex and import never write the folder at once, in one process or several.
+A failed call, file write or commit puts every file back; a killed process's change is
+rolled forward or back by the next writer. A file edited outside memloci since it was
+indexed (in place, or saved by rename) is never overwritten: it is compared with the bytes
+the change was computed from just before it is replaced, and the call fails with CONFLICT.
 
 Reads of outside edits: `sync()` compares every file's mtime and size with the index and
 parses what changed (on open, then every second on a watcher thread). A file that cannot be
@@ -82,6 +85,13 @@ def _stamped(yaml_text: str, at: str) -> str:
     """`modified:` set to `at` where the front matter has that key; nothing added."""
     return frontmatter.set_scalar(yaml_text, "modified", at, timestamp=True) if frontmatter.has_key(yaml_text, "modified") else yaml_text
 
+def _corrupt(exc: Exception) -> bool:
+    """Whether SQLite found the index damaged (not locked, not read-only, not a full disk)."""
+    cause = exc.__cause__
+    return (isinstance(cause, sqlite3.DatabaseError)
+            and not isinstance(cause, (sqlite3.OperationalError, sqlite3.IntegrityError)))
+
+
 class MarkdownStore(MarkdownUndo, MarkdownScan, SQLiteStore):
     kind = "markdown"
 
@@ -108,9 +118,17 @@ class MarkdownStore(MarkdownUndo, MarkdownScan, SQLiteStore):
                 return
             self._opening = True
             try:
-                self._open(create)
-                self._load_journal()  # a fresh index gets its history back from journal.md
-                self._scan()  # other threads wait here until the folder is indexed
+                try:
+                    self._open(create)
+                    self._load_journal()  # a fresh index gets its history back from journal.md
+                    self._scan()  # other threads wait here until the folder is indexed
+                except LibraryUnreadableError as exc:
+                    if not _corrupt(exc):
+                        raise
+                    self._move_index_aside(exc)  # damage found past the first page: start again from the files
+                    self._open(create)
+                    self._load_journal()
+                    self._scan()
                 self._md_ready = True
             finally:
                 self._opening = False
@@ -145,7 +163,7 @@ class MarkdownStore(MarkdownUndo, MarkdownScan, SQLiteStore):
             super().open(create=True)
             conn = self._connect()  # not _borrow(): that would open() again
         except LibraryUnreadableError as exc:
-            if not isinstance(exc.__cause__, sqlite3.DatabaseError) or isinstance(exc.__cause__, sqlite3.OperationalError):
+            if not _corrupt(exc):
                 raise
             self._move_index_aside(exc)
             super().open(create=True)
@@ -175,7 +193,7 @@ class MarkdownStore(MarkdownUndo, MarkdownScan, SQLiteStore):
     def _move_index_aside(self, exc: Exception) -> None:
         """The index is only a cache of the files: a corrupt one is kept aside (for a post-mortem)
         and built again from the files."""
-        self.close()
+        SQLiteStore.close(self)  # its connections only: a watcher keeps running
         stamp = time.strftime("%Y%m%dT%H%M%S")
         moved = self.root / INDEX_DIR / f"index.db.corrupt-{stamp}"
         for suffix in ("", "-wal", "-shm"):

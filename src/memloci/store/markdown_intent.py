@@ -185,7 +185,7 @@ class FileChange:
         for op in self.ops.values():
             if op.kind == "append":
                 try:
-                    op.old_size = (self.root / op.rel).stat().st_size
+                    op.old_size = confine.lstat(self.root, op.rel).st_size
                 except FileNotFoundError:
                     op.old_size = 0
             if op.kind in ("put", "delete"):
@@ -194,40 +194,44 @@ class FileChange:
         conn.execute("INSERT INTO md_intents VALUES (?)", (self.id,))
         appended: list[tuple[FileOp, os.stat_result]] = []
         changed: set[tuple[str, ...]] = set()
-        for op in self.ops.values():
-            folders, name, shown = confine._split(op.rel)
-            try:
-                with confine.dir_fd(self.root, folders, create=op.kind == "put", rel=shown) as d, \
-                        self._staging_fd() as s:
-                    if op.kind == "put":
-                        self._keep(op, d, name, s)
-                        os.replace(op.tmp, name, src_dir_fd=s, dst_dir_fd=d)
-                    elif op.kind == "delete":
-                        try:  # kept (moved aside) until the commit, then dropped
-                            os.replace(name, op.backup, src_dir_fd=d, dst_dir_fd=s)
-                            op.kept = True
-                        except FileNotFoundError:
-                            raise ConflictError(f"{op.rel} was deleted outside memloci; nothing was written",
-                                                hint="Retry in a second, after the rescan.") from None
-                        self._check(op, s, op.backup)
-                    elif op.check and _sha_at(d, name) != op.expected:
-                        raise self._conflict(op)
-                if op.kind != "append":
-                    changed.add(tuple(folders))
-                if op.kind == "append":
-                    appended.append((op, confine.append(self.root, op.rel, op.data)))
-            except FileNotFoundError as exc:  # a folder on the way was removed meanwhile
-                raise ConflictError(f"{op.rel} was moved or deleted outside memloci; nothing was written",
-                                    hint="Retry in a second, after the rescan.") from exc
-            except OSError as exc:
-                if exc.errno == errno.EXDEV:  # a sub-folder on another file system
-                    raise PermissionDeniedError(f"library '{self.library}': {op.rel} is on another file system "
-                                                "than the library's .memloci folder") from exc
-                raise storage_error(exc, f"library '{self.library}': cannot write {op.rel}") from exc
+        with self._staging_fd() as s:
+            for op in self.ops.values():
+                self._apply_one(op, s, appended, changed)
         for folders in changed:  # the renames are durable before the index says they happened
             with confine.dir_fd(self.root, list(folders)) as d:
                 _fsync_fd(d)
         return appended
+
+    def _apply_one(self, op: FileOp, s: int, appended: list, changed: set) -> None:
+        folders, name, shown = confine._split(op.rel)
+        try:
+            with confine.dir_fd(self.root, folders, create=op.kind == "put", rel=shown) as d:
+                if op.kind == "put":
+                    self._keep(op, d, name, s)
+                    os.replace(op.tmp, name, src_dir_fd=s, dst_dir_fd=d)
+                elif op.kind == "delete":
+                    try:  # kept (moved aside) until the commit, then dropped
+                        os.replace(name, op.backup, src_dir_fd=d, dst_dir_fd=s)
+                        op.kept = True
+                    except FileNotFoundError:
+                        raise ConflictError(f"{op.rel} was deleted outside memloci; nothing was written",
+                                            hint="Retry in a second, after the rescan.") from None
+                    self._check(op, s, op.backup)
+                elif op.check and _sha_at(d, name) != op.expected:
+                    raise self._conflict(op)
+            if op.kind != "append":
+                changed.add(tuple(folders))
+            if op.kind == "append":
+                # journal.md (unchecked) was never fsynced per write; a day file is
+                appended.append((op, confine.append(self.root, op.rel, op.data, fsync=op.check)))
+        except FileNotFoundError as exc:  # a folder on the way was removed meanwhile
+            raise ConflictError(f"{op.rel} was moved or deleted outside memloci; nothing was written",
+                                hint="Retry in a second, after the rescan.") from exc
+        except OSError as exc:
+            if exc.errno == errno.EXDEV:  # a sub-folder on another file system
+                raise PermissionDeniedError(f"library '{self.library}': {op.rel} is on another file system "
+                                            "than the library's .memloci folder") from exc
+            raise storage_error(exc, f"library '{self.library}': cannot write {op.rel}") from exc
 
     def _staging_fd(self):
         return confine.dir_fd(self.root, [INDEX_DIR, STAGING], create=True, mode=confine.PRIVATE_DIR)
