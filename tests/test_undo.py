@@ -243,3 +243,51 @@ def test_cli_history_and_undo(tmp_path, kind):
     assert "gamma" in done.stdout
     again = memloci(home, "undo", str(lines[0]["id"]), "--libraries", spec)
     assert again.returncode == 1 and "CONFLICT" in again.stderr and "gamma" in again.stderr
+
+
+def test_undo_killed_at_any_moment_is_all_or_nothing(tmp_path):
+    """SIGKILL `memloci undo` of a rename that rewrote 31 notes, at many moments: afterwards the
+    folder is wholly as before the undo or wholly as after it, and the index agrees."""
+    import random
+    import signal
+    import time
+
+    base = tmp_path / "base"
+    service, registry = open_service(base, "markdown")
+    service.create_entities([EntityInput("hub", "thing", ("center of it all",))])
+    service.create_entities([EntityInput(f"n{i}", "note", (f"see [[hub]] {i}",)) for i in range(30)])
+    service.rename_entity("hub", "center")
+    change_id = last_change(service)
+    registry.close()
+    renamed = files(base / "lib")
+    undone_dir = tmp_path / "undone"
+    skip = shutil.ignore_patterns("staging")  # leftovers of finished changes, still being cleared
+    shutil.copytree(base, undone_dir, ignore=skip)
+    service, registry = open_service(undone_dir, "markdown")
+    service.undo(change_id)
+    registry.close()
+    undone = files(undone_dir / "lib")
+    assert undone != renamed
+    home = tmp_path / "home"
+    rng = random.Random(7)
+    for attempt in range(10):
+        work = tmp_path / f"run{attempt}"
+        shutil.copytree(base, work, ignore=skip)
+        proc = subprocess.Popen([sys.executable, "-m", "memloci", "undo", str(change_id), "--libraries",
+                                 f"default:{work / 'lib'}"], env={"MEMLOCI_HOME": str(home), "MEMLOCI_EMBEDDER": "none",
+                                                                  "PATH": "/usr/bin:/bin"},
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(rng.uniform(0.5, 4.5))  # the whole command takes 1-4 s here: start, open, undo
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        service, registry = open_service(work, "markdown")
+        try:
+            service.history(limit=1)  # opening recovers an interrupted change
+            now = files(work / "lib")
+            assert now in (renamed, undone), f"attempt {attempt}: a half-done undo"
+            names = {e.name for e in service.export_graph().entities}
+            assert ("hub" in names) == (now == undone) and ("center" in names) == (now == renamed)
+            leftovers = [p for p in (work / "lib").rglob("*") if p.name.endswith(".tmp")]
+            assert not leftovers
+        finally:
+            registry.close()
