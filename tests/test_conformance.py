@@ -212,7 +212,7 @@ def test_call(run, client, transport, scenario, index):
     missing = [w for w in step.says if w not in (got["text"] or "")]
     assert not missing, f"{where}: the reply should name {missing}: {(got['text'] or '')[:600]}"
     present = [w for w in step.never if w in (got["text"] or "")]
-    assert not present, f"{where}: the reply names another tool set's fields {present}: {got['text'][:600]}"
+    assert not present, f"{where}: the reply should not contain {present}: {got['text'][:600]}"
     if step.expect == "ok":
         assert got["isError"] is False, f"{where}: expected success, got an error: {got['text'][:600]}"
         return

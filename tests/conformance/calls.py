@@ -28,7 +28,7 @@ class Step:
     code: str | None = None  # the error code an "error" step must name, when it matters
     why: str = ""
     says: tuple[str, ...] = ()  # the reply's text must contain each (a field named, a hit found)
-    never: tuple[str, ...] = ()  # ... and none of these (another tool set's field names)
+    never: tuple[str, ...] = ()  # ... and none of these (what a refused call carried, another set's fields)
 
     @property
     def label(self) -> str:
@@ -41,13 +41,15 @@ class Scenario:
     tools: str  # the --tools value
     steps: tuple[Step, ...] = field(default_factory=tuple)
     clients: tuple[str, ...] | None = None  # which clients run it (None: every one)
+    schema: str = "default"  # the --schema value: the rules of the libraries
 
     def serve_args(self, places: dict[str, Path]) -> list[str]:
-        return ["serve", "--tools", self.tools, "--libraries", f"main:{places['tmp']}/main.db,notes:{places['notes']}"]
+        return ["serve", "--tools", self.tools, "--schema", self.schema,
+                "--libraries", f"main:{places['tmp']}/main.db,notes:{places['notes']}"]
 
 
-def ok(tool: str, why: str = "", says: tuple[str, ...] = (), **args: Any) -> Step:
-    return Step(tool, args, "ok", why=why, says=says)
+def ok(tool: str, why: str = "", says: tuple[str, ...] = (), never: tuple[str, ...] = (), **args: Any) -> Step:
+    return Step(tool, args, "ok", why=why, says=says, never=never)
 
 
 def err(tool: str, code: str | None, why: str, says: tuple[str, ...] = (), never: tuple[str, ...] = (),
@@ -83,7 +85,7 @@ def graph_steps() -> list[Step]:
         ok("add_observations", observations=[{"entityName": "Alice", "contents": ["Likes tea"]}], **MAIN),
         err("add_observations", "NOT_FOUND", "missing-entity",
             observations=[{"entityName": "Ghost", "contents": ["x"]}], **MAIN),
-        ok("read_graph", **MAIN),
+        ok("read_graph", "refused-not-stored", never=("Bob", "Carol", "Dave", "Nobody", "Ghost"), **MAIN),
         err("read_graph", "VALIDATION_ERROR", "bad-type", ("limit",), limit="3", **MAIN),
         err("read_graph", None, "no-library-named"),  # two libraries mounted: which one?
         ok("search_nodes", "substring", ("Acme",), query="ment", **MAIN),  # inside "payment"
@@ -116,7 +118,11 @@ def strict_steps() -> list[Step]:
         ok("add_observation", entity="alice", observation="likes tea", **MAIN),
         err("add_observation", "NOT_FOUND", "missing-entity", ("ghost",), ("entityName",), entity="ghost",
             observation="x", **MAIN),
-        ok("create_relation", from_entity="alice", to_entity="acme", relation_type="works_at", **MAIN),
+        err("create_entities", "VALIDATION_ERROR", "strict-name-rule", ("Bad Name",),
+            entities=[{"name": "Bad Name", "entityType": "person"}], **MAIN),
+        ok("create_relation", from_entity="alice", to_entity="acme", relation_type="belongs-to", **MAIN),
+        err("create_relation", None, "strict-relation-type", ("works_at",), ("relationType",),
+            from_entity="alice", to_entity="acme", relation_type="works_at", **MAIN),
         err("create_relation", None, "missing-entity", ("ghost",), ("relationType", "entityName"),
             from_entity="alice", to_entity="ghost", relation_type="knows", **MAIN),
         err("create_relation", "VALIDATION_ERROR", "missing-arg", ("relation_type",), ("relationType",),
@@ -152,7 +158,7 @@ def memory_steps() -> list[Step]:
         err("search_by_tag", "VALIDATION_ERROR", "bad-type", tags="billing", **MAIN),
         ok("update_memory", content_hash=memory_hash(REMEMBERED), tags=["billing", "decision", "db"], **MAIN),
         err("update_memory", "NOT_FOUND", "missing-memory", content_hash="0" * 64, tags=["x"], **MAIN),
-        ok("list_memories", **MAIN),
+        ok("list_memories", "refused-not-stored", ("Stored from a laptop",), ("tagged wrongly",), **MAIN),
         err("list_memories", "VALIDATION_ERROR", "bad-type", page="2", **MAIN),
         ok("delete_memory", content_hash=memory_hash(FORGOTTEN), **MAIN),
         # A hash that matches nothing is {success: false} without isError, as the MCP Memory Service answers.
@@ -162,7 +168,7 @@ def memory_steps() -> list[Step]:
     ]
 
 
-def document_steps() -> list[Step]:
+def document_steps(kind: str = "component", part_of: str = "part_of") -> list[Step]:
     """The Markdown-library tools (and list_libraries, of the same group), on the Markdown library `notes`."""
     body = "## Overview\nA small web service.\n\n## Notes\nFirst note.\n"
     return [
@@ -170,9 +176,9 @@ def document_steps() -> list[Step]:
         err("list_libraries", "VALIDATION_ERROR", "unknown-arg", verbose=True),
         ok("add_entities", entities=[
             {"name": "webapp", "entityType": "project", "content": body},
-            {"name": "api", "entityType": "component", "content": "## Notes\nREST endpoints.\n",
-             "relations": [{"relationType": "part_of", "to": "webapp"}]},
-            {"name": "old-api", "entityType": "component", "content": "## Notes\nThe first API.\n"}], **NOTES),
+            {"name": "api", "entityType": kind, "content": "## Notes\nREST endpoints.\n",
+             "relations": [{"relationType": part_of, "to": "webapp"}]},
+            {"name": "old-api", "entityType": kind, "content": "## Notes\nThe first API.\n"}], **NOTES),
         err("add_entities", "VALIDATION_ERROR", "bad-type", entities=[{"name": "x", "aliases": "not-a-list"}], **NOTES),
         ok("list_entities", entity_glob="*api*", **NOTES),
         err("list_entities", "VALIDATION_ERROR", "bad-type", entity_glob=["*"], **NOTES),
@@ -215,11 +221,11 @@ def document_steps() -> list[Step]:
     ]
 
 
-def project_steps(create: str) -> list[Step]:
+def project_steps(create: str, kind: str = "component") -> list[Step]:
     """Project memory in a real git repository: the AWAITING_CONFIRMATION handshake, the confirm
     step (through `create`, the entity-making tool of the exposed set), then the project tools."""
     repo = {"project_path": "{repo}"}
-    entity = {"name": "auth", "entityType": "component", "observations": ["uses JWT"]}
+    entity = {"name": "auth", "entityType": kind, "observations": ["uses JWT"]}
     return [
         err(create, "AWAITING_CONFIRMATION", "unconfirmed-root", entities=[entity], **repo),
         err("update_context", "AWAITING_CONFIRMATION", "unconfirmed-root", active_task="x", **repo),
@@ -238,8 +244,10 @@ def project_steps(create: str) -> list[Step]:
 SCENARIOS = (
     Scenario("graph", "graph,memory,documents,project",
              tuple(graph_steps() + memory_steps() + document_steps() + project_steps("create_entities"))),
+    # The strict-validation server's tool set with its rules (names, types, relation types).
     Scenario("strict", "strict,memory,documents,project",
-             tuple(strict_steps() + memory_steps() + document_steps() + project_steps("create_entities"))),
+             tuple(strict_steps() + memory_steps() + document_steps("tool", "belongs-to")
+                   + project_steps("create_entities", "tool")), schema="strict"),
     # One group alone, as a drop-in for the server it stands in for: hints and instructions must
     # then name only that group's tools.
     Scenario("official", "graph", tuple(graph_steps()), clients=("typescript",)),
