@@ -358,10 +358,10 @@ def history(
             print(json.dumps({"id": e.id, "at": e.at, "tool": e.tool, "action": e.action,
                               "entities": list(e.entities), "detail": e.detail}, ensure_ascii=False))
         return
-    table = Table("#", "at", "tool", "action", "entities")
+    table = Table("#", "at", "tool", "action", "entities", "undo")
     for e in entries:
         names = ", ".join(e.entities[:5]) + (f" (+{len(e.entities) - 5})" if len(e.entities) > 5 else "")
-        table.add_row(str(e.id), e.at, e.tool, e.action, names)
+        table.add_row(str(e.id), e.at, e.tool, e.action, names, "yes" if e.detail and "undo" in e.detail else "")
     _console().print(table)
 
 

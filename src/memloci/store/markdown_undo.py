@@ -107,6 +107,8 @@ class MarkdownUndo:
                           else sha256_hex((old or b"") + op.data))
         detail["undo"]["files"] = before
         detail["undo"]["files_after"] = after
+        for snap in detail["undo"]["entities"]:  # the files hold the bodies; the rows are kept for their dates
+            snap.pop("body", None)
         conn.execute("UPDATE journal SET detail = ? WHERE id = ?", (json.dumps(detail, ensure_ascii=False), row))
         return detail
 

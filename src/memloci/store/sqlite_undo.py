@@ -29,6 +29,9 @@ from .sqlite_memories import insert_memory, select_memories
 # unless asked (they would otherwise crowd the changes people made out of the list).
 INTERNAL = (("files", "sync"), ("reindex", "reset_vectors"))
 
+UNDOABLE = {"delete_entities", "delete_observations", "delete_relations", "rename_entity", "merge_entities",
+            "update_memory", "delete_memory", "undo"}
+
 _MEMORY_COLUMNS = ("content, content_hash, memory_type, tags, importance, metadata, created_at, updated_at, "
                    "access_count, last_accessed_at")
 
@@ -162,8 +165,11 @@ class SQLiteUndo:
             raise NotFoundError(f"id: the journal has no change #{change_id}", hint="List changes with `memloci history`.")
         detail = json.loads(row[2]) if row[2] else {}
         if "undo" not in detail:
-            raise ValidationError(f"id: change #{change_id} ({row[0]}) removed nothing, so there is nothing to undo",
-                                  hint="Undo works on deletes, edits, renames, merges and memory updates.")
+            why = ("was recorded before memloci kept undo records" if row[0] in UNDOABLE
+                   else "removed nothing, so there is nothing to undo")
+            raise ValidationError(f"id: change #{change_id} ({row[0]}) {why}",
+                                  hint="Undo works on deletes, edits, renames, merges, memory updates and undos; "
+                                       "take back an addition with a delete.")
         return row[0], json.loads(row[1]), detail
 
     @staticmethod
