@@ -254,8 +254,8 @@ class MemoryService(DocumentService, ProjectService, HistoryService):
         else:  # the page after `offset` of one ranking, so pages never overlap
             found = self._search_nodes(store, text, min(offset + limit, schema.SEARCH_LIMIT_MAX))
         total = len(found.hits)
-        if found.is_truncated or total > offset + limit:  # count every match, up to the cap
-            total = len(self._search_nodes(store, text, schema.SEARCH_LIMIT_MAX).hits)
+        if found.is_truncated:  # count every match (up to the cap) without loading them
+            total = max(store.count_entities(text, cap=schema.SEARCH_LIMIT_MAX), offset + len(found.hits[offset:]) + 1)
         hits = found.hits[offset:offset + limit]
         names = {h.entity.name for h in hits}
         relations = tuple(r for r in found.relations if r.from_entity in names or r.to_entity in names)

@@ -79,6 +79,11 @@ class SQLiteGraphReads:
             relations = self._relations_touching(conn, list(entities))
         return SearchResult(hits, tuple(relations), truncated)
 
+    def count_entities(self, query: str, *, cap: int) -> int:
+        """The matches search_entities ranks, counted without loading them (a page's total)."""
+        with self._read() as conn:
+            return len(rank_entities(conn, query, cap))
+
     def entity_names(self) -> list[tuple[str, str, str]]:
         """(name, entity_type, aliases JSON) of every entity, for typo-tolerant matching."""
         with self._read() as conn:
