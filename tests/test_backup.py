@@ -235,7 +235,11 @@ def test_a_running_server_sees_the_restored_library(tmp_path, kind):
         async with mcp_session(home, "--libraries", spec) as session:
             client = Client(session)
             await client.ok("create_entities", entities=[{"name": "kept", "entityType": "t", "observations": ["o1"]}])
+            health, _ = await client.ok("check_database_health")
+            assert health["statistics"]["last_backup"] is None
             assert (await anyio.to_thread.run_sync(cli, "backup", str(target))).returncode == 0
+            health, _ = await client.ok("check_database_health")
+            assert health["statistics"]["last_backup"].endswith("Z")  # the server sees the other process's backup
             await client.ok("delete_entities", entityNames=["kept"])
             await client.ok("create_entities", entities=[{"name": "later", "entityType": "t", "observations": []}])
             restored = await anyio.to_thread.run_sync(cli, "restore", str(target), "--force")
