@@ -288,6 +288,8 @@ INSPECTOR_CALLS = [
     ("create_entities", ['entities=[{"name":"Alice","entityType":"person","observations":["Works at Acme"]}]'], False),
     ("add_observations", ['observations=[{"entityName":"Ghost","contents":["x"]}]'], True),
     ("read_graph", [], False),
+    ("read_graph", ["library=nowhere"], True),
+    ("create_entities", ['entities=[{"name":"Bob"}]'], True),
     ("search_nodes", ["query=Alice"], False),
     ("retrieve_memory", ["query=anything", "min_similarity=5"], True),
     ("store_memory", ["content=hello", 'tag=["x"]'], True),
@@ -322,7 +324,8 @@ def inspector_home(tmp_path_factory) -> Path:
     return home
 
 
-@pytest.mark.parametrize("tool,tool_args,expect_error", INSPECTOR_CALLS[1:], ids=[c[0] for c in INSPECTOR_CALLS[1:]])
+@pytest.mark.parametrize("tool,tool_args,expect_error", INSPECTOR_CALLS[1:],
+                         ids=[f"{c[0]}-{'error' if c[2] else 'ok'}" for c in INSPECTOR_CALLS[1:]])
 def test_inspector_cli(inspector_home, tool, tool_args, expect_error):
     inspector_reply(inspector(inspector_home, tool, tool_args), expect_error)
 
