@@ -38,6 +38,7 @@ def test_backup_change_restore_round_trip_loses_nothing(tmp_path, kind):
         target = tmp_path / backup_name(kind)
         result = service.backup(target)
         assert target.is_file() and result["path"] == str(target)
+        assert target.stat().st_mode & 0o777 == 0o600  # it holds everything the library does
         assert service.health()["statistics"]["last_backup"] == result["at"]
         with pytest.raises(AlreadyExistsError):
             service.backup(target)  # never over a file
@@ -250,3 +251,25 @@ def test_a_running_server_sees_the_restored_library(tmp_path, kind):
             await client.ok("add_observations", observations=[{"entityName": "kept", "contents": ["o2"]}])
 
     anyio.run(main)
+
+
+def test_a_markdown_backup_without_an_index_is_indexed_from_its_files(tmp_path):
+    """A .tar.gz of notes alone (say, made by hand): restored, then indexed; journal.md read back."""
+    archive = tmp_path / "notes.tar.gz"
+    members = {"alpha.md": b"# alpha\n\nlinks [[beta]]\n", "sub/beta.md": b"---\ntype: person\n---\n# beta\n",
+               "journal.md": b"# Journal\n\n## 2024-01-01T00:00:00Z \xc2\xb7 delete_entities \xc2\xb7 gone\n"}
+    with tarfile.open(archive, "w:gz") as tar:
+        for name, data in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    service, registry = open_service(tmp_path, "markdown")
+    try:
+        service.restore(archive)
+        graph = service.export_graph(order="name")
+        assert [e.name for e in graph.entities] == ["alpha", "beta"]
+        assert [(r.from_entity, r.to_entity) for r in graph.relations] == [("alpha", "beta")]
+        assert (tmp_path / "lib" / "sub" / "beta.md").read_bytes() == members["sub/beta.md"]
+        assert [e.action for e in service.history()][-1] == "delete_entities"
+    finally:
+        registry.close()
