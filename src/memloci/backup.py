@@ -30,6 +30,7 @@ from typing import Any
 from . import confine
 from .errors import AlreadyExistsError, ConflictError, PermissionDeniedError, ValidationError
 from .model import now_iso
+from .store import FolderLibrary
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 GZIP_MAGIC = b"\x1f\x8b"
@@ -99,7 +100,7 @@ def backup_library(store: Any, dest: Path) -> dict[str, Any]:
         if store.kind == "sqlite":
             store.open()
             copy_database(Path(store.path), tmp)
-        elif store.kind == "markdown":
+        elif isinstance(store, FolderLibrary):
             _tar_library(store, tmp)
         else:
             raise ValidationError(f"library '{store.name}': a {store.kind} library is backed up with its server's tools")
@@ -178,7 +179,7 @@ def restore_library(store: Any, source: Path, *, force: bool = False) -> dict[st
     if not source.is_file():
         raise ValidationError(f"path: {source} is not a file")
     kind = _kind_of(source)
-    if kind != store.kind:
+    if kind != store.kind or (kind == "markdown") != isinstance(store, FolderLibrary):
         raise ValidationError(f"path: {source} is a backup of a {kind} library; library '{store.name}' is {store.kind}")
     files, index = _read_tar(source) if kind == "markdown" else ({}, None)
     if kind == "sqlite":
