@@ -130,10 +130,10 @@ def run(request, tmp_path_factory):
     """run(client, scenario_name, transport): that scenario's record, made once. Every run the
     selected tests need starts at the first request, a few at a time: each is a server process
     and a client that mostly wait on each other."""
-    wanted = sorted({(item.callspec.params["client"], item.callspec.params["scenario"], item.callspec.params["transport"])
-                     for item in request.session.items
-                     if item.module is request.module and {"client", "scenario", "transport"} <= set(
-                         getattr(getattr(item, "callspec", None), "params", {}))})
+    params = [getattr(getattr(item, "callspec", None), "params", {})
+              for item in request.session.items if item.module is request.module]
+    wanted = sorted({(p["client"], p["scenario"], p["transport"]) for p in params
+                     if {"client", "scenario", "transport"} <= set(p)})
     if node_missing():  # those runs are skipped (or failed under CI) by the tests that ask for them
         wanted = [key for key in wanted if not key[0].startswith("typescript")]
     pool = ThreadPoolExecutor(max_workers=3)
@@ -179,7 +179,8 @@ def schema_failure(tools: list[dict], name: str, structured: Any) -> str | None:
     tool = next((t for t in tools if t["name"] == name), None)
     if structured is None or tool is None or not tool.get("outputSchema"):
         return None
-    error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(tool["outputSchema"]).iter_errors(structured))
+    validator = jsonschema.Draft202012Validator(tool["outputSchema"])
+    error = jsonschema.exceptions.best_match(validator.iter_errors(structured))
     return None if error is None else f"structuredContent fails the output schema: {error.message}"
 
 
