@@ -104,6 +104,15 @@ def project_library_dir(root: Path, confirm: str | None, *, may_create: bool = T
     return folder
 
 
+def mark_journal_union(folder: Path) -> None:
+    """`.mcp/.gitattributes` saying `journal.md merge=union`, written once, when memloci first
+    makes `.mcp/` a project library (the README names this file): two branches that both append
+    to the journal then merge without a conflict. A person's notes folder never gets one, and an
+    existing file (or a link there) is left alone."""
+    if not confine.exists(folder, ".gitattributes"):
+        confine.write_atomic(folder, ".gitattributes", b"journal.md merge=union\n", mode=0o644)
+
+
 def read_n2n(folder: Path) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
     """n2n-memory's `memory.json` and `context.json` in `.mcp/`, if present (None if absent)."""
     def load(name: str) -> dict[str, Any] | None:
