@@ -20,6 +20,7 @@ from .document import (
     _items,
     _observations_region,
     observation_line,
+    split_date,
     parse_document,
     rewrite_wikilinks,
     wikilinks,
@@ -74,8 +75,9 @@ def patch_document(text: str, want: Wanted, *, fallback_name: str, key_of: Calla
     """The file's LF text changed exactly as far as `want` differs from it. `fallback_name`:
     the stem of the file read; `new_stem`: the stem it is written under (a rename moves it)."""
     original = text
-    before = parse_document(text, fallback_name=fallback_name)
-    titled = parse_document(text, fallback_name="\x00").name != "\x00"  # else the file name says the name
+    if want.renames:  # parsing costs: only when a name may be in the text
+        before = parse_document(text, fallback_name=fallback_name)
+        titled = parse_document(text, fallback_name="\x00").name != "\x00"  # else the file name says it
     for old, new in want.renames:
         if titled and key_of(before.name) == key_of(old):
             text = _set_title(text, new)
@@ -89,7 +91,8 @@ def patch_document(text: str, want: Wanted, *, fallback_name: str, key_of: Calla
         text = text if text.endswith("\n") else text + "\n"
     text = _patch_observations(text, want.doc.observations, want.doc.dates)
     text = _patch_front_matter(text, want, fallback_name, key_of)
-    if parse_document(text, fallback_name=new_stem or fallback_name).name != want.doc.name:
+    moved = want.renames or (new_stem or fallback_name) != fallback_name
+    if moved and parse_document(text, fallback_name=new_stem or fallback_name).name != want.doc.name:
         text = _set_title(text, want.doc.name)
     if want.stamp and text != original and (parts := fm.split(text)) and fm.has_key(parts[1], "modified"):
         text = fm.with_front_matter(text, lambda y: fm.set_scalar(y, "modified", want.stamp, timestamp=True))
@@ -119,7 +122,7 @@ def _patch_observations(text: str, wanted: list[str], dates: dict[str, str]) -> 
     doc = _analyze(text)
     region = _observations_region(doc)
     items = _items(doc, region[0] + 1, region[1]) if region else []
-    parsed = parse_document(text, fallback_name="x").observations if region else []
+    parsed = [split_date(item)[0] for _, _, item in items]
     # The index holds each text once: a line a person wrote twice stays twice, and goes (both
     # times) only when its text is deleted.
     keep = set(wanted)
