@@ -7,7 +7,9 @@ git) with the same tables as a SQLite library, so search, memories and the graph
 unchanged.
 
 Writes: a call runs as one index transaction. Triggers mark what it changed; before the
-commit, the changed entities are rendered and staged (markdown_intent.py), new free memories
+commit, the changed entities' files are staged (markdown_intent.py): a file memloci creates
+is rendered in the entity-document format, an existing one is edited in place, only where
+the change lies (markdown/patch.py; a person's bytes are kept); new free memories
 and the journal staged as appends; then, still before the commit, an intent record lists
 them all and they are put in place. SQLite's write lock is the library's lock: tool writes,
 the watcher, reindex and import never write the folder at once, in one process or several.
