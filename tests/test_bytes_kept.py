@@ -14,6 +14,7 @@ import pytest
 from conftest import run_session
 from memloci.libraries import LibraryRegistry, LibrarySpec
 from memloci.model import ObservationBatch, RelationInput
+from memloci.search.lexical import content_hash
 from memloci.service import MemoryService
 
 VAULT = Path(__file__).parent / "golden_vault"
@@ -116,6 +117,11 @@ def test_observations_are_added_and_removed_as_lines(vault):
                                  ObservationBatch("Kitchen", ("dishwasher leaks",))])
     expected["Inbox.md"] = expected["Inbox.md"].replace(b"- coffee machine fixed\n", b"")
     expected["Kitchen.md"] = original["Kitchen.md"]
+    check(folder, expected)
+    # An edited observation keeps its place in the list.
+    service.update_memory(content_hash("the printer jams on Mondays", "Inbox"), content="the printer jams on Tuesdays")
+    expected["Inbox.md"] = expected["Inbox.md"].replace(
+        b"- the printer jams on Mondays\n", b"- the printer jams on Tuesdays <!-- DATE -->\n")
     check(folder, expected)
     # The date memloci wrote is read back as the observation's date; a person's line has none.
     kitchen = service.open_nodes(["Meeting notes"]).entities[0]

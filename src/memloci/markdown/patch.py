@@ -129,7 +129,14 @@ def _patch_observations(text: str, wanted: list[str], dates: dict[str, str]) -> 
     drop = {i for (first, stop, _), content in zip(items, parsed) if content not in keep for i in range(first, stop)}
     have = set(parsed)
     new = [observation_line(o, dates.get(o)) for o in dict.fromkeys(wanted) if o not in have]
-    lines = doc.lines
+    lines = list(doc.lines)
+    # An edited observation (one text out, another in) keeps its place: the new lines take the
+    # places of the removed ones, in order; the rest are appended.
+    removed = [(first, stop) for (first, stop, _), content in zip(items, parsed) if content not in keep]
+    for (first, stop), line in zip(removed, new):
+        lines[first] = line
+        drop.discard(first)
+    new = new[len(removed):]
     if not new:
         return "".join(line for i, line in enumerate(lines) if i not in drop)
     if region is None:
