@@ -101,3 +101,18 @@ def test_a_library_that_cannot_be_created_on_a_read_only_disk_is_permission_deni
         assert "Read-only file system" in body["error"]["message"]
     finally:
         server.close()
+
+
+def test_a_markdown_library_on_a_read_only_mount_is_permission_denied_not_internal(home, tmp_path):
+    server = serve_on_tmpfs(home, tmp_path, "4m", libraries="notes:{disk}/notes",
+                            read_only_after="mkdir {disk}/notes && printf '# Ada\\n' > {disk}/notes/Ada.md")
+    try:
+        failed, body = tool(server, 2, "create_entities", entities=[{"name": "Bob", "entityType": "person"}])
+        assert failed and body["error"]["code"] == "PERMISSION_DENIED", body
+        assert "Read-only file system" in body["error"]["message"] or "read-only" in body["error"]["message"]
+        # reading needs the index, which cannot be built in a read-only folder: said so, not a crash
+        failed, body = tool(server, 3, "read_graph")
+        assert failed and body["error"]["code"] == "PERMISSION_DENIED", body
+        assert ".memloci: Read-only file system" in body["error"]["message"]
+    finally:
+        server.close()
