@@ -29,6 +29,7 @@ def main() -> None:
                 except ConflictError:
                     time.sleep(0.05)  # the file changed under us: the watcher picks it up, then retry
             print(f"{name}\t{text}", flush=True)
+            time.sleep(0.02)  # a server's pace, so the reindexes run while it writes
     else:
         said = False
         for i in range(10**9):

@@ -75,7 +75,7 @@ def test_reindex_while_two_servers_write_loses_nothing(tmp_path):
     service.close()
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMLOCI_")}
     env["MEMLOCI_EMBEDDER"] = "none"
-    writers = [subprocess.Popen([sys.executable, str(Path(__file__).parent / "crash_writer.py"), str(root), tag, "60"],
+    writers = [subprocess.Popen([sys.executable, str(Path(__file__).parent / "crash_writer.py"), str(root), tag, "100"],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env) for tag in "ab"]
     reindexes = 0
     while any(w.poll() is None for w in writers) and reindexes < 6:
@@ -89,7 +89,7 @@ def test_reindex_while_two_servers_write_loses_nothing(tmp_path):
         out, err = w.communicate(timeout=300)
         assert w.returncode == 0, err[-2000:]
         acknowledged += [tuple(line.split("\t")) for line in out.splitlines() if "\t" in line]
-    assert reindexes >= 2 and len(acknowledged) == 120
+    assert reindexes >= 2 and len(acknowledged) == 200
     duplicates = [p.name for p in root.glob("*.md") if re.search(r"-[0-9a-f]{6}\.md$", p.name)]
     assert not duplicates, f"second files made for entities: {duplicates}"
     service = crash.service_for("markdown", root)

@@ -25,6 +25,7 @@ import errno
 import json
 import logging
 import os
+import queue
 import shutil
 import sqlite3
 import stat
@@ -190,14 +191,18 @@ class FileChange:
                     op.old_size = 0
             if op.kind in ("put", "delete"):
                 op.backup = self._name("b")
-        self._write_intent()
+        # A change of one file (besides journal.md) is all or nothing by its rename alone; the
+        # intent still undoes it after a kill, and fsyncs for power loss are kept for changes
+        # of several files, which a lost intent would leave half done.
+        durable = sum(op.check for op in self.ops.values()) > 1
+        self._write_intent(durable)
         conn.execute("INSERT INTO md_intents VALUES (?)", (self.id,))
         appended: list[tuple[FileOp, os.stat_result]] = []
         changed: set[tuple[str, ...]] = set()
         with self._staging_fd() as s:
             for op in self.ops.values():
                 self._apply_one(op, s, appended, changed)
-        for folders in changed:  # the renames are durable before the index says they happened
+        for folders in changed if durable else ():  # the renames are durable before the index commits
             with confine.dir_fd(self.root, list(folders)) as d:
                 _fsync_fd(d)
         return appended
@@ -284,7 +289,7 @@ class FileChange:
             finally:
                 os.close(fd)
 
-    def _write_intent(self) -> None:
+    def _write_intent(self, durable: bool) -> None:
         confine.private_dir(self.root, f"{INDEX_DIR}/{STAGING}")
         self._sync_staged()
         record = {"id": self.id, "ops": [
@@ -293,9 +298,11 @@ class FileChange:
         path = self.staging / f"{self.id}.intent"
         with open(path, "w", encoding="utf-8") as f:
             json.dump(record, f, ensure_ascii=False)
-            f.flush()
-            os.fsync(f.fileno())
-        _fsync_dir(self.staging)
+            if durable:
+                f.flush()
+                os.fsync(f.fileno())
+        if durable:
+            _fsync_dir(self.staging)
         self.intent_written = True
 
     # -- after the commit, or instead of it ----------------------------------------------
@@ -304,13 +311,11 @@ class FileChange:
         """The index committed: drop the intent, then the kept old files."""
         if not self.ops:
             return
-        (self.staging / f"{self.id}.intent").unlink(missing_ok=True)
-        kept = [self.staging / op.backup for op in self.ops.values() if op.kept]
-        if len(kept) <= 8:
-            _remove(kept)
-        else:  # freeing a thousand old files takes seconds: not while the caller waits (a
-            # process that dies first leaves them to the next writer's recover())
-            threading.Thread(target=_remove, args=(kept,), name="memloci-staging-cleanup", daemon=True).start()
+        # Freeing old files takes milliseconds each on a busy disk (seconds for a batch): not
+        # while the caller waits. A process that dies first leaves them to the next writer's
+        # recover(), which drops a committed change's intent and kept files the same way.
+        _discard([self.staging / f"{self.id}.intent"]
+                 + [self.staging / op.backup for op in self.ops.values() if op.kept])
 
     def rollback(self) -> None:
         """The index did not commit: put every file back as it was."""
@@ -319,9 +324,28 @@ class FileChange:
         undo(self.root, self.id, ops, self.library)
 
 
-def _remove(paths: list[Path]) -> None:
-    for p in paths:
-        p.unlink(missing_ok=True)
+_trash: queue.SimpleQueue[list[Path]] = queue.SimpleQueue()
+_trash_lock = threading.Lock()
+_trash_thread: threading.Thread | None = None
+
+
+def _discard(paths: list[Path]) -> None:
+    """Remove `paths` (the intent first) on a background thread."""
+    global _trash_thread
+    _trash.put(paths)
+    with _trash_lock:
+        if _trash_thread is None or not _trash_thread.is_alive():
+            _trash_thread = threading.Thread(target=_empty_trash, name="memloci-staging-cleanup", daemon=True)
+            _trash_thread.start()
+
+
+def _empty_trash() -> None:
+    while True:
+        for p in _trash.get():
+            try:
+                p.unlink(missing_ok=True)
+            except OSError as exc:  # the next writer's recover() tries again
+                log.debug("could not remove %s: %s", p, exc)
 
 
 def undo(root: Path, change_id: str, ops: list[dict], library: str) -> None:
