@@ -52,15 +52,15 @@ def instructions(groups: list[str], several_libraries: bool) -> str:
 
 GROUPS = {"graph": graph.register, "memory": memory.register, "documents": documents.register,
           "project": project.register, "strict": strict.register}
-# Not read-only (a recall counts as a use; an export writes a file), yet no change to the memory itself.
-NOT_CHANGING_MEMORY = {"retrieve_memory", "export_markdown", "flush_memory"}
+# Not read-only (an export writes a file; a flush syncs one), yet no change to the memory itself.
+NOT_CHANGING_MEMORY = {"export_markdown", "flush_memory"}
 DEFAULT_GROUPS = ["graph", "memory", "documents", "project"]  # strict's tools share names with graph's
 KNOWN_TOOLS = {*graph.TOOLS, *memory.TOOLS, *documents.TOOLS, *project.TOOLS, *strict.TOOLS}
 
 
 class MemlociServer(MCPServer):
-    """MCPServer whose tool failures all reach the client as `{error: {code, message, hint}}`,
-    and whose graph resources notify subscribers (`resources/subscribe` on protocol versions
+    """MCPServer whose tools take strict, closed arguments (see surface.py), whose tool failures
+    all reach the client as `{error: {code, message, hint}}` text, and whose graph resources notify subscribers (`resources/subscribe` on protocol versions
     before 2026-07-28, `subscriptions/listen` after) when a tool changes them."""
 
     def __init__(self, *args: Any, **kwargs: Any):
