@@ -141,13 +141,15 @@ class MarkdownScan:
                 if Path(rel).parent.as_posix() == MEMORIES_DIR and is_day(stem):
                     blocks = parse_day(text, stem)
                     for i, b in enumerate(blocks):
-                        schema.clean_text(b.content, f"memory {i + 1}", schema.MEMORY_MAX)
+                        if b.content.strip():  # an empty item is the person's business; size and control characters are not
+                            schema.clean_text(b.content, f"memory {i + 1}", schema.MEMORY_MAX)
                     days.append((rel, blocks, files[rel], sha))
                 else:
                     doc = parse_document(text, fallback_name=stem)
                     schema.clean_name(doc.name, "name")
                     for i, o in enumerate(doc.observations):
-                        schema.clean_text(o, f"observation {i + 1}")
+                        if o.strip():
+                            schema.clean_text(o, f"observation {i + 1}")
                     docs.append((rel, doc, files[rel], sha))
             except (UnicodeDecodeError, MemlociError, ValueError) as exc:
                 report.problems[rel] = str(exc) if not isinstance(exc, UnicodeDecodeError) else "not UTF-8 text"
