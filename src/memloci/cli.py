@@ -344,7 +344,7 @@ def history(
     libraries: LibrariesOpt = None,
     library: LibraryOpt = None,
 ) -> None:
-    """The library's change journal, newest first."""
+    """The library's change journal, newest first; `memloci undo ID` reverts a change."""
     from rich.table import Table
 
     try:
