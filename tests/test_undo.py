@@ -291,3 +291,12 @@ def test_undo_killed_at_any_moment_is_all_or_nothing(tmp_path):
             assert not leftovers
         finally:
             registry.close()
+
+
+def test_a_manual_edit_is_undone(lib):
+    lib.add_manual_section("## Conventions", "Names are lowercase.")
+    before = lib.read_manual()["content"]
+    lib.delete_manual_section("## Conventions", "Names are lowercase.")
+    assert "lowercase" not in lib.read_manual()["content"]
+    lib.undo(last_change(lib))
+    assert lib.read_manual()["content"] == before

@@ -90,7 +90,10 @@ class MarkdownUndo:
     def _seal_journal(self, conn: sqlite3.Connection) -> dict[str, Any] | None:
         """The rows (SQLiteUndo), plus every file this transaction changes: its bytes now (staged
         changes are not in place yet) and the sha256 it will have."""
-        row = self._kept_now()["row"]
+        kept = self._kept_now()
+        if kept["row"] is None and kept.get("last_row") and ({MANUAL, CONTEXT} & set(self._staged().ops)):
+            kept.update(armed=True, row=kept["last_row"])  # the manual and the context live in files here
+        row = kept["row"]
         detail = super()._seal_journal(conn)
         if detail is None:
             return None

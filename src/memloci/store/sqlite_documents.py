@@ -116,6 +116,7 @@ class SQLiteDocuments:
     def edit_manual(self, change: Callable[[str | None], str], *, origin: str, detail: dict[str, Any]) -> str:
         """Read, change and write the manual in one transaction (no edit is lost to another writer)."""
         with self._write() as conn:
+            self._before_meta(conn, "manual")
             row = conn.execute("SELECT value FROM library_meta WHERE key = 'manual'").fetchone()
             text = change(row[0] if row else None)
             conn.execute("INSERT OR REPLACE INTO library_meta VALUES ('manual', ?)", (text,))
@@ -177,6 +178,7 @@ class SQLiteDocuments:
     def update_context(self, change: Callable[[dict[str, Any]], dict[str, Any]], *, origin: str) -> dict[str, Any]:
         """Read, merge and write the context in one transaction."""
         with self._write() as conn:
+            self._before_meta(conn, "context")
             row = conn.execute("SELECT value FROM library_meta WHERE key = 'context'").fetchone()
             before = json.loads(row[0]) if row else {}
             ctx = change(before)

@@ -30,7 +30,8 @@ from .sqlite_memories import insert_memory, select_memories
 INTERNAL = (("files", "sync"), ("reindex", "reset_vectors"))
 
 UNDOABLE = {"delete_entities", "delete_observations", "delete_relations", "rename_entity", "merge_entities",
-            "update_memory", "delete_memory", "undo"}
+            "update_memory", "delete_memory", "undo", "update_manual_section", "delete_manual_section",
+            "add_manual_section", "update_context"}
 
 _MEMORY_COLUMNS = ("content, content_hash, memory_type, tags, importance, metadata, created_at, updated_at, "
                    "access_count, last_accessed_at")
@@ -68,6 +69,11 @@ def memory_snapshot(conn: sqlite3.Connection, memory_id: int) -> dict[str, Any] 
     row = conn.execute(f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE id = ? AND entity_id IS NULL",
                        (memory_id,)).fetchone()
     return _memory_row(row) if row else None
+
+
+def _meta_digest(conn: sqlite3.Connection, key: str) -> str | None:
+    row = conn.execute("SELECT value FROM library_meta WHERE key = ?", (key,)).fetchone()
+    return hashlib.sha256(row[0].encode()).hexdigest()[:16] if row else None
 
 
 def _digest(state: dict[str, Any] | None) -> str | None:
@@ -124,8 +130,17 @@ class SQLiteUndo:
             elif memory_id not in kept["memories"]:
                 kept["memories"][memory_id] = memory_snapshot(conn, memory_id)
 
+    def _before_meta(self, conn: sqlite3.Connection, key: str) -> None:
+        """Keep a library-wide value (the manual, the context) before this transaction changes it."""
+        kept = self._kept_now()
+        kept["armed"] = True
+        if key not in kept.setdefault("meta", {}):
+            row = conn.execute("SELECT value FROM library_meta WHERE key = ?", (key,)).fetchone()
+            kept["meta"][key] = row[0] if row else None
+
     def _note_journal_row(self, row_id: int) -> None:
         kept = self._kept_now()
+        kept["last_row"] = row_id
         if kept.get("armed"):
             kept["row"] = row_id
 
@@ -149,6 +164,9 @@ class SQLiteUndo:
         record = {"entities": entities, "memories": memories,
                   "after": {"entities": {k: entity_fingerprint(conn, k) for k in sorted(keys)},
                             "memories": {h: memory_fingerprint(conn, h) for h in sorted(hashes)}}}
+        if kept.get("meta"):
+            record["meta"] = dict(kept["meta"])
+            record["after"]["meta"] = {k: _meta_digest(conn, k) for k in kept["meta"]}
         detail = conn.execute("SELECT detail FROM journal WHERE id = ?", (kept["row"],)).fetchone()[0]
         detail = json.loads(detail) if detail else {}
         detail["undo"] = record
@@ -197,6 +215,9 @@ class SQLiteUndo:
                 blockers.append(f"'{name}' was deleted since{self._later(conn, change_id, name)}")
             else:
                 blockers.append(f"'{name}' was changed since{self._later(conn, change_id, name)}")
+        for key, expected in after.get("meta", {}).items():
+            if _meta_digest(conn, key) != expected:
+                blockers.append(f"the library's {key} was changed since")
         for chash, expected in after.get("memories", {}).items():
             if memory_fingerprint(conn, chash) != expected:
                 blockers.append(f"the memory {chash[:12]} was " + (
@@ -256,6 +277,12 @@ class SQLiteUndo:
             if memory_id is not None:
                 conn.execute("UPDATE memories SET updated_at = ?, access_count = ?, last_accessed_at = ? WHERE id = ?",
                              (m["updated_at"], m["access_count"], m["last_accessed_at"], memory_id))
+        for key, value in record.get("meta", {}).items():
+            self._before_meta(conn, key)
+            if value is None:
+                conn.execute("DELETE FROM library_meta WHERE key = ?", (key,))
+            else:
+                conn.execute("INSERT OR REPLACE INTO library_meta VALUES (?, ?)", (key, value))
         self._kept_now()["new_ids"].update(restored)
         self._link_pending(conn)
         self._refresh_fts(conn, restored)
