@@ -108,7 +108,6 @@ MALFORMED = [  # (line, expected id of the reply, expected code, words in the me
     (b'{"jsonrpc": "2.0"}', None, -32600, "needs a method"),
     (b'{"jsonrpc": "2.0", "id": 8, "method": "tools/list", "params": [1]}', 8, -32602, "params must be an object, not an array"),
     (b'{"jsonrpc": "2.0", "id": 9, "method": "tools/list", "params": "x"}', 9, -32602, "params must be an object, not a string"),
-    (b'{"jsonrpc": "2.0", "method": "notifications/initialized", "params": 3}', None, -32600, "params must be an object"),
     (b'{"jsonrpc": "2.0", "id": 10, "method": "ping", "params": {"a": ' + b"[" * 70 + b"]" * 70 + b"}}", 10, -32600,
      "nested deeper than 64 levels"),
 ]
@@ -232,3 +231,76 @@ def test_make_run_from_another_folder_prints_only_protocol(home, tmp_path, flags
         rest = server.close()
     for line in server.lines + rest.splitlines():
         assert json.loads(line)["jsonrpc"] == "2.0", line
+
+
+def memory_count(server: RawServer, request_id: int) -> int:
+    server.send(call(request_id, "list_memories"))
+    reply = server.until(request_id)[-1]["result"]
+    return reply["structuredContent"]["total"]
+
+
+def test_overflowing_numbers_doubled_keys_and_bad_tools_call_params_are_refused_naming_the_path(home):
+    server = RawServer(home).start()
+    cases = [  # (line, code, words)
+        (b'{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"store_memory",'
+         b'"arguments":{"content":"num","metadata":{"x":1e400}}}}', -32602, "params.arguments.metadata.x: number too large"),
+        (b'{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"store_memory",'
+         b'"arguments":{"content":"neg","metadata":{"y":[-1e999]}}}}', -32602, "params.arguments.metadata.y[0]: number too large"),
+        (b'{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"store_memory",'
+         b'"arguments":{"content":"x","content":"y"}}}', -32602, "params.arguments.content: key given twice"),
+        (b'{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"store_memory","arguments":["x"]}}',
+         -32602, "params.arguments: must be an object, not an array"),
+        (b'{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"store_memory","arguments":"x"}}',
+         -32602, "params.arguments: must be an object, not a string"),
+        (b'{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"arguments":{"content":"x"}}}',
+         -32602, "params.name: required for tools/call"),
+        (b'{"jsonrpc":"2.0","id":8,"id":9,"method":"ping"}', -32600, "id: key given twice"),
+    ]
+    try:
+        for line, code, words in cases:
+            server.send(line)
+            got = server.read()
+            assert got["error"]["code"] == code and words in got["error"]["message"], (line, got)
+        assert memory_count(server, 20) == 0, "nothing of a refused call is stored"
+        # a huge number that fits a double is data like any other, and every reply stays valid JSON
+        server.send(call(21, "store_memory", content="big", metadata={"x": 1e300}))
+        assert "error" not in server.until(21)[-1]
+        server.send(call(22, "list_memories"))
+        text = server.until(22)[-1]["result"]["content"][0]["text"]
+        assert "Infinity" not in text and json.loads(text)
+    finally:
+        server.close()
+    assert all(json.loads(l) for l in server.lines)
+
+
+def test_a_malformed_notification_is_dropped_never_answered(home):
+    server = RawServer(home).start()
+    try:
+        server.send(b'{"jsonrpc":"2.0","method":"notifications/cancelled","params":"x"}',
+                    b'{"jsonrpc":"2.0","method":"notifications/initialized","params":3}',
+                    b'{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"a":1,"a":2}}',
+                    {"jsonrpc": "2.0", "id": 2, "method": "ping"})
+        assert server.until(2) == [{"jsonrpc": "2.0", "id": 2, "result": {}}], "no reply to any notification"
+    finally:
+        server.close()
+
+
+def test_closing_stdin_right_after_a_request_still_gets_its_real_reply(home):
+    server = RawServer(home).start()
+    server.send(call(2, "store_memory", content="q0"), call(3, "store_memory", content="q1"))
+    rest = server.close()
+    replies = {r["id"]: r for r in map(json.loads, rest.splitlines())}
+    assert set(replies) == {2, 3}, replies
+    assert all("result" in r and not r["result"].get("isError") for r in replies.values()), replies
+
+
+@pytest.mark.parametrize("path", ["/etc", "../.."])
+def test_reading_a_graph_resource_of_a_bad_path_is_invalid_params(home, path):
+    server = RawServer(home).start()
+    try:
+        server.send({"jsonrpc": "2.0", "id": 2, "method": "resources/read",
+                     "params": {"uri": f"memloci://graph?path={path}"}})
+        error = server.until(2)[-1]["error"]
+        assert error["code"] == -32602 and error["message"].startswith(("VALIDATION_ERROR", "NOT_FOUND")), error
+    finally:
+        server.close()

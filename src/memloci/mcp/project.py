@@ -11,7 +11,10 @@ from mcp.server.mcpserver.resources.templates import ResourceSecurity
 from mcp_types import CallToolResult
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..errors import MemlociError
+from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_PARAMS
+
+from ..errors import AwaitingConfirmationError, MemlociError, NotFoundError, ValidationError
 from ..libraries import ProjectRef
 from ..service import DEFAULT_GRAPH_LIMIT, MemoryService
 from .graph import ConfirmRoot, Library, LibraryName, ProjectPath, _annotations, _library, entity_out, relation_out
@@ -31,10 +34,15 @@ def graph_document(service: MemoryService, library: str | ProjectRef | None) -> 
         graph = service.export_graph(order="name", library=library)
         context = service.read_context(library=library)  # a refused context.md link is an error too
     except MemlociError as exc:  # reaches the client as a resource error with our code and hint
-        raise ResourceError(f"{exc.code}: {exc.message}" + (f" ({exc.hint})" if exc.hint else "")) from exc
+        text = f"{exc.code}: {exc.message}" + (f" ({exc.hint})" if exc.hint else "")
+        if isinstance(exc, (ValidationError, NotFoundError, AwaitingConfirmationError)):
+            # the URI asked for something wrong (a bad path, no such project): invalid params,
+            # not the -32603 of a fault of ours
+            raise MCPError(code=INVALID_PARAMS, message=text, data={"code": exc.code}) from exc
+        raise ResourceError(text) from exc
     return json.dumps({"entities": [entity_out(e) for e in graph.entities],
                        "relations": [relation_out(r) for r in graph.relations],
-                       "context": context}, ensure_ascii=False, indent=1)
+                       "context": context}, ensure_ascii=False, indent=1, allow_nan=False)
 
 
 def register(server: Any, service: MemoryService) -> None:

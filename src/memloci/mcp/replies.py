@@ -11,7 +11,8 @@ from ..errors import MemlociError
 
 
 def as_json(value: Any) -> str:
-    return json.dumps(value, indent=2, ensure_ascii=False)
+    # allow_nan=False: Infinity and NaN are not JSON; a reply must never carry them
+    return json.dumps(value, indent=2, ensure_ascii=False, allow_nan=False)
 
 
 def reply(structured: dict[str, Any], text: Any = None) -> CallToolResult:

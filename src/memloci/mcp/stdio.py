@@ -8,8 +8,15 @@ wrong with the JSON-RPC error the specification names:
 - not UTF-8 JSON, or nested too deeply for the parser     -> -32700 Parse error (id null)
 - not a JSON-RPC 2.0 message (jsonrpc, method, id, shape)  -> -32600 Invalid Request
 - a request id still in flight used again                  -> -32600 Invalid Request
-- `params` not an object, or a string (key or value) with a
-  lone surrogate or invalid UTF-8                          -> -32602 Invalid params
+- `params` not an object, a string (key or value) with a lone
+  surrogate or invalid UTF-8, a number too large for a double
+  (1e400 would become Infinity, which JSON cannot carry), a key
+  given twice in one object, or a `tools/call` without a string
+  `name` or with non-object `arguments`                     -> -32602 Invalid params
+
+A notification is never answered (JSON-RPC forbids it): a malformed one is dropped and
+logged on stderr. On end of input the reader waits until every request in flight has been
+answered, so a client that writes its last request and closes stdin still gets the reply.
 
 Valid lines go to the SDK's session unchanged. Blank lines are skipped (they carry no
 message). While serving, fd 0 reads /dev/null and fd 1 writes to stderr, so nothing a
@@ -21,6 +28,7 @@ from __future__ import annotations
 import fcntl
 import json
 import logging
+import math
 import os
 import sys
 from contextlib import asynccontextmanager, suppress
@@ -66,11 +74,13 @@ class StdioClaim:
 
 
 class Refusal(Exception):
-    """A line the server answers itself: the JSON-RPC error and the id it answers."""
+    """A line the server answers itself: the JSON-RPC error and the id it answers.
+    `notification`: the line was a notification, so it is dropped (logged), never answered."""
 
-    def __init__(self, code: int, message: str, request_id: Any = None):
+    def __init__(self, code: int, message: str, request_id: Any = None, notification: bool = False):
         super().__init__(message)
         self.code, self.message, self.request_id = code, message, request_id
+        self.notification = notification
 
     def reply(self) -> bytes:
         return _line({"jsonrpc": "2.0", "id": self.request_id, "error": {"code": self.code, "message": self.message}})
@@ -82,6 +92,45 @@ def _line(body: dict[str, Any]) -> bytes:
 
 def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON value")
+
+
+class _Duplicated(dict):
+    """An object in which a key was given twice: `duplicate` names the key (found later with its path)."""
+
+    duplicate: str = ""
+
+
+def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """object_pairs_hook: json.loads would keep the last of two equal keys and drop the first silently."""
+    result = dict(pairs)
+    if len(result) == len(pairs):
+        return result
+    seen: set[str] = set()
+    marked = _Duplicated(result)
+    marked.duplicate = next(k for k, _ in pairs if k in seen or seen.add(k))
+    return marked
+
+
+# Per method, the params fields the SDK would otherwise refuse as "Invalid request parameters"
+# without naming any: (field, JSON type, required).
+PARAM_FIELDS: dict[str, list[tuple[str, type, bool]]] = {
+    "tools/call": [("name", str, True), ("arguments", dict, False)],
+    "prompts/get": [("name", str, True), ("arguments", dict, False)],
+    "resources/read": [("uri", str, True)],
+    "resources/subscribe": [("uri", str, True)],
+    "resources/unsubscribe": [("uri", str, True)],
+}
+JSON_TYPE = {str: "a string", dict: "an object"}
+
+
+def _param_problem(method: str, params: dict[str, Any]) -> str | None:
+    for field, kind, required in PARAM_FIELDS.get(method, []):
+        if field not in params:
+            if required:
+                return f"params.{field}: required for {method}; give {JSON_TYPE[kind]}"
+        elif not isinstance(params[field], kind):
+            return f"params.{field}: must be {JSON_TYPE[kind]}, not {_describe(params[field])}"
+    return None
 
 
 def _path(parent: str, key: Any) -> str:
@@ -108,13 +157,16 @@ def _bad_text(s: str) -> bool:
 
 
 def _check_tree(message: dict[str, Any]) -> tuple[str, str] | None:
-    """The first problem in the message's values, as (kind, path): "depth" or "text"."""
+    """The first problem in the message's values, as (kind, path): "depth", "text", "number"
+    (overflowed to infinity) or "duplicate" (a key given twice; the path ends with that key)."""
     stack: list[tuple[Any, str, int]] = [(message, "", 1)]
     while stack:
         value, where, depth = stack.pop()
         if isinstance(value, dict):
             if depth > MAX_DEPTH:
                 return "depth", where
+            if isinstance(value, _Duplicated):
+                return "duplicate", _path(where, value.duplicate)
             for key, item in value.items():
                 if _bad_text(key):
                     return "text", _path(where, ascii(key)[1:-1])
@@ -125,7 +177,16 @@ def _check_tree(message: dict[str, Any]) -> tuple[str, str] | None:
             stack.extend((item, _path(where, i), depth + 1) for i, item in enumerate(value))
         elif isinstance(value, str) and _bad_text(value):
             return "text", where
+        elif isinstance(value, float) and math.isinf(value):
+            return "number", where
     return None
+
+
+PROBLEM_RULES = {
+    "text": "contains a lone surrogate or invalid UTF-8; send valid UTF-8 text",
+    "number": "number too large (beyond a 64-bit float, it would become Infinity, which JSON cannot carry)",
+    "duplicate": "key given twice in one object; give each key once",
+}
 
 
 def parse_line(raw: bytes, in_flight: set[Any]) -> types.JSONRPCMessage | None:
@@ -136,7 +197,7 @@ def parse_line(raw: bytes, in_flight: set[Any]) -> types.JSONRPCMessage | None:
     # surrogateescape keeps invalid bytes visible (as lone surrogates) so the field can be named
     text = raw.decode("utf-8", errors="surrogateescape")
     try:
-        message = json.loads(text, parse_constant=_no_constant)
+        message = json.loads(text, parse_constant=_no_constant, object_pairs_hook=_pairs)
     except RecursionError:
         raise Refusal(types.PARSE_ERROR, f"Parse error: JSON nested too deeply (the limit is {MAX_DEPTH} levels)") from None
     except ValueError as exc:
@@ -165,20 +226,29 @@ def parse_line(raw: bytes, in_flight: set[Any]) -> types.JSONRPCMessage | None:
         raise invalid(f"method must be a string, not {_describe(method)}")
     if method is None and not has_id:
         raise invalid("a message needs a method (request or notification) or an id (response)")
+    notification = method is not None and not has_id and _check_tree({"method": method}) is None
+    if notification:  # from here on, what is wrong with it is logged, never answered
+        def invalid(rule: str) -> Refusal:  # noqa: F811
+            return Refusal(types.INVALID_REQUEST, f"dropped notification {method}: {rule}", notification=True)
+
+    def bad_params(rule: str) -> Refusal:
+        return invalid(rule) if notification else Refusal(types.INVALID_PARAMS, f"Invalid params: {rule}", answer_to)
+
     problem = _check_tree(message)
     if problem is not None and problem[0] == "depth":
         where = problem[1] if len(problem[1]) <= 60 else problem[1][:60] + "..."
         raise invalid(f"{where}: nested deeper than {MAX_DEPTH} levels")
     if method is not None and "params" in message and not isinstance(message["params"], dict):
-        if has_id:
-            raise Refusal(types.INVALID_PARAMS, f"Invalid params: params must be an object, not "
-                                                f"{_describe(message['params'])}", answer_to)
-        raise invalid(f"{method}: params must be an object, not {_describe(message['params'])}")
-    if problem is not None:  # a lone surrogate or invalid UTF-8: refused before any tool sees it
-        rule = f"{problem[1]}: contains a lone surrogate or invalid UTF-8; send valid UTF-8 text"
-        if method is not None and has_id and problem[1].startswith("params"):
-            raise Refusal(types.INVALID_PARAMS, f"Invalid params: {rule}", answer_to)
+        raise bad_params(f"params must be an object, not {_describe(message['params'])}")
+    if problem is not None:  # bad text, an overflowing number, a doubled key: refused before any tool sees it
+        rule = f"{problem[1]}: {PROBLEM_RULES[problem[0]]}"
+        if method is not None and problem[1].startswith("params"):
+            raise bad_params(rule)
         raise invalid(rule)
+    if method is not None and has_id:
+        wrong = _param_problem(method, message.get("params") or {})
+        if wrong is not None:
+            raise bad_params(wrong)
     try:
         parsed = types.jsonrpc_message_adapter.validate_python(message, by_name=False)
     except Exception:
@@ -218,10 +288,16 @@ async def stdio_transport(claim: StdioClaim) -> AsyncIterator[tuple[Any, Any]]:
                         message = parse_line(raw, in_flight)
                     except Refusal as refusal:
                         log.warning("refused a message: %s", refusal.message)
-                        await emit(refusal.reply())
+                        if not refusal.notification:
+                            await emit(refusal.reply())
                         continue
                     if message is not None:
                         await read_send.send(SessionMessage(message))
+                # End of input. Closing the read stream now would end the session and answer
+                # every request still running with "Connection closed" although it completes:
+                # wait for their real replies first (the writer empties in_flight).
+                while in_flight:
+                    await anyio.sleep(0.02)
         except anyio.ClosedResourceError:
             await anyio.lowlevel.checkpoint()
 
