@@ -700,6 +700,8 @@ def test_front_matter_lists_keep_their_style():
         "  - type: knows\n    to: bob\n", "  - type: likes\n    to: cat\n")
     assert fm.rename_relation_targets(y, "BOB", "Ana") == y.replace("to: bob", "to: Ana")
     assert fm.with_front_matter("Body\n", lambda t: fm.set_scalar(t, "type", "x")) == "---\ntype: x\n---\nBody\n"
+    # Items are compared as the parser reads them: `yes` is the tag "true" and stays spelled `yes`.
+    assert fm.set_list("tags: [yes, 2024-01-02, a]\n", "tags", ["true", "2024-01-02", "b"]) == "tags: [yes, 2024-01-02, b]\n"
 
 
 def test_observation_dates_ride_in_a_trailing_comment():

@@ -13,6 +13,7 @@ import re
 import yaml
 
 from ..errors import ValidationError
+from .document import _text
 
 _LINES = re.compile(r"[^\n]*\n|[^\n]+")
 _KEY_LINE = re.compile(r"(\"[^\"\n]*\"|'[^'\n]*'|[^\s:#\-][^:\n]*):(?:[ \t]|$)")
@@ -107,6 +108,17 @@ def _flow_items(inner: str) -> list[str]:
     return items
 
 
+def _as_text(item: str) -> str:
+    """A list item as the parser reads it into a name (`yes` -> `true`, dates in ISO)."""
+    loaded = _load(item) if item else None
+    if loaded is None:
+        return item
+    try:
+        return _text(loaded, "item")
+    except ValidationError:
+        return item
+
+
 def _load(text: str):
     try:
         return yaml.safe_load(text)
@@ -151,8 +163,7 @@ def set_list(yaml_text: str, key: str, values: list[str]) -> str:
         raw = _flow_items(inner)
         kept = []
         for item in raw:
-            loaded = _load(item.strip())
-            text = str(loaded) if loaded is not None else item.strip()
+            text = _as_text(item.strip())
             if text in wanted:
                 wanted.remove(text)
                 kept.append(item)
@@ -164,25 +175,22 @@ def set_list(yaml_text: str, key: str, values: list[str]) -> str:
         return "".join(lines[:first] + [new_head] + lines[first + 1:])
     if not value.strip():  # block list: one `- item` per line
         items = [i for i in range(first + 1, end) if _ITEM.match(lines[i])]
-        out, indent = list(lines[first + 1:end]), _ITEM.match(lines[items[0]]).group(1) if items else "  "
+        indent = _ITEM.match(lines[items[0]]).group(1) if items else "  "
         keep_lines = []
         for n, i in enumerate(items):
             stop = items[n + 1] if n + 1 < len(items) else end
-            loaded = _load(lines[i].strip()[1:].strip() or "null")
-            text = str(loaded) if loaded is not None else ""
+            text = _as_text(lines[i].strip()[1:].strip())
             if text in wanted:
                 wanted.remove(text)
                 keep_lines.extend(range(i, stop))
         others = [i for i in range(first + 1, end) if i < (items[0] if items else end)]
         body = [lines[i] for i in others + keep_lines]
         body += [f"{indent}- {scalar(v)}\n" for v in wanted]
-        del out
         if not body:  # an empty block list reads as null; write it as []
             return "".join(lines[:first] + [head.rstrip("\n").rstrip() + " []\n"] + lines[end:])
         return "".join(lines[:first + 1] + body + lines[end:])
     # A single scalar (`tags: python`): becomes a flow list if it must hold more or other.
-    loaded = _load(value.strip())
-    if values == [str(loaded)]:
+    if values == [_as_text(value.strip())]:
         return yaml_text
     new_head = head[:len(head) - len(after)] + " " + (
         f"[{', '.join(scalar(v) for v in values)}]" if len(values) != 1 else scalar(values[0])) + comment + "\n"
