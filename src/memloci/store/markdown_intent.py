@@ -341,11 +341,15 @@ def _discard(paths: list[Path]) -> None:
 
 def _empty_trash() -> None:
     while True:
-        for p in _trash.get():
-            try:
-                p.unlink(missing_ok=True)
-            except OSError as exc:  # the next writer's recover() tries again
-                log.debug("could not remove %s: %s", p, exc)
+        _remove(_trash.get())
+
+
+def _remove(paths: list[Path]) -> None:
+    for p in paths:
+        try:
+            p.unlink(missing_ok=True)
+        except OSError as exc:  # the next writer's recover() tries again
+            log.debug("could not remove %s: %s", p, exc)
 
 
 def undo(root: Path, change_id: str, ops: list[dict], library: str) -> None:
