@@ -42,8 +42,6 @@ from ..errors import (
     LibraryMissingError,
     LibraryUnreadableError,
     MemlociError,
-    NotFoundError,
-    PermissionDeniedError,
     storage_error,
 )
 from ..markdown.context import parse_context, render_context

@@ -4,14 +4,17 @@ A write never touches a person's file while it is being computed. New bytes go t
 under `.memloci/staging/`; deletes and appends are only noted. Just before the index commits
 (under its write lock), `apply()`:
 
-1. writes an intent record (`<id>.intent`, JSON) listing every operation, fsyncs it;
+1. makes the staged bytes durable, writes an intent record (`<id>.intent`, JSON) listing
+   every operation (fsynced, with its folder, when the change has several files: a single
+   file's change is whole by its rename alone, and a kill does not lose page-cache writes);
 2. inserts the intent's id into `md_intents` in the index transaction that is about to commit;
 3. for each file: keeps the old one as a hard link (`<id>.b<n>`, a copy where links fail),
    checks that its bytes are still those the change was computed from (an editor may have
    saved meanwhile, in place or by rename), then renames the temp file over it (or moves it
-   away, or appends); fsyncs the folders.
+   away, or appends); fsyncs the folders of a change of several files.
 
-Then the index commits and `done()` drops the intent. A process killed anywhere in between
+Then the index commits and `done()` drops the intent and the kept files (on a background
+thread: freeing a thousand old files takes seconds on a busy disk). A process killed anywhere in between
 leaves an intent behind; the next writer (or opener) calls `recover()` under the write lock:
 if the index holds the intent's id, the commit happened and every file operation had been
 done before it, so the intent is only dropped; otherwise every operation is undone from the
@@ -118,7 +121,6 @@ class FileChange:
         self.ops: dict[str, FileOp] = {}  # by path, in the order first touched
         self._n = 0
         self._n_staged = 0
-        self.intent_written = False
 
     # -- staging (while the call computes) --------------------------------------------
 
@@ -303,7 +305,6 @@ class FileChange:
                 os.fsync(f.fileno())
         if durable:
             _fsync_dir(self.staging)
-        self.intent_written = True
 
     # -- after the commit, or instead of it ----------------------------------------------
 
