@@ -371,3 +371,44 @@ def test_a_batch_names_every_bad_item_and_stores_none(home):
         assert (await c.ok("read_graph"))[0]["entities"] == []
 
     run(home, body)
+
+
+def test_strict_relation_errors_name_the_relation_type_the_endpoint_and_a_fitting_hint(home, tmp_path):
+    async def body(c: Client):
+        await c.ok("create_entities", entities=[{"name": n, "entity_type": "person"} for n in ("alice", "bob")])
+        await c.ok("create_relation", from_entity="alice", to_entity="bob", relation_type="knows")
+        is_error, _, text = await c.call("create_relation", from_entity="bob", to_entity="alice", relation_type="knows")
+        assert is_error and "bob -knows-> alice would close a cycle (bob -> alice -> bob)" in text["error"], text
+        assert "keeps from_entity" not in text["error"] and "keeps relations acyclic" in text["error"], text
+        is_error, _, text = await c.call("create_relation", from_entity="alice", to_entity="alice", relation_type="knows")
+        assert is_error and "cannot relate to itself" in text["error"], text
+        assert "missing entities" not in text["error"] and "another entity" in text["error"], text
+        is_error, _, text = await c.call("create_relation", from_entity="alice", to_entity="ghost", relation_type="knows")
+        assert is_error and "to_entity: 'ghost' does not exist" in text["error"], text
+        is_error, _, text = await c.call("create_relation", from_entity="ghost", to_entity="bob", relation_type="knows")
+        assert is_error and "from_entity: 'ghost' does not exist" in text["error"], text
+        # a path problem gets a path hint, not a name-lookup one
+        is_error, _, text = await c.call("get_graph_summary", project_path=str(tmp_path / "nope"))
+        assert is_error and "not an existing folder" in text["error"]["message"], text
+        assert "project root" in text["error"]["hint"] and "search_memory" not in text["error"]["hint"], text
+        _, graph, _ = await c.call("get_graph")
+        assert len(graph["data"]["relations"]) == 1, "no refused relation was stored"
+
+    run(home, body, "--tools", "strict,memory,project", "--schema", "strict")
+
+
+def test_graph_set_names_each_missing_endpoint_and_suggests_unadvertised_arguments(home):
+    async def body(c: Client):
+        await c.ok("create_entities", entities=[entity("A")])
+        err = await c.error("create_relations", relations=[{"from": "A", "to": "Ghost", "relationType": "knows"},
+                                                           {"from": "Nobody", "to": "A", "relationType": "knows"}])
+        assert "relations[0].to: 'Ghost' does not exist" in err["message"], err
+        assert "relations[1].from: 'Nobody' does not exist" in err["message"], err
+        # `library` is accepted but, with one library mounted, not advertised: still suggested
+        assert "library" not in (await tools_of(c))["create_entities"].input_schema["properties"]
+        err = await c.error("create_entities", entities=[entity("B")], libary="default")
+        assert "libary: unknown argument; did you mean library?" in err["message"], err
+        graph, _ = await c.ok("read_graph")
+        assert [e["name"] for e in graph["entities"]] == ["A"]
+
+    run(home, body)

@@ -53,7 +53,9 @@ def resolve_project_root(project_path: str, field: str = "project_path") -> Path
         raise ValidationError(f"{field}: '{project_path}' is relative; give the absolute path of the project root",
                               hint="For example /home/me/code/my-app.")
     if not given.is_dir():
-        raise NotFoundError(f"{field}: {project_path} is not an existing folder")
+        raise NotFoundError(f"{field}: {project_path} is not an existing folder",
+                            hint="Give the absolute path of an existing project root (the folder holding .git "
+                                 "or pyproject.toml); check its spelling.")
     root = given.resolve()
     found = _markers(root, STRONG_MARKERS)
     if found and not set(found) <= LOOSE_MARKERS:

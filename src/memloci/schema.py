@@ -280,7 +280,8 @@ class LibrarySchema:
             raise InvalidRelationError(f"{field}.relationType: '{r.relation_type}' is not a relation type of schema "
                                        f"'{self.name}'", hint=f"Use one of: {', '.join(self.relation_types)}.")
         if not self.self_relations and r.from_entity.casefold() == r.to_entity.casefold():
-            raise InvalidRelationError(f"{field}: '{r.from_entity}' cannot relate to itself in schema '{self.name}'")
+            raise InvalidRelationError(f"{field}: '{r.from_entity}' cannot relate to itself in schema '{self.name}'",
+                                       hint="Relate it to another entity; this schema allows no self-relations.")
 
     def check_entity(self, e: EntityInput, field: str) -> None:
         self.check_name(e.name, f"{field}.name")

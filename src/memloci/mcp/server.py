@@ -22,7 +22,7 @@ from ..service import MemoryService
 from ..service_projects import CONTEXT_HINT
 from . import documents, graph, memory, project, strict
 from .replies import as_json, error_reply
-from .surface import describe_validation_error, fit_hint, harden, tool_size
+from .surface import accepted_schema, describe_validation_error, fit_hint, harden, tool_size
 
 log = logging.getLogger("memloci.mcp")
 
@@ -115,7 +115,8 @@ class MemlociServer(MCPServer):
                 return InternalError(f"tool {name} failed unexpectedly: {type(cause or exc).__name__}")
             if isinstance(cause, pydantic.ValidationError):
                 tool = self._tool_manager.get_tool(name)
-                return describe_validation_error(cause, tool.parameters if tool else None)
+                return describe_validation_error(cause, tool.parameters if tool else None,
+                                                 accepted_schema(tool) if tool else None)
             if str(exc).startswith("Unknown tool"):
                 return NotFoundError(f"no tool named '{name}'", hint="List the tools with tools/list.")
             log.error("tool %s failed", name, exc_info=cause or exc)

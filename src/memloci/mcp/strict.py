@@ -32,7 +32,8 @@ FIELD_NAMES: dict[str, list[tuple[str, str]]] = {
                         (r"\bobservations\[0\]\.contents\b", "observation"), (r"\bobservations\[0\]", "entity")],
     "create_relation": [(r"\brelations\[0\]\.from\b", "from_entity"), (r"\brelations\[0\]\.to\b", "to_entity"),
                         (r"\brelations\[0\]\.relationType\b", "relation_type"),
-                        (r"\brelations\[0\]", "from_entity, to_entity"), (r"\brelations\b", "from_entity, to_entity")],
+                        # only as a field (before a colon): "keeps relations acyclic" is about relations
+                        (r"\brelations\[0\]", "from_entity, to_entity"), (r"\brelations(?=:)", "from_entity, to_entity")],
     "get_entity": [(r"\bnames\[0\]", "entity_name"), (r"\bnames\b", "entity_name")],
     "delete_relation": [(r"\bfrom\b(?=:)", "from_entity"), (r"\bto\b(?=:)", "to_entity")],
 }

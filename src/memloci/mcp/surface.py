@@ -177,16 +177,25 @@ def _object_branch(node: dict[str, Any]) -> dict[str, Any]:
 _VALUE_ERROR = re.compile(r"^(Value|Assertion) error, ")
 
 
-def describe_validation_error(exc: pydantic.ValidationError, schema: dict[str, Any] | None = None) -> ValidationError:
+def accepted_schema(tool: Any) -> dict[str, Any]:
+    """Every argument the tool takes, advertised or not (`library` with one library mounted,
+    `library_name`, ...): the names a typo is matched against."""
+    return _inline(tool.fn_metadata.arg_model.model_json_schema(by_alias=True))
+
+
+def describe_validation_error(exc: pydantic.ValidationError, schema: dict[str, Any] | None = None,
+                              accepted: dict[str, Any] | None = None) -> ValidationError:
     """Turn an argument validation failure into one VALIDATION_ERROR naming every bad field
-    (up to MAX_PROBLEMS) and, for an unknown argument, the closest valid name."""
+    (up to MAX_PROBLEMS) and, for an unknown argument, the closest name the tool accepts
+    (`accepted`, default `schema`), else the advertised ones (`schema`)."""
     problems = []
     for err in exc.errors():
         loc = tuple(err["loc"])
         path = _path(loc) or "arguments"
         if err["type"] == "extra_forbidden":
             valid = _names_at(schema, loc[:-1])
-            close = difflib.get_close_matches(str(loc[-1]), valid, n=1, cutoff=0.6)
+            every = _names_at(accepted, loc[:-1]) if accepted is not None else valid
+            close = difflib.get_close_matches(str(loc[-1]), every, n=1, cutoff=0.6)
             what = "unknown argument" if len(loc) == 1 else "unknown field"
             problems.append(f"{path}: {what}" + (f"; did you mean {close[0]}?" if close else
                                                   f"; valid: {', '.join(valid)}" if valid else ""))
