@@ -126,17 +126,23 @@ def _tar_library(store: Any, target: Path) -> None:
         with store.files_frozen(), tarfile.open(target, "w:gz", format=tarfile.PAX_FORMAT) as tar:
             for rel in library_files(root):
                 data = confine.read_bytes(root, rel)  # never through a link
-                info = tarfile.TarInfo(rel)
-                info.size, info.mtime, info.mode = len(data), int(time.time()), 0o600
-                tar.addfile(info, io.BytesIO(data))
+                _add_member(tar, rel, data, os.lstat(root / rel).st_mtime)  # a note's mtime can be its date
             copy_database(Path(store.path), index)  # under the same lock: it agrees with the files
-            tar.add(index, arcname=INDEX_MEMBER, recursive=False)
+            _add_member(tar, INDEX_MEMBER, index.read_bytes(), time.time())
 
 
-def _read_tar(path: Path) -> tuple[dict[str, bytes], bytes | None]:
-    """Files (relative path -> bytes) and the index snapshot of a Markdown backup, checked first:
+def _add_member(tar: tarfile.TarFile, name: str, data: bytes, mtime: float) -> None:
+    info = tarfile.TarInfo(name)
+    info.size, info.mode = len(data), 0o600  # private, whoever unpacks it
+    info.pax_headers = {"mtime": repr(mtime)}  # exact to the nanosecond-ish, not whole seconds
+    info.mtime = int(mtime)
+    tar.addfile(info, io.BytesIO(data))
+
+
+def _read_tar(path: Path) -> tuple[dict[str, tuple[bytes, float]], bytes | None]:
+    """Files (relative path -> bytes and mtime) and the index snapshot of a Markdown backup, checked first:
     only regular files, relative paths, nothing climbing out."""
-    files: dict[str, bytes] = {}
+    files: dict[str, tuple[bytes, float]] = {}
     index = None
     try:
         with tarfile.open(path, "r:gz") as tar:
@@ -153,7 +159,8 @@ def _read_tar(path: Path) -> tuple[dict[str, bytes], bytes | None]:
                 elif name.parts[0] in SKIPPED_DIRS:
                     continue
                 else:
-                    files[name.as_posix()] = data
+                    mtime = float(member.pax_headers.get("mtime", member.mtime))
+                    files[name.as_posix()] = (data, mtime)
     except (tarfile.TarError, gzip.BadGzipFile, EOFError) as exc:
         raise ValidationError(f"path: {path} is not a readable .tar.gz ({exc})") from exc
     return files, index
@@ -209,14 +216,15 @@ def restore_library(store: Any, source: Path, *, force: bool = False) -> dict[st
     return {"library": store.name, "kind": kind, "from": str(source), "saved_before": saved}
 
 
-def _restore_folder(store: Any, files: dict[str, bytes], index: bytes | None) -> None:
+def _restore_folder(store: Any, files: dict[str, tuple[bytes, float]], index: bytes | None) -> None:
     root = Path(store.root)
     with store.files_frozen():
         for rel in library_files(root):
             if rel not in files:
                 confine.unlink(root, rel)
-        for rel, data in files.items():
+        for rel, (data, mtime) in files.items():
             confine.write_atomic(root, rel, data)
+            os.utime(root / rel, (mtime, mtime), follow_symlinks=False)  # dates taken from mtimes stay
     if index is not None:
         with tempfile.TemporaryDirectory() as scratch:
             snapshot = Path(scratch) / "index.db"
