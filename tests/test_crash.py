@@ -15,6 +15,7 @@ import pytest
 
 from memloci.bench import crash
 from memloci.model import EntityInput
+from memloci.service_documents import NewEntityDocument
 
 ROUNDS = int(os.environ.get("MEMLOCI_CRASH_ROUNDS", "3"))
 # Smaller batches than the bench (1,000 entities, 300 linking notes) keep `make test` short;
@@ -155,6 +156,54 @@ def test_a_broken_note_is_never_shadowed(tmp_path):
         with pytest.raises(ConflictError, match="plan.md"):
             service.create_entities([EntityInput("plan", "note", ("a new fact",))])
         assert sorted(p.name for p in root.glob("*.md")) == ["plan.md"]
+    finally:
+        service.close()
+
+
+@pytest.mark.parametrize("on_disk, asked", [("Broken.md", "broken"), ("Cafe\u0301.md", "CAFÉ"), ("Sec.md", "Sec")])
+def test_an_unreadable_note_is_not_shadowed_in_any_case_or_form(tmp_path, on_disk, asked):
+    """An unparsable note, or a link memloci does not follow, keeps its name: a write under that
+    name in another letter case or Unicode form is refused too, and no second file appears."""
+    from memloci.errors import ConflictError
+
+    root = tmp_path / "lib"
+    root.mkdir()
+    outside = tmp_path / "outside.md"
+    outside.write_text("# secret\n", encoding="utf-8")
+    if on_disk == "Sec.md":
+        (root / on_disk).symlink_to(outside)
+    else:
+        (root / on_disk).write_bytes(b"---\ntags: [a\n---\nbad\x00\n")
+    service = crash.service_for("markdown", root)
+    try:
+        with pytest.raises(ConflictError, match=on_disk):
+            service.create_entities([EntityInput(asked, "note", ("a new fact",))])
+        with pytest.raises(ConflictError, match=on_disk):
+            service.add_entities([NewEntityDocument(asked, "note", content="words")])
+        assert sorted(p.name for p in root.iterdir() if p.suffix == ".md") == [on_disk]
+        assert outside.read_text(encoding="utf-8") == "# secret\n"
+    finally:
+        service.close()
+
+
+def test_temp_files_of_a_killed_writer_are_removed_on_open(tmp_path):
+    """write_atomic's temp files (the index's .gitignore, a project's .gitattributes, an export)
+    left by a process killed before its rename are removed; a live writer's are not."""
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True, check=True).stdout.strip()
+    root = tmp_path / "lib"
+    (root / ".memloci").mkdir(parents=True)
+    (root / "sub").mkdir()
+    stray = [root / f"..gitattributes.{dead}.0badc0de.tmp", root / ".memloci" / f"..gitignore.{dead}.0badc0de.tmp",
+             root / "sub" / f".export.md.{dead}.0badc0de.tmp"]
+    live = root / f".note.md.{os.getpid()}.0badc0de.tmp"
+    for path in [*stray, live]:
+        path.write_bytes(b"half")
+    service = crash.service_for("markdown", root)
+    try:
+        service.create_entities([EntityInput("x", "note", ())])
+        assert [p for p in stray if p.exists()] == []
+        assert live.exists()
     finally:
         service.close()
 

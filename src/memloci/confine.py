@@ -16,6 +16,7 @@ given by the person (a mounted folder, a resolved project root) and is trusted.
 from __future__ import annotations
 
 import os
+import re
 import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -165,6 +166,40 @@ def read_bytes(root: Path, rel: str | os.PathLike[str]) -> bytes:
 
 def read_text(root: Path, rel: str | os.PathLike[str]) -> str:
     return read_bytes(root, rel).decode("utf-8")
+
+
+_TEMP = re.compile(r"^\..{1,40}\.(\d+)\.[0-9a-f]{8}\.tmp$")  # write_atomic's temp names
+
+
+def is_stray_temp(name: str) -> bool:
+    """A temp file of `write_atomic` whose process is gone (killed between write and rename)."""
+    match = _TEMP.match(name)
+    if match is None:
+        return False
+    pid = int(match.group(1))
+    if pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except OSError:  # alive, under another user
+        return False
+    return False
+
+
+def remove_stray_temps(root: Path, rel_dir: str | os.PathLike[str] = "") -> list[str]:
+    """Remove the temp files a killed writer left in one folder of `root`; their names."""
+    removed = []
+    with dir_fd(root, parts(rel_dir) if str(rel_dir) else []) as d:
+        for name in os.listdir(d):
+            if is_stray_temp(name):
+                try:
+                    os.unlink(name, dir_fd=d)
+                    removed.append(name)
+                except FileNotFoundError:
+                    pass
+    return removed
 
 
 def write_atomic(root: Path, rel: str | os.PathLike[str], data: bytes, *, mode: int = 0o666,

@@ -154,6 +154,8 @@ class MarkdownStore(MarkdownUndo, MarkdownScan, SQLiteStore):
             # No .gitattributes: memloci adds nothing to a person's folder beyond .memloci/ and the
             # files the README names (it documents `journal.md merge=union` for git users).
             # SQLite opens its files by name: check them for links just before, and make them private.
+            for folder in ("", INDEX_DIR):  # a writer killed between its temp file and the rename
+                confine.remove_stray_temps(self.root, folder)
             for suffix in ("", "-wal", "-shm", "-journal"):
                 confine.check(self.root, f"{INDEX_DIR}/index.db{suffix}")
                 confine.private_file(self.root, f"{INDEX_DIR}/index.db{suffix}", create=not suffix)
@@ -431,13 +433,17 @@ class MarkdownStore(MarkdownUndo, MarkdownScan, SQLiteStore):
         body = parse_document(patch.decode(text.encode("utf-8"))[0], fallback_name=Path(rel).stem).body
         conn.execute("UPDATE entities SET body = ? WHERE id = ? AND body != ?", (body, entity_id, body))
 
-    @staticmethod
-    def _refuse_broken(conn: sqlite3.Connection, rel: str, name: str) -> None:
-        broken = conn.execute("SELECT error FROM md_broken WHERE path = ?", (rel,)).fetchone()
-        if broken:
-            raise ConflictError(f"{rel} cannot be parsed ({broken[0]}); it may hold '{name}', so memloci neither "
-                                "rewrites it nor writes a second file beside it",
-                                hint=f"Fix {rel} by hand; the next scan picks it up, then retry.")
+    def _refuse_broken(self, conn: sqlite3.Connection, rel: str, name: str) -> None:
+        """A note memloci cannot read (unparsable, or a link it does not follow) may hold `name`:
+        never write a second file beside it, under its file name in any case or Unicode form."""
+        folder, key = Path(rel).parent, name_key(Path(rel).stem)
+        unreadable = {**dict(conn.execute("SELECT path, error FROM md_broken").fetchall()), **self.refused_links}
+        for path, why in sorted(unreadable.items()):
+            held = Path(path)
+            if held.parent == folder and held.suffix == ".md" and name_key(held.stem) == key:
+                raise ConflictError(f"{path} cannot be read ({why}); it may hold '{name}', so memloci neither "
+                                    "rewrites it nor writes a second file beside it",
+                                    hint=f"Fix or replace {path} by hand; the next scan picks it up, then retry.")
 
     @staticmethod
     def _created_here(conn: sqlite3.Connection, rel: str) -> bool:

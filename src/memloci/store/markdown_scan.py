@@ -9,6 +9,7 @@ and never rewritten; their entities keep their last indexed state.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -77,6 +78,9 @@ class MarkdownScan:
                 links[rel] = "a symbolic link; memloci does not follow links inside a library"
                 continue
             if entry.name.startswith("."):
+                if confine.is_stray_temp(entry.name) and entry.is_file(follow_symlinks=False):
+                    with contextlib.suppress(OSError):  # left by a killed writer (an export, say)
+                        os.unlink(entry.name, dir_fd=fd)
                 continue  # .memloci, .git, .obsidian, editor temp files
             if entry.is_dir(follow_symlinks=False):
                 stack.append([*folder, entry.name])
