@@ -4,6 +4,7 @@ the checking). A few kills per write kind here; `MEMLOCI_CRASH_ROUNDS=20` (or
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -204,6 +205,36 @@ def test_temp_files_of_a_killed_writer_are_removed_on_open(tmp_path):
         service.create_entities([EntityInput("x", "note", ())])
         assert [p for p in stray if p.exists()] == []
         assert live.exists()
+    finally:
+        service.close()
+
+
+def test_a_planted_staging_folder_or_intent_moves_nothing(tmp_path):
+    """A clone may carry a `.memloci/staging` of its own: a link there is refused, and an intent
+    whose names climb out of the staging folder is ignored, so no outside file is moved or deleted."""
+    from memloci.errors import MemlociError
+
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "precious.txt").write_text("keep me", encoding="utf-8")
+    linked = tmp_path / "linked"
+    (linked / ".memloci").mkdir(parents=True)
+    (linked / ".memloci" / "staging").symlink_to(outside)
+    with pytest.raises(MemlociError):
+        crash.service_for("markdown", linked).create_entities([EntityInput("x", "note", ())])
+    assert (outside / "precious.txt").read_text(encoding="utf-8") == "keep me"
+
+    planted = tmp_path / "planted"
+    (planted / ".memloci" / "staging").mkdir(parents=True)
+    evil = {"ops": [{"kind": "delete", "rel": "stolen.md", "tmp": None,
+                     "backup": f"../../../outside/precious.txt", "old_size": None, "sha": None}]}
+    (planted / ".memloci" / "staging" / "c0ffee.intent").write_text(json.dumps(evil), encoding="utf-8")
+    service = crash.service_for("markdown", planted)
+    try:
+        service.create_entities([EntityInput("x", "note", ())])
+        assert not (planted / "stolen.md").exists()
+        assert (outside / "precious.txt").read_text(encoding="utf-8") == "keep me"
+        assert not (planted / ".memloci" / "staging" / "c0ffee.intent").exists()
     finally:
         service.close()
 

@@ -259,13 +259,18 @@ class MarkdownStore(MarkdownUndo, MarkdownScan, SQLiteStore):
                     self._flush(conn)
                 # then SQLiteStore._write seals the journal entry and calls _before_commit
         except BaseException:
-            change.rollback()
+            change.rollback()  # done already in _after_rollback, under the lock, unless the lock was never had
             raise
         else:
             change.done()
         finally:
             self._undo.change = None
             self._verbatim.texts, self._verbatim.renames, self._verbatim.tails = {}, [], {}
+
+    def _after_rollback(self) -> None:
+        change = getattr(self._undo, "change", None)
+        if change is not None:
+            change.rollback()
 
     def _before_commit(self, conn: sqlite3.Connection) -> None:
         """Put the staged files in place: the last step before the index commits (its journal

@@ -319,7 +319,11 @@ class FileChange:
                  + [self.staging / op.backup for op in self.ops.values() if op.kept])
 
     def rollback(self) -> None:
-        """The index did not commit: put every file back as it was."""
+        """The index did not commit: put every file back as it was. Once: the second call (the
+        store's safety net, outside the lock) must not touch what a later writer put there."""
+        if getattr(self, "_rolled_back", False):
+            return
+        self._rolled_back = True
         ops = [{"kind": op.kind, "rel": op.rel, "tmp": op.tmp, "backup": op.backup, "old_size": op.old_size,
                 "sha": sha256_hex(op.data) if op.kind == "put" else None} for op in self.ops.values()]
         undo(self.root, self.id, ops, self.library)
@@ -387,6 +391,23 @@ def undo(root: Path, change_id: str, ops: list[dict], library: str) -> None:
     (staging / f"{change_id}.intent").unlink(missing_ok=True)
 
 
+def _sound(record: object) -> bool:
+    """An intent as `_write_intent` writes it: operations on relative paths, staging names
+    that stay inside the staging folder."""
+    if not isinstance(record, dict) or not isinstance(record.get("ops"), list):
+        return False
+    for op in record["ops"]:
+        if not isinstance(op, dict) or op.get("kind") not in ("put", "delete", "append") \
+                or not isinstance(op.get("rel"), str):
+            return False
+        for key in ("tmp", "backup"):
+            name = op.get(key)
+            if name is not None and (not isinstance(name, str) or "/" in name or "\x00" in name
+                                     or name in ("", ".", "..")):
+                return False
+    return True
+
+
 def _there(dir_fd: int, name: str) -> bool:
     try:
         os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
@@ -401,10 +422,8 @@ def recover(root: Path, conn: sqlite3.Connection, library: str) -> int:
     files, forget finished ids. Returns how many intents it found. Cheap when all is well:
     one directory listing and one small query."""
     staging = root / INDEX_DIR / STAGING
-    try:
-        names = os.listdir(staging)
-    except FileNotFoundError:
-        names = []
+    confine.private_dir(root, f"{INDEX_DIR}/{STAGING}")  # a link here (say, committed to a clone) is refused
+    names = os.listdir(staging)
     committed = {i for (i,) in conn.execute("SELECT id FROM md_intents")}
     intents = sorted(n[: -len(".intent")] for n in names if n.endswith(".intent"))
     for change_id in intents:
@@ -414,8 +433,14 @@ def recover(root: Path, conn: sqlite3.Connection, library: str) -> int:
             path.unlink(missing_ok=True)
             continue
         try:
-            record = json.loads(path.read_text(encoding="utf-8"))
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+            with os.fdopen(fd, "rb") as f:
+                record = json.loads(f.read().decode("utf-8"))
         except (OSError, ValueError):  # killed while writing the intent: nothing was changed yet
+            path.unlink(missing_ok=True)
+            continue
+        if not _sound(record):  # not one of ours: acting on it could move any file into the library
+            log.error("library %s: ignoring malformed intent %s", library, change_id)
             path.unlink(missing_ok=True)
             continue
         log.warning("library %s: rolling back a change interrupted before its commit (%s, %d files)",

@@ -211,6 +211,7 @@ class SQLiteStore(SQLiteGraphReads, SQLiteMemories, SQLiteDocuments, SQLiteUndo)
                 if conn.in_transaction:
                     with suppress(sqlite3.Error):
                         conn.execute("ROLLBACK")
+                self._after_rollback()  # still under the lock: no other writer sees a half-undone change
                 if isinstance(exc, sqlite3.DatabaseError):
                     raise _storage_error(self, exc) from exc
                 raise
@@ -219,6 +220,10 @@ class SQLiteStore(SQLiteGraphReads, SQLiteMemories, SQLiteDocuments, SQLiteUndo)
 
     def _before_commit(self, conn: sqlite3.Connection) -> None:
         """The last step inside a write transaction (a Markdown library puts its files in place here)."""
+
+    def _after_rollback(self) -> None:
+        """Right after a write transaction rolled back, before its lock is released (a Markdown
+        library puts its files back here)."""
 
     @contextmanager
     def _read(self) -> Iterator[sqlite3.Connection]:
