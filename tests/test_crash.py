@@ -227,7 +227,7 @@ def test_a_planted_staging_folder_or_intent_moves_nothing(tmp_path):
     planted = tmp_path / "planted"
     (planted / ".memloci" / "staging").mkdir(parents=True)
     evil = {"ops": [{"kind": "delete", "rel": "stolen.md", "tmp": None,
-                     "backup": f"../../../outside/precious.txt", "old_size": None, "sha": None}]}
+                     "backup": "../../../outside/precious.txt", "old_size": None, "sha": None}]}
     (planted / ".memloci" / "staging" / "c0ffee.intent").write_text(json.dumps(evil), encoding="utf-8")
     service = crash.service_for("markdown", planted)
     try:

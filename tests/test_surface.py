@@ -309,7 +309,7 @@ BUDGET_OFFICIAL = 12_000  # the nine official tools (the official server sends 1
 
 def test_tool_definitions_fit_their_budget(service, tmp_path):
     from memloci.libraries import LibraryRegistry, LibrarySpec
-    from memloci.mcp.server import DEFAULT_GROUPS, build_server, tool_sizes
+    from memloci.mcp.server import DEFAULT_GROUPS, tool_sizes
     from memloci.service import MemoryService
 
     def total(svc, groups):

@@ -28,7 +28,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from . import confine
-from .errors import AlreadyExistsError, ConflictError, PermissionDeniedError, ValidationError
+from .errors import AlreadyExistsError, ConflictError, ValidationError, storage_error
 from .model import now_iso
 from .store import FolderLibrary
 
@@ -97,6 +97,8 @@ def backup_library(store: Any, dest: Path) -> dict[str, Any]:
     dest = _fresh_target(dest)
     tmp = dest.with_name(f".{dest.name}.{os.getpid()}.tmp")
     try:
+        # Private from its first byte: a backup holds everything the library does.
+        os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600))
         if store.kind == "sqlite":
             store.open()
             copy_database(Path(store.path), tmp)
@@ -104,14 +106,13 @@ def backup_library(store: Any, dest: Path) -> dict[str, Any]:
             _tar_library(store, tmp)
         else:
             raise ValidationError(f"library '{store.name}': a {store.kind} library is backed up with its server's tools")
-        os.chmod(tmp, 0o600)  # a backup holds everything the library does
         with open(tmp, "rb") as f:
             os.fsync(f.fileno())
         os.link(tmp, dest)  # never over a file that appeared meanwhile
     except FileExistsError:
         raise AlreadyExistsError(f"path: {dest} exists; a backup never replaces a file") from None
     except OSError as exc:
-        raise PermissionDeniedError(f"path: cannot write {dest}: {exc.strerror}") from exc
+        raise storage_error(exc, f"path: cannot write {dest}") from exc
     finally:
         tmp.unlink(missing_ok=True)
     at = now_iso()

@@ -274,7 +274,10 @@ class LibraryRegistry:
                 if cached is store:
                     del self._projects[root]
             store.close()
-            shutil.rmtree(store.root / INDEX_DIR, ignore_errors=True)
+            # Not while .memloci/staging holds a change a killed process left: the next opening
+            # needs its kept files to put it back (this call's own failed change is back already).
+            if not any((store.root / INDEX_DIR / "staging").glob("*.intent")):
+                shutil.rmtree(store.root / INDEX_DIR, ignore_errors=True)
 
     def all(self) -> list[Store]:
         return list(self._stores.values())

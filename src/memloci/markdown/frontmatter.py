@@ -13,12 +13,11 @@ import re
 import yaml
 
 from ..errors import ValidationError
-from .document import _text
+from .document import _scalar, _text
 
 _LINES = re.compile(r"[^\n]*\n|[^\n]+")
 _KEY_LINE = re.compile(r"(\"[^\"\n]*\"|'[^'\n]*'|[^\s:#\-][^:\n]*):(?:[ \t]|$)")
 _ITEM = re.compile(r"([ \t]*)-(?:[ \t]|$)")
-_WIDE = float("inf")
 
 
 def split(text: str) -> tuple[str, str, str] | None:
@@ -51,13 +50,7 @@ def _blocks(yaml_text: str) -> list[tuple[str, int, int]]:
     return out
 
 
-def scalar(value: str) -> str:
-    """A YAML scalar, quoted only when YAML needs it; safe inside flow lists and maps too."""
-    out = yaml.safe_dump([value], default_flow_style=True, allow_unicode=True, width=_WIDE).strip()
-    if "\n" in out:  # a multi-line string: escape its breaks rather than fold them
-        out = yaml.safe_dump([value], default_flow_style=True, default_style='"', allow_unicode=True,
-                             width=_WIDE).strip()
-    return out[1:-1]
+scalar = _scalar  # one quoting rule for rendered and edited front matter
 
 
 def _quoted_like(old: str, value: str) -> str:

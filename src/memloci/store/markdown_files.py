@@ -1,14 +1,10 @@
-"""Files of a Markdown library: reserved names, file names for entities, atomic writes."""
+"""Files of a Markdown library: reserved names, file names for entities (writes go through confine.py)."""
 
 from __future__ import annotations
 
-import errno
 import hashlib
-import os
 import re
-import threading
 from dataclasses import dataclass, field
-from pathlib import Path
 
 INDEX_DIR = ".memloci"
 MANUAL = "meta.md"
@@ -41,25 +37,6 @@ def file_stem(name: str) -> str:
 
 def sha256_hex(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
-
-
-def atomic_write(path: Path, data: bytes) -> None:
-    """Temp file in the same folder, fsync, rename: readers see the old file or the new one.
-    A link as the target is refused; inside a library, use confine.write_atomic, which also
-    refuses links on the folders of the way."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if path.is_symlink():
-        raise OSError(errno.ELOOP, "a symbolic link; not written through", str(path))
-    tmp = path.parent / f".{path.name[:40]}.{os.getpid()}.{threading.get_ident()}.tmp"
-    try:
-        with open(tmp, "wb", opener=lambda p, flags: os.open(p, flags | os.O_EXCL | os.O_NOFOLLOW, 0o666)) as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
 
 
 class FileStat:
