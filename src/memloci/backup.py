@@ -219,13 +219,10 @@ def restore_library(store: Any, source: Path, *, force: bool = False) -> dict[st
 
 def _restore_folder(store: Any, files: dict[str, tuple[bytes, float]], index: bytes | None) -> None:
     root = Path(store.root)
-    with store.files_frozen():
-        for rel in library_files(root):
-            if rel not in files:
-                confine.unlink(root, rel)
-        for rel, (data, mtime) in files.items():
-            confine.write_atomic(root, rel, data)
-            os.utime(root / rel, (mtime, mtime), follow_symlinks=False)  # dates taken from mtimes stay
+    store.replace_files({rel: data for rel, (data, _) in files.items()},
+                        [rel for rel in library_files(root) if rel not in files])  # one change: all or none
+    for rel, (_, mtime) in files.items():
+        os.utime(root / rel, (mtime, mtime), follow_symlinks=False)  # dates taken from mtimes stay
     if index is not None:
         with tempfile.TemporaryDirectory() as scratch:
             snapshot = Path(scratch) / "index.db"

@@ -275,6 +275,22 @@ class MarkdownUndo:
             finally:
                 self._syncing.on = False
 
+    def replace_files(self, put: dict[str, bytes], remove: list[str]) -> None:
+        """Write and remove files as one change under the write lock: all of it or none, also
+        under SIGKILL (markdown_intent.py). The index catches up with the next `sync()`."""
+        def current(rel: str) -> str | None:
+            try:
+                return sha256_hex(confine.read_bytes(self.root, rel))
+            except FileNotFoundError:
+                return None
+
+        with self.files_frozen():
+            change = self._staged()
+            for rel in remove:
+                change.delete(rel, current(rel))
+            for rel, data in put.items():
+                change.put(rel, data, current(rel))
+
     def reload_journal(self) -> int:
         """The journal table becomes journal.md's entries again (after a restore put the file back)."""
         with self._write() as conn:
