@@ -298,3 +298,45 @@ def test_a_restored_note_keeps_its_mtime_and_so_its_date(tmp_path):
         assert service.open_nodes(["Hand Note"]).entities[0].created_at == before
     finally:
         registry.close()
+
+
+def test_restore_killed_at_any_moment_is_all_or_nothing(tmp_path):
+    """SIGKILL `memloci restore --force` of a 30-note folder at many moments: afterwards the notes
+    are wholly as before the restore or wholly as in the backup, and the index agrees."""
+    import random
+    import shutil
+    import signal
+    import time
+
+    base = tmp_path / "base"
+    service, registry = open_service(base, "markdown")
+    service.create_entities([EntityInput(f"n{i}", "note", (f"first fact {i}",)) for i in range(30)])
+    service.backup(tmp_path / "b.tar.gz")
+    saved = files(base / "lib")
+    service.add_observations([ObservationBatch(f"n{i}", (f"later fact {i}",)) for i in range(30)])
+    service.delete_entities([f"n{i}" for i in range(0, 30, 3)])
+    service.create_entities([EntityInput(f"new{i}", "note", ("made after the backup",)) for i in range(5)])
+    registry.close()
+    changed = files(base / "lib")
+    skip = shutil.ignore_patterns("staging")  # leftovers of finished changes, still being cleared
+    env = {"MEMLOCI_HOME": str(tmp_path / "home"), "MEMLOCI_EMBEDDER": "none", "PATH": "/usr/bin:/bin"}
+    rng = random.Random(11)
+    for attempt in range(12):
+        work = tmp_path / f"run{attempt}"
+        shutil.copytree(base, work, ignore=skip)
+        proc = subprocess.Popen([sys.executable, "-m", "memloci", "restore", str(tmp_path / "b.tar.gz"), "--force",
+                                 "--libraries", f"default:{work / 'lib'}"], env=env,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(rng.uniform(0.1, 0.7))  # the whole command takes under 1 s here: start, open, pre-restore backup, restore
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        service, registry = open_service(work, "markdown")
+        try:
+            service.history(limit=1)  # opening recovers an interrupted change
+            now = files(work / "lib")
+            assert now in (saved, changed), f"attempt {attempt}: a half-done restore"
+            names = {e.name for e in service.export_graph().entities}
+            assert ("n0" in names) == (now == saved) and ("new0" in names) == (now == changed)
+            assert not [p for p in (work / "lib").rglob("*") if p.name.endswith(".tmp")]
+        finally:
+            registry.close()
