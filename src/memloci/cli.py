@@ -143,9 +143,10 @@ def serve(
                                                   "(config [schemas]): default or strict (sets MEMLOCI_SCHEMA).")] = None,
 ) -> None:
     """Run the MCP server on stdio (what MCP clients start)."""
-    from .mcp.stdio import StdioClaim, serve_stdio
+    from .mcp.stdio import serve_stdio
+    from .stdio_claim import StdioClaim
 
-    # First of all: from here on only the protocol reaches the real stdout (see mcp/stdio.py).
+    # First of all: from here on only the protocol reaches the real stdout (see stdio_claim.py).
     claim = StdioClaim.take()
     if schema is not None:
         os.environ["MEMLOCI_SCHEMA"] = schema

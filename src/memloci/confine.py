@@ -150,17 +150,28 @@ def is_link(root: Path, rel: str | os.PathLike[str]) -> bool:
     return False
 
 
-def read_bytes(root: Path, rel: str | os.PathLike[str]) -> bytes:
+def _open_file(root: Path, rel: str | os.PathLike[str], flags: int, mode: int = 0o666, *,
+               create_dirs: bool = False) -> tuple[int, str]:
+    """An fd on the regular file `root/rel`, opened with no link followed at any component;
+    with the path as shown in errors. The caller closes the fd."""
     folders, name, shown = _split(rel)
-    with dir_fd(root, folders, rel=shown) as d:
+    with dir_fd(root, folders, create=create_dirs, rel=shown) as d:
         try:
-            fd = os.open(name, os.O_RDONLY | _NOFOLLOW, dir_fd=d)
+            fd = os.open(name, flags | _NOFOLLOW, mode, dir_fd=d)
+        except FileNotFoundError:  # nothing there: not a link either
+            raise
         except OSError:
             _refuse_if_link(d, name, shown, shown)
             raise
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise PermissionDeniedError(f"{shown}: not a regular file")
+    return fd, shown
+
+
+def read_bytes(root: Path, rel: str | os.PathLike[str]) -> bytes:
+    fd, _ = _open_file(root, rel, os.O_RDONLY)
     with os.fdopen(fd, "rb") as f:
-        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
-            raise PermissionDeniedError(f"{shown}: not a regular file")
         return f.read()
 
 
@@ -241,16 +252,8 @@ def write_atomic(root: Path, rel: str | os.PathLike[str], data: bytes, *, mode: 
 def append(root: Path, rel: str | os.PathLike[str], data: bytes, *, mode: int = 0o666,
            fsync: bool = True) -> os.stat_result:
     """Append to a file (made if missing), never through a link; its stat after the append."""
-    folders, name, shown = _split(rel)
-    with dir_fd(root, folders, create=True, rel=shown) as d:
-        try:
-            fd = os.open(name, os.O_WRONLY | os.O_APPEND | os.O_CREAT | _NOFOLLOW, mode, dir_fd=d)
-        except OSError:
-            _refuse_if_link(d, name, shown, shown)
-            raise
+    fd, _ = _open_file(root, rel, os.O_WRONLY | os.O_APPEND | os.O_CREAT, mode, create_dirs=True)
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise PermissionDeniedError(f"{shown}: not a regular file")
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view):]
@@ -262,16 +265,8 @@ def append(root: Path, rel: str | os.PathLike[str], data: bytes, *, mode: int = 
 
 
 def truncate(root: Path, rel: str | os.PathLike[str], size: int) -> None:
-    folders, name, shown = _split(rel)
-    with dir_fd(root, folders, rel=shown) as d:
-        try:
-            fd = os.open(name, os.O_WRONLY | _NOFOLLOW, dir_fd=d)
-        except OSError:
-            _refuse_if_link(d, name, shown, shown)
-            raise
+    fd, _ = _open_file(root, rel, os.O_WRONLY)
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise PermissionDeniedError(f"{shown}: not a regular file")
         os.ftruncate(fd, size)
         os.fsync(fd)
     finally:
@@ -325,20 +320,13 @@ def private_file(root: Path, rel: str | os.PathLike[str], *, create: bool = True
     """Make sure `root/rel` exists (empty if new; SQLite takes an empty file as a new database)
     with mode 0600 before anything is written to it. SQLite gives its -wal and -shm files
     the database file's mode, so they are private too."""
-    folders, name, shown = _split(rel)
-    with dir_fd(root, folders, rel=shown) as d:
-        try:
-            fd = os.open(name, os.O_RDONLY | (os.O_CREAT if create else 0) | _NOFOLLOW, PRIVATE_FILE, dir_fd=d)
-        except FileNotFoundError:
-            if create:
-                raise
-            return
-        except OSError:
-            _refuse_if_link(d, name, shown, shown)
-            raise
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise PermissionDeniedError(f"{shown}: not a regular file")
+        fd, _ = _open_file(root, rel, os.O_RDONLY | (os.O_CREAT if create else 0), PRIVATE_FILE)
+    except FileNotFoundError:
+        if create:
+            raise
+        return
+    try:
         if stat.S_IMODE(os.fstat(fd).st_mode) & 0o077:
             os.fchmod(fd, PRIVATE_FILE)
     finally:

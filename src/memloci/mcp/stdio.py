@@ -25,14 +25,11 @@ library prints (warnings, progress bars, native code) can reach the protocol str
 
 from __future__ import annotations
 
-import fcntl
 import json
 import logging
 import math
 import os
-import sys
 from contextlib import asynccontextmanager, suppress
-from dataclasses import dataclass
 from typing import Any, AsyncIterator, BinaryIO
 
 import anyio
@@ -41,36 +38,11 @@ from mcp.shared._context_streams import create_context_streams
 from mcp.shared.dispatcher import coerce_request_id
 from mcp.shared.message import SessionMessage
 
+from ..stdio_claim import StdioClaim
+
 log = logging.getLogger("memloci.stdio")
 
 MAX_DEPTH = 64  # arrays and objects inside each other; tool arguments never need more
-
-
-@dataclass
-class StdioClaim:
-    """The protocol's private copies of stdin and stdout, taken before anything can print."""
-
-    wire_in: int
-    wire_out: int
-
-    @classmethod
-    def take(cls) -> "StdioClaim":
-        """Move the wire to private descriptors; fd 0 then reads /dev/null and fd 1 goes to stderr."""
-        wire_in = fcntl.fcntl(0, fcntl.F_DUPFD_CLOEXEC, 3)
-        wire_out = fcntl.fcntl(1, fcntl.F_DUPFD_CLOEXEC, 3)
-        sys.stdout.flush()
-        null = os.open(os.devnull, os.O_RDONLY)
-        os.dup2(null, 0)
-        os.close(null)
-        os.dup2(2, 1)  # print(), a C library's printf, a child process: all land on stderr
-        return cls(wire_in, wire_out)
-
-    def release(self) -> None:
-        with suppress(OSError):
-            sys.stdout.flush()
-        with suppress(OSError):
-            os.dup2(self.wire_out, 1)
-            os.dup2(self.wire_in, 0)
 
 
 class Refusal(Exception):

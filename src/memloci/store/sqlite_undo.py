@@ -272,11 +272,7 @@ class SQLiteUndo:
                     conn.execute("INSERT OR IGNORE INTO relations (from_id, relation_type, to_id, created_at) "
                                  "VALUES (?, ?, ?, ?)", (ends[name_key(f)][0], rt, ends[name_key(t)][0], at))
         for m in record["memories"]:
-            memory_id = insert_memory(conn, None, m["content"], m["memory_type"], m["tags"], m["importance"],
-                                      m["metadata"], m["created_at"])
-            if memory_id is not None:
-                conn.execute("UPDATE memories SET updated_at = ?, access_count = ?, last_accessed_at = ? WHERE id = ?",
-                             (m["updated_at"], m["access_count"], m["last_accessed_at"], memory_id))
+            _insert_kept_memory(conn, None, m)
         for key, value in record.get("meta", {}).items():
             self._before_meta(conn, key)
             if value is None:
@@ -371,13 +367,17 @@ class SQLiteUndo:
             entity_id = conn.execute("""INSERT INTO entities (name, name_key, entity_type, aliases, tags, metadata, body,
                                         created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)""", values).lastrowid
         for o in snap["observations"]:
-            memory_id = insert_memory(conn, entity_id, o["content"], o["memory_type"], o["tags"], o["importance"],
-                                      o["metadata"], o["created_at"])
-            if memory_id is not None:
-                conn.execute("UPDATE memories SET updated_at = ?, access_count = ?, last_accessed_at = ? WHERE id = ?",
-                             (o["updated_at"], o["access_count"], o["last_accessed_at"], memory_id))
+            _insert_kept_memory(conn, entity_id, o)
         conn.executemany("INSERT OR IGNORE INTO pending_links VALUES (?, ?, ?, ?)",
                          [(entity_id, rt, name_key(t), t) for rt, t in snap["pending_links"]])
         return entity_id
 
 
+def _insert_kept_memory(conn: sqlite3.Connection, entity_id: int | None, kept: dict[str, Any]) -> None:
+    """A memory (an observation when `entity_id` is given) back as the undo record kept it:
+    its dates and use count too."""
+    memory_id = insert_memory(conn, entity_id, kept["content"], kept["memory_type"], kept["tags"], kept["importance"],
+                              kept["metadata"], kept["created_at"])
+    if memory_id is not None:
+        conn.execute("UPDATE memories SET updated_at = ?, access_count = ?, last_accessed_at = ? WHERE id = ?",
+                     (kept["updated_at"], kept["access_count"], kept["last_accessed_at"], memory_id))
