@@ -25,7 +25,7 @@ from .schema import schema_from_config
 from .store import Store
 
 DEFAULT_LIBRARY = "default"
-CONFIG_KEYS = ("name", "tools", "libraries", "schemas")  # every key a config file may have, at the top
+CONFIG_KEYS = ("name", "tools", "libraries", "schemas", "oauth")  # every key a config file may have, at the top
 CONFIG_EXAMPLES = {"name": "memloci", "tools": "graph,memory"}
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
@@ -119,6 +119,10 @@ def load_config(path: str | os.PathLike[str]) -> dict[str, Any]:
     for key in ("name", "tools"):
         if key in config and not isinstance(config[key], str):
             raise ValidationError(f"config: {p}: {key}: must be a string, e.g. {key} = \"{CONFIG_EXAMPLES[key]}\"")
+    if "oauth" in config:  # [oauth]: JWTs from an issuer (server mode); checked key by key like the rest
+        from .http.oauth import parse_oauth_config
+
+        config = {**config, "oauth": parse_oauth_config(config["oauth"], f"config: {p}: [oauth]")}
     libraries = config.get("libraries", {})
     if not isinstance(libraries, dict) or not all(isinstance(v, str) for v in libraries.values()):
         raise ValidationError(f"config: {p}: [libraries] maps names to paths, e.g. work = \"~/notes\"")
