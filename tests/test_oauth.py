@@ -7,6 +7,7 @@ failures), then through a real `memloci serve --transport http` with a real MCP 
 from __future__ import annotations
 
 import asyncio
+import subprocess
 import logging
 import time
 
@@ -168,3 +169,109 @@ def test_config_file_oauth_table(tmp_path):
     path.write_text('[oauth]\nissuer = "https://auth.example.com/"\n')
     with pytest.raises(ValidationError, match=r"\[oauth\]: missing jwks_url, audience, resource_url"):
         load_config(path)
+
+
+# ----- through a real server ------------------------------------------------------------------
+
+RESOURCE = "http://127.0.0.1:8001/mcp"  # what the metadata names (the proxy's public address in real use)
+
+
+def _server_config(tmp_path, iss: Issuer):
+    path = tmp_path / "config.toml"
+    path.write_text(f'[libraries]\nteam = "team.db"\npersonal = "personal.db"\n\n[oauth]\nissuer = "{iss.url}"\n'
+                    f'jwks_url = "{iss.jwks_url}"\naudience = "memloci-test"\nresource_url = "{RESOURCE}"\n')
+    return path
+
+
+def _post_initialize(url: str, token: str | None):
+    """A bare initialize POST: what any client sends first."""
+    import httpx2
+
+    headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+    if token is not None:
+        headers["Authorization"] = f"Bearer {token}"
+    body = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
+    return httpx2.post(url, json=body, headers=headers, timeout=30)
+
+
+def test_jwts_through_a_real_server(tmp_path, issuer):
+    import anyio
+    import httpx2
+    from conftest import Client, server_env
+
+    from memloci.bench.http import http_session, loopback_server
+
+    env = server_env(tmp_path / "home", MEMLOCI_CONFIG=str(_server_config(tmp_path, issuer)))
+    with loopback_server([], env, log=tmp_path / "server.log") as server:
+        base = server.url.removesuffix("/mcp")
+        # RFC 9728 metadata, unauthenticated; the 401 points at it.
+        meta = httpx2.get(base + "/.well-known/oauth-protected-resource/mcp", timeout=30)
+        assert meta.status_code == 200
+        assert meta.json() == {"resource": RESOURCE, "authorization_servers": [issuer.url],
+                               "bearer_methods_supported": ["header"], "resource_name": "memloci"}
+        refused = _post_initialize(server.url, None)
+        assert refused.status_code == 401
+        assert ('resource_metadata="http://127.0.0.1:8001/.well-known/oauth-protected-resource/mcp"'
+                in refused.headers["www-authenticate"])
+
+        issuer.add_key("other", publish=False)
+        now = int(time.time())
+        bad = {"expired": issuer.token(exp=now - 120), "wrong audience": issuer.token(aud="another-api"),
+               "wrong issuer": issuer.token(iss="http://127.0.0.1:1"),
+               "bad signature": issuer.token(sign_with="other"), "alg none": issuer.token_none(),
+               "HS256 with the public key": issuer.token_hs256_with_public_key(),
+               "unknown kid": issuer.token(kid="other"), "no library scope": issuer.token(scope="openid")}
+        for why, token in bad.items():
+            reply = _post_initialize(server.url, token)
+            assert reply.status_code == 401, why
+            assert "resource_metadata=" in reply.headers["www-authenticate"], why
+
+        writer = {"Authorization": f"Bearer {issuer.token(scope='team:write', client_id='writer')}"}
+        reader = {"Authorization": f"Bearer {issuer.token(scope='openid team:read', client_id='reader')}"}
+
+        async def main():
+            async with http_session(server.url, writer) as session:
+                await Client(session).ok("create_entities", library="team", entities=[
+                    {"name": "Ada", "entityType": "person", "observations": ["writes the scheduler"]}])
+            async with http_session(server.url, reader) as session:
+                client = Client(session)
+                tools = {t.name for t in (await session.list_tools()).tools}
+                assert "search_nodes" in tools and "create_entities" not in tools  # a reader sees no writes
+                found, _ = await client.ok("search_nodes", library="team", query="scheduler")
+                assert [e["name"] for e in found["entities"]] == ["Ada"]
+                denied = await client.error("create_entities", library="team",
+                                            entities=[{"name": "Eve", "entityType": "person", "observations": []}])
+                assert denied["code"] == "PERMISSION_DENIED" and "team:write" in denied["message"]
+                other = await client.error("search_nodes", library="personal", query="x")
+                assert other["code"] == "PERMISSION_DENIED"
+                listed, _ = await client.ok("list_libraries")
+                assert [lib["name"] for lib in listed["libraries"]] == ["team"]  # personal is not shown
+
+        anyio.run(main)
+        log = server.log.read_text(errors="replace")
+    for token in [*bad.values(), writer["Authorization"], reader["Authorization"]]:
+        assert all(part not in log for part in token.removeprefix("Bearer ").split(".") if part)  # never a token
+    assert "alg 'none' is not one of RS256, ES256" in log and "Signature verification failed" in log  # but why
+
+
+def test_oauth_alone_counts_as_tokens_configured_for_a_wide_bind(tmp_path, issuer):
+    """No stored token, only [oauth]: listening beyond loopback is allowed, and a JWT gets in."""
+    import httpx2
+    from conftest import server_env
+
+    from memloci.bench.http import _stop, _wait_listening, free_port, memloci_command
+
+    env = server_env(tmp_path / "home", MEMLOCI_CONFIG=str(_server_config(tmp_path, issuer)))
+    port, log = free_port(), tmp_path / "server.log"
+    with log.open("ab") as errlog:
+        process = subprocess.Popen(memloci_command("serve", "--transport", "http", "--host", "0.0.0.0", "--port", str(port)),
+                                   env=env, stdin=subprocess.DEVNULL, stdout=errlog, stderr=errlog)
+    try:
+        _wait_listening(port, process, log, 90)
+        url = f"http://127.0.0.1:{port}/mcp"
+        assert _post_initialize(url, None).status_code == 401
+        assert _post_initialize(url, issuer.token()).status_code == 200
+    finally:
+        _stop(process)
+    assert not (tmp_path / "home" / "tokens.json").exists()

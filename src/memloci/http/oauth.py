@@ -50,7 +50,7 @@ JWKS_MAX_BYTES = 512 * 1024
 
 OAUTH_KEYS = ("issuer", "jwks_url", "audience", "resource_url", "scope_claim", "scope_map")
 _REQUIRED = ("issuer", "jwks_url", "audience", "resource_url")
-_LIBRARY_SCOPE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}:(read|write|admin)$")
+_LIBRARY_SCOPE = re.compile(r"^(\*|[A-Za-z0-9][A-Za-z0-9_.-]{0,63}):(read|write|admin)$")  # as tokens.parse_scope
 
 
 @dataclass(frozen=True)
@@ -256,8 +256,11 @@ def protected_resource_routes(config: OAuthConfig) -> list[Any]:
     """Starlette routes serving the RFC 9728 protected-resource metadata: the resource and its issuer."""
     from mcp.server.auth.routes import create_protected_resource_routes
 
-    return create_protected_resource_routes(resource_url=AnyHttpUrl(config.resource_url),
-                                            authorization_servers=[AnyHttpUrl(config.issuer)],
+    # Plain strings, not AnyHttpUrl: the metadata model keeps them as written, and an issuer is
+    # compared character for character (a slash added to "https://auth.example.com" breaks discovery).
+    return create_protected_resource_routes(resource_url=config.resource_url,  # type: ignore[arg-type]
+                                            authorization_servers=[config.issuer],  # type: ignore[list-item]
+                                            scopes_supported=sorted(config.scope_map) or None,
                                             resource_name="memloci")
 
 
