@@ -133,6 +133,29 @@ def test_a_hanging_issuer_times_out(issuer, caplog):
     assert "could not fetch the issuer's keys" in caplog.text
 
 
+def test_a_slow_refetch_does_not_hold_up_tokens_with_known_keys(issuer):
+    issuer.add_key("other", publish=False)
+    v = JwtTokenVerifier(_config(issuer), jwks=JwksCache(issuer.jwks_url, min_refresh=0))
+    assert _verify(v, issuer.token()) is not None  # k1 is cached
+    issuer.hang = 1.5  # the next fetch (for the unknown kid) is slow
+    finished: list[str] = []
+
+    async def verify(label: str, token: str):
+        result = await v.verify_token(token)
+        finished.append(label)
+        return result
+
+    async def both():
+        unknown = asyncio.ensure_future(verify("unknown kid", issuer.token(kid="other")))
+        await asyncio.sleep(0.2)  # the refetch is under way
+        known = await verify("known kid", issuer.token())
+        return known, await unknown
+
+    known, unknown = asyncio.run(both())
+    assert known is not None and unknown is None
+    assert finished == ["known kid", "unknown kid"]
+
+
 def test_stale_keys_are_dropped_when_the_refresh_fails(issuer):
     cache = JwksCache(issuer.jwks_url, max_age=0, min_refresh=0)  # every use refetches
     v = JwtTokenVerifier(_config(issuer), jwks=cache)

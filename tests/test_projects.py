@@ -70,7 +70,7 @@ def test_a_new_project_asks_first_then_keeps_memory_in_the_repo(tmp_path, home):
 
         summary, _ = await c.ok("get_graph_summary", project_path=str(app))
         assert summary == {"entities": [{"name": "auth", "type": "component"}], "relation_count": 0,
-                           "total_entity_count": 1, "is_truncated": False}
+                           "total_entity_count": 1, "is_truncated": False, "project": {"id": "app", "root": str(app)}}
         out, _ = await c.ok("export_markdown", project_path=str(app))
         text = (app / "KNOWLEDGE_GRAPH.md").read_text()
         assert out["path"] == "KNOWLEDGE_GRAPH.md" and "## auth" in text and "Rotate JWT keys" in text

@@ -242,7 +242,7 @@ class LibraryRegistry:
     def project(self, ref: ProjectRef, *, may_create: bool = True) -> tuple[Store, Path | None]:
         """A project's library, and its `.mcp` folder if this call opened it for the first time
         (so the caller can carry over n2n-memory files); AWAITING_CONFIRMATION before creating."""
-        from .projects import mark_journal_union, project_library_dir, resolve_project_root
+        from .projects import mark_journal_union, project_id, project_library_dir, resolve_project_root
         from .store.markdown import INDEX_DIR, MarkdownStore
 
         root = resolve_project_root(ref.path)
@@ -257,7 +257,7 @@ class LibraryRegistry:
             first = not (folder / INDEX_DIR).exists() and not any(folder.glob("*.md"))
             if first:
                 mark_journal_union(folder)
-            store = MarkdownStore(folder, root.name or "project")
+            store = MarkdownStore(folder, project_id(root))  # named by its id: the same in every clone
             if self.fallback_schema is not None:
                 store.schema = self.fallback_schema
             store.open()

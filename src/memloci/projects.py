@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from pathlib import Path
 from typing import Any
 
@@ -133,3 +134,105 @@ def read_n2n(folder: Path) -> tuple[dict[str, Any] | None, dict[str, Any] | None
         return data
 
     return load("memory.json"), load("context.json")
+
+
+# -- project id: the same for every clone of one repository -------------------------------
+
+_SCP_REMOTE = re.compile(r"^(?:[^@/\s]+@)?(?P<host>[^:/\s]+):(?P<path>[^/].*)$")  # git@github.com:user/repo.git
+_REMOTE_SECTION = re.compile(r'^\s*\[\s*remote\s+"(?P<name>(?:[^"\\]|\\.)*)"\s*\]\s*(?:[#;].*)?$')
+_URL_LINE = re.compile(r"^\s*url\s*=\s*(?P<url>.*?)\s*$", re.IGNORECASE)
+_ANY_SECTION = re.compile(r"^\s*\[")
+CONFIG_MAX = 1 << 20  # a git config larger than this is not read (a clone cannot make us parse gigabytes)
+
+
+def remote_id(url: str) -> str | None:
+    """`user/repo` from a git remote URL: the path without the host, a trailing `.git` or `/`,
+    lower-cased; None when the URL names no path (a bare host) or is a local path.
+
+    `git@github.com:User/Repo.git`, `https://github.com/user/repo(.git)`,
+    `ssh://git@host:22/user/repo.git` all give `user/repo`. The host is dropped, so a mirror on
+    another host with the same path is the same project; a local path (`/srv/git/repo.git`,
+    `file://...`) names no shared project and gives None."""
+    url = url.strip().strip('"')
+    if "://" in url:
+        scheme, _, rest = url.partition("://")
+        if scheme.lower() == "file":
+            return None
+        path = rest.partition("/")[2]  # drop user@host:port
+    else:
+        m = _SCP_REMOTE.match(url)
+        if not m or url.startswith(("/", ".", "~")):
+            return None
+        path = m.group("path")
+    path = path.split("?", 1)[0].split("#", 1)[0].strip("/")
+    if path.lower().endswith(".git"):
+        path = path[:-4].rstrip("/")
+    path = path.lstrip("~")  # ssh://host/~user/repo
+    return path.lower() or None
+
+
+def _git_config(root: Path) -> bytes | None:
+    """The text of the repository's `config`: `.git/config`, or for a worktree or submodule (a
+    `.git` file saying `gitdir: PATH`) the config of that git folder, or of its common folder
+    (`commondir`) for a worktree. No link is followed: `.git` as a link, or a link on the way
+    to `config` inside the git folder, gives None. The `gitdir:` pointer is git's own and may
+    lead outside the root (a worktree's git folder sits in the main clone); only `config` and
+    `commondir` are read there."""
+    try:
+        if confine.is_link(root, ".git"):
+            return None
+        if (root / ".git").is_dir():
+            gitdir = root / ".git"
+        else:
+            line = confine.read_bytes(root, ".git")[:4096].decode("utf-8", "replace").strip()
+            if not line.startswith("gitdir:"):
+                return None
+            target = Path(line[len("gitdir:"):].strip())
+            gitdir = target if target.is_absolute() else root / target
+            if gitdir.is_symlink() or not gitdir.is_dir():
+                return None
+            try:
+                common = confine.read_bytes(gitdir, "commondir").decode("utf-8", "replace").strip()
+            except FileNotFoundError:
+                common = ""
+            if common:
+                gitdir = Path(common) if Path(common).is_absolute() else gitdir / common
+                if gitdir.is_symlink() or not gitdir.is_dir():
+                    return None
+        if confine.lstat(gitdir, "config").st_size > CONFIG_MAX:
+            return None
+        return confine.read_bytes(gitdir, "config")
+    except (OSError, confine.PermissionDeniedError, ValidationError):
+        return None
+
+
+def git_remotes(root: Path) -> list[tuple[str, str]]:
+    """(name, url) of each remote in the repository's config, in file order (first url of each)."""
+    text = _git_config(root)
+    if text is None:
+        return []
+    remotes: dict[str, str] = {}
+    current: str | None = None
+    for line in text.decode("utf-8", "replace").splitlines():
+        section = _REMOTE_SECTION.match(line)
+        if section:
+            current = section.group("name")
+        elif _ANY_SECTION.match(line):
+            current = None
+        elif current is not None and current not in remotes:
+            url = _URL_LINE.match(line)
+            if url and url.group("url"):
+                remotes[current] = url.group("url")
+    return list(remotes.items())
+
+
+def project_id(root: Path) -> str:
+    """The project's id: from its git remote (`origin`, else the first remote with a usable URL),
+    else the folder name. Two clones of one repository share it; see remote_id for the rule."""
+    remotes = git_remotes(root)
+    ordered = sorted(remotes, key=lambda r: r[0] != "origin")  # stable: origin first, then file order
+    for _, url in ordered:
+        found = remote_id(url)
+        if found:
+            return found
+    return root.name or "project"

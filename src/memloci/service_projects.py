@@ -26,6 +26,16 @@ CONTEXT_HINT = "Project memory changed: call update_context (task, status, next 
 
 
 class ProjectService:
+    # -- which project ------------------------------------------------------------------
+
+    def project_info(self, library: str | ProjectRef) -> dict[str, str] | None:
+        """`{id, root}` of a project library (the id from its git remote, see projects.project_id;
+        every clone of one repository has the same), None for a mounted library."""
+        if not isinstance(library, ProjectRef):
+            return None
+        store = self.store(library)
+        return {"id": store.name, "root": str(Path(store.root).parent)}
+
     # -- the hot context ---------------------------------------------------------------
 
     def read_context(self, *, library: str | ProjectRef | None = None) -> dict[str, Any]:

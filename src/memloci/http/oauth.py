@@ -138,6 +138,8 @@ class JwksCache:
 
     async def key(self, kid: str | None) -> dict[str, Any] | None:
         """The JWK for `kid`, or None (unknown kid, or the issuer cannot be reached: logged)."""
+        if kid in self._keys and self._fetched_at is not None and time.monotonic() - self._fetched_at <= self.max_age:
+            return self._keys[kid]  # the common case takes no lock: a slow fetch never holds up known keys
         if self._lock is None:
             self._lock = asyncio.Lock()
         async with self._lock:  # one fetch at a time; waiters then find the fresh keys

@@ -45,6 +45,12 @@ def graph_document(service: MemoryService, library: str | ProjectRef | None) -> 
                        "context": context}, ensure_ascii=False, indent=1, allow_nan=False)
 
 
+def with_project(body: dict[str, Any], service: MemoryService, where: str | ProjectRef | None) -> dict[str, Any]:
+    """A reply about a project names it: `project: {id, root}` (the id is the same in every clone)."""
+    info = service.project_info(where)
+    return {**body, "project": info} if info else body
+
+
 def register(server: Any, service: MemoryService) -> None:
     def update_context(
         active_task: Annotated[str | None, Field(description="What you are working on now")] = None,
@@ -55,10 +61,10 @@ def register(server: Any, service: MemoryService) -> None:
         library: Library = None, library_name: LibraryName = None,
         project_path: ProjectPath = None, confirm_new_project_root: ConfirmRoot = None,
     ) -> Annotated[CallToolResult, Out]:
+        where = _library(library, library_name, project_path, confirm_new_project_root)
         ctx = service.update_context(active_task=active_task, status=status, reason=reason, next_steps=next_steps,
-                                     last_commit=last_commit,
-                                     library=_library(library, library_name, project_path, confirm_new_project_root))
-        return reply({"context": ctx})
+                                     last_commit=last_commit, library=where)
+        return reply(with_project({"context": ctx}, service, where))
 
     def get_graph_summary(
         limit: Annotated[int | None, Field(description=f"Entities per page (default {DEFAULT_GRAPH_LIMIT})")] = None,
@@ -66,8 +72,8 @@ def register(server: Any, service: MemoryService) -> None:
         library: Library = None, library_name: LibraryName = None,
         project_path: ProjectPath = None, confirm_new_project_root: ConfirmRoot = None,
     ) -> Annotated[CallToolResult, Out]:
-        return reply(service.graph_summary(limit=limit, offset=offset,
-                                           library=_library(library, library_name, project_path, confirm_new_project_root)))
+        where = _library(library, library_name, project_path, confirm_new_project_root)
+        return reply(with_project(service.graph_summary(limit=limit, offset=offset, library=where), service, where))
 
     def export_markdown(
         output_path: Annotated[str, Field(description="File inside the project root")] = "KNOWLEDGE_GRAPH.md",

@@ -20,8 +20,9 @@ from ..errors import InternalError, MemlociError, NotFoundError, ValidationError
 from ..projects import resolve_project_root
 from ..service import MemoryService
 from ..service_projects import CONTEXT_HINT
-from . import documents, graph, memory, project, strict
+from . import documents, graph, memory, n2n, project, strict
 from .replies import as_json, error_reply
+from .roots import ClientRoots
 from .surface import accepted_schema, describe_validation_error, fit_hint, harden, tool_size
 
 log = logging.getLogger("memloci.mcp")
@@ -39,6 +40,8 @@ GROUP_INSTRUCTIONS = {
                  "add_entity_content and replace_entity_content to edit.",
     "project": "In a code project, pass project_path (its absolute root) to any tool to keep memory in the "
                "project's .mcp/ folder, and call update_context before each commit.",
+    "n2n": "Project memory (n2n-memory tools): pass projectPath (the project's absolute root; optional when the "
+           "client shares its roots) to every n2n_ tool, and call n2n_update_context before each commit.",
 }
 LIBRARY_INSTRUCTION = "Several libraries are mounted: pass `library` to any tool to name one (list_libraries lists them)."
 
@@ -51,11 +54,14 @@ def instructions(groups: list[str], several_libraries: bool) -> str:
 
 
 GROUPS = {"graph": graph.register, "memory": memory.register, "documents": documents.register,
-          "project": project.register, "strict": strict.register}
+          "project": project.register, "strict": strict.register, "n2n": n2n.register}
 # Not read-only (an export writes a file; a flush syncs one), yet no change to the memory itself.
-NOT_CHANGING_MEMORY = {"export_markdown", "flush_memory"}
+NOT_CHANGING_MEMORY = {"export_markdown", "flush_memory", "n2n_export_markdown"}
 DEFAULT_GROUPS = ["graph", "memory", "documents", "project"]  # strict's tools share names with graph's
-KNOWN_TOOLS = {*graph.TOOLS, *memory.TOOLS, *documents.TOOLS, *project.TOOLS, *strict.TOOLS}
+KNOWN_TOOLS = {*graph.TOOLS, *memory.TOOLS, *documents.TOOLS, *project.TOOLS, *strict.TOOLS, *n2n.TOOLS}
+# Tools that work on the client's root project (roots.py) when called with no library and no
+# project path, and the argument that names the project in each.
+ROOT_TOOLS = {**{t: "project_path" for t in project.TOOLS}, **{t: n2n.PROJECT_ARG for t in n2n.TOOLS}}
 
 
 class MemlociServer(MCPServer):
@@ -69,6 +75,12 @@ class MemlociServer(MCPServer):
         low = self._lowlevel_server
         low.add_request_handler("resources/subscribe", mcp_types.SubscribeRequestParams, self._subscribe)
         low.add_request_handler("resources/unsubscribe", mcp_types.UnsubscribeRequestParams, self._unsubscribe)
+        self.roots = ClientRoots()
+        low.add_notification_handler("notifications/roots/list_changed", mcp_types.NotificationParams,
+                                     self._roots_changed)
+
+    async def _roots_changed(self, ctx: Any, params: Any) -> None:
+        self.roots.forget(ctx)
 
     async def _subscribe(self, ctx: Any, params: Any) -> mcp_types.EmptyResult:
         self._subscribers.setdefault(_canonical(str(params.uri)), set()).add(_connection(ctx))
@@ -90,13 +102,26 @@ class MemlociServer(MCPServer):
         return {t.name for t in self._tool_manager.list_tools()}
 
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        arguments = await self._with_root(name, arguments, context)
         result = await self._call(name, arguments, context)
         if isinstance(result, MemlociError):
             result.hint = fit_hint(result.hint, self.exposed_tools(), KNOWN_TOOLS)
             if name in self.strict_tools:  # that server's clients read {success, error, error_type}
                 return strict.strict_error(result, name)
+            if name in n2n.TOOLS:  # its argument names; the handshake also in n2n-memory's keys
+                return n2n.n2n_error(result)
             return error_reply(result)
         return result
+
+    async def _with_root(self, name: str, arguments: dict[str, Any], context: Any) -> dict[str, Any]:
+        """A project tool called without a project (no path, no library) gets the client's root
+        project as its path (roots.py), so every check an explicit path meets applies to it."""
+        key = ROOT_TOOLS.get(name)
+        if key is None or not isinstance(arguments, dict) or any(
+                arguments.get(k) is not None for k in (key, "library", "library_name")):
+            return arguments
+        root = await self.roots.project_root(context)
+        return arguments if root is None else {**arguments, key: root}
 
     async def _call(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
         """The tool's result, or the MemlociError to report (shaped by call_tool for the tool's set)."""
@@ -133,7 +158,7 @@ class MemlociServer(MCPServer):
 
     async def _changed(self, arguments: dict[str, Any]) -> None:
         """Tell `subscriptions/listen` subscribers that a graph resource may have changed."""
-        path = arguments.get("project_path")
+        path = arguments.get("project_path") or arguments.get(n2n.PROJECT_ARG)
         uri = _canonical(f"memloci://graph?path={path}" if path else "memloci://graph")
         try:
             await self._subscriptions.publish(ResourceUpdated(uri=uri))
@@ -208,7 +233,7 @@ def build_server(service: MemoryService, *, name: str = "memloci", groups: list[
 
 
 GROUP_TOOLS = {"graph": graph.TOOLS, "memory": memory.TOOLS, "documents": documents.TOOLS, "project": project.TOOLS,
-               "strict": strict.TOOLS}
+               "strict": strict.TOOLS, "n2n": n2n.TOOLS}
 
 
 def tool_sizes(service: MemoryService, groups: list[str]) -> list[dict[str, Any]]:
