@@ -276,6 +276,8 @@ def test_jwts_through_a_real_server(tmp_path, issuer):
     for token in [*bad.values(), writer["Authorization"], reader["Authorization"]]:
         assert all(part not in log for part in token.removeprefix("Bearer ").split(".") if part)  # never a token
     assert "alg 'none' is not one of RS256, ES256" in log and "Signature verification failed" in log  # but why
+    assert "token=jwt:reader tool=search_nodes library=team" in log  # the access log names the JWT's client
+    assert "token=jwt:reader tool=create_entities library=team" in log and "outcome=PERMISSION_DENIED" in log
 
 
 def test_oauth_alone_counts_as_tokens_configured_for_a_wide_bind(tmp_path, issuer):
