@@ -228,6 +228,8 @@ def build_server(service: MemoryService, *, name: str = "memloci", groups: list[
         server.hidden |= {"project_path", "confirm_new_project_root"}
     for group in groups:
         GROUPS[group](server, service)
+    from .prompts import register as register_prompts
+    register_prompts(server, service)  # after the tools: a prompt names only exposed tools
     server.strict_tools = set(strict.TOOLS) if "strict" in groups else set()
     return server
 

@@ -102,6 +102,10 @@ def _param_problem(method: str, params: dict[str, Any]) -> str | None:
                 return f"params.{field}: required for {method}; give {JSON_TYPE[kind]}"
         elif not isinstance(params[field], kind):
             return f"params.{field}: must be {JSON_TYPE[kind]}, not {_describe(params[field])}"
+    if method == "prompts/get" and isinstance(params.get("arguments"), dict):  # the protocol's are text
+        for key, value in params["arguments"].items():
+            if not isinstance(value, str):
+                return f"params.arguments.{key}: must be a string (prompt arguments are text), not {_describe(value)}"
     return None
 
 
