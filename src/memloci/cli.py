@@ -29,6 +29,8 @@ bench_app = typer.Typer(help="Benchmarks: print a table and write JSON.", no_arg
 app.add_typer(import_app, name="import")
 app.add_typer(export_app, name="export")
 app.add_typer(bench_app, name="bench")
+from .http.cli import token_app  # noqa: E402  (server mode: memloci token ...)
+app.add_typer(token_app, name="token")
 
 LibrariesOpt = Annotated[
     Optional[str],
@@ -141,8 +143,33 @@ def serve(
                                                  help="Tool groups to expose, comma-separated (default: all).")] = None,
     schema: Annotated[Optional[str], typer.Option("--schema", help="Rules for libraries without their own "
                                                   "(config [schemas]): default or strict (sets MEMLOCI_SCHEMA).")] = None,
+    transport: Annotated[str, typer.Option("--transport", help="stdio (default), or http: streamable HTTP at /mcp.")] = "stdio",
+    host: Annotated[Optional[str], typer.Option("--host", help="http: address to listen on (MCP_SERVER_HOST; default 127.0.0.1).")] = None,
+    port: Annotated[Optional[int], typer.Option("--port", help="http: port (MCP_SERVER_PORT; default 8001).")] = None,
+    stateless: Annotated[bool, typer.Option("--stateless", help="http: no sessions, for replicas behind a load balancer.")] = False,
+    allowed_host: Annotated[Optional[list[str]], typer.Option("--allowed-host", help="http: a Host header to accept beside loopback names (repeatable).")] = None,
+    allowed_origin: Annotated[Optional[list[str]], typer.Option("--allowed-origin", help="http: an Origin to accept beside loopback ones (repeatable).")] = None,
+    max_body: Annotated[Optional[int], typer.Option("--max-body", help="http: largest request body in bytes (default 4 MiB).")] = None,
+    rate_limit: Annotated[Optional[int], typer.Option("--rate-limit", help="http: calls a minute per token (default 1200; 0: no limit).")] = None,
 ) -> None:
-    """Run the MCP server on stdio (what MCP clients start)."""
+    """Run the MCP server on stdio (what MCP clients start), or over HTTP with --transport http."""
+    if transport not in ("stdio", "http"):
+        _fail(MemlociError(f"--transport: '{transport}' is not stdio or http"))
+    if transport == "http":
+        from .http.cli import serve_http_command
+        from .mcp.server import build_server, tool_groups
+
+        if schema is not None:
+            os.environ["MEMLOCI_SCHEMA"] = schema
+
+        def build(config: dict):
+            service = _service(libraries, embedder=True)
+            return service, build_server(service, name=name or config.get("name") or "memloci",
+                                         groups=tool_groups(tools or config.get("tools")))
+
+        serve_http_command(build, host=host, port=port, stateless=stateless, allowed_hosts=allowed_host,
+                           allowed_origins=allowed_origin, max_body=max_body, rate_limit=rate_limit)
+        return
     from .mcp.stdio import serve_stdio
     from .stdio_claim import StdioClaim
 

@@ -25,7 +25,7 @@ from .schema import schema_from_config
 from .store import Store
 
 DEFAULT_LIBRARY = "default"
-CONFIG_KEYS = ("name", "tools", "libraries", "schemas", "oauth")  # every key a config file may have, at the top
+CONFIG_KEYS = ("name", "tools", "libraries", "schemas", "oauth", "http")  # every key a config file may have, at the top
 CONFIG_EXAMPLES = {"name": "memloci", "tools": "graph,memory"}
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
@@ -123,6 +123,10 @@ def load_config(path: str | os.PathLike[str]) -> dict[str, Any]:
         from .http.oauth import parse_oauth_config
 
         config = {**config, "oauth": parse_oauth_config(config["oauth"], f"config: {p}: [oauth]")}
+    if "http" in config:  # [http]: where server mode listens and what it lets in (http/settings.py)
+        from .http.settings import parse_http_config
+
+        config = {**config, "http": parse_http_config(config["http"], f"config: {p}: [http]")}
     libraries = config.get("libraries", {})
     if not isinstance(libraries, dict) or not all(isinstance(v, str) for v in libraries.values()):
         raise ValidationError(f"config: {p}: [libraries] maps names to paths, e.g. work = \"~/notes\"")

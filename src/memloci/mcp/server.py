@@ -13,13 +13,14 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.subscriptions import ResourceUpdated
 import mcp_types
 from mcp_types import CallToolResult, TextContent
-from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
+from mcp.server.mcpserver.exceptions import ResourceError, ToolError, UnexpectedToolError
 
 from .. import __version__
 from ..errors import InternalError, MemlociError, NotFoundError, ValidationError
 from ..projects import resolve_project_root
 from ..service import MemoryService
 from ..service_projects import CONTEXT_HINT
+from ..http import scopes
 from . import documents, graph, memory, n2n, project, strict
 from .replies import as_json, error_reply
 from .roots import ClientRoots
@@ -101,9 +102,29 @@ class MemlociServer(MCPServer):
     def exposed_tools(self) -> set[str]:
         return {t.name for t in self._tool_manager.list_tools()}
 
+    calls_in_flight = 0  # the HTTP server's shutdown waits for these (http/app.py)
+    library_names: Any = list  # set by build_server: the mounted libraries, for token scopes
+
+    async def list_tools(self) -> list[Any]:
+        return scopes.visible_tools(self, await super().list_tools())  # a token sees only what it may call
+
+    async def read_resource(self, uri: Any, context: Any = None) -> Any:
+        refused = scopes.resource_refusal(self, str(uri))
+        if refused is not None:
+            raise ResourceError(f"{refused.code}: {refused.message}")
+        return await super().read_resource(uri, context)
+
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
-        arguments = await self._with_root(name, arguments, context)
-        result = await self._call(name, arguments, context)
+        started = scopes.call_started(name)
+        self.calls_in_flight += 1
+        try:
+            arguments = await self._with_root(name, arguments, context)
+            # a token's scopes first (HTTP; over stdio there is no token and nothing is refused)
+            result = scopes.refusal(self, name, arguments) or await self._call(name, arguments, context)
+        finally:
+            self.calls_in_flight -= 1
+        scopes.log_call(self, name, arguments, started, result)
+        result = scopes.visible_result(name, result)
         if isinstance(result, MemlociError):
             result.hint = fit_hint(result.hint, self.exposed_tools(), KNOWN_TOOLS)
             if name in self.strict_tools:  # that server's clients read {success, error, error_type}
@@ -231,6 +252,7 @@ def build_server(service: MemoryService, *, name: str = "memloci", groups: list[
     from .prompts import register as register_prompts
     register_prompts(server, service)  # after the tools: a prompt names only exposed tools
     server.strict_tools = set(strict.TOOLS) if "strict" in groups else set()
+    server.library_names = service.libraries.names
     return server
 
 

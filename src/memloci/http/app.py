@@ -1,0 +1,168 @@
+"""The HTTP server: the SDK's streamable HTTP session manager behind our checks, run by uvicorn.
+
+A request to `/mcp` passes, in order:
+
+1. Host and Origin against the allow-list (the SDK's `TransportSecurityMiddleware`): 421 / 403;
+2. the bearer token, through every configured verifier (see `ChainedVerifier`): 401 without one;
+3. the token's rate (limits.RateLimit): 429;
+4. body size and message shape (limits.MessageGuard): 413 / 400;
+5. the SDK's transport, then `MemlociServer`, which applies the token's scopes (scopes.py).
+
+`GET /healthz` answers `{"status": "alive"}` to anyone and says nothing else.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import signal
+from typing import Any, AsyncIterator, Callable, Sequence
+
+import anyio
+from mcp.server.auth.middleware.auth_context import AuthContextMiddleware
+from mcp.server.auth.middleware.bearer_auth import BearerAuthBackend, RequireAuthMiddleware
+from mcp.server.auth.provider import AccessToken, TokenVerifier
+from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
+from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.authentication import AuthenticationMiddleware
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from .limits import MessageGuard, RateLimit, RateLimiter
+from .settings import HttpSettings
+
+log = logging.getLogger("memloci.http")
+SHUTDOWN_WAIT_SECONDS = 60  # how long SIGTERM waits for tool calls still running
+GRACEFUL_SECONDS = 3  # then open streams (a client's idle GET stream) are closed
+
+
+class ChainedVerifier:
+    """A `TokenVerifier` that asks each verifier in turn; the first `AccessToken` wins.
+
+    This is the seam for every kind of credential: the stored tokens (tokens.py) and JWTs
+    from an OAuth issuer (oauth.py) are both plain SDK `TokenVerifier`s, and any other
+    verifier with `async verify_token(token) -> AccessToken | None` chains in the same way.
+    Whatever a verifier answers, its `AccessToken` must carry `client_id` (a name for the
+    access log and rate limit) and `scopes` as library scopes `LIBRARY:read|write|admin`."""
+
+    def __init__(self, verifiers: Sequence[TokenVerifier]):
+        self.verifiers = list(verifiers)
+
+    async def verify_token(self, token: str) -> AccessToken | None:
+        for verifier in self.verifiers:
+            found = await verifier.verify_token(token)
+            if found is not None:
+                return found
+        return None
+
+
+class HostOriginCheck:
+    """DNS-rebinding protection before anything else: a page in a browser must not reach the server."""
+
+    def __init__(self, app: ASGIApp, settings: TransportSecuritySettings):
+        self.app, self.check = app, TransportSecurityMiddleware(settings)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        refusal = await self.check.validate_request(Request(scope), is_post=False)
+        if refusal is not None:
+            log.warning("refused a request: %s", refusal.body.decode("utf-8", "replace"))
+            await refusal(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+
+def security_settings(settings: HttpSettings) -> TransportSecuritySettings:
+    hosts = settings.host_patterns()
+    return TransportSecuritySettings(enable_dns_rebinding_protection="*" not in hosts,
+                                     allowed_hosts=hosts, allowed_origins=settings.origin_patterns())
+
+
+async def healthz(request: Request) -> JSONResponse:
+    return JSONResponse({"status": "alive"})
+
+
+def build_http_app(server: Any, settings: HttpSettings, *, verifiers: Sequence[TokenVerifier] = (),
+                   extra_routes: Sequence[Any] = (), resource_metadata_url: Any = None,
+                   on_shutdown: Callable[[], None] | None = None) -> Starlette:
+    """The ASGI app serving `server` (a MemlociServer) at `/mcp`.
+
+    `verifiers`: tried in order for each bearer token (see ChainedVerifier); with none, `/mcp`
+    needs no token (allowed on loopback only: serve_http checks). `extra_routes` are added
+    unauthenticated (e.g. OAuth protected-resource metadata), and `resource_metadata_url` goes
+    into the 401's WWW-Authenticate header. `on_shutdown` runs after the last tool call ended."""
+    security = security_settings(settings)
+    manager = StreamableHTTPSessionManager(app=server._lowlevel_server, stateless=settings.stateless,
+                                           security_settings=security, max_request_body_size=settings.max_body_bytes)
+    server._lowlevel_server._session_manager = manager  # what MCPServer.session_manager reports
+    mcp_app: ASGIApp = MessageGuard(StreamableHTTPASGIApp(manager), settings.max_body_bytes)
+    middleware: list[Middleware] = []
+    if verifiers:
+        mcp_app = RateLimit(mcp_app, RateLimiter(settings.rate_limit))
+        mcp_app = RequireAuthMiddleware(mcp_app, [], resource_metadata_url)
+        middleware = [Middleware(AuthenticationMiddleware, backend=BearerAuthBackend(ChainedVerifier(verifiers))),
+                      Middleware(AuthContextMiddleware)]
+    mcp_app = HostOriginCheck(mcp_app, security)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        async with manager.run():
+            yield
+            # SIGTERM: uvicorn stopped taking requests; let the calls still running finish
+            # (their writes and, while the client is connected, their replies) before the
+            # session manager cancels what is left.
+            with anyio.move_on_after(SHUTDOWN_WAIT_SECONDS):
+                while server.calls_in_flight:
+                    await anyio.sleep(0.05)
+            if server.calls_in_flight:
+                log.warning("shutting down with %d tool calls unfinished", server.calls_in_flight)
+        if on_shutdown is not None:
+            on_shutdown()
+
+    routes = [Route("/healthz", healthz, methods=["GET"]), Route("/mcp", endpoint=mcp_app), *extra_routes]
+    return Starlette(routes=routes, middleware=middleware, lifespan=lifespan)
+
+
+def check_bind(settings: HttpSettings, tokens_configured: bool) -> None:
+    """A non-loopback address with no token configured is refused, before anything is opened."""
+    from ..errors import ValidationError
+
+    if not settings.loopback and not tokens_configured:
+        raise ValidationError(
+            f"host {settings.host}: refusing to listen beyond this machine with no token configured: anyone who "
+            "can reach the port would read and change every library",
+            hint="Create a token first (memloci token create NAME --scope LIBRARY:write), configure [oauth], "
+                 "or listen on 127.0.0.1.")
+
+
+def serve_http(server: Any, settings: HttpSettings, *, verifiers: Sequence[TokenVerifier] = (),
+               tokens_configured: bool = False, extra_routes: Sequence[Any] = (), resource_metadata_url: Any = None,
+               on_shutdown: Callable[[], None] | None = None) -> None:
+    """Run until SIGTERM or SIGINT. Refuses (ValidationError) a non-loopback bind without tokens."""
+    import uvicorn
+
+    check_bind(settings, tokens_configured)
+    app = build_http_app(server, settings, verifiers=verifiers if tokens_configured else (),
+                         extra_routes=extra_routes, resource_metadata_url=resource_metadata_url,
+                         on_shutdown=on_shutdown)
+    config = uvicorn.Config(app, host=settings.host, port=settings.port, log_config=None, access_log=False,
+                            lifespan="on", timeout_graceful_shutdown=GRACEFUL_SECONDS, server_header=False)
+    if settings.loopback and not tokens_configured:
+        log.warning("no token configured: any program on this machine may use every library")
+    if not settings.loopback and not settings.allowed_hosts:
+        log.warning("listening on %s: requests are let in only with a loopback Host header until you add "
+                    "--allowed-host (the name clients use)", settings.host)
+    log.info("memloci serving MCP at http://%s:%d/mcp", _url_host(settings.host), settings.port)
+    # uvicorn raises the signal it caught again once it has shut down, which would end the
+    # process with 143 after a clean shutdown: the handlers it puts back ignore it instead.
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: None)
+    uvicorn.Server(config).run()
+
+
+def _url_host(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
+

@@ -1,0 +1,126 @@
+"""Where the HTTP server listens and what it lets in.
+
+Each setting comes from the first of: a `memloci serve` flag, an environment variable
+(`MCP_SERVER_HOST`, `MCP_SERVER_PORT`: the names the MCP Memory Service documents), the
+`[http]` table of the config file, the default:
+
+    [http]
+    host = "127.0.0.1"
+    port = 8001
+    stateless = false
+    allowed_hosts = ["memory.example.com"]        # Host header values beside the loopback names
+    allowed_origins = ["https://app.example.com"] # Origin header values beside the loopback ones
+    max_body_bytes = 4194304                      # a larger request body is refused (413)
+    rate_limit = 1200                             # calls a minute per token; 0 turns the limit off
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from ..errors import ValidationError
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8001
+DEFAULT_MAX_BODY = 4 * 1024 * 1024
+DEFAULT_RATE_LIMIT = 1200  # per token and minute: far above an agent's pace, low enough to stop a runaway loop
+HTTP_KEYS = {"host": str, "port": int, "stateless": bool, "allowed_hosts": list, "allowed_origins": list,
+             "max_body_bytes": int, "rate_limit": int}
+LOOPBACK_HOSTS = ["127.0.0.1:*", "localhost:*", "[::1]:*", "127.0.0.1", "localhost", "[::1]"]
+LOOPBACK_ORIGINS = ["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*",
+                    "http://127.0.0.1", "http://localhost", "http://[::1]"]
+
+
+@dataclass(frozen=True)
+class HttpSettings:
+    host: str = DEFAULT_HOST
+    port: int = DEFAULT_PORT
+    stateless: bool = False
+    allowed_hosts: list[str] = field(default_factory=list)
+    allowed_origins: list[str] = field(default_factory=list)
+    max_body_bytes: int = DEFAULT_MAX_BODY
+    rate_limit: int = DEFAULT_RATE_LIMIT
+
+    @property
+    def loopback(self) -> bool:
+        return is_loopback(self.host)
+
+    def host_patterns(self) -> list[str]:
+        """Host header values let in: loopback names, the address bound (when it is one), and the allowed ones."""
+        extra = [] if self.host in ("0.0.0.0", "::", "") or self.loopback else [_bracketed(self.host) + ":*",
+                                                                               _bracketed(self.host)]
+        return [*LOOPBACK_HOSTS, *extra, *self.allowed_hosts]
+
+    def origin_patterns(self) -> list[str]:
+        return [*LOOPBACK_ORIGINS, *self.allowed_origins]
+
+
+def _bracketed(host: str) -> str:
+    return f"[{host}]" if ":" in host and not host.startswith("[") else host
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def _port(value: Any, where: str) -> int:
+    if isinstance(value, str):
+        if not value.strip().isdigit():
+            raise ValidationError(f"{where}: '{value}' is not a port number (1-65535)")
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 < value < 65536:
+        raise ValidationError(f"{where}: {value!r} is not a port number (1-65535)")
+    return value
+
+
+def parse_http_config(table: Any, where: str = "config [http]") -> dict[str, Any]:
+    """Check an `[http]` table key by key: an unknown key or a wrong type is refused, never ignored."""
+    if not isinstance(table, dict):
+        raise ValidationError(f"{where}: must be a table, e.g. [http] port = 8001")
+    for key, value in table.items():
+        kind = HTTP_KEYS.get(key)
+        if kind is None:
+            raise ValidationError(f"{where} {key}: unknown key", hint=f"Known keys: {', '.join(HTTP_KEYS)}.")
+        if key == "port":
+            _port(value, f"{where} port")
+        elif not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+            raise ValidationError(f"{where} {key}: must be {'a list of strings' if kind is list else kind.__name__}")
+        elif kind is list and not all(isinstance(v, str) and v for v in value):
+            raise ValidationError(f"{where} {key}: must be a list of non-empty strings")
+        elif kind is int and value < 0:
+            raise ValidationError(f"{where} {key}: must be 0 or more")
+    if table.get("max_body_bytes") == 0:
+        raise ValidationError(f"{where} max_body_bytes: must be at least 1")
+    return dict(table)
+
+
+def resolve(config: dict[str, Any], *, host: str | None = None, port: int | None = None, stateless: bool | None = None,
+            allowed_hosts: list[str] | None = None, allowed_origins: list[str] | None = None,
+            max_body_bytes: int | None = None, rate_limit: int | None = None) -> HttpSettings:
+    """The settings in force: flags first, then MCP_SERVER_HOST/MCP_SERVER_PORT, then `[http]`, then defaults."""
+    table = config.get("http") or {}
+    settings = HttpSettings(**table)
+    env_host, env_port = os.environ.get("MCP_SERVER_HOST"), os.environ.get("MCP_SERVER_PORT")
+    if env_host:
+        settings = replace(settings, host=env_host)
+    if env_port:
+        settings = replace(settings, port=_port(env_port, "MCP_SERVER_PORT"))
+    flags: dict[str, Any] = {"host": host, "port": port, "stateless": stateless or None,
+                             "max_body_bytes": max_body_bytes, "rate_limit": rate_limit}
+    settings = replace(settings, **{k: v for k, v in flags.items() if v is not None})
+    if port is not None:
+        _port(port, "--port")
+    if settings.max_body_bytes < 1:
+        raise ValidationError("--max-body: must be at least 1 byte")
+    if settings.rate_limit < 0:
+        raise ValidationError("--rate-limit: must be 0 (no limit) or more calls a minute")
+    return replace(settings, allowed_hosts=[*settings.allowed_hosts, *(allowed_hosts or [])],
+                   allowed_origins=[*settings.allowed_origins, *(allowed_origins or [])])
