@@ -244,6 +244,11 @@ def import_jsonl(
             console.print(f"  line {line}: {reason}", highlight=False)
 
 
+from .importers.command import register as _register_importers  # noqa: E402
+
+_register_importers(import_app)  # import mms, memorix, basic-memory (importers/command.py)
+
+
 def _write_output(path: Path | None, text: str) -> None:
     """Standard output, or the file replaced atomically (a failed export never empties it)."""
     if path is None or str(path) == "-":

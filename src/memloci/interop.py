@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -78,6 +78,9 @@ class OfficialFile:
     # memloci's own dates, where the file has them: name_key -> (created, updated, observation dates)
     entity_dates: dict[str, tuple[str, str, list[str]]] = field(default_factory=dict)
     relation_dates: dict[tuple[str, str, str], str] = field(default_factory=dict)  # (from key, type, to key)
+    # importers of richer formats (importers/): name_key -> an edit of the entity's document text,
+    # applied to the entities the import creates (e.g. a note's prose as the body)
+    entity_edits: dict[str, Callable[[str], str]] = field(default_factory=dict)
 
 
 def _time(obj: dict[str, Any], key: str, line: int) -> str:

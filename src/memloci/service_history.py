@@ -59,6 +59,9 @@ class HistoryService:
         new = {name_key(e.name): e for _, e in source.entities if name_key(e.name) not in existed}
         dates = {k: (c, u, new[k].observations, obs) for k, (c, u, obs) in source.entity_dates.items() if k in new}
         relation_dates = {key: at for key, at in source.relation_dates.items() if key[0] in new and key[2] in new}
+        for key, change in source.entity_edits.items():  # one transaction each; only on what this import made
+            if key in new:
+                self.store(library).edit_document(new[key].name, change, origin="import", detail={"imported": "document"})
         if dates or relation_dates:
             store.restore_dates(dates, relation_dates, origin="import")
         added, existing = store.import_memories([m for _, m in source.memories], origin="import") \

@@ -1,0 +1,70 @@
+"""MCP Memory Service (12.x, SQLite-vec backend): its database file into free memories.
+
+Only the plain `memories` table is read; the sqlite-vec virtual tables beside it need an
+extension the stock `sqlite3` module cannot load, and memloci makes its own vectors anyway.
+
+| MMS column                     | memloci memory                                              |
+|--------------------------------|-------------------------------------------------------------|
+| `content`                      | `content`                                                   |
+| `tags` (comma-separated)       | `tags`, in order (MMS's own `untagged` kept as written)     |
+| `memory_type` (empty or NULL)  | `memory_type` (`note`)                                      |
+| `metadata` (JSON object)       | `metadata`, plus `source: "mms"` (an existing `source` moves to `mms_source`) |
+| `created_at`, `updated_at`     | `created_at`, `updated_at` (epoch to UTC, microseconds kept) |
+| `deleted_at` set               | skipped and reported: MMS soft-deleted it                   |
+| `content_hash`                 | not kept: memloci hashes content itself; it names skipped rows |
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+from ..errors import MemlociError, ValidationError
+from ..interop import OfficialFile
+from . import ImportSource, memory_line, open_read_only, table_columns, utc_from_epoch
+
+NEEDED = {"content", "content_hash", "tags", "memory_type", "metadata", "created_at", "updated_at"}
+
+
+def read_mms(path: Path) -> ImportSource:
+    """Every live memory of an MMS database; soft-deleted and unreadable rows are skipped, by id."""
+    conn = open_read_only(path, "an MCP Memory Service database (sqlite_vec.db)")
+    try:
+        columns = table_columns(conn, "memories")
+        if not columns:
+            raise ValidationError(f"{path}: SQLite, but no 'memories' table: not an MCP Memory Service database")
+        missing = sorted(NEEDED - columns)
+        if missing:
+            raise ValidationError(f"{path}: table 'memories' has no column {', '.join(missing)}: "
+                                  "not the MCP Memory Service 12.x layout")
+        deleted = "deleted_at" if "deleted_at" in columns else "NULL"
+        rows = conn.execute(f"""SELECT id, content_hash, content, tags, memory_type, metadata, created_at,
+                                       updated_at, {deleted} FROM memories ORDER BY created_at, id""").fetchall()
+    except sqlite3.DatabaseError as exc:
+        raise ValidationError(f"{path}: cannot read the 'memories' table ({exc})") from exc
+    finally:
+        conn.close()
+    source = ImportSource("mms", OfficialFile([], [], []), layout="memories table")
+    for row_id, content_hash, content, tags, memory_type, metadata, created, updated, deleted_at in rows:
+        where = f"id {row_id}"
+        if deleted_at is not None:
+            source.skipped.append((where, f"deleted in MMS (deleted_at {utc_from_epoch(deleted_at)})"))
+            continue
+        try:
+            meta = json.loads(metadata) if metadata else {}
+            if not isinstance(meta, dict):
+                raise ValidationError(f"{where}.metadata: must be a JSON object, got {type(meta).__name__}")
+            if "source" in meta and meta["source"] != "mms":
+                meta["mms_source"] = meta["source"]
+            meta["source"] = "mms"
+            created_at = utc_from_epoch(created)
+            line = memory_line(content, tags=[t for t in (tags or "").split(",") if t.strip()],
+                               memory_type=memory_type, metadata=meta, created_at=created_at,
+                               updated_at=utc_from_epoch(updated) if updated is not None else created_at, where=where)
+        except (MemlociError, json.JSONDecodeError) as exc:
+            reason = exc.message if isinstance(exc, MemlociError) else f"metadata is not JSON ({exc.msg})"
+            source.skipped.append((f"{where} ({str(content_hash)[:12]})", reason))
+            continue
+        source.data.memories.append((row_id, line))
+    return source

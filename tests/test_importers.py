@@ -1,0 +1,376 @@
+"""Importers from MCP Memory Service, memorix and basic-memory: every count and value right,
+into SQLite and into a Markdown library, idempotent re-import, bad sources refused.
+
+The MMS database was written by mcp-memory-service 12.4.0's own storage layer and the
+memorix.db by memorix 1.0.7 over MCP (see tests/fixtures/importers/README.md); the memorix
+JSON files and the basic-memory notes follow those servers' documented formats.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import server_env
+from memloci.errors import MemlociError, ValidationError
+from memloci.importers.basic_memory import read_basic_memory
+from memloci.importers.memorix import read_memorix
+from memloci.importers.mms import read_mms
+from memloci.libraries import LibraryRegistry, LibrarySpec
+from memloci.service import MemoryService
+
+FIXTURES = Path(__file__).parent / "fixtures" / "importers"
+ALICE_MTIME = 1_767_225_600  # 2026-01-01T00:00:00Z: the note without front matter dates from its file
+
+
+def memloci(home, *args, check=True):
+    proc = subprocess.run([sys.executable, "-m", "memloci", *args], env=server_env(home, COLUMNS="200"),
+                          capture_output=True, text=True, timeout=120)
+    if check:
+        assert proc.returncode == 0, proc.stderr + proc.stdout
+    return proc
+
+
+def gunzip(src: Path, dest: Path) -> Path:
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    dest.write_bytes(gzip.decompress(src.read_bytes()))
+    return dest
+
+
+@pytest.fixture
+def mms_db(tmp_path) -> Path:
+    return gunzip(FIXTURES / "mms" / "sqlite_vec.db.gz", tmp_path / "mms" / "sqlite_vec.db")
+
+
+@pytest.fixture
+def memorix_db(tmp_path) -> Path:
+    gunzip(FIXTURES / "memorix-db" / "memorix.db.gz", tmp_path / "memorix-db" / "memorix.db")
+    return tmp_path / "memorix-db"
+
+
+@pytest.fixture
+def memorix_json(tmp_path) -> Path:
+    return Path(shutil.copytree(FIXTURES / "memorix-json", tmp_path / "memorix-json"))
+
+
+@pytest.fixture
+def notes(tmp_path) -> Path:
+    root = Path(shutil.copytree(FIXTURES / "basic-memory", tmp_path / "notes"))
+    os.utime(root / "people" / "Alice.md", (ALICE_MTIME, ALICE_MTIME))
+    return root
+
+
+def open_service(tmp: Path, kind: str) -> tuple[MemoryService, LibraryRegistry]:
+    registry = LibraryRegistry([LibrarySpec("default", tmp / ("lib.db" if kind == "sqlite" else "lib"), kind)])
+    return MemoryService(registry), registry
+
+
+@pytest.fixture(params=["sqlite", "markdown"])
+def lib(request, tmp_path):
+    service, registry = open_service(tmp_path, request.param)
+    service.kind = request.param
+    yield service
+    registry.close()
+
+
+def tree_digest(root: Path) -> dict[str, str]:
+    return {p.relative_to(root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+# -- MCP Memory Service -----------------------------------------------------------------
+
+
+def test_mms_memories_keep_content_tags_type_metadata_and_times(lib, mms_db):
+    source = read_mms(mms_db)
+    assert source.skipped == [("id 5", "deleted in MMS (deleted_at 2026-11-22T23:52:15.741005Z)")]
+    report, added, existing = lib.import_everything(source.data)
+    assert (added, existing) == (5, 0) and report.entities_created == 0
+    _, memories = lib.export_everything()
+    got = {m.content: (m.tags, m.memory_type, m.metadata, m.created_at, m.updated_at) for m in memories}
+    assert got == {
+        "Decided to use PostgreSQL 16 for the billing service":
+            (("billing", "database", "decision"), "decision", {"project": "billing", "confidence": 0.9, "source": "mms"},
+             "2025-11-22T08:26:40.250000Z", "2025-11-22T08:27:40.250000Z"),
+        "The deploy script needs AWS_PROFILE set or it silently uses prod":
+            (("deploy", "gotcha"), "note", {"source": "mms"}, "2025-11-22T09:26:40Z", "2025-11-22T09:27:40Z"),
+        "Team standup moved to 10:00 on Mondays":
+            (("meetings",), "reference", {"source": "mms", "mms_source": "calendar"},
+             "2025-11-23T09:26:40.500000Z", "2025-11-23T09:27:40.500000Z"),
+        "会議は月曜日の10時に移動しました":
+            (("meetings", "日本語"), "note", {"source": "mms"}, "2025-11-23T12:13:20Z", "2025-11-23T12:14:20Z"),
+        "Memory without tags or type":  # MMS itself tagged it `untagged` and left the type empty
+            (("untagged",), "note", {"source": "mms"}, "2025-11-23T17:46:40Z", "2025-11-23T17:47:40Z"),
+    }
+    # the times are the ones MMS wrote in its *_iso columns, digit for digit
+    conn = sqlite3.connect(mms_db.as_uri() + "?mode=ro&immutable=1", uri=True)
+    iso = dict(conn.execute("SELECT content, created_at_iso FROM memories WHERE deleted_at IS NULL").fetchall())
+    conn.close()
+    assert {c: v[3] for c, v in got.items()} == iso
+    assert lib.search_by_tag(["meetings"])[0].content in iso  # tags are searchable as tags
+    again = lib.import_everything(read_mms(mms_db).data)
+    assert again[1:] == (0, 5)
+
+
+def test_mms_source_is_never_written_and_gets_no_files_beside_it(tmp_path, mms_db):
+    before = tree_digest(mms_db.parent)
+    read_mms(mms_db)
+    assert tree_digest(mms_db.parent) == before  # no -wal or -shm made, not a byte changed
+
+
+def test_mms_rows_that_break_the_rules_are_skipped_by_id(tmp_path, mms_db):
+    conn = sqlite3.connect(mms_db)
+    conn.execute("UPDATE memories SET metadata = 'not json' WHERE id = 2")
+    conn.execute("UPDATE memories SET tags = ? WHERE id = 3", ("ok," + "x" * 80,))
+    conn.commit()
+    conn.close()
+    source = read_mms(mms_db)
+    reasons = dict(source.skipped)
+    assert len(source.data.memories) == 3
+    assert reasons["id 2 (3a150ea908d3)"].startswith("metadata is not JSON")
+    assert "id 3.tags[1]" in reasons["id 3 (dc0b4f093ffb)"]
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda p: p.write_text("hello, not a database\n" * 10), "not a SQLite database"),
+    (lambda p: sqlite3.connect(p).execute("CREATE TABLE notes (x)").connection.commit(), "no 'memories' table"),
+    (lambda p: sqlite3.connect(p).execute("CREATE TABLE memories (content)").connection.commit(),
+     "has no column content_hash"),
+])
+def test_mms_wrong_sources_are_refused(tmp_path, make, message):
+    path = tmp_path / "x.db"
+    make(path)
+    with pytest.raises(ValidationError, match=message):
+        read_mms(path)
+
+
+# -- memorix ----------------------------------------------------------------------------
+
+
+def test_memorix_db_written_by_memorix(lib, memorix_db):
+    source = read_memorix(memorix_db)
+    assert source.layout == "memorix.db" and source.skipped == []
+    report, added, _ = lib.import_everything(source.data)
+    assert (report.entities_created, report.observations_added, report.relations_created, added) == (3, 7, 2, 4)
+    graph, memories = lib.export_everything()
+    assert {(e.name, e.entity_type, tuple(o.content for o in e.observations)) for e in graph.entities} == {
+        ("auth-module", "component", ("Uses JWT with 15 minute expiry", "Refresh tokens live in Redis",
+                                      "[#1] Token refresh races on slow networks")),
+        ("redis", "service", ("Version 7.2", "[#3] Session keys expire with the token")),
+        ("checkout", "component", ("[#2] Stripe over Adyen for payments", "[#4] 検索インデックスを再構築")),
+    }
+    assert {(r.from_entity, r.relation_type, r.to_entity) for r in graph.relations} == {
+        ("auth-module", "depends_on", "redis"), ("checkout", "uses", "auth-module")}
+    by_id = {m.metadata["memorixId"]: m for m in memories}
+    first = by_id[1]
+    assert first.content == ("Token refresh races on slow networks\n\nTwo tabs refreshing at once invalidate each "
+                             "other's refresh token; the second request logs the user out.\n\n"
+                             "- Refresh token rotation is on\n- Grace period: 0s")
+    assert first.memory_type == "gotcha" and first.tags == ("auth", "race-condition")
+    assert first.created_at == first.updated_at == "2026-11-22T23:53:52.384Z"
+    assert {k: first.metadata[k] for k in ("source", "memorixSource", "entityName", "title", "facts", "filesModified",
+                                           "projectId", "status", "topicKey")} == {
+        "source": "memorix", "memorixSource": "agent", "entityName": "auth-module",
+        "title": "Token refresh races on slow networks", "facts": ["Refresh token rotation is on", "Grace period: 0s"],
+        "filesModified": ["src/auth/refresh.ts"], "projectId": "example/shop", "status": "active",
+        "topicKey": "auth/token-refresh-race"}
+    assert "tokens" not in first.metadata and "narrative" not in first.metadata
+    assert [by_id[i].memory_type for i in (2, 3, 4)] == ["decision", "how-it-works", "what-changed"]
+    assert by_id[4].tags == ("検索",) and by_id[3].tags == ()
+    assert by_id[3].metadata["filesModified"] == ["src/auth/session.ts", "infra/redis.conf"]
+    again, added, existing = lib.import_everything(read_memorix(memorix_db).data)
+    assert (again.entities_created, again.observations_added, again.relations_created, added, existing) == (0, 0, 0, 0, 4)
+
+
+def test_memorix_json_layout(lib, memorix_json):
+    source = read_memorix(memorix_json)
+    assert source.layout == "observations.json + entities.jsonl + relations.jsonl"
+    assert source.skipped == [("observations.json[3] (id 4)", "observations.json[3] (id 4): no createdAt, so the "
+                                                                "observation has no date")]
+    report, added, _ = lib.import_everything(source.data)
+    assert (report.entities_created, report.observations_added, report.relations_created, added) == (3, 5, 2, 3)
+    assert report.skipped_relations == [(3, "endpoint does not exist: billing-service")]
+    assert source.relation_where[3] == "relations.jsonl:3"
+    _, memories = lib.export_everything()
+    by_id = {m.metadata["memorixId"]: m for m in memories}
+    assert (by_id[2].created_at, by_id[2].updated_at) == ("2026-10-02T09:00:00.000Z", "2026-10-05T17:45:10.500Z")
+    assert by_id[2].content == ("Rate limit per API key, not per IP\n\nCustomers behind one NAT shared a limit; "
+                                "per-key limits are fair and easier to explain.")
+    assert by_id[3].content == "502s after deploy fixed by draining connections\n\n- Drain timeout: 30s"
+    assert (by_id[3].metadata["status"], by_id[3].metadata["memorixSource"]) == ("resolved", "hook")
+    assert by_id[1].tags == ("vite", "ci", "env") and by_id[1].memory_type == "gotcha"
+
+
+def test_memorix_graph_jsonl_is_read_too(tmp_path, memorix_json):
+    (memorix_json / "entities.jsonl").unlink()
+    (memorix_json / "relations.jsonl").unlink()
+    (memorix_json / "graph.jsonl").write_text(
+        '{"type":"entity","name":"a","entityType":"x","observations":["o"]}\n'
+        '{"type":"entity","name":"b","entityType":"","observations":[]}\n'
+        '{"type":"relation","from":"a","to":"b","relationType":"r"}\n{"type":"other"}\n')
+    source = read_memorix(memorix_json)
+    assert [e.entity_type for _, e in source.data.entities] == ["x", "note"]
+    assert len(source.data.relations) == 1 and ("graph.jsonl:4", "a line of type 'other', neither entity nor relation") \
+        in source.skipped
+
+
+def test_memorix_wrong_sources_are_refused(tmp_path, memorix_db):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(ValidationError, match="neither memorix.db nor observations.json"):
+        read_memorix(empty)
+    (empty / "observations.json").write_text('{"not": "a list"}')
+    with pytest.raises(ValidationError, match="must be a JSON array"):
+        read_memorix(empty)
+    (empty / "observations.json").unlink()
+    (empty / "memorix.db").write_bytes(b"\0" * 4096)
+    with pytest.raises(ValidationError, match="not a SQLite database|no table observations"):
+        read_memorix(empty)
+    linked = tmp_path / "linked"
+    linked.mkdir()
+    (linked / "memorix.db").symlink_to(memorix_db / "memorix.db")
+    with pytest.raises(MemlociError, match="symbolic link"):
+        read_memorix(linked)
+
+
+# -- basic-memory -----------------------------------------------------------------------
+
+
+def test_basic_memory_counts_and_values(lib, notes):
+    source = read_basic_memory(notes)
+    assert sorted(source.skipped) == [
+        ("coffee/Coffee Bean Origins.md:18", "relation grown near -> 'Mount Elgon': no note of that name; "
+                                            "its line stays in the body as a link"),
+        ("coffee/Coffee Brewing Methods.md:26", "relation pairs_with -> 'Pastry Notes': no note of that name; "
+                                               "its line stays in the body as a link"),
+    ]
+    report, added, _ = lib.import_everything(source.data)
+    assert (report.entities_created, report.observations_added, report.relations_created, added) == (3, 8, 4, 0)
+    graph = lib.export_graph()
+    entities = {e.name: e for e in graph.entities}
+    assert set(entities) == {"Coffee Brewing Methods", "Coffee Bean Origins", "Alice"}
+    brew, beans, alice = entities["Coffee Brewing Methods"], entities["Coffee Bean Origins"], entities["Alice"]
+    assert [o.content for o in brew.observations] == [
+        "[method] Pour over gives the cleanest cup #brewing #clarity",
+        "[technique] Water just off the boil, about 94 °C (light roasts)",
+        "[tip] Bloom for 30 seconds before the main pour #technique",
+        "[preference] Medium-light roasts suit pour over"]
+    assert [o.content for o in alice.observations] == ["Prefers Chemex over V60 #equipment"]
+    assert (brew.entity_type, beans.entity_type, alice.entity_type) == ("note", "reference", "note")
+    assert brew.created_at == "2026-03-01T09:30:00Z" and beans.created_at == "2026-02-20T00:00:00Z"
+    assert alice.created_at == "2026-01-01T00:00:00Z"
+    assert {o.created_at for o in brew.observations} == {"2026-03-01T09:30:00Z"}
+    # explicit relations (by title, by permalink, quoted type) and the prose's [[links]] as links_to
+    assert {(r.from_entity, r.relation_type, r.to_entity) for r in graph.relations} == {
+        ("Coffee Brewing Methods", "requires", "Coffee Bean Origins"),
+        ("Coffee Brewing Methods", "recommended_by", "Alice"),
+        ("Coffee Bean Origins", "used_by", "Coffee Brewing Methods"),
+        ("Alice", "taught_me", "Coffee Brewing Methods"),
+        ("Coffee Brewing Methods", "links_to", "Coffee Bean Origins"),
+        ("Alice", "links_to", "Coffee Brewing Methods"),
+        ("Alice", "links_to", "Coffee Bean Origins"),
+    }
+    text = lib.read_entities(["Coffee Brewing Methods"])["entities"][0]["content"]
+    assert "tags: [coffee, brewing]" in text and "permalink: coffee/coffee-brewing-methods" in text
+    assert "Notes on the ways I brew, kept while testing grinders. Beans come from\n[[Coffee Bean Origins]]" in text
+    assert "- pairs_with [[Pastry Notes]]" in text  # an unresolved relation keeps its line
+    assert "- requires [[Coffee Bean Origins]]" not in text and text.count("# Coffee Brewing Methods") == 1
+    alice_text = lib.read_entities(["Alice"])["entities"][0]["content"]
+    for prose in ("- [ ] ask about the Kenya lot", "> - [hours] Closed on Mondays",
+                  "- [example] not an observation inside a code fence", "- see also [[Coffee Bean Origins]] for the beans"):
+        assert prose in alice_text
+    again, added, existing = lib.import_everything(read_basic_memory(notes).data)
+    assert (again.entities_created, again.observations_added, again.relations_created) == (0, 0, 0)
+    assert again.entities_merged == 3 and again.relations_existing == 4
+    assert len(lib.export_graph().relations) == 7
+
+
+def test_basic_memory_into_a_markdown_library_keeps_the_notes_readable(tmp_path, notes):
+    service, registry = open_service(tmp_path, "markdown")
+    try:
+        service.import_everything(read_basic_memory(notes).data)
+    finally:
+        registry.close()
+    text = (tmp_path / "lib" / "Coffee Brewing Methods.md").read_text()
+    assert text.startswith("---\ntype: note\ntags: [coffee, brewing]\n")
+    assert "created: 2026-03-01T09:30:00Z\n" in text
+    assert ("# Coffee Brewing Methods\n\nNotes on the ways I brew, kept while testing grinders. Beans come from\n"
+            "[[Coffee Bean Origins]]; see also the [grinder manual](https://example.com/grinder).\n\n"
+            "## Observations\n- [method] Pour over gives the cleanest cup #brewing #clarity <!-- 2026-03-01T09:30:00Z -->\n"
+            ) in text
+    # the index rebuilt from the files alone holds the same graph
+    shutil.rmtree(tmp_path / "lib" / ".memloci")
+    service, registry = open_service(tmp_path, "markdown")
+    try:
+        graph = service.export_graph()
+        assert sum(len(e.observations) for e in graph.entities) == 8 and len(graph.relations) == 7
+        assert {e.name: e.created_at for e in graph.entities}["Coffee Bean Origins"] == "2026-02-20T00:00:00Z"
+    finally:
+        registry.close()
+
+
+def test_basic_memory_never_follows_links_out_of_the_folder(tmp_path, notes):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "Secret.md").write_text("---\ntitle: Secret\n---\n- [secret] the password is hunter2\n")
+    (notes / "Secret.md").symlink_to(outside / "Secret.md")
+    (notes / "elsewhere").symlink_to(outside, target_is_directory=True)
+    source = read_basic_memory(notes)
+    assert ("Secret.md", "a symbolic link: not followed") in source.skipped
+    assert ("elsewhere", "a symbolic link to a folder: not followed") in source.skipped
+    assert "Secret" not in {e.name for _, e in source.data.entities}
+
+
+def test_basic_memory_refuses_what_is_no_project(tmp_path):
+    (tmp_path / "a.txt").write_text("hello")
+    with pytest.raises(ValidationError, match="no Markdown notes"):
+        read_basic_memory(tmp_path)
+    with pytest.raises(ValidationError, match="not a folder"):
+        read_basic_memory(tmp_path / "a.txt")
+
+
+# -- the command line -------------------------------------------------------------------
+
+
+def test_cli_imports_each_format_then_imports_nothing_again(home, mms_db, memorix_db, notes):
+    out = memloci(home, "import", "mms", str(mms_db), "--dry-run").stdout
+    assert "Dry run, nothing written." in out and "5 memories" in out and "id 5: deleted in MMS" in out
+    assert not home.exists() or not any(home.rglob("*.db"))
+    first = memloci(home, "import", "mms", str(mms_db))
+    assert "5 memories (0 already there); 1 skipped." in first.stdout
+    assert "importing mms" in first.stderr  # the progress bar is on stderr
+    second = memloci(home, "import", "mms", str(mms_db)).stdout
+    assert "0 memories (5 already there)" in second and "Nothing new" in second
+
+    out = memloci(home, "import", "memorix", str(memorix_db)).stdout
+    assert "3 entities created (0 already there), 7 observations, 2 relations (0 already there), 4 memories" in out
+    assert "Nothing new" in memloci(home, "import", "memorix", str(memorix_db)).stdout
+
+    lib = home.parent / "md"
+    out = memloci(home, "import", "basic-memory", str(notes), "--libraries", f"notes:{lib}").stdout
+    assert "3 entities created (0 already there), 8 observations, 4 relations" in out
+    assert "coffee/Coffee Brewing Methods.md:26: relation pairs_with -> 'Pastry Notes'" in out
+    assert (lib / "Alice.md").is_file()
+    assert "Nothing new" in memloci(home, "import", "basic-memory", str(notes), "--libraries", f"notes:{lib}").stdout
+
+
+def test_cli_refuses_bad_sources_with_a_message(home, tmp_path):
+    text = tmp_path / "notes.txt"
+    text.write_text("just text\n")
+    proc = memloci(home, "import", "mms", str(text), check=False)
+    assert proc.returncode == 1 and "not a SQLite database" in proc.stderr
+    proc = memloci(home, "import", "mms", str(tmp_path / "missing.db"), check=False)
+    assert proc.returncode == 1 and "no such file" in proc.stderr
+    proc = memloci(home, "import", "memorix", str(tmp_path), check=False)
+    assert proc.returncode == 1 and "not a memorix data folder" in proc.stderr
+    proc = memloci(home, "import", "basic-memory", str(text), check=False)
+    assert proc.returncode == 1 and "not a folder" in proc.stderr
+    assert not home.exists() or not any(home.rglob("*.db"))
