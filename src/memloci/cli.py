@@ -623,5 +623,10 @@ def bench_recall(
     run_recall(size=size, queries=queries, out=out, console=_console())
 
 
+from .install.command import register as _register_install  # noqa: E402
+
+_register_install(app)
+
+
 def main() -> None:
     app()

@@ -1,0 +1,280 @@
+"""Writing a client's config file safely: backup first, atomic replace, re-read and check, roll
+back on any failure; and the ledger of what install added, so uninstall can take exactly that
+back out (byte for byte when the file has not changed since)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import MemlociError
+from .clients import InstallError
+from . import edits
+from . import jsonedit as je
+
+
+def sha(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+@dataclass
+class FilePlan:
+    """One file's change: its text before and after (None: absent) and what that must mean."""
+
+    path: Path
+    fmt: str  # json | toml
+    before: str | None
+    after: str | None
+    ops: list[dict] = field(default_factory=list)
+    steps: list[list[je.Splice]] = field(default_factory=list)
+    expect: Any = None  # the parsed meaning the written file must have
+    strict: bool = False  # the file was plain JSON, so it must stay plain JSON
+    created_file: bool = False
+    created_dirs: list[str] = field(default_factory=list)
+    bak: Path | None = None
+    backup: bool = True  # False when the result is bytes already kept (an exact undo) or ours alone
+
+    @property
+    def changed(self) -> bool:
+        return self.before != self.after
+
+
+def check_path(path: Path, project_dir: Path | None) -> None:
+    """Refuse a link as the file, and (project scope) any folder that leads out of the project."""
+    if path.is_symlink():
+        raise InstallError(f"{path} is a symbolic link; memloci edits regular files only",
+                              hint="pass the file it points to with --config")
+    if path.exists() and not path.is_file():
+        raise InstallError(f"{path} is not a regular file")
+    if project_dir is not None:
+        root = project_dir.resolve()
+        parent = path.parent
+        while not parent.exists():
+            parent = parent.parent
+        if not parent.resolve().is_relative_to(root):
+            raise InstallError(f"{path} leads out of the project folder {root} through a link",
+                                  hint="pass the file to edit with --config")
+
+
+def read(path: Path) -> str | None:
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InstallError(f"{path} is not UTF-8 text (byte {exc.start}); it was left untouched") from None
+
+
+def meaning(plan_fmt: str, text: str | None, where: str) -> Any:
+    if text is None:
+        return None
+    if plan_fmt == "toml":
+        return edits.parse_toml(text, where)
+    if not text.strip():
+        return {}
+    return edits.parse_json(text, where)[1]
+
+
+# --- atomic writes ---------------------------------------------------------------------------
+
+def _fsync_dir(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def write_atomic(path: Path, data: bytes, mode: int) -> None:
+    """Temp file beside it, fsync, rename over: a reader sees the old file or the new, never half."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".memloci-tmp", dir=path.parent)
+    try:
+        os.fchmod(fd, mode)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    _fsync_dir(path.parent)
+
+
+def _mode(path: Path) -> int:
+    try:
+        return path.stat().st_mode & 0o7777
+    except FileNotFoundError:
+        return 0o600  # a new file may hold a token: private until the person opens it up
+
+
+def _backup_path(path: Path, ledger: "Ledger") -> Path:
+    """`<file>.bak`, unless a .bak memloci did not write is there: then .bak.1, .bak.2, ..."""
+    for n in range(0, 100):
+        candidate = path.with_name(path.name + (".bak" if n == 0 else f".bak.{n}"))
+        if not candidate.exists() and not candidate.is_symlink():
+            return candidate
+        current = read(candidate) if candidate.is_file() and not candidate.is_symlink() else None
+        if current is not None and ledger.baks.get(str(candidate)) == sha(current):
+            return candidate
+    raise InstallError(f"{path}: no free name for a backup (.bak to .bak.99 are taken)")
+
+
+def _make_dirs(path: Path) -> list[str]:
+    made: list[str] = []
+    missing = []
+    parent = path.parent
+    while not parent.exists():
+        missing.append(parent)
+        parent = parent.parent
+    for d in reversed(missing):
+        d.mkdir()
+        made.append(str(d))
+    return made
+
+
+def _restore(plan: FilePlan) -> None:
+    if plan.before is None:
+        try:
+            plan.path.unlink()
+        except FileNotFoundError:
+            pass
+    else:
+        write_atomic(plan.path, plan.before.encode("utf-8"), _mode(plan.path) if plan.path.exists() else 0o600)
+    for d in reversed(plan.created_dirs):
+        try:
+            os.rmdir(d)
+        except OSError:
+            pass
+
+
+def _verify(plan: FilePlan) -> None:
+    where = str(plan.path)
+    if plan.after is None:
+        if plan.path.exists():
+            raise InstallError(f"{where} is still there after removal")
+        return
+    got = read(plan.path)
+    if got != plan.after:
+        raise InstallError(f"{where} changed under us while it was being written")
+    if plan.strict and not je.is_strict_json(got):
+        raise InstallError(f"{where} would no longer be plain JSON")
+    if meaning(plan.fmt, got, where) != plan.expect:
+        raise InstallError(f"{where}: the written file does not say what was meant")
+
+
+def commit(plans: list[FilePlan], ledger: "Ledger") -> None:
+    """Write every changed file (backup first), check each, and put all back if any step fails."""
+    done: list[FilePlan] = []
+    try:
+        for plan in plans:
+            if not plan.changed:
+                continue
+            if plan.before is not None and plan.backup:
+                plan.bak = _backup_path(plan.path, ledger)
+                write_atomic(plan.bak, plan.before.encode("utf-8"), _mode(plan.path))
+                ledger.baks[str(plan.bak)] = sha(plan.before)
+            done.append(plan)
+            if plan.after is None:
+                plan.path.unlink()
+                _fsync_dir(plan.path.parent)
+            else:
+                plan.created_dirs = plan.created_dirs or _make_dirs(plan.path)
+                write_atomic(plan.path, plan.after.encode("utf-8"), _mode(plan.path))
+            _verify(plan)
+    except BaseException as exc:
+        for plan in reversed(done):
+            try:
+                _restore(plan)
+            except OSError:
+                pass
+        if isinstance(exc, MemlociError):
+            raise
+        if isinstance(exc, OSError):
+            raise InstallError(f"{exc.filename or 'config file'}: {exc.strerror or exc}; "
+                                  "every file was put back as it was") from None
+        raise
+    # Folders install made for files now gone go too, once every file is done (two files may
+    # share one, as Cursor's mcp.json and hooks.json do); a folder with anything else stays.
+    made = {d for plan in plans if plan.changed and plan.after is None for d in plan.created_dirs}
+    for d in sorted(made, key=len, reverse=True):
+        try:
+            os.rmdir(d)
+        except OSError:
+            pass
+
+
+# --- the ledger ------------------------------------------------------------------------------
+
+class Ledger:
+    """What install added where: `$MEMLOCI_HOME/install-ledger.json` (private)."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.entries: list[dict] = []
+        self.baks: dict[str, str] = {}
+        if path.is_file():
+            try:
+                data = json.loads(path.read_text("utf-8"))
+                self.entries = list(data.get("entries", []))
+                self.baks = dict(data.get("baks", {}))
+            except (ValueError, AttributeError):
+                raise InstallError(f"{path} does not parse; move it away to start a new ledger") from None
+
+    def find(self, file: Path, client: str, name: str, kind: str) -> dict | None:
+        for entry in reversed(self.entries):
+            if (entry["file"], entry["client"], entry["name"], entry["kind"]) == (str(file), client, name, kind):
+                return entry
+        return None
+
+    def record(self, plan: FilePlan, client: str, name: str, kind: str, created_root: dict) -> None:
+        self.entries.append({
+            "file": str(plan.path), "client": client, "name": name, "kind": kind,
+            "ops": plan.ops, "steps": [[[s.pos, s.old, s.new] for s in step] for step in plan.steps],
+            "sha_after": sha(plan.after or ""), "created_file": plan.created_file,
+            "created_dirs": plan.created_dirs, "created_root": created_root,
+        })
+
+    def forget(self, entry: dict) -> None:
+        self.entries.remove(entry)
+
+    def save(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        data = json.dumps({"entries": self.entries, "baks": self.baks}, indent=1).encode("utf-8")
+        write_atomic(self.path, data, 0o600)
+
+
+def drop_backups(plan: FilePlan, ledger: Ledger) -> None:
+    """After an exact undo, the backups install wrote hold what the file now holds again:
+    remove those (only ones memloci wrote and nobody changed), so nothing is left behind."""
+    if plan.after is None and plan.before is None:
+        return
+    for bak, digest in list(ledger.baks.items()):
+        path = Path(bak)
+        if path.parent != plan.path.parent or not path.name.startswith(plan.path.name + ".bak"):
+            continue
+        current = read(path) if path.is_file() and not path.is_symlink() else None
+        if current is not None and sha(current) == digest and current == plan.after:
+            path.unlink()
+            del ledger.baks[bak]
+        elif current is None:
+            del ledger.baks[bak]
+
+
+def steps_of(entry: dict) -> list[list[je.Splice]]:
+    return [[je.Splice(pos, old, new) for pos, old, new in step] for step in entry["steps"]]

@@ -1,0 +1,103 @@
+"""What install and uninstall change in each file, worked out before anything is written."""
+
+from __future__ import annotations
+
+import difflib
+from pathlib import Path
+
+from . import edits
+from . import jsonedit as je
+from .files import FilePlan, Ledger, check_path, meaning, read, sha, steps_of
+
+
+def install_plan(path: Path, fmt: str, ops: list[dict], *, force: bool, created_root: dict,
+                 project_dir: Path | None) -> FilePlan:
+    """The plan that adds `ops` to the file at `path` (created if absent)."""
+    check_path(path, project_dir)
+    where = str(path)
+    before = read(path)
+    plan = FilePlan(path, fmt, before, before)
+    plan.expect = meaning(fmt, before, where) or {}
+    plan.strict = fmt == "json" and before is not None and je.is_strict_json(before)
+    if fmt == "json" and (before is None or not before.strip()):
+        # A new (or empty) file: written whole, in the clients' usual two-space layout.
+        doc = dict(created_root)
+        for op in ops:
+            op = dict(op, created=0)
+            doc = edits.apply_value(doc, op)
+            plan.ops.append(op)
+        plan.after = edits.new_json_text(doc)
+        plan.steps = [[je.Splice(0, before or "", plan.after)]]
+        plan.expect, plan.strict, plan.created_file = doc, True, before is None
+        return plan
+    text = before or ""
+    for op in ops:
+        if fmt == "json":
+            splices, recorded = edits.json_splices(text, op, where, force)
+            if not splices:
+                continue
+            new = je.apply(text, splices)
+            plan.steps.append(splices)
+        else:
+            new, recorded = edits.toml_text(text, op, where, force)
+            if new == text:
+                continue
+            plan.steps.append([je.Splice(0, text, new)])
+        plan.ops.append(recorded)
+        plan.expect = edits.apply_value(plan.expect, recorded)
+        text = new
+    plan.after = text
+    plan.created_file = before is None
+    return plan
+
+
+def uninstall_plan(path: Path, fmt: str, entry: dict | None, fallback_ops: list[dict], *,
+                   project_dir: Path | None) -> FilePlan:
+    """The plan that takes back what the ledger `entry` says install added; without an entry,
+    `fallback_ops` (what install would have added, where it is found)."""
+    check_path(path, project_dir)
+    where = str(path)
+    before = read(path)
+    plan = FilePlan(path, fmt, before, before)
+    if before is None:
+        return plan
+    doc = meaning(fmt, before, where)
+    plan.strict = fmt == "json" and je.is_strict_json(before)
+    ops = entry["ops"] if entry else [op for op in fallback_ops if edits.has(doc, op)]
+    if not ops:
+        return plan
+    expect = doc
+    for op in reversed(ops):
+        expect = edits.revert_value(expect, op)
+    if entry and sha(before) == entry["sha_after"]:
+        # Untouched since install: undo the very splices it made, giving back the exact bytes.
+        text = before
+        for step in reversed(steps_of(entry)):
+            text = je.apply(text, je.invert(step))
+        plan.backup = False  # the result is the original, whose backup install already wrote
+    else:
+        text = before
+        for op in reversed(ops):
+            if fmt == "json":
+                for step in edits.json_unsplices(text, op, where):
+                    text = je.apply(text, step)
+            else:
+                text = edits.toml_untext(text, op, where)
+    plan.after, plan.expect, plan.ops = text, expect, ops
+    if entry and entry["created_file"] and (text == "" or expect in ({}, entry.get("created_root"))):
+        plan.after, plan.expect, plan.backup = None, None, False  # it held nothing but ours
+        plan.created_dirs = list(entry.get("created_dirs", []))
+    return plan
+
+
+def diff(plan: FilePlan) -> str:
+    """A unified diff of the plan, as `--dry-run` and a refused `--force` show it."""
+    old = (plan.before or "").splitlines(keepends=True)
+    new = (plan.after or "").splitlines(keepends=True)
+    label = str(plan.path)
+    lines = difflib.unified_diff(old, new, fromfile=label if plan.before is not None else "/dev/null",
+                                 tofile=label if plan.after is not None else "/dev/null")
+    return "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines)
+
+
+__all__ = ["install_plan", "uninstall_plan", "diff", "Ledger"]

@@ -1,0 +1,376 @@
+"""`memloci install` / `uninstall` on real config files of the seven clients, run as real
+processes: other servers and every byte outside the entry kept, a backup written first, the
+result parses, --dry-run writes nothing, uninstall gives back the original bytes, and a file
+memloci cannot read is refused untouched."""
+
+from __future__ import annotations
+
+import difflib
+import json
+import os
+import resource
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import anyio
+import pytest
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+
+from memloci.install import jsonedit
+
+# Config files as people and clients leave them: other servers, other keys, comments and
+# trailing commas where the format allows them, odd indentation, CRLF line ends.
+FIXTURES = {
+    "claude-desktop": ("claude_desktop_config.json", """{
+    "globalShortcut": "Ctrl+Space",
+    "mcpServers": {
+        "filesystem": {
+            "command": "npx",
+            "args": ["-y", "@modelcontextprotocol/server-filesystem", "/home/me/Desktop"]
+        }
+    }
+}
+"""),
+    "claude-code": (".claude.json", """{
+\t"numStartups": 12,
+\t"projects": {"/home/me/app": {"mcpServers": {}, "allowedTools": []}},
+\t"mcpServers": {
+\t\t"github": {"type": "http", "url": "https://api.githubcopilot.com/mcp/"}
+\t},
+\t"theme": "dark"
+}"""),
+    "cursor": ("mcp.json", '{\r\n  "mcpServers": {\r\n    "browser": {\r\n      "command": "npx",\r\n'
+                           '      "args": ["@playwright/mcp@latest"]\r\n    }\r\n  }\r\n}\r\n'),
+    "windsurf": ("mcp_config.json", '{"mcpServers": {"git": {"command": "uvx", "args": ["mcp-server-git"]}}}\n'),
+    "vscode": ("mcp.json", """{
+  // Servers for this workspace
+  "inputs": [
+    {"type": "promptString", "id": "key", "password": true},
+  ],
+  "servers": {
+    /* the team's shared one */
+    "fetch": {"type": "stdio", "command": "uvx", "args": ["mcp-server-fetch"]}, // keep
+  },
+}
+"""),
+    "gemini": ("settings.json", """{
+   "theme": "Dracula",
+   // tools from npm
+   "mcpServers": {
+      "weather": {
+         "command": "node",
+         "args": ["weather.js"],
+         "timeout": 5000
+      }
+   }
+}
+"""),
+    "codex": ("config.toml", """# Codex settings
+model = "o3"
+approval_policy = "on-request"
+
+[mcp_servers.docs]
+command = "npx"   # the docs server
+args = ["-y", "docs-mcp"]
+
+[profiles.fast]
+model = "o4-mini"
+"""),
+}
+SERVERS_KEY = {"vscode": "servers", "codex": "mcp_servers"}
+OTHER = {"claude-desktop": "filesystem", "claude-code": "github", "cursor": "browser", "windsurf": "git",
+         "vscode": "fetch", "gemini": "weather", "codex": "docs"}
+BROKEN = {"json": '{\n  "mcpServers": {\n    "a": {"command": "x",}\n  \n', "toml": 'model = "o3"\n[mcp_servers.a\n'}
+
+
+def memloci(tmp_path: Path, *args: str, limit_fsize: int | None = None) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MEMLOCI_", "CODEX_"))}
+    env.update(MEMLOCI_HOME=str(tmp_path / "mhome"), HOME=str(tmp_path / "userhome"), XDG_CONFIG_HOME="")
+
+    def limit():
+        if limit_fsize is not None:
+            resource.setrlimit(resource.RLIMIT_FSIZE, (limit_fsize, limit_fsize))
+
+    return subprocess.run([sys.executable, "-m", "memloci", *args], capture_output=True, text=True, env=env,
+                          cwd=tmp_path, timeout=60, preexec_fn=limit)
+
+
+def parse(client: str, text: str):
+    if client == "codex":
+        return tomllib.loads(text)
+    return jsonedit.to_py(jsonedit.parse(text))
+
+
+def only_insertions(before: str, after: str) -> bool:
+    ops = difflib.SequenceMatcher(None, before, after, autojunk=False).get_opcodes()
+    return all(tag in ("equal", "insert") for tag, *_ in ops)
+
+
+def write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(text.encode())
+    return path
+
+
+@pytest.mark.parametrize("client", list(FIXTURES))
+def test_install_keeps_the_file_and_uninstall_gives_it_back(tmp_path, client):
+    name, original = FIXTURES[client]
+    path = write(tmp_path / "cfg" / name, original)
+
+    dry = memloci(tmp_path, "install", client, "--config", str(path), "--dry-run")
+    assert dry.returncode == 0, dry.stderr
+    assert "+" in dry.stdout and "memloci" in dry.stdout and "serve" in dry.stdout
+    assert path.read_bytes() == original.encode() and not (tmp_path / "cfg" / (name + ".bak")).exists()
+
+    done = memloci(tmp_path, "install", client, "--config", str(path))
+    assert done.returncode == 0, done.stderr
+    after = path.read_bytes().decode()
+    bak = path.with_name(name + ".bak")
+    assert bak.read_bytes() == original.encode()  # the backup came first and holds the original
+    assert only_insertions(original, after)  # every byte outside the entry is where it was
+    before_doc, doc = parse(client, original), parse(client, after)
+    key = SERVERS_KEY.get(client, "mcpServers")
+    assert doc[key][OTHER[client]] == before_doc[key][OTHER[client]]
+    assert {k: v for k, v in doc.items() if k != key} == {k: v for k, v in before_doc.items() if k != key}
+    entry = doc[key]["memloci"]
+    assert Path(entry["command"]).is_absolute() and os.access(entry["command"], os.X_OK)
+    assert "serve" in entry["args"]
+    if client in ("vscode", "claude-code"):
+        assert entry["type"] == "stdio"
+    if client not in ("vscode", "gemini"):  # plain JSON stays plain JSON
+        if client != "codex":
+            json.loads(after)
+
+    again = memloci(tmp_path, "install", client, "--config", str(path))
+    assert again.returncode == 0 and "nothing to do" in again.stdout and path.read_bytes().decode() == after
+
+    gone = memloci(tmp_path, "uninstall", client, "--config", str(path))
+    assert gone.returncode == 0, gone.stderr
+    assert path.read_bytes() == original.encode()
+    assert sorted(p.name for p in path.parent.iterdir()) == [name]  # the backup went with it
+
+
+@pytest.mark.parametrize("client", list(FIXTURES))
+def test_a_file_that_does_not_parse_is_refused_untouched(tmp_path, client):
+    name, _ = FIXTURES[client]
+    broken = BROKEN["toml" if client == "codex" else "json"]
+    path = write(tmp_path / name, broken)
+    result = memloci(tmp_path, "install", client, "--config", str(path))
+    assert result.returncode == 1
+    assert "does not parse" in result.stderr and "line " in result.stderr and "column " in result.stderr
+    assert path.read_bytes() == broken.encode()
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name != "mhome") == [name]
+
+
+def test_uninstall_after_other_edits_takes_out_only_the_entry(tmp_path):
+    name, original = FIXTURES["vscode"]
+    path = write(tmp_path / name, original)
+    assert memloci(tmp_path, "install", "vscode", "--config", str(path)).returncode == 0
+    edited = path.read_text().replace('"password": true', '"password": false')
+    edited = edited.replace("// keep", "// keep this one")
+    path.write_text(edited)
+    assert memloci(tmp_path, "uninstall", "vscode", "--config", str(path)).returncode == 0
+    expected = original.replace('"password": true', '"password": false').replace("// keep", "// keep this one")
+    assert path.read_text() == expected
+    assert path.with_name(name + ".bak").exists()  # a changed file is backed up before the removal
+
+
+def test_codex_uninstall_after_other_edits(tmp_path):
+    name, original = FIXTURES["codex"]
+    path = write(tmp_path / name, original)
+    assert memloci(tmp_path, "install", "codex", "--config", str(path)).returncode == 0
+    path.write_text(path.read_text().replace('model = "o3"', 'model = "o3-pro"'))
+    assert memloci(tmp_path, "uninstall", "codex", "--config", str(path)).returncode == 0
+    assert path.read_text() == original.replace('model = "o3"', 'model = "o3-pro"')
+
+
+def test_a_different_entry_needs_force_and_uninstall_brings_it_back(tmp_path):
+    original = '{\n  "mcpServers": {\n    "memloci": {"command": "/old/memloci", "args": ["serve"]}\n  }\n}\n'
+    path = write(tmp_path / "mcp.json", original)
+    refused = memloci(tmp_path, "install", "cursor", "--config", str(path))
+    assert refused.returncode == 1 and "CONFLICT" in refused.stderr and "--force" in refused.stderr
+    assert "-    \"memloci\": {\"command\": \"/old/memloci\"" in refused.stderr  # the diff --force would apply
+    assert path.read_text() == original
+    forced = memloci(tmp_path, "install", "cursor", "--config", str(path), "--force")
+    assert forced.returncode == 0, forced.stderr
+    assert json.loads(path.read_text())["mcpServers"]["memloci"]["command"] != "/old/memloci"
+    assert memloci(tmp_path, "uninstall", "cursor", "--config", str(path)).returncode == 0
+    assert path.read_text() == original
+
+
+HOOK_FIXTURE = """{
+  "permissions": {"allow": ["Bash(npm test)"]},
+  "hooks": {
+    "PostToolUse": [
+      {"matcher": "Write", "hooks": [{"type": "command", "command": "prettier --write"}]}
+    ]
+  }
+}
+"""
+
+
+@pytest.mark.parametrize("client,events", [
+    ("claude-code", {"PostToolUse", "PreCompact", "SessionEnd"}),
+    ("cursor", {"afterFileEdit"}),
+    ("windsurf", {"post_write_code"}),
+    ("codex", {"PostToolUse", "PreCompact"}),
+])
+def test_hooks_join_the_clients_hook_file_and_leave_with_uninstall(tmp_path, client, events):
+    cfg = tmp_path / ("config.toml" if client == "codex" else "mcp.json")
+    hooks = write(tmp_path / "hooks.json", HOOK_FIXTURE)
+    result = memloci(tmp_path, "install", client, "--config", str(cfg), "--hooks-config", str(hooks), "--hooks")
+    assert result.returncode == 0, result.stderr
+    doc = json.loads(hooks.read_text())
+    assert doc["permissions"] == {"allow": ["Bash(npm test)"]}
+    assert set(doc["hooks"]) == events | {"PostToolUse"}
+    assert doc["hooks"]["PostToolUse"][0]["hooks"][0]["command"] == "prettier --write"
+    for event in events:
+        added = json.dumps(doc["hooks"][event][-1])
+        assert f"hook {client}" in added and str(tmp_path / "mhome") in added
+    assert only_insertions(HOOK_FIXTURE, hooks.read_text())
+    assert memloci(tmp_path, "uninstall", client, "--config", str(cfg), "--hooks-config", str(hooks)).returncode == 0
+    assert hooks.read_text() == HOOK_FIXTURE and not cfg.exists()
+
+
+def test_gemini_keeps_server_and_hooks_in_one_settings_file(tmp_path):
+    name, original = FIXTURES["gemini"]
+    path = write(tmp_path / name, original)
+    assert memloci(tmp_path, "install", "gemini", "--config", str(path), "--hooks").returncode == 0
+    doc = parse("gemini", path.read_text())
+    assert "memloci" in doc["mcpServers"] and set(doc["hooks"]) == {"AfterTool", "PreCompress", "SessionEnd"}
+    assert doc["hooks"]["AfterTool"][0]["matcher"]
+    assert memloci(tmp_path, "uninstall", "gemini", "--config", str(path)).returncode == 0
+    assert path.read_text() == original
+
+
+def test_clients_without_hooks_refuse_the_hooks_option(tmp_path):
+    for client in ("claude-desktop", "vscode"):
+        result = memloci(tmp_path, "install", client, "--config", str(tmp_path / "x.json"), "--hooks")
+        assert result.returncode == 1 and "no hooks" in result.stderr
+    assert not (tmp_path / "x.json").exists()
+
+
+def test_project_scope_creates_and_removes_its_files(tmp_path):
+    project = tmp_path / "app"
+    project.mkdir()
+    result = memloci(tmp_path, "install", "cursor", "--scope", "project", "--project-dir", str(project), "--hooks")
+    assert result.returncode == 0, result.stderr
+    assert json.loads((project / ".cursor" / "mcp.json").read_text())["mcpServers"]["memloci"]
+    assert json.loads((project / ".cursor" / "hooks.json").read_text())["version"] == 1
+    assert memloci(tmp_path, "uninstall", "cursor", "--scope", "project", "--project-dir", str(project)).returncode == 0
+    assert list(project.iterdir()) == []  # no file, no backup, no folder left behind
+
+
+def test_scopes_and_options_are_checked(tmp_path):
+    cases = [
+        (["install", "windsurf", "--scope", "project"], "only user scope"),
+        (["install", "cursor", "--scope", "team"], "--scope must be user or project"),
+        (["install", "cursour"], "did you mean 'cursor'"),
+        (["install", "cursor", "--url", "http://x/mcp"], "--url goes with --transport http"),
+        (["install", "cursor", "--transport", "http", "--token", "a", "--token-env", "B"], "give one of them"),
+        (["install", "claude-desktop", "--transport", "http"], "stdio servers only"),
+        (["install", "cursor", "--name", "bad name"], "--name"),
+    ]
+    for args, message in cases:
+        result = memloci(tmp_path, *args)
+        assert result.returncode == 1 and message in result.stderr, (args, result.stderr)
+    assert not (tmp_path / "userhome").exists()
+
+
+def test_http_entries_use_each_clients_header_and_env_forms(tmp_path):
+    url = "http://127.0.0.1:8123/mcp"
+    forms = {
+        "cursor": ({"url": url, "headers": {"Authorization": "Bearer ${env:MEMLOCI_TOKEN}"}}),
+        "windsurf": ({"serverUrl": url, "headers": {"Authorization": "Bearer ${env:MEMLOCI_TOKEN}"}}),
+        "claude-code": ({"type": "http", "url": url, "headers": {"Authorization": "Bearer ${MEMLOCI_TOKEN}"}}),
+        "vscode": ({"type": "http", "url": url, "headers": {"Authorization": "Bearer ${env:MEMLOCI_TOKEN}"}}),
+        "gemini": ({"httpUrl": url, "headers": {"Authorization": "Bearer ${MEMLOCI_TOKEN}"}}),
+        "codex": ({"url": url, "bearer_token_env_var": "MEMLOCI_TOKEN"}),
+    }
+    for client, expected in forms.items():
+        path = tmp_path / f"{client}.{'toml' if client == 'codex' else 'json'}"
+        result = memloci(tmp_path, "install", client, "--config", str(path), "--transport", "http",
+                         "--url", url, "--token-env", "MEMLOCI_TOKEN")
+        assert result.returncode == 0, result.stderr
+        assert parse(client, path.read_text())[SERVERS_KEY.get(client, "mcpServers")]["memloci"] == expected
+    literal = memloci(tmp_path, "install", "codex", "--config", str(tmp_path / "lit.toml"), "--transport", "http",
+                      "--token", "s3cret")
+    assert literal.returncode == 0
+    assert tomllib.loads((tmp_path / "lit.toml").read_text())["mcp_servers"]["memloci"]["http_headers"] == {
+        "Authorization": "Bearer s3cret"}
+    assert (tmp_path / "lit.toml").stat().st_mode & 0o077 == 0  # a new file holding a token is private
+
+
+def test_a_link_as_config_file_is_refused(tmp_path):
+    real = write(tmp_path / "real.json", '{"mcpServers": {}}\n')
+    link = tmp_path / "link.json"
+    link.symlink_to(real)
+    result = memloci(tmp_path, "install", "cursor", "--config", str(link))
+    assert result.returncode == 1 and "symbolic link" in result.stderr
+    assert link.is_symlink() and real.read_text() == '{"mcpServers": {}}\n'
+
+
+def test_project_scope_refuses_a_folder_that_leads_outside(tmp_path):
+    project, outside = tmp_path / "app", tmp_path / "elsewhere"
+    project.mkdir()
+    outside.mkdir()
+    (project / ".cursor").symlink_to(outside)
+    result = memloci(tmp_path, "install", "cursor", "--scope", "project", "--project-dir", str(project))
+    assert result.returncode == 1 and "leads out of the project" in result.stderr
+    assert list(outside.iterdir()) == []
+
+
+def test_a_failed_write_leaves_the_file_as_it_was(tmp_path):
+    # A real failure: the process may not write files larger than the original (RLIMIT_FSIZE),
+    # so the backup succeeds and the new file's write fails half way.
+    name, original = FIXTURES["claude-desktop"]
+    path = write(tmp_path / name, original)
+    result = memloci(tmp_path, "install", "claude-desktop", "--config", str(path), limit_fsize=len(original) + 10)
+    assert result.returncode == 1 and "put back" in result.stderr, result.stderr
+    assert path.read_bytes() == original.encode()
+    assert not [p for p in tmp_path.iterdir() if "memloci-tmp" in p.name]
+
+
+def test_a_backup_that_is_not_ours_is_kept(tmp_path):
+    name, original = FIXTURES["windsurf"]
+    path = write(tmp_path / name, original)
+    mine = write(tmp_path / (name + ".bak"), "a person's own backup\n")
+    assert memloci(tmp_path, "install", "windsurf", "--config", str(path)).returncode == 0
+    assert mine.read_text() == "a person's own backup\n"
+    assert (tmp_path / (name + ".bak.1")).read_text() == original
+
+
+def test_list_shows_where_memloci_is(tmp_path):
+    home = tmp_path / "userhome"
+    write(home / ".cursor" / "mcp.json", '{"mcpServers": {}}')
+    assert memloci(tmp_path, "install", "cursor").returncode == 0
+    listing = memloci(tmp_path, "install", "--list")
+    assert listing.returncode == 0
+    rows = {tuple(line.split()[:3]) for line in listing.stdout.splitlines()}
+    assert ("cursor", "user", "installed") in rows
+    assert ("claude-desktop", "user", "no") in rows
+    assert len(listing.stdout.splitlines()) == 12  # every client, every scope it has
+
+
+@pytest.mark.parametrize("client", ["claude-code", "cursor"])
+def test_the_written_command_is_a_working_mcp_server(tmp_path, client):
+    path = tmp_path / "mcp.json"
+    result = memloci(tmp_path, "install", client, "--config", str(path), "--tools", "graph")
+    assert result.returncode == 0, result.stderr
+    entry = json.loads(path.read_text())["mcpServers"]["memloci"]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMLOCI_")}
+    env["MEMLOCI_EMBEDDER"] = "none"
+
+    async def main():
+        params = StdioServerParameters(command=entry["command"], args=entry["args"], env=env)
+        async with stdio_client(params) as (read, write_):
+            async with ClientSession(read, write_) as session:
+                await session.initialize()
+                return [t.name for t in (await session.list_tools()).tools]
+
+    tools = anyio.run(main)
+    assert "create_entities" in tools and "read_graph" in tools
+    assert (tmp_path / "mhome").is_dir()  # the data folder the install was made with
