@@ -242,6 +242,52 @@ def project_steps(create: str, kind: str = "component") -> list[Step]:
     ]
 
 
+def n2n_steps() -> list[Step]:
+    """n2n-memory's twelve tools in its argument names (`--tools n2n`), in a real git repository:
+    the handshake (its `detectedRoot` key beside our error), then each tool's success and refusal."""
+    repo = {"projectPath": "{repo}"}
+    auth = {"name": "auth", "entityType": "module", "observations": ["uses JWT"]}
+    api = {"name": "api", "entityType": "module", "observations": ["REST"]}
+    uses = {"from": "api", "to": "auth", "relationType": "uses"}
+    return [
+        err("n2n_read_graph", "AWAITING_CONFIRMATION", "unconfirmed-root", says=("detectedRoot", "confirmNewProjectRoot"),
+            never=("confirm_new_project_root",), **repo),
+        ok("n2n_add_entities", "confirm-root", says=("success", "_protocol"), entities=[auth, api],
+           confirmNewProjectRoot="{repo}", **repo),
+        err("n2n_add_entities", "VALIDATION_ERROR", "bad-type", says=("entities[0].entityType",),
+            entities=[{"name": "x", "entityType": 3}], **repo),
+        ok("n2n_add_observations", "missing-entity-skipped", says=("ghost",),
+           observations=[{"entityName": "auth", "contents": ["keys rotate daily"]},
+                         {"entityName": "ghost", "contents": ["x"]}], **repo),
+        err("n2n_add_observations", "VALIDATION_ERROR", "unknown-field", says=("entityName",),
+            observations=[{"entity_name": "auth", "contents": ["x"]}], **repo),
+        ok("n2n_create_relations", relations=[uses], **repo),
+        err("n2n_create_relations", "INVALID_RELATION", "missing-endpoint",
+            relations=[{"from": "api", "to": "nowhere", "relationType": "uses"}], **repo),
+        ok("n2n_read_graph", "summary-page", says=("totalEntityCount", "isTruncated", "_protocol"), summaryMode=True,
+           limit=1, **repo),
+        err("n2n_read_graph", "VALIDATION_ERROR", "bad-type", says=("limit",), limit="10", **repo),
+        ok("n2n_get_graph_summary", says=("relationCount",), **repo),
+        err("n2n_get_graph_summary", "VALIDATION_ERROR", "relative-project-path", says=("projectPath",),
+            never=("project_path",), projectPath="relative/path"),
+        ok("n2n_search", says=("totalResults", "auth"), query="JWT", **repo),
+        err("n2n_search", "VALIDATION_ERROR", "out-of-range", says=("minScore",), query="JWT", minScore=2, **repo),
+        ok("n2n_open_nodes", names=["auth"], **repo),
+        err("n2n_open_nodes", "VALIDATION_ERROR", "missing-names", says=("names",), **repo),
+        ok("n2n_update_context", activeTask="Rotate JWT keys", status="IN_PROGRESS", nextSteps=["add key id"],
+           lastCommit="abc123", **repo),
+        err("n2n_update_context", "VALIDATION_ERROR", "bad-enum", status="DONE", **repo),
+        ok("n2n_export_markdown", outputPath="KNOWLEDGE_GRAPH.md", **repo),
+        err("n2n_export_markdown", None, "path-escapes-root", says=("outputPath",), outputPath="../outside.md", **repo),
+        ok("n2n_delete_observations", deletions=[{"entityName": "auth", "observations": ["keys rotate daily"]}], **repo),
+        err("n2n_delete_observations", "VALIDATION_ERROR", "bad-type", deletions="auth", **repo),
+        ok("n2n_delete_relations", relations=[uses], **repo),
+        err("n2n_delete_relations", "VALIDATION_ERROR", "missing-type", relations=[{"from": "api", "to": "auth"}], **repo),
+        ok("n2n_delete_entities", entityNames=["api"], **repo),
+        err("n2n_delete_entities", "VALIDATION_ERROR", "bad-type", entityNames="api", **repo),
+    ]
+
+
 SCENARIOS = (
     Scenario("graph", "graph,memory,documents,project",
              tuple(graph_steps() + memory_steps() + document_steps() + project_steps("create_entities"))),
@@ -253,6 +299,7 @@ SCENARIOS = (
     # then name only that group's tools.
     Scenario("official", "graph", tuple(graph_steps()), clients=("typescript",)),
     Scenario("memory", "memory", tuple(memory_steps()), clients=("typescript",)),
+    Scenario("n2n", "n2n", tuple(n2n_steps())),  # the n2n-memory drop-in, by every client
 )
 
 

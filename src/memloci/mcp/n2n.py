@@ -41,9 +41,12 @@ CONTEXT_KEYS = {"active_task": "activeTask", "status": "status", "reason": "reas
 FIELD_NAMES = [(r"\bproject_path\b", "projectPath"), (r"\bconfirm_new_project_root\b", "confirmNewProjectRoot"),
                (r"\boutput_path\b", "outputPath"), (r"\bsummary_mode\b", "summaryMode"),
                (r"\bentity_names\b", "entityNames"), *((rf"\b{ours}\b", theirs) for ours, theirs in CONTEXT_KEYS.items()),
-               (r"\bupdate_context\b", "n2n_update_context"), (r"\bread_graph\b", "n2n_read_graph"),
-               (r"\bsearch_nodes\b", "n2n_search"), (r"\bopen_nodes\b", "n2n_open_nodes"),
-               (r"\bexport_markdown\b", "n2n_export_markdown")]
+               # tools a hint names: this set's tool for the same job
+               *((rf"\b{ours}\b", f"n2n_{theirs}") for ours, theirs in (
+                   ("create_entities", "add_entities"), ("search_nodes", "search"), *((t, t) for t in (
+                       "update_context", "read_graph", "open_nodes", "export_markdown", "get_graph_summary",
+                       "add_observations", "create_relations", "delete_entities", "delete_observations",
+                       "delete_relations"))))]
 
 # Selectors carry no description: they repeat on all twelve tools; the server's instructions
 # explain them once.

@@ -49,7 +49,7 @@ LIBRARY_INSTRUCTION = "Several libraries are mounted: pass `library` to any tool
 
 def instructions(groups: list[str], several_libraries: bool) -> str:
     lines = [INTRO] + [GROUP_INSTRUCTIONS[g] for g in groups]
-    if several_libraries:
+    if several_libraries and groups != ["n2n"]:  # n2n tools name a project, never a library
         lines.append(LIBRARY_INSTRUCTION if "documents" in groups else LIBRARY_INSTRUCTION.split(" (")[0] + ".")
     return "\n".join(lines)
 
@@ -126,6 +126,8 @@ class MemlociServer(MCPServer):
         scopes.log_call(self, name, arguments, started, result)
         result = scopes.visible_result(name, result)
         if isinstance(result, MemlociError):
+            if name in n2n.TOOLS:  # hints name the n2n_ tools first, so fit_hint keeps them
+                result.hint = n2n.n2n_fields(result.hint or "")
             result.hint = fit_hint(result.hint, self.exposed_tools(), KNOWN_TOOLS)
             if name in self.strict_tools:  # that server's clients read {success, error, error_type}
                 return strict.strict_error(result, name)
