@@ -628,5 +628,22 @@ from .install.command import register as _register_install  # noqa: E402
 _register_install(app)
 
 
+@app.command("hook", context_settings={"ignore_unknown_options": True})
+def hook_cmd(
+    agent: Annotated[str, typer.Argument(help="claude-code, cursor, windsurf, codex, gemini, vscode or claude-desktop.")],
+    event: Annotated[Optional[str], typer.Argument(help="The event as JSON (Codex's notify passes it so); "
+                                                       "default: read from stdin.")] = None,
+) -> None:
+    """Store one agent hook event (JSON on stdin) as a memory when it is worth remembering.
+    Always exits 0 within 2 s; problems go to $MEMLOCI_HOME/logs/hook.log."""
+    from .hooks.capture import main as hook_main
+
+    raise typer.Exit(hook_main([agent, *([event] if event is not None else [])]))
+
+
 def main() -> None:
+    if sys.argv[1:2] == ["hook"]:  # straight to the hook: no option parsing that could fail the agent
+        from .hooks.capture import main as hook_main
+
+        raise SystemExit(hook_main(sys.argv[2:]))
     app()

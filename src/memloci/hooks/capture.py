@@ -1,0 +1,307 @@
+"""`memloci hook AGENT`: one hook event on stdin, maybe one memory stored; never a nuisance.
+
+A hook runs inside the agent's loop, so it must never fail, slow or clutter it:
+- the exit status is always 0, and a watchdog thread ends the process (status 0) at
+  DEADLINE_S whatever it is doing (a busy lock, a slow disk); a write cut off there is a
+  killed writer, which every store survives whole or not at all;
+- stdout carries only the agent's neutral reply (Gemini CLI parses it as JSON), and stderr
+  goes to /dev/null: what went wrong (bad JSON, a missing library, a full disk, a busy lock) is
+  written to `$MEMLOCI_HOME/logs/hook.log` (0600, rotated at LOG_BYTES);
+- the embedder is never loaded: the memory is stored without a vector, and a server embeds
+  the backlog when it first searches or writes that library.
+
+Where: the event's project (the nearest folder above its file or cwd holding `.mcp` or
+`.git`) when that project already has memory in `<root>/.mcp/`; memloci never creates
+`.mcp/` here. Otherwise the default library.
+
+Cooldown: one memory per COOLDOWN_S per (agent, event, project), kept in
+`$MEMLOCI_HOME/hook-cooldown.json`; lifecycle events (before compaction, session end) always
+pass. The same text already stored is not stored twice (the content hash).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import logging
+import os
+import sys
+import threading
+import time
+from contextlib import suppress
+from logging.handlers import RotatingFileHandler
+from pathlib import Path
+from typing import Any
+
+from .classify import classify, cut, worth_keeping
+from .events import NEUTRAL_REPLY, PARSERS, EventError, HookEvent, Unsupported, parse_event
+
+DEADLINE_S = 1.8  # the agents' limit is 2 s; the rest is interpreter exit
+MAX_INPUT = 1024 * 1024  # bytes; a larger event is refused unread beyond this
+COOLDOWN_S = 30.0
+COOLDOWN_FILE = "hook-cooldown.json"
+COOLDOWN_KEEP_S = 24 * 3600  # older entries are dropped, so the file stays small
+LOG_BYTES = 256 * 1024
+
+log = logging.getLogger("memloci.hook")
+
+
+# -- process set-up: silence, log file, deadline ------------------------------------------
+
+def _silence() -> int | None:
+    """Point fd 1 and fd 2 at /dev/null (a library's warning must not reach the agent's terminal);
+    return a private copy of the real stdout for the neutral reply."""
+    try:
+        sys.stdout.flush()
+        out = os.dup(1)
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, 1)
+        os.dup2(null, 2)
+        os.close(null)
+        return out
+    except OSError:
+        return None
+
+
+class PrivateLog(RotatingFileHandler):
+    """A rotated log whose files are 0600 from their first byte (the log names projects and tools)."""
+
+    def _open(self):  # type: ignore[override]
+        fd = os.open(self.baseFilename, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        return os.fdopen(fd, "a", encoding=self.encoding)
+
+
+def _log_to_file(home: Path) -> None:
+    try:
+        folder = home / "logs"
+        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        handler = PrivateLog(folder / "hook.log", maxBytes=LOG_BYTES, backupCount=1, encoding="utf-8")
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+        root = logging.getLogger()
+        root.handlers[:] = [handler]
+        root.setLevel(logging.INFO)
+        for noisy in ("memloci.store", "memloci.search"):  # their info lines are for servers
+            logging.getLogger(noisy).setLevel(logging.WARNING)
+    except OSError:
+        logging.getLogger().handlers[:] = [logging.NullHandler()]
+
+
+def _watchdog(seconds: float, reply: str | None, out: int | None) -> None:
+    """End the process with status 0 after `seconds`, whatever the main thread is blocked in."""
+    def fire() -> None:
+        if not done.wait(seconds):
+            log.warning("deadline of %.1f s reached; exiting without storing", seconds)
+            _finish(reply, out)
+
+    done = threading.Event()
+    threading.Thread(target=fire, name="memloci-hook-deadline", daemon=True).start()
+
+
+def _finish(reply: str | None, out: int | None) -> None:
+    if reply and out is not None:
+        with suppress(OSError):
+            os.write(out, (reply + "\n").encode())
+    logging.shutdown()
+    os._exit(0)
+
+
+# -- the event --------------------------------------------------------------------------
+
+def read_payload(args: list[str]) -> Any:
+    """The event: the JSON argument Codex's `notify` passes, else stdin (at most MAX_INPUT bytes)."""
+    if args:
+        raw = args[0].encode("utf-8", errors="surrogateescape")
+    else:
+        raw = sys.stdin.buffer.read(MAX_INPUT + 1)
+    if len(raw) > MAX_INPUT:
+        raise EventError(f"event larger than {MAX_INPUT} bytes")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise EventError(f"not UTF-8 text (byte {exc.start})") from None
+    if not text.strip():
+        raise EventError("empty input")
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise EventError(f"not JSON: {exc}") from None
+
+
+def project_root(event: HookEvent) -> Path | None:
+    """The project of the event when it already has memory (`<root>/.mcp/` a real folder), else None."""
+    start: Path | None = None
+    if event.file_path and "\x00" not in event.file_path:
+        path = Path(event.file_path)
+        if not path.is_absolute() and event.cwd and os.path.isabs(event.cwd):
+            path = Path(event.cwd) / path
+        if path.is_absolute():
+            start = path.parent
+    if start is None and event.cwd and "\x00" not in event.cwd and os.path.isabs(event.cwd):
+        start = Path(event.cwd)
+    if start is None:
+        return None
+    try:
+        start = start.resolve()
+    except (OSError, RuntimeError):
+        return None
+    for folder in (start, *start.parents):
+        mcp = folder / ".mcp"
+        if mcp.is_dir() and not mcp.is_symlink():
+            return folder
+        if (folder / ".git").exists() or mcp.is_symlink():
+            return None  # the git root has no project memory (or a link there, which memloci refuses)
+    return None
+
+
+def relative_file(event: HookEvent, root: Path | None) -> str | None:
+    """The edited file relative to its project; outside a project only its name (no home paths)."""
+    if not event.file_path or "\x00" in event.file_path:
+        return None
+    path = Path(event.file_path)
+    if not path.is_absolute() and event.cwd and os.path.isabs(event.cwd):
+        path = Path(event.cwd) / path
+    if root is not None and path.is_absolute():
+        with suppress(ValueError, OSError):
+            return str(path.resolve().relative_to(root))
+    return path.name
+
+
+def compose(event: HookEvent, rel: str | None) -> str:
+    """The memory's text: a one-line header saying what happened, then what it said."""
+    body = event.body.strip()
+    if event.kind == "code":
+        return f"{event.tool or 'edit'} {rel or 'a file'}:\n{body}"
+    if event.kind == "command":
+        return f"$ {(event.command or '').strip()}\n{body}"
+    if event.kind == "lifecycle":
+        return f"{event.event}{f' ({event.detail})' if event.detail else ''}:\n{body}"
+    return f"{event.tool}:\n{body}" if event.tool else body
+
+
+# -- cooldown -------------------------------------------------------------------------------
+
+class Cooldown:
+    """The last store time per (agent, event, project), under an exclusive lock held until close,
+    so two hooks firing together do not both pass."""
+
+    def __init__(self, home: Path):
+        home.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self.fd = os.open(home / COOLDOWN_FILE, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        fcntl.flock(self.fd, fcntl.LOCK_EX)
+        try:
+            data = json.loads(os.pread(self.fd, 64 * 1024, 0).decode("utf-8") or "{}")
+        except ValueError:
+            data = {}
+        self.state: dict[str, float] = {k: v for k, v in data.items() if isinstance(v, (int, float))} \
+            if isinstance(data, dict) else {}
+
+    def waiting(self, key: str, now: float) -> float:
+        """Seconds left before `key` may store again (0: it may)."""
+        return max(0.0, self.state.get(key, 0.0) + COOLDOWN_S - now)
+
+    def record(self, key: str, now: float) -> None:
+        self.state = {k: v for k, v in self.state.items() if now - v < COOLDOWN_KEEP_S}
+        self.state[key] = now
+        data = json.dumps(self.state, sort_keys=True).encode()
+        os.ftruncate(self.fd, 0)
+        os.pwrite(self.fd, data, 0)
+
+    def close(self) -> None:
+        with suppress(OSError):
+            os.close(self.fd)
+
+
+# -- storing ----------------------------------------------------------------------------------
+
+def store(event: HookEvent, root: Path | None) -> str:
+    """Store the event (the caller has decided it is worth it); returns what happened, for the log."""
+    from ..libraries import DEFAULT_LIBRARY, LibraryRegistry, ProjectRef, default_specs
+    from ..search.embedder import EmbedderHandle
+    from ..service import MemoryService
+
+    rel = relative_file(event, root)
+    content, truncated = cut(compose(event, rel))
+    label = classify(content, event.kind)
+    project = root.name if root is not None else None
+    tags = ["hook", f"agent:{event.agent}", f"event:{event.event}"]
+    if event.tool:
+        tags.append(f"tool:{event.tool[:59]}")
+    if project:
+        tags.append(f"project:{project[:56]}")
+    metadata: dict[str, Any] = {"source": f"hook:{event.agent}:{event.event}", "confidence": label.confidence,
+                                "matched": list(label.matched)}
+    for key, value in (("session_id", event.session_id), ("tool", event.tool), ("file_path", rel),
+                       ("project", project), ("trigger", event.detail)):
+        if value:
+            metadata[key] = value[:512]
+    if truncated:
+        metadata["truncated"] = True
+        metadata["original_chars"] = len(compose(event, rel))
+
+    specs = default_specs()
+    service = MemoryService(LibraryRegistry(specs), EmbedderHandle("none"))
+    try:
+        if root is not None:
+            library: Any = ProjectRef(str(root), None, may_create=False)
+        else:
+            library = next((s.name for s in specs if s.name == DEFAULT_LIBRARY), specs[0].name)
+        memory, created = service.store_memory(content, tags=tags, memory_type=label.memory_type,
+                                               metadata=metadata, importance=label.importance, library=library)
+    finally:
+        service.close()
+    where = f"project {project}" if project else f"library {library}"
+    if not created:
+        return f"already stored in {where} ({memory.content_hash[:12]})"
+    return f"stored {label.memory_type} ({label.importance}, confidence {label.confidence}) in {where}"
+
+
+def run(agent: str, args: list[str], home: Path) -> str:
+    """Decide and store; returns the log line. Raises on a bad event or a failed write."""
+    if agent not in PARSERS:
+        raise EventError(f"unknown agent '{agent}'; known: {', '.join(PARSERS)}")
+    if PARSERS[agent] is None:
+        return f"{agent} has no hooks; nothing to capture"
+    payload = read_payload(args)
+    try:
+        event = parse_event(agent, payload)
+    except Unsupported as exc:
+        return f"{agent}: event {exc} is not captured"
+    verdict = worth_keeping(event.kind, event.tool, event.command, event.body)
+    if not verdict.keep:
+        return f"{agent} {event.event}: skipped, {verdict.why}"
+    root = project_root(event)
+    key = f"{agent}|{event.event}|{root or '-'}"
+    cooldown = None if event.lifecycle else Cooldown(home)
+    try:
+        now = time.time()
+        if cooldown is not None and (left := cooldown.waiting(key, now)):
+            return f"{agent} {event.event}: skipped, cooldown ({left:.0f} s left)"
+        result = store(event, root)
+        if cooldown is not None and result.startswith("stored"):
+            cooldown.record(key, now)
+        return f"{agent} {event.event}: {result}"
+    finally:
+        if cooldown is not None:
+            cooldown.close()
+
+
+def main(argv: list[str]) -> int:
+    """`memloci hook AGENT [EVENT_JSON]`: always 0, nothing on the terminal."""
+    started = time.monotonic()
+    agent = argv[0] if argv else ""
+    reply = NEUTRAL_REPLY.get(agent)
+    out = _silence()
+    _watchdog(DEADLINE_S, reply, out)
+    try:
+        from ..libraries import memloci_home
+
+        home = memloci_home()
+        _log_to_file(home)
+        line = run(agent, argv[1:], home) if agent else "no agent named; usage: memloci hook AGENT < event.json"
+        log.info("%s (%.0f ms)", line, (time.monotonic() - started) * 1000)
+    except EventError as exc:
+        log.warning("%s: bad event: %s", agent or "?", exc)
+    except BaseException as exc:  # a full disk, a busy lock, a broken library: logged, never shown
+        log.error("%s: not stored: %s: %s", agent or "?", type(exc).__name__, exc)
+    _finish(reply, out)
+    return 0
