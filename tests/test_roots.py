@@ -227,3 +227,23 @@ def test_the_id_never_reads_through_a_link(tmp_path):
     garbage = make_repo(tmp_path / "garbage")
     (garbage / ".git" / "config").write_bytes(b"\xff\xfe[remote \"origin\"\n\turl\n[")
     assert project_id(garbage) == "garbage"
+
+
+def test_a_second_clone_is_told_of_the_first(tmp_path, home):
+    first = make_repo(tmp_path / "first", remote="git@github.com:acme/app.git")
+    second = make_repo(tmp_path / "second", remote="https://github.com/acme/app")
+    lone = make_repo(tmp_path / "lone", remote="https://github.com/acme/other")
+
+    async def body(c: Client, session: ClientSession):
+        await c.ok("update_context", project_path=str(first), confirm_new_project_root=str(first), active_task="x")
+        err = await c.error("update_context", project_path=str(second), active_task="y")
+        assert err["code"] == "AWAITING_CONFIRMATION" and err["detected_root"] == str(second)
+        assert err["details"]["same_project"] == {"id": "acme/app", "root": str(first)}
+        assert f"Another clone of acme/app at {first}" in err["hint"]
+        err = await c.error("update_context", project_path=str(lone), active_task="y")
+        assert "same_project" not in err["details"]
+        done, _ = await c.ok("update_context", project_path=str(second), confirm_new_project_root=str(second),
+                             active_task="y")
+        assert done["project"] == {"id": "acme/app", "root": str(second)}
+
+    run(home, body, None, "--tools", "project")

@@ -246,7 +246,8 @@ class LibraryRegistry:
     def project(self, ref: ProjectRef, *, may_create: bool = True) -> tuple[Store, Path | None]:
         """A project's library, and its `.mcp` folder if this call opened it for the first time
         (so the caller can carry over n2n-memory files); AWAITING_CONFIRMATION before creating."""
-        from .projects import mark_journal_union, project_id, project_library_dir, resolve_project_root
+        from .errors import AwaitingConfirmationError
+        from .projects import mark_journal_union, name_other_clone, project_id, project_library_dir, resolve_project_root
         from .store.markdown import INDEX_DIR, MarkdownStore
 
         root = resolve_project_root(ref.path)
@@ -254,8 +255,12 @@ class LibraryRegistry:
             store = self._projects.get(root)
             if store is not None:
                 return store, None
-            folder = project_library_dir(root, ref.confirm,
-                                         may_create=may_create and ref.may_create and self.create_missing)
+            try:
+                folder = project_library_dir(root, ref.confirm,
+                                             may_create=may_create and ref.may_create and self.create_missing)
+            except AwaitingConfirmationError as exc:  # another clone of it open here: say so
+                name_other_clone(exc, root, {r: s.name for r, s in self._projects.items()})
+                raise
             # n2n files are carried over once: into a folder with no Markdown yet (a fresh clone of a
             # project that already carried them over has its .md files, only its index is missing).
             first = not (folder / INDEX_DIR).exists() and not any(folder.glob("*.md"))

@@ -236,3 +236,15 @@ def project_id(root: Path) -> str:
         if found:
             return found
     return root.name or "project"
+
+
+def name_other_clone(exc: AwaitingConfirmationError, root: Path, open_projects: dict[Path, str]) -> None:
+    """A clone without project memory while another clone of the same repository (the same id)
+    is open in this server: the handshake names it (`details.same_project`), since its memory
+    reaches this clone by committing `.mcp/` there and pulling here, not by starting afresh."""
+    pid = project_id(root)
+    twin = next((other for other, name in open_projects.items() if other != root and name == pid), None)
+    if twin is not None:
+        exc.details["same_project"] = {"id": pid, "root": str(twin)}
+        exc.hint = (f"{exc.hint} Another clone of {pid} at {twin} keeps memory: commit its {PROJECT_DIR}/ and pull "
+                    "here to share it (or confirm to start this clone's own).")
