@@ -3,28 +3,42 @@
 
 PYTHON ?= python3
 VENV   ?= .venv
-STAMP  := $(VENV)/.installed-stamp
+# Two installs: `make run` needs memloci and its runtime dependencies only; `make test` adds the
+# test tools. The test install includes the runtime one, so it refreshes both stamps; a change to
+# pyproject.toml makes both stale.
+RUN_STAMP  := $(VENV)/.installed-run
+TEST_STAMP := $(VENV)/.installed-test
 # The official Node server, for the drop-in compatibility tests (skipped when npm is missing).
 OFFICIAL := .official/node_modules/@modelcontextprotocol/server-memory/dist/index.js
 # The TypeScript SDK and the MCP Inspector, pinned in tests/conformance/package-lock.json, for the
 # conformance suite (skipped when npm is missing; under CI=true that is a failure).
 CONFORMANCE := tests/conformance/node_modules/.package-lock.json
 
-.PHONY: run test install bench clean
+.PHONY: run test install dist bench clean
 
 # `make -C /path/to/memloci run` must not print "Entering directory" on stdout: it is the protocol.
 MAKEFLAGS += --no-print-directory
 
 # Set-up output goes to stderr: `make run` is an MCP stdio server, its stdout is the protocol.
-$(STAMP): pyproject.toml
+$(VENV)/bin/python:
 	@$(PYTHON) -m venv $(VENV) >&2
+
+$(RUN_STAMP): pyproject.toml | $(VENV)/bin/python
+	@$(VENV)/bin/python -m pip install --quiet --disable-pip-version-check -e . >&2
+	@touch $@
+
+$(TEST_STAMP): pyproject.toml | $(VENV)/bin/python
 	@$(VENV)/bin/python -m pip install --quiet --disable-pip-version-check -e '.[test]' >&2
-	@touch $(STAMP)
+	@touch $(RUN_STAMP) $@
 
-install: $(STAMP)
+install: $(RUN_STAMP)
 
-run: $(STAMP)
+run: $(RUN_STAMP)
 	@$(VENV)/bin/memloci serve
+
+# A wheel and an sdist in dist/ (`pipx install dist/memloci-*.whl`, `uv tool install ...`).
+dist: $(TEST_STAMP)
+	$(VENV)/bin/python -m build --outdir dist
 
 $(OFFICIAL):
 	@if command -v npm >/dev/null 2>&1; then \
@@ -38,11 +52,11 @@ $(CONFORMANCE): tests/conformance/package-lock.json
 		|| echo "npm ci failed: the TypeScript conformance tests will be skipped" >&2; \
 	else echo "npm not found: the TypeScript conformance tests will be skipped" >&2; fi
 
-test: $(STAMP) $(OFFICIAL) $(CONFORMANCE)
+test: $(TEST_STAMP) $(OFFICIAL) $(CONFORMANCE)
 	$(VENV)/bin/python -m pytest
 
-bench: $(STAMP)
+bench: $(RUN_STAMP)
 	$(VENV)/bin/memloci bench graph --n 50000
 
 clean:
-	rm -rf $(VENV) .official tests/conformance/node_modules build src/*.egg-info .pytest_cache
+	rm -rf $(VENV) .official tests/conformance/node_modules build dist src/*.egg-info .pytest_cache

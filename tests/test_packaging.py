@@ -1,0 +1,106 @@
+"""memloci installs like other tools: `python -m build` makes a wheel and an sdist that carry the
+package data, and the wheel, installed into a clean virtual environment, runs `memloci serve`
+for a real MCP client."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tarfile
+import zipfile
+from pathlib import Path
+
+import anyio
+import pytest
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = ["memloci/search/data/minilm-tokenizer.json", "memloci/search/data/NOTICE"]
+
+
+@pytest.fixture(scope="module")
+def dist(tmp_path_factory) -> Path:
+    """Wheel and sdist built from a copy of the sources (the build writes build/ and egg-info
+    beside what it builds; the working tree stays as it is)."""
+    pytest.importorskip("build", reason="the build frontend is in the test extra: pip install -e '.[test]'")
+    src = tmp_path_factory.mktemp("src")
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy2(ROOT / name, src / name)
+    shutil.copytree(ROOT / "src", src / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    out = src / "dist"
+    # The isolated build fetches the build backend (setuptools) named in pyproject.toml.
+    result = subprocess.run([sys.executable, "-m", "build", "--outdir", str(out), str(src)],
+                            capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return out
+
+
+def test_build_makes_a_wheel_and_an_sdist_with_the_package_data(dist):
+    wheels, sdists = list(dist.glob("memloci-*.whl")), list(dist.glob("memloci-*.tar.gz"))
+    assert len(wheels) == 1 and len(sdists) == 1
+    names = zipfile.ZipFile(wheels[0]).namelist()
+    for data in DATA:
+        assert data in names
+    assert "memloci/install/jsonedit.py" in names and "memloci/__main__.py" in names
+    assert not [n for n in names if n.startswith("tests/")]
+    entry_points = zipfile.ZipFile(wheels[0]).read(
+        next(n for n in names if n.endswith(".dist-info/entry_points.txt"))).decode()
+    assert "memloci = memloci.cli:main" in entry_points
+    metadata = zipfile.ZipFile(wheels[0]).read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
+    requires = [line for line in metadata.splitlines() if line.startswith("Requires-Dist:")]
+    runtime = [r for r in requires if "extra ==" not in r]
+    assert not [r for r in runtime if any(t in r for t in ("pytest", "hypothesis", "build"))]  # no test tools
+    with tarfile.open(sdists[0]) as sdist:
+        members = sdist.getnames()
+    for data in DATA:
+        assert any(m.endswith("src/" + data) for m in members)
+
+
+def test_the_wheel_in_a_clean_venv_serves_a_real_client(dist, tmp_path):
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
+    py = venv / "bin" / "python"
+    # The wheel's dependencies come from this environment's site-packages, added as a plain
+    # path: its .pth files (the editable install of the working tree) are not run, so
+    # `memloci` can only come from the wheel.
+    site = Path(subprocess.check_output([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                                        text=True).strip())
+    (site / "deps-from-test-env.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    wheel = next(dist.glob("memloci-*.whl"))
+    subprocess.run([str(py), "-m", "pip", "install", "--quiet", "--no-deps", "--no-index",
+                    "--disable-pip-version-check", str(wheel)], check=True, timeout=300)
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMLOCI_")}
+    env["MEMLOCI_HOME"] = str(tmp_path / "home")
+    probe = subprocess.run([str(py), "-c", (
+        "import json, memloci; from memloci.search.embedder import create_embedder\n"
+        "vec = create_embedder('minilm-exact').embed(['the tokenizer ships in the wheel'])\n"
+        "print(json.dumps({'file': memloci.__file__, 'dim': int(vec.shape[1])}))")],
+        capture_output=True, text=True, env=env, timeout=300)
+    assert probe.returncode == 0, probe.stderr
+    found = json.loads(probe.stdout.strip().splitlines()[-1])
+    assert Path(found["file"]).is_relative_to(venv) and found["dim"] == 384
+
+    # The installed command writes itself into a client's config and that entry serves.
+    config = tmp_path / "mcp.json"
+    done = subprocess.run([str(venv / "bin" / "memloci"), "install", "cursor", "--config", str(config)],
+                          capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr
+    entry = json.loads(config.read_text())["mcpServers"]["memloci"]
+    assert entry["command"] == str(venv / "bin" / "memloci")
+    env["MEMLOCI_EMBEDDER"] = "none"
+
+    async def main():
+        params = StdioServerParameters(command=entry["command"], args=entry["args"], env=env)
+        async with stdio_client(params) as (read, write):
+            async with ClientSession(read, write) as session:
+                await session.initialize()
+                return [t.name for t in (await session.list_tools()).tools]
+
+    tools = anyio.run(main)
+    assert {"create_entities", "read_graph", "search_nodes"} <= set(tools)
