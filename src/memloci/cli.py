@@ -623,6 +623,25 @@ def bench_recall(
     run_recall(size=size, queries=queries, out=out, console=_console())
 
 
+@bench_app.command("http")
+def bench_http(
+    clients: Annotated[int, typer.Option("--clients", min=1, help="Concurrent MCP clients over streamable HTTP.")] = 16,
+    writes: Annotated[int, typer.Option("--writes", min=1, help="Writes per client, each followed by a read.")] = 200,
+    engine: Annotated[str, typer.Option("--engine", help="Storage engine of the bench library: sqlite.")] = "sqlite",
+    repeat: Annotated[int, typer.Option("--repeat", min=1, help="Runs, each on a fresh server and library (the median is shown).")] = 1,
+    out: Annotated[Path, typer.Option("--json", "--out", help="JSON results file.")] = Path("bench-results/http.json"),
+) -> None:
+    """N clients at once against `memloci serve --transport http` on loopback: calls/s, p50/p95/p99, lost writes."""
+    from .bench.http import ENGINES, run as run_http
+
+    if engine not in ENGINES:
+        _console(stderr=True).print(_styled(("--engine", "bold red"), f": unknown engine {engine!r}; known: {', '.join(ENGINES)}"))
+        raise typer.Exit(1)
+    report = run_http(clients=clients, writes=writes, engine=engine, repeat=repeat, out=out, console=_console())
+    if report["median_run"]["lost_writes"] or report["median_run"]["errors"]:
+        raise typer.Exit(1)
+
+
 from .install.command import register as _register_install  # noqa: E402
 
 _register_install(app)
