@@ -5,7 +5,10 @@ tests/conformance/client.mjs), the Python MCP SDK, and the MCP Inspector CLI.
 The TypeScript SDK 1.x client checks every structuredContent against the tool's output schema
 and throws (-32602) when it does not match, even on an error reply; the other clients do so
 only on success replies, so the same rule is checked here for every reply they got. The table of
-calls is tests/conformance/calls.py. Each scenario runs on one server process per client.
+calls is tests/conformance/calls.py. Each scenario runs on one server process per client and
+transport: over stdio the client starts it; over streamable HTTP it is a real `memloci serve
+--transport http` on a free loopback port, reached with a bearer token from `memloci token
+create` holding every library at admin level (so every tool is listed), and stopped with SIGTERM.
 
 Without node or the npm packages (`make test` installs them) the Node-driven tests are
 skipped with the reason; under CI=true that is a failure, since CI has npm.
@@ -14,12 +17,16 @@ skipped with the reason; under CI=true that is a failure, since CI has npm.
 from __future__ import annotations
 
 import json
+import atexit
 import os
 import re
 import shutil
 import subprocess
 import sys
+import tempfile
+import threading
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -32,12 +39,14 @@ from mcp.shared.exceptions import MCPError
 
 from conftest import server_env
 from conformance.calls import SCENARIOS, Scenario, fill
+from memloci.bench.http import create_token, http_session, loopback_server
 
 HERE = Path(__file__).parent / "conformance"
 NODE_MODULES = HERE / "node_modules"
 # What `npx @modelcontextprotocol/inspector --cli` runs (inspector 1.x bundles SDK 1.32).
 INSPECTOR = NODE_MODULES / "@modelcontextprotocol" / "inspector" / "cli" / "build" / "cli.js"
-TRANSPORTS = ("stdio",)  # "http" joins when the server has a streamable HTTP transport
+TRANSPORTS = ("stdio", "http")  # http: streamable HTTP at http://127.0.0.1:PORT/mcp, with a token
+HTTP_SCOPES = ["*:admin"]  # every library, every tool: the table calls them all
 CLIENTS = ("typescript", "typescript-v2", "python")  # -v2: the 2.x client, on newer protocol versions
 
 
@@ -78,26 +87,69 @@ def server_command(scenario: Scenario, places: dict[str, Path]) -> tuple[str, li
     return sys.executable, ["-m", "memloci", *scenario.serve_args(places)], server_env(places["home"])
 
 
-def run_typescript(scenario: Scenario, places: dict[str, Path], transport: str, sdk: str = "1") -> dict[str, Any]:
+_TOKEN: dict[str, Any] = {}
+_TOKEN_LOCK = threading.Lock()  # the runs start from a thread pool
+
+
+def token_for(home: Path) -> str:
+    """A token holding HTTP_SCOPES, valid in `home`. `memloci token create` makes it once per test
+    run, in a home of its own; each server's home gets a copy of that token file (only hashes),
+    which saves a process start per server on a busy 2-core machine."""
+    with _TOKEN_LOCK:
+        if not _TOKEN:
+            made = Path(tempfile.mkdtemp(prefix="memloci-conformance-token-"))
+            atexit.register(shutil.rmtree, made, True)
+            _TOKEN.update(token=create_token(server_env(made), "conformance", HTTP_SCOPES), file=made / "tokens.json")
+    home.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(_TOKEN["file"], home / "tokens.json")
+    return _TOKEN["token"]
+
+
+@contextmanager
+def serving(scenario: Scenario, places: dict[str, Path], transport: str):
+    """Where a client reaches the scenario's server: for stdio the command it starts (the client
+    owns the process), for http the URL and headers of a server started here for the run."""
     command, args, env = server_command(scenario, places)
-    spec = {"sdk": sdk, "transport": transport, "command": command, "args": args, "env": env, "cwd": str(places["tmp"]),
+    if transport == "stdio":
+        yield {"command": command, "args": args, "env": env, "cwd": str(places["tmp"])}
+        return
+    assert transport == "http", f"transport {transport}: unknown"
+    headers = {"Authorization": f"Bearer {token_for(places['home'])}"}
+    with loopback_server(args[2:], env, log=places["tmp"] / "server.log", headers=headers,
+                         cwd=places["tmp"]) as endpoint:  # args[:2] is `-m memloci`
+        yield {"url": endpoint.url, "headers": endpoint.headers}
+
+
+@asynccontextmanager
+async def python_session(where: dict[str, Any], **session_kwargs: Any):
+    """A Python SDK ClientSession on either transport, initialized (`session.init_result`)."""
+    if "url" in where:
+        async with http_session(where["url"], where["headers"], **session_kwargs) as session:
+            yield session
+        return
+    params = StdioServerParameters(command=where["command"], args=where["args"], env=where["env"], cwd=where["cwd"])
+    async with stdio_client(params) as (read, write), ClientSession(read, write, **session_kwargs) as session:
+        session.init_result = await session.initialize()
+        yield session
+
+
+def run_typescript(scenario: Scenario, places: dict[str, Path], transport: str, sdk: str = "1") -> dict[str, Any]:
+    spec = {"sdk": sdk, "transport": transport,
             "calls": [{"tool": s.tool, "args": fill(s.args, places)} for s in scenario.steps]}
-    proc = subprocess.run(["node", str(HERE / "client.mjs")], input=json.dumps(spec), capture_output=True,
-                          text=True, timeout=240)
+    with serving(scenario, places, transport) as where:
+        proc = subprocess.run(["node", str(HERE / "client.mjs")], input=json.dumps({**spec, **where}),
+                              capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, f"the TypeScript client failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}"
     return json.loads(proc.stdout)
 
 
 def run_python(scenario: Scenario, places: dict[str, Path], transport: str) -> dict[str, Any]:
     """The same calls through the Python SDK's ClientSession, recorded in the Node script's shape."""
-    assert transport == "stdio", f"transport {transport}: not yet driven from Python"
-    command, args, env = server_command(scenario, places)
     out: dict[str, Any] = {"instructions": None, "tools": None, "list_error": None, "results": []}
 
-    async def main():
-        params = StdioServerParameters(command=command, args=args, env=env, cwd=str(places["tmp"]))
-        async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
-            out["instructions"] = (await session.initialize()).instructions
+    async def main(where: dict[str, Any]):
+        async with python_session(where) as session:
+            out["instructions"] = session.init_result.instructions
             try:
                 listed = await session.list_tools()
                 out["tools"] = [t.model_dump(by_alias=True, exclude_none=True) for t in listed.tools]
@@ -117,7 +169,8 @@ def run_python(scenario: Scenario, places: dict[str, Path], transport: str) -> d
                     entry["error"] = {"code": code, "message": f"{type(exc).__name__}: {exc}"}
                 out["results"].append(entry)
 
-    anyio.run(main)
+    with serving(scenario, places, transport) as where:
+        anyio.run(main, where)
     return out
 
 
@@ -342,3 +395,136 @@ def test_inspector_cli_sets_up_project_memory(tmp_path):
     inspector_reply(inspector(tmp_path / "home", "create_entities",
                               [entities, f"project_path={repo}", f"confirm_new_project_root={repo}"]), False)
     assert (repo / ".mcp").is_dir()
+
+
+# ----- resources: read, subscribe, notified of changes, on each transport ----------------------
+
+class OneLibrary(Scenario):
+    """One SQLite library mounted: `memloci://graph` is it, and tools need no `library`."""
+
+    def serve_args(self, places: dict[str, Path]) -> list[str]:
+        return ["serve", "--tools", self.tools, "--libraries", f"main:{places['tmp']}/main.db"]
+
+
+RESOURCES_SCENARIO = OneLibrary("resources", "graph,project")
+
+
+def resource_calls(places: dict[str, Path]) -> list[dict[str, Any]]:
+    """client.mjs's call list: a project made, both graph resources subscribed, one change to each
+    (a read in between that must notify no one), then both read."""
+    repo = str(places["repo"])
+    project = f"memloci://graph?path={repo}"
+    return [
+        {"tool": "create_entities", "args": {"project_path": repo, "confirm_new_project_root": repo,
+                                             "entities": [{"name": "auth", "entityType": "component"}]}},
+        {"subscribe": "memloci://graph"},
+        {"subscribe": project},
+        {"tool": "update_context", "args": {"project_path": repo, "active_task": "Rotate JWT keys"}},
+        {"tool": "search_nodes", "args": {"query": "auth"}},
+        {"tool": "create_entities", "args": {"entities": [{"name": "Alice", "entityType": "person"}]}},
+        {"awaitUpdates": 2, "ms": 15000},
+        {"read": "memloci://graph"},
+        {"read": project},
+    ]
+
+
+def run_resources_python(places: dict[str, Path], transport: str) -> dict[str, Any]:
+    """The same steps through the Python SDK, recorded as client.mjs records them."""
+    out: dict[str, Any] = {"results": [], "updated": []}
+
+    async def on_message(message):
+        root = getattr(message, "root", message)
+        if getattr(root, "method", "") == "notifications/resources/updated":
+            out["updated"].append(str(root.params.uri))
+
+    async def main(where: dict[str, Any]):
+        async with python_session(where, message_handler=on_message) as session:
+            assert session.init_result.capabilities.resources.subscribe
+            for step in resource_calls(places):
+                entry: dict[str, Any] = {"threw": False, "error": None, "text": None}
+                try:
+                    if "tool" in step:
+                        result = await session.call_tool(step["tool"], step["args"])
+                        entry.update(tool=step["tool"], isError=bool(result.is_error),
+                                     text="".join(c.text for c in result.content if getattr(c, "type", "") == "text"))
+                    elif "subscribe" in step:
+                        entry["resource"] = step["subscribe"]
+                        await session.subscribe_resource(step["subscribe"])
+                    elif "read" in step:
+                        entry["resource"] = step["read"]
+                        read = await session.read_resource(step["read"])
+                        entry["text"] = "".join(getattr(c, "text", "") for c in read.contents)
+                    else:
+                        with anyio.move_on_after(step["ms"] / 1000):
+                            while len(out["updated"]) < step["awaitUpdates"]:
+                                await anyio.sleep(0.05)
+                except Exception as exc:
+                    entry.update(threw=True, error={"message": f"{type(exc).__name__}: {exc}"})
+                out["results"].append(entry)
+
+    with serving(RESOURCES_SCENARIO, places, transport) as where:
+        anyio.run(main, where)
+    return out
+
+
+@pytest.mark.filterwarnings("ignore:resources/subscribe is removed")  # the session here is 2025-era, where it is the way
+@pytest.mark.parametrize("client,transport", [pytest.param(c, t, id=f"{c}-{t}") for c in CLIENTS for t in TRANSPORTS])
+def test_resources_read_and_notify(tmp_path, client, transport):
+    """resources/read and resources/subscribe: a write to the default library and a context
+    change in a project each notify their subscribers, a read notifies no one, and reading the
+    resources afterwards shows both changes."""
+    places = make_places(tmp_path)
+    if client == "python":
+        record = run_resources_python(places, transport)
+    else:
+        require_node()
+        spec = {"sdk": "2" if client == "typescript-v2" else "1", "transport": transport,
+                "calls": resource_calls(places)}
+        with serving(RESOURCES_SCENARIO, places, transport) as where:
+            proc = subprocess.run(["node", str(HERE / "client.mjs")], input=json.dumps({**spec, **where}),
+                                  capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, f"the TypeScript client failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}"
+        record = json.loads(proc.stdout)
+    failed = [r for r in record["results"] if r["threw"] or r.get("isError")]
+    assert not failed, f"steps failed: {failed}"
+    project = f"memloci://graph?path={places['repo']}"
+    assert sorted(record["updated"]) == sorted(["memloci://graph", project]), record["updated"]
+    graph_text, project_text = record["results"][-2]["text"], record["results"][-1]["text"]
+    assert "Alice" in graph_text and "Rotate JWT keys" in project_text, (graph_text[:500], project_text[:500])
+
+
+# ----- the Inspector CLI over HTTP ------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def inspector_http(tmp_path_factory):
+    """One HTTP server for the Inspector's calls (each Inspector run is one connection)."""
+    require_node()
+    places = make_places(tmp_path_factory.mktemp("inspector-http"))
+    with serving(Scenario("inspector", "graph,memory"), places, "http") as where:
+        yield where
+
+
+def inspector_over_http(where: dict[str, Any], tool: str, tool_args: list[str]) -> subprocess.CompletedProcess:
+    """`npx @modelcontextprotocol/inspector --cli URL --transport http --header ...`, offline."""
+    args = [a for pair in (("--tool-arg", t) for t in tool_args) for a in pair]
+    headers = [a for name, value in where["headers"].items() for a in ("--header", f"{name}: {value}")]
+    return subprocess.run(["node", str(INSPECTOR), "--cli", where["url"], "--transport", "http", *headers,
+                           "--method", "tools/call", "--tool-name", tool, *args],
+                          capture_output=True, text=True, timeout=120)
+
+
+HTTP_INSPECTOR_CALLS = [  # in order: the first makes what the later ones find
+    ("create_entities", ['entities=[{"name":"Alice","entityType":"person","observations":["Works at Acme"]}]',
+                         "library=main"], False),
+    ("search_nodes", ["query=Alice", "library=main"], False),
+    ("add_observations", ['observations=[{"entityName":"Ghost","contents":["x"]}]', "library=main"], True),
+    ("store_memory", ["content=hello", 'tag=["x"]', "library=main"], True),
+    ("read_graph", ["library=nowhere"], True),
+]
+
+
+def test_inspector_cli_over_http(inspector_http):
+    for tool, tool_args, expect_error in HTTP_INSPECTOR_CALLS:
+        reply = inspector_reply(inspector_over_http(inspector_http, tool, tool_args), expect_error)
+        if tool == "search_nodes":
+            assert "Alice" in reply["content"][0]["text"]

@@ -7,16 +7,20 @@
 // Usage: node client.mjs < spec.json   (or: node client.mjs spec.json)
 // spec: {
 //   "sdk": "1" | "2",                         // which client (default "1")
-//   "transport": "stdio",                     // "http" once the server has it: give "url"
+//   "transport": "stdio" | "http",            // http: give "url" (and "headers", say Authorization)
 //   "command": "...", "args": [...], "env": {...}, "cwd": "...",   // stdio
 //   "url": "http://127.0.0.1:PORT/mcp", "headers": {...},          // http
 //   "calls": [{"tool": "read_graph", "args": {...}}, ...]
+//   // A call may instead be a resource step: {"subscribe": uri}, {"read": uri}, or
+//   // {"awaitUpdates": n, "ms": 10000} (wait until n notifications/resources/updated have come).
 // }
 // Prints one JSON object on stdout:
 //   {"sdk": "package@version", "protocol": negotiated version, "instructions": the server's,
 //    "tools": [...] | null,
 //    "list_error": {code, message} | null,
-//    "results": [{"tool", "threw", "error": {code, message} | null, "isError", "text", "structuredContent"}]}
+//    "results": [{"tool", "threw", "error": {code, message} | null, "isError", "text", "structuredContent"}],
+//    "updated": [uri, ...]}   // resources/updated notifications, in order
+// A resource step's result has "resource" (its uri) instead of "tool", and "text" (a read's contents).
 // The calls run in order on one connection (one server process per spec).
 
 import { readFileSync } from "node:fs";
@@ -75,6 +79,32 @@ function describe(err) {
   return { code: typeof err?.code === "number" ? err.code : null, message: String(err?.message ?? err) };
 }
 
+// subscribe, read, or wait for update notifications; failures recorded like a tool's.
+async function resourceStep(client, step, updated) {
+  const uri = step.subscribe ?? step.read ?? null;
+  const entry = { resource: uri, threw: false, error: null, text: null };
+  try {
+    if (step.subscribe !== undefined) {
+      await client.subscribeResource({ uri });
+    } else if (step.read !== undefined) {
+      const result = await client.readResource({ uri });
+      entry.text = (result.contents ?? []).map((c) => c.text ?? "").join("");
+    } else if (step.awaitUpdates !== undefined) {
+      const deadline = Date.now() + (step.ms ?? 10000);
+      while (updated.length < step.awaitUpdates && Date.now() < deadline) {
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      }
+      entry.text = JSON.stringify(updated);
+    } else {
+      throw new Error(`calls: a step needs "tool", "subscribe", "read" or "awaitUpdates": ${JSON.stringify(step)}`);
+    }
+  } catch (err) {
+    entry.threw = true;
+    entry.error = describe(err);
+  }
+  return entry;
+}
+
 async function main() {
   const spec = readSpec();
   const sdk = SDKS[spec.sdk ?? "1"];
@@ -90,6 +120,11 @@ async function main() {
     tools: null,
     list_error: null,
     results: [],
+    updated: [],
+  };
+  // Both SDK lines hand notifications without a handler of their own to this one.
+  client.fallbackNotificationHandler = async (n) => {
+    if (n.method === "notifications/resources/updated") out.updated.push(n.params?.uri ?? null);
   };
   try {
     // listTools also caches the output-schema validators that callTool applies.
@@ -99,6 +134,10 @@ async function main() {
       out.list_error = describe(err);
     }
     for (const call of spec.calls ?? []) {
+      if (call.tool === undefined) {
+        out.results.push(await resourceStep(client, call, out.updated));
+        continue;
+      }
       const entry = { tool: call.tool, threw: false, error: null, isError: null, text: null, structuredContent: null };
       try {
         const result = await client.callTool({ name: call.tool, arguments: call.args ?? {} });

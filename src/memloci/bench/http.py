@@ -1,0 +1,348 @@
+"""`memloci bench http --clients N --writes M`: N concurrent MCP clients over streamable HTTP.
+
+Starts a real `memloci serve --transport http` on a free loopback port, with a fresh SQLite
+library in a temp folder and a write token made by `memloci token create`. Then N Python SDK
+clients, each with its own HTTP connection and MCP session, run at once in one asyncio loop:
+each makes M writes (store_memory and create_entities in turn, every one with unique
+content), each write followed by a read (open_nodes of the entity just made, or
+search_by_tag of the client's own tag). When all are done, one more client reads everything
+back (search_by_tag pages, open_nodes batches) and counts lost writes: writes the server
+acknowledged that are not there.
+
+The clients share one process and one event loop on purpose: that is how an agent host
+holds many sessions, and it keeps the machine's other core for the server. Whether the
+client side was the bottleneck is measured, not guessed: the report gives the CPU seconds
+of the client process and of the server process over the run. The server's per-token rate
+limit is turned off in the bench's own config file, since the limit is not what is measured.
+
+`loopback_server()` is also how the tests start an HTTP server.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import platform
+import re
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .graph import _session_class, save_report
+
+ENGINES = ("sqlite",)  # postgresql joins when that engine is in
+LIBRARY = "bench"
+START_TIMEOUT = 90.0  # seconds: a cold start on a loaded 2-core machine imports a lot
+
+
+# ----- a real server on loopback --------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Endpoint:
+    """A running `memloci serve --transport http`: where to reach it, with which headers."""
+
+    url: str
+    headers: dict[str, str]
+    process: subprocess.Popen
+    log: Path  # the server's stderr
+
+
+def free_port() -> int:
+    """A port nothing listens on right now (the kernel's pick; another process could take it
+    before the server binds, so `loopback_server` tries again when the bind fails)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def memloci_command(*args: str) -> list[str]:
+    return [sys.executable, "-m", "memloci", *args]
+
+
+def create_token(env: dict[str, str], name: str, scopes: list[str]) -> str:
+    """`memloci token create NAME --scope S ...`: the bearer token it prints once."""
+    argv = memloci_command("token", "create", name, *[a for s in scopes for a in ("--scope", s)])
+    proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120)
+    if proc.returncode != 0:
+        raise RuntimeError(f"memloci token create failed (exit {proc.returncode}): {proc.stderr[-2000:]}")
+    found = re.findall(r"\bmlc_[A-Za-z0-9_-]+", proc.stdout)  # tokens.py's TOKEN_PREFIX
+    if len(found) != 1:
+        raise RuntimeError(f"memloci token create should print one token, got: {proc.stdout!r}")
+    return found[0]
+
+
+def _wait_listening(port: int, process: subprocess.Popen, log: Path, timeout: float) -> None:
+    """Until the port accepts a connection (uvicorn binds after the app has started)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"memloci serve --transport http exited {process.returncode}:\n"
+                               f"{log.read_text(errors='replace')[-3000:]}")
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=1):
+            return
+        time.sleep(0.1)
+    raise RuntimeError(f"memloci serve --transport http did not listen on port {port} within {timeout:.0f}s:\n"
+                       f"{log.read_text(errors='replace')[-3000:]}")
+
+
+def _stop(process: subprocess.Popen) -> None:
+    """SIGTERM (a clean shutdown finishes in-flight calls), then SIGKILL if it hangs."""
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+@contextlib.contextmanager
+def loopback_server(serve_args: list[str], env: dict[str, str], *, log: Path, scopes: list[str] | None = None,
+                    headers: dict[str, str] | None = None, cwd: Path | None = None,
+                    timeout: float = START_TIMEOUT) -> Iterator[Endpoint]:
+    """`memloci serve --transport http --port P <serve_args>` on a free loopback port; with
+    `scopes`, a token holding them (made in the `MEMLOCI_HOME` of `env`) goes in the headers.
+    `serve_args` are what follows `serve` (a leading "serve" is taken off)."""
+    args = serve_args[1:] if serve_args[:1] == ["serve"] else serve_args
+    headers = dict(headers or {})
+    if scopes:
+        headers["Authorization"] = f"Bearer {create_token(env, 'conformance', scopes)}"
+    for attempt in range(3):
+        port = free_port()
+        with log.open("ab") as errlog:
+            process = subprocess.Popen(memloci_command("serve", "--transport", "http", "--port", str(port), *args),
+                                       env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=errlog, stderr=errlog)
+        try:
+            _wait_listening(port, process, log, timeout)
+        except RuntimeError:
+            _stop(process)
+            if attempt < 2 and "address already in use" in log.read_text(errors="replace").lower():
+                continue  # another process took the port between our probe and the bind
+            raise
+        try:
+            yield Endpoint(f"http://127.0.0.1:{port}/mcp", headers, process, log)
+        finally:
+            _stop(process)
+        return
+
+
+@contextlib.asynccontextmanager
+async def http_session(url: str, headers: dict[str, str], session_class: type | None = None, **session_kwargs: Any):
+    """A Python SDK client session over streamable HTTP to `url`, initialized (its InitializeResult
+    kept as `session.init_result`)."""
+    from mcp import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    async with create_mcp_http_client(headers=headers) as http, \
+            streamable_http_client(url, http_client=http) as (read, write), \
+            (session_class or ClientSession)(read, write, **session_kwargs) as session:
+        session.init_result = await session.initialize()
+        yield session
+
+
+# ----- the load -------------------------------------------------------------------------------
+
+@dataclass
+class ClientLog:
+    """What one client did: latencies per kind, failures, and the writes acknowledged."""
+
+    write_ms: list[float] = field(default_factory=list)
+    read_ms: list[float] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    memories: set[str] = field(default_factory=set)  # contents acknowledged by store_memory
+    entities: set[str] = field(default_factory=set)  # names acknowledged by create_entities
+
+
+def client_tag(c: int) -> str:
+    return f"client-{c:03d}"
+
+
+def entity_name(c: int, i: int) -> str:
+    return f"c{c:03d}-e{i:05d}"
+
+
+async def one_client(endpoint: Endpoint, c: int, writes: int, log: ClientLog, tick) -> None:
+    """M writes, each followed by a read; a failed call is logged, never retried."""
+    import json
+
+    async with http_session(endpoint.url, endpoint.headers, _session_class()) as session:
+        async def call(kind: str, tool: str, args: dict[str, Any]) -> dict[str, Any] | None:
+            t0 = time.perf_counter()
+            try:
+                result = await session.call_tool(tool, args)
+            except Exception as exc:  # counted: the bench reports failures, it does not stop on them
+                log.errors.append(f"{tool}: {type(exc).__name__}: {exc}")
+                return None
+            finally:
+                (log.write_ms if kind == "write" else log.read_ms).append((time.perf_counter() - t0) * 1000)
+                tick()
+            if result.is_error:
+                log.errors.append(f"{tool}: {result.content[0].text[:300] if result.content else ''}")
+                return None
+            return result.structured_content or json.loads(result.content[0].text)
+
+        tag = client_tag(c)
+        for i in range(writes):
+            if i % 2 == 0:
+                content = f"Client {c} write {i}: a unique memory ({tag}, {i})"
+                if await call("write", "store_memory", {"content": content, "tags": [tag], "library": LIBRARY}):
+                    log.memories.add(content)
+                await call("read", "search_by_tag", {"tags": [tag], "limit": 5, "library": LIBRARY})
+            else:
+                name = entity_name(c, i)
+                entity = {"name": name, "entityType": "bench", "observations": [f"written by client {c} as write {i}"]}
+                if await call("write", "create_entities", {"entities": [entity], "library": LIBRARY}):
+                    log.entities.add(name)
+                await call("read", "open_nodes", {"names": [name], "library": LIBRARY})
+
+
+async def read_back(endpoint: Endpoint, clients: int, logs: list[ClientLog]) -> dict[str, int]:
+    """Everything each client was told was written, looked for through MCP; what is missing is lost."""
+    found_memories: set[str] = set()
+    found_entities: set[str] = set()
+    async with http_session(endpoint.url, endpoint.headers, _session_class()) as session:
+        for c in range(clients):
+            offset = 0
+            while True:
+                page = (await session.call_tool("search_by_tag", {"tags": [client_tag(c)], "limit": 100,
+                                                                  "offset": offset, "library": LIBRARY})).structured_content
+                found_memories.update(m["content"] for m in page["memories"])
+                if not page["is_truncated"]:
+                    break
+                offset = page["next_offset"]
+        names = sorted(n for log in logs for n in log.entities)
+        for i in range(0, len(names), 100):
+            opened = (await session.call_tool("open_nodes", {"names": names[i:i + 100],
+                                                             "library": LIBRARY})).structured_content
+            found_entities.update(e["name"] for e in opened["entities"])
+    acked_memories = set().union(*(log.memories for log in logs))
+    acked_entities = set().union(*(log.entities for log in logs))
+    return {"acknowledged": len(acked_memories) + len(acked_entities),
+            "lost_memories": len(acked_memories - found_memories),
+            "lost_entities": len(acked_entities - found_entities)}
+
+
+def _cpu_seconds(pid: int) -> float | None:
+    """User + system CPU seconds of a process (Linux /proc; None elsewhere)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def percentiles(values: list[float]) -> dict[str, float]:
+    if not values:
+        return {"calls": 0}
+    ordered = sorted(values)
+
+    def at(q: float) -> float:
+        return round(ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))], 2)
+
+    return {"calls": len(ordered), "p50_ms": round(statistics.median(ordered), 2), "p95_ms": at(0.95),
+            "p99_ms": at(0.99)}
+
+
+def bench_env(home: Path) -> dict[str, str]:
+    """The server's environment: its own home, no embedder (the bench measures the server and
+    its transport, not a model), and no rate limit (see the module docstring)."""
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "config.toml").write_text("[http]\nrate_limit = 0\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMLOCI_")}
+    env.update({"MEMLOCI_HOME": str(home), "MEMLOCI_EMBEDDER": "none"})
+    return env
+
+
+def run_load(endpoint: Endpoint, clients: int, writes: int, progress=None) -> dict[str, Any]:
+    """N clients at once, then the read-back; the figures as a dict (no printing)."""
+    import anyio
+
+    import mcp.client.streamable_http  # noqa: F401  (imports are not the server's time)
+
+    logs = [ClientLog() for _ in range(clients)]
+    tick = progress or (lambda: None)
+
+    async def load() -> float:
+        t0 = time.perf_counter()
+        async with anyio.create_task_group() as tg:
+            for c in range(clients):
+                tg.start_soon(one_client, endpoint, c, writes, logs[c], tick)
+        return time.perf_counter() - t0
+
+    client_cpu0, server_cpu0 = time.process_time(), _cpu_seconds(endpoint.process.pid)
+    seconds = anyio.run(load)
+    client_cpu, server_cpu1 = time.process_time() - client_cpu0, _cpu_seconds(endpoint.process.pid)
+    lost = anyio.run(read_back, endpoint, clients, logs)
+    write_ms = [x for log in logs for x in log.write_ms]
+    read_ms = [x for log in logs for x in log.read_ms]
+    errors = [e for log in logs for e in log.errors]
+    return {
+        "seconds": round(seconds, 3),
+        "calls_per_s": round((len(write_ms) + len(read_ms)) / seconds, 1),
+        "writes_per_s": round(len(write_ms) / seconds, 1),
+        "writes": percentiles(write_ms), "reads": percentiles(read_ms),
+        "errors": len(errors), "first_errors": errors[:5],
+        "lost_writes": lost["lost_memories"] + lost["lost_entities"], **lost,
+        "cpu_seconds": {"clients": round(client_cpu, 2),
+                        "server": None if server_cpu0 is None or server_cpu1 is None else round(server_cpu1 - server_cpu0, 2)},
+    }
+
+
+def run(*, clients: int, writes: int, engine: str, repeat: int, out: Path, console: Any) -> dict[str, Any]:
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.table import Table
+
+    if engine not in ENGINES:
+        raise ValueError(f"--engine: unknown engine {engine!r}; known: {', '.join(ENGINES)}")
+    runs = []
+    for r in range(repeat):
+        tmp = Path(tempfile.mkdtemp(prefix="memloci-bench-http-"))
+        try:
+            env = bench_env(tmp / "home")
+            serve = ["--libraries", f"{LIBRARY}:{tmp / 'bench.db'}", "--tools", "graph,memory"]
+            with loopback_server(serve, env, log=tmp / "server.log", scopes=[f"{LIBRARY}:write"]) as endpoint, \
+                    Progress(TextColumn(f"run {r + 1}/{repeat}: {clients} clients"), BarColumn(), MofNCompleteColumn(),
+                             TimeElapsedColumn(), console=Console(stderr=True), transient=True) as bar:
+                task = bar.add_task("calls", total=clients * writes * 2)
+                runs.append(run_load(endpoint, clients, writes, lambda: bar.advance(task)))
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+    median_run = sorted(runs, key=lambda x: x["calls_per_s"])[len(runs) // 2]
+    report = {"bench": "http", "engine": engine, "clients": clients, "writes_per_client": writes,
+              "reads_per_client": writes, "transport": "streamable HTTP on 127.0.0.1, one token, no rate limit",
+              "client": "Python MCP SDK ClientSession, one per client, all in one asyncio loop",
+              "embedder": "none", "repeat": repeat, "median_run": median_run, "runs": runs,
+              "machine": {"python": platform.python_version(), "cpus": os.cpu_count(), "platform": platform.platform()}}
+
+    table = Table(title=f"memloci bench http — {clients} clients × {writes} writes (+ {writes} reads) each, "
+                        f"{engine}, median of {repeat} run(s) by calls/s")
+    for column in ("calls", "count", "calls/s", "p50 ms", "p95 ms", "p99 ms"):
+        table.add_column(column, justify="left" if column == "calls" else "right")
+    for kind, per_s in (("writes", median_run["writes_per_s"]), ("reads", None)):
+        stats = median_run[kind]
+        table.add_row(kind, str(stats["calls"]), "" if per_s is None else f"{per_s:.1f}",
+                      *(f"{stats.get(k, 0):.1f}" for k in ("p50_ms", "p95_ms", "p99_ms")))
+    table.add_row("all", str(median_run["writes"]["calls"] + median_run["reads"]["calls"]),
+                  f"{median_run['calls_per_s']:.1f}", "", "", "")
+    console.print(table)
+    cpu = median_run["cpu_seconds"]
+    console.print(f"lost writes: {median_run['lost_writes']} of {median_run['acknowledged']} acknowledged; "
+                  f"failed calls: {median_run['errors']}; wall {median_run['seconds']:.1f} s; "
+                  f"CPU seconds: clients {cpu['clients']}, server {cpu['server']}")
+    for error in median_run["first_errors"]:
+        console.print(f"  error: {error}")
+    if repeat > 1:
+        console.print("calls/s of each run: " + ", ".join(f"{x['calls_per_s']:.1f}" for x in runs))
+    save_report(report, out, console)
+    return report
