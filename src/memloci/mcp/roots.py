@@ -46,6 +46,16 @@ def root_path(uri: str) -> str | None:
     return path if path.startswith("/") and "\x00" not in path else None
 
 
+def first_project(paths: list[str]) -> str | None:
+    """The first path that is a project root (projects.resolve_project_root), or None."""
+    for path in paths:
+        try:
+            return str(resolve_project_root(path, field="roots"))
+        except (MemlociError, OSError):
+            continue
+    return None
+
+
 def connection_of(ctx: Any) -> Any:
     """The client's connection: a request's session object is new per request, its connection is not."""
     return getattr(ctx.session, "_connection", ctx.session)
@@ -83,12 +93,7 @@ class ClientRoots:
                 self._known[connection] = paths
             except TypeError:
                 pass
-        for path in paths:
-            try:
-                return str(resolve_project_root(path, field="roots"))
-            except (MemlociError, OSError):
-                continue
-        return None
+        return await anyio.to_thread.run_sync(first_project, paths)  # file checks: off the event loop
 
     @staticmethod
     async def _ask(context: Any) -> list[str]:
