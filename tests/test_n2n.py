@@ -168,3 +168,28 @@ def test_n2n_combines_with_other_groups_and_stays_small(service):
     sizes = tool_sizes(service, ["n2n"])
     assert {r["tool"] for r in sizes} == set(TOOLS)
     assert sum(r["chars"] for r in sizes) <= 12_000  # no more than the nine official tools' budget
+
+
+def test_a_project_n2n_memory_already_kept_reads_back_the_same(tmp_path, home):
+    app = make_repo(tmp_path / "app")
+    (app / ".mcp").mkdir()
+    memory = {"entities": [{"name": "auth", "entityType": "module", "observations": ["uses JWT"]},
+                           {"name": "api", "entityType": "module", "observations": []}],
+              "relations": [{"from": "api", "to": "auth", "relationType": "uses"}]}
+    context = {"activeTask": "Rotate keys", "status": "BLOCKED", "reason": "waiting on ops", "nextSteps": ["ask ops"],
+               "lastCommit": "abc123", "updatedAt": "2026-01-02T03:04:05Z"}
+    (app / ".mcp" / "memory.json").write_text(json.dumps(memory))
+    (app / ".mcp" / "context.json").write_text(json.dumps(context))
+
+    async def body(c: Client):
+        graph, text = await c.ok("n2n_read_graph", projectPath=str(app))
+        assert text == graph  # n2n clients read the JSON text; it says the same as the structured content
+        assert sorted(graph["graph"]["entities"], key=lambda e: e["name"]) == sorted(memory["entities"],
+                                                                                     key=lambda e: e["name"])
+        assert graph["graph"]["relations"] == memory["relations"]
+        assert graph["context"] == context
+        # confirmNewProjectRoot on an established project changes nothing (n2n clients may always send it)
+        await c.ok("n2n_get_graph_summary", projectPath=str(app), confirmNewProjectRoot=str(app))
+
+    run_session(home, body, "--tools", "n2n")
+    assert json.loads((app / ".mcp" / "memory.json").read_text()) == memory  # n2n's files are left as they were
