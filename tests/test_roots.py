@@ -247,3 +247,30 @@ def test_a_second_clone_is_told_of_the_first(tmp_path, home):
         assert done["project"] == {"id": "acme/app", "root": str(second)}
 
     run(home, body, None, "--tools", "project")
+
+
+def test_over_http_the_root_needs_the_admin_scope_an_explicit_path_needs(tmp_path):
+    from conftest import server_env
+    from memloci.bench.http import create_token, http_session, loopback_server
+
+    home = tmp_path / "home"
+    app = make_repo(tmp_path / "app")
+    (app / ".mcp").mkdir()
+    env = server_env(home)
+    roots = RootsClient(app)
+
+    async def calls(headers: dict[str, str], url: str) -> tuple[dict, dict]:
+        async with http_session(url, headers, list_roots_callback=roots) as session:
+            with_roots = await Client(session).call("get_graph_summary")
+        async with http_session(url, headers) as session:  # the same token, a client without roots
+            without = await Client(session).call("get_graph_summary")
+        return with_roots, without
+
+    with loopback_server(["--tools", "project"], env, log=tmp_path / "server.log", scopes=["*:admin"]) as endpoint:
+        writer = {"Authorization": f"Bearer {create_token(env, 'writer', ['*:write'])}"}
+        (failed, summary, _), (failed_plain, plain, _) = anyio.run(calls, endpoint.headers, endpoint.url)
+        assert not failed and summary["project"]["root"] == str(app)
+        assert not failed_plain and "project" not in plain
+        (failed, _, text), (failed_plain, plain, _) = anyio.run(calls, writer, endpoint.url)
+        assert failed and text["error"]["code"] == "PERMISSION_DENIED", text  # the root is a path on the server's disk
+        assert not failed_plain and "project" not in plain  # the default library stays open to it
