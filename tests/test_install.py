@@ -374,3 +374,34 @@ def test_the_written_command_is_a_working_mcp_server(tmp_path, client):
     tools = anyio.run(main)
     assert "create_entities" in tools and "read_graph" in tools
     assert (tmp_path / "mhome").is_dir()  # the data folder the install was made with
+
+
+def test_a_write_that_does_not_check_out_is_rolled_back(tmp_path):
+    # The check after the write reads the file back and compares its meaning with the plan's;
+    # a plan whose text and meaning disagree must leave the original in place.
+    from memloci.install.files import FilePlan, Ledger, commit
+    from memloci.errors import ValidationError
+
+    original = '{"mcpServers": {"a": {"command": "x"}}}\n'
+    path = write(tmp_path / "mcp.json", original)
+    other = write(tmp_path / "hooks.json", '{"hooks": {}}\n')
+    first = FilePlan(other, "json", '{"hooks": {}}\n', '{"hooks": {"x": []}}\n', expect={"hooks": {"x": []}})
+    wrong = FilePlan(path, "json", original, '{"mcpServers": {}}\n', expect={"mcpServers": {"b": {}}})
+    with pytest.raises(ValidationError, match="does not say what was meant"):
+        commit([first, wrong], Ledger(tmp_path / "ledger.json"))
+    assert path.read_text() == original and other.read_text() == '{"hooks": {}}\n'  # both put back
+    assert (tmp_path / "mcp.json.bak").read_text() == original
+
+
+def test_a_file_changed_since_it_was_read_is_not_overwritten(tmp_path):
+    from memloci.install.files import Ledger, commit
+    from memloci.install.plan import install_plan
+    from memloci.errors import ValidationError
+
+    path = write(tmp_path / "mcp.json", '{"mcpServers": {}}\n')
+    op = {"op": "set", "path": ["mcpServers", "memloci"], "value": {"command": "m"}, "created": 1}
+    plan = install_plan(path, "json", [op], force=False, created_root={}, project_dir=None)
+    path.write_text('{"mcpServers": {"theirs": {"command": "t"}}}\n')  # the client saved meanwhile
+    with pytest.raises(ValidationError, match="changed while"):
+        commit([plan], Ledger(tmp_path / "ledger.json"))
+    assert path.read_text() == '{"mcpServers": {"theirs": {"command": "t"}}}\n'

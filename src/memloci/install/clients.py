@@ -115,10 +115,6 @@ def _json_entry(url_key: str, typed: bool, env_ref=None, http_ok: bool = True):
     return entry
 
 
-def _project(scope: str, project_dir: Path, *rel: str) -> Path:
-    return project_dir.joinpath(*rel)
-
-
 def _scoped(user: Callable[[], Path], *project_rel: str) -> Callable[[str, Path], Path]:
     def path(scope: str, project_dir: Path) -> Path:
         return user() if scope == "user" else project_dir.joinpath(*project_rel)

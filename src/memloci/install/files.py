@@ -185,6 +185,9 @@ def commit(plans: list[FilePlan], ledger: "Ledger") -> None:
         for plan in plans:
             if not plan.changed:
                 continue
+            if read(plan.path) != plan.before:  # the client (or a person) wrote it meanwhile
+                raise InstallError(f"{plan.path} changed while memloci was working on it",
+                                   hint="nothing was changed; run the command again")
             if plan.before is not None and plan.backup:
                 plan.bak = _backup_path(plan.path, ledger)
                 write_atomic(plan.bak, plan.before.encode("utf-8"), _mode(plan.path))
