@@ -235,6 +235,30 @@ def test_other_agents(places):
     assert m.metadata["source"] == "hook:vscode:postToolUse" and m.content.startswith("$ npm run build\n")
 
 
+def test_a_running_server_embeds_what_a_hook_stored_at_its_next_search(places):
+    """The hook stores without vectors; a server with the model, already serving that library,
+    embeds the backlog at its next search and finds the memory by meaning."""
+    import anyio
+
+    from conftest import mcp_session
+
+    home = places["home"]
+
+    async def main():
+        async with mcp_session(home, MEMLOCI_EMBEDDER="minilm") as session:
+            result = await session.call_tool("store_memory", {"content": "The office plants need water on Mondays."})
+            assert not result.is_error
+            await session.call_tool("retrieve_memory", {"query": "plants"})  # the worker is up and idle
+            quiet(hook(home, "claude-code", claude_bash(places["plain"], "pytest -x", LONG_OUTPUT)))
+            found = await session.call_tool("retrieve_memory", {"query": "login test broke on a missing cookie",
+                                                                "n_results": 1})
+            health = await session.call_tool("check_database_health", {})
+            assert health.structured_content["embedder"].get("pending", 0) == 0
+            assert "FAILED tests/test_api.py" in found.content[0].text
+
+    anyio.run(main)
+
+
 # -- never a nuisance -------------------------------------------------------------------
 
 GARBAGE = [

@@ -647,6 +647,17 @@ from .install.command import register as _register_install  # noqa: E402
 _register_install(app)
 
 
+@bench_app.command("hook")
+def bench_hook(
+    runs: Annotated[int, typer.Option("--runs", min=1, help="Processes per case.")] = 20,
+    out: Annotated[Path, typer.Option("--out", help="JSON results file.")] = Path("bench-results/hook.json"),
+) -> None:
+    """Wall time of `memloci hook` per process: storing (project, default library), skipping noise, garbage."""
+    from .bench.hook import run as run_hook
+
+    run_hook(runs=runs, out=out, console=_console())
+
+
 @app.command("hook", context_settings={"ignore_unknown_options": True})
 def hook_cmd(
     agent: Annotated[str, typer.Argument(help="claude-code, cursor, windsurf, codex, gemini, vscode or claude-desktop.")],

@@ -8,7 +8,7 @@ A hook runs inside the agent's loop, so it must never fail, slow or clutter it:
   goes to /dev/null: what went wrong (bad JSON, a missing library, a full disk, a busy lock) is
   written to `$MEMLOCI_HOME/logs/hook.log` (0600, rotated at LOG_BYTES);
 - the embedder is never loaded: the memory is stored without a vector, and a server embeds
-  the backlog when it first searches or writes that library.
+  the backlog at its next search or write of that library.
 
 Where: the event's project (the nearest folder above its file or cwd holding `.mcp` or
 `.git`) when that project already has memory in `<root>/.mcp/`; memloci never creates
@@ -36,7 +36,8 @@ from typing import Any
 from .classify import classify, cut, worth_keeping
 from .events import NEUTRAL_REPLY, PARSERS, EventError, HookEvent, Unsupported, parse_event
 
-DEADLINE_S = 1.8  # the agents' limit is 2 s; the rest is interpreter exit
+DEADLINE_S = 1.8  # from process start; the agents' limit is 2 s, the rest is process exit
+MIN_WORK_S = 0.3  # a process that took longer than DEADLINE_S to start still gets this long
 MAX_INPUT = 1024 * 1024  # bytes; a larger event is refused unread beyond this
 COOLDOWN_S = 30.0
 COOLDOWN_FILE = "hook-cooldown.json"
@@ -95,6 +96,19 @@ def _watchdog(seconds: float, reply: str | None, out: int | None) -> None:
 
     done = threading.Event()
     threading.Thread(target=fire, name="memloci-hook-deadline", daemon=True).start()
+
+
+def _since_start() -> float:
+    """Seconds since this process started (interpreter start-up and imports count against the
+    agent's 2 s too); 0 where /proc cannot say."""
+    try:
+        with open("/proc/self/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+        with open("/proc/uptime", "rb") as f:
+            uptime = float(f.read().split()[0])
+        return max(0.0, uptime - int(fields[19]) / os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError):
+        return 0.0
 
 
 def _finish(reply: str | None, out: int | None) -> None:
@@ -291,7 +305,7 @@ def main(argv: list[str]) -> int:
     agent = argv[0] if argv else ""
     reply = NEUTRAL_REPLY.get(agent)
     out = _silence()
-    _watchdog(DEADLINE_S, reply, out)
+    _watchdog(max(MIN_WORK_S, DEADLINE_S - _since_start()), reply, out)
     try:
         from ..libraries import memloci_home
 

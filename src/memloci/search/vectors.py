@@ -190,6 +190,7 @@ class EmbeddingWorker:
         if self.embedder.get() is None:
             return True
         self.start()
+        self.poke()  # another process (a hook, a second server) may have stored memories since the last wake
         return self._idle.wait(timeout)
 
     def stop(self, timeout: float = 30.0) -> None:
