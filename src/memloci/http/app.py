@@ -24,6 +24,7 @@ from mcp.server.auth.middleware.bearer_auth import BearerAuthBackend, RequireAut
 from mcp.server.auth.provider import AccessToken, TokenVerifier
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
+from sse_starlette.sse import AppStatus
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.middleware.authentication import AuthenticationMiddleware
@@ -37,7 +38,6 @@ from .settings import HttpSettings
 
 log = logging.getLogger("memloci.http")
 SHUTDOWN_WAIT_SECONDS = 60  # how long SIGTERM waits for tool calls still running
-GRACEFUL_SECONDS = 3  # then open streams (a client's idle GET stream) are closed
 
 
 class ChainedVerifier:
@@ -87,13 +87,15 @@ async def healthz(request: Request) -> JSONResponse:
 
 def build_http_app(server: Any, settings: HttpSettings, *, verifiers: Sequence[TokenVerifier] = (),
                    extra_routes: Sequence[Any] = (), resource_metadata_url: Any = None,
-                   on_shutdown: Callable[[], None] | None = None) -> Starlette:
+                   on_shutdown: Callable[[], None] | None = None,
+                   stopping: Callable[[], bool] | None = None) -> Starlette:
     """The ASGI app serving `server` (a MemlociServer) at `/mcp`.
 
     `verifiers`: tried in order for each bearer token (see ChainedVerifier); with none, `/mcp`
     needs no token (allowed on loopback only: serve_http checks). `extra_routes` are added
     unauthenticated (e.g. OAuth protected-resource metadata), and `resource_metadata_url` goes
-    into the 401's WWW-Authenticate header. `on_shutdown` runs after the last tool call ended."""
+    into the 401's WWW-Authenticate header. `on_shutdown` runs after the last tool call ended;
+    `stopping()` says the server is shutting down (then open streams close once calls end)."""
     security = security_settings(settings)
     manager = StreamableHTTPSessionManager(app=server._lowlevel_server, stateless=settings.stateless,
                                            security_settings=security, max_request_body_size=settings.max_body_bytes)
@@ -107,10 +109,23 @@ def build_http_app(server: Any, settings: HttpSettings, *, verifiers: Sequence[T
                       Middleware(AuthContextMiddleware)]
     mcp_app = HostOriginCheck(mcp_app, security)
 
+    async def drain() -> None:
+        """Once uvicorn is stopping, close the open SSE streams, but only after the tool calls
+        still running have ended (sse-starlette would otherwise close them at once, and a
+        running call's reply would be lost though its write is kept)."""
+        while not (stopping and stopping()):
+            await anyio.sleep(0.1)
+        with anyio.move_on_after(SHUTDOWN_WAIT_SECONDS):
+            while server.calls_in_flight:
+                await anyio.sleep(0.05)
+        AppStatus.should_exit = True
+
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        async with manager.run():
+        async with manager.run(), anyio.create_task_group() as tasks:
+            tasks.start_soon(drain)
             yield
+            tasks.cancel_scope.cancel()
             # SIGTERM: uvicorn stopped taking requests; let the calls still running finish
             # (their writes and, while the client is connected, their replies) before the
             # session manager cancels what is left.
@@ -147,9 +162,11 @@ def serve_http(server: Any, settings: HttpSettings, *, verifiers: Sequence[Token
     check_bind(settings, tokens_configured)
     app = build_http_app(server, settings, verifiers=verifiers if tokens_configured else (),
                          extra_routes=extra_routes, resource_metadata_url=resource_metadata_url,
-                         on_shutdown=on_shutdown)
+                         on_shutdown=on_shutdown, stopping=lambda: runner.should_exit)
     config = uvicorn.Config(app, host=settings.host, port=settings.port, log_config=None, access_log=False,
-                            lifespan="on", timeout_graceful_shutdown=GRACEFUL_SECONDS, server_header=False)
+                            lifespan="on", timeout_graceful_shutdown=SHUTDOWN_WAIT_SECONDS + 5, server_header=False)
+    runner = uvicorn.Server(config)
+    AppStatus.disable_automatic_graceful_drain()  # drain() closes the streams, after the calls end
     if settings.loopback and not tokens_configured:
         log.warning("no token configured: any program on this machine may use every library")
     if not settings.loopback and not settings.allowed_hosts:
@@ -160,7 +177,7 @@ def serve_http(server: Any, settings: HttpSettings, *, verifiers: Sequence[Token
     # process with 143 after a clean shutdown: the handlers it puts back ignore it instead.
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: None)
-    uvicorn.Server(config).run()
+    runner.run()
 
 
 def _url_host(host: str) -> str:

@@ -1,0 +1,323 @@
+"""Server mode: real `memloci serve --transport http` processes on a free loopback port, reached
+with the MCP SDK's streamable-HTTP client and with raw HTTP (httpx2)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import stat
+import subprocess
+import sys
+import threading
+import time
+from contextlib import asynccontextmanager, contextmanager
+from pathlib import Path
+
+import anyio
+import httpx2
+import pytest
+from mcp import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+
+from conftest import server_env
+
+ACCEPT = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
+INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def memloci(home: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "memloci", *args], env=server_env(home), capture_output=True,
+                          text=True, check=check, timeout=120)
+
+
+def create_token(home: Path, name: str, *scopes: str) -> str:
+    args = [a for s in scopes for a in ("--scope", s)]
+    return memloci(home, "token", "create", name, *args).stdout.strip()
+
+
+class Server:
+    def __init__(self, home: Path, *args: str, **env: str):
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}/mcp"
+        self.log = home / f"server-{self.port}.log"
+        self.err = self.log.open("w")
+        libraries = f"team:{home / 'team.db'},other:{home / 'other.db'}"
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "memloci", "serve", "--transport", "http", "--port", str(self.port),
+             "--libraries", libraries, *args], env=server_env(home, **env), stdout=subprocess.DEVNULL, stderr=self.err)
+        deadline = time.monotonic() + 90
+        while True:
+            try:
+                if httpx2.get(f"http://127.0.0.1:{self.port}/healthz", timeout=2).status_code == 200:
+                    break
+            except httpx2.HTTPError:
+                pass
+            assert self.process.poll() is None, self.log.read_text()
+            assert time.monotonic() < deadline, "server did not start"
+            time.sleep(0.2)
+
+    def stop(self) -> int:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+        code = self.process.wait(timeout=90)
+        self.err.close()
+        return code
+
+    def post(self, body: bytes | dict, token: str | None = None, **headers: str) -> httpx2.Response:
+        data = body if isinstance(body, bytes) else json.dumps(body).encode()
+        auth = {"authorization": f"Bearer {token}"} if token else {}
+        return httpx2.post(self.url, content=data, headers={**ACCEPT, **auth, **headers}, timeout=30)
+
+
+@asynccontextmanager
+async def session(server: Server, token: str | None):
+    headers = {"authorization": f"Bearer {token}"} if token else {}
+    async with httpx2.AsyncClient(headers=headers, timeout=60) as http:
+        async with streamable_http_client(server.url, http_client=http) as (read, write, *_):
+            async with ClientSession(read, write) as s:
+                await s.initialize()
+                yield s
+
+
+def run(server: Server, token: str | None, body) -> None:
+    async def main():
+        async with session(server, token) as s:
+            await body(s)
+
+    anyio.run(main)
+
+
+def text(result) -> dict:
+    return json.loads(result.content[0].text)
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    """One server with two libraries (team, other) and tokens of each kind."""
+    home = tmp_path_factory.mktemp("http")
+    tokens = {"reader": create_token(home, "reader", "team:read"),
+              "writer": create_token(home, "writer", "team:write"),
+              "burst": create_token(home, "burst", "team:read"),
+              "admin": create_token(home, "admin", "*:admin")}
+    server = Server(home, "--rate-limit", "60", "--max-body", "20000")
+    yield server, tokens, home
+    server.stop()
+
+
+def test_no_token_and_a_bad_token_get_401(served):
+    server, _, _ = served
+    for token in (None, "mlc_not-a-token"):
+        response = server.post(INIT, token)
+        assert response.status_code == 401
+        assert response.headers["www-authenticate"].startswith("Bearer")
+    assert httpx2.get(server.url.replace("/mcp", "/healthz")).json() == {"status": "alive"}
+
+
+def test_a_write_token_lists_and_calls_tools(served):
+    server, tokens, _ = served
+
+    async def body(s):
+        names = {t.name for t in (await s.list_tools()).tools}
+        assert {"create_entities", "search_nodes", "store_memory"} <= names
+        assert "export_markdown" not in names  # a maintenance tool: admin only
+        created = await s.call_tool("create_entities", {"library": "team", "entities": [
+            {"name": "alpha", "entityType": "project", "observations": ["uses FastAPI"]}]})
+        assert not created.is_error, created.content[0].text
+        found = await s.call_tool("search_nodes", {"library": "team", "query": "alpha"})
+        assert [e["name"] for e in text(found)["entities"]] == ["alpha"]
+
+    run(server, tokens["writer"], body)
+
+
+def test_a_read_token_searches_but_cannot_write_or_see_other_libraries(served):
+    server, tokens, _ = served
+
+    async def seed(s):
+        await s.call_tool("create_entities", {"library": "team", "entities": [
+            {"name": "beta", "entityType": "project", "observations": []}]})
+
+    run(server, tokens["admin"], seed)
+
+    async def body(s):
+        listed = (await s.list_tools()).tools
+        assert listed and all(t.annotations.read_only_hint for t in listed), [t.name for t in listed]
+        found = await s.call_tool("search_nodes", {"library": "team", "query": "beta"})
+        assert not found.is_error and "beta" in found.content[0].text
+        refused = await s.call_tool("create_entities", {"library": "team", "entities": [
+            {"name": "gamma", "entityType": "project", "observations": []}]})
+        assert refused.is_error and refused.structured_content is None
+        error = text(refused)["error"]
+        assert error["code"] == "PERMISSION_DENIED" and "needs scope team:write" in error["message"]
+        other = await s.call_tool("search_nodes", {"library": "other", "query": "x"})
+        assert text(other)["error"]["code"] == "PERMISSION_DENIED" and "other:read" in text(other)["error"]["message"]
+        libraries = await s.call_tool("list_libraries", {})
+        assert [lib["name"] for lib in libraries.structured_content["libraries"]] == ["team"]
+        unnamed = await s.call_tool("search_nodes", {"query": "x"})  # two libraries mounted: it must name one
+        assert "team" in text(unnamed)["error"]["message"] and "other" not in text(unnamed)["error"]["message"]
+        project = await s.call_tool("read_graph", {"project_path": str(Path.cwd())})
+        assert "needs scope *:admin" in text(project)["error"]["message"]
+
+    run(server, tokens["reader"], body)
+    gone = [l for l in (server.log.read_text().splitlines()) if "tool=create_entities" in l and "token=reader" in l]
+    assert gone and "outcome=PERMISSION_DENIED" in gone[-1] and "library=team" in gone[-1]
+
+
+def test_access_log_names_the_token_never_its_secret_or_arguments(served):
+    server, tokens, _ = served
+    log = server.log.read_text()
+    assert "token=writer tool=create_entities library=team" in log and "outcome=ok" in log
+    for secret in tokens.values():
+        assert secret not in log
+    assert "uses FastAPI" not in log and "alpha" not in log
+
+
+def test_foreign_origin_and_host_are_refused(served):
+    server, tokens, _ = served
+    assert server.post(INIT, tokens["reader"], origin="http://evil.example").status_code == 403
+    assert server.post(INIT, None, origin="http://evil.example").status_code == 403  # before any token check
+    assert server.post(INIT, tokens["reader"], host="evil.example").status_code == 421
+    assert server.post(INIT, tokens["reader"], origin=f"http://localhost:{server.port}").status_code == 200
+
+
+def test_oversized_bodies_batches_and_malformed_messages_are_refused(served):
+    server, tokens, _ = served
+    big = {"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+           "params": {"name": "search_nodes", "arguments": {"query": "x" * 30000}}}
+    response = server.post(big, tokens["reader"])
+    assert response.status_code == 413
+    assert response.json()["error"]["code"] == -32600 and "20000 bytes" in response.json()["error"]["message"]
+    batch = server.post([INIT], tokens["reader"])
+    assert batch.status_code == 400 and "batches" in batch.json()["error"]["message"]
+    doubled = server.post(b'{"jsonrpc":"2.0","id":3,"method":"ping","params":{"a":1,"a":2}}', tokens["reader"])
+    assert doubled.status_code == 400 and doubled.json()["id"] == 3
+    assert doubled.json()["error"]["message"] == "Invalid params: params.a: key given twice in one object; give each key once"
+
+
+def test_rate_limit_answers_429_with_retry_after(served):
+    server, tokens, _ = served
+    # Many at once: the bucket (60, refilled at one a second) empties however slow this machine is.
+    statuses: list = []
+
+    def burst() -> None:
+        with httpx2.Client(timeout=30) as client:
+            for i in range(40):
+                statuses.append(client.post(server.url, json={"jsonrpc": "2.0", "id": i, "method": "ping"},
+                                            headers={**ACCEPT, "authorization": f"Bearer {tokens['burst']}"}))
+
+    threads = [threading.Thread(target=burst) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    limited = [r for r in statuses if r.status_code == 429]
+    assert limited, [r.status_code for r in statuses]
+    assert int(limited[0].headers["retry-after"]) >= 1
+    assert "60 calls a minute" in limited[0].json()["error"]["message"]
+    assert server.post({"jsonrpc": "2.0", "id": 1, "method": "ping"}, tokens["reader"]).status_code != 429  # its own bucket
+
+
+def test_revoked_token_is_refused_by_the_running_server(served):
+    server, _, home = served
+    token = create_token(home, "temp", "team:read")
+    assert server.post(INIT, token).status_code == 200
+    memloci(home, "token", "revoke", "temp")
+    assert server.post(INIT, token).status_code == 401
+
+
+def test_token_cli_stores_only_hashes_privately(tmp_path):
+    token = create_token(tmp_path, "alice", "team:write", "*:read")
+    assert token.startswith("mlc_") and len(token) > 40
+    path = tmp_path / "tokens.json"
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    stored = path.read_text()
+    assert token not in stored and "alice" in stored
+    listed = json.loads(memloci(tmp_path, "token", "list", "--json").stdout)["tokens"]
+    assert listed == [{"name": "alice", "scopes": ["team:write", "*:read"], "created": listed[0]["created"]}]
+    assert token not in memloci(tmp_path, "token", "list").stdout
+    again = memloci(tmp_path, "token", "create", "alice", "--scope", "team:read", check=False)
+    assert again.returncode == 1 and "ALREADY_EXISTS" in again.stderr
+    bad = memloci(tmp_path, "token", "create", "bob", "--scope", "team:rw", check=False)
+    assert bad.returncode == 1 and "team:rw" in bad.stderr and "LIBRARY:read" in bad.stderr
+    memloci(tmp_path, "token", "revoke", "alice")
+    assert json.loads(memloci(tmp_path, "token", "list", "--json").stdout)["tokens"] == []
+    assert memloci(tmp_path, "token", "revoke", "alice", check=False).returncode == 1
+
+
+def test_wide_bind_without_tokens_refuses_to_start(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "memloci", "serve", "--transport", "http", "--host", "0.0.0.0",
+                           "--port", str(free_port())], env=server_env(tmp_path), capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 1
+    assert "host 0.0.0.0: refusing to listen beyond this machine with no token configured" in proc.stderr
+    assert not (tmp_path / "default.db").exists()  # refused before anything was opened
+
+
+def test_without_tokens_loopback_needs_none_and_every_tool_works(tmp_path):
+    server = Server(tmp_path)
+    try:
+        async def body(s):
+            assert len((await s.list_tools()).tools) > 30
+            stored = await s.call_tool("store_memory", {"library": "other", "content": "the sky is blue"})
+            assert not stored.is_error, stored.content[0].text
+            listed = await s.call_tool("list_libraries", {})
+            assert {lib["name"] for lib in listed.structured_content["libraries"]} == {"team", "other"}
+            resources = await s.list_resource_templates()
+            assert resources.resource_templates
+
+        run(server, None, body)
+    finally:
+        assert server.stop() == 0
+
+
+def test_sigterm_finishes_the_call_in_flight_and_exits_0(tmp_path):
+    token = create_token(tmp_path, "w", "*:write")
+    server = Server(tmp_path, MEMLOCI_LOG_LEVEL="DEBUG")
+    # the largest batch a call takes: long enough to be running when the signal comes
+    entities = [{"name": f"e{i}", "entityType": "t", "observations": [f"fact {i}.{j}" for j in range(20)]}
+                for i in range(1000)]
+    outcome: dict = {}
+
+    def call():
+        init = server.post(INIT, token)
+        sid = init.headers.get("mcp-session-id")
+        headers = {"mcp-session-id": sid, "mcp-protocol-version": "2025-06-18"}
+        server.post({"jsonrpc": "2.0", "method": "notifications/initialized"}, token, **headers)
+        try:
+            outcome["reply"] = server.post({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+                "name": "create_entities", "arguments": {"library": "team", "entities": entities}}}, token, **headers)
+        except httpx2.HTTPError as exc:
+            outcome["reply"] = exc
+
+    worker = threading.Thread(target=call)
+    worker.start()
+    deadline = time.monotonic() + 60
+    while "call started tool=create_entities" not in server.log.read_text():
+        assert time.monotonic() < deadline and worker.is_alive()
+        time.sleep(0.01)
+    server.process.send_signal(signal.SIGTERM)
+    assert server.stop() == 0
+    worker.join(30)
+    log = server.log.read_text()
+    # the call was still running when the signal came, and ended well before the process did
+    done = next(line for line in log.splitlines() if "tool=create_entities library=team" in line)
+    assert log.index("Shutting down") < log.index(done) and done.endswith("outcome=ok")
+    reply = outcome["reply"]  # and its reply still reached the client
+    assert isinstance(reply, httpx2.Response) and reply.status_code == 200, reply
+    assert '"e999"' in reply.text and '"isError":true' not in reply.text.replace(" ", "")
+    from memloci.store.sqlite import SQLiteStore
+
+    store = SQLiteStore(tmp_path / "team.db", "team")
+    store.open(create=False)
+    try:
+        assert len(store.list_entities("*")) == 1000
+    finally:
+        store.close()
