@@ -672,7 +672,7 @@ def hook_cmd(
 
 
 def main() -> None:
-    if sys.argv[1:2] == ["hook"]:  # straight to the hook: no option parsing that could fail the agent
+    if sys.argv[1:2] == ["hook"] and sys.argv[2:3] != ["--help"]:  # straight to the hook: no option parsing
         from .hooks.capture import main as hook_main
 
         raise SystemExit(hook_main(sys.argv[2:]))

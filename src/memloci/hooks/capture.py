@@ -37,7 +37,7 @@ from .classify import classify, cut, worth_keeping
 from .events import NEUTRAL_REPLY, PARSERS, EventError, HookEvent, Unsupported, parse_event
 
 DEADLINE_S = 1.8  # from process start; the agents' limit is 2 s, the rest is process exit
-MIN_WORK_S = 0.3  # a process that took longer than DEADLINE_S to start still gets this long
+MIN_WORK_S = 0.05  # what is left when start-up alone took DEADLINE_S (2 s is the promise)
 MAX_INPUT = 1024 * 1024  # bytes; a larger event is refused unread beyond this
 COOLDOWN_S = 30.0
 COOLDOWN_FILE = "hook-cooldown.json"
@@ -109,6 +109,15 @@ def _since_start() -> float:
         return max(0.0, uptime - int(fields[19]) / os.sysconf("SC_CLK_TCK"))
     except (OSError, ValueError, IndexError):
         return 0.0
+
+
+def _deadline() -> float:
+    """DEADLINE_S, or MEMLOCI_HOOK_DEADLINE seconds (tests on a loaded machine set it longer, so
+    they check what is stored, not how fast)."""
+    try:
+        return float(os.environ.get("MEMLOCI_HOOK_DEADLINE", DEADLINE_S))
+    except ValueError:
+        return DEADLINE_S
 
 
 def _finish(reply: str | None, out: int | None) -> None:
@@ -305,7 +314,7 @@ def main(argv: list[str]) -> int:
     agent = argv[0] if argv else ""
     reply = NEUTRAL_REPLY.get(agent)
     out = _silence()
-    _watchdog(max(MIN_WORK_S, DEADLINE_S - _since_start()), reply, out)
+    _watchdog(max(MIN_WORK_S, _deadline() - _since_start()), reply, out)
     try:
         from ..libraries import memloci_home
 
