@@ -1,33 +1,37 @@
 """What each agent sends a hook on stdin, read into one `HookEvent`.
 
-Where each shape comes from (checked 2026-11):
-- Claude Code, https://code.claude.com/docs/en/hooks: every event carries `session_id`,
-  `transcript_path`, `cwd`, `hook_event_name`; `PostToolUse` adds `tool_name`, `tool_input`
-  (Edit: file_path/old_string/new_string; MultiEdit: edits; Write: file_path/content;
-  Bash: command) and `tool_response` (Bash: stdout/stderr); `PreCompact` adds `trigger`
-  (manual|auto) and `custom_instructions`; `SessionEnd` adds `reason`. Exit 0 with nothing
-  on stdout lets the agent go on.
-- Cursor, https://cursor.com/docs/agent/hooks: `hook_event_name`, `conversation_id`,
-  `workspace_roots`; `afterFileEdit` adds `file_path` and `edits` [{old_string, new_string}];
-  `afterShellExecution` adds `command`, `output`, `cwd`. After-hooks' output is ignored.
-- Windsurf, https://docs.windsurf.com/windsurf/cascade/hooks: `agent_action_name`,
-  `trajectory_id`, `execution_id`, `timestamp`, and `tool_info`; for `post_write_code`
-  tool_info is {file_path, edits: [{old_string, new_string}]}, for `post_run_command`
-  {command_line, cwd}. Post-hooks cannot block; nothing is read from stdout.
+Where each shape comes from (read 2026-11; third-party pages are named where the shape was
+taken from them rather than from the vendor's own page):
+- Claude Code, https://code.claude.com/docs/en/hooks ("common input fields", "PostToolUse
+  input"): every event carries `session_id`, `transcript_path`, `cwd`, `hook_event_name`;
+  `PostToolUse` adds `tool_name`, `tool_input` (Edit: file_path/old_string/new_string;
+  MultiEdit: edits; Write: file_path/content; Bash: command) and `tool_response` (Bash:
+  stdout/stderr); `PreCompact` adds `trigger` (manual|auto) and `custom_instructions`;
+  `SessionEnd` adds `reason`. Exit 0 with nothing on stdout lets the agent go on.
+- Cursor, https://cursor.com/docs/agent/hooks, as summarised field by field in
+  https://cupcake.eqtylab.io/reference/harnesses/cursor: `hook_event_name`, `conversation_id`,
+  `generation_id`, `workspace_roots`; `afterFileEdit` adds `file_path` and `edits`
+  [{old_string, new_string}]; `afterShellExecution` adds `command`, `output`, `cwd`. After-hooks
+  are fire-and-forget.
+- Windsurf, https://docs.windsurf.com/windsurf/cascade/hooks, with the payload types of
+  CorridorSecurity/hookshot (docs/reference-cascade.md): `agent_action_name`, `trajectory_id`,
+  `execution_id`, `timestamp`, and `tool_info`; for `post_write_code` tool_info is
+  {file_path, edits: [{old_string, new_string}]}, for `post_run_command` {command_line, cwd}.
+  Post-hooks cannot block; nothing is read from stdout.
 - Gemini CLI, https://geminicli.com/docs/hooks/reference: `session_id`, `transcript_path`,
   `cwd`, `hook_event_name`, `timestamp`; `AfterTool` adds `tool_name` (run_shell_command,
   write_file, replace, ...), `tool_input`, `tool_response` ({llmContent, returnDisplay, error});
   `PreCompress` adds `trigger`, `SessionEnd` adds `reason`. On exit 0 stdout is parsed as
-  JSON, so the neutral reply is `{}`.
-- Codex, https://developers.openai.com/codex/hooks: the same common fields as Claude Code
-  (`session_id`, `transcript_path`, `cwd`, `hook_event_name`, `model`), `PostToolUse` for
-  Bash, apply_patch and MCP tools, and `PreCompact`. Its older `notify` program
-  (https://github.com/openai/codex/blob/main/docs/config.md#notify) gets one JSON argument,
-  not stdin: {type: "agent-turn-complete", thread-id, turn-id, cwd, input-messages,
+  JSON and must hold nothing else, so the neutral reply is `{}`.
+- Codex, https://developers.openai.com/codex/hooks (lifecycle hooks, on by default since
+  2026-05): the common fields `session_id`, `transcript_path`, `cwd`, `hook_event_name`,
+  `model`; `PostToolUse` for Bash, apply_patch and MCP tools; `PreCompact`. Its older `notify`
+  program (docs/config.md of openai/codex, "Notify") gets one JSON argument, not stdin:
+  {type: "agent-turn-complete", thread-id, turn-id, cwd, input-messages,
   last-assistant-message}.
 - VS Code agent hooks (Preview), https://code.visualstudio.com/docs/agent-customization/hooks:
   Claude-Code-compatible `PostToolUse`/`PreCompact` payloads; the Copilot CLI's camelCase
-  form (`toolName`, `toolArgs` as JSON text, `toolResult.textResultForLlm`, `cwd`,
+  form (`toolName`, `toolArgs` as JSON text, `toolResult.textResultForLlm`, `cwd`;
   https://docs.github.com/en/copilot/reference/hooks-configuration) is read too.
 - Claude Desktop has no hooks.
 """
