@@ -161,6 +161,9 @@ def test_a_read_token_searches_but_cannot_write_or_see_other_libraries(served):
         assert text(other)["error"]["code"] == "PERMISSION_DENIED" and "other:read" in text(other)["error"]["message"]
         libraries = await s.call_tool("list_libraries", {})
         assert [lib["name"] for lib in libraries.structured_content["libraries"]] == ["team"]
+        assert "path" not in libraries.structured_content["libraries"][0]  # the server's disk: admins only
+        with pytest.raises(Exception, match="PERMISSION_DENIED"):  # the graph of the default library
+            await s.read_resource("memloci://graph")
         unnamed = await s.call_tool("search_nodes", {"query": "x"})  # two libraries mounted: it must name one
         assert "team" in text(unnamed)["error"]["message"] and "other" not in text(unnamed)["error"]["message"]
         project = await s.call_tool("read_graph", {"project_path": str(Path.cwd())})

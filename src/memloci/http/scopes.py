@@ -137,14 +137,17 @@ def refusal(server: Any, name: str, arguments: Any) -> MemlociError | None:
 
 
 def visible_result(name: str, result: Any) -> Any:
-    """list_libraries with a token: only the token's libraries."""
+    """list_libraries with a token: only the token's libraries, their paths only to an admin."""
     token = get_access_token()
     if token is None or name != "list_libraries" or not isinstance(result, CallToolResult) or result.is_error:
         return result
     from ..mcp.replies import reply
 
     rows = (result.structured_content or {}).get("libraries", [])
-    return reply({"libraries": [r for r in rows if grants(token.scopes, str(r.get("name", "")), "read")]})
+    mine = [r for r in rows if grants(token.scopes, str(r.get("name", "")), "read")]
+    # where a library lives on the server's disk is for its administrators only
+    return reply({"libraries": [r if grants(token.scopes, str(r.get("name", "")), "admin")
+                                else {k: v for k, v in r.items() if k != "path"} for r in mine]})
 
 
 def resource_refusal(server: Any, uri: str) -> MemlociError | None:
