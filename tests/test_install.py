@@ -19,6 +19,7 @@ import pytest
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
+from memloci.errors import MemlociError
 from memloci.install import jsonedit
 
 # Config files as people and clients leave them: other servers, other keys, comments and
@@ -405,3 +406,58 @@ def test_a_file_changed_since_it_was_read_is_not_overwritten(tmp_path):
     with pytest.raises(ValidationError, match="changed while"):
         commit([plan], Ledger(tmp_path / "ledger.json"))
     assert path.read_text() == '{"mcpServers": {"theirs": {"command": "t"}}}\n'
+
+
+# --- the text splicer on generated files: any layout, insert then remove gives the bytes back ---
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+from memloci.install import edits  # noqa: E402
+
+_scalars = st.one_of(st.none(), st.booleans(), st.integers(-999, 999), st.text("ab \"\\é\n", max_size=6))
+_values = st.recursive(_scalars, lambda kids: st.one_of(
+    st.lists(kids, max_size=3), st.dictionaries(st.text("abcxyz", min_size=1, max_size=4), kids, max_size=3)),
+    max_leaves=8)
+
+
+def _layout(value, indent, trailing, comments, nl, depth=0):
+    """JSON text in one of the layouts people and clients write, with JSONC extras when asked."""
+    if not isinstance(value, (dict, list)) or not value:
+        return json.dumps(value, ensure_ascii=False)
+    pairs = ([f"{json.dumps(k, ensure_ascii=False)}: {_layout(v, indent, trailing, comments, nl, depth + 1)}"
+              for k, v in value.items()] if isinstance(value, dict)
+             else [_layout(v, indent, trailing, comments, nl, depth + 1) for v in value])
+    opening, closing = ("{", "}") if isinstance(value, dict) else ("[", "]")
+    if indent is None:
+        return opening + ", ".join(pairs) + closing
+    pad, outer = indent * (depth + 1), indent * depth
+    lines = [pad + p + ("," if i < len(pairs) - 1 or trailing else "") + (" // note" if comments and i % 2 else "")
+             for i, p in enumerate(pairs)]
+    return opening + nl + nl.join(lines) + nl + outer + closing
+
+
+@settings(max_examples=150, deadline=None)
+@given(doc=st.dictionaries(st.sampled_from(["mcpServers", "servers", "theme", "hooks"]), _values, max_size=4),
+       indent=st.sampled_from([None, "  ", "    ", "\t"]), jsonc=st.booleans(), crlf=st.booleans(),
+       kind=st.sampled_from(["set", "append"]))
+def test_splices_keep_every_layout_and_come_back_out(doc, indent, jsonc, crlf, kind):
+    nl = "\r\n" if crlf else "\n"
+    text = _layout(doc, indent, trailing=jsonc and indent is not None, comments=jsonc, nl=nl) + nl
+    path = ["mcpServers", "memloci"] if kind == "set" else ["hooks", "PostToolUse"]
+    value = {"command": "/opt/memloci", "args": ["serve"]} if kind == "set" else {"hooks": [{"command": "m"}]}
+    op = {"op": kind, "path": path, "value": value, "created": 0}
+    try:
+        splices, recorded = edits.json_splices(text, op, "f", force=True)
+    except MemlociError:  # the path runs through a value that is not an object or list: refused
+        return
+    new = jsonedit.apply(text, splices)
+    assert jsonedit.to_py(jsonedit.parse(new)) == edits.apply_value(doc, recorded) if splices else True
+    if not jsonc:
+        json.loads(new)
+    assert only_insertions(text, new) or "old" in recorded
+    back = new
+    for step in edits.json_unsplices(new, recorded, "f"):
+        back = jsonedit.apply(back, step)
+    assert jsonedit.to_py(jsonedit.parse(back)) == edits.revert_value(edits.apply_value(doc, recorded), recorded)
+    if splices and "old" not in recorded:
+        assert back == text

@@ -243,9 +243,17 @@ def line_indent(text: str, pos: int) -> str | None:
 
 
 def render(value: Any, style: Style, base: str) -> str:
-    """`value` as indented JSON whose continuation lines start at `base`."""
-    body = json.dumps(value, indent=style.unit, ensure_ascii=False)
-    return body.replace("\n", style.newline + base)
+    """`value` as indented JSON whose continuation lines start at `base`; a list of plain
+    values stays on one line, as people write `"args": ["serve"]`."""
+    if isinstance(value, dict) and value:
+        inner = base + style.unit
+        items = [f"{inner}{json.dumps(k, ensure_ascii=False)}: {render(v, style, inner)}" for k, v in value.items()]
+        return "{" + style.newline + ("," + style.newline).join(items) + style.newline + base + "}"
+    if isinstance(value, list) and any(isinstance(v, (dict, list)) for v in value):
+        inner = base + style.unit
+        items = [inner + render(v, style, inner) for v in value]
+        return "[" + style.newline + ("," + style.newline).join(items) + style.newline + base + "]"
+    return _compact(value)
 
 
 def _compact(value: Any) -> str:
