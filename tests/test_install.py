@@ -461,3 +461,34 @@ def test_splices_keep_every_layout_and_come_back_out(doc, indent, jsonc, crlf, k
     assert jsonedit.to_py(jsonedit.parse(back)) == edits.revert_value(edits.apply_value(doc, recorded), recorded)
     if splices and "old" not in recorded:
         assert back == text
+
+
+def test_killed_at_any_moment_the_file_is_whole_and_the_next_run_cleans_up(tmp_path):
+    import random
+    import signal
+    import time
+
+    name, original = FIXTURES["cursor"]
+    path = write(tmp_path / "cfg" / name, original)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMLOCI_")}
+    env["MEMLOCI_HOME"] = str(tmp_path / "mhome")
+    assert memloci(tmp_path, "install", "cursor", "--config", str(path)).returncode == 0
+    installed = path.read_bytes()
+    assert memloci(tmp_path, "uninstall", "cursor", "--config", str(path)).returncode == 0
+    rng = random.Random(15)
+    for _ in range(12):
+        proc = subprocess.Popen([sys.executable, str(Path(__file__).parent / "install_loop.py"), str(path)],
+                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, text=True)
+        assert proc.stdout.readline().strip() == "looping"
+        time.sleep(rng.uniform(0.05, 0.6))
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+        assert path.read_bytes() in (original.encode(), installed)  # never half a file
+        for bak in path.parent.glob(name + ".bak*"):
+            assert bak.read_bytes() in (original.encode(), installed)
+    # The next runs work from whatever state was left, and leave the original bytes.
+    assert memloci(tmp_path, "install", "cursor", "--config", str(path)).returncode == 0
+    assert path.read_bytes() == installed
+    assert memloci(tmp_path, "uninstall", "cursor", "--config", str(path)).returncode == 0
+    assert path.read_bytes() == original.encode()
+    assert not list(path.parent.glob("*memloci-tmp"))

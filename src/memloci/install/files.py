@@ -8,6 +8,7 @@ import hashlib
 import json
 import os
 import tempfile
+from glob import escape as glob_escape
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -98,7 +99,14 @@ def _fsync_dir(path: Path) -> None:
 
 
 def write_atomic(path: Path, data: bytes, mode: int) -> None:
-    """Temp file beside it, fsync, rename over: a reader sees the old file or the new, never half."""
+    """Temp file beside it, fsync, rename over: a reader sees the old file or the new, never half.
+    Temp files of this name a killed run left behind are removed first (the name is ours alone)."""
+    for stray in path.parent.glob(f".{glob_escape(path.name)}.*.memloci-tmp"):
+        try:
+            if stray.is_file() and not stray.is_symlink():
+                stray.unlink()
+        except OSError:
+            pass
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".memloci-tmp", dir=path.parent)
     try:
         os.fchmod(fd, mode)
