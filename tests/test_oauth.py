@@ -58,6 +58,7 @@ def test_scope_map_turns_issuer_scopes_into_library_scopes(issuer):
     v = JwtTokenVerifier(_config(issuer, scope_map={"memory.read": ["team:read", "notes:read"], "memory.admin": "team:admin"}))
     assert _verify(v, issuer.token(scope="memory.read")).scopes == ["team:read", "notes:read"]
     assert _verify(v, issuer.token(scope="memory.admin team:read")).scopes == ["team:admin", "team:read"]
+    assert _verify(v, issuer.token(scope="*:read team:readonly")).scopes == ["*:read"]  # as stored tokens spell it
 
 
 @pytest.mark.parametrize("case", ["expired", "not_yet", "wrong_audience", "wrong_issuer", "no_exp",
