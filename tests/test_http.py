@@ -338,7 +338,7 @@ def test_settings_come_from_flags_then_environment_then_config(tmp_path, monkeyp
     monkeypatch.delenv("MCP_SERVER_PORT", raising=False)
     settings = resolve(config)
     assert (settings.host, settings.port, settings.loopback) == ("10.0.0.5", 9000, False)
-    assert "memory.example.com" in settings.host_patterns() and "10.0.0.5:*" in settings.host_patterns()
+    assert {"memory.example.com", "memory.example.com:*", "10.0.0.5:*"} <= set(settings.host_patterns())
     monkeypatch.setenv("MCP_SERVER_PORT", "9100")
     monkeypatch.setenv("MCP_SERVER_HOST", "::1")
     assert (resolve(config).host, resolve(config).port, resolve(config).loopback) == ("::1", 9100, True)
@@ -376,3 +376,15 @@ def test_sigterm_with_an_idle_client_connected_exits_promptly(tmp_path):
     assert server.process.poll() is not None
     assert server.stop() == 0
     assert "shutting down with" not in server.log.read_text()
+
+
+def test_wide_bind_with_a_token_starts_and_checks_the_host(tmp_path):
+    token = create_token(tmp_path, "remote", "team:read")
+    server = Server(tmp_path, "--host", "0.0.0.0", "--allowed-host", "memory.example")
+    try:
+        assert server.post(INIT, token, host=f"memory.example:{server.port}").status_code == 200
+        assert server.post(INIT, token, host="memory.example").status_code == 200
+        assert server.post(INIT, token, host=f"other.example:{server.port}").status_code == 421
+        assert server.post(INIT, None, host=f"memory.example:{server.port}").status_code == 401
+    finally:
+        assert server.stop() == 0

@@ -76,9 +76,8 @@ class HostOriginCheck:
 
 
 def security_settings(settings: HttpSettings) -> TransportSecuritySettings:
-    hosts = settings.host_patterns()
-    return TransportSecuritySettings(enable_dns_rebinding_protection="*" not in hosts,
-                                     allowed_hosts=hosts, allowed_origins=settings.origin_patterns())
+    return TransportSecuritySettings(enable_dns_rebinding_protection=True, allowed_hosts=settings.host_patterns(),
+                                     allowed_origins=settings.origin_patterns())
 
 
 async def healthz(request: Request) -> JSONResponse:
@@ -172,7 +171,7 @@ def serve_http(server: Any, settings: HttpSettings, *, verifiers: Sequence[Token
     if not settings.loopback and not settings.allowed_hosts:
         log.warning("listening on %s: requests are let in only with a loopback Host header until you add "
                     "--allowed-host (the name clients use)", settings.host)
-    log.info("memloci serving MCP at http://%s:%d/mcp", _url_host(settings.host), settings.port)
+    log.info("MCP endpoint: http://%s:%d/mcp", _url_host(settings.host), settings.port)
     # uvicorn raises the signal it caught again once it has shut down, which would end the
     # process with 143 after a clean shutdown: the handlers it puts back ignore it instead.
     for sig in (signal.SIGTERM, signal.SIGINT):

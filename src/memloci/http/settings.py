@@ -52,10 +52,16 @@ class HttpSettings:
         """Host header values let in: loopback names, the address bound (when it is one), and the allowed ones."""
         extra = [] if self.host in ("0.0.0.0", "::", "") or self.loopback else [_bracketed(self.host) + ":*",
                                                                                _bracketed(self.host)]
-        return [*LOOPBACK_HOSTS, *extra, *self.allowed_hosts]
+        # a name given without a port is let in on any port (direct, or through a proxy on 443)
+        allowed = [p for h in self.allowed_hosts for p in ((h,) if _has_port(h) else (h, f"{h}:*"))]
+        return [*LOOPBACK_HOSTS, *extra, *allowed]
 
     def origin_patterns(self) -> list[str]:
         return [*LOOPBACK_ORIGINS, *self.allowed_origins]
+
+
+def _has_port(host: str) -> bool:
+    return host.rpartition(":")[2].isdigit() or host.endswith(":*") if not host.endswith("]") else False
 
 
 def _bracketed(host: str) -> str:
