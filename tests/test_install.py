@@ -492,3 +492,26 @@ def test_killed_at_any_moment_the_file_is_whole_and_the_next_run_cleans_up(tmp_p
     assert memloci(tmp_path, "uninstall", "cursor", "--config", str(path)).returncode == 0
     assert path.read_bytes() == original.encode()
     assert not list(path.parent.glob("*memloci-tmp"))
+
+
+def test_installs_at_the_same_time_lose_nothing(tmp_path):
+    # Several installs into one file at once: the ledger lock makes them take turns, so every
+    # entry lands, and every uninstall (again all at once) leaves the original bytes.
+    name, original = FIXTURES["gemini"]
+    path = write(tmp_path / name, original)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMLOCI_")}
+    env["MEMLOCI_HOME"] = str(tmp_path / "mhome")
+
+    def run_all(verb):
+        procs = [subprocess.Popen([sys.executable, "-m", "memloci", verb, "gemini", "--config", str(path),
+                                   "--name", f"m{i}"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                 for i in range(5)]
+        for proc in procs:
+            assert proc.wait(timeout=120) == 0, proc.stderr.read()
+
+    run_all("install")
+    servers = parse("gemini", path.read_text())["mcpServers"]
+    assert {f"m{i}" for i in range(5)} | {"weather"} == set(servers)
+    run_all("uninstall")
+    assert path.read_text() == original
+    assert json.loads((tmp_path / "mhome" / "install-ledger.json").read_text())["entries"] == []

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
 import re
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -29,10 +31,24 @@ NameOpt = Annotated[str, typer.Option("--name", help="The server's name in the c
 DryOpt = Annotated[bool, typer.Option("--dry-run", help="Print the diff of every file; change nothing.")]
 
 
-def _ledger() -> Ledger:
+@contextmanager
+def _ledger(dry_run: bool):
+    """The ledger, held under an exclusive lock for the whole command, so two installs at once
+    (into one file or two) neither lose the other's record nor interleave their edits. A dry
+    run only reads it and creates nothing."""
     from ..libraries import memloci_home
 
-    return Ledger(memloci_home() / "install-ledger.json")
+    home = memloci_home()
+    if dry_run:
+        yield Ledger(home / "install-ledger.json")
+        return
+    home.mkdir(parents=True, exist_ok=True, mode=0o700)
+    fd = os.open(home / "install-ledger.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield Ledger(home / "install-ledger.json")
+    finally:
+        os.close(fd)
 
 
 def _fail(exc: MemlociError) -> None:
@@ -209,15 +225,16 @@ def install(
         if token and client.env_ref is not None:
             print(f"note: {client.title} can read the token from the environment: --token-env NAME keeps "
                   "it out of the file", file=sys.stderr)
-        ledger = _ledger()
-        try:
-            plans = _plans(client, server, name, scope, project, config, hooks_config, hooks, force, False, ledger)
-        except ConflictError:
-            for plan, _, _ in _plans(client, server, name, scope, project, config, hooks_config, hooks,
-                                     True, False, ledger):
-                sys.stderr.write(diff(plan))
-            raise
-        _run(plans, client, name, ledger, dry_run, "added")
+        with _ledger(dry_run) as ledger:
+            try:
+                plans = _plans(client, server, name, scope, project, config, hooks_config, hooks, force, False,
+                               ledger)
+            except ConflictError:
+                for plan, _, _ in _plans(client, server, name, scope, project, config, hooks_config, hooks,
+                                         True, False, ledger):
+                    sys.stderr.write(diff(plan))
+                raise
+            _run(plans, client, name, ledger, dry_run, "added")
         if hooks and client.name == "codex" and not dry_run:
             print("note: Codex asks you to review and trust a new hook before it runs it", file=sys.stderr)
     except MemlociError as exc:
@@ -242,9 +259,9 @@ def uninstall(
         project = _scope(client, scope, project_dir)
         if not _NAME.match(name):
             raise InstallError(f"--name {name!r} is not a server name")
-        ledger = _ledger()
-        plans = _plans(client, None, name, scope, project, config, hooks_config, hooks, False, True, ledger)
-        _run(plans, client, name, ledger, dry_run, "removed")
+        with _ledger(dry_run) as ledger:
+            plans = _plans(client, None, name, scope, project, config, hooks_config, hooks, False, True, ledger)
+            _run(plans, client, name, ledger, dry_run, "removed")
     except MemlociError as exc:
         _fail(exc)
 
