@@ -154,6 +154,9 @@ def test_n2n_refusals_name_n2n_fields(tmp_path, home):
         assert "activeTask" in err["message"] and "active_task" not in err["message"]
         err = await c.error("n2n_search", projectPath=str(app), query="x", minScore=2)
         assert err["message"].startswith("minScore:")
+        err = await c.error("n2n_add_observations", projectPath=str(app),
+                            observations=[{"entityName": "  ", "contents": ["x"]}])
+        assert err["message"].startswith("observations[0].entityName:"), err
         err = await c.error("n2n_add_entities", projectPath=str(app), entities=[{"name": "x", "entityType": 3}])
         assert err["message"].startswith("entities[0].entityType:")
         assert not any((app / ".mcp").glob("*.md"))  # nothing half-applied

@@ -13,7 +13,7 @@ from . import confine
 from .errors import AlreadyExistsError, PermissionDeniedError, ValidationError
 from .libraries import ProjectRef
 from .markdown.export import render_graph, render_memories
-from .model import EntityInput, RelationInput, name_key, now_iso
+from .model import EntityInput, ObservationBatch, RelationInput, name_key, now_iso
 from .projects import project_label, read_n2n
 
 log = logging.getLogger(__name__)
@@ -123,6 +123,20 @@ class ProjectService:
                 "memories": len(memories)}
 
     # -- n2n-memory ----------------------------------------------------------------------
+
+    def add_observations_to_existing(self, batches: list[ObservationBatch], *, library: str | ProjectRef | None = None,
+                                     origin: str = "add_observations") -> tuple[list[Any], list[str]]:
+        """n2n-memory's add_observations: batches for entities that do not exist are skipped and
+        named, not an error; the rest is one add_observations (all or nothing). Returns (what
+        add_observations returned, the names skipped)."""
+        clean = schema.validate_observation_batches(batches, "observations", "contents")
+        if not clean:
+            self.store(library)  # a project is still checked (and its handshake asked) for an empty batch
+            return [], []
+        found = {name_key(e.name) for e in self.store(library).open_entities([b.entity_name for b in clean]).entities}
+        kept = [b for b in clean if name_key(b.entity_name) in found]
+        skipped = list(dict.fromkeys(b.entity_name for b in clean if name_key(b.entity_name) not in found))
+        return (self.add_observations(kept, library=library, origin=origin) if kept else []), skipped
 
     def _carry_over_n2n(self, store: Any, folder: Path) -> None:
         """Read n2n-memory's files in a project's `.mcp/` into its new library (files stay as they were)."""

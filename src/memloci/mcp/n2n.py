@@ -127,13 +127,10 @@ def register(server: Any, service: MemoryService) -> None:
                              confirmNewProjectRoot: ConfirmRoot = None) -> Annotated[CallToolResult, Out]:
         where = _project(projectPath, confirmNewProjectRoot)
         # n2n-memory skips entities that do not exist (and says how many facts it added)
-        found = {e.name.casefold() for e in service.open_nodes([o.entityName for o in observations], library=where).entities} \
-            if observations else set()
-        batches = [ObservationBatch(o.entityName, tuple(o.contents)) for o in observations
-                   if o.entityName.casefold() in found]
-        results = service.add_observations(batches, library=where, origin="n2n_add_observations") if batches else []
+        results, missing = service.add_observations_to_existing(
+            [ObservationBatch(o.entityName, tuple(o.contents)) for o in observations], library=where,
+            origin="n2n_add_observations")
         added = sum(len(r.added) for r in results)
-        missing = sorted({o.entityName for o in observations if o.entityName.casefold() not in found})
         return changed(f"Added {added} observation fragments to root: {root_of(where)}", added=added,
                        **({"skippedEntities": missing} if missing else {}))
 
