@@ -86,6 +86,11 @@ def tree_digest(root: Path) -> dict[str, str]:
             for p in sorted(root.rglob("*")) if p.is_file()}
 
 
+def notes_digest(root: Path) -> dict[str, str]:
+    """A Markdown library's own files (its index folder left out)."""
+    return {k: v for k, v in tree_digest(root).items() if not k.startswith(".memloci/")}
+
+
 # -- MCP Memory Service -----------------------------------------------------------------
 
 
@@ -287,7 +292,11 @@ def test_basic_memory_counts_and_values(lib, notes):
     for prose in ("- [ ] ask about the Kenya lot", "> - [hours] Closed on Mondays",
                   "- [example] not an observation inside a code fence", "- see also [[Coffee Bean Origins]] for the beans"):
         assert prose in alice_text
+    changes = len(lib.history(limit=1000, internal=True))
+    files = notes_digest(lib.store().root) if lib.kind == "markdown" else None
     again, added, existing = lib.import_everything(read_basic_memory(notes).data)
+    assert len(lib.history(limit=1000, internal=True)) == changes  # nothing written, not even the journal
+    assert files is None or notes_digest(lib.store().root) == files
     assert (again.entities_created, again.observations_added, again.relations_created) == (0, 0, 0)
     assert again.entities_merged == 3 and again.relations_existing == 4
     assert len(lib.export_graph().relations) == 7
@@ -374,3 +383,84 @@ def test_cli_refuses_bad_sources_with_a_message(home, tmp_path):
     proc = memloci(home, "import", "basic-memory", str(text), check=False)
     assert proc.returncode == 1 and "not a folder" in proc.stderr
     assert not home.exists() or not any(home.rglob("*.db"))
+
+
+def test_basic_memory_merges_into_a_persons_entity_without_touching_its_prose(tmp_path, notes):
+    service, registry = open_service(tmp_path, "markdown")
+    try:
+        person = "---\ntype: person\n---\n# Alice\n\nMy own words about Alice.\n"
+        (tmp_path / "lib").mkdir(exist_ok=True)
+        (tmp_path / "lib" / "Alice.md").write_text(person)
+        service.store().sync()
+        service.import_everything(read_basic_memory(notes).data)
+        text = (tmp_path / "lib" / "Alice.md").read_text()
+        assert text.startswith("---\ntype: person\n") and "# Alice\n\nMy own words about Alice.\n\n" in text
+        assert "Roaster at the corner shop" not in text  # the note's prose did not replace theirs
+        alice = {e.name: e for e in service.export_graph().entities}["Alice"]
+        assert alice.entity_type == "person" and alice.created_at != "2026-01-01T00:00:00Z"
+        assert [o.content for o in alice.observations] == ["Prefers Chemex over V60 #equipment"]
+    finally:
+        registry.close()
+
+
+def write_notes(root: Path, n: int) -> None:
+    root.mkdir(parents=True)
+    for i in range(n):
+        (root / f"note {i:03d}.md").write_text(
+            f"---\ntitle: Note {i:03d}\ntype: topic\ntags: [t{i % 7}]\ncreated: 2026-0{1 + i % 9}-1{i % 10}T10:00:00Z\n---\n"
+            f"# Note {i:03d}\n\nProse of note {i} with a link to [[Note {(i * 7) % n:03d}]].\n\n"
+            f"## Observations\n- [fact] first fact of {i} #f{i % 5}\n- [fact] second fact of {i}\n\n"
+            f"## Relations\n- next [[Note {(i + 1) % n:03d}]]\n")
+
+
+def library_state(service: MemoryService) -> tuple:
+    """Everything an import writes, less the times of the moment (relation times, `modified`)."""
+    graph = service.export_graph(order="name")
+    return (tuple((e.name, e.entity_type, e.tags, e.body, e.created_at,
+                   tuple((o.content, o.created_at) for o in e.observations)) for e in graph.entities),
+            tuple(sorted((r.from_entity, r.relation_type, r.to_entity) for r in graph.relations)))
+
+
+def start_import(src: Path, spec: str, home: Path, lib: Path) -> tuple[subprocess.Popen, float]:
+    """`memloci import basic-memory` running; returns once its library appears (the reading is done)."""
+    import time
+
+    proc = subprocess.Popen([sys.executable, "-m", "memloci", "import", "basic-memory", str(src), "--libraries", spec],
+                            env=server_env(home), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    while not lib.exists() and proc.poll() is None:
+        time.sleep(0.002)
+    return proc, time.monotonic()
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "markdown"])
+def test_basic_memory_import_killed_then_run_again_ends_as_one_clean_run(tmp_path, kind):
+    """SIGKILL at moments spread over an import's writes, then the same import again: the
+    library ends exactly as after one uninterrupted import (whole batches, idempotent edits)."""
+    import time
+
+    src = tmp_path / "notes"
+    write_notes(src, 30)
+    clean_lib = tmp_path / "clean" / ("lib.db" if kind == "sqlite" else "lib")
+    proc, started = start_import(src, f"clean:{clean_lib}", tmp_path / "home", clean_lib)
+    assert proc.wait(timeout=120) == 0
+    took = time.monotonic() - started  # the writing part of the import
+    service, registry = open_service(clean_lib.parent, kind)
+    expected = library_state(service)
+    registry.close()
+    assert len(expected[0]) == 30 and len(expected[1]) == 54  # 30 `next`, 24 prose links (6 notes link to themselves)
+    interrupted = []  # whether a kill left the library halfway (else the test would prove nothing)
+    for n, fraction in enumerate((0.2, 0.5, 0.8)):
+        lib = tmp_path / f"k{n}" / ("lib.db" if kind == "sqlite" else "lib")
+        proc, _ = start_import(src, f"k:{lib}", tmp_path / "home", lib)
+        time.sleep(took * fraction)
+        proc.kill()
+        proc.wait()
+        service, registry = open_service(lib.parent, kind)
+        try:
+            interrupted.append(library_state(service) != expected)
+            service.import_everything(read_basic_memory(src).data)  # the command's own call, run again
+            assert library_state(service) == expected, f"killed at {fraction:.0%} of {took:.1f}s"
+        finally:
+            registry.close()
+    print(f"{sum(interrupted)} of {len(interrupted)} kills left the library halfway")
+    assert any(interrupted), "no kill landed inside the import"

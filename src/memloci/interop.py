@@ -78,9 +78,11 @@ class OfficialFile:
     # memloci's own dates, where the file has them: name_key -> (created, updated, observation dates)
     entity_dates: dict[str, tuple[str, str, list[str]]] = field(default_factory=dict)
     relation_dates: dict[tuple[str, str, str], str] = field(default_factory=dict)  # (from key, type, to key)
-    # importers of richer formats (importers/): name_key -> an edit of the entity's document text,
-    # applied to the entities the import creates (e.g. a note's prose as the body)
-    entity_edits: dict[str, Callable[[str], str]] = field(default_factory=dict)
+    # importers of richer formats (importers/): name_key -> an idempotent edit of the entity's
+    # document text, applied after the graph is written (e.g. a note's prose as the body). It
+    # returns the new text and whether the entity is the source's own (then it takes the
+    # source's dates), not a person's entity of the same name that the import merged into.
+    entity_edits: dict[str, Callable[[str], tuple[str, bool]]] = field(default_factory=dict)
 
 
 def _time(obj: dict[str, Any], key: str, line: int) -> str:

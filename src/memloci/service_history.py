@@ -49,19 +49,34 @@ class HistoryService:
 
     def import_everything(self, source: OfficialFile, *, library: str | None = None,
                           progress: Callable[[int], None] | None = None) -> tuple[Any, int, int]:
-        """Load a JSONL file: the graph (merged into what is there), then the times the file gives
-        the entities and relations it creates, then its free memories with their own times.
+        """Load a JSONL file, or what an importer read (importers/): the graph (merged into what is
+        there), then the importer's edits of entity documents, then the times the source gives the
+        entities and relations it creates, then its free memories with their own times.
         Returns (the graph's ImportReport, memories added, memories already there)."""
         store = _portable(self.store(library))
         names = [e.name for _, e in source.entities]
         existed = {name_key(e.name) for e in self.store(library).open_entities(names).entities} if names else set()
         report = self.import_graph(source.entities, source.relations, library=library, progress=progress)
         new = {name_key(e.name): e for _, e in source.entities if name_key(e.name) not in existed}
-        dates = {k: (c, u, new[k].observations, obs) for k, (c, u, obs) in source.entity_dates.items() if k in new}
+        given = {name_key(e.name): e for _, e in source.entities}
+        owned = set()  # the source's own entities (not a person's that the import merged into)
+        for key, change in source.entity_edits.items():  # one transaction each; an edit that changes nothing writes nothing
+            if key in given:
+                def text_of(text: str, change=change, key=key) -> str:
+                    new_text, own = change(text)
+                    (owned.add if own else owned.discard)(key)
+                    return new_text
+
+                self.store(library).edit_document(given[key].name, text_of, origin="import", detail={"imported": "document"})
+            if progress:
+                progress(1)
+        # The source's dates go to what this run created, and to its own entities still without
+        # them: a rerun after a stopped import finishes it (restore_dates is one transaction).
+        stored = {name_key(e.name): e.created_at for e in self.store(library).open_entities(
+            [given[k].name for k in owned if k in source.entity_dates]).entities} if owned else {}
+        dates = {k: (c, u, given[k].observations, obs) for k, (c, u, obs) in source.entity_dates.items()
+                 if k in new or (k in stored and stored[k] != c)}
         relation_dates = {key: at for key, at in source.relation_dates.items() if key[0] in new and key[2] in new}
-        for key, change in source.entity_edits.items():  # one transaction each; only on what this import made
-            if key in new:
-                self.store(library).edit_document(new[key].name, change, origin="import", detail={"imported": "document"})
         if dates or relation_dates:
             store.restore_dates(dates, relation_dates, origin="import")
         added, existing = store.import_memories([m for _, m in source.memories], origin="import") \

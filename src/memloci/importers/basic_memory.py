@@ -217,22 +217,35 @@ def _body(note: Note, removed: set[int]) -> str:
     return text.strip("\n") + "\n" if text.strip() else ""
 
 
-def _with_body(note: Note, body: str) -> Callable[[str], str]:
-    """The edit that gives a just-imported entity its note's prose, tags, dates and other front
-    matter keys; what the import already put there (type, observations, relations) stays. The
-    dates go into the document too, so a Markdown library's file carries them (the index is
-    rebuilt from the files)."""
+def _prose(body: str) -> str:
+    """A body without its Observations list: the part a note's prose would fill."""
+    return md.remove_empty_section(md.set_observations(body, []), "Observations").strip()
+
+
+def _with_body(note: Note, body: str, observations: list[str]) -> Callable[[str], tuple[str, bool]]:
+    """The edit that gives an imported entity its note's prose, tags, creation date and other
+    front matter keys; what the import put there (type, observations, relations) stays.
+
+    It is idempotent, so it runs on every import: a second run changes nothing, and a run
+    after an interrupted one finishes the entities it made. An entity that already has prose
+    of its own (a person's note of the same name) gets only the tags and front matter keys it
+    lacks: its prose and dates stay. The dates are in the document too, so a Markdown
+    library's files carry them (its index is rebuilt from the files). Returns the text and
+    whether the entity is the note's own (its dates then follow)."""
     tags, extra = note.tags, note.extra
 
-    def change(text: str) -> str:
+    def change(text: str) -> tuple[str, bool]:
         doc = md.parse_document(text, fallback_name="")
-        doc.body = body
-        doc.created, doc.modified = note.created, note.modified
-        doc.dates = {o: note.created for o in doc.observations}
+        own = not _prose(doc.body) or _prose(doc.body) == _prose(body)
+        if own:
+            doc.body = body
+            doc.created = note.created
+            doc.dates.update({o: note.created for o in observations if o in doc.dates})  # dated lines (a Markdown file)
         doc.tags = list(dict.fromkeys([*doc.tags, *tags]))
+        have = {block.split(":", 1)[0].strip() for block in doc.extra}
         doc.extra = [*doc.extra, *(yaml.safe_dump({k: v}, allow_unicode=True, sort_keys=False, default_flow_style=False,
-                                                  width=1 << 20) for k, v in extra.items())]
-        return md.render_document(doc)
+                                                  width=1 << 20) for k, v in extra.items() if str(k) not in have)]
+        return md.render_document(doc), own
 
     return change
 
@@ -309,10 +322,10 @@ def read_basic_memory(root: Path) -> ImportSource:
             source.data.relations.append((len(source.relation_where), relation))
         key = name_key(note.title)
         if taken[key] == note.rel:
-            change = _with_body(note, _body(note, removed))
+            change = _with_body(note, _body(note, removed), list(entity.observations))
             try:  # the edit is tried here on the entity as the import will make it: a bad one stops nothing halfway
                 md.parse_document(change(md.render_document(md.EntityDocument(
-                    entity.name, entity.entity_type, observations=list(entity.observations)))), fallback_name=entity.name)
+                    entity.name, entity.entity_type, observations=list(entity.observations))))[0], fallback_name=entity.name)
             except MemlociError as exc:
                 source.skipped.append((where, f"its prose, tags and front matter are left out: {exc.message}"))
                 change = None

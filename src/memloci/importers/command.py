@@ -51,7 +51,8 @@ def _run(reader: Callable[[Path], ImportSource], path: Path, libraries: str | No
         service = _service(libraries)
         with Progress(TextColumn(f"importing {source.kind}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
                       console=err, transient=False) as bar:
-            task = bar.add_task("import", total=len(data.entities) + len(data.relations) + len(data.memories))
+            task = bar.add_task("import", total=len(data.entities) + len(data.relations) + len(data.memories)
+                                + len(data.entity_edits))
             report, added, existing = service.import_everything(data, library=library,
                                                                 progress=lambda n: bar.advance(task, n))
     except MemlociError as exc:
