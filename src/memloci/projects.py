@@ -35,8 +35,9 @@ WEAK_MARKERS = ("README.md", "README", "README.txt", "README.rst", "LICENSE", "d
 
 
 def project_label(root: Path) -> str:
-    """How logs name a project: its folder name, the full path only at debug level."""
-    return str(root) if log.isEnabledFor(logging.DEBUG) else root.name
+    """How logs name a project: its id (project_id: `user/repo`, else the folder name), the full
+    path only at debug level."""
+    return str(root) if log.isEnabledFor(logging.DEBUG) else project_id(root)
 
 
 def _markers(folder: Path, names: tuple[str, ...]) -> list[str]:
