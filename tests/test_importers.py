@@ -326,6 +326,38 @@ def test_basic_memory_into_a_markdown_library_keeps_the_notes_readable(tmp_path,
         registry.close()
 
 
+@pytest.mark.parametrize("item, observation", [
+    ("[method] Pour over #brewing (light roasts)", True), ("plain text with a #tag", True),
+    ("plain text", False), ("[ ] a task", False), ("[x] done", False), ("[/] in progress", False),
+    ("[00:01:02] a transcript line", False), ("[a link](https://example.com)", False), ("[[Just A Link]]", False),
+])
+def test_basic_memory_observation_rule(item, observation):
+    from memloci.importers.basic_memory import is_observation
+
+    assert is_observation(item) is observation
+
+
+@pytest.mark.parametrize("item, relation", [
+    ("relates_to [[Coffee]]", ("relates_to", "Coffee")), ("implements [[Spec]] (since v2)", ("implements", "Spec")),
+    ("'inspired by' [[Alice]]", ("inspired by", "Alice")), ("see also [[Coffee]]", None),
+    ("uses [[A]] and then [[B]]", None), ("[[Coffee]]", None),
+])
+def test_basic_memory_relation_rule(item, relation):
+    from memloci.importers.basic_memory import explicit_relation
+
+    assert explicit_relation(item) == relation
+
+
+def test_basic_memory_wrapped_items_are_one_observation(service, tmp_path):
+    root = tmp_path / "wrapped"
+    root.mkdir()
+    (root / "w.md").write_text("---\ntitle: W\n---\n- [idea] one\n  two #t\n- plain\n  continued\n")
+    service.import_everything(read_basic_memory(root).data)
+    entity = service.export_graph().entities[0]
+    assert [o.content for o in entity.observations] == ["[idea] one\ntwo #t"]
+    assert entity.body.startswith("- plain\n  continued\n")
+
+
 def test_basic_memory_never_follows_links_out_of_the_folder(tmp_path, notes):
     outside = tmp_path / "outside"
     outside.mkdir()

@@ -119,8 +119,8 @@ class Note:
     modified: str
     lines: list[str]  # body lines (after the front matter), with their ends
     first_line: int  # file line number of lines[0]
-    observations: list[tuple[int, str]] = field(default_factory=list)  # (index into lines, text)
-    relations: list[tuple[int, str, str]] = field(default_factory=list)  # (index, type, target)
+    observations: list[tuple[range, str]] = field(default_factory=list)  # (its lines, text)
+    relations: list[tuple[range, str, str]] = field(default_factory=list)  # (its lines, type, target)
 
 
 def _front_matter(text: str) -> tuple[dict[str, Any], str, int]:
@@ -173,21 +173,27 @@ def read_note(root: Path, rel: str) -> Note:
     note = Note(rel, title.strip() or Path(rel).stem, str(fm.get("type") or "note"), _tags(fm.get("tags")),
                 {k: v for k, v in fm.items() if k not in KNOWN_KEYS}, created,
                 _time(fm.get("modified"), mtime, f"{rel}: modified"), body.splitlines(keepends=True), offset + 1)
-    fenced, in_quote = False, False
-    for i, line in enumerate(note.lines):
+    fenced = False
+    lines = note.lines
+    for i, line in enumerate(lines):
         if _FENCE.match(line):
             fenced = not fenced
             continue
-        in_quote = line.lstrip().startswith(">")
         m = _ITEM.match(line)
-        if fenced or in_quote or not m or not m.group(1):
+        if fenced or line.lstrip().startswith(">") or not m or not m.group(1):
             continue
-        item = m.group(1)
+        # An item's wrapped lines (indented, not an item of their own) are part of its text,
+        # as in Markdown: "- [idea] one\n  two" is the observation "[idea] one\ntwo".
+        end = i + 1
+        while end < len(lines) and lines[end][:1] in " \t" and lines[end].strip() and not _ITEM.match(lines[end]) \
+                and not _FENCE.match(lines[end]):
+            end += 1
+        item = "\n".join([m.group(1), *(x.strip() for x in lines[i + 1 : end])])
         rel_pair = explicit_relation(item) if "[[" in item else None
         if rel_pair:
-            note.relations.append((i, *rel_pair))
+            note.relations.append((range(i, end), *rel_pair))
         elif is_observation(item):
-            note.observations.append((i, item))
+            note.observations.append((range(i, end), item))
     return note
 
 
@@ -298,15 +304,15 @@ def read_basic_memory(root: Path) -> ImportSource:
             source.skipped.append((where, f"a second note titled '{note.title}' (first: {taken[name_key(note.title)]}); "
                                           "its observations and relations are merged into that entity"))
         taken.setdefault(name_key(note.title), note.rel)
-        removed = {i for i, _ in note.observations}
+        removed = {i for span, _ in note.observations for i in span}
         try:
             entity = entity_input(note.title, note.entity_type, [text for _, text in note.observations], where)
         except MemlociError as exc:
             source.skipped.append((where, exc.message))
             continue
         source.data.entities.append((number, entity))
-        for i, rel_type, target in note.relations:
-            line_where = f"{note.rel}:{note.first_line + i}"
+        for span, rel_type, target in note.relations:
+            line_where = f"{note.rel}:{note.first_line + span.start}"
             resolved = by_key.get(target.casefold()) or by_key.get(target.split("|")[0].strip().casefold())
             if resolved is None:
                 source.skipped.append((line_where, f"relation {rel_type} -> '{target}': no note of that name; "
@@ -317,7 +323,7 @@ def read_basic_memory(root: Path) -> ImportSource:
             except MemlociError as exc:
                 source.skipped.append((line_where, exc.message))
                 continue
-            removed.add(i)
+            removed.update(span)
             source.relation_where[len(source.relation_where) + 1] = line_where
             source.data.relations.append((len(source.relation_where), relation))
         key = name_key(note.title)
