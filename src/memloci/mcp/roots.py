@@ -51,7 +51,7 @@ def first_project(paths: list[str]) -> str | None:
     for path in paths:
         try:
             return str(resolve_project_root(path, field="roots"))
-        except (MemlociError, OSError):
+        except (MemlociError, OSError, RuntimeError):  # RuntimeError: a link loop
             continue
     return None
 
@@ -65,7 +65,8 @@ class ClientRoots:
     """Each connection's roots, asked once and forgotten when the client says they changed."""
 
     def __init__(self) -> None:
-        self._known: weakref.WeakKeyDictionary[Any, list[str]] | dict[Any, list[str]] = weakref.WeakKeyDictionary()
+        # weak: a closed connection's roots go with it
+        self._known: weakref.WeakKeyDictionary[Any, list[str]] = weakref.WeakKeyDictionary()
 
     def forget(self, ctx: Any) -> None:
         """`notifications/roots/list_changed`: ask again on the next call."""
