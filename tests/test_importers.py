@@ -496,3 +496,22 @@ def test_basic_memory_import_killed_then_run_again_ends_as_one_clean_run(tmp_pat
             registry.close()
     print(f"{sum(interrupted)} of {len(interrupted)} kills left the library halfway")
     assert any(interrupted), "no kill landed inside the import"
+
+
+@pytest.mark.parametrize("given, expected", [
+    ("2026-10-03T12:00:00.123Z", "2026-10-03T12:00:00.123Z"), ("2026-10-03T12:00Z", "2026-10-03T12:00:00Z"),
+    ("2026-10-03T12:00:00.5+02:00", "2026-10-03T10:00:00.500000Z"), ("2026-10-03 12:00:00+00:00", "2026-10-03T12:00:00Z"),
+])
+def test_times_become_memlocis_utc_form(given, expected):
+    from memloci.importers import utc_from_epoch, utc_from_text
+
+    assert utc_from_text(given) == expected
+    assert (utc_from_epoch(1763800000.25), utc_from_epoch(1763803600)) == ("2025-11-22T08:26:40.250000Z", "2025-11-22T09:26:40Z")
+
+
+@pytest.mark.parametrize("bad", ["2026-10-03T12:00:00", "yesterday", "", 1234])
+def test_a_time_without_a_zone_or_unreadable_is_refused_not_guessed(bad):
+    from memloci.importers import utc_from_text
+
+    with pytest.raises(ValidationError):
+        utc_from_text(bad)

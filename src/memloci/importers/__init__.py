@@ -13,6 +13,7 @@ named (row id, or file and line) with the reason; a source that is not what it c
 from __future__ import annotations
 
 import math
+import re
 import sqlite3
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -23,6 +24,9 @@ from .. import confine, schema
 from ..errors import ValidationError
 from ..interop import MemoryLine, OfficialFile
 from ..model import EntityInput, RelationInput
+
+
+_UTC = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z$")  # memloci's own form of a time
 
 
 @dataclass(slots=True)
@@ -63,7 +67,7 @@ def utc_from_text(value: Any) -> str:
         raise ValidationError(f"not an ISO 8601 time: {value!r}") from exc
     if at.tzinfo is None:
         raise ValidationError(f"time without a zone: {value!r} (it could be any zone's wall clock)")
-    if text.endswith("Z") and "T" in text and at.tzinfo.utcoffset(at).total_seconds() == 0:
+    if _UTC.match(text):
         return text  # already memloci's form: keep its digits exactly
     at = at.astimezone(timezone.utc)
     return at.strftime("%Y-%m-%dT%H:%M:%S" + (".%f" if at.microsecond else "") + "Z")
