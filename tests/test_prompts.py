@@ -105,12 +105,33 @@ def test_project_prompts(tmp_path):
     anyio.run(main)
 
 
+def test_n2n_prompts_speak_n2n(tmp_path):
+    """Under --tools n2n the prompts name the n2n_ tools and their camelCase projectPath."""
+    repo = project(tmp_path)
+
+    async def main():
+        async with mcp_session(tmp_path / "home", "--tools", "n2n") as session:
+            result = await session.call_tool("n2n_update_context", {"projectPath": str(repo),
+                                                                    "confirmNewProjectRoot": str(repo),
+                                                                    "activeTask": "Ship the cart", "status": "BLOCKED"})
+            assert not result.is_error
+            end = text_of(await session.get_prompt("task_end", {"project_path": str(repo)}))
+            assert "n2n_update_context: activeTask" in end and f'projectPath="{repo}"' in end
+            assert "project_path=" not in end and "- active task: Ship the cart" in end
+            start = text_of(await session.get_prompt("session_start", {"project_path": str(repo)}))
+            assert "Ship the cart" in start and "n2n_search" in start
+
+    anyio.run(main)
+
+
 @pytest.mark.parametrize("name,args,says", [
     ("session_start", {"budget": "500"}, "unknown argument 'budget'; did you mean 'token_budget'?"),
     ("session_start", {"token_budget": "lots"}, "token_budget: must be a whole number"),
     ("session_start", {"token_budget": "-5"}, "token_budget: must be a whole number"),
     ("session_start", {"token_budget": str(BUDGET_MAX + 1)}, f"token_budget: {BUDGET_MAX + 1} is outside"),
     ("session_start", {"token_budget": "1e3"}, "token_budget: must be a whole number"),
+    ("session_start", {"token_budget": "²"}, "token_budget: must be a whole number"),
+    ("session_start", {"token_budget": "9" * 5000}, "token_budget: must be a whole number"),
     ("task_end", {"query": "x"}, "unknown argument 'query'"),
     ("session_begin", {}, "no prompt named 'session_begin'; did you mean 'session_start'?"),
 ])
@@ -143,6 +164,7 @@ def test_non_string_argument_refused_on_the_wire(tmp_path):
     ("memory", {"session_start", "before_compaction"}),
     ("documents", {"session_start"}),
     ("strict,project", {"session_start", "before_compaction", "task_end"}),
+    ("n2n", {"session_start", "before_compaction", "task_end"}),
 ])
 def test_prompts_name_only_exposed_tools(tmp_path, groups, expected):
     async def main():
@@ -154,7 +176,8 @@ def test_prompts_name_only_exposed_tools(tmp_path, groups, expected):
                 assert tools_named(prompt.description or "") <= exposed
                 text = text_of(await session.get_prompt(name, {}))
                 assert tools_named(text) <= exposed, (name, tools_named(text) - exposed)
-                assert ("project_path" in [a.name for a in prompt.arguments or []]) == ("project" in groups)
+                assert ("project_path" in [a.name for a in prompt.arguments or []]) == \
+                    ("project" in groups or "n2n" in groups)
 
     anyio.run(main)
 

@@ -38,7 +38,7 @@ MEMORY_CANDIDATES = 20
 ENTITY_CANDIDATES = 10
 
 PROMPTS = ("session_start", "before_compaction", "task_end")
-WRITE_TOOLS = ("store_memory", "add_observations", "create_entities", "add_observation")
+WRITE_TOOLS = ("store_memory", "add_observations", "create_entities", "add_observation", "n2n_add_observations")
 
 
 def tokens(text: str) -> int:
@@ -104,7 +104,7 @@ def _budget(value: str | None) -> int:
     if value is None or value.strip() == "":
         return DEFAULT_BUDGET
     text = value.strip()
-    if not text.isdigit():
+    if not (text.isascii() and text.isdigit() and len(text) <= 6):  # "²" is a digit to isdigit, not to int
         raise ValidationError(f"token_budget: must be a whole number of tokens from {BUDGET_MIN} to {BUDGET_MAX} "
                               f"written as text, e.g. \"2000\"; got {value!r}")
     budget = int(text)
@@ -151,7 +151,8 @@ def register(server: Any, service: MemoryService) -> None:
     args_where: list[PromptArgument] = []
     if "library" not in server.hidden:
         args_where.append(PromptArgument(name="library", description="The library (several are mounted)"))
-    if "project_path" not in server.hidden:
+    n2n = "n2n_update_context" in exposed  # --tools n2n: n2n-memory's names and camelCase arguments
+    if "project_path" not in server.hidden or n2n:
         args_where.append(PromptArgument(name="project_path",
                                          description="Absolute root of a project that has memory (.mcp/)"))
 
@@ -160,7 +161,8 @@ def register(server: Any, service: MemoryService) -> None:
 
     def pass_along(library: str | None, project_path: str | None) -> str:
         if project_path:
-            return f' Pass project_path="{project_path}" to every call.'
+            said = f' Pass project_path="{project_path}" to every call.' if "project_path" not in server.hidden else ""
+            return said + (f' Pass projectPath="{project_path}" to every n2n_ tool.' if n2n else "")
         if library:
             return f' Pass library="{library}" to every call.'
         return ""
@@ -175,7 +177,8 @@ def register(server: Any, service: MemoryService) -> None:
         ctx = service.read_context(library=where)
         name = f"project {project_path}" if project_path else f"library {library or service.store(where).name}"
         chars = budget * CHARS_PER_TOKEN
-        recall = tools_named("retrieve_memory", "search_nodes", "search_memory", "open_nodes", "get_entity")
+        recall = tools_named("retrieve_memory", "search_nodes", "search_memory", "open_nodes", "get_entity",
+                             "n2n_search", "n2n_open_nodes")
         hint = f"\nTo recall more, use {', '.join(recall)}.{pass_along(library, project_path)}" if recall else ""
         if len(hint) > chars // 4:  # a very long project path: the hint without it
             hint = f"\nTo recall more, use {', '.join(recall)}."
@@ -235,9 +238,15 @@ def register(server: Any, service: MemoryService) -> None:
         elif "create_entities" in exposed and "add_observation" in exposed:
             steps.append("- People, components and services that matter: create_entities, then add_observation "
                          "for each dated fact; link them with create_relation.")
+        if "n2n_add_observations" in exposed:
+            steps.append("- Components, people and decisions that matter: n2n_add_entities, then "
+                         "n2n_add_observations with dated facts; link them with n2n_create_relations.")
         if "update_context" in exposed:
             steps.append("- Where the work stands: update_context with active_task, status, next_steps and "
                          "last_commit.")
+        elif n2n:
+            steps.append("- Where the work stands: n2n_update_context with activeTask, status, nextSteps and "
+                         "lastCommit.")
         return ("The conversation is about to be compacted: what is not saved now is lost. Before it is, save "
                 "what a later session would need and could not find in the code or git history:\n"
                 + "\n".join(steps)
@@ -251,9 +260,12 @@ def register(server: Any, service: MemoryService) -> None:
         current = "\n".join(lines) if lines else "(no context recorded yet)"
         store = (" Then store what this task taught (a decision, a fix, a gotcha) with store_memory, one fact "
                  "per call." if "store_memory" in exposed else "")
-        return ("The task is finished or paused. Record where it stands with update_context: active_task, "
-                "status (COMPLETED, IN_PROGRESS, BLOCKED or PLANNING), reason, next_steps (in order) and "
-                "last_commit, so the next session starts from here." + store + pass_along(library, project_path)
+        record = ("update_context: active_task, status (COMPLETED, IN_PROGRESS, BLOCKED or PLANNING), reason, "
+                  "next_steps (in order) and last_commit" if "update_context" in exposed else
+                  "n2n_update_context: activeTask, status (COMPLETED, IN_PROGRESS, BLOCKED or PLANNING), reason, "
+                  "nextSteps (in order) and lastCommit")
+        return (f"The task is finished or paused. Record where it stands with {record}, so the next session "
+                "starts from here." + store + pass_along(library, project_path)
                 + "\n\nThe context recorded now:\n" + current)
 
     where_args = args_where
@@ -267,8 +279,8 @@ def register(server: Any, service: MemoryService) -> None:
          True),
         ("before_compaction", "Before the conversation is compacted: what to save, and with which tools.",
          before_compaction, where_args, any(t in exposed for t in WRITE_TOOLS)),
-        ("task_end", "End of a task: update the hot context with update_context.", task_end, where_args,
-         "update_context" in exposed),
+        ("task_end", "End of a task: record where the work stands in the hot context.", task_end, where_args,
+         "update_context" in exposed or n2n),
     ]
     for name, description, fn, arguments, wanted in specs:
         if wanted:
