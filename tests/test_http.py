@@ -176,11 +176,21 @@ def test_a_read_token_searches_but_cannot_write_or_see_other_libraries(served):
 
 def test_access_log_names_the_token_never_its_secret_or_arguments(served):
     server, tokens, _ = served
+
+    async def body(s):
+        created = await s.call_tool("create_entities", {"library": "team", "entities": [
+            {"name": "alpha", "entityType": "project", "observations": ["uses FastAPI"]}]})
+        assert not created.is_error
+
+    run(server, tokens["writer"], body)
     log = server.log.read_text()
-    assert "token=writer tool=create_entities library=team" in log and "outcome=ok" in log
+    line = next(l for l in log.splitlines() if "token=writer tool=create_entities library=team" in l)
+    assert line.endswith("outcome=ok") and " ms=" in line
     for secret in tokens.values():
         assert secret not in log
     assert "uses FastAPI" not in log and "alpha" not in log
+    _, _, home = served
+    assert str(home) not in log and str(Path.cwd()) not in log  # no paths (a refused project_path call ran)
 
 
 def test_foreign_origin_and_host_are_refused(served):
