@@ -8,10 +8,11 @@ tool `write` (a tool added later is a write until it says otherwise).
 - `tools/list` shows only the tools the token's best scope allows;
 - a call on a library outside the token's scopes, or above its level, is refused with
   PERMISSION_DENIED naming the scope needed (`needs scope team:write`);
-- `list_libraries` lists only the token's libraries, and an unknown library name is
-  answered without naming the others;
-- `project_path` opens a folder on the server's own disk, beyond any mounted library:
-  only a token with `*:admin` may pass it.
+- `list_libraries` lists only the token's libraries (paths only to their admins), and an
+  unknown library name is answered without naming the others;
+- `project_path` (the n2n tools' `projectPath`) opens a folder on the server's own disk,
+  beyond any mounted library: only a token with `*:admin` may pass it, or read a project's
+  graph resource.
 
 With no token (stdio, or an HTTP server without tokens on loopback) nothing here applies.
 The token is the SDK's: `get_access_token()`, set by its auth middleware for the request.
