@@ -515,3 +515,14 @@ def test_installs_at_the_same_time_lose_nothing(tmp_path):
     run_all("uninstall")
     assert path.read_text() == original
     assert json.loads((tmp_path / "mhome" / "install-ledger.json").read_text())["entries"] == []
+
+
+def test_one_uninstall_takes_back_several_installs(tmp_path):
+    name, original = FIXTURES["gemini"]
+    path = write(tmp_path / name, original)
+    assert memloci(tmp_path, "install", "gemini", "--config", str(path)).returncode == 0
+    assert memloci(tmp_path, "install", "gemini", "--config", str(path), "--hooks").returncode == 0
+    assert "hooks" in parse("gemini", path.read_text())
+    assert memloci(tmp_path, "uninstall", "gemini", "--config", str(path)).returncode == 0
+    assert path.read_text() == original
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name != "mhome") == [name]

@@ -281,8 +281,7 @@ def _run(plans, client: cl.Client, name: str, ledger: Ledger, dry_run: bool, ver
         if verb == "added":
             ledger.record(plan, client.name, name, kind, root)
         else:
-            entry = ledger.find(plan.path, client.name, name, kind)
-            if entry:
+            for entry in ledger.find(plan.path, client.name, name, kind):
                 ledger.forget(entry)
             if not plan.backup:
                 drop_backups(plan, ledger)

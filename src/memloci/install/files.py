@@ -247,11 +247,10 @@ class Ledger:
             except (ValueError, AttributeError):
                 raise InstallError(f"{path} does not parse; move it away to start a new ledger") from None
 
-    def find(self, file: Path, client: str, name: str, kind: str) -> dict | None:
-        for entry in reversed(self.entries):
-            if (entry["file"], entry["client"], entry["name"], entry["kind"]) == (str(file), client, name, kind):
-                return entry
-        return None
+    def find(self, file: Path, client: str, name: str, kind: str) -> list[dict]:
+        """Every install recorded for this file, client, name and kind, newest first."""
+        key = (str(file), client, name, kind)
+        return [e for e in reversed(self.entries) if (e["file"], e["client"], e["name"], e["kind"]) == key]
 
     def record(self, plan: FilePlan, client: str, name: str, kind: str, created_root: dict) -> None:
         self.entries.append({
@@ -271,16 +270,15 @@ class Ledger:
 
 
 def drop_backups(plan: FilePlan, ledger: Ledger) -> None:
-    """After an exact undo, the backups install wrote hold what the file now holds again:
-    remove those (only ones memloci wrote and nobody changed), so nothing is left behind."""
-    if plan.after is None and plan.before is None:
-        return
+    """After an exact undo the file is the original again, and the backups installs wrote hold
+    the original or the original plus memloci's own entries: remove those (only ones memloci
+    wrote and nobody changed since), so nothing is left behind."""
     for bak, digest in list(ledger.baks.items()):
         path = Path(bak)
         if path.parent != plan.path.parent or not path.name.startswith(plan.path.name + ".bak"):
             continue
         current = read(path) if path.is_file() and not path.is_symlink() else None
-        if current is not None and sha(current) == digest and current == plan.after:
+        if current is not None and sha(current) == digest:
             path.unlink()
             del ledger.baks[bak]
         elif current is None:

@@ -51,10 +51,10 @@ def install_plan(path: Path, fmt: str, ops: list[dict], *, force: bool, created_
     return plan
 
 
-def uninstall_plan(path: Path, fmt: str, entry: dict | None, fallback_ops: list[dict], *,
+def uninstall_plan(path: Path, fmt: str, entries: list[dict], fallback_ops: list[dict], *,
                    project_dir: Path | None) -> FilePlan:
-    """The plan that takes back what the ledger `entry` says install added; without an entry,
-    `fallback_ops` (what install would have added, where it is found)."""
+    """The plan that takes back what the ledger `entries` (newest first) say install added;
+    without entries, `fallback_ops` (what install would have added, where it is found)."""
     check_path(path, project_dir)
     where = str(path)
     before = read(path)
@@ -63,30 +63,35 @@ def uninstall_plan(path: Path, fmt: str, entry: dict | None, fallback_ops: list[
         return plan
     doc = meaning(fmt, before, where)
     plan.strict = fmt == "json" and je.is_strict_json(before)
-    ops = entry["ops"] if entry else [op for op in fallback_ops if edits.has(doc, op)]
-    if not ops:
+    if not entries:
+        entries = [{"ops": [op for op in fallback_ops if edits.has(doc, op)], "sha_after": None,
+                    "steps": [], "created_file": False}]
+    text, exact, undone = before, True, []
+    for entry in entries:
+        if exact and sha(text) == entry["sha_after"]:
+            # Untouched since that install: undo its very splices, giving back the exact bytes.
+            for step in reversed(steps_of(entry)):
+                text = je.apply(text, je.invert(step))
+        else:
+            exact = False
+            for op in reversed(entry["ops"]):
+                if fmt == "json":
+                    for step in edits.json_unsplices(text, op, where):
+                        text = je.apply(text, step)
+                else:
+                    text = edits.toml_untext(text, op, where)
+        undone += list(reversed(entry["ops"]))
+    if not undone:
         return plan
     expect = doc
-    for op in reversed(ops):
+    for op in undone:
         expect = edits.revert_value(expect, op)
-    if entry and sha(before) == entry["sha_after"]:
-        # Untouched since install: undo the very splices it made, giving back the exact bytes.
-        text = before
-        for step in reversed(steps_of(entry)):
-            text = je.apply(text, je.invert(step))
-        plan.backup = False  # the result is the original, whose backup install already wrote
-    else:
-        text = before
-        for op in reversed(ops):
-            if fmt == "json":
-                for step in edits.json_unsplices(text, op, where):
-                    text = je.apply(text, step)
-            else:
-                text = edits.toml_untext(text, op, where)
-    plan.after, plan.expect, plan.ops = text, expect, ops
-    if entry and entry["created_file"] and (text == "" or expect in ({}, entry.get("created_root"))):
+    plan.after, plan.expect, plan.ops = text, expect, undone
+    plan.backup = not exact  # an exact undo gives back the original, whose backup install wrote
+    first = entries[-1]
+    if first["created_file"] and (text == "" or expect in ({}, first.get("created_root"))):
         plan.after, plan.expect, plan.backup = None, None, False  # it held nothing but ours
-        plan.created_dirs = list(entry.get("created_dirs", []))
+        plan.created_dirs = list(first.get("created_dirs", []))
     return plan
 
 
