@@ -284,7 +284,8 @@ def test_basic_memory_counts_and_values(lib, notes):
         ("Alice", "links_to", "Coffee Bean Origins"),
     }
     text = lib.read_entities(["Coffee Brewing Methods"])["entities"][0]["content"]
-    assert "tags: [coffee, brewing]" in text and "permalink: coffee/coffee-brewing-methods" in text
+    assert brew.tags == ("coffee", "brewing") and beans.tags == ("coffee", "sourcing") and alice.tags == ()
+    assert "permalink: coffee/coffee-brewing-methods" in text
     assert "Notes on the ways I brew, kept while testing grinders. Beans come from\n[[Coffee Bean Origins]]" in text
     assert "- pairs_with [[Pastry Notes]]" in text  # an unresolved relation keeps its line
     assert "- requires [[Coffee Bean Origins]]" not in text and text.count("# Coffee Brewing Methods") == 1
@@ -309,8 +310,8 @@ def test_basic_memory_into_a_markdown_library_keeps_the_notes_readable(tmp_path,
     finally:
         registry.close()
     text = (tmp_path / "lib" / "Coffee Brewing Methods.md").read_text()
-    assert text.startswith("---\ntype: note\ntags: [coffee, brewing]\n")
-    assert "created: 2026-03-01T09:30:00Z\n" in text
+    assert text.startswith("---\ntype: note\ncreated: 2026-03-01T09:30:00Z\n")
+    assert "tags:\n  - coffee\n  - brewing\npermalink: coffee/coffee-brewing-methods\n---\n" in text
     assert ("# Coffee Brewing Methods\n\nNotes on the ways I brew, kept while testing grinders. Beans come from\n"
             "[[Coffee Bean Origins]]; see also the [grinder manual](https://example.com/grinder).\n\n"
             "## Observations\n- [method] Pour over gives the cleanest cup #brewing #clarity <!-- 2026-03-01T09:30:00Z -->\n"
@@ -431,6 +432,24 @@ def test_basic_memory_merges_into_a_persons_entity_without_touching_its_prose(tm
         alice = {e.name: e for e in service.export_graph().entities}["Alice"]
         assert alice.entity_type == "person" and alice.created_at != "2026-01-01T00:00:00Z"
         assert [o.content for o in alice.observations] == ["Prefers Chemex over V60 #equipment"]
+    finally:
+        registry.close()
+
+
+def test_basic_memory_edits_a_persons_file_only_where_the_import_adds(tmp_path, notes):
+    service, registry = open_service(tmp_path, "markdown")
+    try:
+        person = "---\n# kept comment\ntype:   reference\ntags:\n  - mine\n---\n# Coffee Bean Origins\n\nMy own prose.\n"
+        (tmp_path / "lib").mkdir(exist_ok=True)
+        (tmp_path / "lib" / "Coffee Bean Origins.md").write_text(person)
+        service.store().sync()
+        service.import_everything(read_basic_memory(notes).data)
+        text = (tmp_path / "lib" / "Coffee Bean Origins.md").read_text()
+        for line in person.splitlines(keepends=True):  # every line of theirs is still there, as written
+            assert line in text
+        entity = {e.name: e for e in service.export_graph().entities}["Coffee Bean Origins"]
+        assert entity.tags == ("mine",) and "permalink" not in text  # their front matter is theirs
+        assert len(entity.observations) == 3 and "My own prose." in entity.body
     finally:
         registry.close()
 

@@ -50,6 +50,7 @@ import yaml
 from ..errors import MemlociError, ValidationError
 from ..interop import OfficialFile
 from ..markdown import document as md
+from ..markdown import frontmatter
 from ..model import name_key
 from . import ImportSource, entity_input, read_inside, relation_input, utc_from_epoch, utc_from_text
 
@@ -127,11 +128,11 @@ def _front_matter(text: str) -> tuple[dict[str, Any], str, int]:
     """(front matter, body, lines before the body); YAML that does not parse makes the whole
     file body, as basic-memory reads it."""
     if text.startswith("---\n"):
-        end = text.find("\n---", 4)
+        end = text.find("\n---", 3)  # from 3: an empty front matter closes on the next line
         close = text.find("\n", end + 4) if end != -1 else -1
         if end != -1 and text[end + 4 : close if close != -1 else len(text)].strip() == "":
             try:
-                data = yaml.safe_load(text[4:end]) or {}
+                data = yaml.safe_load(text[4:end] if end > 3 else "") or {}
             except yaml.YAMLError:
                 data = None
             if isinstance(data, dict):
@@ -232,26 +233,36 @@ def _with_body(note: Note, body: str, observations: list[str]) -> Callable[[str]
     """The edit that gives an imported entity its note's prose, tags, creation date and other
     front matter keys; what the import put there (type, observations, relations) stays.
 
-    It is idempotent, so it runs on every import: a second run changes nothing, and a run
-    after an interrupted one finishes the entities it made. An entity that already has prose
-    of its own (a person's note of the same name) gets only the tags and front matter keys it
-    lacks: its prose and dates stay. The dates are in the document too, so a Markdown
-    library's files carry them (its index is rebuilt from the files). Returns the text and
-    whether the entity is the note's own (its dates then follow)."""
+    It edits the text in place (front matter keys set where they are, the body after the
+    title replaced), so every other byte stays, and it is idempotent: it runs on every import,
+    a second run changes nothing, and a run after an interrupted one finishes the entities it
+    made. An entity with prose of its own that is not the note's (a person's entity of the
+    same name) is left as the graph import leaves it. The dates go into the text too, so a
+    Markdown library's files carry them (its index is rebuilt from the files). Returns the
+    text and whether the entity is the note's own (its dates then follow)."""
     tags, extra = note.tags, note.extra
 
     def change(text: str) -> tuple[str, bool]:
         doc = md.parse_document(text, fallback_name="")
-        own = not _prose(doc.body) or _prose(doc.body) == _prose(body)
-        if own:
-            doc.body = body
-            doc.created = note.created
-            doc.dates.update({o: note.created for o in observations if o in doc.dates})  # dated lines (a Markdown file)
-        doc.tags = list(dict.fromkeys([*doc.tags, *tags]))
-        have = {block.split(":", 1)[0].strip() for block in doc.extra}
-        doc.extra = [*doc.extra, *(yaml.safe_dump({k: v}, allow_unicode=True, sort_keys=False, default_flow_style=False,
-                                                  width=1 << 20) for k, v in extra.items() if str(k) not in have)]
-        return md.render_document(doc), own
+        prose = _prose(doc.body)
+        if prose and prose != _prose(body):
+            return text, False
+        if not prose and text.endswith(doc.body):  # the body after the title is the Observations list alone
+            dates = {**doc.dates, **{o: note.created for o in observations if o in doc.dates}}  # dated: a Markdown file
+            text = text[: len(text) - len(doc.body)] + md.set_observations(body, doc.observations, dates)
+        yaml_edits = []
+        if tags and list(dict.fromkeys([*doc.tags, *tags])) != doc.tags:
+            yaml_edits.append(lambda y: frontmatter.set_list(y, "tags", list(dict.fromkeys([*doc.tags, *tags]))))
+        if doc.created is not None and doc.created != note.created:
+            yaml_edits.append(lambda y: frontmatter.set_scalar(y, "created", note.created, timestamp=True))
+        have = {block.split(":", 1)[0].strip() for block in doc.extra} | {"name", "aliases", "relations"}
+        missing = "".join(yaml.safe_dump({k: v}, allow_unicode=True, sort_keys=False, default_flow_style=False,
+                                         width=1 << 20) for k, v in extra.items() if str(k) not in have)
+        if missing:
+            yaml_edits.append(lambda y: y + missing)
+        for edit in yaml_edits:
+            text = frontmatter.with_front_matter(text, edit)
+        return text, True
 
     return change
 
@@ -288,6 +299,8 @@ def read_basic_memory(root: Path) -> ImportSource:
             notes.append(read_note(root, rel))
         except MemlociError as exc:
             source.skipped.append((rel, exc.message))
+        except OSError as exc:  # unreadable (permissions, a file gone meanwhile): that note only
+            source.skipped.append((rel, f"cannot read: {exc.strerror or exc}"))
     if not notes and not source.skipped:
         raise ValidationError(f"{root}: no Markdown notes (*.md) found: not a basic-memory project folder")
     # A [[Target]] names a note by title, permalink, path or file name (basic-memory's link resolution).
@@ -296,7 +309,7 @@ def read_basic_memory(root: Path) -> ImportSource:
         stem = note.rel[:-3]
         for key in (note.title, str(note.extra.get("permalink") or ""), stem, Path(stem).name, note.rel):
             if key:
-                by_key.setdefault(key.casefold(), note.title)
+                by_key.setdefault(name_key(key), note.title)
     taken: dict[str, str] = {}
     for number, note in enumerate(notes, start=1):
         where = f"{note.rel}:{note.first_line}"
@@ -313,7 +326,7 @@ def read_basic_memory(root: Path) -> ImportSource:
         source.data.entities.append((number, entity))
         for span, rel_type, target in note.relations:
             line_where = f"{note.rel}:{note.first_line + span.start}"
-            resolved = by_key.get(target.casefold()) or by_key.get(target.split("|")[0].strip().casefold())
+            resolved = by_key.get(name_key(target)) or by_key.get(name_key(target.split("|")[0].split("#")[0].strip()))
             if resolved is None:
                 source.skipped.append((line_where, f"relation {rel_type} -> '{target}': no note of that name; "
                                                    "its line stays in the body as a link"))
