@@ -112,7 +112,7 @@ def build_http_app(server: Any, settings: HttpSettings, *, verifiers: Sequence[T
         """Once uvicorn is stopping, close the open SSE streams, but only after the tool calls
         still running have ended (sse-starlette would otherwise close them at once, and a
         running call's reply would be lost though its write is kept)."""
-        while not (stopping and stopping()):
+        while not stopping():
             await anyio.sleep(0.1)
         with anyio.move_on_after(SHUTDOWN_WAIT_SECONDS):
             while server.calls_in_flight:
@@ -121,10 +121,12 @@ def build_http_app(server: Any, settings: HttpSettings, *, verifiers: Sequence[T
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        async with manager.run(), anyio.create_task_group() as tasks:
-            tasks.start_soon(drain)
-            yield
-            tasks.cancel_scope.cancel()
+        async with manager.run():
+            async with anyio.create_task_group() as tasks:
+                if stopping is not None:
+                    tasks.start_soon(drain)
+                yield
+                tasks.cancel_scope.cancel()
             # SIGTERM: uvicorn stopped taking requests; let the calls still running finish
             # (their writes and, while the client is connected, their replies) before the
             # session manager cancels what is left.
