@@ -82,7 +82,7 @@ def _bearer(s: Server, env_ref: Callable[[str], str] | None) -> dict[str, str]:
     if s.token_env:
         if env_ref is None:
             raise InstallError("--token-env: this client cannot read a token from the environment",
-                                  hint="pass the token itself with --token")
+                               hint="pass the token itself with --token")
         return {"Authorization": "Bearer " + env_ref(s.token_env)}
     return {"Authorization": "Bearer " + s.token} if s.token else {}
 
@@ -265,7 +265,7 @@ def client(name: str) -> Client:
 
         close = get_close_matches(name, CLIENT_NAMES, n=1)
         raise InstallError(f"unknown client {name!r}; one of: {', '.join(CLIENT_NAMES)}",
-                              hint=f"did you mean {close[0]!r}?" if close else None)
+                           hint=f"did you mean {close[0]!r}?" if close else None)
     return CLIENTS[name]
 
 

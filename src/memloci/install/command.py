@@ -63,7 +63,7 @@ def _scope(client: cl.Client, scope: str, project_dir: Path | None) -> Path | No
         raise InstallError(f"--scope must be user or project, not {scope!r}")
     if scope not in client.scopes:
         raise InstallError(f"--scope {scope}: {client.title} has only {', '.join(client.scopes)} scope",
-                              hint=client.note or None)
+                           hint=client.note or None)
     if scope == "user":
         return None
     folder = (project_dir or Path.cwd()).absolute()
@@ -106,7 +106,7 @@ def _server(name: str, transport: str, url: str | None, token: str | None, token
     for flag, value in (("--libraries", libraries), ("--tools", tools)):
         if value:
             raise InstallError(f"{flag} goes with --transport stdio; an HTTP server chooses its own",
-                                  hint="pass it to `memloci serve --transport http` instead")
+                               hint="pass it to `memloci serve --transport http` instead")
     url = url or DEFAULT_URL
     if not re.match(r"^https?://[^\s/]+", url):
         raise InstallError(f"--url {url!r} is not an http(s) URL")

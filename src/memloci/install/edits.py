@@ -91,7 +91,7 @@ def parse_json(text: str, where: str) -> tuple[je.Node, dict]:
         root = je.parse(text)
     except je.JsonSyntaxError as exc:
         raise InstallError(f"{where} does not parse ({exc}); it was left untouched",
-                              hint="fix the file by hand, or point --config at another file") from None
+                           hint="fix the file by hand, or point --config at another file") from None
     return root, je.to_py(root)
 
 

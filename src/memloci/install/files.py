@@ -49,7 +49,7 @@ def check_path(path: Path, project_dir: Path | None) -> None:
     """Refuse a link as the file, and (project scope) any folder that leads out of the project."""
     if path.is_symlink():
         raise InstallError(f"{path} is a symbolic link; memloci edits regular files only",
-                              hint="pass the file it points to with --config")
+                           hint="pass the file it points to with --config")
     if path.exists() and not path.is_file():
         raise InstallError(f"{path} is not a regular file")
     if project_dir is not None:
@@ -59,7 +59,7 @@ def check_path(path: Path, project_dir: Path | None) -> None:
             parent = parent.parent
         if not parent.resolve().is_relative_to(root):
             raise InstallError(f"{path} leads out of the project folder {root} through a link",
-                                  hint="pass the file to edit with --config")
+                               hint="pass the file to edit with --config")
 
 
 def read(path: Path) -> str | None:
