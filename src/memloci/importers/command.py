@@ -75,18 +75,14 @@ def _run(reader: Callable[[Path], ImportSource], path: Path, libraries: str | No
 
 
 def _skipped(out, skipped: list[tuple[str, str]]) -> None:
-    if not skipped:
-        return
-    out.print(_styled_line(f"{len(skipped)} items skipped" + (f" (the first {SHOWN} shown)" if len(skipped) > SHOWN else "")
-                           + ":"), highlight=False)
-    for where, reason in skipped[:SHOWN]:  # a rule's message may already start with the place
-        out.print(f"  {reason}" if reason.startswith(where) else f"  {where}: {reason}", highlight=False)
-
-
-def _styled_line(text: str):
     from ..cli import _styled
 
-    return _styled((text, "yellow"))
+    if not skipped:
+        return
+    shown = f" (the first {SHOWN} shown)" if len(skipped) > SHOWN else ""
+    out.print(_styled((f"{len(skipped)} items skipped{shown}:", "yellow")), highlight=False)
+    for where, reason in skipped[:SHOWN]:  # a rule's message may already start with the place
+        out.print(f"  {reason}" if reason.startswith(where) else f"  {where}: {reason}", highlight=False)
 
 
 LibrariesOpt = Annotated[Optional[str], typer.Option("--libraries", envvar="MEMLOCI_LIBRARIES",
