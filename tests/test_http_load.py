@@ -26,6 +26,7 @@ def test_concurrent_http_clients_lose_no_write(tmp_path):
     assert result["errors"] == 0, f"failed calls: {result['first_errors']}\n{log[-2000:]}"
     assert result["acknowledged"] == CLIENTS * WRITES
     assert result["lost_writes"] == 0, result
+    assert result["stale_reads"] == 0, result  # each client sees its own write at once
     assert result["writes"]["calls"] == result["reads"]["calls"] == CLIENTS * WRITES
 
     # The file itself, after the server's clean shutdown: each client's writes, once each.

@@ -162,6 +162,7 @@ class ClientLog:
     errors: list[str] = field(default_factory=list)
     memories: set[str] = field(default_factory=set)  # contents acknowledged by store_memory
     entities: set[str] = field(default_factory=set)  # names acknowledged by create_entities
+    stale_reads: int = 0  # an open_nodes right after an acknowledged create that did not find it
 
 
 def client_tag(c: int) -> str:
@@ -202,9 +203,12 @@ async def one_client(endpoint: Endpoint, c: int, writes: int, log: ClientLog, ti
             else:
                 name = entity_name(c, i)
                 entity = {"name": name, "entityType": "bench", "observations": [f"written by client {c} as write {i}"]}
-                if await call("write", "create_entities", {"entities": [entity], "library": LIBRARY}):
+                written = await call("write", "create_entities", {"entities": [entity], "library": LIBRARY})
+                if written:
                     log.entities.add(name)
-                await call("read", "open_nodes", {"names": [name], "library": LIBRARY})
+                opened = await call("read", "open_nodes", {"names": [name], "library": LIBRARY})
+                if written and opened is not None and name not in {e["name"] for e in opened["entities"]}:
+                    log.stale_reads += 1
 
 
 async def read_back(endpoint: Endpoint, clients: int, logs: list[ClientLog]) -> dict[str, int]:
@@ -298,6 +302,7 @@ def run_load(endpoint: Endpoint, clients: int, writes: int, progress=None) -> di
         "writes": percentiles(write_ms), "reads": percentiles(read_ms),
         "errors": len(errors), "first_errors": errors[:5],
         "lost_writes": lost["lost_memories"] + lost["lost_entities"], **lost,
+        "stale_reads": sum(log.stale_reads for log in logs),
         "cpu_seconds": {"clients": round(client_cpu, 2), "server": None if server_cpu is None else round(server_cpu, 2)},
         # CPU per call does not depend on what else the machine runs; calls/s and latencies do
         "cpu_ms_per_call": {"clients": round(1000 * client_cpu / max(1, calls), 2),
@@ -346,6 +351,7 @@ def run(*, clients: int, writes: int, engine: str, repeat: int, out: Path, conso
     console.print(table)
     cpu, per_call = median_run["cpu_seconds"], median_run["cpu_ms_per_call"]
     console.print(f"lost writes: {median_run['lost_writes']} of {median_run['acknowledged']} acknowledged; "
+                  f"stale reads (a create not seen by the next open_nodes): {median_run['stale_reads']}; "
                   f"failed calls: {median_run['errors']}; wall {median_run['seconds']:.1f} s; "
                   f"CPU seconds: clients {cpu['clients']}, server {cpu['server']} "
                   f"(ms per call: clients {per_call['clients']}, server {per_call['server']})")
