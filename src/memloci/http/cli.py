@@ -80,8 +80,11 @@ def serve_http_command(build: Callable[[dict[str, Any]], Any], *, host: str | No
     from .settings import resolve
     from .tokens import StoredTokenVerifier
 
-    level = os.environ.get("MEMLOCI_LOG_LEVEL", "INFO").upper()  # the access log is at info
+    level = os.environ.get("MEMLOCI_LOG_LEVEL", "WARNING").upper()
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    if "MEMLOCI_LOG_LEVEL" not in os.environ:  # by default: warnings, plus the access log and start/stop lines
+        for ours in ("memloci.access", "memloci.http", "uvicorn.error"):
+            logging.getLogger(ours).setLevel(logging.INFO)
     if level != "DEBUG":  # the SDK's and uvicorn's info lines may echo paths and URIs
         for noisy in ("mcp", "uvicorn.access", "httpx2", "httpx"):
             logging.getLogger(noisy).setLevel(max(logging.WARNING, logging.getLogger().level))
