@@ -32,7 +32,9 @@ Prose, with an inline [[Link]].
 A relation whose target is no note of the folder is reported, and its line stays in the body
 as written, where it is a `links_to` link that becomes a relation once such an entity exists.
 Lines inside code fences and block quotes (Obsidian callouts) are prose, as in basic-memory;
-unlike basic-memory, a paragraph outside a list is never an observation.
+unlike basic-memory, a paragraph outside a list is never an observation. An entity that
+already has prose of its own (a person's entity of the same name) gets the note's observations
+and relations and nothing else.
 """
 
 from __future__ import annotations
