@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import fcntl
 import os
 import re
 import sys
@@ -42,6 +41,8 @@ def _ledger(dry_run: bool):
     if dry_run:
         yield Ledger(home / "install-ledger.json")
         return
+    import fcntl  # POSIX, like the stdio claim; imported here so the CLI itself loads anywhere
+
     home.mkdir(parents=True, exist_ok=True, mode=0o700)
     fd = os.open(home / "install-ledger.lock", os.O_RDWR | os.O_CREAT, 0o600)
     try:
