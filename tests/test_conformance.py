@@ -185,8 +185,10 @@ def run(request, tmp_path_factory):
     and a client that mostly wait on each other."""
     params = [getattr(getattr(item, "callspec", None), "params", {})
               for item in request.session.items if item.module is request.module]
-    wanted = sorted({(p["client"], p["scenario"], p["transport"]) for p in params
-                     if {"client", "scenario", "transport"} <= set(p)})
+    # In the order the tests ask for them: each test then waits for its own run, not for runs
+    # of later tests (pytest-timeout counts the wait, and a busy host makes each run slow).
+    wanted = list(dict.fromkeys((p["client"], p["scenario"], p["transport"]) for p in params
+                                if {"client", "scenario", "transport"} <= set(p)))
     if node_missing():  # those runs are skipped (or failed under CI) by the tests that ask for them
         wanted = [key for key in wanted if not key[0].startswith("typescript")]
     pool = ThreadPoolExecutor(max_workers=3)
