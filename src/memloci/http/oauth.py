@@ -208,8 +208,8 @@ class JwtTokenVerifier:
             raise _Refused(f"alg {alg!r} is not one of {', '.join(ALGORITHMS)}")
         kid = header.get("kid")
         jwk = await self.jwks.key(kid if isinstance(kid, str) else None)
-        if jwk is None:
-            raise _Refused(f"no key with kid {kid!r} at the issuer's JWKS")
+        if jwk is None:  # the kid is the sender's text: quoted and cut short in the log
+            raise _Refused(f"no key with kid {repr(kid)[:80]} at the issuer's JWKS")
         kty, crv = ALGORITHMS[alg]
         if jwk.get("kty") != kty or (crv and jwk.get("crv") != crv) or jwk.get("alg", alg) != alg:
             raise _Refused(f"key {kid!r} ({jwk.get('kty')}/{jwk.get('alg')}) does not fit alg {alg}")
