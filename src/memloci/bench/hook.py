@@ -41,7 +41,9 @@ def run(*, runs: int, out: Path, console: Any) -> dict[str, Any]:
     (project / ".mcp").mkdir()
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMLOCI_")}
     env["MEMLOCI_HOME"] = str(home)
-    commands = {"memloci hook": [sys.executable, "-m", "memloci", "hook", "claude-code"],
+    script = Path(sys.executable).parent / "memloci"  # the installed script, as an agent runs it
+    memloci = [str(script)] if script.exists() else [sys.executable, "-m", "memloci"]
+    commands = {"memloci hook": [*memloci, "hook", "claude-code"],
                 "python -m memloci.hooks": [sys.executable, "-m", "memloci.hooks", "claude-code"]}
     cases = {"store in project": project, "store in default": plain, "noise": plain, "garbage": plain}
     results: dict[str, Any] = {}
