@@ -97,6 +97,10 @@ def test_project_prompts(tmp_path):
             with pytest.raises(MCPError) as err:  # a prompt never creates a project's memory
                 await session.get_prompt("session_start", {"project_path": str(bare)})
             assert err.value.code == -32602 and "no project memory yet" in err.value.message
+            # the advice names a tool that takes the confirmation, not this prompt
+            assert f'a project tool (update_context or store_memory) with project_path and ' \
+                   f'confirm_new_project_root="{bare}" first' in err.value.message
+            assert "Repeat the same call" not in err.value.message
             assert not (bare / ".mcp").exists()
             with pytest.raises(MCPError) as err:
                 await session.get_prompt("task_end", {"project_path": "relative/path"})
@@ -108,6 +112,7 @@ def test_project_prompts(tmp_path):
 def test_n2n_prompts_speak_n2n(tmp_path):
     """Under --tools n2n the prompts name the n2n_ tools and their camelCase projectPath."""
     repo = project(tmp_path)
+    bare = project(tmp_path / "other")
 
     async def main():
         async with mcp_session(tmp_path / "home", "--tools", "n2n") as session:
@@ -120,6 +125,12 @@ def test_n2n_prompts_speak_n2n(tmp_path):
             assert "project_path=" not in end and "- active task: Ship the cart" in end
             start = text_of(await session.get_prompt("session_start", {"project_path": str(repo)}))
             assert "Ship the cart" in start and "n2n_search" in start
+            # without a project_path the model is told to pass projectPath (a client without roots needs it)
+            assert "Pass projectPath, the project's absolute root, to every n2n_ tool." in \
+                text_of(await session.get_prompt("task_end", {}))
+            with pytest.raises(MCPError) as err:
+                await session.get_prompt("session_start", {"project_path": str(bare)})
+            assert f'n2n_update_context with projectPath and confirmNewProjectRoot="{bare}"' in err.value.message
 
     anyio.run(main)
 

@@ -50,6 +50,8 @@ class StrictPrompt(Prompt):
     """A prompt whose arguments are checked before it renders, and whose failures reach the
     client as JSON-RPC errors with our code and hint (never the SDK's generic wrapper)."""
 
+    n2n: bool = False  # --tools n2n: advice names n2n_ tools and their camelCase arguments
+
     async def render(self, arguments: dict[str, Any] | None, context: Any) -> list[Any]:
         given = dict(arguments or {})
         accepted = [a.name for a in self.arguments or []]
@@ -64,6 +66,16 @@ class StrictPrompt(Prompt):
                                                f"(prompt arguments are text), got {type(value).__name__}")
         try:
             text = await anyio.to_thread.run_sync(functools.partial(self.fn, **given))
+        except AwaitingConfirmationError as exc:
+            # A prompt takes no confirmation argument (it never creates memory): the advice is
+            # to create the project's memory through a tool first, then ask again.
+            root = exc.details.get("detected_root")
+            how = (f'n2n_update_context with projectPath and confirmNewProjectRoot="{root}"' if self.n2n else
+                   f'a project tool (update_context or store_memory) with project_path and '
+                   f'confirm_new_project_root="{root}"')
+            raise MCPError(INVALID_PARAMS, f"prompt {self.name}: {exc.code}: {exc.message} (a prompt never "
+                                           f"creates a project's memory: call {how} first, then ask for "
+                                           f"this prompt again)", {"code": exc.code}) from exc
         except MemlociError as exc:
             message = f"{exc.code}: {exc.message}" + (f" ({exc.hint})" if exc.hint else "")
             bad_input = isinstance(exc, (ValidationError, NotFoundError, AwaitingConfirmationError))
@@ -165,6 +177,8 @@ def register(server: Any, service: MemoryService) -> None:
             return said + (f' Pass projectPath="{project_path}" to every n2n_ tool.' if n2n else "")
         if library:
             return f' Pass library="{library}" to every call.'
+        if n2n:  # n2n_ tools need projectPath unless the client shares MCP roots
+            return " Pass projectPath, the project's absolute root, to every n2n_ tool."
         return ""
 
     def session_start(library: str | None = None, project_path: str | None = None, query: str | None = None,
@@ -284,7 +298,7 @@ def register(server: Any, service: MemoryService) -> None:
     ]
     for name, description, fn, arguments, wanted in specs:
         if wanted:
-            server.add_prompt(StrictPrompt(name=name, description=description, arguments=arguments, fn=fn))
+            server.add_prompt(StrictPrompt(name=name, description=description, arguments=arguments, fn=fn, n2n=n2n))
     listed = [name for name, *_, wanted in specs if wanted]
     sdk_get_prompt = server.get_prompt
 
