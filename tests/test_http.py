@@ -3,6 +3,7 @@ with the MCP SDK's streamable-HTTP client and with raw HTTP (httpx2)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -396,5 +397,42 @@ def test_wide_bind_with_a_token_starts_and_checks_the_host(tmp_path):
         assert server.post(INIT, token, host="memory.example").status_code == 200
         assert server.post(INIT, token, host=f"other.example:{server.port}").status_code == 421
         assert server.post(INIT, None, host=f"memory.example:{server.port}").status_code == 401
+    finally:
+        assert server.stop() == 0
+
+
+def test_one_token_cannot_take_every_session(tmp_path):
+    """A token at its session cap closes its own oldest idle session, or is refused with 429 when
+    all are in use; another token still connects."""
+    (tmp_path / "config.toml").write_text("[http]\nmax_sessions_per_token = 3\n")
+    flood = create_token(tmp_path, "flood", "team:read")
+    other = create_token(tmp_path, "other", "team:read")
+    server = Server(tmp_path)
+    try:
+        sids = []
+        for _ in range(4):  # one more than the cap, none closed: clients that went away
+            opened = server.post(INIT, flood)
+            assert opened.status_code == 200, opened.text
+            sids.append(opened.headers["mcp-session-id"])
+        ping = {"jsonrpc": "2.0", "id": 9, "method": "ping"}
+        heads = {"mcp-protocol-version": "2025-06-18"}
+        assert server.post(ping, flood, **{"mcp-session-id": sids[0]}, **heads).status_code == 404  # the oldest closed
+        assert server.post(ping, flood, **{"mcp-session-id": sids[3]}, **heads).status_code == 200
+
+        async def busy():  # three sessions, each with its event stream open: none idle
+            async with httpx2.AsyncClient(timeout=30) as http, contextlib.AsyncExitStack() as streams:
+                for _ in range(3):
+                    sid = server.post(INIT, flood).headers["mcp-session-id"]
+                    get = http.stream("GET", server.url, headers={"accept": "text/event-stream", "mcp-session-id": sid,
+                                                                 "authorization": f"Bearer {flood}", **heads})
+                    assert (await streams.enter_async_context(get)).status_code == 200
+                refused = server.post(INIT, flood)
+                assert refused.status_code == 429
+                assert refused.json()["error"]["message"].startswith(
+                    "Too many sessions: token 'flood' may have 3 open sessions at once")
+                async with session(server, other) as s:  # another token is not affected
+                    assert (await s.list_tools()).tools
+
+        anyio.run(busy)
     finally:
         assert server.stop() == 0

@@ -6,7 +6,8 @@ A request to `/mcp` passes, in order:
 2. the bearer token, through every configured verifier (see `ChainedVerifier`): 401 without one;
 3. the token's rate (limits.RateLimit): 429;
 4. body size and message shape (limits.MessageGuard): 413 / 400;
-5. the SDK's transport, then `MemlociServer`, which applies the token's scopes (scopes.py).
+5. a new session beyond the token's session cap (limits.SessionCap): its oldest idle one closes, else 429;
+6. the SDK's transport, then `MemlociServer`, which applies the token's scopes (scopes.py).
 
 `GET /healthz` answers `{"status": "alive"}` to anyone and says nothing else.
 """
@@ -33,11 +34,14 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from .limits import MessageGuard, RateLimit, RateLimiter
+from .limits import MessageGuard, RateLimit, RateLimiter, SessionCap
 from .settings import HttpSettings
 
 log = logging.getLogger("memloci.http")
 SHUTDOWN_WAIT_SECONDS = 60  # how long SIGTERM waits for tool calls still running
+# A session with no request and no stream open for this long is closed (the SDK's default is
+# 30 minutes): a client that went away without DELETE does not hold memory for half an hour.
+SESSION_IDLE_SECONDS = 600
 
 
 class ChainedVerifier:
@@ -97,9 +101,11 @@ def build_http_app(server: Any, settings: HttpSettings, *, verifiers: Sequence[T
     `stopping()` says the server is shutting down (then open streams close once calls end)."""
     security = security_settings(settings)
     manager = StreamableHTTPSessionManager(app=server._lowlevel_server, stateless=settings.stateless,
-                                           security_settings=security, max_request_body_size=settings.max_body_bytes)
+                                           security_settings=security, max_request_body_size=settings.max_body_bytes,
+                                           session_idle_timeout=SESSION_IDLE_SECONDS)
     server._lowlevel_server._session_manager = manager  # what MCPServer.session_manager reports
-    mcp_app: ASGIApp = MessageGuard(StreamableHTTPASGIApp(manager), settings.max_body_bytes)
+    sessions = SessionCap(StreamableHTTPASGIApp(manager), manager, settings.max_sessions_per_token)
+    mcp_app: ASGIApp = MessageGuard(sessions, settings.max_body_bytes)
     middleware: list[Middleware] = []
     if verifiers:
         mcp_app = RateLimit(mcp_app, RateLimiter(settings.rate_limit))

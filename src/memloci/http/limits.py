@@ -135,3 +135,48 @@ class RateLimit:
                                 [(b"retry-after", str(seconds).encode())])
                 return
         await self.app(scope, receive, send)
+
+
+TOO_MANY_SESSIONS = -32030  # a server-defined JSON-RPC code (the -32000..-32099 range)
+
+
+class SessionCap:
+    """At most `per_token` open sessions per token (0: no cap), so that one token cannot fill the
+    SDK's server-wide session table and lock every other client out.
+
+    A token at its cap that opens another session closes its own oldest idle one (no request
+    being served, no stream open: a client that went away without DELETE), whose ID then
+    answers 404 as an expired session does; with none idle the new session is refused with
+    429 naming the limit. Opening requests of one token go through one at a time, so a burst
+    of them cannot slip past the count."""
+
+    def __init__(self, app: ASGIApp, manager: Any, per_token: int):
+        self.app, self.manager, self.per_token = app, manager, per_token
+        self._locks: dict[str, Any] = {}
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        token = getattr(scope.get("user"), "access_token", None)
+        opening = (scope["type"] == "http" and scope["method"] == "POST"
+                   and not any(k == b"mcp-session-id" for k, _ in scope["headers"]))
+        if token is None or not opening or self.per_token <= 0 or self.manager.stateless:
+            await self.app(scope, receive, send)
+            return
+        import anyio
+
+        lock = self._locks.setdefault(token.client_id, anyio.Lock())
+        async with lock:
+            # the SDK's tables, in creation order: the owner of each session, and its transport
+            mine = [sid for sid, owner in list(self.manager._session_owners.items())
+                    if owner.get("client_id") == token.client_id]
+            if len(mine) >= self.per_token:
+                idle = [sid for sid in mine
+                        if getattr(self.manager._server_instances.get(sid), "_requests_in_flight", 1) == 0]
+                if not idle:
+                    await send_json(send, 429, rpc_error(
+                        TOO_MANY_SESSIONS, f"Too many sessions: token '{token.client_id}' may have "
+                        f"{self.per_token} open sessions at once, and all are in use; close one (DELETE) first"))
+                    return
+                transport = self.manager._server_instances.get(idle[0])
+                if transport is not None:
+                    await self.manager._discard_session(idle[0], transport)
+            await self.app(scope, receive, send)

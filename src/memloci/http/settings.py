@@ -12,6 +12,7 @@ Each setting comes from the first of: a `memloci serve` flag, an environment var
     allowed_origins = ["https://app.example.com"] # Origin header values beside the loopback ones
     max_body_bytes = 4194304                      # a larger request body is refused (413)
     rate_limit = 1200                             # calls a minute per token; 0 turns the limit off
+    max_sessions_per_token = 16                   # open sessions per token; 0 turns the limit off
 """
 
 from __future__ import annotations
@@ -27,8 +28,11 @@ DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8001
 DEFAULT_MAX_BODY = 4 * 1024 * 1024
 DEFAULT_RATE_LIMIT = 1200  # per token and minute: far above an agent's pace, low enough to stop a runaway loop
+# Sessions per token: an agent needs one or two; without a cap, one token (even read-only) could
+# fill the SDK's 10,000 sessions and lock every other client out.
+DEFAULT_MAX_SESSIONS_PER_TOKEN = 16
 HTTP_KEYS = {"host": str, "port": int, "stateless": bool, "allowed_hosts": list, "allowed_origins": list,
-             "max_body_bytes": int, "rate_limit": int}
+             "max_body_bytes": int, "rate_limit": int, "max_sessions_per_token": int}
 LOOPBACK_HOSTS = ["127.0.0.1:*", "localhost:*", "[::1]:*", "127.0.0.1", "localhost", "[::1]"]
 LOOPBACK_ORIGINS = ["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*",
                     "http://127.0.0.1", "http://localhost", "http://[::1]"]
@@ -43,6 +47,7 @@ class HttpSettings:
     allowed_origins: list[str] = field(default_factory=list)
     max_body_bytes: int = DEFAULT_MAX_BODY
     rate_limit: int = DEFAULT_RATE_LIMIT
+    max_sessions_per_token: int = DEFAULT_MAX_SESSIONS_PER_TOKEN
 
     @property
     def loopback(self) -> bool:
