@@ -327,6 +327,28 @@ def test_basic_memory_into_a_markdown_library_keeps_the_notes_readable(tmp_path,
         registry.close()
 
 
+def test_basic_memory_into_a_markdown_library_dates_each_file_as_its_note(tmp_path, notes):
+    """The `modified:` memloci writes is the note's own date (front matter, else the file's
+    mtime), not the time of the import: file and index agree, and a rebuilt index keeps it."""
+    service, registry = open_service(tmp_path, "markdown")
+    try:
+        service.import_everything(read_basic_memory(notes).data)
+        indexed = {e.name: e.updated_at for e in service.export_graph().entities}
+    finally:
+        registry.close()
+    expected = {"Coffee Brewing Methods": "2026-03-04T18:05:12Z", "Alice": "2026-01-01T00:00:00Z"}
+    for name, at in expected.items():
+        assert indexed[name] == at
+        assert f"\nmodified: {at}\n" in (tmp_path / "lib" / f"{name}.md").read_text()
+    shutil.rmtree(tmp_path / "lib" / ".memloci")
+    service, registry = open_service(tmp_path, "markdown")
+    try:
+        rebuilt = {e.name: e.updated_at for e in service.export_graph().entities}
+    finally:
+        registry.close()
+    assert rebuilt == indexed
+
+
 @pytest.mark.parametrize("item, observation", [
     ("[method] Pour over #brewing (light roasts)", True), ("plain text with a #tag", True),
     ("plain text", False), ("[ ] a task", False), ("[x] done", False), ("[/] in progress", False),

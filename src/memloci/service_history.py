@@ -67,7 +67,10 @@ class HistoryService:
                     (owned.add if own else owned.discard)(key)
                     return new_text
 
-                self.store(library).edit_document(given[key].name, text_of, origin="import", detail={"imported": "document"})
+                # dated as the source dates the entity (its `modified`), not as the time of the import
+                stamp = source.entity_dates[key][1] if key in source.entity_dates else None
+                self.store(library).edit_document(given[key].name, text_of, origin="import",
+                                                  detail={"imported": "document"}, stamp=stamp)
             if progress:
                 progress(1)
         # The source's dates go to what this run created, and to its own entities still without

@@ -265,7 +265,7 @@ class MarkdownStore(MarkdownUndo, MarkdownScan, SQLiteStore):
             change.done()
         finally:
             self._undo.change = None
-            self._verbatim.texts, self._verbatim.renames, self._verbatim.tails = {}, [], {}
+            self._verbatim.texts, self._verbatim.renames, self._verbatim.tails, self._verbatim.stamps = {}, [], {}, {}
 
     def _after_rollback(self) -> None:
         change = getattr(self._undo, "change", None)
@@ -402,7 +402,8 @@ class MarkdownStore(MarkdownUndo, MarkdownScan, SQLiteStore):
         if text is not None:  # the edit's text is the file's, LF and without its BOM: put those back
             style = patch.decode(source)[1] if source is not None else patch.Style()
             if ours:
-                text = frontmatter.with_front_matter(text, lambda y: _stamped(y, now_iso()))
+                at = getattr(self._verbatim, "stamps", {}).pop(key, None) or now_iso()
+                text = frontmatter.with_front_matter(text, lambda y: _stamped(y, at))
             text = patch.encode(text, style).decode("utf-8")
         else:
             doc = self._document(conn, entity_id)
@@ -542,8 +543,9 @@ class MarkdownStore(MarkdownUndo, MarkdownScan, SQLiteStore):
             return patch.decode(self._check_fresh(conn, row[0]) or b"")[0]
         return super()._document_text(conn, entity_id)
 
-    def _keep_text(self, key: str, text: str) -> None:
+    def _keep_text(self, key: str, text: str, stamp: str | None = None) -> None:
         self._verbatim.texts = {key: text}  # read by this transaction's flush, on this thread
+        self._verbatim.stamps = {key: stamp} if stamp else {}  # its `modified:` (else now)
 
     def _note_rename(self, old: str, new: str) -> None:
         # Every file this change writes has its links to `old` rewritten in place.

@@ -124,9 +124,11 @@ class SQLiteDocuments:
         return text
 
     def edit_document(self, name: str, change: Callable[[str], str], *, origin: str,
-                      detail: dict[str, Any]) -> tuple[str, bool]:
+                      detail: dict[str, Any], stamp: str | None = None) -> tuple[str, bool]:
         """Read an entity's document, change its text, apply it: one transaction, so two
-        writers editing one entity both land. Returns (stored name, whether anything changed)."""
+        writers editing one entity both land. Returns (stored name, whether anything changed).
+        `stamp` dates the change instead of now (an import gives a note its own date), in the
+        index and in the `modified:` of a file memloci created, so the two agree."""
         with self._write() as conn:
             found = self._resolve(conn, [name])
             if not found:
@@ -149,8 +151,8 @@ class SQLiteDocuments:
             self.check_document(doc, "entity")
             self._before(conn, [entity_id])
             at = now_iso()
-            self._keep_text(name_key(stored), new_text)
-            self._apply_document(conn, doc, at)
+            self._keep_text(name_key(stored), new_text, stamp)
+            self._apply_document(conn, doc, at, stamp=stamp)
             self._link_pending(conn)
             self._refresh_fts(conn, [entity_id])
             self._journal(conn, origin, origin, [stored], {"entity": stored, **detail})
@@ -159,7 +161,7 @@ class SQLiteDocuments:
     def _document_text(self, conn: sqlite3.Connection, entity_id: int) -> str:
         return render_document(self._document(conn, entity_id))
 
-    def _keep_text(self, key: str, text: str) -> None:
+    def _keep_text(self, key: str, text: str, stamp: str | None = None) -> None:
         """A Markdown library writes this exact text for the entity (SQLite: nothing to do)."""
 
     def _note_rename(self, old: str, new: str) -> None:
