@@ -21,6 +21,8 @@ from mcp.client.stdio import stdio_client
 
 from memloci.errors import MemlociError
 from memloci.install import jsonedit
+from memloci.libraries import LibraryRegistry, LibrarySpec
+from memloci.service import MemoryService
 
 # Config files as people and clients leave them: other servers, other keys, comments and
 # trailing commas where the format allows them, odd indentation, CRLF line ends.
@@ -526,3 +528,61 @@ def test_one_uninstall_takes_back_several_installs(tmp_path):
     assert memloci(tmp_path, "uninstall", "gemini", "--config", str(path)).returncode == 0
     assert path.read_text() == original
     assert sorted(p.name for p in tmp_path.iterdir() if p.name != "mhome") == [name]
+
+
+def test_the_written_hook_command_takes_the_fast_path_and_stores(tmp_path):
+    """The exact hook command install writes (`<memloci> --home H hook CLIENT`), run by a shell
+    as a client runs it, stores the event and never loads the full command line (Typer costs
+    about a second of the hook's 2 s). PYTHONPROFILEIMPORTTIME lists every import made before
+    the hook points stderr at /dev/null, which is where the command line would be loaded."""
+    cfg, hooks = tmp_path / "cfg" / "settings.json", write(tmp_path / "cfg" / "hooks.json", "{}\n")
+    done = memloci(tmp_path, "install", "claude-code", "--config", str(cfg), "--hooks-config", str(hooks), "--hooks")
+    assert done.returncode == 0, done.stderr
+    command = json.loads(hooks.read_text())["hooks"]["PostToolUse"][-1]["hooks"][0]["command"]
+    assert "--home" in command and command.endswith("hook claude-code")
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    event = {"session_id": "s", "transcript_path": "", "cwd": str(plain), "hook_event_name": "PostToolUse",
+             "tool_name": "Bash", "tool_input": {"command": "pytest -x", "description": "run"},
+             "tool_response": {"stdout": "FAILED tests/test_api.py::test_login - KeyError: 'session'\n"
+                                         "The error was fixed by reading the cookie before the header.\n" * 3,
+                               "stderr": "", "interrupted": False}}
+    # No MEMLOCI_HOME: the command's own --home must say where the memory goes.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMLOCI_")}
+    env.update(PYTHONPROFILEIMPORTTIME="1", MEMLOCI_HOOK_DEADLINE="30", MEMLOCI_EMBEDDER="none")
+    proc = subprocess.run(command, shell=True, input=json.dumps(event).encode(), capture_output=True, env=env,
+                          cwd=plain, timeout=60)
+    assert proc.returncode == 0
+    imported = proc.stderr.decode()
+    assert "memloci.hooks.capture" in imported  # the import list was written
+    assert "typer" not in imported and "memloci.cli" not in imported
+    home = tmp_path / "mhome"
+    service = MemoryService(LibraryRegistry([LibrarySpec("default", home / "default.db")], create_missing=False),
+                            embed_pending=False)
+    try:
+        found, _ = service.list_memories(page_size=10)
+    finally:
+        service.close()
+    assert [m.content.split("\n")[0] for m in found] == ["$ pytest -x"]
+
+
+@pytest.mark.parametrize("form", [["--home", "HOME"], ["--home=HOME"], []])
+def test_memloci_hook_with_or_without_home_behaves_the_same(tmp_path, form):
+    """`memloci --home H hook` and `--home=H` store where `MEMLOCI_HOME=H memloci hook` does,
+    and `--home H hook --help` is still the command's help."""
+    script = Path(sys.executable).parent / "memloci"
+    if not script.exists():
+        pytest.skip("no memloci script beside this Python")
+    home = tmp_path / "h"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMLOCI_")}
+    env.update(MEMLOCI_HOOK_DEADLINE="30", MEMLOCI_EMBEDDER="none", **({} if form else {"MEMLOCI_HOME": str(home)}))
+    args = [w.replace("HOME", str(home)) for w in form]
+    event = {"session_id": "s", "transcript_path": "", "cwd": str(tmp_path), "hook_event_name": "PreCompact",
+             "trigger": "auto", "custom_instructions": ""}
+    proc = subprocess.run([str(script), *args, "hook", "claude-code"], input=json.dumps(event).encode(),
+                          capture_output=True, env=env, timeout=60)
+    assert proc.returncode == 0 and proc.stderr == b"" and proc.stdout.strip() == b""
+    assert (home / "logs" / "hook.log").is_file()  # the hook ran with this home
+    helped = subprocess.run([str(script), *args, "hook", "--help"], capture_output=True, text=True, env=env,
+                            timeout=60)
+    assert helped.returncode == 0 and "Usage: memloci hook" in helped.stdout

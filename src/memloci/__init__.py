@@ -4,11 +4,32 @@ __version__ = "0.1.0"
 
 import sys as _sys  # noqa: E402
 
+
+def _hook_argv(argv: list[str]) -> list[str] | None:
+    """The hook's own arguments when `argv` (after the program name) is `[--home H] hook ...`,
+    else None. `memloci install` writes the `--home H` form into a client's hooks, so it must
+    take the fast path too; MEMLOCI_HOME is set as the `--home` option would (Path.expanduser).
+    Anything else (two --home, an empty one, --help) is left to the full command line."""
+    home = None
+    if argv[:1] == ["--home"] and len(argv) >= 2:
+        home, argv = argv[1], argv[2:]
+    elif argv[:1] and argv[0].startswith("--home="):
+        home, argv = argv[0][len("--home="):], argv[1:]
+    if argv[:1] != ["hook"] or {"--help", "-h"} & set(argv[1:2]) or home == "":
+        return None
+    if home is not None:
+        import os
+        from pathlib import Path
+
+        os.environ["MEMLOCI_HOME"] = str(Path(home).expanduser())
+    return argv[1:]
+
+
 # `memloci hook AGENT` runs inside an agent's loop and must be gone within 2 s. Loading the whole
 # command line first (Typer, Rich and every command's imports: about a second on a busy 2-core
 # machine) would spend half of that, so the `memloci` script goes straight to the hook.
-if _sys.argv[1:2] == ["hook"] and _sys.argv[0].replace("\\", "/").rsplit("/", 1)[-1].split(".")[0] in (
-        "memloci", "memloci-script") and not {"--help", "-h"} & set(_sys.argv[2:3]):
+if _sys.argv[0].replace("\\", "/").rsplit("/", 1)[-1].split(".")[0] in ("memloci", "memloci-script") \
+        and (_hook_args := _hook_argv(_sys.argv[1:])) is not None:
     from .hooks.capture import main as _hook
 
-    _hook(_sys.argv[2:])  # never returns: it ends the process with status 0
+    _hook(_hook_args)  # never returns: it ends the process with status 0
