@@ -15,7 +15,7 @@ import pytest
 
 from conftest import server_env
 
-from memloci.hooks.capture import LOG_BYTES, PrivateLog
+from memloci.hooks.capture import LOG_BYTES, MAX_INPUT, PrivateLog, _memloci_home
 from memloci.hooks.classify import MAX_CHARS, classify, noise_command, own_tool
 from memloci.libraries import LibraryRegistry, LibrarySpec, ProjectRef
 from memloci.mcp.server import KNOWN_TOOLS
@@ -123,8 +123,29 @@ def test_project_without_memory_uses_the_default_library_and_creates_nothing(pla
     [m] = memories(home)
     assert m.content.startswith("$ pytest -x\nFAILED tests/test_api.py")
     assert m.memory_type == "problem-solution" and m.importance == "high"
-    assert "project:plain" not in m.tags and "file_path" not in m.metadata
+    assert "project:plain" in m.tags and m.metadata["project"] == "plain"  # the project is still named
+    assert "file_path" not in m.metadata
     assert not (plain / ".mcp").exists()
+
+
+def test_a_project_is_named_by_its_git_remote_and_paths_stay_relative(places):
+    """In a git repository without memory the memory goes to the default library, still tagged with
+    the project's id (from its remote) and the file's path inside the project."""
+    home, plain = places["home"], places["plain"]
+    subprocess.run(["git", "-C", str(plain), "remote", "add", "origin", "git@github.com:acme/shop-web.git"],
+                   check=True)
+    (plain / "src").mkdir()
+    quiet(hook(home, "claude-code", claude_edit(plain, "def total(cart):\n    return sum(cart.prices)\n")))
+    [m] = memories(home)
+    assert "project:acme/shop-web" in m.tags and m.metadata["project"] == "acme/shop-web"
+    assert m.metadata["file_path"] == "src/cart.py" and m.content.startswith("Edit src/cart.py:\n")
+    # a project with memory is named by the same id
+    root = places["project"]
+    subprocess.run(["git", "-C", str(root), "remote", "add", "origin", "https://github.com/acme/shop.git"],
+                   check=True)
+    quiet(hook(home, "claude-code", claude_edit(root, "def refund(order):\n    return order.reverse()\n")))
+    [p] = memories(home, root)
+    assert "project:acme/shop" in p.tags and p.metadata["project"] == "acme/shop"
 
 
 def test_a_linked_mcp_folder_is_not_followed(places, tmp_path):
@@ -136,7 +157,7 @@ def test_a_linked_mcp_folder_is_not_followed(places, tmp_path):
     quiet(hook(home, "claude-code", claude_edit(root, "def total(cart):\n    return sum(cart.prices)\n")))
     assert list(elsewhere.iterdir()) == []
     [m] = memories(home)
-    assert m.metadata["file_path"] == "cart.py"  # outside a project: the file's name only
+    assert m.metadata["file_path"] == "src/cart.py"  # the default library, the path in the project
 
 
 @pytest.mark.parametrize("command", ["ls -la", "cd src && ls", "pwd", "echo hello", "cat README.md",
@@ -175,6 +196,16 @@ def test_long_content_is_cut(places):
     [m] = memories(home)
     assert len(m.content) == MAX_CHARS
     assert m.metadata["truncated"] is True and m.metadata["original_chars"] > MAX_CHARS
+
+
+def test_a_large_event_is_cut_not_dropped_and_its_true_size_reported(places):
+    """Events over 1 MB are cut like any other; original_chars is the output's real length."""
+    home = places["home"]
+    output = "error: flaky\n" * 160_000  # 2 MB
+    quiet(hook(home, "claude-code", claude_bash(places["plain"], "make test", output)))
+    [m] = memories(home)
+    assert len(m.content) == MAX_CHARS and m.metadata["truncated"] is True
+    assert m.metadata["original_chars"] == len("$ make test\n") + len(output)  # the header and all the output
 
 
 def test_cooldown_per_event_type_and_lifecycle_events_bypass_it(places, tmp_path):
@@ -230,9 +261,18 @@ def test_other_agents(places):
     quiet(hook(home, "vscode", {"timestamp": 1, "cwd": str(places["plain"]), "toolName": "runInTerminal",
                                 "toolArgs": json.dumps({"command": "npm run build"}),
                                 "toolResult": {"resultType": "success", "textResultForLlm": LONG_OUTPUT}}))
+    # Windsurf sends a command's line and cwd, no output: a long line is kept, a noise one is not
+    deploy = ("kubectl rollout restart deployment/cart-api -n shop && kubectl rollout status deployment/cart-api "
+              "-n shop --timeout=120s")
+    for line in (deploy, "ls -la " + "x" * 120):
+        quiet(hook(home, "windsurf", {"agent_action_name": "post_run_command", "trajectory_id": "t1",
+                                      "execution_id": "e2", "timestamp": "2026-11-22T10:01:00Z",
+                                      "tool_info": {"command_line": line, "cwd": str(root)}}))
     sources = {m.metadata["source"]: m for m in memories(home, root)}
     assert set(sources) == {"hook:cursor:afterFileEdit", "hook:windsurf:post_write_code", "hook:gemini:AfterTool",
-                            "hook:codex:agent-turn-complete"}
+                            "hook:codex:agent-turn-complete", "hook:windsurf:post_run_command"}
+    assert sources["hook:windsurf:post_run_command"].content == f"$ {deploy}"
+    assert "windsurf post_run_command: skipped, noise command" in log_text(home)
     assert sources["hook:cursor:afterFileEdit"].metadata["file_path"] == "src/discount.py"
     assert sources["hook:cursor:afterFileEdit"].memory_type == "gotcha"
     assert sources["hook:windsurf:post_write_code"].memory_type == "what-changed"
@@ -281,7 +321,7 @@ GARBAGE = [
     ("gemini", b'{"hook_event_name": "AfterTool", "cwd": 7}'),
     ("claude-desktop", b'{"anything": true}'),
     ("no-such-agent", b'{"hook_event_name": "PostToolUse"}'),
-    ("claude-code", b'{"hook_event_name": "PostToolUse", "tool_response": "' + b"a" * (2 * 1024 * 1024) + b'"}'),
+    ("claude-code", b'{"hook_event_name": "PostToolUse", "tool_response": "' + b"a" * (MAX_INPUT + 1) + b'"}'),
 ]
 
 
@@ -335,6 +375,104 @@ def test_a_stalled_input_ends_at_the_deadline_with_status_0(places, tmp_path):
     assert (tmp_path / "out").read_bytes() == b"" and (tmp_path / "err").read_bytes() == b""
     assert "deadline" in log_text(home)
     assert memories(home) == []
+
+
+# -- the spool: a deadline does not lose the event -------------------------------------------
+
+def _hold_write_lock(home: Path):
+    """A real writer holding the default library's SQLite write lock (as a busy server would)."""
+    import sqlite3
+
+    service = MemoryService(LibraryRegistry([LibrarySpec("default", home / "default.db")]), embed_pending=False)
+    service.store_memory("Created so the library exists before a writer holds it.")
+    service.close()
+    conn = sqlite3.connect(home / "default.db", isolation_level=None)
+    conn.execute("BEGIN IMMEDIATE")
+    return conn
+
+
+def _spooled(home: Path) -> list[Path]:
+    return sorted((home / "spool").glob("*.json")) if (home / "spool").is_dir() else []
+
+
+def _wait_for(check, seconds: float = 120.0) -> bool:
+    import time
+
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        if check():
+            return True
+        time.sleep(0.2)
+    return check()
+
+
+def test_an_event_cut_off_by_the_deadline_is_stored_by_the_drainer(places):
+    """The library is busy past the deadline: the hook exits 0 without storing, and the detached
+    drainer stores the spooled event once the library is free."""
+    home = places["home"]
+    lock = _hold_write_lock(home)
+    try:
+        proc = subprocess.run([sys.executable, "-m", "memloci", "hook", "claude-code"],
+                              input=json.dumps(claude_bash(places["plain"], "pytest -x", LONG_OUTPUT)).encode(),
+                              capture_output=True, env=server_env(home, MEMLOCI_HOOK_DEADLINE="5"), timeout=60)
+        quiet(proc)
+        assert "left to the drainer" in log_text(home)
+        [path] = _spooled(home)
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600
+        assert json.loads(path.read_text())["event"]["command"] == "pytest -x"
+    finally:
+        lock.rollback()
+        lock.close()
+    assert _wait_for(lambda: not _spooled(home) and len(memories(home)) == 2)
+    assert any(m.content.startswith("$ pytest -x\nFAILED") for m in memories(home))
+
+
+def test_a_spool_file_left_by_a_killed_hook_is_stored_by_the_next_run(places):
+    home, plain = places["home"], places["plain"]
+    lock = _hold_write_lock(home)
+    try:
+        proc = subprocess.Popen([sys.executable, "-m", "memloci", "hook", "claude-code"], stdin=subprocess.PIPE,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=server_env(home, **SLOW_OK))
+        proc.stdin.write(json.dumps(claude_bash(plain, "pytest -x", LONG_OUTPUT)).encode())
+        proc.stdin.close()
+        assert _wait_for(lambda: len(_spooled(home)) == 1, 60)  # spooled; the store waits for the lock
+        proc.kill()
+        proc.wait(timeout=30)
+    finally:
+        lock.rollback()
+        lock.close()
+    assert len(memories(home)) == 1 and len(_spooled(home)) == 1  # only the library's first memory
+    # the next run (skipped itself: the killed hook's event started the cooldown) stores it
+    quiet(hook(home, "claude-code", claude_edit(plain, "def refund(order):\n    return order.reverse()\n")))
+    assert _spooled(home) == []
+    stored = memories(home)
+    assert len(stored) == 2 and any(m.content.startswith("$ pytest -x\nFAILED") for m in stored)
+    assert "cooldown" in log_text(home) and "spool drained (0 left)" in log_text(home)
+
+
+def test_a_stale_spool_file_is_logged_and_dropped(places):
+    from memloci.hooks import spool
+
+    home, plain = places["home"], places["plain"]
+    old = spool.write(home, {"event": {"agent": "claude-code", "event": "PostToolUse", "kind": "text",
+                                       "body": "Old news. " * 20}, "root": None, "memory": False})
+    week = 8 * 24 * 3600
+    os.utime(old, (old.stat().st_atime - week, old.stat().st_mtime - week))
+    quiet(hook(home, "claude-code", claude_bash(plain, "pytest -x", LONG_OUTPUT)))
+    assert _spooled(home) == [] and "days old" in log_text(home)
+    assert [m.content[:10] for m in memories(home)] == ["$ pytest -"]
+
+
+def test_the_hook_finds_home_as_the_libraries_do(tmp_path, monkeypatch):
+    from memloci.libraries import memloci_home
+
+    for env in ({"MEMLOCI_HOME": str(tmp_path / "h")}, {"XDG_DATA_HOME": str(tmp_path / "x")},
+                {"XDG_DATA_HOME": "relative"}, {}):
+        monkeypatch.delenv("MEMLOCI_HOME", raising=False)
+        monkeypatch.delenv("XDG_DATA_HOME", raising=False)
+        for key, value in env.items():
+            monkeypatch.setenv(key, value)
+        assert _memloci_home() == memloci_home()
 
 
 def test_a_broken_library_is_logged_not_shown(places):

@@ -3,7 +3,8 @@
 A hook runs inside the agent's loop, so it must never fail, slow or clutter it:
 - the exit status is always 0, and a watchdog thread ends the process (status 0) at
   DEADLINE_S whatever it is doing (a busy lock, a slow disk); a write cut off there is a
-  killed writer, which every store survives whole or not at all;
+  killed writer, which every store survives whole or not at all. The event is not lost: it
+  was spooled first (spool.py), and the watchdog starts a detached drainer that stores it;
 - stdout carries only the agent's neutral reply (Gemini CLI parses it as JSON), and stderr
   goes to /dev/null: what went wrong (bad JSON, a missing library, a full disk, a busy lock) is
   written to `$MEMLOCI_HOME/logs/hook.log` (0600, rotated at LOG_BYTES);
@@ -12,7 +13,9 @@ A hook runs inside the agent's loop, so it must never fail, slow or clutter it:
 
 Where: the event's project (the nearest folder above its file or cwd holding `.mcp` or
 `.git`) when that project already has memory in `<root>/.mcp/`; memloci never creates
-`.mcp/` here. Otherwise the default library.
+`.mcp/` here. Otherwise the default library. Either way a memory from a project carries the
+project's id (projects.project_id: from its git remote, else its folder name) as tag
+`project:<id>` and `metadata.project`, and the edited file's path relative to the project.
 
 Cooldown: one memory per COOLDOWN_S per (agent, event, project), kept in
 `$MEMLOCI_HOME/hook-cooldown.json`; lifecycle events (before compaction, session end) always
@@ -33,12 +36,14 @@ from logging.handlers import RotatingFileHandler
 from pathlib import Path
 from typing import Any
 
-from .classify import classify, cut, worth_keeping
+from . import spool
+from .classify import MAX_CHARS, classify, cut, worth_keeping
 from .events import NEUTRAL_REPLY, PARSERS, EventError, HookEvent, Unsupported, parse_event
 
 DEADLINE_S = 1.8  # from process start; the agents' limit is 2 s, the rest is process exit
 MIN_WORK_S = 0.05  # what is left when start-up alone took DEADLINE_S (2 s is the promise)
-MAX_INPUT = 1024 * 1024  # bytes; a larger event is refused unread beyond this
+MAX_INPUT = 16 * 1024 * 1024  # bytes read at most; a larger event cannot be parsed, so it is dropped
+DRAIN_MARGIN_S = 0.5  # older spool files are drained inline only with this much time to spare
 COOLDOWN_S = 30.0
 COOLDOWN_FILE = "hook-cooldown.json"
 COOLDOWN_KEEP_S = 24 * 3600  # older entries are dropped, so the file stays small
@@ -87,11 +92,25 @@ def _log_to_file(home: Path) -> None:
         logging.getLogger().handlers[:] = [logging.NullHandler()]
 
 
+_home: Path | None = None  # known once set up: where the watchdog looks for spooled events
+
+
 def _watchdog(seconds: float, reply: str | None, out: int | None) -> None:
-    """End the process with status 0 after `seconds`, whatever the main thread is blocked in."""
+    """End the process with status 0 after `seconds`, whatever the main thread is blocked in;
+    what is spooled and not yet stored is left to a detached drainer."""
     def fire() -> None:
         if not done.wait(seconds):
-            log.warning("deadline of %.1f s reached; exiting without storing", seconds)
+            left = spool.pending(_home) if _home is not None else []
+            if left:
+                try:
+                    spool.spawn_drainer()
+                    log.warning("deadline of %.1f s reached; %d spooled event(s) left to the drainer",
+                                seconds, len(left))
+                except OSError as exc:
+                    log.warning("deadline of %.1f s reached; drainer not started (%s), the next hook stores "
+                                "the spooled events", seconds, exc)
+            else:
+                log.warning("deadline of %.1f s reached; nothing spooled, nothing stored", seconds)
             _finish(reply, out)
 
     done = threading.Event()
@@ -136,8 +155,8 @@ def read_payload(args: list[str]) -> Any:
         raw = args[0].encode("utf-8", errors="surrogateescape")
     else:
         raw = sys.stdin.buffer.read(MAX_INPUT + 1)
-    if len(raw) > MAX_INPUT:
-        raise EventError(f"event larger than {MAX_INPUT} bytes")
+    if len(raw) > MAX_INPUT:  # JSON cut short cannot be read, so this one is dropped (and said so)
+        raise EventError(f"event larger than {MAX_INPUT} bytes, dropped")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -150,8 +169,9 @@ def read_payload(args: list[str]) -> Any:
         raise EventError(f"not JSON: {exc}") from None
 
 
-def project_root(event: HookEvent) -> Path | None:
-    """The project of the event when it already has memory (`<root>/.mcp/` a real folder), else None."""
+def find_project(event: HookEvent) -> tuple[Path | None, bool]:
+    """The event's project (the nearest folder above its file or cwd holding `.mcp` or `.git`),
+    and whether it already has memory (`<root>/.mcp/` a real folder); (None, False) outside one."""
     start: Path | None = None
     if event.file_path and "\x00" not in event.file_path:
         path = Path(event.file_path)
@@ -162,18 +182,24 @@ def project_root(event: HookEvent) -> Path | None:
     if start is None and event.cwd and "\x00" not in event.cwd and os.path.isabs(event.cwd):
         start = Path(event.cwd)
     if start is None:
-        return None
+        return None, False
     try:
         start = start.resolve()
     except (OSError, RuntimeError):
-        return None
+        return None, False
     for folder in (start, *start.parents):
         mcp = folder / ".mcp"
         if mcp.is_dir() and not mcp.is_symlink():
-            return folder
+            return folder, True
         if (folder / ".git").exists() or mcp.is_symlink():
-            return None  # the git root has no project memory (or a link there, which memloci refuses)
-    return None
+            return folder, False  # no project memory (or a link there, which memloci refuses)
+    return None, False
+
+
+def project_root(event: HookEvent) -> Path | None:
+    """The project of the event when it already has memory, else None."""
+    root, has_memory = find_project(event)
+    return root if has_memory else None
 
 
 def relative_file(event: HookEvent, root: Path | None) -> str | None:
@@ -195,7 +221,8 @@ def compose(event: HookEvent, rel: str | None) -> str:
     if event.kind == "code":
         return f"{event.tool or 'edit'} {rel or 'a file'}:\n{body}"
     if event.kind == "command":
-        return f"$ {(event.command or '').strip()}\n{body}"
+        command = (event.command or "").strip()
+        return f"$ {command}" if body == command else f"$ {command}\n{body}"  # no output: the line alone
     if event.kind == "lifecycle":
         return f"{event.event}{f' ({event.detail})' if event.detail else ''}:\n{body}"
     return f"{event.tool}:\n{body}" if event.tool else body
@@ -236,16 +263,36 @@ class Cooldown:
 
 # -- storing ----------------------------------------------------------------------------------
 
-def store(event: HookEvent, root: Path | None) -> str:
-    """Store the event (the caller has decided it is worth it); returns what happened, for the log."""
+def spool_record(event: HookEvent, root: Path | None, has_memory: bool) -> dict[str, Any]:
+    """What the spool keeps of an event: its fields with the body cut to what can be stored
+    (its true length kept), and its project."""
+    fields = {name: getattr(event, name) for name in HookEvent.__dataclass_fields__}
+    body = event.body.strip()
+    fields["body"] = body[:MAX_CHARS]
+    if len(body) > MAX_CHARS or event.full_chars is not None:
+        fields["full_chars"] = max(len(body), event.full_chars or 0)
+    return {"event": fields, "root": str(root) if root is not None else None, "memory": has_memory,
+            "time": time.time()}
+
+
+def store(record: dict[str, Any]) -> str:
+    """Store one spooled event (the caller has decided it is worth it); returns what happened."""
     from ..libraries import DEFAULT_LIBRARY, LibraryRegistry, ProjectRef, default_specs
+    from ..projects import project_id
     from ..search.embedder import EmbedderHandle
     from ..service import MemoryService
 
+    try:
+        event = HookEvent(**record["event"])
+        root = Path(record["root"]) if record.get("root") else None
+        has_memory = record.get("memory") is True and root is not None
+    except (KeyError, TypeError) as exc:
+        raise EventError(f"spooled event unreadable: {exc}") from None
     rel = relative_file(event, root)
-    content, truncated = cut(compose(event, rel))
+    composed = compose(event, rel)
+    content, truncated = cut(composed)
     label = classify(content, event.kind)
-    project = root.name if root is not None else None
+    project = project_id(root) if root is not None else None
     tags = ["hook", f"agent:{event.agent}", f"event:{event.event}"]
     if event.tool:
         tags.append(f"tool:{event.tool[:59]}")
@@ -259,12 +306,13 @@ def store(event: HookEvent, root: Path | None) -> str:
             metadata[key] = value[:512]
     if truncated:
         metadata["truncated"] = True
-        metadata["original_chars"] = len(compose(event, rel))
+        # the header, then the body as long as it really was (the spool holds only its start)
+        metadata["original_chars"] = len(composed) - len(event.body) + max(len(event.body), event.full_chars or 0)
 
     specs = default_specs()
     service = MemoryService(LibraryRegistry(specs), EmbedderHandle("none"))
     try:
-        if root is not None:
+        if has_memory:
             library: Any = ProjectRef(str(root), None, may_create=False)
         else:
             library = next((s.name for s in specs if s.name == DEFAULT_LIBRARY), specs[0].name)
@@ -272,14 +320,15 @@ def store(event: HookEvent, root: Path | None) -> str:
                                                metadata=metadata, importance=label.importance, library=library)
     finally:
         service.close()
-    where = f"project {project}" if project else f"library {library}"
+    where = f"project {project}" if has_memory else f"library {library}" + (f" (project {project})" if project else "")
     if not created:
         return f"already stored in {where} ({memory.content_hash[:12]})"
     return f"stored {label.memory_type} ({label.importance}, confidence {label.confidence}) in {where}"
 
 
-def run(agent: str, args: list[str], home: Path) -> str:
-    """Decide and store; returns the log line. Raises on a bad event or a failed write."""
+def run(agent: str, args: list[str], home: Path, until: float | None = None) -> str:
+    """Decide, spool, store; returns the log line. Raises on a bad event or a failed write.
+    With time left before `until` (time.monotonic()), older spooled events are stored too."""
     if agent not in PARSERS:
         raise EventError(f"unknown agent '{agent}'; known: {', '.join(PARSERS)}")
     if PARSERS[agent] is None:
@@ -288,39 +337,61 @@ def run(agent: str, args: list[str], home: Path) -> str:
     try:
         event = parse_event(agent, payload)
     except Unsupported as exc:
-        return f"{agent}: event {exc} is not captured"
+        return f"{agent}: event {exc} is not captured" + _drain_older(home, until)
     verdict = worth_keeping(event.kind, event.tool, event.command, event.body)
     if not verdict.keep:
-        return f"{agent} {event.event}: skipped, {verdict.why}"
-    root = project_root(event)
+        return f"{agent} {event.event}: skipped, {verdict.why}" + _drain_older(home, until)
+    root, has_memory = find_project(event)
     key = f"{agent}|{event.event}|{root or '-'}"
+    record = spool_record(event, root, has_memory)
     cooldown = None if event.lifecycle else Cooldown(home)
     try:
         now = time.time()
         if cooldown is not None and (left := cooldown.waiting(key, now)):
-            return f"{agent} {event.event}: skipped, cooldown ({left:.0f} s left)"
-        result = store(event, root)
-        if cooldown is not None and result.startswith("stored"):
+            cooldown.close()
+            cooldown = None
+            return f"{agent} {event.event}: skipped, cooldown ({left:.0f} s left)" + _drain_older(home, until)
+        spooled = spool.write(home, record)  # from here a deadline cannot lose the event
+        if cooldown is not None:
             cooldown.record(key, now)
-        return f"{agent} {event.event}: {result}"
     finally:
         if cooldown is not None:
             cooldown.close()
+    result = store(record)
+    spool.remove(spooled)
+    return f"{agent} {event.event}: {result}" + _drain_older(home, until, skip=spooled)
+
+
+def _drain_older(home: Path, until: float | None, skip: Path | None = None) -> str:
+    """Store what earlier hooks spooled and could not store, when there is time (else the next
+    run, or a drainer, does)."""
+    if until is not None and until - time.monotonic() < DRAIN_MARGIN_S:
+        return ""
+    if not spool.pending(home):
+        return ""
+    left = spool.drain(home, store, until=None if until is None else until - DRAIN_MARGIN_S, wait=False,
+                       skip=skip)
+    return f"; spool drained ({left} left)"
 
 
 def main(argv: list[str]) -> int:
-    """`memloci hook AGENT [EVENT_JSON]`: always 0, nothing on the terminal."""
+    """`memloci hook AGENT [EVENT_JSON]`: always 0, nothing on the terminal.
+    `python -m memloci.hooks --drain`: store every spooled event, with no deadline."""
+    global _home
+    if argv[:1] == ["--drain"]:
+        return drain_main()
     started = time.monotonic()
     agent = argv[0] if argv else ""
     reply = NEUTRAL_REPLY.get(agent)
     out = _silence()
-    _watchdog(max(MIN_WORK_S, _deadline() - _since_start()), reply, out)
+    seconds = max(MIN_WORK_S, _deadline() - _since_start())
+    _watchdog(seconds, reply, out)
     try:
-        from ..libraries import memloci_home
-
-        home = memloci_home()
+        home = _memloci_home()
         _log_to_file(home)
-        line = run(agent, argv[1:], home) if agent else "no agent named; usage: memloci hook AGENT < event.json"
+        _home = home
+        line = run(agent, argv[1:], home, started + seconds) if agent else \
+            "no agent named; usage: memloci hook AGENT < event.json"
         log.info("%s (%.0f ms)", line, (time.monotonic() - started) * 1000)
     except EventError as exc:
         log.warning("%s: bad event: %s", agent or "?", exc)
@@ -328,3 +399,28 @@ def main(argv: list[str]) -> int:
         log.error("%s: not stored: %s: %s", agent or "?", type(exc).__name__, exc)
     _finish(reply, out)
     return 0
+
+
+def drain_main() -> int:
+    """The detached drainer: its stdio is /dev/null already; what happens goes to the log."""
+    try:
+        home = _memloci_home()
+        _log_to_file(home)
+        spool.run_drainer(home, store)
+    except BaseException as exc:
+        log.error("spool drainer: %s: %s", type(exc).__name__, exc)
+    logging.shutdown()
+    return 0
+
+
+def _memloci_home() -> Path:
+    """libraries.memloci_home's rule, without importing the stores (seconds on a busy machine):
+    `$MEMLOCI_HOME`, else `$XDG_DATA_HOME/memloci` when absolute, else ~/.local/share/memloci.
+    A test keeps the two equal."""
+    home = os.environ.get("MEMLOCI_HOME")
+    if home:
+        return Path(home).expanduser()
+    xdg = os.environ.get("XDG_DATA_HOME", "")
+    if xdg and Path(xdg).is_absolute():
+        return Path(xdg) / "memloci"
+    return Path.home() / ".local" / "share" / "memloci"

@@ -67,6 +67,7 @@ class HookEvent:
     cwd: str | None = None
     session_id: str | None = None
     detail: str | None = None  # trigger or reason of a lifecycle event
+    full_chars: int | None = None  # the body's true length when `body` holds only its start
 
     @property
     def lifecycle(self) -> bool:
@@ -103,17 +104,23 @@ def _obj(payload: dict[str, Any], key: str) -> dict[str, Any]:
 
 def texts(value: Any, limit: int = 16_000) -> str:
     """Every string inside a tool response, in order, joined by newlines (up to `limit` chars)."""
+    return texts_sized(value, limit)[0]
+
+
+def texts_sized(value: Any, limit: int = 16_000) -> tuple[str, int]:
+    """texts(), and the length all of it would have had (what a cut memory reports)."""
     out: list[str] = []
     size = 0
+    total = -1  # n strings joined by n - 1 newlines
 
     def walk(v: Any) -> None:
-        nonlocal size
-        if size >= limit:
-            return
+        nonlocal size, total
         if isinstance(v, str):
             if v.strip():
-                out.append(v)
-                size += len(v)
+                total += len(v) + 1
+                if size < limit:
+                    out.append(v)
+                    size += len(v)
         elif isinstance(v, dict):
             for item in v.values():
                 walk(item)
@@ -122,7 +129,7 @@ def texts(value: Any, limit: int = 16_000) -> str:
                 walk(item)
 
     walk(value)
-    return "\n".join(out)[:limit]
+    return "\n".join(out)[:limit], max(0, total)
 
 
 def _edits_text(edits: Any, field: str) -> str:
@@ -160,9 +167,10 @@ def tool_event(agent: str, event: str, tool: str | None, tool_input: dict[str, A
     command = tool_input.get("command", tool_input.get("command_line"))
     if isinstance(command, list) and all(isinstance(c, str) for c in command):
         command = " ".join(command)
+    body, full = texts_sized(response)
     if isinstance(command, str) and ((tool or "").lower() in SHELL_TOOLS or not tool):
-        return HookEvent(agent, event, "command", texts(response), tool, command, file_path, cwd, session_id)
-    return HookEvent(agent, event, "text", texts(response), tool, None, file_path, cwd, session_id)
+        return HookEvent(agent, event, "command", body, tool, command, file_path, cwd, session_id, full_chars=full)
+    return HookEvent(agent, event, "text", body, tool, None, file_path, cwd, session_id, full_chars=full)
 
 
 def _tool_payload(agent: str, event: str, p: dict[str, Any]) -> HookEvent:
@@ -242,9 +250,12 @@ def _windsurf(p: dict[str, Any]) -> HookEvent:
         return HookEvent("windsurf", event, "code", _edits_text(info.get("edits", []), "tool_info.edits"),
                          "write_code", None, file_path, None, session)
     if event == "post_run_command":
+        # Windsurf's documented payload has the command line and cwd, no output: the command line
+        # itself is what is kept (when long enough and not noise, as for any command).
         command = _opt_str(info, "command_line") or ""
-        return HookEvent("windsurf", event, "command", texts(info.get("output", "")), "run_command", command,
-                         None, _opt_str(info, "cwd"), session)
+        output = texts(info.get("output", ""))
+        return HookEvent("windsurf", event, "command", output if output.strip() else command, "run_command",
+                         command, None, _opt_str(info, "cwd"), session)
     if event is None:
         raise EventError("agent_action_name: missing")
     raise Unsupported(event)
