@@ -323,7 +323,8 @@ def test_sigterm_finishes_the_call_in_flight_and_exits_0(tmp_path):
     log = server.log.read_text()
     # the call was still running when the signal came, and ended well before the process did
     done = next(line for line in log.splitlines() if "tool=create_entities library=team" in line)
-    assert log.index("Shutting down") < log.index(done) and done.endswith("outcome=ok")
+    assert log.index("shutdown requested") < log.index(done) < log.index("Shutting down")
+    assert done.endswith("outcome=ok")
     reply = outcome["reply"]  # and its reply still reached the client
     assert isinstance(reply, httpx2.Response) and reply.status_code == 200, reply
     assert '"e999"' in reply.text and '"isError":true' not in reply.text.replace(" ", "")
@@ -436,3 +437,34 @@ def test_one_token_cannot_take_every_session(tmp_path):
         anyio.run(busy)
     finally:
         assert server.stop() == 0
+
+
+def test_sigterm_delivers_a_running_calls_reply_to_the_sdk_client(tmp_path):
+    """The SDK client reads a reply from the POST's event stream: the stream must not close before it is sent."""
+    token = create_token(tmp_path, "w", "*:write")
+    server = Server(tmp_path, MEMLOCI_LOG_LEVEL="DEBUG")
+    entities = [{"name": f"e{i}", "entityType": "t", "observations": [f"fact {i}.{j}" for j in range(20)]}
+                for i in range(1000)]
+    got: dict = {}
+
+    async def body(s):
+        async def signal_once_started():
+            while "call started tool=create_entities" not in server.log.read_text():
+                await anyio.sleep(0.01)
+            server.process.send_signal(signal.SIGTERM)
+
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(signal_once_started)
+            try:
+                got["result"] = await s.call_tool("create_entities", {"library": "team", "entities": entities})
+            except Exception as exc:
+                got["result"] = exc
+
+    try:
+        run(server, token, body)
+    except Exception as exc:  # closing the session after the server is gone may fail; the call's reply is what counts
+        got.setdefault("result", exc)
+    assert server.stop() == 0
+    result = got["result"]
+    assert not isinstance(result, Exception), repr(result)
+    assert not result.is_error and '"e999"' in result.content[0].text, result.content[0].text[:300]

@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import signal
+import time
 from typing import Any, AsyncIterator, Callable, Sequence
 
 import anyio
@@ -34,7 +35,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from .limits import MessageGuard, RateLimit, RateLimiter, SessionCap
+from .limits import MessageGuard, RateLimit, RateLimiter, SessionCap, rpc_error, send_json
 from .settings import HttpSettings
 
 log = logging.getLogger("memloci.http")
@@ -42,6 +43,51 @@ SHUTDOWN_WAIT_SECONDS = 60  # how long SIGTERM waits for tool calls still runnin
 # A session with no request and no stream open for this long is closed (the SDK's default is
 # 30 minutes): a client that went away without DELETE does not hold memory for half an hour.
 SESSION_IDLE_SECONDS = 600
+# After the last call's reply is sent, the server keeps listening this long with no request
+# coming: a client may ask for more to use that reply (the Python SDK lists the tools to check
+# a result against its output schema), and would otherwise find the port closed.
+QUIET_SECONDS = 2.0
+SHUTTING_DOWN = -32031  # a server-defined JSON-RPC code (the -32000..-32099 range)
+
+
+class Shutdown:
+    """SIGTERM in two steps. First `requested`: the server keeps listening and serving, but takes
+    no new tool calls (ShutdownGate); once no call runs, no POST is being answered, and none came
+    for QUIET_SECONDS, `finish()` lets uvicorn stop (stop listening, close the streams, exit).
+    A second SIGTERM or SIGINT skips the wait."""
+
+    def __init__(self) -> None:
+        self.requested = False
+        self.posts = 0  # POSTs being answered (a call's reply is written before its POST ends)
+        self.last_post = 0.0  # monotonic time the last POST ended
+        self.finish: Callable[[], None] = lambda: None
+
+    def quiet(self) -> bool:
+        return not self.posts and time.monotonic() - self.last_post >= QUIET_SECONDS
+
+
+class ShutdownGate:
+    """Counts the POSTs being answered; once shutdown is requested, refuses new tool calls (503)."""
+
+    def __init__(self, app: ASGIApp, shutdown: Shutdown):
+        self.app, self.shutdown = app, shutdown
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST":
+            await self.app(scope, receive, send)
+            return
+        message = scope.get("memloci.message")  # set by MessageGuard
+        if self.shutdown.requested and isinstance(message, dict) and message.get("method") == "tools/call":
+            await send_json(send, 503, rpc_error(SHUTTING_DOWN, "Server shutting down: it finishes the calls "
+                                                 "already running and takes no new ones; retry once it is back",
+                                                 message.get("id")))
+            return
+        self.shutdown.posts += 1
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            self.shutdown.posts -= 1
+            self.shutdown.last_post = time.monotonic()
 
 
 class ChainedVerifier:
@@ -91,21 +137,22 @@ async def healthz(request: Request) -> JSONResponse:
 def build_http_app(server: Any, settings: HttpSettings, *, verifiers: Sequence[TokenVerifier] = (),
                    extra_routes: Sequence[Any] = (), resource_metadata_url: Any = None,
                    on_shutdown: Callable[[], None] | None = None,
-                   stopping: Callable[[], bool] | None = None) -> Starlette:
+                   stopping: Callable[[], bool] | None = None, shutdown: Shutdown | None = None) -> Starlette:
     """The ASGI app serving `server` (a MemlociServer) at `/mcp`.
 
     `verifiers`: tried in order for each bearer token (see ChainedVerifier); with none, `/mcp`
     needs no token (allowed on loopback only: serve_http checks). `extra_routes` are added
     unauthenticated (e.g. OAuth protected-resource metadata), and `resource_metadata_url` goes
     into the 401's WWW-Authenticate header. `on_shutdown` runs after the last tool call ended;
-    `stopping()` says the server is shutting down (then open streams close once calls end)."""
+    `stopping()` says uvicorn is stopping (then open streams close once calls end); `shutdown`,
+    when given, is the step before (see Shutdown)."""
     security = security_settings(settings)
     manager = StreamableHTTPSessionManager(app=server._lowlevel_server, stateless=settings.stateless,
                                            security_settings=security, max_request_body_size=settings.max_body_bytes,
                                            session_idle_timeout=SESSION_IDLE_SECONDS)
     server._lowlevel_server._session_manager = manager  # what MCPServer.session_manager reports
     sessions = SessionCap(StreamableHTTPASGIApp(manager), manager, settings.max_sessions_per_token)
-    mcp_app: ASGIApp = MessageGuard(sessions, settings.max_body_bytes)
+    mcp_app: ASGIApp = MessageGuard(ShutdownGate(sessions, shutdown) if shutdown else sessions, settings.max_body_bytes)
     middleware: list[Middleware] = []
     if verifiers:
         mcp_app = RateLimit(mcp_app, RateLimiter(settings.rate_limit))
@@ -118,6 +165,14 @@ def build_http_app(server: Any, settings: HttpSettings, *, verifiers: Sequence[T
         """Once uvicorn is stopping, close the open SSE streams, but only after the tool calls
         still running have ended (sse-starlette would otherwise close them at once, and a
         running call's reply would be lost though its write is kept)."""
+        if shutdown is not None:
+            while not shutdown.requested and not stopping():
+                await anyio.sleep(0.1)
+            with anyio.move_on_after(SHUTDOWN_WAIT_SECONDS):
+                while (server.calls_in_flight or not shutdown.quiet()) and not stopping():
+                    await anyio.sleep(0.05)
+            log.info("no call running and no request for %.0f s: stopping", QUIET_SECONDS)
+            shutdown.finish()
         while not stopping():
             await anyio.sleep(0.1)
         with anyio.move_on_after(SHUTDOWN_WAIT_SECONDS):
@@ -167,12 +222,27 @@ def serve_http(server: Any, settings: HttpSettings, *, verifiers: Sequence[Token
     import uvicorn
 
     check_bind(settings, tokens_configured)
+    shutdown = Shutdown()
     app = build_http_app(server, settings, verifiers=verifiers if tokens_configured else (),
                          extra_routes=extra_routes, resource_metadata_url=resource_metadata_url,
-                         on_shutdown=on_shutdown, stopping=lambda: runner.should_exit)
+                         on_shutdown=on_shutdown, stopping=lambda: runner.should_exit, shutdown=shutdown)
     config = uvicorn.Config(app, host=settings.host, port=settings.port, log_config=None, access_log=False,
                             lifespan="on", timeout_graceful_shutdown=SHUTDOWN_WAIT_SECONDS + 5, server_header=False)
-    runner = uvicorn.Server(config)
+
+    class TwoStepServer(uvicorn.Server):
+        """The first SIGTERM/SIGINT only requests the shutdown (see Shutdown); a second stops at once."""
+
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            if shutdown.requested:
+                super().handle_exit(sig, frame)
+                return
+            self._captured_signals.append(sig)
+            shutdown.requested = True
+            log.info("shutdown requested: finishing %d running tool calls, taking no new ones",
+                     server.calls_in_flight)
+
+    runner = TwoStepServer(config)
+    shutdown.finish = lambda: setattr(runner, "should_exit", True)
     AppStatus.disable_automatic_graceful_drain()  # drain() closes the streams, after the calls end
     if settings.loopback and not tokens_configured:
         log.warning("no token configured: any program on this machine may use every library")

@@ -67,8 +67,10 @@ class MessageGuard:
             if not message.get("more_body", False):
                 break
         try:
-            if parse_line(bytes(body), set()) is None:
+            message = parse_line(bytes(body), set())
+            if message is None:
                 raise Refusal(types.INVALID_REQUEST, "Invalid Request: the body is empty; send one JSON-RPC message")
+            scope["memloci.message"] = message  # for the checks after this one (app.ShutdownGate)
         except Refusal as refusal:
             await send_json(send, 400, rpc_error(refusal.code, refusal.message, refusal.request_id))
             return
