@@ -11,6 +11,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import os
+import re
 import shutil
 import sqlite3
 import subprocess
@@ -424,6 +425,26 @@ def test_cli_imports_each_format_then_imports_nothing_again(home, mms_db, memori
     assert "coffee/Coffee Brewing Methods.md:26: relation pairs_with -> 'Pastry Notes'" in out
     assert (lib / "Alice.md").is_file()
     assert "Nothing new" in memloci(home, "import", "basic-memory", str(notes), "--libraries", f"notes:{lib}").stdout
+
+
+def test_cli_dry_run_counts_what_the_run_does(home, memorix_json):
+    """A relation to an entity neither in the source nor in the library is skipped by the dry
+    run as by the run (one check for both); one the library holds is written by both."""
+    def counts(text):
+        return (re.search(r"(\d+) relations[ ,]", text).group(1), re.search(r"(\d+) (?:items would be )?skipped", text).group(1))
+
+    dry = memloci(home, "import", "memorix", str(memorix_json), "--dry-run").stdout
+    assert "relations.jsonl:3: endpoint does not exist: billing-service" in dry
+    assert not home.exists() or not any(home.rglob("*.db"))  # still nothing written
+    run = memloci(home, "import", "memorix", str(memorix_json)).stdout
+    assert counts(dry) == counts(run) == ("2", "2")
+    other = memorix_json.parent / "other"
+    other.mkdir()
+    (other / "observations.json").write_text("[]")
+    (other / "entities.jsonl").write_text('{"name": "billing-service", "entityType": "service", "observations": []}\n')
+    memloci(home, "import", "memorix", str(other))
+    dry = memloci(home, "import", "memorix", str(memorix_json), "--dry-run").stdout
+    assert counts(dry) == ("3", "1") and "billing-service" not in dry
 
 
 def test_cli_refuses_bad_sources_with_a_message(home, tmp_path):

@@ -476,14 +476,9 @@ class MemoryService(DocumentService, ProjectService, HistoryService):
         writers are never locked out for the whole import. Relations whose endpoints exist
         neither in the file nor in the library are skipped and reported.
         """
-        clean_entities = [schema.validate_entity(e, f"line {line}") for line, e in entities]
-        clean_relations = [(line, schema.validate_relation(r, f"line {line}")) for line, r in relations]
+        clean_entities, writable, skipped = self.plan_graph_import(entities, relations, library=library)
         store = self.store(library)
-        for (line, _), e in zip(entities, clean_entities):
-            store.schema.check_entity(e, f"line {line}")
-        for line, r in clean_relations:
-            store.schema.check_relation(r, f"line {line}")
-        report = ImportReport()
+        report = ImportReport(skipped_relations=skipped)
         for i in range(0, len(clean_entities), IMPORT_CHUNK):
             chunk = clean_entities[i : i + IMPORT_CHUNK]
             results = store.create_entities(chunk, origin="import")
@@ -496,20 +491,6 @@ class MemoryService(DocumentService, ProjectService, HistoryService):
                 report.observations_added += len(created.observations)
             if progress:
                 progress(len(chunk))
-        known = {name_key(e.name) for e in clean_entities}
-        dangling = [(line, r) for line, r in clean_relations
-                    if name_key(r.from_entity) not in known or name_key(r.to_entity) not in known]
-        if dangling:
-            present = {name_key(e.name) for e in store.open_entities(
-                list({n for _, r in dangling for n in (r.from_entity, r.to_entity)})).entities}
-            known |= present
-        writable = []
-        for line, r in clean_relations:
-            missing = [n for n in (r.from_entity, r.to_entity) if name_key(n) not in known]
-            if missing:
-                report.skipped_relations.append((line, f"endpoint does not exist: {', '.join(missing)}"))
-            else:
-                writable.append(r)
         if progress and report.skipped_relations:
             progress(len(report.skipped_relations))
         for i in range(0, len(writable), IMPORT_CHUNK):
@@ -520,6 +501,36 @@ class MemoryService(DocumentService, ProjectService, HistoryService):
             if progress:
                 progress(len(chunk))
         return report
+
+    def plan_graph_import(self, entities: Sequence[tuple[int, EntityInput]],
+                          relations: Sequence[tuple[int, RelationInput]], *, library: str | None = None
+                          ) -> tuple[list[EntityInput], list[RelationInput], list[tuple[int, str]]]:
+        """The checks of import_graph, writing nothing, so `--dry-run` and the import itself
+        agree: (the entities, the relations it would write, the relations it would skip as
+        (line, reason)). A relation is skipped when an endpoint is neither in the source nor in
+        the library; an entity or relation breaking a rule refuses the whole import."""
+        clean_entities = [schema.validate_entity(e, f"line {line}") for line, e in entities]
+        clean_relations = [(line, schema.validate_relation(r, f"line {line}")) for line, r in relations]
+        store = self.store(library)
+        for (line, _), e in zip(entities, clean_entities):
+            store.schema.check_entity(e, f"line {line}")
+        for line, r in clean_relations:
+            store.schema.check_relation(r, f"line {line}")
+        known = {name_key(e.name) for e in clean_entities}
+        dangling = [(line, r) for line, r in clean_relations
+                    if name_key(r.from_entity) not in known or name_key(r.to_entity) not in known]
+        if dangling:
+            present = {name_key(e.name) for e in store.open_entities(
+                list({n for _, r in dangling for n in (r.from_entity, r.to_entity)})).entities}
+            known |= present
+        writable, skipped = [], []
+        for line, r in clean_relations:
+            missing = [n for n in (r.from_entity, r.to_entity) if name_key(n) not in known]
+            if missing:
+                skipped.append((line, f"endpoint does not exist: {', '.join(missing)}"))
+            else:
+                writable.append(r)
+        return clean_entities, writable, skipped
 
     def export_graph(self, *, order: str = "id", library: str | None = None) -> Graph:
         """The whole library from one snapshot: entities in insertion or `name` order, then relations."""

@@ -38,15 +38,19 @@ def _run(reader: Callable[[Path], ImportSource], path: Path, libraries: str | No
     except OSError as exc:
         err.print(_styled((f"cannot read {path}", "bold red"), f": {exc.strerror or exc}"), highlight=False)
         raise typer.Exit(1) from None
-    c = source.counts()
-    found = (f"{c['entities']} entities ({c['observations']} observations), {c['relations']} relations, "
-             f"{c['memories']} memories")
-    if dry_run:
-        out.print(f"Dry run, nothing written. {path} ({source.kind}, {source.layout}) holds {found}; "
-                  f"{c['skipped']} items would be skipped.", highlight=False)
-        _skipped(out, source.skipped)
-        return
     data = source.data
+    if dry_run:
+        try:
+            writable, dropped = _plan(_service(libraries, read_only=True), data, library)
+        except MemlociError as exc:
+            _fail(exc)
+        skipped = source.skipped + [(source.relation_where.get(n, f"relation {n}"), reason) for n, reason in dropped]
+        c = source.counts()
+        out.print(f"Dry run, nothing written. {path} ({source.kind}, {source.layout}) holds {c['entities']} entities "
+                  f"({c['observations']} observations), {len(writable)} relations, {c['memories']} memories; "
+                  f"{len(skipped)} items would be skipped.", highlight=False)
+        _skipped(out, skipped)
+        return
     try:
         service = _service(libraries)
         with Progress(TextColumn(f"importing {source.kind}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
@@ -72,6 +76,35 @@ def _run(reader: Callable[[Path], ImportSource], path: Path, libraries: str | No
     if not new:
         out.print("Nothing new: everything in the source was already in the library.", highlight=False)
     _skipped(out, skipped)
+
+
+def _plan(service, data, library: str | None) -> tuple[list, list[tuple[int, str]]]:
+    """The relations an import would write and skip, by the import's own checks
+    (`plan_graph_import`), so a dry run counts what the run does. Nothing is written: a
+    library not created yet is checked as the empty library the import would create, made
+    in a temporary folder."""
+    import dataclasses
+    import tempfile
+
+    from ..errors import LibraryMissingError
+    from ..libraries import LibraryRegistry
+    from ..search.embedder import EmbedderHandle
+    from ..service import MemoryService
+
+    try:
+        return service.plan_graph_import(data.entities, data.relations, library=library)[1:]
+    except LibraryMissingError:
+        pass
+    finally:
+        service.close()
+    with tempfile.TemporaryDirectory(prefix="memloci-dry-run-") as tmp:
+        specs = [dataclasses.replace(spec, path=Path(tmp) / f"lib{n}{'.db' if spec.kind == 'sqlite' else ''}")
+                 for n, spec in enumerate(service.libraries.specs)]
+        empty = MemoryService(LibraryRegistry(specs), EmbedderHandle("none"), embed_pending=False)
+        try:
+            return empty.plan_graph_import(data.entities, data.relations, library=library)[1:]
+        finally:
+            empty.close()
 
 
 def _skipped(out, skipped: list[tuple[str, str]]) -> None:
