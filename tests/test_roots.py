@@ -249,7 +249,7 @@ def test_a_second_clone_is_told_of_the_first(tmp_path, home):
     run(home, body, None, "--tools", "project")
 
 
-def test_over_http_the_root_needs_the_admin_scope_an_explicit_path_needs(tmp_path):
+def test_over_http_roots_are_used_only_for_an_admin_token(tmp_path):
     from conftest import server_env
     from memloci.bench.http import create_token, http_session, loopback_server
 
@@ -271,6 +271,13 @@ def test_over_http_the_root_needs_the_admin_scope_an_explicit_path_needs(tmp_pat
         (failed, summary, _), (failed_plain, plain, _) = anyio.run(calls, endpoint.headers, endpoint.url)
         assert not failed and summary["project"]["root"] == str(app)
         assert not failed_plain and "project" not in plain
-        (failed, _, text), (failed_plain, plain, _) = anyio.run(calls, writer, endpoint.url)
-        assert failed and text["error"]["code"] == "PERMISSION_DENIED", text  # the root is a path on the server's disk
-        assert not failed_plain and "project" not in plain  # the default library stays open to it
+        # for another token a root (a path on the client's machine) is ignored: the call goes to
+        # its library exactly as from a client without roots, whether the path exists here or not
+        asked = roots.asked
+        (failed, summary, _), (failed_plain, plain, _) = anyio.run(calls, writer, endpoint.url)
+        assert not failed and "project" not in summary, summary
+        assert not failed_plain and summary == plain
+        roots.uris = [file_uri(tmp_path / "not-on-this-server")]
+        (failed, absent, _), _ = anyio.run(calls, writer, endpoint.url)
+        assert not failed and absent == summary
+        assert roots.asked == asked  # not even asked for

@@ -151,6 +151,16 @@ def visible_result(name: str, result: Any) -> Any:
                                 else {k: v for k, v in r.items() if k != "path"} for r in mine]})
 
 
+def may_use_roots() -> bool:
+    """Whether the client's roots may name the project (mcp/roots.py). Over HTTP a root is a path
+    on the client's machine, not the server's: only a `*:admin` token, which may open any folder
+    on the server anyway, has them used; for any other token they are ignored, so its call goes
+    to its library as without roots (no refusal, and no answer that differs by whether that
+    path happens to exist on the server)."""
+    token = get_access_token()
+    return token is None or grants(token.scopes, "*", "admin")
+
+
 def resource_refusal(server: Any, uri: str) -> MemlociError | None:
     """Reading a resource: the default graph needs read on that library; a project's graph, `*:admin`."""
     token = get_access_token()

@@ -8,7 +8,10 @@ is a `file://` URI of a project root, by the same rule as an explicit path
 sub-folder of a project does not count). Its path is then put into the call's arguments, as if
 the client had given it, so everything an explicit path goes through applies unchanged: the
 AWAITING_CONFIRMATION handshake with `detected_root`, confinement (no symlink out of the
-root), and over HTTP the check that a project call needs an admin scope.
+root). Over HTTP, a root is a path on the client's machine, not the server's: roots are used
+only for a `*:admin` token (which may name any folder on the server anyway); for any other
+token they are ignored and the call goes to its library as without roots (http/scopes.py
+`may_use_roots`).
 
 Which tools: those whose job is project memory, called with no library and no project path:
 the project group (`update_context`, `get_graph_summary`, `export_markdown`) and every n2n tool.

@@ -138,9 +138,10 @@ class MemlociServer(MCPServer):
 
     async def _with_root(self, name: str, arguments: dict[str, Any], context: Any) -> dict[str, Any]:
         """A project tool called without a project (no path, no library) gets the client's root
-        project as its path (roots.py), so every check an explicit path meets applies to it."""
+        project as its path (roots.py), so every check an explicit path meets applies to it.
+        Over HTTP only for a `*:admin` token (scopes.may_use_roots): a root is a client's path."""
         key = ROOT_TOOLS.get(name)
-        if key is None or not isinstance(arguments, dict) or any(
+        if key is None or not scopes.may_use_roots() or not isinstance(arguments, dict) or any(
                 arguments.get(k) is not None for k in (key, "library", "library_name")):
             return arguments
         root = await self.roots.project_root(context)
