@@ -586,3 +586,45 @@ def test_memloci_hook_with_or_without_home_behaves_the_same(tmp_path, form):
     helped = subprocess.run([str(script), *args, "hook", "--help"], capture_output=True, text=True, env=env,
                             timeout=60)
     assert helped.returncode == 0 and "Usage: memloci hook" in helped.stdout
+
+
+STRICT_CASES = [  # (client, text, line, column of the fault)
+    ("claude-desktop", '{\n  "mcpServers": {\n    "a": {"command": "x", "args": []},\n  }\n}\n', 3, 38),
+    ("claude-desktop", '{\n  // my servers\n  "mcpServers": {}\n}\n', 2, 3),
+    ("claude-code", '{\n\t"theme": "dark", /* mine */\n\t"mcpServers": {}\n}\n', 2, 19),
+    ("claude-code", '{"mcpServers": {"a": {"command": "x", "args": ["y",]}}}\n', 1, 51),
+    ("cursor", '{\n  "mcpServers": {},\n}\n', 2, 19),
+    ("windsurf", '{\n  "mcpServers": {} // global\n}\n', 2, 20),
+    ("gemini", '{\n  // fine in Gemini\n  "mcpServers": {},\n}\n', 3, 19),  # comments yes, trailing commas no
+]
+
+
+@pytest.mark.parametrize("client,text,line,column", STRICT_CASES)
+def test_a_strict_json_client_file_with_a_comment_or_trailing_comma_is_refused(tmp_path, client, text, line, column):
+    """A client that reads its file with JSON.parse cannot read a comment or a trailing comma:
+    install refuses the file, says where, and leaves it (and the folder) as it was."""
+    path = write(tmp_path / "cfg.json", text)
+    result = memloci(tmp_path, "install", client, "--config", str(path))
+    assert result.returncode == 1, result.stdout
+    assert f"line {line}, column {column}" in result.stderr and "left untouched" in result.stderr
+    assert path.read_bytes() == text.encode()
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name != "mhome") == ["cfg.json"]
+
+
+def test_jsonc_is_still_taken_where_the_client_reads_it(tmp_path):
+    """VS Code reads JSONC (comments and trailing commas), Gemini CLI strips comments."""
+    vs = write(tmp_path / "mcp.json", '{\n  // mine\n  "servers": {},\n}\n')
+    assert memloci(tmp_path, "install", "vscode", "--config", str(vs)).returncode == 0
+    assert "memloci" in parse("vscode", vs.read_text())["servers"]
+    gem = write(tmp_path / "settings.json", '{\n  /* mine */\n  "mcpServers": {}\n}\n')
+    assert memloci(tmp_path, "install", "gemini", "--config", str(gem)).returncode == 0
+    assert "memloci" in parse("gemini", gem.read_text())["mcpServers"]
+
+
+def test_a_hooks_file_with_a_comment_is_refused_and_nothing_is_written(tmp_path):
+    cfg = write(tmp_path / "mcp.json", '{"mcpServers": {}}\n')
+    hooks_text = '{\n  "hooks": {} // mine\n}\n'
+    hooks = write(tmp_path / "settings.json", hooks_text)
+    result = memloci(tmp_path, "install", "claude-code", "--config", str(cfg), "--hooks-config", str(hooks), "--hooks")
+    assert result.returncode == 1 and "line 2, column 15" in result.stderr
+    assert hooks.read_text() == hooks_text and cfg.read_text() == '{"mcpServers": {}}\n'

@@ -58,6 +58,9 @@ class Client:
     hooks: Callable[[str, Path, str], HookSet] | None = None
     env_ref: Callable[[str], str] | None = None  # how the client spells "$VAR" in a string
     note: str = ""
+    # What the client's reader takes in its JSON files (MCP and hooks; jsonedit.DIALECTS). A file
+    # it could not read is refused: writing into it would report success for a dead config.
+    json_dialect: str = "strict"
 
 
 def _home() -> Path:
@@ -140,7 +143,8 @@ def _claude_style_hooks(path: Path, command: str, post_tool_matcher: str,
 # Linux ~/.config/Claude/ (modelcontextprotocol.io quickstart "For Claude Desktop Users"; the
 # Linux path is the XDG one that community builds use). Key mcpServers, {command, args, env}.
 # The file holds stdio servers only; remote servers are added as Connectors in the app.
-# No hooks.
+# No hooks. Strict JSON: the app reports "error reading or parsing claude_desktop_config.json"
+# for a trailing comma (the JSON.parse message, e.g. "Unexpected token ','").
 
 # --- Claude Code (code.claude.com/docs/en/mcp, /docs/en/hooks) -------------------------------
 # MCP: user scope is the top-level "mcpServers" of ~/.claude.json; project scope is .mcp.json
@@ -148,6 +152,8 @@ def _claude_style_hooks(path: Path, command: str, post_tool_matcher: str,
 # headers}; ${VAR} is expanded in command, args, env, url and headers.
 # Hooks: ~/.claude/settings.json (user) or .claude/settings.json (project): "hooks": {Event:
 # [{matcher, hooks: [{type: "command", command}]}]}; matcher only for tool events.
+# Strict JSON: a settings file with a trailing comma is "Invalid or malformed JSON" and skipped
+# whole; the docs show no comments in any of these files.
 
 def _claude_code_hooks(scope: str, project_dir: Path, command: str) -> HookSet:
     path = (_home() / ".claude" / "settings.json" if scope == "user"
@@ -160,7 +166,8 @@ def _claude_code_hooks(scope: str, project_dir: Path, command: str) -> HookSet:
 # MCP: ~/.cursor/mcp.json (global) or .cursor/mcp.json (project), key mcpServers; remote
 # servers {url, headers}; ${env:NAME} is interpolated in the file.
 # Hooks: ~/.cursor/hooks.json or .cursor/hooks.json: {"version": 1, "hooks": {"afterFileEdit":
-# [{"command": ...}]}}.
+# [{"command": ...}]}}. The docs describe both files as JSON and never mention comments or
+# trailing commas (JSONC is not documented), so they are held to strict JSON.
 
 def _cursor_hooks(scope: str, project_dir: Path, command: str) -> HookSet:
     path = _home() / ".cursor" / "hooks.json" if scope == "user" else project_dir / ".cursor" / "hooks.json"
@@ -172,6 +179,7 @@ def _cursor_hooks(scope: str, project_dir: Path, command: str) -> HookSet:
 # key mcpServers; remote servers use "serverUrl" (not "url") with "headers"; ${env:NAME}
 # is interpolated. Hooks: ~/.codeium/windsurf/hooks.json (user) or .windsurf/hooks.json at
 # the workspace root: {"hooks": {"post_write_code": [{"command": ..., "show_output": bool}]}}.
+# The docs call mcp_config.json "a JSON file" and say nothing of comments: strict JSON.
 
 def _windsurf_hooks(scope: str, project_dir: Path, command: str) -> HookSet:
     path = (_home() / ".codeium" / "windsurf" / "hooks.json" if scope == "user"
@@ -189,6 +197,8 @@ def _windsurf_hooks(scope: str, project_dir: Path, command: str) -> HookSet:
 # MCP and hooks both live in settings.json: ~/.gemini/settings.json (user) or
 # .gemini/settings.json (project). mcpServers entries: {command, args} or, for streamable
 # HTTP, {"httpUrl", headers} ("url" would mean SSE). Strings may reference $VAR / ${VAR}.
+# Read as JSON.parse(stripJsonComments(text)) (packages/cli/src/config/settings.ts, loadSettings):
+# comments are fine, a trailing comma is not (strip-json-comments leaves commas by default).
 # Hooks: "hooks": {AfterTool | PreCompress | SessionEnd: [{matcher?, hooks: [{type: "command",
 # command}]}]}.
 
@@ -249,10 +259,11 @@ CLIENTS: dict[str, Client] = {c.name: c for c in (
            note="Windsurf reads MCP servers from its user file only; hooks may be per workspace"),
     Client("vscode", "VS Code", "json", "servers", ("user", "project"),
            _scoped(lambda: _app_support("Code", "User", "mcp.json"), ".vscode", "mcp.json"),
-           _json_entry("url", typed=True, env_ref=_env_colon), None, _env_colon),
+           _json_entry("url", typed=True, env_ref=_env_colon), None, _env_colon, json_dialect="jsonc"),
     Client("gemini", "Gemini CLI", "json", "mcpServers", ("user", "project"),
            _scoped(lambda: _home() / ".gemini" / "settings.json", ".gemini", "settings.json"),
-           _json_entry("httpUrl", typed=False, env_ref=_env_dollar), _gemini_hooks, _env_dollar),
+           _json_entry("httpUrl", typed=False, env_ref=_env_dollar), _gemini_hooks, _env_dollar,
+           json_dialect="comments"),
     Client("codex", "Codex", "toml", "mcp_servers", ("user", "project"),
            _scoped(lambda: _codex_home() / "config.toml", ".codex", "config.toml"),
            _codex_entry, _codex_hooks, lambda name: name),

@@ -134,7 +134,8 @@ def _plans(client: cl.Client, server: cl.Server | None, name: str, scope: str, p
             fallback = [dict(op, value=current)] if current is not None else []
             out.append((uninstall_plan(path, client.fmt, recorded, fallback, project_dir=guard), "mcp", {}))
     else:
-        out.append((install_plan(path, client.fmt, [op], force=force, created_root={}, project_dir=guard), "mcp", {}))
+        out.append((install_plan(path, client.fmt, [op], force=force, created_root={}, project_dir=guard,
+                                 dialect=client.json_dialect, reader=client.title), "mcp", {}))
     if client.hooks is None:
         if hooks:
             raise InstallError(f"--hooks: {client.title} has no hooks to install")
@@ -160,10 +161,12 @@ def _plans(client: cl.Client, server: cl.Server | None, name: str, scope: str, p
             out.append((uninstall_plan(hpath, "json", recorded, hops, project_dir=hguard), "hooks", {}))
     elif hooks:
         if hpath == path:  # one file, one change: the MCP entry and the hooks together
-            plan = install_plan(path, "json", [op] + hops, force=force, created_root={}, project_dir=guard)
+            plan = install_plan(path, "json", [op] + hops, force=force, created_root={}, project_dir=guard,
+                                dialect=client.json_dialect, reader=client.title)
             return [(plan, "mcp", {})]
         out.append((install_plan(hpath, "json", hops, force=force, created_root=hookset.created_root,
-                                 project_dir=hguard), "hooks", hookset.created_root))
+                                 project_dir=hguard, dialect=client.json_dialect, reader=client.title),
+                    "hooks", hookset.created_root))
     return out
 
 

@@ -95,6 +95,23 @@ def parse_json(text: str, where: str) -> tuple[je.Node, dict]:
     return root, je.to_py(root)
 
 
+def check_dialect(text: str, dialect: str, where: str, reader: str) -> None:
+    """Refuse a file the client itself could not read (a comment or a trailing comma where
+    its reader takes strict JSON): adding to it would report success for a broken config."""
+    if dialect == "jsonc":
+        return
+    try:
+        je.parse(text)
+    except je.JsonSyntaxError:
+        return  # not even JSONC: parse_json refuses it as a file that does not parse
+    try:
+        je.parse(text, dialect)
+    except je.JsonSyntaxError as exc:
+        raise InstallError(f"{where} is not JSON {reader} can read ({exc}); it was left untouched",
+                           hint="take the comment or trailing comma out by hand, "
+                                "or point --config at another file") from None
+
+
 def new_json_text(doc: dict, newline: str = "\n") -> str:
     return je.render(doc, je.Style(newline), "") + newline
 

@@ -76,9 +76,11 @@ _NUMBER = re.compile(r"-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?")
 
 
 class _Reader:
-    def __init__(self, text: str):
+    def __init__(self, text: str, comments: bool = True, trailing_commas: bool = True):
         self.text = text
         self.pos = 0
+        self.comments = comments  # False: a // or /* */ comment is an error (strict JSON)
+        self.trailing_commas = trailing_commas  # False: a comma before } or ] is an error
 
     def fail(self, message: str, pos: int | None = None) -> JsonSyntaxError:
         return JsonSyntaxError(message, self.text, self.pos if pos is None else pos)
@@ -89,6 +91,8 @@ class _Reader:
             c = t[self.pos]
             if c in " \t\r\n\ufeff":
                 self.pos += 1
+            elif t.startswith(("//", "/*"), self.pos) and not self.comments:
+                raise self.fail("a comment, which strict JSON does not allow")
             elif t.startswith("//", self.pos):
                 nl = t.find("\n", self.pos)
                 self.pos = len(t) if nl < 0 else nl
@@ -154,6 +158,9 @@ class _Reader:
             if self.pos >= len(self.text):
                 raise self.fail(f"unexpected end of file, expected '{close}'")
             if self.text[self.pos] == close:
+                if not self.trailing_commas and node.children and node.children[-1].comma is not None:
+                    raise self.fail(f"a comma before '{close}', which strict JSON does not allow",
+                                    node.children[-1].comma)
                 self.pos += 1
                 node.end = self.pos
                 return node
@@ -181,9 +188,14 @@ class _Reader:
                 self.pos += 1
 
 
-def parse(text: str) -> Node:
+# What a client's JSON reader accepts: "jsonc" (VS Code: comments and trailing commas),
+# "comments" (comments only: JSON.parse after strip-json-comments, as Gemini CLI), "strict".
+DIALECTS = {"jsonc": (True, True), "comments": (True, False), "strict": (False, False)}
+
+
+def parse(text: str, dialect: str = "jsonc") -> Node:
     """The tree of a JSON/JSONC document whose top level is an object."""
-    reader = _Reader(text)
+    reader = _Reader(text, *DIALECTS[dialect])
     root = reader.value()
     reader.skip()
     if reader.pos != len(text):

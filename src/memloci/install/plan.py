@@ -11,11 +11,14 @@ from .files import FilePlan, Ledger, check_path, meaning, read, sha, steps_of
 
 
 def install_plan(path: Path, fmt: str, ops: list[dict], *, force: bool, created_root: dict,
-                 project_dir: Path | None) -> FilePlan:
-    """The plan that adds `ops` to the file at `path` (created if absent)."""
+                 project_dir: Path | None, dialect: str = "jsonc", reader: str = "the client") -> FilePlan:
+    """The plan that adds `ops` to the file at `path` (created if absent). `dialect` is what
+    the client's JSON reader accepts (jsonedit.DIALECTS); `reader` names it in the refusal."""
     check_path(path, project_dir)
     where = str(path)
     before = read(path)
+    if fmt == "json" and before and before.strip():
+        edits.check_dialect(before, dialect, where, reader)
     plan = FilePlan(path, fmt, before, before)
     plan.expect = meaning(fmt, before, where) or {}
     plan.strict = fmt == "json" and before is not None and je.is_strict_json(before)
