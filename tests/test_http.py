@@ -21,6 +21,7 @@ import httpx2
 import pytest
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
 
 from conftest import server_env
 
@@ -163,8 +164,9 @@ def test_a_read_token_searches_but_cannot_write_or_see_other_libraries(served):
         libraries = await s.call_tool("list_libraries", {})
         assert [lib["name"] for lib in libraries.structured_content["libraries"]] == ["team"]
         assert "path" not in libraries.structured_content["libraries"][0]  # the server's disk: admins only
-        with pytest.raises(Exception, match="PERMISSION_DENIED"):  # the graph of the default library
+        with pytest.raises(MCPError) as denied:  # the graph of the default library: a client error
             await s.read_resource("memloci://graph")
+        assert denied.value.error.code == -32602 and "PERMISSION_DENIED" in denied.value.error.message
         unnamed = await s.call_tool("search_nodes", {"query": "x"})  # two libraries mounted: it must name one
         assert "team" in text(unnamed)["error"]["message"] and "other" not in text(unnamed)["error"]["message"]
         project = await s.call_tool("read_graph", {"project_path": str(Path.cwd())})
@@ -468,3 +470,21 @@ def test_sigterm_delivers_a_running_calls_reply_to_the_sdk_client(tmp_path):
     result = got["result"]
     assert not isinstance(result, Exception), repr(result)
     assert not result.is_error and '"e999"' in result.content[0].text, result.content[0].text[:300]
+
+
+def test_subscribing_to_a_resource_needs_the_scope_reading_it_needs(served):
+    server, tokens, _ = served
+    for token, allowed in ((tokens["reader"], False), (tokens["admin"], True)):
+        init = server.post(INIT, token)
+        heads = {"mcp-session-id": init.headers["mcp-session-id"], "mcp-protocol-version": "2025-06-18"}
+        server.post({"jsonrpc": "2.0", "method": "notifications/initialized"}, token, **heads)
+        for uri in ("memloci://graph", f"memloci://graph?path={Path.cwd()}"):
+            reply = server.post({"jsonrpc": "2.0", "id": 5, "method": "resources/subscribe", "params": {"uri": uri}},
+                                token, **heads)
+            message = json.loads(next(line[5:] for line in reply.text.splitlines() if line.startswith("data:")))
+            if allowed:
+                assert message.get("result") == {}, message
+            else:
+                assert message["error"]["code"] == -32602, message
+                assert message["error"]["message"].startswith("PERMISSION_DENIED: ")
+                assert "needs scope" in message["error"]["message"]

@@ -151,6 +151,19 @@ def visible_result(name: str, result: Any) -> Any:
                                 else {k: v for k, v in r.items() if k != "path"} for r in mine]})
 
 
+def check_resource(server: Any, uri: str) -> None:
+    """Reading or subscribing to a resource (`resources/read`, `resources/subscribe`, the URIs of
+    `subscriptions/listen`): raise the refusal as a client error (-32602 Invalid params, with
+    our PERMISSION_DENIED text and the URI), not the SDK's -32603 for a failed read."""
+    refused = resource_refusal(server, uri)
+    if refused is not None:
+        from mcp.shared.exceptions import MCPError
+        from mcp_types import INVALID_PARAMS
+
+        raise MCPError(INVALID_PARAMS, f"{refused.code}: {refused.message}",
+                       data={"uri": uri, "code": refused.code, "hint": refused.hint})
+
+
 def may_use_roots() -> bool:
     """Whether the client's roots may name the project (mcp/roots.py). Over HTTP a root is a path
     on the client's machine, not the server's: only a `*:admin` token, which may open any folder

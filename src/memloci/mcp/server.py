@@ -13,7 +13,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.subscriptions import ResourceUpdated
 import mcp_types
 from mcp_types import CallToolResult, TextContent
-from mcp.server.mcpserver.exceptions import ResourceError, ToolError, UnexpectedToolError
+from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 
 from .. import __version__
 from ..errors import InternalError, MemlociError, NotFoundError, ValidationError
@@ -76,6 +76,14 @@ class MemlociServer(MCPServer):
         low = self._lowlevel_server
         low.add_request_handler("resources/subscribe", mcp_types.SubscribeRequestParams, self._subscribe)
         low.add_request_handler("resources/unsubscribe", mcp_types.UnsubscribeRequestParams, self._unsubscribe)
+        listen = low._request_handlers.get("subscriptions/listen")
+        if listen is not None:  # its resource URIs need the scopes reading them needs (HTTP)
+            async def checked_listen(ctx: Any, params: Any) -> Any:
+                for uri in params.notifications.resource_subscriptions or ():
+                    scopes.check_resource(self, str(uri))
+                return await listen.handler(ctx, params)
+
+            low.add_request_handler("subscriptions/listen", listen.params_type, checked_listen)
         self.roots = ClientRoots()
         low.add_notification_handler("notifications/roots/list_changed", mcp_types.NotificationParams,
                                      self._roots_changed)
@@ -84,6 +92,7 @@ class MemlociServer(MCPServer):
         self.roots.forget(ctx)
 
     async def _subscribe(self, ctx: Any, params: Any) -> mcp_types.EmptyResult:
+        scopes.check_resource(self, str(params.uri))  # the scope reading it needs (HTTP)
         self._subscribers.setdefault(_canonical(str(params.uri)), set()).add(_connection(ctx))
         return mcp_types.EmptyResult()
 
@@ -109,9 +118,7 @@ class MemlociServer(MCPServer):
         return scopes.visible_tools(self, await super().list_tools())  # a token sees only what it may call
 
     async def read_resource(self, uri: Any, context: Any = None) -> Any:
-        refused = scopes.resource_refusal(self, str(uri))
-        if refused is not None:
-            raise ResourceError(f"{refused.code}: {refused.message}")
+        scopes.check_resource(self, str(uri))  # a token's scopes (HTTP); refused as a client error
         return await super().read_resource(uri, context)
 
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
