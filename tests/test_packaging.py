@@ -30,9 +30,17 @@ def dist(tmp_path_factory) -> Path:
     beside what it builds; the working tree stays as it is)."""
     pytest.importorskip("build", reason="the build frontend is in the test extra: pip install -e '.[test]'")
     src = tmp_path_factory.mktemp("src")
-    for name in ("pyproject.toml", "README.md"):
+    for name in ("pyproject.toml", "README.md", "MANIFEST.in"):
         shutil.copy2(ROOT / name, src / name)
     shutil.copytree(ROOT / "src", src / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    # The tests, plus what a checkout that ran them holds (npm's packages, Python's caches; the
+    # real node_modules is 200 MB, so a small stand-in): the sdist must leave those out.
+    shutil.copytree(ROOT / "tests", src / "tests", symlinks=True,
+                    ignore=shutil.ignore_patterns("node_modules", "__pycache__", ".pytest_cache", ".hypothesis"))
+    for junk in ("conformance/node_modules/pkg/index.js", "__pycache__/conftest.cpython-311.pyc",
+                 ".pytest_cache/v/cache/lastfailed", "fixtures/__pycache__/x.pyc"):
+        (src / "tests" / junk).parent.mkdir(parents=True, exist_ok=True)
+        (src / "tests" / junk).write_text("")
     out = src / "dist"
     # The test extra installs the build backend, so the build needs no network; without it,
     # an isolated build fetches the backend pyproject.toml names.
@@ -66,6 +74,17 @@ def test_build_makes_a_wheel_and_an_sdist_with_the_package_data(dist):
         members = sdist.getnames()
     for data in DATA:
         assert any(m.endswith("src/" + data) for m in members)
+    # The test suite runs from the sdist: its files, the data it reads, the conformance client.
+    top = members[0].split("/")[0]
+    inside = {m.split("/", 1)[1] for m in members if "/" in m}
+    expected = {p.relative_to(ROOT).as_posix() for p in (ROOT / "tests").rglob("*")
+                if p.is_file() and "node_modules" not in p.parts and "__pycache__" not in p.parts
+                and ".pytest_cache" not in p.parts and ".hypothesis" not in p.parts}
+    assert expected <= inside, sorted(expected - inside)[:10]
+    for needed in ("tests/conftest.py", "tests/conformance/client.mjs", "tests/conformance/package-lock.json",
+                   "tests/golden_vault/Daily", "tests/fixtures/importers"):
+        assert any(m == f"{top}/{needed}" or m.startswith(f"{top}/{needed}/") for m in members), needed
+    assert not [m for m in members if "node_modules" in m or "__pycache__" in m or ".pytest_cache" in m]
 
 
 def test_the_wheel_in_a_clean_venv_serves_a_real_client(dist, tmp_path):
