@@ -140,9 +140,25 @@ def test_mms_rows_that_break_the_rules_are_skipped_by_id(tmp_path, mms_db):
     conn.close()
     source = read_mms(mms_db)
     reasons = dict(source.skipped)
-    assert len(source.data.memories) == 3
-    assert reasons["id 2 (3a150ea908d3)"].startswith("metadata is not JSON")
+    assert len(source.data.memories) == 4 and "id 2 (3a150ea908d3)" not in reasons
     assert "id 3.tags[1]" in reasons["id 3 (dc0b4f093ffb)"]
+    # metadata that is not JSON loses nothing: the content is kept, the text under original_metadata
+    kept = dict(source.data.memories)[2]
+    assert kept.metadata == {"original_metadata": "not json", "source": "mms"}
+    assert dict(source.warnings)["id 2"].startswith("metadata is not JSON")
+
+
+def test_memorix_a_bad_line_is_skipped_and_the_rest_imported(lib, memorix_json):
+    """One rule for every importer: a bad line is listed by file and line, the rest comes over."""
+    lines = (memorix_json / "entities.jsonl").read_text().splitlines()
+    (memorix_json / "entities.jsonl").write_text("\n".join([lines[0], "{not json", "[1, 2]", *lines[1:]]) + "\n")
+    source = read_memorix(memorix_json)
+    reasons = dict(source.skipped)
+    assert reasons["entities.jsonl:2"].startswith("not valid JSON")
+    assert reasons["entities.jsonl:3"] == "expected a JSON object, got list"
+    assert len(source.data.entities) == len(lines)
+    report, added, _ = lib.import_everything(source.data)
+    assert report.entities_created == len(lines) and report.relations_created == 2 and added == 3
 
 
 @pytest.mark.parametrize("make, message", [
@@ -445,6 +461,17 @@ def test_cli_dry_run_counts_what_the_run_does(home, memorix_json):
     memloci(home, "import", "memorix", str(other))
     dry = memloci(home, "import", "memorix", str(memorix_json), "--dry-run").stdout
     assert counts(dry) == ("3", "1") and "billing-service" not in dry
+
+
+def test_cli_lists_warnings_apart_from_skipped_items(home, mms_db):
+    conn = sqlite3.connect(mms_db)
+    conn.execute("UPDATE memories SET metadata = 'not json' WHERE id = 2")
+    conn.commit()
+    conn.close()
+    for args in (["--dry-run"], []):
+        out = memloci(home, "import", "mms", str(mms_db), *args).stdout
+        assert "5 memories" in out and "1 items imported with a warning:" in out
+        assert "  id 2: metadata is not JSON" in out and "kept as text in metadata.original_metadata" in out
 
 
 def test_cli_refuses_bad_sources_with_a_message(home, tmp_path):

@@ -5,9 +5,15 @@ Each reader turns a source into one `ImportSource`: the same `OfficialFile` that
 `memloci import jsonl` reads (entities, relations, free memories with their own times), so
 every importer writes through the one import path, `MemoryService.import_everything`. A
 reader only reads: SQLite sources are opened read-only (`mode=ro`), folders are walked
-without following a symbolic link anywhere. An item that cannot be imported is skipped and
-named (row id, or file and line) with the reason; a source that is not what it claims to be
-(not SQLite, no `memories` table, no memorix files) is refused as a whole.
+without following a symbolic link anywhere.
+
+One rule for bad input, in every importer: a row, line or note that cannot be read is
+skipped and listed by where it is (row id, file and line, or file) with the reason, and
+everything else is imported. What can be kept is kept: an MMS row whose metadata is not a
+JSON object keeps its content, with the metadata's text as written under
+`metadata.original_metadata`, and is listed as a warning, not skipped. Only a source that is
+not what it claims to be (not SQLite, no `memories` table, no memorix files, an
+`observations.json` that is not one JSON array) is refused as a whole, before any write.
 """
 
 from __future__ import annotations
@@ -36,6 +42,7 @@ class ImportSource:
     kind: str  # "mms" | "memorix" | "basic-memory"
     data: OfficialFile
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (where: "id 5" / "a.md:3", reason)
+    warnings: list[tuple[str, str]] = field(default_factory=list)  # imported, but not as the source had it
     # where each relation came from, by the number it carries in `data.relations`
     relation_where: dict[int, str] = field(default_factory=dict)
     layout: str = ""  # e.g. "memorix.db" or "observations.json + graph.jsonl"

@@ -316,7 +316,7 @@ def read_basic_memory(root: Path) -> ImportSource:
     for number, note in enumerate(notes, start=1):
         where = f"{note.rel}:{note.first_line}"
         if name_key(note.title) in taken:
-            source.skipped.append((where, f"a second note titled '{note.title}' (first: {taken[name_key(note.title)]}); "
+            source.warnings.append((where, f"a second note titled '{note.title}' (first: {taken[name_key(note.title)]}); "
                                           "its observations and relations are merged into that entity"))
         taken.setdefault(name_key(note.title), note.rel)
         removed = {i for span, _ in note.observations for i in span}
@@ -348,7 +348,7 @@ def read_basic_memory(root: Path) -> ImportSource:
                 md.parse_document(change(md.render_document(md.EntityDocument(
                     entity.name, entity.entity_type, observations=list(entity.observations))))[0], fallback_name=entity.name)
             except MemlociError as exc:
-                source.skipped.append((where, f"its prose, tags and front matter are left out: {exc.message}"))
+                source.warnings.append((where, f"its prose, tags and front matter are left out: {exc.message}"))
                 change = None
             source.data.entity_dates[key] = (note.created, note.modified, [note.created] * len(entity.observations))
             if change is not None:

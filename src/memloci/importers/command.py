@@ -50,6 +50,7 @@ def _run(reader: Callable[[Path], ImportSource], path: Path, libraries: str | No
                   f"({c['observations']} observations), {len(writable)} relations, {c['memories']} memories; "
                   f"{len(skipped)} items would be skipped.", highlight=False)
         _skipped(out, skipped)
+        _warnings(out, source.warnings)
         return
     try:
         service = _service(libraries)
@@ -76,6 +77,19 @@ def _run(reader: Callable[[Path], ImportSource], path: Path, libraries: str | No
     if not new:
         out.print("Nothing new: everything in the source was already in the library.", highlight=False)
     _skipped(out, skipped)
+    _warnings(out, source.warnings)
+
+
+def _warnings(out, warnings: list[tuple[str, str]]) -> None:
+    """Items imported, but not quite as the source had them (e.g. MMS metadata kept as text)."""
+    from ..cli import _styled
+
+    if not warnings:
+        return
+    shown = f" (the first {SHOWN} shown)" if len(warnings) > SHOWN else ""
+    out.print(_styled((f"{len(warnings)} items imported with a warning{shown}:", "yellow")), highlight=False)
+    for where, reason in warnings[:SHOWN]:
+        out.print(f"  {where}: {reason}", highlight=False)
 
 
 def _plan(service, data, library: str | None) -> tuple[list, list[tuple[int, str]]]:

@@ -142,7 +142,8 @@ def _from_db(root: Path) -> ImportSource:
     return source
 
 
-def _jsonl(root: Path, name: str) -> list[tuple[int, dict[str, Any]]]:
+def _jsonl(root: Path, name: str, source: ImportSource) -> list[tuple[int, dict[str, Any]]]:
+    """The objects of a JSON Lines file; a line that is not one is skipped and listed."""
     out = []
     for number, raw in enumerate(read_inside(root, name).splitlines(), start=1):
         if not raw.strip():
@@ -150,9 +151,11 @@ def _jsonl(root: Path, name: str) -> list[tuple[int, dict[str, Any]]]:
         try:
             obj = json.loads(raw)
         except json.JSONDecodeError as exc:
-            raise ValidationError(f"{name}:{number}: not valid JSON ({exc.msg} at column {exc.colno})") from exc
+            source.skipped.append((f"{name}:{number}", f"not valid JSON ({exc.msg} at column {exc.colno})"))
+            continue
         if not isinstance(obj, dict):
-            raise ValidationError(f"{name}:{number}: expected a JSON object, got {type(obj).__name__}")
+            source.skipped.append((f"{name}:{number}", f"expected a JSON object, got {type(obj).__name__}"))
+            continue
         out.append((number, obj))
     return out
 
@@ -169,7 +172,7 @@ def _from_json(root: Path) -> ImportSource:
     for i, obs in enumerate(observations):
         _add_memory(source, i + 1, obs, f"observations.json[{i}] (id {obs.get('id') if isinstance(obs, dict) else '?'})")
     for name in graph:
-        for number, obj in _jsonl(root, name):
+        for number, obj in _jsonl(root, name, source):
             where = f"{name}:{number}"
             kind = obj.get("type")
             if kind == "relation" or (kind is None and name == "relations.jsonl"):

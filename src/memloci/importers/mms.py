@@ -9,6 +9,7 @@ extension the stock `sqlite3` module cannot load, and memloci makes its own vect
 | `tags` (comma-separated)       | `tags`, in order (MMS's own `untagged` kept as written)     |
 | `memory_type` (empty or NULL)  | `memory_type` (`note`)                                      |
 | `metadata` (JSON object)       | `metadata`, plus `source: "mms"` (an existing `source` moves to `mms_source`) |
+| `metadata` not a JSON object   | `metadata.original_metadata`: its text as written (a warning; the row is kept) |
 | `created_at`, `updated_at`     | `created_at`, `updated_at` (epoch to UTC, microseconds kept) |
 | `deleted_at` set               | skipped and reported: MMS soft-deleted it                   |
 | `content_hash`                 | not kept: memloci hashes content itself; it names skipped rows |
@@ -53,8 +54,13 @@ def read_mms(path: Path) -> ImportSource:
             continue
         try:
             meta = json.loads(metadata) if metadata else {}
-            if not isinstance(meta, dict):
-                raise ValidationError(f"{where}.metadata: must be a JSON object, got {type(meta).__name__}")
+            problem = None if isinstance(meta, dict) else f"a JSON {type(meta).__name__}, not an object"
+        except (json.JSONDecodeError, TypeError) as exc:
+            problem = f"not JSON ({exc.msg if isinstance(exc, json.JSONDecodeError) else exc})"
+        if problem:  # the content is still good: keep it, and the metadata's text as written
+            meta = {"original_metadata": metadata if isinstance(metadata, str) else str(metadata)}
+            source.warnings.append((where, f"metadata is {problem}: kept as text in metadata.original_metadata"))
+        try:
             if "source" in meta and meta["source"] != "mms":
                 meta["mms_source"] = meta["source"]
             meta["source"] = "mms"
@@ -62,9 +68,8 @@ def read_mms(path: Path) -> ImportSource:
             line = memory_line(content, tags=[t for t in (tags or "").split(",") if t.strip()],
                                memory_type=memory_type, metadata=meta, created_at=created_at,
                                updated_at=utc_from_epoch(updated) if updated is not None else created_at, where=where)
-        except (MemlociError, json.JSONDecodeError) as exc:
-            reason = exc.message if isinstance(exc, MemlociError) else f"metadata is not JSON ({exc.msg})"
-            source.skipped.append((f"{where} ({str(content_hash)[:12]})", reason))
+        except MemlociError as exc:
+            source.skipped.append((f"{where} ({str(content_hash)[:12]})", exc.message))
             continue
         source.data.memories.append((row_id, line))
     return source
