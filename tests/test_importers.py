@@ -483,6 +483,14 @@ def test_cli_refuses_bad_sources_with_a_message(home, tmp_path):
     assert proc.returncode == 1 and "no such file" in proc.stderr
     proc = memloci(home, "import", "memorix", str(tmp_path), check=False)
     assert proc.returncode == 1 and "not a memorix data folder" in proc.stderr
+    # a folder for MMS: named as one, with where its database file lives
+    proc = memloci(home, "import", "mms", str(tmp_path), check=False)
+    assert proc.returncode == 1 and "no such file" not in proc.stderr
+    assert "a directory, not a file" in proc.stderr and "sqlite_vec.db" in proc.stderr
+    assert "~/.local/share/mcp-memory/" in proc.stderr
+    (tmp_path / "sqlite_vec.db").write_bytes(b"")
+    proc = memloci(home, "import", "mms", str(tmp_path), check=False)
+    assert proc.returncode == 1 and f"Did you mean {tmp_path / 'sqlite_vec.db'}?" in proc.stderr
     proc = memloci(home, "import", "basic-memory", str(text), check=False)
     assert proc.returncode == 1 and "not a folder" in proc.stderr
     assert not home.exists() or not any(home.rglob("*.db"))

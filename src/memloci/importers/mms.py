@@ -30,6 +30,13 @@ NEEDED = {"content", "content_hash", "tags", "memory_type", "metadata", "created
 
 def read_mms(path: Path) -> ImportSource:
     """Every live memory of an MMS database; soft-deleted and unreadable rows are skipped, by id."""
+    if path.is_dir():  # its data folder, most likely: name the file inside it
+        inside = path / "sqlite_vec.db"
+        hint = (f"Did you mean {inside}?" if inside.is_file() else
+                "MCP Memory Service keeps it as sqlite_vec.db in its data folder (~/.local/share/mcp-memory/ "
+                "on Linux, ~/Library/Application Support/mcp-memory/ on macOS) or at $MCP_MEMORY_SQLITE_PATH.")
+        raise ValidationError(f"{path}: a directory, not a file; give MCP Memory Service's SQLite database "
+                              "file (sqlite_vec.db)", hint=hint)
     conn = open_read_only(path, "an MCP Memory Service database (sqlite_vec.db)")
     try:
         columns = table_columns(conn, "memories")
