@@ -277,6 +277,19 @@ def test_wide_bind_without_tokens_refuses_to_start(tmp_path):
     assert not (tmp_path / "default.db").exists()  # refused before anything was opened
 
 
+def test_loopback_behind_a_proxy_without_tokens_refuses_to_start(tmp_path):
+    """A loopback bind that lets in a Host name beyond this machine is a proxy's backend: exposed."""
+    for allowed in ("memory.example", "memory.example:443"):
+        proc = subprocess.run([sys.executable, "-m", "memloci", "serve", "--transport", "http", "--port",
+                               str(free_port()), "--allowed-host", allowed], env=server_env(tmp_path),
+                              capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 1
+        assert f"allowed host {allowed}: refusing to serve requests for a name beyond this machine" in proc.stderr
+        assert not (tmp_path / "default.db").exists()
+    server = Server(tmp_path, "--allowed-host", "localhost:8001")  # a loopback name is no proxy's: it starts
+    assert server.stop() == 0
+
+
 def test_without_tokens_loopback_needs_none_and_every_tool_works(tmp_path):
     server = Server(tmp_path)
     try:

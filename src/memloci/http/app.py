@@ -36,7 +36,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from .limits import MessageGuard, RateLimit, RateLimiter, SessionCap, rpc_error, send_json
-from .settings import HttpSettings
+from .settings import HttpSettings, is_loopback
 
 log = logging.getLogger("memloci.http")
 SHUTDOWN_WAIT_SECONDS = 60  # how long SIGTERM waits for tool calls still running
@@ -207,7 +207,18 @@ def check_bind(settings: HttpSettings, tokens_configured: bool) -> None:
     """A non-loopback address with no token configured is refused, before anything is opened."""
     from ..errors import ValidationError
 
-    if not settings.loopback and not tokens_configured:
+    if tokens_configured:
+        return
+    # behind a reverse proxy: a loopback bind, but a name beyond this machine in the allowed
+    # Host headers means the proxy forwards other machines' requests: as exposed as a wide bind
+    exposed = [h for h in settings.allowed_hosts if not is_loopback(_host_name(h))]
+    if settings.loopback and exposed:
+        raise ValidationError(
+            f"allowed host {exposed[0]}: refusing to serve requests for a name beyond this machine (a reverse "
+            "proxy's) with no token configured: anyone who can reach the proxy would read and change every library",
+            hint="Create a token first (memloci token create NAME --scope LIBRARY:write), configure [oauth], "
+                 "or drop --allowed-host.")
+    if not settings.loopback:
         raise ValidationError(
             f"host {settings.host}: refusing to listen beyond this machine with no token configured: anyone who "
             "can reach the port would read and change every library",
@@ -255,6 +266,13 @@ def serve_http(server: Any, settings: HttpSettings, *, verifiers: Sequence[Token
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: None)
     runner.run()
+
+
+def _host_name(host: str) -> str:
+    """`memory.example:443` -> `memory.example`, `[::1]:8001` -> `::1`."""
+    if host.startswith("["):
+        return host[1:host.find("]")] if "]" in host else host
+    return host.rpartition(":")[0] if host.count(":") == 1 else host
 
 
 def _url_host(host: str) -> str:
