@@ -178,7 +178,8 @@ def test_uninstall_after_other_edits_takes_out_only_the_entry(tmp_path):
     assert memloci(tmp_path, "uninstall", "vscode", "--config", str(path)).returncode == 0
     expected = original.replace('"password": true', '"password": false').replace("// keep", "// keep this one")
     assert path.read_text() == expected
-    assert path.with_name(name + ".bak").exists()  # a changed file is backed up before the removal
+    assert path.with_name(name + ".bak").read_text() == original  # install's backup of the original stays
+    assert path.with_name(name + ".uninstall.bak").read_text() == edited  # the edited file, before the removal
 
 
 def test_codex_uninstall_after_other_edits(tmp_path):

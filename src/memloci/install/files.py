@@ -39,6 +39,9 @@ class FilePlan:
     created_dirs: list[str] = field(default_factory=list)
     bak: Path | None = None
     backup: bool = True  # False when the result is bytes already kept (an exact undo) or ours alone
+    # Install's backup is FILE.bak (the file before memloci); uninstall writes FILE.uninstall.bak,
+    # so the backup of a person's original is never replaced by a later one.
+    bak_suffix: str = ".bak"
 
     @property
     def changed(self) -> bool:
@@ -131,16 +134,17 @@ def _mode(path: Path) -> int:
         return 0o600  # a new file may hold a token: private until the person opens it up
 
 
-def _backup_path(path: Path, ledger: "Ledger") -> Path:
-    """`<file>.bak`, unless a .bak memloci did not write is there: then .bak.1, .bak.2, ..."""
+def _backup_path(path: Path, ledger: "Ledger", suffix: str = ".bak") -> Path:
+    """`<file><suffix>`, unless one memloci did not write (or that changed since) is there: then
+    `<suffix>.1`, `<suffix>.2`, ..."""
     for n in range(0, 100):
-        candidate = path.with_name(path.name + (".bak" if n == 0 else f".bak.{n}"))
+        candidate = path.with_name(path.name + (suffix if n == 0 else f"{suffix}.{n}"))
         if not candidate.exists() and not candidate.is_symlink():
             return candidate
         current = read(candidate) if candidate.is_file() and not candidate.is_symlink() else None
         if current is not None and ledger.baks.get(str(candidate)) == sha(current):
             return candidate
-    raise InstallError(f"{path}: no free name for a backup (.bak to .bak.99 are taken)")
+    raise InstallError(f"{path}: no free name for a backup ({suffix} to {suffix}.99 are taken)")
 
 
 def _make_dirs(path: Path) -> list[str]:
@@ -197,7 +201,7 @@ def commit(plans: list[FilePlan], ledger: "Ledger") -> None:
                 raise InstallError(f"{plan.path} changed while memloci was working on it",
                                    hint="nothing was changed; run the command again")
             if plan.before is not None and plan.backup:
-                plan.bak = _backup_path(plan.path, ledger)
+                plan.bak = _backup_path(plan.path, ledger, plan.bak_suffix)
                 write_atomic(plan.bak, plan.before.encode("utf-8"), _mode(plan.path))
                 ledger.baks[str(plan.bak)] = sha(plan.before)
             done.append(plan)

@@ -61,7 +61,7 @@ def uninstall_plan(path: Path, fmt: str, entries: list[dict], fallback_ops: list
     check_path(path, project_dir)
     where = str(path)
     before = read(path)
-    plan = FilePlan(path, fmt, before, before)
+    plan = FilePlan(path, fmt, before, before, bak_suffix=".uninstall.bak")  # install's .bak stays
     if before is None:
         return plan
     doc = meaning(fmt, before, where)
