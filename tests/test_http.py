@@ -202,6 +202,11 @@ def test_foreign_origin_and_host_are_refused(served):
     assert server.post(INIT, None, origin="http://evil.example").status_code == 403  # before any token check
     assert server.post(INIT, tokens["reader"], host="evil.example").status_code == 421
     assert server.post(INIT, tokens["reader"], origin=f"http://localhost:{server.port}").status_code == 200
+    # matched exactly, not by prefix: a foreign name that begins like an allowed one is refused
+    assert server.post(INIT, tokens["reader"], origin=f"http://127.0.0.1:{server.port}.evil.com").status_code == 403
+    assert server.post(INIT, tokens["reader"], origin="http://localhost:1.evil.com").status_code == 403
+    assert server.post(INIT, tokens["reader"], host=f"127.0.0.1:{server.port}.evil.com").status_code == 421
+    assert server.post(INIT, tokens["reader"], host="localhost:x").status_code == 421
 
 
 def test_oversized_bodies_batches_and_malformed_messages_are_refused(served):

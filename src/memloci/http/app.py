@@ -110,11 +110,36 @@ class ChainedVerifier:
         return None
 
 
+def header_allowed(value: str, patterns: Sequence[str]) -> bool:
+    """Exact match of a Host (`host[:port]`) or Origin (`scheme://host[:port]`) against the allow-list,
+    where `NAME:*` stands for NAME with any port: digits only, so that the SDK's prefix match
+    (`http://127.0.0.1:8001.evil.com` taken for `http://127.0.0.1:*`) does not let a foreign name in."""
+    value = value.lower()
+    for pattern in (p.lower() for p in patterns):
+        if pattern.endswith(":*"):
+            base = pattern[:-2] + ":"
+            if value.startswith(base) and value[len(base):].isdigit():
+                return True
+        elif value == pattern:
+            return True
+    return False
+
+
+class ExactTransportSecurity(TransportSecurityMiddleware):
+    """The SDK's Host/Origin check (its 421/403 answers), matching exactly (header_allowed)."""
+
+    def _validate_host(self, host: str | None) -> bool:
+        return bool(host) and header_allowed(host, self.settings.allowed_hosts)
+
+    def _validate_origin(self, origin: str | None) -> bool:
+        return not origin or header_allowed(origin, self.settings.allowed_origins)  # no Origin: not a browser
+
+
 class HostOriginCheck:
     """DNS-rebinding protection before anything else: a page in a browser must not reach the server."""
 
     def __init__(self, app: ASGIApp, settings: TransportSecuritySettings):
-        self.app, self.check = app, TransportSecurityMiddleware(settings)
+        self.app, self.check = app, ExactTransportSecurity(settings)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         refusal = await self.check.validate_request(Request(scope), is_post=False)
