@@ -506,3 +506,30 @@ def test_subscribing_to_a_resource_needs_the_scope_reading_it_needs(served):
                 assert message["error"]["code"] == -32602, message
                 assert message["error"]["message"].startswith("PERMISSION_DENIED: ")
                 assert "needs scope" in message["error"]["message"]
+
+
+def test_browsers_from_an_allowed_origin_get_cors(tmp_path):
+    token = create_token(tmp_path, "web", "team:read")
+    server = Server(tmp_path, "--allowed-origin", "https://app.example")
+    try:
+        preflight = httpx2.options(server.url, timeout=30, headers={
+            "origin": "https://app.example", "access-control-request-method": "POST",
+            "access-control-request-headers": "authorization, content-type, mcp-session-id, mcp-protocol-version"})
+        assert preflight.status_code == 204  # no token needed: browsers send none with a preflight
+        assert preflight.headers["access-control-allow-origin"] == "https://app.example"
+        allowed = {h.strip().lower() for h in preflight.headers["access-control-allow-headers"].split(",")}
+        assert {"authorization", "content-type", "mcp-session-id", "mcp-protocol-version"} <= allowed
+        opened = server.post(INIT, token, origin="https://app.example")
+        assert opened.status_code == 200 and opened.headers["access-control-allow-origin"] == "https://app.example"
+        assert "mcp-session-id" in opened.headers["access-control-expose-headers"].lower()
+        refused = server.post(INIT, None, origin="https://app.example")  # the 401 is readable by the page
+        assert refused.status_code == 401 and refused.headers["access-control-allow-origin"] == "https://app.example"
+        # a loopback origin (let in by default) and a foreign one get no CORS
+        local = httpx2.options(server.url, timeout=30, headers={"origin": f"http://localhost:{server.port}"})
+        assert local.status_code == 204 and "access-control-allow-origin" not in local.headers
+        local_post = server.post(INIT, token, origin=f"http://localhost:{server.port}")
+        assert "access-control-allow-origin" not in local_post.headers
+        foreign = httpx2.options(server.url, timeout=30, headers={"origin": "https://app.example.evil"})
+        assert foreign.status_code == 403 and "access-control-allow-origin" not in foreign.headers
+    finally:
+        assert server.stop() == 0

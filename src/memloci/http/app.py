@@ -150,6 +150,44 @@ class HostOriginCheck:
         await self.app(scope, receive, send)
 
 
+CORS_ALLOW_HEADERS = "Authorization, Content-Type, Accept, Mcp-Session-Id, MCP-Protocol-Version, Last-Event-ID"
+CORS_EXPOSE_HEADERS = "Mcp-Session-Id, WWW-Authenticate, Retry-After"
+
+
+class Cors:
+    """CORS for the origins named with `--allowed-origin` (not the loopback ones let in by default,
+    so a page on some local dev server gets no access it did not have): a preflight (OPTIONS) is
+    answered without a token; other responses to such an origin say it may read them and see
+    Mcp-Session-Id. Runs after HostOriginCheck, so a foreign Origin never gets this far."""
+
+    def __init__(self, app: ASGIApp, origins: Sequence[str]):
+        self.app, self.origins = app, list(origins)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        origin = dict(scope["headers"]).get(b"origin", b"").decode("latin-1")
+        allowed = bool(origin) and header_allowed(origin, self.origins)
+        cors = [(b"access-control-allow-origin", origin.encode("latin-1")), (b"vary", b"Origin")] if allowed else []
+        if scope["method"] == "OPTIONS":
+            extra = [(b"access-control-allow-methods", b"GET, POST, DELETE, OPTIONS"),
+                     (b"access-control-allow-headers", CORS_ALLOW_HEADERS.encode()),
+                     (b"access-control-max-age", b"600")] if allowed else []
+            await send({"type": "http.response.start", "status": 204,
+                        "headers": [(b"allow", b"GET, POST, DELETE, OPTIONS"), *cors, *extra]})
+            await send({"type": "http.response.body", "body": b""})
+            return
+        if not allowed:
+            await self.app(scope, receive, send)
+            return
+
+        async def with_cors(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                message = {**message, "headers": [*message.get("headers", []), *cors,
+                                                  (b"access-control-expose-headers", CORS_EXPOSE_HEADERS.encode())]}
+            await send(message)
+
+        await self.app(scope, receive, with_cors)
+
+
 def security_settings(settings: HttpSettings) -> TransportSecuritySettings:
     return TransportSecuritySettings(enable_dns_rebinding_protection=True, allowed_hosts=settings.host_patterns(),
                                      allowed_origins=settings.origin_patterns())
@@ -184,7 +222,7 @@ def build_http_app(server: Any, settings: HttpSettings, *, verifiers: Sequence[T
         mcp_app = RequireAuthMiddleware(mcp_app, [], resource_metadata_url)
         middleware = [Middleware(AuthenticationMiddleware, backend=BearerAuthBackend(ChainedVerifier(verifiers))),
                       Middleware(AuthContextMiddleware)]
-    mcp_app = HostOriginCheck(mcp_app, security)
+    mcp_app = HostOriginCheck(Cors(mcp_app, settings.allowed_origins), security)
 
     async def drain() -> None:
         """Once uvicorn is stopping, close the open SSE streams, but only after the tool calls
