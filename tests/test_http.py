@@ -533,3 +533,22 @@ def test_browsers_from_an_allowed_origin_get_cors(tmp_path):
         assert foreign.status_code == 403 and "access-control-allow-origin" not in foreign.headers
     finally:
         assert server.stop() == 0
+
+
+def test_a_library_admin_is_not_offered_the_project_only_export(served):
+    server, tokens, home = served
+    token = create_token(home, "team-admin", "team:admin")
+
+    async def body(s):
+        names = {t.name for t in (await s.list_tools()).tools}
+        assert "export_markdown" not in names and "create_entities" in names
+        refused = await s.call_tool("export_markdown", {"library": "team"})
+        error = text(refused)["error"]
+        assert error["code"] == "PERMISSION_DENIED" and "needs scope *:admin" in error["message"]
+
+    run(server, token, body)
+
+    async def admin(s):
+        assert "export_markdown" in {t.name for t in (await s.list_tools()).tools}
+
+    run(server, tokens["admin"], admin)

@@ -31,6 +31,8 @@ from ..errors import MemlociError, NotFoundError, PermissionDeniedError, Validat
 
 LEVELS = {"read": 1, "write": 2, "admin": 3}
 ADMIN_TOOLS = {"export_markdown", "flush_memory", "n2n_export_markdown"}
+# These write into a project folder only (never a mounted library), so only `*:admin` can use them
+PROJECT_ONLY_TOOLS = {"export_markdown", "n2n_export_markdown"}
 PROJECT_ARGS = ("project_path", "projectPath")  # a folder on the server's disk (n2n tools: projectPath)
 access_log = logging.getLogger("memloci.access")
 
@@ -76,8 +78,9 @@ def visible_tools(server: Any, tools: list[Any]) -> list[Any]:
     token = get_access_token()
     if token is None:
         return tools
-    best = best_level(token.scopes)
-    return [t for t in tools if LEVELS[tool_level(server, t.name)] <= best]
+    best, everything = best_level(token.scopes), grants(token.scopes, "*", "admin")
+    return [t for t in tools if LEVELS[tool_level(server, t.name)] <= best
+            and (everything or t.name not in PROJECT_ONLY_TOOLS)]
 
 
 def _mine(token: Any, mounted: list[str]) -> list[str]:
@@ -110,9 +113,11 @@ def refusal(server: Any, name: str, arguments: Any) -> MemlociError | None:
     if token is None or server._tool_manager.get_tool(name) is None or not isinstance(arguments, dict):
         return None  # an unknown tool or malformed arguments get their own error
     level = tool_level(server, name)
-    if _project(arguments):
+    if _project(arguments) or name in PROJECT_ONLY_TOOLS:
         if not grants(token.scopes, "*", "admin"):
-            return _denied(f"{name} with project_path (a folder on the server's disk)", "*", "admin", token)
+            why = ("with project_path (a folder on the server's disk)" if _project(arguments)
+                   else "(it writes only into a project folder on the server's disk)")
+            return _denied(f"{name} {why}", "*", "admin", token)
         return None
     if not _takes_library(server, name):  # list_libraries: filtered instead
         if LEVELS[level] > best_level(token.scopes):
