@@ -552,3 +552,26 @@ def test_a_library_admin_is_not_offered_the_project_only_export(served):
         assert "export_markdown" in {t.name for t in (await s.list_tools()).tools}
 
     run(server, tokens["admin"], admin)
+
+
+def test_refusals_get_one_access_log_line_each_and_a_flood_does_not_flood_the_log(tmp_path):
+    token = create_token(tmp_path, "r", "team:read")
+    server = Server(tmp_path, "--rate-limit", "2")
+    try:
+        bad = "mlc_guessed-secret-value"
+        for _ in range(15):
+            assert server.post(INIT, bad).status_code == 401
+        assert server.post(INIT, token, origin="http://evil.example").status_code == 403
+        assert server.post(INIT, token, host="evil.example").status_code == 421
+        statuses = [server.post({"jsonrpc": "2.0", "id": 1, "method": "ping"}, token).status_code for _ in range(3)]
+        assert 429 in statuses
+    finally:
+        assert server.stop() == 0
+    lines = [line for line in server.log.read_text().splitlines() if "memloci.access: refused" in line]
+    assert sum("token=- method=POST status=401 reason=no valid token" in line for line in lines) == 10  # throttled
+    assert any("status=403 reason=origin not allowed" in line for line in lines)
+    assert any("status=421 reason=host not allowed" in line for line in lines)
+    assert any("token=r method=POST status=429" in line for line in lines)
+    assert bad not in server.log.read_text() and token not in server.log.read_text()
+    warned = [line for line in server.log.read_text().splitlines() if "WARNING" in line and "refused" in line]
+    assert len(warned) <= 2, warned

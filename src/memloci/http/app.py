@@ -135,16 +135,74 @@ class ExactTransportSecurity(TransportSecurityMiddleware):
         return not origin or header_allowed(origin, self.settings.allowed_origins)  # no Origin: not a browser
 
 
+class Throttle:
+    """At most `limit` log lines per kind and minute: a flood of refused requests must not flood the log."""
+
+    def __init__(self, limit: int = 10, window: float = 60.0):
+        self.limit, self.window = limit, window
+        self._seen: dict[Any, tuple[float, int]] = {}  # kind -> (window start, lines asked for in it)
+
+    def allow(self, kind: Any) -> tuple[bool, int]:
+        """(log this one?, how many were left out in the window just ended)."""
+        now = time.monotonic()
+        start, count = self._seen.get(kind, (now, 0))
+        left_out = 0
+        if now - start >= self.window:
+            left_out, start, count = max(0, count - self.limit), now, 0
+        self._seen[kind] = (start, count + 1)
+        if len(self._seen) > 10_000:  # kinds include token names: keep the table bounded
+            self._seen = {kind: self._seen[kind]}
+        return count < self.limit, left_out
+
+
+REFUSALS = {401: "no valid token", 403: "origin not allowed", 413: "body too large", 421: "host not allowed",
+            429: "too many requests or sessions"}
+access_log = logging.getLogger("memloci.access")
+
+
+class RefusalLog:
+    """One access-log line per request refused before any tool ran (401/403/413/421/429): the token's
+    name when known (never the token), the method and the reason; at most 10 a minute per kind."""
+
+    def __init__(self, app: ASGIApp):
+        self.app, self.throttle = app, Throttle()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        async def watch(message: Any) -> None:
+            if message["type"] == "http.response.start" and message["status"] in REFUSALS:
+                self._log(scope, message["status"])
+            await send(message)
+
+        await self.app(scope, receive, watch)
+
+    def _log(self, scope: Scope, status: int) -> None:
+        token = getattr(scope.get("user"), "access_token", None)
+        name = token.client_id if token is not None else "-"
+        allowed, left_out = self.throttle.allow((status, name))
+        if left_out:
+            access_log.info("refused token=%s status=%d: %d more not logged in the last minute", name, status,
+                            left_out)
+        if allowed:
+            access_log.info("refused token=%s method=%s status=%d reason=%s", name, scope.get("method", "-"),
+                            status, REFUSALS[status])
+
+
 class HostOriginCheck:
     """DNS-rebinding protection before anything else: a page in a browser must not reach the server."""
 
     def __init__(self, app: ASGIApp, settings: TransportSecuritySettings):
         self.app, self.check = app, ExactTransportSecurity(settings)
+        self.throttle = Throttle()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         refusal = await self.check.validate_request(Request(scope), is_post=False)
         if refusal is not None:
-            log.warning("refused a request: %s", refusal.body.decode("utf-8", "replace"))
+            reason = refusal.body.decode("utf-8", "replace")
+            allowed, left_out = self.throttle.allow(reason)
+            if left_out:
+                log.warning("refused %d more requests (%s) in the last minute", left_out, reason)
+            if allowed:
+                log.warning("refused a request: %s", reason)
             await refusal(scope, receive, send)
             return
         await self.app(scope, receive, send)
@@ -222,7 +280,7 @@ def build_http_app(server: Any, settings: HttpSettings, *, verifiers: Sequence[T
         mcp_app = RequireAuthMiddleware(mcp_app, [], resource_metadata_url)
         middleware = [Middleware(AuthenticationMiddleware, backend=BearerAuthBackend(ChainedVerifier(verifiers))),
                       Middleware(AuthContextMiddleware)]
-    mcp_app = HostOriginCheck(Cors(mcp_app, settings.allowed_origins), security)
+    mcp_app = RefusalLog(HostOriginCheck(Cors(mcp_app, settings.allowed_origins), security))
 
     async def drain() -> None:
         """Once uvicorn is stopping, close the open SSE streams, but only after the tool calls
