@@ -312,6 +312,29 @@ def test_without_tokens_loopback_needs_none_and_every_tool_works(tmp_path):
         assert server.stop() == 0
 
 
+def test_a_server_started_open_closes_when_the_first_token_is_created(tmp_path):
+    """Loopback, no token at start: open. The first `memloci token create` closes it at once
+    (no restart): no token and a bad one get 401, a read token cannot write, the new token works."""
+    server = Server(tmp_path)
+    try:
+        assert server.post(INIT).status_code == 200
+        reader = create_token(tmp_path, "late-reader", "team:read")
+        for token in (None, "mlc_not-a-token"):
+            refused = server.post(INIT, token)
+            assert refused.status_code == 401, refused.text
+            assert "bearer" in refused.headers.get("www-authenticate", "").lower()
+
+        async def body(s):
+            found = await s.call_tool("search_nodes", {"query": "x", "library": "team"})
+            assert not found.is_error, found.content[0].text
+            written = await s.call_tool("store_memory", {"library": "team", "content": "a later write"})
+            assert written.is_error and "PERMISSION_DENIED" in written.content[0].text
+
+        run(server, reader, body)
+    finally:
+        assert server.stop() == 0
+
+
 def test_sigterm_finishes_the_call_in_flight_and_exits_0(tmp_path):
     token = create_token(tmp_path, "w", "*:write")
     server = Server(tmp_path, MEMLOCI_LOG_LEVEL="DEBUG")

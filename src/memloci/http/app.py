@@ -22,7 +22,7 @@ from typing import Any, AsyncIterator, Callable, Sequence
 
 import anyio
 from mcp.server.auth.middleware.auth_context import AuthContextMiddleware
-from mcp.server.auth.middleware.bearer_auth import BearerAuthBackend, RequireAuthMiddleware
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser, BearerAuthBackend, RequireAuthMiddleware
 from mcp.server.auth.provider import AccessToken, TokenVerifier
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
@@ -255,10 +255,26 @@ async def healthz(request: Request) -> JSONResponse:
     return JSONResponse({"status": "alive"})
 
 
+class OpenUntilTokens:
+    """A loopback server started before any token existed: a request without a valid token goes
+    straight to the app while `is_open()` (no token yet), and through `guarded` (401 without one)
+    from the first token on."""
+
+    def __init__(self, guarded: ASGIApp, open_app: ASGIApp, is_open: Callable[[], bool]):
+        self.guarded, self.open_app, self.is_open = guarded, open_app, is_open
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and not isinstance(scope.get("user"), AuthenticatedUser) and self.is_open():
+            await self.open_app(scope, receive, send)
+        else:
+            await self.guarded(scope, receive, send)
+
+
 def build_http_app(server: Any, settings: HttpSettings, *, verifiers: Sequence[TokenVerifier] = (),
                    extra_routes: Sequence[Any] = (), resource_metadata_url: Any = None,
                    on_shutdown: Callable[[], None] | None = None,
-                   stopping: Callable[[], bool] | None = None, shutdown: Shutdown | None = None) -> Starlette:
+                   stopping: Callable[[], bool] | None = None, shutdown: Shutdown | None = None,
+                   open_while: Callable[[], bool] | None = None) -> Starlette:
     """The ASGI app serving `server` (a MemlociServer) at `/mcp`.
 
     `verifiers`: tried in order for each bearer token (see ChainedVerifier); with none, `/mcp`
@@ -266,7 +282,10 @@ def build_http_app(server: Any, settings: HttpSettings, *, verifiers: Sequence[T
     unauthenticated (e.g. OAuth protected-resource metadata), and `resource_metadata_url` goes
     into the 401's WWW-Authenticate header. `on_shutdown` runs after the last tool call ended;
     `stopping()` says uvicorn is stopping (then open streams close once calls end); `shutdown`,
-    when given, is the step before (see Shutdown)."""
+    when given, is the step before (see Shutdown). `open_while()`, when given, is asked on each
+    request: while it is true (no token exists yet, on a loopback server), a request without a
+    token is let in; from the moment it turns false (the first `memloci token create`), every
+    request needs one, with no restart."""
     security = security_settings(settings)
     manager = StreamableHTTPSessionManager(app=server._lowlevel_server, stateless=settings.stateless,
                                            security_settings=security, max_request_body_size=settings.max_body_bytes,
@@ -276,8 +295,8 @@ def build_http_app(server: Any, settings: HttpSettings, *, verifiers: Sequence[T
     mcp_app: ASGIApp = MessageGuard(ShutdownGate(sessions, shutdown) if shutdown else sessions, settings.max_body_bytes)
     middleware: list[Middleware] = []
     if verifiers:
-        mcp_app = RateLimit(mcp_app, RateLimiter(settings.rate_limit))
-        mcp_app = RequireAuthMiddleware(mcp_app, [], resource_metadata_url)
+        guarded = RequireAuthMiddleware(RateLimit(mcp_app, RateLimiter(settings.rate_limit)), [], resource_metadata_url)
+        mcp_app = guarded if open_while is None else OpenUntilTokens(guarded, mcp_app, open_while)
         middleware = [Middleware(AuthenticationMiddleware, backend=BearerAuthBackend(ChainedVerifier(verifiers))),
                       Middleware(AuthContextMiddleware)]
     mcp_app = RefusalLog(HostOriginCheck(Cors(mcp_app, settings.allowed_origins), security))
@@ -349,15 +368,21 @@ def check_bind(settings: HttpSettings, tokens_configured: bool) -> None:
 
 def serve_http(server: Any, settings: HttpSettings, *, verifiers: Sequence[TokenVerifier] = (),
                tokens_configured: bool = False, extra_routes: Sequence[Any] = (), resource_metadata_url: Any = None,
-               on_shutdown: Callable[[], None] | None = None) -> None:
-    """Run until SIGTERM or SIGINT. Refuses (ValidationError) a non-loopback bind without tokens."""
+               on_shutdown: Callable[[], None] | None = None,
+               configured_now: Callable[[], bool] | None = None) -> None:
+    """Run until SIGTERM or SIGINT. Refuses (ValidationError) a non-loopback bind without tokens.
+    `configured_now()` says whether a token exists now (see build_http_app's `open_while`)."""
     import uvicorn
 
     check_bind(settings, tokens_configured)
     shutdown = Shutdown()
-    app = build_http_app(server, settings, verifiers=verifiers if tokens_configured else (),
+    # Tokens are always checked once one exists: a server started open on loopback closes the
+    # moment the first token is created (configured_now is asked on each request).
+    open_while = None if tokens_configured or configured_now is None else (lambda: not configured_now())
+    app = build_http_app(server, settings, verifiers=verifiers if (tokens_configured or configured_now) else (),
                          extra_routes=extra_routes, resource_metadata_url=resource_metadata_url,
-                         on_shutdown=on_shutdown, stopping=lambda: runner.should_exit, shutdown=shutdown)
+                         on_shutdown=on_shutdown, stopping=lambda: runner.should_exit, shutdown=shutdown,
+                         open_while=open_while)
     config = uvicorn.Config(app, host=settings.host, port=settings.port, log_config=None, access_log=False,
                             lifespan="on", timeout_graceful_shutdown=SHUTDOWN_WAIT_SECONDS + 5, server_header=False)
 

@@ -112,6 +112,7 @@ def serve_http_command(build: Callable[[dict[str, Any]], Any], *, host: str | No
     service.watch_libraries()
     try:
         serve_http(server, settings, verifiers=verifiers, tokens_configured=configured, extra_routes=extra_routes,
+                   configured_now=stored.configured,
                    resource_metadata_url=metadata_url, on_shutdown=service.close)
     except MemlociError as exc:
         service.close()
