@@ -27,6 +27,7 @@ from typing import Any, Iterator
 
 from mcp.server.auth.provider import AccessToken
 
+from ..confine import write_atomic
 from ..errors import AlreadyExistsError, LibraryUnreadableError, NotFoundError, ValidationError
 from ..libraries import memloci_home
 
@@ -96,14 +97,9 @@ class TokenStore:
 
     def _save(self, tokens: list[StoredToken]) -> None:
         body = json.dumps({"version": 1, "tokens": [{**t.public(), "sha256": t.sha256} for t in tokens]}, indent=2)
-        tmp = self.path.with_name(f".tokens.{os.getpid()}.tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)  # private from its first byte
-        try:
-            os.write(fd, body.encode("utf-8") + b"\n")
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, self.path)
+        # The one atomic write (every byte written, temp removed on failure, private from its
+        # first byte, never through a link), then the folder synced so the rename survives a crash.
+        write_atomic(self.path.parent, self.path.name, body.encode("utf-8") + b"\n", mode=0o600, dir_mode=0o700)
         dir_fd = os.open(self.path.parent, os.O_RDONLY)
         try:
             os.fsync(dir_fd)
