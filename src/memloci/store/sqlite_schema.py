@@ -167,6 +167,16 @@ MIGRATIONS: list[str] = [
     UPDATE OR IGNORE pending_links SET target_key = memloci_name_key(target) WHERE target_key != memloci_name_key(target);
     UPDATE md_files SET name_key = memloci_name_key(name_key) WHERE name_key != memloci_name_key(name_key);
     """,
+    # 6: memories are found by their tags and type words too; tags and types compare case-insensitively.
+    """
+    """,
+    # 7: entities are found by every word and substring they carry: CJK substrings of note bodies,
+    # tags, aliases.
+    """
+    """,
+    # 8: note bodies carry meaning: their passages are embedded like memories.
+    """
+    """,
 ]
 
 # Installed in the index of a Markdown library only: every change marks what to write back.
