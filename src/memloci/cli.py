@@ -549,6 +549,20 @@ def bench_graph(
         out=out, console=_console())
 
 
+@bench_app.command("notes")
+def bench_notes(
+    data: Annotated[Path, typer.Option("--data", help="LoCoMo JSON (its sessions become notes), a Cranfield folder "
+                                       "(cran.all.1400, cran.qry, cranqrel) or {notes, questions} JSON.", exists=True)],
+    embedder: Annotated[str, typer.Option("--embedder", help="The server's embedder (none: words only).")] = "minilm",
+    questions: Annotated[Optional[int], typer.Option("--questions", help="Only the first N questions.")] = None,
+    out: Annotated[Path, typer.Option("--out", help="JSON results file.")] = Path("bench-results/notes.json"),
+) -> None:
+    """nDCG@10 and recall@10 of search_nodes over notes (real MCP server), against plain BM25 and meaning alone."""
+    from .bench.notes import run as run_notes
+
+    run_notes(data=data, out=out, console=_console(), embedder=embedder, questions=questions)
+
+
 @bench_app.command("locomo")
 def bench_locomo(
     data: Annotated[Path, typer.Option("--data", help="LoCoMo JSON (e.g. ../shared/data/locomo/locomo_dev.json).",

@@ -36,18 +36,19 @@ from .model import (
 )
 from .search.embedder import EmbedderHandle
 from .search.lexical import normalize_content
-from .search.hybrid import MemoryHit, entity_signals, retrieve
+from .search.hybrid import MEANING_FLOOR, OBSERVATION_WEIGHT, MemoryHit, entity_signals, retrieve
 from .search.timephrases import TimeRange, parse_time_phrase, split_time_phrase
-from .search.vectors import EmbeddingWorker, VectorIndex, library_key
+from .search.vectors import EmbeddingWorker, PassageIndex, VectorIndex, library_key
 from .service_documents import DocumentService
 from .service_history import HistoryService
 from .service_projects import ProjectService
-from .store import Store
+from .store import Passages, Store
 from .store.writable import write_problem
 
 DEFAULT_GRAPH_LIMIT = 100  # a page that fits a model's context (1,000 entities were ~245 KB)
 DEFAULT_SEARCH_LIMIT = 25
 IMPORT_CHUNK = 1_000
+BODY_WEIGHT = OBSERVATION_WEIGHT  # a note's own text means as much as an observation of it
 RECENT_WAIT_S = 10.0  # how long a search waits for memories stored a moment ago to be embedded ...
 RECENT_BACKLOG = 2_000  # ... if no more than this many wait (a bulk backlog is searched as it stands)
 
@@ -116,6 +117,7 @@ class MemoryService(DocumentService, ProjectService, HistoryService):
         self.libraries = libraries
         self.embedder = embedder if embedder is not None else EmbedderHandle("none")
         self._dense: dict[str, tuple[VectorIndex, EmbeddingWorker]] = {}
+        self._passages: dict[str, PassageIndex] = {}  # note-body passages, filled by the same worker
         self._dense_lock = threading.Lock()
         self._accesses = AccessRecorder()
         self._bootstrapping: set[str] = set()
@@ -158,14 +160,16 @@ class MemoryService(DocumentService, ProjectService, HistoryService):
         with self._dense_lock:
             if key not in self._dense:
                 index = VectorIndex(store, embedder.model_id)
-                worker = EmbeddingWorker(store, self.embedder, index.add)
+                passages = PassageIndex(store, embedder.model_id)
+                worker = EmbeddingWorker(store, self.embedder, index.add, passages.add)
                 self._dense[key] = (index, worker)
+                self._passages[key] = passages
                 if self.embed_pending:
                     worker.start()
             return self._dense[key]
 
     def _written(self, store: Store) -> None:
-        """New memories wait for vectors: wake the library's embedding worker."""
+        """New memories and changed note bodies wait for vectors: wake the library's embedding worker."""
         if self.embedder.enabled:
             with self._dense_lock:
                 pair = self._dense.get(library_key(store))
@@ -177,7 +181,7 @@ class MemoryService(DocumentService, ProjectService, HistoryService):
                 threading.Thread(target=self._vectors, args=(store,), daemon=True).start()
 
     def flush_embeddings(self, *, library: str | None = None, timeout: float = 300.0) -> bool:
-        """Wait until every memory of the library has its vector."""
+        """Wait until every memory and note passage of the library has its vector."""
         pair = self._vectors(self.store(library))
         return True if pair is None else pair[1].flush(timeout)
 
@@ -275,7 +279,24 @@ class MemoryService(DocumentService, ProjectService, HistoryService):
         pair = self._vectors(store)  # observations embedded so far; a search never waits for a backlog
         embedder = self.embedder.get(timeout=0) if pair else None
         extra = entity_signals(store, text, pair[0] if pair else None, embedder)
+        extra += self._body_signals(store, text, embedder)
         return store.search_entities(text, limit=limit, extra=extra) if extra else result
+
+    def _body_signals(self, store: Store, text: str, embedder) -> list[tuple[str, float, str]]:
+        """(entity name, score, why) for notes whose body means what the query says: the
+        similarity of the closest passage, above MEANING_FLOOR (passages embedded so far)."""
+        passages = self._passages.get(library_key(store)) if embedder is not None else None
+        if passages is None:
+            return []
+        try:
+            vector = embedder.embed([text])[0]
+        except Exception as exc:  # the model failed now: words still answer
+            logging.getLogger(__name__).warning("query embedding failed, notes searched without meaning: %s", exc)
+            return []
+        best = {i: sim for i, sim in passages.best_entities(vector).items() if sim >= MEANING_FLOOR}
+        names = store.entity_names_by_id(list(best)) if best else {}
+        return [(names[i], BODY_WEIGHT * min(1.0, sim), f"body means it ({sim:.2f})")
+                for i, sim in best.items() if i in names]
 
     def open_nodes(self, names: Sequence[str], *, library: str | None = None) -> Graph:
         clean = schema.validate_names(names, "names")
@@ -330,7 +351,7 @@ class MemoryService(DocumentService, ProjectService, HistoryService):
             pair = self._vectors(store)
             embedder = self.embedder.get(timeout=0) if pair else None
             if pair and self.embed_pending and store.pending_count() <= RECENT_BACKLOG:
-                pair[1].flush(timeout=RECENT_WAIT_S)  # memories stored a moment ago are found by meaning too
+                pair[1].flush(timeout=RECENT_WAIT_S, memories_only=True)  # memories stored a moment ago are found by meaning too
             hits = retrieve(store, pair[0] if pair else None, embedder, text, n_results, filters,
                             soft if soft is not None else hard, min_similarity)
         self._accesses.record(store, [h.memory.id for h in hits])
@@ -454,7 +475,7 @@ class MemoryService(DocumentService, ProjectService, HistoryService):
         pair[1].error = None  # an error from before the reset (say, the model mismatch) is moot now
         pair[1].start()
         pair[1].poke()
-        while (pending := store.pending_count()) > 0:
+        while (pending := store.pending_count() + (store.passage_pending_count() if isinstance(store, Passages) else 0)) > 0:
             if progress:
                 progress(total - pending, total)
             pair[1].flush(timeout=1.0)

@@ -16,11 +16,13 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from ..store import Passages
 from .embedder import EmbedderHandle
 
 log = logging.getLogger(__name__)
 
 NEIGHBOUR_WEIGHT = 0.3  # share of each neighbour's similarity added to a memory's own
+RECHECK_S = 5.0  # an idle embedding worker looks for unannounced work this often
 
 
 def library_key(store) -> str:
@@ -152,6 +154,67 @@ class VectorIndex:
             return found, float(finite.min()), float(finite.max())
 
 
+class PassageIndex:
+    """The vectors of a library's note-body passages, each row knowing its entity, kept in step
+    with the store like VectorIndex (a version counter of its own, so embedding a note never
+    makes the memory index reload, nor the other way round)."""
+
+    def __init__(self, store, model: str):
+        self.store = store
+        self.model = model
+        self._lock = threading.Lock()
+        self._version = -1
+        self._ids = np.zeros(0, dtype=np.int64)
+        self._owners = np.zeros(0, dtype=np.int64)
+        self._matrix = np.zeros((0, 1), dtype=np.float32)
+
+    def __len__(self) -> int:
+        return len(self._ids)
+
+    def _reload(self) -> None:
+        ids, owners, matrix, version, model = self.store.load_passage_vectors()
+        if model is not None and model != self.model:
+            ids, owners, matrix = ids[:0], owners[:0], matrix[:0]  # another model's vectors are never mixed in
+        self._ids, self._owners, self._matrix, self._version = ids, owners, matrix, version
+
+    def refresh(self) -> None:
+        version = self.store.passages_version()
+        if version != self._version:
+            with self._lock:
+                if version != self._version:
+                    self._reload()
+
+    def add(self, ids: list[int], owners: list[int], vectors: np.ndarray, version: int) -> None:
+        """Take in vectors this process just saved; reload when anyone else changed passages too.
+        (Appending copies the matrix: passages arrive in batches, and notes are far fewer than memories.)"""
+        with self._lock:
+            other_writer = self._version < 0 or version != self._version + len(ids)
+            if other_writer or (len(self._ids) and self._matrix.shape[1] != vectors.shape[1]):
+                self._reload()
+                return
+            self._ids = np.concatenate([self._ids, np.asarray(ids, dtype=np.int64)])
+            self._owners = np.concatenate([self._owners, np.asarray(owners, dtype=np.int64)])
+            base = self._matrix if len(self._matrix) else np.zeros((0, vectors.shape[1]), dtype=np.float32)
+            self._matrix = np.concatenate([base, vectors.astype(np.float32)])
+            self._version = version
+
+    def best_entities(self, query: np.ndarray, k: int = 200) -> dict[int, float]:
+        """entity id -> the similarity of its closest passage, for the entities owning the best k passages."""
+        self.refresh()
+        with self._lock:
+            n = len(self._ids)
+            if n == 0:
+                return {}
+            sims = self._matrix @ query.astype(np.float32)
+            top = np.argpartition(-sims, min(k, n) - 1)[: min(k, n)]
+            found: dict[int, float] = {}
+            for i in top:
+                owner = int(self._owners[i])
+                if float(sims[i]) > found.get(owner, -2.0):
+                    found[owner] = float(sims[i])
+            return found
+
+
 class EmbeddingWorker:
     """Embeds a library's new memories in batches on a background thread.
 
@@ -159,12 +222,17 @@ class EmbeddingWorker:
     meaning as soon as the worker reaches it. `flush()` waits until nothing is pending.
     """
 
-    def __init__(self, store, embedder: EmbedderHandle, on_saved: Callable[[list[int], list[str], np.ndarray, int], None]):
+    def __init__(self, store, embedder: EmbedderHandle, on_saved: Callable[[list[int], list[str], np.ndarray, int], None],
+                 on_passages: Callable[[list[int], list[int], np.ndarray, int], None] | None = None):
+        """`on_passages` (a PassageIndex's add) makes the worker embed note-body passages too,
+        after each batch of memories, on a store that keeps them."""
         self.store = store
         self.embedder = embedder
         self.on_saved = on_saved
+        self.on_passages = on_passages if isinstance(store, Passages) else None
         self._wake = threading.Event()
         self._idle = threading.Event()
+        self._memories_idle = threading.Event()  # no memory waits (passages may)
         self._state = threading.Lock()  # makes "nothing new came in, so idle" one step
         self._stop = False
         self._thread: threading.Thread | None = None
@@ -183,15 +251,23 @@ class EmbeddingWorker:
     def poke(self) -> None:
         with self._state:
             self._idle.clear()
+            self._memories_idle.clear()
             self._wake.set()
 
-    def flush(self, timeout: float = 120.0) -> bool:
-        """Wait until every stored memory has its vector (True), or the timeout passes."""
+    def flush(self, timeout: float = 120.0, *, memories_only: bool = False) -> bool:
+        """Wait until every stored memory and note passage has its vector (True), or the timeout
+        passes. `memories_only`: a memory search need not wait for notes being embedded."""
         if self.embedder.get() is None:
             return True
         self.start()
         self.poke()  # another process (a hook, a second server) may have stored memories since the last wake
-        return self._idle.wait(timeout)
+        return (self._memories_idle if memories_only else self._idle).wait(timeout)
+
+    def _idle_if_unasked(self, *events: threading.Event) -> None:
+        with self._state:
+            if not self._wake.is_set():
+                for event in events:
+                    event.set()
 
     def stop(self, timeout: float = 30.0) -> None:
         """Stop after the batch in hand (a process must not exit in the middle of one)."""
@@ -204,9 +280,12 @@ class EmbeddingWorker:
         embedder = self.embedder.get(timeout=None)
         if embedder is None:
             self._idle.set()
+            self._memories_idle.set()
             return
         while not self._stop:
-            self._wake.wait()
+            # Woken by this process's writes, and every RECHECK_S for what it was not told of:
+            # another process's writes, a person's edits the Markdown scan picked up.
+            self._wake.wait(RECHECK_S)
             self._wake.clear()
             try:
                 model = self.store.vector_model()
@@ -215,20 +294,41 @@ class EmbeddingWorker:
                                        f"{embedder.model_id}: run `memloci reindex`")
                 while not self._stop:
                     pending = self.store.pending_embeddings(256)
-                    if not pending:
+                    if pending:
+                        vectors = embedder.embed([p[1] for p in pending])  # it batches by length itself
+                        saved, version = self.store.save_vectors(
+                            [(mid, chash, vectors[j]) for j, (mid, _, chash, _) in enumerate(pending)], embedder.model_id)
+                        keep = set(saved)
+                        rows = [j for j, p in enumerate(pending) if p[0] in keep]  # id order, as fetched
+                        if rows:
+                            self.on_saved([pending[j][0] for j in rows], [pending[j][3] for j in rows], vectors[rows], version)
+                    else:
+                        self._idle_if_unasked(self._memories_idle)
+                    # Between batches of memories, one of passages: a bulk import of memories does not
+                    # leave notes without meaning until it ends, nor the other way round.
+                    if not self._embed_passages(embedder) and not pending:
                         break
-                    vectors = embedder.embed([p[1] for p in pending])  # it batches by length itself
-                    saved, version = self.store.save_vectors(
-                        [(mid, chash, vectors[j]) for j, (mid, _, chash, _) in enumerate(pending)], embedder.model_id)
-                    keep = set(saved)
-                    rows = [j for j, p in enumerate(pending) if p[0] in keep]  # id order, as fetched
-                    if rows:
-                        self.on_saved([pending[j][0] for j in rows], [pending[j][3] for j in rows], vectors[rows], version)
                 self.error = None
             except Exception as exc:  # keep serving lexically; health reports the error
                 self.error = f"{type(exc).__name__}: {exc}"
                 log.error("embedding worker for %s: %s", self.store.name, self.error)
                 time.sleep(1.0)
-            with self._state:
-                if not self._wake.is_set():
-                    self._idle.set()
+            self._idle_if_unasked(self._idle, self._memories_idle)
+
+    def _embed_passages(self, embedder) -> bool:
+        """Split bodies changed since the last round, then embed one batch of passages; False if
+        there was nothing to do."""
+        if self.on_passages is None:
+            return False
+        split = self.store.refresh_passages(64)
+        pending = self.store.pending_passages(64)  # passages are long: smaller batches than memories
+        if not pending:
+            return bool(split)
+        vectors = embedder.embed([p[1] for p in pending])
+        saved, version = self.store.save_passage_vectors(
+            [(pid, thash, vectors[j]) for j, (pid, _, thash, _) in enumerate(pending)], embedder.model_id)
+        keep = set(saved)
+        rows = [j for j, p in enumerate(pending) if p[0] in keep]
+        if rows:
+            self.on_passages([pending[j][0] for j in rows], [pending[j][3] for j in rows], vectors[rows], version)
+        return True

@@ -54,13 +54,14 @@ from ..search import lexical
 from .sqlite_documents import SQLiteDocuments
 from .sqlite_graph_reads import SQLiteGraphReads, _chunks, _marks
 from .sqlite_memories import SQLiteMemories, insert_memory
+from .sqlite_passages import SQLitePassages
 from .sqlite_schema import MIGRATIONS, SCHEMA_VERSION
 from .sqlite_undo import SQLiteUndo
 
 log = logging.getLogger(__name__)
 
 BUSY_TIMEOUT_S = 60.0
-class SQLiteStore(SQLiteGraphReads, SQLiteMemories, SQLiteDocuments, SQLiteUndo):
+class SQLiteStore(SQLiteGraphReads, SQLiteMemories, SQLitePassages, SQLiteDocuments, SQLiteUndo):
     """A library kept in one SQLite file."""
 
     kind = "sqlite"

@@ -388,10 +388,12 @@ class SQLiteMemories:
         with self._write() as conn:
             conn.execute("DELETE FROM memory_vectors")
             conn.execute("UPDATE memories SET embedded = 0")
+            from .sqlite_passages import reset_passage_vectors  # (that module builds on this one)
+            passages = reset_passage_vectors(conn)  # note bodies' passages wait for the new model too
             set_library_meta(conn, "embedding_model", model)
             set_library_meta(conn, "embedding_dimension", str(dimension))
             self._journal(conn, "reindex", "reset_vectors", [], {"model": model, "dimension": dimension})
-            return conn.execute("SELECT count(*) FROM memories").fetchone()[0]
+            return conn.execute("SELECT count(*) FROM memories").fetchone()[0] + passages
 
     def vector_model(self) -> str | None:
         """The embedding model of the library's vectors (None before the first one)."""
@@ -404,10 +406,12 @@ class SQLiteMemories:
             return conn.execute("SELECT count(*) FROM memories WHERE embedded = 0").fetchone()[0]
 
     def embedding_state(self) -> dict[str, Any]:
+        from .sqlite_passages import pending_passage_count
         with self._read() as conn:
             return {
                 "model": library_meta(conn, "embedding_model"),
                 "dimension": int(library_meta(conn, "embedding_dimension") or 0) or None,
-                "pending": conn.execute("SELECT count(*) FROM memories WHERE embedded = 0").fetchone()[0],
+                "pending": conn.execute("SELECT count(*) FROM memories WHERE embedded = 0").fetchone()[0]
+                + pending_passage_count(conn),
                 "tags": conn.execute("SELECT count(DISTINCT tag) FROM memory_tags").fetchone()[0],
             }

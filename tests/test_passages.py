@@ -1,0 +1,156 @@
+"""Note bodies carry meaning: passages cut from each body, kept in step with every way a body
+changes, embedded by the background worker, and found by search_nodes (real SQLite files,
+the real default embedder, a real server over stdio with the embedder off)."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+
+from memloci.libraries import LibraryRegistry, LibrarySpec
+from memloci.model import EntityInput
+from memloci.search.embedder import EmbedderHandle
+from memloci.service import MemoryService
+from memloci.service_documents import NewEntityDocument
+from memloci.store.sqlite_passages import PASSAGE_WORDS, size, split_passages
+
+PUPPIES = "She adopted two puppies from the animal shelter last weekend."
+OTHERS = {
+    "Budget": "Quarterly revenue grew twelve percent, driven by enterprise subscriptions.",
+    "Infra": "## Database\n\nThe staging server runs PostgreSQL 16 with nightly backups.",
+    "Garden": "Tomatoes and basil were planted along the south fence in May.",
+}
+
+
+def _service(tmp_path, embedder: str = "none", kind: str = "sqlite") -> MemoryService:
+    where = tmp_path / ("lib" if kind == "markdown" else "lib.db")
+    return MemoryService(LibraryRegistry([LibrarySpec("lib", where, kind)]), EmbedderHandle(embedder))
+
+
+def _vectors(service: MemoryService, name: str) -> dict[str, bytes | None]:
+    with sqlite3.connect(service.store().path) as conn:
+        return dict(conn.execute("SELECT p.text, p.vector FROM passages p JOIN entities e ON e.id = p.entity_id "
+                                 "WHERE e.name = ?", (name,)).fetchall())
+
+
+# -- cutting a body --------------------------------------------------------------------
+
+def test_a_body_is_cut_into_bounded_passages_that_keep_their_heading():
+    long_section = " ".join(f"word{i}." for i in range(450))
+    body = (f"# Plan\n\nShort intro.\n\nA second paragraph.\n\n## Risks\n\n{long_section}\n\n"
+            "```\ncode block\n\nstays whole\n```\n\n## Empty\n")
+    passages = split_passages(body)
+    assert passages[0].startswith("# Plan\n\nShort intro.\n\nA second paragraph.")  # small paragraphs merged
+    assert all(size(p) <= PASSAGE_WORDS + 3 for p in passages)  # a heading may ride along
+    risks = [p for p in passages if "word" in p]
+    assert len(risks) >= 3 and all(p.startswith("## Risks\n\n") for p in risks)  # every part says its section
+    assert sum(p.count("word") for p in risks) == 450  # nothing lost, nothing doubled
+    assert any("code block\n\nstays whole" in p for p in passages)
+    assert not any(p.strip() == "## Empty" for p in passages)  # a heading alone is no passage
+    assert split_passages("") == [] and split_passages("\n\n") == []
+    cjk = split_passages("東京の旅行計画。" * 60)
+    assert len(cjk) >= 2 and all(size(p) <= PASSAGE_WORDS for p in cjk)  # unspaced text is bounded too
+
+
+# -- keeping passages in step (no embedder needed: the store splits) ------------------------
+
+def test_passages_follow_every_change_to_a_body(tmp_path):
+    service = _service(tmp_path)
+    store = service.store()
+    try:
+        service.add_entities([NewEntityDocument("Pets", content=f"{PUPPIES}\n\n## Vet\n\n" + "Checkups are due. " * 60)])
+        service.create_entities([EntityInput("Bare", "note")])  # no body: nothing to split
+        assert store.passage_pending_count() == 1  # one body waits to be split; a write never does it
+        assert store.refresh_passages() == 1 and store.refresh_passages() == 0
+        before = store.passages_of("Pets")
+        assert len(before) == 2 and PUPPIES in before[0] and before[1].startswith("## Vet")
+        assert store.passages_of("Bare") == []
+
+        # A vector saved for each passage, then one paragraph edited by a tool: only that passage changes.
+        store.save_passage_vectors([(pid, thash, [1.0, 0.0]) for pid, _, thash, _ in store.pending_passages(10)], "m")
+        service.replace_entity_content("Pets", "two puppies", "three kittens")
+        store.refresh_passages()
+        after = _vectors(service, "Pets")
+        assert [t for t in after if "kittens" in t] and not [t for t in after if "puppies" in t]
+        assert after[before[1]] is not None  # the untouched passage keeps its vector
+        assert [t for t, v in after.items() if v is None] == [t for t in after if "kittens" in t]
+
+        service.rename_entity("Pets", "Animals")
+        assert store.passages_of("Animals") == list(after)  # a rename keeps them
+        service.add_entities([NewEntityDocument("Zoo", content="Lions sleep most of the day.")])
+        service.merge_entities(["Animals"], "Zoo")
+        store.refresh_passages()
+        assert store.passages_of("Animals") == []
+        merged = " ".join(store.passages_of("Zoo"))
+        assert "Lions" in merged and "kittens" in merged  # the merged body is split again
+        service.delete_entities(["Zoo"])
+        with sqlite3.connect(store.path) as conn:
+            assert conn.execute("SELECT count(*) FROM passages").fetchone()[0] == 0
+            assert conn.execute("SELECT count(*) FROM passages_stale").fetchone()[0] == 0
+    finally:
+        service.close()
+
+
+def test_a_note_edited_on_disk_is_split_again_after_the_scan(tmp_path):
+    service = _service(tmp_path, kind="markdown")
+    store = service.store()
+    try:
+        service.add_entities([NewEntityDocument("Pets", content=PUPPIES)])
+        store.refresh_passages()
+        assert any(PUPPIES in p for p in store.passages_of("Pets"))
+        path = tmp_path / "lib" / "Pets.md"
+        path.write_text(path.read_text().replace("two puppies", "a parrot"))
+        assert any(PUPPIES in p for p in store.passages_of("Pets"))  # not scanned yet
+        store.sync()
+        store.refresh_passages()
+        assert any("a parrot" in p for p in store.passages_of("Pets"))
+        assert not any("puppies" in p for p in store.passages_of("Pets"))
+    finally:
+        service.close()
+
+
+# -- meaning, with the real default embedder ------------------------------------------------
+
+def test_search_nodes_finds_a_note_whose_body_says_it_in_other_words(tmp_path):
+    service = _service(tmp_path, "minilm")
+    try:
+        service.add_entities([NewEntityDocument("Pets", content=PUPPIES)]
+                             + [NewEntityDocument(n, content=t) for n, t in OTHERS.items()])
+        assert service.flush_embeddings(timeout=300)
+        health = service.health()
+        assert health["embedder"]["pending"] == 0 and not health["problems"]
+        found = service.search_nodes("getting new dogs")
+        assert found.hits, "no word of the query is in any note: only meaning can find it"
+        assert found.hits[0].entity.name == "Pets"
+        assert "body means it" in found.hits[0].why
+
+        # The body changes: the old meaning goes with it.
+        service.replace_entity_content("Pets", PUPPIES, "The boiler was serviced and the radiators bled.")
+        assert service.flush_embeddings(timeout=300)
+        assert "Pets" not in [h.entity.name for h in service.search_nodes("getting new dogs").hits]
+
+        # A new model (reindex) re-embeds passages too.
+        with sqlite3.connect(service.store().path) as conn:
+            passages = conn.execute("SELECT count(*) FROM passages").fetchone()[0]
+        done = service.reindex()
+        assert done >= passages and service.health()["embedder"]["pending"] == 0
+        assert all(v is not None for v in _vectors(service, "Pets").values())
+    finally:
+        service.close()
+
+
+def test_without_an_embedder_notes_are_found_by_words_over_mcp(tmp_path):
+    from conftest import run_session
+
+    async def body(client):
+        await client.ok("add_entities", entities=[{"name": "Pets", "content": PUPPIES}])
+        structured, _ = await client.ok("search_nodes", query="puppies shelter")
+        assert [e["name"] for e in structured["entities"]] == ["Pets"]
+        assert "body means it" not in structured["why"]["Pets"]
+        structured, _ = await client.ok("search_nodes", query="getting new dogs")
+        assert structured["entities"] == []
+        health, _ = await client.ok("check_database_health")
+        assert health["embedder"]["search"] == "lexical" and health["status"] == "healthy"
+
+    run_session(tmp_path, body, MEMLOCI_EMBEDDER="none")
