@@ -582,6 +582,29 @@ def bench_locomo(
     run_locomo(data=data, ks=ks, out=out, console=_console(), limit=conversations)
 
 
+@bench_app.command("models")
+def bench_models(
+    models: Annotated[str, typer.Option("--models", help="Embedder specs, comma-separated.")] = "minilm,multilingual,e5-multilingual",
+    locomo: Annotated[Optional[Path], typer.Option("--locomo", help="LoCoMo JSON for recall@k (e.g. ../shared/data/locomo/locomo_dev.json); omitted: no LoCoMo run.",
+                                                  exists=True, dir_okay=False)] = None,
+    k: Annotated[str, typer.Option("--k", help="LoCoMo cut-offs, comma-separated.")] = "1,5,10",
+    conversations: Annotated[Optional[int], typer.Option("--conversations", help="Only the first N LoCoMo conversations.")] = None,
+    out: Annotated[Path, typer.Option("--out", help="JSON results file.")] = Path("bench-results/models.json"),
+) -> None:
+    """Each embedder's load time, memory, speed, CJK hit@1/@3 per language pair, and LoCoMo recall."""
+    from .bench.models import run as run_models
+
+    specs = [s.strip() for s in models.split(",") if s.strip()]
+    try:
+        ks = sorted({int(x) for x in k.split(",") if x.strip()})
+    except ValueError:
+        ks = []
+    if not specs or not ks:
+        _console(stderr=True).print(_styled(("--models/--k", "bold red"), ": expected e.g. --models minilm,multilingual --k 1,5,10"))
+        raise typer.Exit(1)
+    run_models(specs=specs, locomo_data=locomo, ks=ks, conversations=conversations, out=out, console=_console())
+
+
 @bench_app.command("library")
 def bench_library(
     files: Annotated[int, typer.Option("--files", help="Markdown files in the library.")] = 10_000,

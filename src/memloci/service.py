@@ -7,7 +7,7 @@ then one store call. Transports run it off their event loop.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import logging
 import threading
@@ -36,7 +36,7 @@ from .model import (
 )
 from .search.embedder import EmbedderHandle
 from .search.lexical import normalize_content
-from .search.hybrid import MEANING_FLOOR, OBSERVATION_WEIGHT, MemoryHit, entity_signals, retrieve
+from .search.hybrid import MEANING_FLOOR, OBSERVATION_WEIGHT, WEAK_MEANING, MemoryHit, entity_signals, retrieve
 from .search.timephrases import TimeRange, parse_time_phrase, split_time_phrase
 from .search.vectors import EmbeddingWorker, PassageIndex, VectorIndex, library_key
 from .service_documents import DocumentService
@@ -107,6 +107,9 @@ class Retrieval:
     hits: list[MemoryHit]
     query: str
     time_range: TimeRange | None
+    # a time range was asked for and nothing in it matched the words or meaning of the query:
+    # the hits are the range's newest memories
+    unmatched: bool = False
 
 
 class MemoryService(DocumentService, ProjectService, HistoryService):
@@ -325,6 +328,11 @@ class MemoryService(DocumentService, ProjectService, HistoryService):
                         tags: Sequence[str] = (), match_all: bool = False, memory_type: str | None = None,
                         entity: str | None = None, after: str | None = None, before: str | None = None,
                         time: str | None = None, library: str | None = None) -> Retrieval:
+        """The best memories for `query`. `time`/`after`/`before` filter: the query ranks within
+        the range, and the range's newest memories fill what the words and meaning leave open. A
+        time phrase inside the query ("last week", 先週) ranks its range ahead of everything else
+        and its words are not searched for, as long as it separates the library (some memories
+        inside, some outside); one that separates nothing is read as words about the content."""
         text = schema.validate_query(query)
         n_results = schema.check_int(n_results, "n_results", 1, schema.SEARCH_LIMIT_MAX)
         after, before = schema.validate_time(after, "after"), schema.validate_time(before, "before")
@@ -332,30 +340,60 @@ class MemoryService(DocumentService, ProjectService, HistoryService):
         if hard is not None:
             hard_after, hard_before = hard.iso()
             after, before = max(filter(None, [after, hard_after]), default=None), min(filter(None, [before, hard_before]), default=None)
-        # A phrase in the query ranks its range up without hiding anything else, and stays in the
-        # query: "what did Caroline do in May 2023" needs "May" as a word too.
-        rest, soft = split_time_phrase(text)
-        if soft is not None and soft.latest and not rest:
-            text = rest
         filters = schema.validate_filter(MemoryFilter(tuple(tags), match_all, memory_type, entity, after, before))
         if filters.after and filters.before and filters.after >= filters.before:
             raise ValidationError(f"after/before: after ({filters.after}) must be earlier than before ({filters.before})")
         store = self.store(library)
+        rest, soft = split_time_phrase(text)
+        keywords = None  # the text words come from, when not the whole query
+        inside: MemoryFilter | None = None  # the query's time range within the filters
+        if soft is not None and soft.latest:
+            keywords = rest
+        elif soft is not None:
+            inside = _narrowed(filters, soft)
+            counted = store.list_memories(offset=0, limit=0, filters=inside)[1] if inside is not None else 0
+            if not 0 < counted < store.list_memories(offset=0, limit=0, filters=filters)[1]:
+                soft, inside = None, None  # "what did Melanie do last week" in memories stored all at once
+            elif not soft.absolute:  # "in May" may be what a memory says; "last week" is not
+                keywords = rest
         latest = (hard is not None and hard.latest) or (soft is not None and soft.latest)
-        if not text.strip():
-            if not (latest or hard is not None or not filters.empty):
+        ranged = hard is not None or filters.after is not None or filters.before is not None
+        if not text.strip() or (keywords is not None and not keywords.strip()):
+            if not (latest or ranged or inside is not None or not filters.empty):
                 raise ValidationError("query: must not be empty", hint="Say what to look for, or use list_memories.")
-            listed, _ = store.list_memories(offset=0, limit=n_results, filters=filters)
+            listed, _ = store.list_memories(offset=0, limit=n_results, filters=inside or filters)
             hits = [MemoryHit(m, 1.0, "newest" if latest else "in range") for m in listed]
+            unmatched = False
         else:
             pair = self._vectors(store)
             embedder = self.embedder.get(timeout=0) if pair else None
             if pair and self.embed_pending and store.pending_count() <= RECENT_BACKLOG:
                 pair[1].flush(timeout=RECENT_WAIT_S, memories_only=True)  # memories stored a moment ago are found by meaning too
-            hits = retrieve(store, pair[0] if pair else None, embedder, text, n_results, filters,
-                            soft if soft is not None else hard, min_similarity)
+
+            def ranked(where: MemoryFilter, time_range: TimeRange | None, n: int) -> list[MemoryHit]:
+                return retrieve(store, pair[0] if pair else None, embedder, text, n, where, time_range,
+                                min_similarity, keywords=keywords)
+
+            fill = min_similarity <= 0  # a memory that matched nothing has no similarity to keep
+            if inside is not None:  # the query's range first, then what matches outside it
+                hits = _matches(ranked(inside, soft, n_results))
+                matched = len(hits)
+                if fill:
+                    hits += _newest(store, inside, n_results - len(hits), hits)
+                if len(hits) < n_results:
+                    seen = {h.memory.id for h in hits}
+                    hits += [h for h in ranked(filters, None, n_results + len(hits))
+                             if h.memory.id not in seen][: n_results - len(hits)]
+            else:  # (a phrase left here is "latest": the best hits, newest first)
+                hits = ranked(filters, soft or hard, n_results)
+                if ranged:
+                    hits = _matches(hits)
+                matched = len(hits)
+                if ranged and fill:
+                    hits += _newest(store, filters, n_results - len(hits), hits)
+            unmatched = (ranged or inside is not None) and matched == 0 and bool(hits)
         self._accesses.record(store, [h.memory.id for h in hits])
-        return Retrieval(hits, query, soft or hard)
+        return Retrieval(hits, query, soft or hard, unmatched)
 
     def search_by_tag(self, tags: Sequence[str], *, match_all: bool = False, limit: int = 100,
                       library: str | None = None) -> list[Memory]:
@@ -607,6 +645,34 @@ class MemoryService(DocumentService, ProjectService, HistoryService):
 
     def all_stats(self) -> Iterable[LibraryStats]:
         return [self.stats(library=name) for name in self.libraries.names()]
+
+
+def _narrowed(filters: MemoryFilter, phrase: TimeRange) -> MemoryFilter | None:
+    """The filters narrowed to a time phrase's range; None if the two do not overlap."""
+    after, before = phrase.iso()
+    after = max(filter(None, [filters.after, after]), default=None)
+    before = min(filter(None, [filters.before, before]), default=None)
+    if after and before and after >= before:
+        return None
+    return replace(filters, after=after, before=before)
+
+
+def _matches(hits: list[MemoryHit]) -> list[MemoryHit]:
+    """The hits, unless none of them is more than a guess (no word, only a faint meaning): then
+    none, and a time range answers with its newest memories rather than with noise."""
+    if any(h.words > 0 or h.meaning >= WEAK_MEANING for h in hits):
+        return hits
+    return []
+
+
+def _newest(store: Store, filters: MemoryFilter, n: int, hits: list[MemoryHit]) -> list[MemoryHit]:
+    """Up to `n` of the newest memories within `filters` that are not among `hits`: a time range
+    is answered with its memories even when the query's words and meaning find none of them."""
+    if n <= 0:
+        return []
+    seen = {h.memory.id for h in hits}
+    listed, _ = store.list_memories(offset=0, limit=n + len(seen), filters=filters)
+    return [MemoryHit(m, 0.0, "in range, newest (no word or meaning match)") for m in listed if m.id not in seen][:n]
 
 
 def _missing_endpoints(relations: Sequence[RelationInput], exc: InvalidRelationError, most: int = 10) -> InvalidRelationError:

