@@ -1,7 +1,9 @@
-"""Memory operations through the service (no model needed): identity, threads, filters, time, migration."""
+"""Memory operations through the service (no model needed): identity, threads, filters, time, tags and
+types as words, case-insensitive labels, migration."""
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from datetime import datetime, timezone
 
@@ -9,7 +11,8 @@ import pytest
 
 from memloci.errors import AlreadyExistsError, ValidationError
 from memloci.libraries import LibraryRegistry, LibrarySpec
-from memloci.model import EntityInput
+from memloci.model import EntityInput, MemoryFilter, name_key
+from memloci.search import lexical
 from memloci.search.timephrases import parse_time_phrase, split_time_phrase
 from memloci.service import MemoryService
 from memloci.store.sqlite import _split_sql
@@ -108,3 +111,75 @@ def test_a_library_of_schema_1_migrates_with_its_observations_searchable(tmp_pat
     assert service.store().embedding_state()["pending"] == 1, "old memories wait for vectors"
     assert "pending" not in service.health()["embedder"], "not shown: no embedder is configured to drain it"
     service.close()
+
+
+def test_tags_and_type_words_are_found_by_queries(service):
+    service.store_memory("Login fails on Safari after the redirect", tags=["bug"], memory_type="bug")
+    service.store_memory("Lunch with the design team on Friday")
+    assert contents(service.retrieve_memory("bug")) == ["Login fails on Safari after the redirect"]
+    service.store_memory("Ship the beta to ten customers first", memory_type="product_decision")
+    assert contents(service.retrieve_memory("decisions")) == ["Ship the beta to ten customers first"]
+    # a tag is a word of its own, weighed below the text: machine tags do not outrank what a memory says
+    service.store_memory("See you at the party", tags=["dia:D1:3"], memory_type="dialogue")
+    service.store_memory("We bought 3 cakes for the party", tags=["dia:D1:4"], memory_type="dialogue")
+    assert contents(service.retrieve_memory("3"))[0] == "We bought 3 cakes for the party"
+    # retagging and retyping moves what is searchable along
+    tagged = service.retrieve_memory("bug").hits[0].memory
+    service.update_memory(tagged.content_hash, tags=["browser"])
+    assert contents(service.retrieve_memory("browser")) == ["Login fails on Safari after the redirect"]
+
+
+def test_tags_types_and_importance_compare_case_insensitively_keeping_their_case(service):
+    first, _ = service.store_memory("Use PostgreSQL for billing", tags=["decision", "DB"], memory_type="decision",
+                                    importance="HIGH")
+    assert first.importance == "high" and first.tags == ("decision", "DB")
+    service.store_memory("Deploys on Thursdays", tags=["Ops"], memory_type="Decision")
+    assert [m.content for m in service.search_by_tag(["Decision"])] == ["Use PostgreSQL for billing"]
+    assert {m.content for m in service.search_by_tag(["db", "ops"])} == {"Use PostgreSQL for billing",
+                                                                       "Deploys on Thursdays"}
+    assert [m.content for m in service.search_by_tag(["DECISION", "db"], match_all=True)] == [
+        "Use PostgreSQL for billing"]
+    assert len(service.retrieve_memory("billing thursdays", memory_type="DECISION").hits) == 2
+    assert contents(service.retrieve_memory("billing thursdays", tags=["OPS"])) == ["Deploys on Thursdays"]
+    listed, total = service.list_memories(filters=MemoryFilter(tags=("dB",), memory_type="decision"))
+    assert total == 1 and listed[0].tags == ("decision", "DB")
+    again, created = service.store_memory("Use PostgreSQL for billing", tags=["Decision", "Finance"])
+    assert not created and again.tags == ("decision", "DB", "Finance"), "one tag in any case, the new one added"
+    assert service.store_memory("x", tags=["Bug", "bug", "BUG"])[0].tags == ("Bug",)
+    updated = service.update_memory(first.content_hash, importance="Low", tags=["Archive"])
+    assert updated.importance == "low" and [m.content for m in service.search_by_tag(["archive"])] == [
+        "Use PostgreSQL for billing"]
+    with pytest.raises(ValidationError, match="importance: must be one of"):
+        service.store_memory("y", importance="urgent")
+
+
+def test_a_library_of_schema_5_gets_labels_and_case_free_tags(tmp_path):
+    db = tmp_path / "old.db"
+    conn = sqlite3.connect(db)
+    conn.create_function("memloci_content_hash", 2, lexical.content_hash)
+    conn.create_function("memloci_name_key", 1, name_key)
+    for migration in MIGRATIONS[:5]:
+        for statement in _split_sql(migration):
+            conn.execute(statement)
+    rows = [(1, "Did you book the hotel?", '["Travel"]', "dialogue", "m:dialogue:1"),
+            (2, "Yes, the one by the lake.", '[]', "dialogue", "m:dialogue:1"),
+            (3, "Safari login fails", '["Bug", "web"]', "bug", "")]
+    for id_, content, tags, mtype, thread in rows:
+        conn.execute("INSERT INTO memories (id, content, content_hash, memory_type, tags, created_at, updated_at, "
+                     "thread) VALUES (?, ?, ?, ?, ?, '2026-01-01T00:00:00Z', '2026-01-01T00:00:00Z', ?)",
+                     (id_, content, lexical.content_hash(content), mtype, tags, thread))
+        conn.execute("INSERT INTO memory_fts (rowid, content, context) VALUES (?, ?, '')", (id_, content))
+        conn.execute("INSERT INTO memory_grams (rowid, content) VALUES (?, ?)", (id_, content))
+        conn.executemany("INSERT INTO memory_tags VALUES (?, ?)", [(t, id_) for t in json.loads(tags)])
+    conn.execute("PRAGMA user_version = 5")
+    conn.commit()
+    conn.close()
+    service = MemoryService(LibraryRegistry([LibrarySpec("old", db)]))
+    try:
+        assert contents(service.retrieve_memory("bug")) == ["Safari login fails"]
+        assert [m.content for m in service.search_by_tag(["bug"])] == ["Safari login fails"]
+        assert [m.tags for m in service.search_by_tag(["TRAVEL"])] == [("Travel",)], "tags keep their case"
+        # the rebuilt index keeps each turn's neighbours' words: the answer is found by the question's
+        assert contents(service.retrieve_memory("hotel"))[:2] == ["Did you book the hotel?", "Yes, the one by the lake."]
+    finally:
+        service.close()

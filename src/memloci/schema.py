@@ -17,7 +17,7 @@ from typing import Any
 
 from .errors import InvalidRelationError, ValidationError
 
-from .model import IMPORTANCE, EntityInput, MemoryFilter, MemoryInput, ObservationBatch, RelationInput
+from .model import IMPORTANCE, EntityInput, MemoryFilter, MemoryInput, ObservationBatch, RelationInput, name_key
 
 # Limits, documented in the README ("Limits"). Generous for real use, small enough that one
 # call cannot exhaust memory or flood a model's context.
@@ -173,13 +173,19 @@ def validate_tags(tags: object, field: str = "tags", allow_empty: bool = True) -
     check_batch(tags, field, TAGS_MAX)
     if not tags and not allow_empty:
         raise ValidationError(f"{field}: give at least one tag")
-    return list(dict.fromkeys(clean_label(t, f"{field}[{i}]", TAG_MAX) for i, t in enumerate(tags)))
+    # Tags compare case-insensitively ("Bug" is "bug"): the first spelling of a tag is kept
+    kept: dict[str, str] = {}
+    for i, t in enumerate(tags):
+        label = clean_label(t, f"{field}[{i}]", TAG_MAX)
+        kept.setdefault(name_key(label), label)
+    return list(kept.values())
 
 
 def validate_importance(value: object, field: str = "importance") -> str:
-    if value not in IMPORTANCE:
-        raise ValidationError(f"{field}: must be one of {', '.join(IMPORTANCE)}, got {value!r}")
-    return value  # type: ignore[return-value]
+    """One of IMPORTANCE, in any case ("HIGH" is "high"); stored in its lower-case form."""
+    if not isinstance(value, str) or value.lower() not in IMPORTANCE:
+        raise ValidationError(f"{field}: must be one of {', '.join(IMPORTANCE)} (any case), got {value!r}")
+    return value.lower()
 
 
 def validate_metadata(value: object, field: str = "metadata") -> dict:

@@ -149,6 +149,9 @@ def memory_steps() -> list[Step]:
             **MAIN),
         err("store_memory", "VALIDATION_ERROR", "bad-type", content=["not", "a", "string"], **MAIN),
         ok("retrieve_memory", query="PostgreSQL billing", **MAIN),
+        # nothing matches within the range: the range's newest memories, and a note saying so
+        ok("retrieve_memory", "time-range-newest", ("\"note\"", "in range, newest"), query="zzqx vvbn", time="today",
+           **MAIN),
         err("retrieve_memory", "VALIDATION_ERROR", "bad-type", ("n_results",), query="billing", n_results=True,
             **MAIN),
         err("retrieve_memory", "VALIDATION_ERROR", "out-of-range", ("min_similarity",), query="billing",

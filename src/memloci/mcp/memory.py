@@ -45,6 +45,7 @@ class RetrieveOut(BaseModel):
     query: str
     total_results: int
     time_range: dict[str, Any] | None = None
+    note: str | None = None
 
 
 class TagSearchOut(BaseModel):
@@ -138,7 +139,8 @@ def register(server: Any, service: MemoryService) -> None:
         entity: Annotated[str | None, Field(description="Only observations of this entity")] = None,
         after: Annotated[str | None, Field(description="Only memories created at or after this ISO date")] = None,
         before: Annotated[str | None, Field(description="Only memories created before this ISO date")] = None,
-        time: Annotated[str | None, Field(description="yesterday, last week, in March, 3 days ago, latest, ...")] = None,
+        time: Annotated[str | None, Field(description="Filter: yesterday, last week, in March, 3 days ago, latest, "
+                                                       "昨日, 先週, 上个月, ...")] = None,
         library: Library = None, library_name: LibraryName = None,
         project_path: ProjectPath = None, confirm_new_project_root: ConfirmRoot = None,
     ) -> Annotated[CallToolResult, RetrieveOut]:
@@ -153,6 +155,9 @@ def register(server: Any, service: MemoryService) -> None:
             after_, before_ = result.time_range.iso()
             structured["time_range"] = {"phrase": result.time_range.phrase, "after": after_, "before": before_,
                                         "latest": result.time_range.latest}
+        if result.unmatched:  # said in the reply, so a model does not take these for matches
+            structured["note"] = ("Nothing in the time range matched the query by words or meaning; "
+                                  "these are the range's newest memories.")
         return reply(structured)
 
     def search_by_tag(
@@ -228,9 +233,10 @@ def register(server: Any, service: MemoryService) -> None:
     # read-only for the user's data: a recall only counts accesses (which drive ranking), so clients may auto-approve it
     server.add_tool(retrieve_memory, title="Retrieve Memory",
                     annotations=_annotations("Retrieve Memory", read_only=True), description=(
-        "Recall memories by meaning and keywords (hybrid search), newest and most used ranked up; filter by tags, "
-        "type, entity or time. A time phrase may be in the query (\"what did we decide last week about auth\") or "
-        "in `time` (then it filters strictly). Each hit has similarity_score and why.\n"
+        "Recall memories by meaning, keywords, tags and type (hybrid search), newest and most used ranked up; "
+        "filter by tags, type, entity or time. A time phrase in the query (\"what did we decide last week\") ranks "
+        "that range first; `time` filters strictly, and if nothing in the range matches, returns the range newest "
+        "first with a `note`. Each hit has similarity_score and why.\n"
         'Example: {"query": "what did we decide about OAuth?", "n_results": 5}'))
     server.add_tool(search_by_tag, title="Search By Tag", annotations=_annotations("Search By Tag", read_only=True, idempotent=True), description=(
         "Memories carrying any of the tags (or all, with match_all), newest first, a page at a time: "

@@ -8,7 +8,13 @@
    text is found by keyword too.
 Each signal is min-max normalized over the candidates and the two are averaged; the result
 is multiplied by the memory's decay factor (search/decay.py), and by 1.5 inside a time
-range the query mentions ("last week"), which narrows nothing by itself.
+range the query mentions ("last week"). Ranking a time range's memories ahead of the rest,
+and filling a range with its newest memories when few match, is the caller's part
+(service.retrieve_memory): this function ranks what matches.
+
+`keywords`, when given, is the text the words and substrings come from (the query without
+its time phrase: "last" and "week" in "what did we work on last week" are not about the
+memory's text), while meaning still reads the whole query.
 """
 
 from __future__ import annotations
@@ -48,6 +54,13 @@ class MemoryHit:
     memory: Memory
     score: float
     why: str
+    words: float = 0.0  # the word signal (0..1) that found it
+    meaning: float = 0.0  # the meaning signal (0..1, already weighed by how near anything is at all)
+
+
+# A hit found by meaning alone below this is a guess, not a match: "anything" is nearest to some
+# memory, yet about none (a time range then answers with its newest memories instead).
+WEAK_MEANING = 0.3
 
 
 def _scale(scores: dict[int, float], low: float, high: float) -> dict[int, float]:
@@ -57,20 +70,25 @@ def _scale(scores: dict[int, float], low: float, high: float) -> dict[int, float
     return {k: (v - low) / (high - low) for k, v in scores.items()}
 
 
-def word_terms(query: str) -> list[str]:
+def word_terms(query: str, stop_words_alone: bool = True) -> list[str]:
+    """The query's words without stop words; a query of stop words only still searches them,
+    unless `stop_words_alone` is False (what is left of "what did we do yesterday")."""
     terms = [t for t in lexical.query_terms(query) if t not in STOP_WORDS]
-    return terms or lexical.query_terms(query)  # a query of stop words only still searches them
+    return terms or (lexical.query_terms(query) if stop_words_alone else [])
 
 
 def retrieve(store, index, embedder, query: str, n: int, filters: MemoryFilter,
-             time_range: TimeRange | None = None, min_similarity: float = 0.0) -> list[MemoryHit]:
-    """The best `n` memories for `query` within `filters`, best first."""
+             time_range: TimeRange | None = None, min_similarity: float = 0.0,
+             keywords: str | None = None) -> list[MemoryHit]:
+    """The best `n` memories for `query` within `filters`, best first (words from `keywords`
+    when given)."""
     k = max(CANDIDATES, 4 * n)
-    grams = _CJK.findall(query)
+    lexical_text = query if keywords is None else keywords
+    grams = _CJK.findall(lexical_text)
     dense = index is not None and embedder is not None and bool(query.strip())
     # The model embeds the query on another thread while SQLite ranks words (both release the GIL).
     embedding = _POOL.submit(embedder.embed, [query]) if dense else None
-    words = store.lexical_memory_candidates(word_terms(query), grams, k, filters)
+    words = store.lexical_memory_candidates(word_terms(lexical_text, keywords is None), grams, k, filters)
     meaning: dict[int, float] = {}
     low = high = 0.0
     if embedding is not None:
@@ -112,7 +130,7 @@ def retrieve(store, index, embedder, query: str, n: int, filters: MemoryFilter,
                 parts.append(f"in '{time_range.phrase}'")
         if abs(factor - 1) > 0.005:
             parts.append(f"decay x{factor:.2f}")
-        hits.append(MemoryHit(memory, score, ", ".join(parts) or "match"))
+        hits.append(MemoryHit(memory, score, ", ".join(parts) or "match", w.get(memory_id, 0.0), m.get(memory_id, 0.0)))
     hits.sort(key=lambda h: h.score, reverse=True)
     hits = [h for h in hits if h.score > 0 and h.score >= min_similarity][:n]
     if time_range is not None and time_range.latest:  # the best n, newest first

@@ -1,8 +1,12 @@
-"""Time phrases: "yesterday", "last week", "in March", "3 days ago", "latest".
+"""Time phrases: "yesterday", "last week", "in March", "3 days ago", "latest", and their
+Chinese and Japanese counterparts (昨日, 先週, 先月, 3日前, 去年, 上周, 上个月, 三天前, 最新).
 
 `parse_time_phrase` reads one phrase (the `time` argument); `split_time_phrase` finds one
 inside a query ("what did I store last week about auth") and returns the query without it.
-Ranges are [after, before) in UTC.
+Chinese and Japanese are written without spaces, so their phrases are found as substrings
+("先週の会議"); English ones only as whole words ("last weekend" is not "last week").
+Ranges are [after, before) in UTC. A phrase that names a date on the calendar ("in March",
+"2026-03-04") is `absolute`: its words may also be what the memory says, so a query keeps them.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ class TimeRange:
     before: datetime | None
     latest: bool = False  # "latest", "most recent": newest first
     phrase: str = ""
+    absolute: bool = False  # a calendar date or month rather than a time relative to now
 
     def iso(self) -> tuple[str | None, str | None]:
         fmt = "%Y-%m-%dT%H:%M:%SZ"
@@ -44,9 +49,10 @@ def _month_range(year: int, month: int) -> tuple[datetime, datetime]:
 _PATTERNS: list[tuple[re.Pattern[str], object]] = []
 
 
-def _rule(pattern: str):
+def _rule(pattern: str, words: bool = True):
+    """Register a phrase; `words=False` for Chinese/Japanese, found anywhere in a run of text."""
     def register(fn):
-        _PATTERNS.append((re.compile(rf"\b(?:{pattern})\b", re.IGNORECASE), fn))
+        _PATTERNS.append((re.compile(rf"\b(?:{pattern})\b" if words else pattern, re.IGNORECASE), fn))
         return fn
     return register
 
@@ -63,7 +69,10 @@ def _yesterday(m, now):
 
 @_rule(r"this (week|month|year)")
 def _this(m, now):
-    unit = m.group(1).lower()
+    return _this_unit(m.group(1).lower(), now)
+
+
+def _this_unit(unit: str, now: datetime) -> tuple[datetime, None]:
     if unit == "week":
         return _day(now) - timedelta(days=now.weekday()), None
     if unit == "month":
@@ -73,7 +82,10 @@ def _this(m, now):
 
 @_rule(r"last (week|month|year)")
 def _last(m, now):
-    unit = m.group(1).lower()
+    return _last_unit(m.group(1).lower(), now)
+
+
+def _last_unit(unit: str, now: datetime) -> tuple[datetime, datetime]:
     if unit == "week":
         start = _day(now) - timedelta(days=now.weekday() + 7)
         return start, start + timedelta(days=7)
@@ -88,10 +100,7 @@ def _ago(m, now):
     words = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
              "eight": 8, "nine": 9, "ten": 10}
     count = int(m.group(1)) if m.group(1).isdigit() else words[m.group(1).lower()]
-    days = count * _UNITS[m.group(2).lower()]
-    centre = _day(now) - timedelta(days=days)
-    slack = timedelta(days=max(1, days // 7))
-    return centre - slack, centre + timedelta(days=1) + slack
+    return _around(count * _UNITS[m.group(2).lower()], now)
 
 
 @_rule(r"(?:past|last) (\d+) (day|week|month|year)s")
@@ -119,25 +128,97 @@ def _date(m, now):
     return start, start + timedelta(days=1)
 
 
-_LATEST = re.compile(r"\b(latest|most recent(?:ly)?|newest|last (?:thing|one|memory))\b", re.IGNORECASE)
+@_rule(r"(?:the )?day before yesterday")
+def _day_before_yesterday(m, now):
+    return _day(now) - timedelta(days=2), _day(now) - timedelta(days=1)
+
+
+@_rule(r"(?:the )?past (week|month|year)")
+def _past_unit(m, now):
+    return now - timedelta(days=_UNITS[m.group(1).lower()]), None
+
+
+# -- Chinese and Japanese -------------------------------------------------------------------
+# Numerals: Arabic (also full-width, which \d and int() read) or kanji up to 99 (三, 十, 十二, 二十一).
+_KANJI_DIGITS = {"一": 1, "二": 2, "两": 2, "兩": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7, "八": 8, "九": 9}
+_CJK_NUMBER = r"\d+|[一二两兩三四五六七八九十]+"
+_CJK_UNITS = {"日": "day", "天": "day", "週間": "week", "週": "week", "周": "week", "个星期": "week",
+              "個星期": "week", "星期": "week", "か月": "month", "ヶ月": "month", "カ月": "month", "ヵ月": "month",
+              "箇月": "month", "个月": "month", "個月": "month", "年": "year"}
+
+
+def cjk_number(text: str) -> int:
+    """3, ３, 三, 十, 十二, 二十一 as an integer (ValueError for anything else)."""
+    if text.isdigit():
+        return int(text)
+    if "十" in text:
+        tens, _, ones = text.partition("十")
+        if "十" in ones or len(tens) > 1 or len(ones) > 1:
+            raise ValueError(f"'{text}' is not a number memloci reads")
+        return (_KANJI_DIGITS[tens] if tens else 1) * 10 + (_KANJI_DIGITS[ones] if ones else 0)
+    if len(text) != 1:
+        raise ValueError(f"'{text}' is not a number memloci reads")
+    return _KANJI_DIGITS[text]
+
+
+def _around(days: int, now: datetime) -> tuple[datetime, datetime]:
+    """"N days/weeks ago" is a day give or take a day a week: people round."""
+    centre = _day(now) - timedelta(days=days)
+    slack = timedelta(days=max(1, days // 7))
+    return centre - slack, centre + timedelta(days=1) + slack
+
+
+@_rule(rf"({_CJK_NUMBER})\s*({'|'.join(sorted(_CJK_UNITS, key=len, reverse=True))})\s*前", words=False)
+def _cjk_ago(m, now):
+    return _around(cjk_number(m.group(1)) * _UNITS[_CJK_UNITS[m.group(2)]], now)
+
+
+@_rule(r"一昨日|おととい|前天", words=False)
+def _cjk_day_before_yesterday(m, now):
+    return _day_before_yesterday(m, now)
+
+
+@_rule(r"今日|今天", words=False)
+def _cjk_today(m, now):
+    return _day(now), None
+
+
+@_rule(r"昨日|昨天", words=False)
+def _cjk_yesterday(m, now):
+    return _day(now) - timedelta(days=1), _day(now)
+
+
+# (?<!日): 日本周辺 ("around Japan") holds 本周 ("this week") but does not say it
+_CJK_THIS = {"week": r"今週|(?<!日)本周|(?<!日)本週|这周|這週|这个星期|這個星期|本星期|这星期",
+             "month": r"今月|(?<!日)本月|这个月|這個月",
+             "year": r"今年"}
+_CJK_LAST = {"week": r"先週|上周|上週|上个星期|上個星期|上星期", "month": r"先月|上个月|上個月|上月",
+             "year": r"去年|昨年"}
+for _unit in ("week", "month", "year"):
+    _rule(_CJK_THIS[_unit], words=False)(lambda m, now, unit=_unit: _this_unit(unit, now))
+    _rule(_CJK_LAST[_unit], words=False)(lambda m, now, unit=_unit: _last_unit(unit, now))
+
+
+_LATEST = re.compile(r"\b(latest|most recent(?:ly)?|newest|last (?:thing|one|memory))\b|最新|最近", re.IGNORECASE)
+_ABSOLUTE = {_in_month, _date}  # rules naming a date on the calendar, not a time relative to now
 
 
 def _match(text: str, now: datetime) -> TimeRange | None:
     if (m := _LATEST.search(text)) is not None:
         return TimeRange(None, None, True, m.group(0))
     best = None
-    for pattern, fn in _PATTERNS:
+    for pattern, fn in _PATTERNS:  # the first phrase in the text; at one place, the longest
         m = pattern.search(text)
-        if m and (best is None or m.start() < best[0].start()):
+        if m and (best is None or (m.start(), -len(m.group(0))) < (best[0].start(), -len(best[0].group(0)))):
             best = (m, fn)
     if best is None:
         return None
     m, fn = best
     try:
         after, before = fn(m, now)
-    except ValueError as exc:  # "2026-02-30"
+    except (ValueError, KeyError) as exc:  # "2026-02-30", "十十日前"
         raise ValidationError(f"time: '{m.group(0)}' is not a real date ({exc})") from exc
-    return TimeRange(after, before, False, m.group(0))
+    return TimeRange(after, before, False, m.group(0), fn in _ABSOLUTE)
 
 
 def parse_time_phrase(text: str, now: datetime | None = None) -> TimeRange:
@@ -147,7 +228,7 @@ def parse_time_phrase(text: str, now: datetime | None = None) -> TimeRange:
         raise ValidationError(
             f"time: '{text}' is not a time phrase memloci understands",
             hint="Use e.g. today, yesterday, this week, last week, last month, in March, 3 days ago, "
-                 "past 30 days, latest, or 2026-03-04; or pass after/before as ISO dates.",
+                 "past 30 days, latest, 2026-03-04, 昨日, 先週, 3日前, 上个月; or pass after/before as ISO dates.",
         )
     return found
 

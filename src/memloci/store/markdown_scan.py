@@ -35,7 +35,7 @@ from .markdown_files import (
     sha256_hex,
 )
 from .sqlite_documents import LINKS_TO
-from .sqlite_memories import insert_memory
+from .sqlite_memories import insert_memory, tag_keys
 
 log = logging.getLogger(__name__)
 
@@ -289,7 +289,7 @@ class MarkdownScan:
                              (json.dumps(b.tags, ensure_ascii=False), b.memory_type, b.importance,
                               json.dumps(b.metadata, ensure_ascii=False), have[h]))
                 conn.execute("DELETE FROM memory_tags WHERE memory_id = ?", (have[h],))
-                conn.executemany("INSERT OR IGNORE INTO memory_tags VALUES (?, ?)", [(t, have[h]) for t in b.tags])
+                conn.executemany("INSERT OR IGNORE INTO memory_tags VALUES (?, ?)", [(t, have[h]) for t in tag_keys(b.tags)])
             else:
                 clash = conn.execute("SELECT id FROM memories WHERE entity_id IS NULL AND content_hash = ?", (h,)).fetchone()
                 if clash:  # the same text on another day: it moved here

@@ -1,9 +1,11 @@
 """Memories in the SQLite engine: storing, filtering, full text, vectors.
 
 Every memory (a free one, or an observation of an entity) lives in `memories`, is indexed
-in `memory_fts` (its words, and its thread neighbours' words in a lower-weight column) and
-in `memory_grams` (trigrams, for Chinese/Japanese and substrings), and gets a vector when
-the embedder reaches it (`embedded` flags the ones still waiting).
+in `memory_fts` (its words; its thread neighbours' words and its tags and type in
+lower-weight columns) and in `memory_grams` (trigrams, for Chinese/Japanese and substrings),
+and gets a vector when the embedder reaches it (`embedded` flags the ones still waiting).
+Tags and types compare case-insensitively and keep the case they were written in:
+`memory_tags` holds each tag's key (model.name_key), `memories.tags` the tags as written.
 """
 
 from __future__ import annotations
@@ -21,7 +23,19 @@ from ..search import lexical
 
 _MEMORY_COLUMNS = """m.id, m.content, m.content_hash, m.tags, m.memory_type, m.importance, m.metadata,
     m.created_at, m.updated_at, m.access_count, m.last_accessed_at, e.name"""
-_BM25 = "bm25(memory_fts, 1.0, 0.4)"  # own words, neighbours' words
+# own words, neighbours' words, tags and type: a label counts as a word of its own, below the text,
+# so machine tags ("dia:D1:3") never outweigh what a memory says
+_BM25 = "bm25(memory_fts, 1.0, 0.4, 0.5)"
+
+
+def labels_text(tags: Sequence[str], memory_type: str) -> str:
+    """What memory_fts.labels holds (as the trigger of migration 6 computes it)."""
+    return " ".join(sorted({t.lower() for t in tags} | {memory_type.lower()}))
+
+
+def tag_keys(tags: Iterable[str]) -> list[str]:
+    """The keys under which memory_tags finds tags: "Decision" and "decision" are one tag."""
+    return list(dict.fromkeys(name_key(t) for t in tags))
 
 
 def thread_key(entity_id: int | None, memory_type: str, metadata: dict[str, Any]) -> str:
@@ -60,10 +74,11 @@ def insert_memory(conn: sqlite3.Connection, entity_id: int | None, content: str,
     if not cur.rowcount:
         return None
     memory_id = cur.lastrowid
-    conn.executemany("INSERT OR IGNORE INTO memory_tags (tag, memory_id) VALUES (?, ?)", [(t, memory_id) for t in tags])
+    conn.executemany("INSERT OR IGNORE INTO memory_tags (tag, memory_id) VALUES (?, ?)",
+                     [(t, memory_id) for t in tag_keys(tags)])
     around = _neighbours(conn, memory_id, thread)
-    conn.execute("INSERT INTO memory_fts (rowid, content, context) VALUES (?, ?, ?)",
-                 (memory_id, content, "\n".join(text for _, text in around)))
+    conn.execute("INSERT INTO memory_fts (rowid, content, context, labels) VALUES (?, ?, ?, ?)",
+                 (memory_id, content, "\n".join(text for _, text in around), labels_text(tags, memory_type)))
     conn.execute("INSERT INTO memory_grams (rowid, content) VALUES (?, ?)", (memory_id, content))
     refresh_context(conn, [i for i, _ in around])  # the previous one now has this one as its next neighbour
     return memory_id
@@ -97,9 +112,13 @@ def refresh_context(conn: sqlite3.Connection, ids: Iterable[int]) -> None:
 def filter_sql(f: MemoryFilter, conn: sqlite3.Connection) -> tuple[str, list[Any]]:
     """A WHERE clause over `memories m` for a filter (raises NOT_FOUND for an unknown entity)."""
     where, params = ["1"], []
-    if f.memory_type:
-        where.append("m.memory_type = ?")
-        params.append(f.memory_type)
+    if f.memory_type:  # case-insensitive; NOCASE folds ASCII only, so other scripts go through name_key
+        if f.memory_type.isascii():
+            where.append("m.memory_type = ? COLLATE NOCASE")
+            params.append(f.memory_type)
+        else:
+            where.append("memloci_name_key(m.memory_type) = ?")
+            params.append(name_key(f.memory_type))
     if f.entity:
         row = conn.execute("SELECT id FROM entities WHERE name_key = ?", (name_key(f.entity),)).fetchone()
         if not row:
@@ -114,14 +133,15 @@ def filter_sql(f: MemoryFilter, conn: sqlite3.Connection) -> tuple[str, list[Any
         params.append(f.before)
     if f.tags:
         # IN (subquery on the tag index) is one pass over the tag's rows, not a probe per memory
-        marks = ",".join("?" * len(f.tags))
+        keys = tag_keys(f.tags)
+        marks = ",".join("?" * len(keys))
         if f.match_all:
             where.append(f"m.id IN (SELECT memory_id FROM memory_tags WHERE tag IN ({marks}) "
                          f"GROUP BY memory_id HAVING count(*) = ?)")
-            params += [*dict.fromkeys(f.tags), len(set(f.tags))]
+            params += [*keys, len(keys)]
         else:
             where.append(f"m.id IN (SELECT memory_id FROM memory_tags WHERE tag IN ({marks}))")
-            params += list(f.tags)
+            params += keys
     return " AND ".join(where), params
 
 
@@ -213,13 +233,14 @@ class SQLiteMemories:
                     "SELECT id FROM memories WHERE ifnull(entity_id, 0) = ? AND content_hash = ?",
                     (entity_id or 0, memory_hash(conn, m.content, entity_id))).fetchone()
                 memory = load_memories(conn, [existing])[existing]
-                new_tags = [t for t in m.tags if t not in memory.tags]
+                have = set(tag_keys(memory.tags))  # "Decision" told again is not a new tag beside "decision"
+                new_tags = [t for t in m.tags if name_key(t) not in have]
                 if new_tags:  # the same memory, told again with more tags: keep them all
                     tags = [*memory.tags, *new_tags]
                     conn.execute("UPDATE memories SET tags = ?, updated_at = ? WHERE id = ?",
                                  (json.dumps(tags, ensure_ascii=False), at, existing))
                     conn.executemany("INSERT OR IGNORE INTO memory_tags (tag, memory_id) VALUES (?, ?)",
-                                     [(t, existing) for t in new_tags])
+                                     [(t, existing) for t in tag_keys(new_tags)])
                     memory = load_memories(conn, [existing])[existing]
                 return memory, False
             if entity_id is not None:
@@ -270,7 +291,7 @@ class SQLiteMemories:
                 params.append(json.dumps(list(tags), ensure_ascii=False))
                 conn.execute("DELETE FROM memory_tags WHERE memory_id = ?", (memory_id,))
                 conn.executemany("INSERT OR IGNORE INTO memory_tags (tag, memory_id) VALUES (?, ?)",
-                                 [(t, memory_id) for t in tags])
+                                 [(t, memory_id) for t in tag_keys(tags)])
             if metadata is not None:
                 sets.append("metadata = ?")
                 params.append(json.dumps({**before.metadata, **metadata}, ensure_ascii=False))
@@ -322,9 +343,9 @@ class SQLiteMemories:
     def memory_ids(self, filters: MemoryFilter) -> set[int]:
         with self._read() as conn:
             if filters.tags and not filters.match_all and filters == MemoryFilter(tags=filters.tags):
-                marks = ",".join("?" * len(filters.tags))  # tags only: the tag index alone answers
-                return {r[0] for r in conn.execute(f"SELECT memory_id FROM memory_tags WHERE tag IN ({marks})",
-                                                   list(filters.tags))}
+                keys = tag_keys(filters.tags)  # tags only: the tag index alone answers
+                return {r[0] for r in conn.execute(f"SELECT memory_id FROM memory_tags WHERE tag IN ({','.join('?' * len(keys))})",
+                                                   keys)}
             where, params = filter_sql(filters, conn)
             return {r[0] for r in conn.execute(f"SELECT m.id FROM memories m WHERE {where}", params)}
 

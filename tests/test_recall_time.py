@@ -1,0 +1,206 @@
+"""Recall by time: time-stamped memories imported with `memloci import jsonl` (which keeps
+`created_at`), then asked about over MCP stdio with the real embedder, in English, Chinese and
+Japanese, as a time filter and as a phrase inside the query.
+
+Expected ranges are computed here from the calendar, not by the parser under test.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+
+from conftest import Client, run_session, server_env
+from memloci.errors import ValidationError
+from memloci.search.timephrases import parse_time_phrase, split_time_phrase
+
+NOW = datetime.now(timezone.utc)
+TODAY = NOW.replace(hour=0, minute=0, second=0, microsecond=0)
+MONDAY = TODAY - timedelta(days=TODAY.weekday())
+LAST_WEEK = (MONDAY - timedelta(days=7), MONDAY)
+YESTERDAY = (TODAY - timedelta(days=1), TODAY)
+
+# One memory a day for the last 40 days, each on its own subject: no two share a content word,
+# so only time can bring a day's memory up.
+SUBJECTS = [
+    "Painted the garden fence green", "Booked flights to Lisbon for the conference",
+    "Replaced the kitchen faucet washer", "Read a paper about sparse attention",
+    "Tuned the piano in the living room", "Renewed the passport at the town hall",
+    "Fixed the bicycle chain before the ride", "Sorted the photo archive by year",
+    "Baked sourdough with rye flour", "Migrated the wiki to a static site",
+    "Adopted a grey kitten from the shelter", "Planted tulip bulbs along the path",
+    "Calibrated the 3D printer bed", "Filed the quarterly VAT return",
+    "Cleaned the aquarium filter", "Rewired the doorbell transformer",
+    "Interviewed a candidate for the data role", "Upgraded the router firmware",
+    "Hiked the ridge trail with Sam", "Archived old invoices into folders",
+    "Learned three chords on the ukulele", "Drafted the onboarding checklist",
+    "Repaired the leaking roof gutter", "Composted the autumn leaves",
+    "Benchmarked the parser on large inputs", "Cooked a Thai green curry",
+    "Changed the car's winter tyres", "Organised the toolbox drawers",
+    "Wrote thank-you cards to the volunteers", "Trimmed the hedge by the gate",
+    "Set up the new monitor arm", "Visited grandma at the care home",
+    "Watered the orchids on the balcony", "Donated clothes to the charity shop",
+    "Measured the hallway for a rug", "Polished the silver candlesticks",
+    "Vacuumed the attic insulation dust", "Sharpened the chef's knives",
+    "Defrosted the chest freezer", "Oiled the squeaky hinges",
+    "Tested the smoke alarms upstairs",
+]
+
+
+def created(days_ago: int) -> datetime:
+    """Noon of that day (a minute ago for today, never in the future)."""
+    if days_ago == 0:
+        return max(TODAY, NOW - timedelta(minutes=1))
+    return TODAY - timedelta(days=days_ago) + timedelta(hours=12)
+
+
+def stamp(at: datetime) -> str:
+    return at.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def memory_line(content: str, at: datetime, memory_type: str = "note", tags: tuple[str, ...] = ()) -> str:
+    return json.dumps({"type": "memory", "content": content, "tags": list(tags), "memory_type": memory_type,
+                       "created_at": stamp(at), "updated_at": stamp(at)}, ensure_ascii=False)
+
+
+def dataset() -> tuple[list[str], dict[str, datetime]]:
+    lines, when = [], {}
+    for days_ago, subject in enumerate(SUBJECTS):
+        at = created(days_ago)
+        lines.append(memory_line(subject, at))
+        when[subject] = at
+    # Words a time phrase uses, in memories outside its range: the phrase must not match them.
+    for content, at in [("CSV export drops the last row", LAST_WEEK[0] - timedelta(hours=12)),
+                        ("Weekly sync moved to a later slot", MONDAY - timedelta(days=8, hours=6))]:
+        lines.append(memory_line(content, at, "bug"))
+        when[content] = at
+    for content in ("We decided to ship the mobile app in two phases",
+                    "We decided to keep PostgreSQL for billing"):
+        at = created(1) + timedelta(hours=-2 if "mobile" in content else 2)
+        lines.append(memory_line(content, at, "decision", ("decision",)))
+        when[content] = at
+    return lines, when
+
+
+def in_range(at: datetime, span: tuple[datetime, datetime | None]) -> bool:
+    return span[0] <= at and (span[1] is None or at < span[1])
+
+
+@pytest.fixture(scope="module")
+def library(tmp_path_factory) -> tuple[Path, dict[str, datetime]]:
+    home = tmp_path_factory.mktemp("recall-time") / "home"
+    lines, when = dataset()
+    source = home.parent / "memories.jsonl"
+    source.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    proc = subprocess.run([sys.executable, "-m", "memloci", "import", "jsonl", str(source)], capture_output=True,
+                          text=True, env=server_env(home, COLUMNS="200"), timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert f"{len(lines)} memories" in proc.stdout, proc.stdout
+    return home, when
+
+
+def run(home: Path, body) -> None:
+    run_session(home, body, MEMLOCI_EMBEDDER="minilm")
+
+
+def test_time_phrases_in_a_query_bring_their_range_first(library):
+    home, when = library
+    last_week = sorted((c for c, at in when.items() if in_range(at, LAST_WEEK)), key=when.get)
+    yesterday = [c for c, at in when.items() if in_range(at, YESTERDAY)]
+    assert len(last_week) >= 7 and len(yesterday) == 3
+
+    async def body(c: Client):
+        for query in ("what did we work on last week", "先週は何をしましたか", "上周做了什么", "last week"):
+            found, _ = await c.ok("retrieve_memory", query=query, n_results=len(last_week) + 1)
+            top = [m["content"] for m in found["memories"]][: len(last_week)]
+            assert sorted(top, key=when.get) == last_week, (query, top)
+        for query in ("what happened yesterday", "昨日のこと", "昨天的事情"):
+            found, _ = await c.ok("retrieve_memory", query=query, n_results=5)
+            top = [m["content"] for m in found["memories"]][:3]
+            assert sorted(top) == sorted(yesterday), (query, top)
+            assert found["time_range"]["after"] == stamp(YESTERDAY[0])
+        # "three days ago" is that day give or take one
+        found, _ = await c.ok("retrieve_memory", query="3日前に何をした", n_results=3)
+        for m in found["memories"]:
+            assert in_range(when[m["content"]], (TODAY - timedelta(days=4), TODAY - timedelta(days=1))), m
+
+    run(home, body)
+
+
+def test_a_time_filter_returns_its_range_when_no_word_matches(library):
+    home, when = library
+    month_ago = TODAY - timedelta(days=30)
+    month_name = month_ago.strftime("%B")
+    first = month_ago.replace(day=1)
+    after_month = (first + timedelta(days=32)).replace(day=1)
+    day = TODAY - timedelta(days=12)
+    spans = {
+        "today": (TODAY, None), "this week": (MONDAY, None), "yesterday": YESTERDAY,
+        "last month": ((TODAY.replace(day=1) - timedelta(days=1)).replace(day=1), TODAY.replace(day=1)),
+        f"in {month_name}": (first, after_month), day.strftime("%Y-%m-%d"): (day, day + timedelta(days=1)),
+        "先月": ((TODAY.replace(day=1) - timedelta(days=1)).replace(day=1), TODAY.replace(day=1)),
+    }
+
+    async def body(c: Client):
+        found, _ = await c.ok("retrieve_memory", query="decisions", memory_type="decision", time="yesterday")
+        assert sorted(m["content"] for m in found["memories"]) == sorted(
+            c for c in when if c.startswith("We decided")), found
+        for phrase, span in spans.items():
+            expected = sorted((c for c, at in when.items() if in_range(at, span)), key=when.get, reverse=True)
+            found, text = await c.ok("retrieve_memory", query="anything", time=phrase, n_results=50)
+            got = [m["content"] for m in found["memories"]]
+            assert got == expected, (phrase, got, expected)
+            assert found["note"] and "newest" in found["note"] and text["note"] == found["note"], phrase
+        # words that match rank first within the range; the range's newest fill the rest, unmarked
+        found, _ = await c.ok("retrieve_memory", query="kitten shelter", time="this month", n_results=3)
+        kitten = "Adopted a grey kitten from the shelter"
+        if in_range(when[kitten], (TODAY.replace(day=1), None)):
+            assert found["memories"][0]["content"] == kitten and "note" not in found, found
+        found, _ = await c.ok("retrieve_memory", query="kitten shelter", time=(TODAY - timedelta(days=10)).strftime("%Y-%m-%d"))
+        assert [m["content"] for m in found["memories"]] == [kitten] and "note" not in found, found
+
+    run(home, body)
+
+
+def test_chinese_and_japanese_time_phrases():
+    now = datetime(2026, 11, 21, 5, 0, tzinfo=timezone.utc)  # a Saturday
+    expected = {
+        ("今日", "今天"): ("2026-11-21T00:00:00Z", None),
+        ("昨日", "昨天"): ("2026-11-20T00:00:00Z", "2026-11-21T00:00:00Z"),
+        ("一昨日", "前天"): ("2026-11-19T00:00:00Z", "2026-11-20T00:00:00Z"),
+        ("今週", "本周", "这周"): ("2026-11-16T00:00:00Z", None),
+        ("先週", "上周", "上星期"): ("2026-11-09T00:00:00Z", "2026-11-16T00:00:00Z"),
+        ("今月",): ("2026-11-01T00:00:00Z", None),
+        ("先月", "上个月"): ("2026-10-01T00:00:00Z", "2026-11-01T00:00:00Z"),
+        ("今年",): ("2026-01-01T00:00:00Z", None),
+        ("去年", "昨年"): ("2025-01-01T00:00:00Z", "2026-01-01T00:00:00Z"),
+        ("3日前", "三日前", "三天前", "３日前"): ("2026-11-17T00:00:00Z", "2026-11-20T00:00:00Z"),
+        ("两天前",): ("2026-11-18T00:00:00Z", "2026-11-21T00:00:00Z"),
+        ("二週間前", "2週間前"): ("2026-11-05T00:00:00Z", "2026-11-10T00:00:00Z"),
+        ("十日前",): ("2026-11-10T00:00:00Z", "2026-11-13T00:00:00Z"),
+    }
+    for phrases, span in expected.items():
+        for phrase in phrases:
+            found = parse_time_phrase(phrase, now)
+            assert found.iso() == span and not found.latest, phrase
+    assert parse_time_phrase("一か月前", now).iso() == ("2026-10-18T00:00:00Z", "2026-10-27T00:00:00Z")
+    assert parse_time_phrase("最新", now).latest and parse_time_phrase("最近", now).latest
+    # inside a query, as a substring; the rest of the query is what words are searched for
+    rest, found = split_time_phrase("先週の会議で決めたこと", now)
+    assert (rest, found.phrase) == ("の会議で決めたこと", "先週")
+    rest, found = split_time_phrase("上个月的旅行计划", now)
+    assert (rest, found.phrase) == ("的旅行计划", "上个月")
+    assert split_time_phrase("一昨日の打ち合わせ", now)[1].phrase == "一昨日"
+    assert split_time_phrase("日本周辺の地図", now)[1] is None, "日本周辺 is a place, not 本周 (this week)"
+    assert split_time_phrase("東京の旅行計画", now)[1] is None
+    rest, found = split_time_phrase("what did we work on last week", now)
+    assert rest == "what did we work on" and not found.absolute
+    assert parse_time_phrase("in October", now).absolute and parse_time_phrase("2026-11-11", now).absolute
+    assert parse_time_phrase("the day before yesterday", now).iso() == ("2026-11-19T00:00:00Z", "2026-11-20T00:00:00Z")
+    with pytest.raises(ValidationError, match="time:"):
+        parse_time_phrase("明後日", now)
