@@ -9,6 +9,8 @@ A refused edit raises before anything is written, so the file stays byte-identic
 
 from __future__ import annotations
 
+import fnmatch
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -50,11 +52,21 @@ class DocumentService:
     # -- reading -----------------------------------------------------------------------
 
     def list_entities(self, entity_glob: str = "*", *, library: str | None = None) -> list[dict[str, Any]]:
+        """Entities whose name matches the glob, or (in a Markdown library) whose file's path
+        does: `Daily/*` lists the notes in the folder Daily, `Daily/**` those below it too,
+        `*.md` every note (a glob without `/` is matched against a file's own name)."""
         glob = schema.validate_query(entity_glob or "*") or "*"
         store = self.store(library)
         paths = store.entity_paths() if hasattr(store, "entity_paths") else {}
+        if paths:
+            by_path = _path_glob(glob)
+            rows = [(n, t) for n, t in store.list_entities("*")
+                    if fnmatch.fnmatchcase(n.casefold(), glob.casefold())
+                    or (name_key(n) in paths and by_path(paths[name_key(n)]))]
+        else:
+            rows = store.list_entities(glob)
         return [{"name": n, "entity_type": t, **({"path": paths[name_key(n)]} if name_key(n) in paths else {})}
-                for n, t in store.list_entities(glob)]
+                for n, t in rows]
 
     def _texts(self, names: Sequence[str], library: str | None) -> tuple[list[tuple[str, str]], list[str]]:
         """(name, document text) for the names that exist, and the missing names."""
@@ -231,6 +243,44 @@ class DocumentService:
             return md.remove_empty_section(edited, toc)
 
         return self._edit_manual(library, "delete_manual_section", change, {"section": toc, "removed": deleting_content})
+
+
+def _path_glob(glob: str) -> Callable[[str], bool]:
+    """A test of a note's path (`Daily/2026-11-01.md`) against a glob, case-insensitively: `*` and
+    `?` stay within a folder, `**` crosses folders, `[abc]` is a class; a glob ending in `/`
+    means everything below it. A glob without `/` is matched against the file name, with or
+    without `.md`; one with `/`, against the whole path from the library folder."""
+    g = glob.casefold().removeprefix("./") + ("**" if glob.endswith("/") else "")
+    out, i = [], 0
+    while i < len(g):
+        if g.startswith("**/", i):
+            out.append("(?:.*/)?")
+            i += 3
+        elif g.startswith("**", i):
+            out.append(".*")
+            i += 2
+        elif g[i] == "*":
+            out.append("[^/]*")
+            i += 1
+        elif g[i] == "?":
+            out.append("[^/]")
+            i += 1
+        elif g[i] == "[" and (j := g.find("]", i + 2)) > 0:
+            inner = g[i + 1:j]
+            out.append("[" + ("^" + re.escape(inner[1:]) if inner[0] == "!" else re.escape(inner)).replace("\\-", "-") + "]")
+            i = j + 1
+        else:
+            out.append(re.escape(g[i]))
+            i += 1
+    pattern = re.compile("".join(out), re.DOTALL)
+    whole = "/" in glob
+
+    def test(path: str) -> bool:
+        p = path.casefold()
+        candidates = [p] if whole else [p.rsplit("/", 1)[-1]]
+        return any(pattern.fullmatch(c) or pattern.fullmatch(c.removesuffix(".md")) for c in candidates)
+
+    return test
 
 
 def _within_section(text: str, heading: str, change: Callable[[str], str]) -> str:

@@ -14,6 +14,7 @@ import unicodedata
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
+from functools import lru_cache
 from itertools import accumulate, groupby
 
 import yaml
@@ -54,6 +55,9 @@ class EntityDocument:
     modified: str | None = None
     extra: list[str] = field(default_factory=list)
     dates: dict[str, str] = field(default_factory=dict)  # observation -> when memloci wrote it
+    # Links in the values of unknown front-matter keys, as (key, target): `company: "[[Globex]]"`
+    # is a relation `company` to Globex. Their text lives in `extra`, never rendered twice.
+    links: list[tuple[str, str]] = field(default_factory=list)
 
 
 def observation_line(text: str, date: str | None = None) -> str:
@@ -224,6 +228,39 @@ def _str_list(value: object, key: str) -> list[str]:
     return [] if value is None else [_text(value, key)]
 
 
+def _tags(value: object) -> list[str]:
+    """Front-matter tags as Obsidian reads them: a list, or one string of tags separated by
+    commas or spaces; a leading `#` is not part of the tag (`tags: "#a, b/c"` -> a, b/c)."""
+    raw = _str_list(value, "tags")
+    if isinstance(value, str):
+        raw = re.split(r"[,\s]+", value)
+    out: dict[str, str] = {}
+    for t in raw:
+        t = t.strip().removeprefix("#").strip()
+        if t:
+            out.setdefault(t.casefold(), t)
+    return list(out.values())
+
+
+def property_links(data: object) -> list[tuple[str, str]]:
+    """(key, target) of each `[[link]]` in the string values (or lists of strings) of front-matter
+    keys memloci does not know: `people: ["[[Anna]]", "[[Bob|Bobby]]"]` -> people->Anna, people->Bob.
+    `[[Target#Heading]]`, `[[Target|label]]` and `[[folder/Target.md]]` point at Target."""
+    out: dict[tuple[str, str], tuple[str, str]] = {}
+    if not isinstance(data, dict):
+        return []
+    for key, value in data.items():
+        if str(key) in KNOWN_KEYS:
+            continue
+        for v in value if isinstance(value, list) else [value]:
+            if isinstance(v, str):
+                for m in _WIKILINK.finditer(v):
+                    t = _stem(_target(m.group(1))[1])
+                    if t:
+                        out.setdefault((str(key), _fold(t)), (str(key), t))
+    return list(out.values())
+
+
 def _relations(value: object) -> list[tuple[str, str]]:
     rule = "expected a list of {type: uses, to: fastapi} or a mapping like {uses: [fastapi]}"
     if value is None:
@@ -325,8 +362,9 @@ def parse_document(text: str, *, fallback_name: str) -> EntityDocument:
         name=scalar("name", title or fallback_name) or fallback_name,
         entity_type=_text(data["type"], "type") if data.get("type") is not None else "note",
         aliases=_str_list(data.get("aliases"), "aliases"),
-        tags=_str_list(data.get("tags"), "tags"),
+        tags=_tags(data.get("tags")),
         relations=_relations(data.get("relations")),
+        links=property_links(data),
         observations=observations,
         body="".join(lines[i:]),
         created=scalar("created", None),
@@ -336,8 +374,16 @@ def parse_document(text: str, *, fallback_name: str) -> EntityDocument:
     )
 
 
+# Words, single spaces between: plain in YAML unless a word YAML 1.1 reads as a bool or null.
+_PLAIN_SCALAR = re.compile(r"[A-Za-z][A-Za-z0-9_-]*(?: [A-Za-z0-9_-]+)*\Z")
+_YAML_WORDS = frozenset({"yes", "no", "true", "false", "on", "off", "null", "y", "n"})
+
+
+@lru_cache(maxsize=4096)  # types, relation types and dates repeat across a batch of files
 def _scalar(value: str) -> str:
     """A YAML scalar, quoted only when YAML needs it; safe inside flow lists and maps too."""
+    if _PLAIN_SCALAR.match(value) and value.casefold() not in _YAML_WORDS:
+        return value  # what safe_dump gives for these (tested), at a hundredth of its cost
     out = yaml.safe_dump([value], default_flow_style=True, allow_unicode=True, width=_WIDE).strip()
     if "\n" in out:  # a multi-line string: escape its breaks rather than fold them
         out = yaml.safe_dump([value], default_flow_style=True, default_style='"', allow_unicode=True,
@@ -345,6 +391,7 @@ def _scalar(value: str) -> str:
     return out[1:-1]
 
 
+@lru_cache(maxsize=256)
 def _timestamp(value: str) -> str:
     # Plain, as in DESIGN.md, when YAML reads it back to this same ISO text.
     try:
@@ -386,8 +433,8 @@ def render_document(doc: EntityDocument) -> str:
     return "".join(fm) + f"---\n# {title}\n" + (f"\n{body}\n" if body else "")
 
 
-def _links(text: str) -> Iterator[re.Match]:
-    """Wikilink matches outside fenced code and inline code spans."""
+def _prose(text: str) -> Iterator[tuple[int, int]]:
+    """(start, end) of the stretches of text outside fenced code and inline code spans."""
     lines = _LINES.findall(text)
     code = _code_flags([line.rstrip("\r\n") for line in lines])
     offsets = list(accumulate(map(len, lines), initial=0))
@@ -411,9 +458,15 @@ def _links(text: str) -> Iterator[re.Match]:
             if j is None:  # an unmatched run is literal text
                 r += 1
                 continue
-            yield from _WIKILINK.finditer(text, cur, runs[r].start())
+            yield cur, runs[r].start()
             cur, r = runs[j].end(), j + 1
-        yield from _WIKILINK.finditer(text, cur, end)
+        yield cur, end
+
+
+def _links(text: str) -> Iterator[re.Match]:
+    """Wikilink matches outside fenced code and inline code spans."""
+    for start, end in _prose(text):
+        yield from _WIKILINK.finditer(text, start, end)
 
 
 def _target(raw: str) -> tuple[int, str]:

@@ -13,7 +13,7 @@ import re
 import yaml
 
 from ..errors import ValidationError
-from .document import _scalar, _text
+from .document import _WIKILINK, _scalar, _stem, _target, _text
 
 _LINES = re.compile(r"[^\n]*\n|[^\n]+")
 _KEY_LINE = re.compile(r"(\"[^\"\n]*\"|'[^'\n]*'|[^\s:#\-][^:\n]*):(?:[ \t]|$)")
@@ -134,9 +134,10 @@ def _render_list(key: str, values: list[str], indent: str | None) -> str:
     return f"{key}:\n" + "".join(f"{indent}- {scalar(v)}\n" for v in values)
 
 
-def set_list(yaml_text: str, key: str, values: list[str]) -> str:
+def set_list(yaml_text: str, key: str, values: list[str], item_text=lambda s: s) -> str:
     """Make `key` list exactly `values`: kept items keep their spelling and lines, dropped
-    ones lose theirs, new ones are appended in the list's own style."""
+    ones lose theirs, new ones are appended in the list's own style. `item_text` reads an
+    item as the parser does (a tag `"#a"` is `a`), so a kept item is recognized."""
     lines = _LINES.findall(yaml_text)
     if lines and not lines[-1].endswith("\n"):
         lines[-1] += "\n"
@@ -156,7 +157,7 @@ def set_list(yaml_text: str, key: str, values: list[str]) -> str:
         raw = _flow_items(inner)
         kept = []
         for item in raw:
-            text = _as_text(item.strip())
+            text = item_text(_as_text(item.strip()))
             if text in wanted:
                 wanted.remove(text)
                 kept.append(item)
@@ -172,7 +173,7 @@ def set_list(yaml_text: str, key: str, values: list[str]) -> str:
         keep_lines = []
         for n, i in enumerate(items):
             stop = items[n + 1] if n + 1 < len(items) else end
-            text = _as_text(lines[i].strip()[1:].strip())
+            text = item_text(_as_text(lines[i].strip()[1:].strip()))
             if text in wanted:
                 wanted.remove(text)
                 keep_lines.extend(range(i, stop))
@@ -183,7 +184,7 @@ def set_list(yaml_text: str, key: str, values: list[str]) -> str:
             return "".join(lines[:first] + [head.rstrip("\n").rstrip() + " []\n"] + lines[end:])
         return "".join(lines[:first + 1] + body + lines[end:])
     # A single scalar (`tags: python`): becomes a flow list if it must hold more or other.
-    if values == [_as_text(value.strip())]:
+    if values == [item_text(_as_text(value.strip()))]:
         return yaml_text
     new_head = head[:len(head) - len(after)] + " " + (
         f"[{', '.join(scalar(v) for v in values)}]" if len(values) != 1 else scalar(values[0])) + comment + "\n"
@@ -324,3 +325,69 @@ def rename_relation_targets(yaml_text: str, old: str, new: str, key_of=str.casef
         else:
             lines[i] = re.sub(r"(\bto\s*:\s*)(\"[^\"]*\"|'[^']*'|[^,}\n#]+?)(\s*(?:[,}]|#|\n|$))", swap, lines[i])
     return "".join(lines)
+
+
+def _holds_link(raw: str, key: str, target: str, key_of) -> bool:
+    """Whether one YAML value (`"[[Anna|A.]]"`) is a link to `target`. A link to it with other
+    text around it, or beside other links, is refused: removing it alone would rewrite a
+    person's sentence."""
+    loaded = _load(raw.strip()) if raw.strip() else None
+    if not isinstance(loaded, str):
+        return False
+    hits = [m for m in _WIKILINK.finditer(loaded) if key_of(_stem(_target(m.group(1))[1])) == key_of(target)]
+    if not hits:
+        return False
+    if len(hits) > 1 or _WIKILINK.sub("", loaded).strip():
+        raise ValidationError(
+            f"{key}: the link [[{target}]] is part of the text {loaded!r}; memloci removes a front-matter link "
+            "only when it is the whole value or a whole list item (nothing was changed)",
+            hint=f"Edit the '{key}:' line of the note by hand, or with replace_entity_content.")
+    return True
+
+
+def drop_link(yaml_text: str, key: str, target: str, key_of=str.casefold) -> str:
+    """Remove the `[[target]]` link from the value of `key`, every other byte kept: the list
+    item that holds it, or the whole key when it held only that link."""
+    lines = _LINES.findall(yaml_text)
+    if lines and not lines[-1].endswith("\n"):
+        lines[-1] += "\n"
+    block = next((b for b in _blocks("".join(lines)) if b[0] == key), None)
+    if block is None:
+        return yaml_text
+    _, first, end = block
+    head = lines[first]
+    colon = head.index(":", len(head) - len(head.lstrip()) if not head.startswith(("'", '"'))
+                       else head.index(head[0], 1))
+    after = head[colon + 1:].rstrip("\n")
+    value, comment = _value_and_comment(after)
+    whole_key = "".join(lines[:first] + lines[end:])
+    if value.strip().startswith("[") and value.strip().endswith("]"):  # flow list: [a, "[[b]]"]
+        inner = value.strip()[1:-1]
+        raw = _flow_items(inner)
+        kept = [item for item in raw if not _holds_link(item, key, target, key_of)]
+        if len(kept) == len(raw):
+            return yaml_text
+        if not kept:
+            return whole_key
+        sep = "," if len(raw) > 1 and not raw[1].startswith((" ", "\t")) else ", "
+        pad = " " if inner.startswith(" ") and inner.endswith(" ") and inner.strip() else ""
+        lead = value[:len(value) - len(value.lstrip())] or " "
+        lines[first] = head[:colon + 1] + f"{lead}[{pad}{sep.join(k.strip() for k in kept)}{pad}]" + comment + "\n"
+        return "".join(lines)
+    if not value.strip():  # block list: one `- item` per line
+        items = [i for i in range(first + 1, end) if _ITEM.match(lines[i])]
+        drop = set()
+        for n, i in enumerate(items):
+            stop = items[n + 1] if n + 1 < len(items) else end
+            if _holds_link(lines[i].strip()[1:], key, target, key_of):
+                drop.update(range(i, stop))
+        if not drop:
+            return yaml_text
+        if len(drop) == len([i for i in range(first + 1, end) if lines[i].strip()
+                             and not lines[i].lstrip().startswith("#")]) and set(items) <= drop:
+            return whole_key
+        return "".join(line for i, line in enumerate(lines) if i not in drop)
+    # One value (and its continuation lines, if it is folded over several).
+    if _holds_link("".join([value] + [x for x in lines[first + 1:end]]), key, target, key_of):
+        return whole_key
+    return yaml_text

@@ -25,6 +25,7 @@ from .document import (
     rewrite_wikilinks,
     wikilinks,
 )
+from .obsidian import tag_text
 
 LINKS_TO = "links_to"
 
@@ -159,14 +160,21 @@ def _patch_front_matter(text: str, want: Wanted, fallback_name: str, key_of) -> 
         text = fm.with_front_matter(text, lambda y: fm.set_scalar(y, "type", doc.entity_type))
     for key, old, new in (("aliases", have.aliases, doc.aliases), ("tags", have.tags, doc.tags)):
         if old != new and (new or present(key)):
-            text = fm.with_front_matter(text, lambda y, k=key, v=new: fm.set_list(y, k, list(v)))
+            norm = tag_text if key == "tags" else (lambda s: s)
+            text = fm.with_front_matter(text, lambda y, k=key, v=new, n=norm: fm.set_list(y, k, list(v), n))
     own = key_of(doc.name)
     linked = {key_of(t) for t in wikilinks(have.body)}
-    written = {(t, key_of(to)) for t, to in have.relations}
+    written = {(t, key_of(to)) for t, to in [*have.relations, *have.links]}
     index = {(t, key_of(to)): to for t, to in want.relations if not (t == LINKS_TO and key_of(to) == own)}
     remove = [(t, to) for t, to in have.relations if (t, key_of(to)) not in index]
     add = [(t, to) for (t, k), to in index.items()
            if (t, k) not in written and not (t == LINKS_TO and k in linked)]
     if remove or add:
         text = fm.with_front_matter(text, lambda y: fm.edit_relations(y, remove, add, key_of))
+    # A link in a front-matter value (`company: "[[Acme]]"`) goes only when the relation is
+    # gone from the index and its key's text from the entity's kept front matter (delete_relations).
+    kept = {(t, key_of(to)) for t, to in doc.links}
+    for k, to in have.links:
+        if (k, key_of(to)) not in index and (k, key_of(to)) not in kept:
+            text = fm.with_front_matter(text, lambda y, k=k, to=to: fm.drop_link(y, k, to, key_of))
     return text

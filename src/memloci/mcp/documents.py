@@ -67,7 +67,8 @@ def register(server: Any, service: MemoryService) -> None:
         return reply({"libraries": service.list_libraries()})
 
     def list_entities(
-        entity_glob: Annotated[str, Field(description="Glob over names, case-insensitive: 'project-*', '*auth*'")] = "*",
+        entity_glob: Annotated[str, Field(description="Glob over names, case-insensitive: 'project-*', '*auth*'; in a Markdown "
+                                                     "library also over file paths: 'Daily/*', 'Daily/**', '*.md'")] = "*",
         library: Library = None, library_name: LibraryName = None,
         project_path: ProjectPath = None, confirm_new_project_root: ConfirmRoot = None,
     ) -> Annotated[CallToolResult, Out]:
@@ -180,7 +181,9 @@ def register(server: Any, service: MemoryService) -> None:
     tools = [
         (list_libraries, ro, "The mounted libraries: name, kind (sqlite, markdown), path, counts, files that "
                              "could not be parsed. Pass a name as `library` to other tools."),
-        (list_entities, ro, "Entity names matching a glob (also the way to check that a name exists).\n"
+        (list_entities, ro, "Entity names matching a glob (also the way to check that a name exists). In a "
+                            "Markdown library the glob also matches file paths: 'Daily/*' lists the notes in the "
+                            "folder Daily, 'Daily/**' those below it too.\n"
                             'Example: {"entity_glob": "project-*"}'),
         (read_entities, ro, "Whole entity documents (front matter + Markdown body). Prefer get_entities_toc and "
                             "read_entities_sections for long ones.\nExample: {\"entity_names\": [\"python-project\"]}"),

@@ -545,6 +545,7 @@ class SQLiteStore(SQLiteGraphReads, SQLiteMemories, SQLitePassages, SQLiteDocume
                 )
                 if cur.rowcount:
                     deleted.append(Relation(a[1], r.relation_type, b[1]))
+                    self._drop_property_link(conn, a[0], r.relation_type, b[1])  # `key: "[[to]]"` in its front matter
             if deleted:
                 self._journal(
                     conn, origin, "delete_relations",

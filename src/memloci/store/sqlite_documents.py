@@ -29,12 +29,15 @@ from ..markdown.document import (
     rewrite_wikilinks,
     wikilinks,
 )
+from ..markdown.frontmatter import drop_link
+from ..markdown.obsidian import all_tags, block_links
 from ..model import Relation, RelationInput, name_key, now_iso
 from ..search import lexical
 from .sqlite_memories import insert_memory
 
 LINKS_TO = "links_to"
 EXTRA_KEY = "frontmatter_extra"  # entity metadata: front matter keys memloci does not know, verbatim
+BODY_TAGS = "body_tags"  # entity metadata: the tags only the body's `#tags` give (not in front matter)
 
 
 def _marks(n: int) -> str:
@@ -80,17 +83,24 @@ class SQLiteDocuments:
     def _document(self, conn: sqlite3.Connection, entity_id: int) -> EntityDocument:
         entity = self._load_entities(conn, [entity_id])[entity_id]
         linked = {name_key(t) for t in wikilinks(entity.body)}
+        extra = list(entity.metadata.get(EXTRA_KEY, []))
+        links = block_links(extra)
+        in_values = {(k, name_key(t)) for k, t in links}
         relations = [(t, to) for t, to in conn.execute(
             """SELECT r.relation_type, e.name FROM relations r JOIN entities e ON e.id = r.to_id
                WHERE r.from_id = ? ORDER BY r.created_at, r.relation_type, e.name_key""", (entity_id,))]
         relations += conn.execute("SELECT relation_type, target FROM pending_links WHERE from_id = ? "
                                   "ORDER BY relation_type, target_key", (entity_id,)).fetchall()
         # A link written in the body is not repeated in the front matter.
-        relations = [(t, to) for t, to in relations if not (t == LINKS_TO and name_key(to) in linked)]
+        # Nor one held by a front-matter value (`company: "[[Acme]]"`): its key's text carries it.
+        relations = [(t, to) for t, to in relations
+                     if not (t == LINKS_TO and name_key(to) in linked) and (t, name_key(to)) not in in_values]
+        body_only = {t.casefold() for t in entity.metadata.get(BODY_TAGS, [])}
         return EntityDocument(
-            name=entity.name, entity_type=entity.entity_type, aliases=list(entity.aliases), tags=list(entity.tags),
+            name=entity.name, entity_type=entity.entity_type, aliases=list(entity.aliases),
+            tags=[t for t in entity.tags if t.casefold() not in body_only],
             relations=relations, observations=[o.content for o in entity.observations], body=entity.body,
-            created=entity.created_at, modified=entity.updated_at, extra=list(entity.metadata.get(EXTRA_KEY, [])),
+            created=entity.created_at, modified=entity.updated_at, extra=extra, links=links,
         )
 
     def check_document(self, doc: EntityDocument, field: str) -> None:
@@ -227,12 +237,16 @@ class SQLiteDocuments:
         key = name_key(doc.name)
         row = conn.execute("SELECT id, metadata FROM entities WHERE name_key = ?", (key,)).fetchone()
         metadata = json.loads(row[1]) if row else {}
-        if doc.extra:
-            metadata[EXTRA_KEY] = list(doc.extra)
-        else:
-            metadata.pop(EXTRA_KEY, None)
+        # The entity's tags are its front matter's and its body's `#tags`; which came from the body
+        # alone is kept, so the document (front matter) is rendered with its own tags only.
+        tags, body_only = all_tags(doc)
+        for meta_key, value in ((EXTRA_KEY, doc.extra), (BODY_TAGS, body_only)):
+            if value:
+                metadata[meta_key] = list(value)
+            else:
+                metadata.pop(meta_key, None)
         values = (doc.name, doc.entity_type, json.dumps(list(doc.aliases), ensure_ascii=False),
-                  json.dumps(list(doc.tags), ensure_ascii=False), json.dumps(metadata, ensure_ascii=False), doc.body)
+                  json.dumps(tags, ensure_ascii=False), json.dumps(metadata, ensure_ascii=False), doc.body)
         if row:
             entity_id = row[0]
             conn.execute("""UPDATE entities SET name = ?, entity_type = ?, aliases = ?, tags = ?, metadata = ?,
@@ -253,13 +267,15 @@ class SQLiteDocuments:
             if content not in have:
                 insert_memory(conn, entity_id, content, "observation", (), None, {},
                               doc.dates.get(content) or file_time or at)
-        # Outgoing relations: the front matter's and the body's links. A schema that lists its
-        # relation types makes links plain text, and (unless the text comes from files being
-        # read, which are never refused) wants both ends to exist and its cycles kept out.
+        # Outgoing relations: the front matter's, the body's links and the links in front-matter
+        # values (typed by their key). A schema that lists its relation types makes links plain
+        # text, and (unless the text comes from files being read, which are never refused) wants
+        # both ends to exist and its cycles kept out.
         typed = self.schema.relation_types is not None
         refusing = typed and not getattr(getattr(self, "_syncing", None), "on", False)
         wanted_rel: dict[tuple[str, str], str] = {}
-        for relation_type, target in [*doc.relations, *(() if typed else ((LINKS_TO, t) for t in wikilinks(doc.body)))]:
+        links = () if typed else [*((LINKS_TO, t) for t in wikilinks(doc.body)), *doc.links]
+        for relation_type, target in [*doc.relations, *links]:
             if relation_type == LINKS_TO and name_key(target) == key:
                 continue  # a note linking to itself is no relation
             wanted_rel.setdefault((relation_type, name_key(target)), target)
@@ -287,6 +303,23 @@ class SQLiteDocuments:
         conn.executemany("INSERT OR IGNORE INTO pending_links VALUES (?, ?, ?, ?)",
                          [(entity_id, rt, k, t) for (rt, k), t in wanted_rel.items() if k not in targets])
         return entity_id
+
+    def _drop_property_link(self, conn: sqlite3.Connection, entity_id: int, relation_type: str, target: str) -> None:
+        """A deleted relation that a front-matter value held (`company: "[[Acme]]"`) leaves that
+        value: the link's list item goes, or the key when it held only that link (the file
+        follows in a Markdown library). Refused, naming the key, when the link sits inside
+        other text; the caller's transaction then changes nothing."""
+        row = conn.execute("SELECT metadata FROM entities WHERE id = ?", (entity_id,)).fetchone()
+        meta = json.loads(row[0]) if row else {}
+        blocks = meta.get(EXTRA_KEY, [])
+        if not blocks or "[[" not in "".join(blocks):
+            return
+        new = [drop_link(b, relation_type, target, name_key) for b in blocks]
+        if new != blocks:
+            meta[EXTRA_KEY] = [b for b in new if b.strip()]
+            if not meta[EXTRA_KEY]:
+                del meta[EXTRA_KEY]
+            conn.execute("UPDATE entities SET metadata = ? WHERE id = ?", (json.dumps(meta, ensure_ascii=False), entity_id))
 
     @staticmethod
     def _link_pending(conn: sqlite3.Connection) -> list[int]:
@@ -432,9 +465,13 @@ class SQLiteDocuments:
                 conn.execute("""INSERT OR IGNORE INTO pending_links SELECT ?, relation_type, target_key, target
                                 FROM pending_links WHERE from_id = ?""", (target_id, sid))
             self._note_tail(name_key(target_name), body[len(into.body.rstrip("\n")):])
-            conn.execute("UPDATE entities SET aliases = ?, tags = ?, body = ?, updated_at = ? WHERE id = ?",
-                         (json.dumps(aliases, ensure_ascii=False), json.dumps(tags, ensure_ascii=False), body,
-                          now_iso(), target_id))
+            every_tag, body_only = all_tags(EntityDocument(target_name, tags=tags, body=body))
+            meta = json.loads(conn.execute("SELECT metadata FROM entities WHERE id = ?", (target_id,)).fetchone()[0])
+            meta.pop(BODY_TAGS, None)
+            meta.update({BODY_TAGS: body_only} if body_only else {})
+            conn.execute("UPDATE entities SET aliases = ?, tags = ?, metadata = ?, body = ?, updated_at = ? WHERE id = ?",
+                         (json.dumps(aliases, ensure_ascii=False), json.dumps(every_tag, ensure_ascii=False),
+                          json.dumps(meta, ensure_ascii=False), body, now_iso(), target_id))
             if self.schema.acyclic:  # relations moved onto the target may close a cycle through it
                 for rt, to in conn.execute("SELECT relation_type, to_id FROM relations WHERE from_id = ? "
                                            f"AND to_id NOT IN ({_marks(len(source_ids))})",

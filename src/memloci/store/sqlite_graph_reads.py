@@ -49,13 +49,32 @@ class SQLiteGraphReads:
         return GraphPage(tuple(entities.values()), tuple(relations), total, offset, offset + len(ids) < total)
 
     def open_entities(self, names: Sequence[str]) -> Graph:
+        """The entities named, or else holding the name as an alias (`aliases: [Anna]`); a name
+        wins over an alias, and an alias two entities claim opens both (the reply shows which)."""
         with self._read() as conn:
-            ids = self._resolve(conn, names)
+            ids = {k: [v[0]] for k, v in self._resolve(conn, names).items()}
+            ids.update(self._alias_holders(conn, [n for n in names if name_key(n) not in ids]))
             # Reply in the order asked, each entity once.
-            ordered = list(dict.fromkeys(ids[k][0] for k in (name_key(n) for n in names) if k in ids))
+            ordered = list(dict.fromkeys(i for k in (name_key(n) for n in names) if k in ids for i in ids[k]))
             entities = self._load_entities(conn, ordered)
             relations = self._relations_touching(conn, ordered)
         return Graph(tuple(entities.values()), tuple(relations))
+
+    @staticmethod
+    def _alias_holders(conn, names: Sequence[str]) -> dict[str, list[int]]:
+        """name_key -> ids of the entities listing that name among their aliases (case-insensitive,
+        NFC), oldest first. Only asked for names no entity has, so most opens never scan."""
+        keys = {name_key(n) for n in names}
+        if not keys:
+            return {}
+        found: dict[str, list[int]] = {}
+        for entity_id, alias in conn.execute(
+                "SELECT e.id, j.value FROM entities e, json_each(e.aliases) j "
+                "WHERE e.aliases != '[]' AND typeof(j.value) = 'text' ORDER BY e.id"):
+            key = name_key(alias)
+            if key in keys and entity_id not in found.get(key, []):
+                found.setdefault(key, []).append(entity_id)
+        return found
 
     def search_entities(self, query: str, *, limit: int,
                         extra: Sequence[tuple[str, float, str]] = ()) -> SearchResult:
