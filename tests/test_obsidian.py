@@ -217,3 +217,40 @@ def test_sqlite_library_reads_and_edits_the_same_way(sqlite):
     service.rename_entity("Anna Smith", "Anna Jones")
     assert 'people: ["[[Anna Jones]]"]\n' in service.read_entities(["Bob"])["entities"][0]["content"]
     assert rels(service, from_entity="Bob") == {("Bob", "people", "Anna Jones")}
+
+
+def test_links_written_to_an_alias_reach_the_entity(vault):
+    service, folder, original = vault
+    note = (b'---\nclient: "[[acme]]"\nrelations:\n  - {type: knows, to: Crew}\n---\n'
+            b"See [[ACME Inc.]], [[books]] and [[Zed]].\n")
+    (folder / "Note.md").write_bytes(note)
+    service.store("v").sync()
+    assert rels(service, from_entity="Note") == {
+        ("Note", "client", "Acme Corp"), ("Note", "knows", "Team"), ("Note", "links_to", "Acme Corp"),
+        ("Note", "links_to", "Reading list")}
+    # A link waits for the alias as it waits for a name; the linking note is not written.
+    service.add_entities([NewEntityDocument("Zed Person", content="---\naliases: [Zed]\n---\nZed.\n")])
+    assert ("Note", "links_to", "Zed Person") in rels(service, from_entity="Note")
+    # Writing the note changes only what the call is about: no relation is repeated in its front matter.
+    service.create_relations([RelationInput("Note", "met", "Crew")])
+    expected = {**original, "Note.md": note.replace(b"to: Crew}\n", b"to: Crew}\n  - {type: met, to: Team}\n")}
+    check(folder, {**expected, "Zed Person.md": files(folder)["Zed Person.md"]})
+    # Deleting the relation a value holds through an alias removes that value.
+    service.delete_relations([RelationInput("Note", "client", "Acme Corp")])
+    expected["Note.md"] = expected["Note.md"].replace(b'client: "[[acme]]"\n', b"")
+    check(folder, {**expected, "Zed Person.md": files(folder)["Zed Person.md"]})
+    service.store("v").rebuild_index()
+    assert ("Note", "client", "Acme Corp") not in rels(service, from_entity="Note")
+    assert ("Note", "met", "Team") in rels(service, from_entity="Note")
+
+
+def test_sqlite_links_to_an_alias(sqlite):
+    service = sqlite
+    service.add_entities([NewEntityDocument("Anna Smith", content="---\naliases: [Anna]\n---\nHi.\n"),
+                          NewEntityDocument("Bob", content='---\nboss: "[[anna]]"\n---\nWorks with [[Anna]].\n')])
+    assert rels(service, from_entity="Bob") == {("Bob", "boss", "Anna Smith"), ("Bob", "links_to", "Anna Smith")}
+    assert "relations" not in service.read_entities(["Bob"])["entities"][0]["content"]
+    created, _ = service.create_relations([RelationInput("anna", "knows", "Bob")])
+    assert [(r.from_entity, r.to_entity) for r in created] == [("Anna Smith", "Bob")]
+    service.delete_relations([RelationInput("Bob", "boss", "Anna")])
+    assert "boss" not in service.read_entities(["Bob"])["entities"][0]["content"]

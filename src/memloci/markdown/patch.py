@@ -69,6 +69,8 @@ class Wanted:
     renames: list[tuple[str, str]]  # (old, new) names renamed in this change
     tail: str = ""  # text appended to the body (a merge)
     stamp: str | None = None  # set `modified:` in place to this (files memloci created)
+    # name keys of link texts -> the key of the entity they reach by an alias (`[[Anna]]`)
+    resolve: Callable[[list[str]], dict[str, str]] | None = None
 
 
 def patch_document(text: str, want: Wanted, *, fallback_name: str, key_of: Callable[[str], str],
@@ -163,10 +165,17 @@ def _patch_front_matter(text: str, want: Wanted, fallback_name: str, key_of) -> 
             norm = tag_text if key == "tags" else (lambda s: s)
             text = fm.with_front_matter(text, lambda y, k=key, v=new, n=norm: fm.set_list(y, k, list(v), n))
     own = key_of(doc.name)
-    linked = {key_of(t) for t in wikilinks(have.body)}
-    written = {(t, key_of(to)) for t, to in [*have.relations, *have.links]}
+    body_links = wikilinks(have.body)
+    texts = [*body_links, *(to for _, to in [*have.relations, *have.links])]
+    alias = want.resolve(texts) if want.resolve and texts else {}
+
+    def reach(name: str) -> str:  # the entity a text in the file names, by name or by an alias
+        return alias.get(key_of(name), key_of(name))
+
+    linked = {reach(t) for t in body_links}
+    written = {(t, reach(to)) for t, to in [*have.relations, *have.links]}
     index = {(t, key_of(to)): to for t, to in want.relations if not (t == LINKS_TO and key_of(to) == own)}
-    remove = [(t, to) for t, to in have.relations if (t, key_of(to)) not in index]
+    remove = [(t, to) for t, to in have.relations if (t, reach(to)) not in index]
     add = [(t, to) for (t, k), to in index.items()
            if (t, k) not in written and not (t == LINKS_TO and k in linked)]
     if remove or add:
@@ -175,6 +184,6 @@ def _patch_front_matter(text: str, want: Wanted, fallback_name: str, key_of) -> 
     # gone from the index and its key's text from the entity's kept front matter (delete_relations).
     kept = {(t, key_of(to)) for t, to in doc.links}
     for k, to in have.links:
-        if (k, key_of(to)) not in index and (k, key_of(to)) not in kept:
+        if (k, reach(to)) not in index and (k, key_of(to)) not in kept:
             text = fm.with_front_matter(text, lambda y, k=k, to=to: fm.drop_link(y, k, to, key_of))
     return text

@@ -423,7 +423,8 @@ class MarkdownStore(MarkdownUndo, MarkdownScan, SQLiteStore):
                     (entity_id, entity_id)).fetchall()
                 lf, style = patch.decode(source)
                 want = patch.Wanted(doc, relations, list(getattr(self._verbatim, "renames", [])),
-                                    getattr(self._verbatim, "tails", {}).get(key, ""), now_iso() if ours else None)
+                                    getattr(self._verbatim, "tails", {}).get(key, ""), now_iso() if ours else None,
+                                    resolve=lambda texts: self._alias_keys(conn, texts))  # `[[alias]]` links
                 text = patch.encode(patch.patch_document(lf, want, fallback_name=Path(old or rel).stem, key_of=name_key,
                                                          new_stem=Path(rel).stem),
                                     style).decode("utf-8")

@@ -416,7 +416,7 @@ class SQLiteStore(SQLiteGraphReads, SQLiteMemories, SQLitePassages, SQLiteDocume
         created: list[Relation] = []
         existing: list[Relation] = []
         with self._write() as conn:
-            ids = self._resolve(conn, [n for r in relations for n in (r.from_entity, r.to_entity)])
+            ids = self._resolve_names(conn, [n for r in relations for n in (r.from_entity, r.to_entity)])  # or an alias
             missing = list(dict.fromkeys(
                 n for r in relations for n in (r.from_entity, r.to_entity) if name_key(n) not in ids
             ))
@@ -533,7 +533,7 @@ class SQLiteStore(SQLiteGraphReads, SQLiteMemories, SQLitePassages, SQLiteDocume
     def delete_relations(self, relations: Sequence[RelationInput], *, origin: str) -> list[Relation]:
         deleted: list[Relation] = []
         with self._write() as conn:
-            ids = self._resolve(conn, [n for r in relations for n in (r.from_entity, r.to_entity)])
+            ids = self._resolve_names(conn, [n for r in relations for n in (r.from_entity, r.to_entity)])  # or an alias
             for r in relations:
                 a, b = ids.get(name_key(r.from_entity)), ids.get(name_key(r.to_entity))
                 if a is None or b is None:

@@ -93,6 +93,12 @@ class SQLiteDocuments:
                                   "ORDER BY relation_type, target_key", (entity_id,)).fetchall()
         # A link written in the body is not repeated in the front matter.
         # Nor one held by a front-matter value (`company: "[[Acme]]"`): its key's text carries it.
+        # A text that reaches its entity through an alias (`[[Anna]]`) counts as that entity's name.
+        named = {name_key(to) for _, to in relations}
+        texts = [t for t in [*wikilinks(entity.body), *(t for _, t in links)] if name_key(t) not in named]
+        alias = self._alias_keys(conn, texts) if texts else {}
+        linked |= {alias[k] for k in linked if k in alias}
+        in_values |= {(rt, alias[k]) for rt, k in in_values if k in alias}
         relations = [(t, to) for t, to in relations
                      if not (t == LINKS_TO and name_key(to) in linked) and (t, name_key(to)) not in in_values]
         body_only = {t.casefold() for t in entity.metadata.get(BODY_TAGS, [])}
@@ -304,6 +310,29 @@ class SQLiteDocuments:
                          [(entity_id, rt, k, t) for (rt, k), t in wanted_rel.items() if k not in targets])
         return entity_id
 
+    def _resolve_names(self, conn: sqlite3.Connection, names: Sequence[str]) -> dict[str, tuple[int, str]]:
+        """`_resolve`, and a name no entity has reaches the one entity listing it as an alias."""
+        found = self._resolve(conn, names)
+        rest = [n for n in names if name_key(n) not in found]
+        for key, ids in (self._alias_holders(conn, rest) if rest else {}).items():
+            if len(ids) == 1:
+                found[key] = (ids[0], conn.execute("SELECT name FROM entities WHERE id = ?", (ids[0],)).fetchone()[0])
+        return found
+
+    def _alias_keys(self, conn: sqlite3.Connection, texts: Sequence[str]) -> dict[str, str]:
+        """name_key of a link's text -> name_key of the entity it reaches through an alias, for
+        the texts no entity is named (so a note's `[[Anna]]` is seen as its relation to Anna Smith)."""
+        keys = {name_key(t) for t in texts if t.strip()}
+        if not keys:
+            return {}
+        named = {k for k, _ in self._resolve(conn, list(keys)).items()}
+        holders = self._alias_holders(conn, list(keys - named)) if keys - named else {}
+        out = {}
+        for key, ids in holders.items():
+            if len(ids) == 1:
+                out[key] = name_key(conn.execute("SELECT name FROM entities WHERE id = ?", (ids[0],)).fetchone()[0])
+        return out
+
     def _drop_property_link(self, conn: sqlite3.Connection, entity_id: int, relation_type: str, target: str) -> None:
         """A deleted relation that a front-matter value held (`company: "[[Acme]]"`) leaves that
         value: the link's list item goes, or the key when it held only that link (the file
@@ -314,7 +343,12 @@ class SQLiteDocuments:
         blocks = meta.get(EXTRA_KEY, [])
         if not blocks or "[[" not in "".join(blocks):
             return
-        new = [drop_link(b, relation_type, target, name_key) for b in blocks]
+        alias = self._alias_keys(conn, [t for k, t in block_links(blocks) if k == relation_type])
+
+        def reach(text: str) -> str:  # `[[Anna]]` reaches Anna Smith through her alias
+            return alias.get(name_key(text), name_key(text))
+
+        new = [drop_link(b, relation_type, target, reach) for b in blocks]
         if new != blocks:
             meta[EXTRA_KEY] = [b for b in new if b.strip()]
             if not meta[EXTRA_KEY]:
@@ -326,6 +360,16 @@ class SQLiteDocuments:
         """Links whose target now exists become relations; the ids of their sources."""
         rows = conn.execute("""SELECT p.from_id, p.relation_type, e.id, p.target_key FROM pending_links p
                                JOIN entities e ON e.name_key = p.target_key""").fetchall()
+        # A link to a name no entity has, but one entity lists among its aliases, points at it
+        # (two entities claiming the alias: the link waits, nothing is guessed). One pass over the
+        # aliases, and only while links wait.
+        if conn.execute("SELECT 1 FROM pending_links LIMIT 1").fetchone():
+            rows += conn.execute("""
+                SELECT p.from_id, p.relation_type, a.id, p.target_key FROM pending_links p
+                JOIN (SELECT memloci_name_key(j.value) AS k, min(e.id) AS id FROM entities e, json_each(e.aliases) j
+                      WHERE e.aliases != '[]' AND typeof(j.value) = 'text'
+                      GROUP BY k HAVING count(DISTINCT e.id) = 1) a ON a.k = p.target_key
+                WHERE NOT EXISTS (SELECT 1 FROM entities x WHERE x.name_key = p.target_key)""").fetchall()
         if not rows:
             return []
         at = now_iso()
