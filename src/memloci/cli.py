@@ -541,12 +541,13 @@ def bench_graph(
     official_n: Annotated[Optional[int], typer.Option("--official-n", help="N for the official server (default: same N).")] = None,
     official_calls: Annotated[int, typer.Option("--official-calls", help="Timed calls per tool on the official server (it is slow at large N).")] = 30,
     out: Annotated[Path, typer.Option("--out", help="JSON results file.")] = Path("bench-results/graph.json"),
+    embedder: Annotated[str, typer.Option("--embedder", help="The server's embedder: none, or minilm to time the calls while it embeds the N x 3 observations.")] = "none",
 ) -> None:
     """Time each graph tool through a real MCP stdio round trip; p50/p95 per tool."""
     from .bench.graph import run
 
     run(n=n, calls=calls, vs_official=vs_official, official_n=official_n, official_calls=official_calls,
-        out=out, console=_console())
+        out=out, console=_console(), embedder=embedder)
 
 
 @bench_app.command("notes")

@@ -37,7 +37,10 @@ def _vocabulary(size: int, rng: random.Random) -> list[str]:
 
 
 class SyntheticGraph:
-    """A reproducible graph: entity i is `<Word> <i>` with three sentences of vocabulary words."""
+    """A reproducible graph: entity i is `<Word> <i>` with three sentences of vocabulary words;
+    every third entity's first sentence ends with COMMON_WORD, a word a third of them share."""
+
+    COMMON_WORD = "billing"
 
     def __init__(self, n: int, seed: int = SEED):
         self.n = n
@@ -53,7 +56,10 @@ class SyntheticGraph:
 
     def entity(self, i: int) -> tuple[str, str, tuple[str, ...]]:
         rng = random.Random(i * 7919 + SEED)
-        return self.name(i), self.types[i % len(self.types)], tuple(self.sentence(rng) for _ in range(3))
+        observations = [self.sentence(rng) for _ in range(3)]
+        if i % 3 == 0:
+            observations[0] += " " + self.COMMON_WORD
+        return self.name(i), self.types[i % len(self.types)], tuple(observations)
 
     def relation(self, i: int) -> tuple[str, str, str]:
         return self.name(i), ["knows", "uses", "owns", "depends_on"][i % 4], self.name((i * 7 + 1) % self.n)
@@ -83,8 +89,16 @@ def write_official_jsonl(graph: SyntheticGraph, path: Path) -> None:
             out.write(json.dumps({"type": "relation", "from": a, "to": b, "relationType": rel}) + "\n")
 
 
+def _typo(word: str) -> str:
+    """`word` with two letters in its middle swapped ("Babalozu" -> "Balbaozu")."""
+    k = len(word) // 2
+    return word[:k - 1] + word[k] + word[k - 1] + word[k + 1:] if len(word) >= 4 else word
+
+
 def workload(graph: SyntheticGraph, calls: int) -> list[tuple[str, dict[str, Any]]]:
-    """The timed calls, in order: the same list for every server."""
+    """The timed calls, in order: the same list for every server. A label's first word is the
+    tool; search_nodes is timed for three kinds of query (two words of one entity's
+    observations; the common word with a name, as "billing note97-1"; a name's word misspelled)."""
     rng = random.Random(SEED + 1)
     plan: list[tuple[str, dict[str, Any]]] = []
     for k in range(calls):
@@ -95,6 +109,8 @@ def workload(graph: SyntheticGraph, calls: int) -> list[tuple[str, dict[str, Any
             ("create_entities", {"entities": [{"name": f"Bench New {k}", "entityType": "note",
                                                "observations": [graph.sentence(rng) for _ in range(3)]}]}),
             ("search_nodes", {"query": f"{rng.choice(words)} {rng.choice(observations[1].split())}"}),
+            ("search_nodes common-word", {"query": f"{graph.COMMON_WORD} {graph.name(rng.randrange(graph.n))}"}),
+            ("search_nodes typo", {"query": _typo(graph.name(rng.randrange(graph.n)).split()[0])}),
             ("open_nodes", {"names": [name, graph.name(rng.randrange(graph.n))]}),
             ("read_graph", {"summary_mode": True, "limit": 100, "offset": rng.randrange(max(1, graph.n - 100))}),
             ("add_observations", {"observations": [{"entityName": name, "contents": [f"bench observation {k}"]}]}),
@@ -138,12 +154,14 @@ async def _time_server(command: list[str], env: dict[str, str], plan: list[tuple
             await session.initialize()
             await session.list_tools()
             ready = time.perf_counter() - started
-            for name, arguments in plan[:9]:  # warm-up: one call of each tool, untimed
-                await session.call_tool(name, {**arguments} if name != "create_entities" else
+            per_round = len(workload(SyntheticGraph(1), 1))
+            for name, arguments in plan[:per_round]:  # warm-up: one call of each kind, untimed
+                tool = name.split()[0]
+                await session.call_tool(tool, {**arguments} if tool != "create_entities" else
                                         {"entities": [{"name": "Bench Warmup", "entityType": "note", "observations": []}]})
             for name, arguments in plan:
                 t0 = time.perf_counter()
-                result = await session.call_tool(name, arguments)
+                result = await session.call_tool(name.split()[0], arguments)
                 elapsed = time.perf_counter() - t0
                 if result.is_error:
                     raise RuntimeError(f"{name} failed during the bench: {result.content[0].text[:300]}")
@@ -208,7 +226,7 @@ def _official_entry(cache: Path) -> list[str]:
 
 
 def run(*, n: int, calls: int, vs_official: bool, official_n: int | None, out: Path, console: Any,
-        official_calls: int = 30) -> dict[str, Any]:
+        official_calls: int = 30, embedder: str = "none") -> dict[str, Any]:
     import anyio
     from rich.progress import (
         BarColumn,
@@ -220,7 +238,7 @@ def run(*, n: int, calls: int, vs_official: bool, official_n: int | None, out: P
     from rich.table import Table
 
     results: dict[str, Any] = {
-        "bench": "graph", "n": n, "calls_per_tool": calls,
+        "bench": "graph", "n": n, "calls_per_tool": calls, "embedder": embedder,
         "machine": {"python": platform.python_version(), "cpus": os.cpu_count(), "platform": platform.platform()},
     }
     work = Path(tempfile.mkdtemp(prefix="memloci-bench-"))
@@ -235,9 +253,10 @@ def run(*, n: int, calls: int, vs_official: bool, official_n: int | None, out: P
             build_library(graph, db, lambda k: progress.advance(task, k))
             results["build_s"] = round(time.perf_counter() - t0, 2)
 
-            # Graph tools do not use vectors (search_nodes only when words fall short); without this
-            # the server would spend the run embedding the N x 3 observations in the background.
-            env = {**os.environ, "MEMLOCI_LIBRARIES": f"bench:{db}", "MEMLOCI_EMBEDDER": "none"}
+            # Graph tools do not use vectors (search_nodes only when words fall short); by default the
+            # server does not embed, else it spends the run embedding the N x 3 observations in the
+            # background: `--embedder minilm` times the calls while it works through that backlog.
+            env = {**os.environ, "MEMLOCI_LIBRARIES": f"bench:{db}", "MEMLOCI_EMBEDDER": embedder}
             command = [sys.executable, "-m", "memloci", "serve"]
             results["memloci_startup_ms"] = round(_startup_ms(command, env), 1)
             plan = workload(graph, calls)
@@ -261,7 +280,8 @@ def run(*, n: int, calls: int, vs_official: bool, official_n: int | None, out: P
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
-    table = Table(title=f"memloci bench graph — N={n}, {calls} calls per tool (ms, client round trip over stdio)")
+    table = Table(title=f"memloci bench graph — N={n}, {calls} calls per tool, embedder {embedder} "
+                        "(ms, client round trip over stdio)")
     table.add_column("tool")
     table.add_column("p50", justify="right")
     table.add_column("p95", justify="right")

@@ -240,11 +240,12 @@ async def _search_nodes_run(corpus: Corpus, home: Path, embedder: str, on_step) 
                     raise RuntimeError(f"add_entities failed: {result.content[0].text[:300]}")
                 on_step(len(batch))
             written = time.perf_counter() - started
-            while True:  # every passage embedded before the first question
+            while True:  # the model loaded, and every passage embedded, before the first question
                 health = (await session.call_tool("check_database_health", {})).structured_content
-                if health["embedder"].get("pending", 0) == 0 or not health["embedder"]["loaded"]:
+                state = health["embedder"]["state"]
+                if state not in ("loading", "loaded") or (state == "loaded" and health["embedder"].get("pending", 0) == 0):
                     break
-                await anyio.sleep(0.05)
+                await anyio.sleep(0.1)
             embedded = time.perf_counter() - started
             rankings, latencies, whys = {}, [], Counter()
             for qid, text, _ in corpus.questions:

@@ -24,6 +24,17 @@ from ..model import (
 )
 
 
+class NameVocabulary(Protocol):
+    """The words of a library's names, types and aliases, as entity search uses them."""
+
+    def complete(self, prefix: str) -> list[str]:
+        """Words that `prefix` begins, unless it is a word itself ("ali" -> ["alice"])."""
+        ...
+    def respell(self, word: str) -> tuple[list[str], str] | None:
+        """Words a misspelled `word` may mean, and how to say so ("alcie" -> (["alice"], "alcie→alice"))."""
+        ...
+
+
 class Store(Protocol):
     """One library's storage. Every mutating method is one transaction: all or nothing."""
 
@@ -43,10 +54,20 @@ class Store(Protocol):
 
     def read_graph(self, *, limit: int, offset: int, summary: bool) -> GraphPage: ...
     def open_entities(self, names: Sequence[str]) -> Graph: ...
-    def search_entities(self, query: str, *, limit: int,
-                        extra: Sequence[tuple[str, float, str]] = ()) -> SearchResult: ...
-    def count_entities(self, query: str, *, cap: int) -> int:
+    def search_entities(self, query: str, *, limit: int, extra: Sequence[tuple[str, float, str]] = (),
+                        stop_words: frozenset[str] = frozenset(),
+                        names: NameVocabulary | None = None) -> SearchResult:
+        """Entities ranked by BM25 over the query's words (less `stop_words`; `names` completes a
+        word that begins words of names, and respells one found nowhere), substring matches after
+        them, `extra` (name, score 0..1, why) fused in."""
+        ...
+    def count_entities(self, query: str, *, cap: int, stop_words: frozenset[str] = frozenset(),
+                       names: NameVocabulary | None = None) -> int:
         """How many entities search_entities would find for `query` by words and substrings, up to `cap`."""
+        ...
+    def name_changes(self, since: int) -> tuple[int, list[tuple[str, str, str]], bool]:
+        """(log position, (name, type, aliases JSON) of the entities created, retyped or renamed after position
+        `since`, whether that is all of them): every entity when `since` is -1 or too old."""
         ...
     def export_graph(self, *, order: str = "id") -> Graph: ...
     def journal(self, *, limit: int, internal: bool = True) -> list[JournalEntry]: ...

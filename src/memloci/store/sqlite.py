@@ -56,6 +56,7 @@ from .sqlite_graph_reads import SQLiteGraphReads, _chunks, _marks
 from .sqlite_memories import SQLiteMemories, insert_memory
 from .sqlite_passages import SQLitePassages
 from .sqlite_schema import MIGRATIONS, SCHEMA_VERSION
+from .sqlite_search import cjk_grams
 from .sqlite_undo import SQLiteUndo
 
 log = logging.getLogger(__name__)
@@ -139,6 +140,7 @@ class SQLiteStore(SQLiteGraphReads, SQLiteMemories, SQLitePassages, SQLiteDocume
             # so another tool can still open the file).
             conn.create_function("memloci_content_hash", 2, lexical.content_hash, deterministic=True)
             conn.create_function("memloci_name_key", 1, name_key, deterministic=True)
+            conn.create_function("memloci_cjk_grams", 1, cjk_grams, deterministic=True)
             conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
             # A file that is not SQLite fails here, before anything could be written to it.
             conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
@@ -258,13 +260,23 @@ class SQLiteStore(SQLiteGraphReads, SQLiteMemories, SQLitePassages, SQLiteDocume
     def _refresh_fts(conn: sqlite3.Connection, ids: Iterable[int]) -> None:
         ids = list(dict.fromkeys(ids))
         conn.executemany("DELETE FROM entity_fts WHERE rowid = ?", [(i,) for i in ids])
+        conn.executemany("DELETE FROM entity_grams WHERE rowid = ?", [(i,) for i in ids])
         for chunk in _chunks(ids):
+            # the columns of migration 7 (sqlite_search.py ranks over them)
             conn.execute(
-                f"""INSERT INTO entity_fts (rowid, name, entity_type, aliases, observations)
-                    SELECT e.id, e.name, e.entity_type, e.aliases,
-                           ifnull((SELECT group_concat(m.content, char(10)) FROM memories m
-                                   WHERE m.entity_id = e.id), '') || char(10) || e.body
-                    FROM entities e WHERE e.id IN ({_marks(len(chunk))})""",
+                f"""INSERT INTO entity_fts (rowid, name, aliases, tags, entity_type, text, name_grams, text_grams)
+                    SELECT id, name, aliases, tags, entity_type, text,
+                           memloci_cjk_grams(name || char(10) || aliases || char(10) || tags || char(10) || entity_type),
+                           memloci_cjk_grams(text)
+                    FROM (SELECT e.*, ifnull((SELECT group_concat(m.content, char(10)) FROM memories m
+                                              WHERE m.entity_id = e.id), '') || char(10) || e.body AS text
+                          FROM entities e WHERE e.id IN ({_marks(len(chunk))}))""",
+                chunk,
+            )
+            conn.execute(
+                f"""INSERT INTO entity_grams (rowid, label, body)
+                    SELECT id, name || char(10) || entity_type || char(10) || aliases || char(10) || tags, body
+                    FROM entities WHERE id IN ({_marks(len(chunk))})""",
                 chunk,
             )
 

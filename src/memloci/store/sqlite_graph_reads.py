@@ -18,7 +18,9 @@ from ..model import (
     SearchResult,
     name_key,
 )
-from .sqlite_search import rank_entities
+from . import NameVocabulary
+from .sqlite_search import name_changes, rank_entities
+from .sqlite_search import count_entities as count_matches
 
 _CHUNK = 500  # ids per IN (...) list
 
@@ -61,47 +63,71 @@ class SQLiteGraphReads:
         return Graph(tuple(entities.values()), tuple(relations))
 
     @staticmethod
-    def _alias_holders(conn, names: Sequence[str]) -> dict[str, list[int]]:
+    def _alias_holders(conn, names: Sequence[str], also: Sequence[int] = ()) -> dict[str, list[int]]:
         """name_key -> ids of the entities listing that name among their aliases (case-insensitive,
-        NFC), oldest first. Only asked for names no entity has, so most opens never scan."""
+        NFC), oldest first. The word index's `aliases` column finds the candidates (a scan of
+        every alias costs seconds at 50,000 entities); `also`: ids written in this transaction,
+        whose index rows may not be refreshed yet. Each candidate is checked exactly."""
         keys = {name_key(n) for n in names}
         if not keys:
             return {}
+        phrases = " OR ".join('"' + n.replace('"', '""') + '"' for n in dict.fromkeys(names)
+                              if any(c.isalnum() for c in n))
+        ids = set(also)
+        if phrases:
+            ids.update(r for (r,) in conn.execute("SELECT rowid FROM entity_fts WHERE entity_fts MATCH ?",
+                                                  (f"aliases : ({phrases})",)))
         found: dict[str, list[int]] = {}
-        for entity_id, alias in conn.execute(
-                "SELECT e.id, j.value FROM entities e, json_each(e.aliases) j "
-                "WHERE e.aliases != '[]' AND typeof(j.value) = 'text' ORDER BY e.id"):
-            key = name_key(alias)
-            if key in keys and entity_id not in found.get(key, []):
-                found.setdefault(key, []).append(entity_id)
+        for chunk in _chunks(sorted(ids)):
+            for entity_id, aliases in conn.execute(
+                    f"SELECT id, aliases FROM entities WHERE id IN ({_marks(len(chunk))}) AND aliases != '[]'", chunk):
+                for alias in json.loads(aliases):
+                    key = name_key(str(alias))
+                    if key in keys and entity_id not in found.get(key, []):
+                        found.setdefault(key, []).append(entity_id)
         return found
 
-    def search_entities(self, query: str, *, limit: int,
-                        extra: Sequence[tuple[str, float, str]] = ()) -> SearchResult:
-        """Entities ranked by words (sqlite_search.py); `extra` (name, score, why) found by other
-        signals (typo-tolerant names, meaning) follow the word matches, best score first."""
+    def search_entities(self, query: str, *, limit: int, extra: Sequence[tuple[str, float, str]] = (),
+                        stop_words: frozenset[str] = frozenset(), names: NameVocabulary | None = None) -> SearchResult:
+        """Entities ranked by BM25 over the query's words (sqlite_search.py), substring matches
+        after them; `extra` (name, score 0..1, why) found by other signals (meaning, near-miss
+        types) is fused in: a word match scores its BM25 over the best one's, plus its signal."""
         with self._read() as conn:
-            scored = rank_entities(conn, query, limit + 1)  # one extra tells whether the result is truncated
-            ranked = sorted(scored, key=lambda i: (-scored[i].matched, scored[i].bm25))
-            hits_by_id = {i: (-scored[i].bm25, scored[i].matched, scored[i].why) for i in ranked}
+            scored = rank_entities(conn, query, limit + 1, stop_words=stop_words, names=names)  # one extra tells whether the result is truncated
+            best = max((-s.bm25 for s in scored.values()), default=0.0) or 1.0
+            fused = {i: (-s.bm25 / best, s.matched, s.why) for i, s in scored.items()}
             if extra:
                 ids = self._resolve(conn, [name for name, _, _ in extra])
+                boosted: set[int] = set()
                 for name, score, why in sorted(extra, key=lambda e: -e[1]):
                     entity_id = ids.get(name_key(name), (None,))[0]
-                    if entity_id is not None and entity_id not in hits_by_id:
-                        hits_by_id[entity_id] = (score, 0, why)
-                        ranked.append(entity_id)
+                    if entity_id is None or entity_id in boosted:  # an entity's best signal counts, once
+                        continue
+                    boosted.add(entity_id)
+                    if entity_id in fused:
+                        words, matched, said = fused[entity_id]
+                        fused[entity_id] = (words + score, matched, f"{said}; {why}")
+                    else:
+                        fused[entity_id] = (score, 0, why)
+            ranked = sorted(fused, key=lambda i: -fused[i][0])
             truncated = len(ranked) > limit
             ranked = ranked[:limit]
             entities = self._load_entities(conn, ranked)
-            hits = tuple(SearchHit(entities[i], *hits_by_id[i]) for i in ranked if i in entities)
+            hits = tuple(SearchHit(entities[i], *fused[i]) for i in ranked if i in entities)
             relations = self._relations_touching(conn, list(entities))
         return SearchResult(hits, tuple(relations), truncated)
 
-    def count_entities(self, query: str, *, cap: int) -> int:
-        """The matches search_entities ranks, counted without loading them (a page's total)."""
+    def count_entities(self, query: str, *, cap: int, stop_words: frozenset[str] = frozenset(),
+                       names: NameVocabulary | None = None) -> int:
+        """The matches search_entities ranks, counted without ranking or loading them (a page's total)."""
         with self._read() as conn:
-            return len(rank_entities(conn, query, cap))
+            return count_matches(conn, query, cap, stop_words=stop_words, names=names)
+
+    def name_changes(self, since: int) -> tuple[int, list[tuple[str, str, str]], bool]:
+        """(log position, (name, type, aliases JSON) of the entities named, retyped or renamed after `since`, whether
+        that is every entity): every one when `since` is -1 or older than the log kept."""
+        with self._read() as conn:
+            return name_changes(conn, since)
 
     def entity_names(self) -> list[tuple[str, str, str]]:
         """(name, entity_type, aliases JSON) of every entity, for typo-tolerant matching."""

@@ -195,9 +195,43 @@ MIGRATIONS: list[str] = [
     INSERT OR IGNORE INTO memory_tags (tag, memory_id)
     SELECT memloci_name_key(j.value), m.id FROM memories m, json_each(m.tags) j;
     """,
-    # 7: entities are found by every word and substring they carry: CJK substrings of note bodies,
-    # tags, aliases.
+    # 7: entities are found by every word and substring they carry: tags and aliases as words,
+    # CJK runs as two-character tokens (a two-character word is below the trigram's reach), and
+    # substrings of names, types, aliases, tags and note bodies through trigrams. New names, types
+    # and aliases are logged, so a process holding their words in memory reads only what changed.
+    # (memloci_cjk_grams is sqlite_search.cjk_grams, registered on every connection; used by
+    # no trigger, so another tool can still write the file.)
     """
+    DROP TABLE entity_fts;
+    CREATE VIRTUAL TABLE entity_fts USING fts5 (
+        name, aliases, tags, entity_type, text, name_grams, text_grams,
+        tokenize = 'porter unicode61 remove_diacritics 2',
+        prefix = '3'
+    );
+    CREATE VIRTUAL TABLE entity_grams USING fts5 (label, body, tokenize = 'trigram');
+    INSERT INTO entity_fts (rowid, name, aliases, tags, entity_type, text, name_grams, text_grams)
+        SELECT id, name, aliases, tags, entity_type, text,
+               memloci_cjk_grams(name || char(10) || aliases || char(10) || tags || char(10) || entity_type),
+               memloci_cjk_grams(text)
+        FROM (SELECT e.*, ifnull((SELECT group_concat(m.content, char(10)) FROM memories m
+                                  WHERE m.entity_id = e.id), '') || char(10) || e.body AS text
+              FROM entities e);
+    INSERT INTO entity_grams (rowid, label, body)
+        SELECT id, name || char(10) || entity_type || char(10) || aliases || char(10) || tags, body FROM entities;
+    CREATE TRIGGER entity_grams_delete AFTER DELETE ON entities BEGIN
+        DELETE FROM entity_grams WHERE rowid = old.id;
+    END;
+    -- the entities named or renamed lately, newest last (the last 1,000 to 2,000 are kept)
+    CREATE TABLE entity_name_log (seq INTEGER PRIMARY KEY, entity_id INTEGER NOT NULL);
+    CREATE TRIGGER entity_names_insert AFTER INSERT ON entities BEGIN
+        INSERT INTO entity_name_log (entity_id) VALUES (new.id);
+    END;
+    CREATE TRIGGER entity_names_update AFTER UPDATE OF name, entity_type, aliases ON entities BEGIN
+        INSERT INTO entity_name_log (entity_id) VALUES (new.id);
+    END;
+    CREATE TRIGGER entity_name_log_trim AFTER INSERT ON entity_name_log WHEN new.seq % 1000 = 0 BEGIN
+        DELETE FROM entity_name_log WHERE seq <= new.seq - 1000;
+    END;
     """,
     # 8: note bodies carry meaning: their passages are embedded like memories.
     # Triggers only mark an entity whose body changed (plain SQL, so any tool may still write

@@ -1,0 +1,167 @@
+"""Entity search (search_nodes): words, respelled names, meaning, and other signals, fused.
+
+1. Words: the store ranks entities by BM25 over all of the query's words, stop words dropped
+   (store/sqlite_search.py). A word found nowhere is respelled from the words of names, types
+   and aliases ("alcie" and "Aliec" mean "alice", so "Alice Chen" is found), within one edit for
+   words of up to five letters and two for longer ones.
+   A word that begins words of names ("Ali", "Che") stands for them too.
+2. When the words leave room on the page (or always, with `fuse`): entities whose observations
+   mean what the query says (vectors, above MEANING_FLOOR), plus whatever signals the caller
+   brings (`signals`, e.g. the meaning of note bodies).
+Fusion: a word match scores its BM25 over the best one's (0..1]; another signal adds its score.
+
+The words of names, types and aliases are kept in memory per library; a search reads only the
+names created or changed since the last one (a log that triggers write, migration 7).
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import re
+import threading
+import weakref
+from collections.abc import Callable, Sequence
+
+from .hybrid import STOP_WORDS
+
+log = logging.getLogger(__name__)
+
+Signal = tuple[str, float, str]  # (entity name, score 0..1, why)
+
+OBSERVATION_WEIGHT = 0.6
+MEANING_FLOOR = 0.35  # cosine below which an observation is not "about" the query
+RESPELL_MIN = 4  # shorter words are not respelled: one edit makes another word of most of them
+RESPELLINGS = 3  # name words a misspelled word may stand for
+COMPLETIONS = 8  # name words a prefix may stand for
+_WORD = re.compile(r"\w+", re.UNICODE)
+
+
+class NameWords:
+    """The distinct lowercase words of a library's names, types and aliases (words with digits
+    left out: "4711" has no typos worth guessing), kept up to date from the name log."""
+
+    def __init__(self) -> None:
+        self.seq = -1
+        self.words: set[str] = set()
+        self.sorted: list[str] = []  # for prefixes
+        self.by_length: dict[int, list[str]] = {}  # for typos: only words of about the same length
+        self.lock = threading.Lock()
+
+    def refresh(self, store) -> None:
+        """Take in what the name log holds since the last refresh (everything the first time).
+        Searches may read meanwhile: words are only added (a full reload swaps in new lists)."""
+        with self.lock:
+            seq, rows, full = store.name_changes(self.seq)
+            if not full and not rows and seq == self.seq:
+                return
+            new = {word for name, entity_type, aliases in rows
+                   for word in _WORD.findall(f"{name} {entity_type} {aliases if aliases != '[]' else ''}".lower())
+                   if not any(c.isdigit() for c in word)}
+            if full:
+                by_length: dict[int, list[str]] = {}
+                for word in new:
+                    by_length.setdefault(len(word), []).append(word)
+                self.words, self.sorted, self.by_length = new, sorted(new), by_length
+            else:
+                for word in new - self.words:
+                    self.words.add(word)
+                    bisect.insort(self.sorted, word)
+                    self.by_length.setdefault(len(word), []).append(word)
+            self.seq = seq
+
+    def complete(self, prefix: str, limit: int = COMPLETIONS) -> list[str]:
+        """Name words that `prefix` begins, when it is not a name word itself ("ali" -> ["alice"])."""
+        if prefix in self.words or prefix.isdigit():
+            return []
+        words = self.sorted
+        i = bisect.bisect_right(words, prefix)
+        out = []
+        while i < len(words) and words[i].startswith(prefix) and len(out) < limit:
+            out.append(words[i])
+            i += 1
+        return out
+
+    def respell(self, word: str) -> tuple[list[str], str] | None:
+        """Name words within one edit (two for words of six letters or more) of `word`, closest
+        first: ("alcie") -> (["alice"], "alcie→alice")."""
+        from rapidfuzz import process
+        from rapidfuzz.distance import OSA  # a swap of two letters is one edit
+
+        if len(word) < RESPELL_MIN or any(c.isdigit() for c in word):
+            return None
+        edits = 1 if len(word) <= 5 else 2
+        by_length = self.by_length
+        found: list[tuple[int, str]] = []
+        for length in range(len(word) - edits, len(word) + edits + 1):
+            bucket = by_length.get(length)
+            if bucket:
+                found += [(d, w) for w, d, _ in process.extract(word, bucket, scorer=OSA.distance,
+                                                                score_cutoff=edits, limit=RESPELLINGS)]
+        if not found:
+            return None
+        found.sort()
+        best = found[0][0]
+        words = [w for d, w in found if d == best][:RESPELLINGS]
+        return words, f"{word}→{'|'.join(words)}"
+
+
+_cache: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_cache_lock = threading.Lock()
+
+
+def name_words(store) -> NameWords:
+    """The library's name words, brought up to date (a read of the name log when nothing changed)."""
+    with _cache_lock:
+        words = _cache.get(store)
+        if words is None:
+            words = _cache[store] = NameWords()
+    words.refresh(store)
+    return words
+
+
+def find_entities(store, query: str, limit: int, *,
+                  signals: Callable[[], Sequence[Signal]] | None = None, fuse: bool = False):
+    """The best `limit` entities for `query` (a SearchResult): words first, then, if the words
+    leave room, `signals()` (called only then, since it may embed the query) fused in.
+    `fuse`: the signals rank with the words even when the words fill the page (notes whose
+    bodies carry meaning: a question asked in a sentence is answered better by both).
+    This is the one entry point: a new signal joins through `signals`."""
+    names = name_words(store)
+    result = store.search_entities(query, limit=limit, stop_words=STOP_WORDS, names=names)
+    if signals is None or (len(result.hits) >= limit and not fuse):
+        return result
+    extra = list(signals())
+    if not extra:
+        return result
+    return store.search_entities(query, limit=limit, extra=extra, stop_words=STOP_WORDS, names=names)
+
+
+def count_entities(store, query: str, cap: int) -> int:
+    """How many entities find_entities matches by words and substrings, up to `cap` (a page's total)."""
+    return store.count_entities(query, cap=cap, stop_words=STOP_WORDS, names=name_words(store))
+
+
+def entity_signals(store, query: str, index, embedder) -> list[Signal]:
+    """(entity name, score, why) for entities whose observations mean what `query` says (a typo
+    in a name, type or alias is respelled in the words pass instead)."""
+    return meaning_signals(store, query, index, embedder)
+
+
+def meaning_signals(store, query: str, index, embedder) -> list[Signal]:
+    """Entities whose observations mean what `query` says (cosine >= MEANING_FLOOR)."""
+    if index is None or embedder is None:
+        return []
+    try:
+        vector = embedder.embed([query])[0]
+    except Exception as exc:
+        log.warning("query embedding failed, entity search without meaning: %s", exc)
+        return []
+    similar, _, _ = index.search(vector, 200)
+    memories = store.load_memories(sorted(similar, key=similar.get, reverse=True))
+    best: dict[str, Signal] = {}
+    for memory_id, memory in memories.items():
+        sim = similar[memory_id]
+        if memory.entity and sim >= MEANING_FLOOR and (memory.entity not in best or best[memory.entity][1] < sim):
+            best[memory.entity] = (memory.entity, OBSERVATION_WEIGHT * min(1.0, sim), f"observation means it ({sim:.2f})")
+    return list(best.values())
