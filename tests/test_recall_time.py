@@ -204,3 +204,6 @@ def test_chinese_and_japanese_time_phrases():
     assert parse_time_phrase("the day before yesterday", now).iso() == ("2026-11-19T00:00:00Z", "2026-11-20T00:00:00Z")
     with pytest.raises(ValidationError, match="time:"):
         parse_time_phrase("明後日", now)
+    # what only looks like a phrase is left to the words, and a query is never refused for it
+    for query in ("2026年前半の計画", "10日前後に届く", "3000年前の遺跡", "5000 years ago"):
+        assert split_time_phrase(query, now) == (query, None), query

@@ -168,7 +168,8 @@ def _around(days: int, now: datetime) -> tuple[datetime, datetime]:
     return centre - slack, centre + timedelta(days=1) + slack
 
 
-@_rule(rf"({_CJK_NUMBER})\s*({'|'.join(sorted(_CJK_UNITS, key=len, reverse=True))})\s*前", words=False)
+# (?!半|後): 2026年前半 is "the first half of 2026", 10日前後 "around the 10th"
+@_rule(rf"({_CJK_NUMBER})\s*({'|'.join(sorted(_CJK_UNITS, key=len, reverse=True))})\s*前(?!半|後)", words=False)
 def _cjk_ago(m, now):
     return _around(cjk_number(m.group(1)) * _UNITS[_CJK_UNITS[m.group(2)]], now)
 
@@ -216,7 +217,7 @@ def _match(text: str, now: datetime) -> TimeRange | None:
     m, fn = best
     try:
         after, before = fn(m, now)
-    except (ValueError, KeyError) as exc:  # "2026-02-30", "十十日前"
+    except (ValueError, KeyError, OverflowError) as exc:  # "2026-02-30", "十十日前", "5000 years ago"
         raise ValidationError(f"time: '{m.group(0)}' is not a real date ({exc})") from exc
     return TimeRange(after, before, False, m.group(0), fn in _ABSOLUTE)
 
@@ -234,8 +235,12 @@ def parse_time_phrase(text: str, now: datetime | None = None) -> TimeRange:
 
 
 def split_time_phrase(query: str, now: datetime | None = None) -> tuple[str, TimeRange | None]:
-    """(query without the phrase, its range) when the query carries a time phrase."""
-    found = _match(query, now or datetime.now(timezone.utc))
+    """(query without the phrase, its range) when the query carries a time phrase. A query is
+    never refused for its wording: what reads as an impossible date is left to the words."""
+    try:
+        found = _match(query, now or datetime.now(timezone.utc))
+    except ValidationError:
+        return query, None
     if found is None:
         return query, None
     rest = re.sub(r"\s+", " ", query.replace(found.phrase, " ", 1)).strip()
