@@ -571,15 +571,20 @@ def bench_locomo(
     k: Annotated[str, typer.Option("--k", help="Cut-offs, comma-separated.")] = "1,5,10,25",
     conversations: Annotated[Optional[int], typer.Option("--conversations", help="Only the first N conversations.")] = None,
     out: Annotated[Path, typer.Option("--out", help="JSON results file.")] = Path("bench-results/locomo.json"),
+    folds: Annotated[bool, typer.Option("--folds", help="Leave one conversation out: choose the retrieval weights on "
+                                        "the others, measure on it (in-process; recall@10, or the largest --k without 10).")] = False,
 ) -> None:
     """Turn-level recall@k on LoCoMo through the real MCP server (store_memory / retrieve_memory)."""
-    from .bench.locomo import run as run_locomo
+    from .bench.locomo import run as run_locomo, run_folds
 
     try:
         ks = sorted({int(x) for x in k.split(",") if x.strip()})
     except ValueError:
         _console(stderr=True).print(_styled(("--k", "bold red"), f": expected numbers like 1,5,10,25, got {k!r}"))
         raise typer.Exit(1) from None
+    if folds:
+        run_folds(data=data, k=10 if 10 in ks else max(ks), out=out, console=_console(), limit=conversations)
+        return
     run_locomo(data=data, ks=ks, out=out, console=_console(), limit=conversations)
 
 

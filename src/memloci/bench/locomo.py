@@ -149,6 +149,12 @@ def run(*, data: Path, ks: list[int], out: Path, console: Any, limit: int | None
     report["recall"]["overall"] = {f"@{k}": round(100 * recall(rows, k), 1) for k in ks}
     table.add_row("overall", str(len(rows)), *(f"{100 * recall(rows, k):.1f}" for k in ks), style="bold")
     console.print(table)
+    # Per conversation: how far one conversation's figure strays from the others (the spread
+    # a held-out split of other conversations can be expected to show).
+    report["recall_by_conversation"] = {res["id"]: {f"@{k}": round(100 * recall(res["rows"], k), 1) for k in ks}
+                                        for res in results}
+    console.print("by conversation, R@" + str(k_max) + ": " + ", ".join(
+        f"{cid} {v[f'@{k_max}']}" for cid, v in report["recall_by_conversation"].items()))
 
     turns = sum(r["turns"] for r in results)
     stored = sum(r["stored_s"] for r in results)
@@ -162,5 +168,38 @@ def run(*, data: Path, ks: list[int], out: Path, console: Any, limit: int | None
     console.print(f"ingest: {turns} memories, {report['ingest']['stored_per_s']}/s stored, "
                   f"{report['ingest']['stored_and_embedded_per_s']}/s stored and embedded; "
                   f"retrieve_memory p50 {report['query_ms']['p50']} ms, p95 {report['query_ms']['p95']} ms")
+    save_report(report, out, console)
+    return report
+
+
+def run_folds(*, data: Path, k: int, out: Path, console: Any, limit: int | None = None) -> dict[str, Any]:
+    """Leave one conversation out (in-process, bench/locomo_lab.py): the retrieval weights are
+    chosen on the other conversations and measured on the one left out, in turn; printed beside
+    the plain figures of the shipped weights, per category."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.table import Table
+
+    from .locomo_lab import GRID, folds
+
+    samples = json.loads(data.read_text(encoding="utf-8"))[:limit]
+    settings = 1
+    for values in GRID.values():
+        settings *= len(values)
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=console) as progress:
+        task = progress.add_task("LoCoMo folds: one run per weight setting", total=settings + 1)
+        report = folds(samples, k=k, on_step=lambda: progress.advance(task))
+    table = Table(title=f"LoCoMo turn-level recall@{k} — {len(samples)} conversations, leave one out")
+    table.add_column("category")
+    table.add_column("shipped weights", justify="right")
+    table.add_column("leave-one-out", justify="right")
+    for name in report["plain"]:
+        table.add_row(name, f"{report['plain'][name]:.1f}", f"{report['leave_one_out'][name]:.1f}",
+                      style="bold" if name == "overall" else None)
+    console.print(table)
+    console.print("shipped: " + ", ".join(f"{n}={v}" for n, v in report["shipped"].items()))
+    for cid, weights in report["chosen"].items():
+        console.print(f"chosen without {cid}: " + ", ".join(f"{n}={v}" for n, v in weights.items()))
+    report = {"bench": "locomo-folds", "data": str(data), "k": k, **report}
     save_report(report, out, console)
     return report

@@ -1,0 +1,210 @@
+"""LoCoMo in-process: the same protocol as `memloci bench locomo`, without MCP, for experiments.
+
+Each conversation's library is built once (store_memory per turn, every turn embedded by
+the real model) in a cache folder outside the project, and reused; question vectors are
+cached there too. Retrieval runs `search.hybrid.retrieve` on the real store and vector
+index, so a configuration is measured in seconds rather than minutes. The figures match
+the MCP bench except for latency (measured there, not here).
+
+    python -m memloci.bench.locomo_lab --data ../shared/data/locomo/locomo_dev.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .locomo import CATEGORIES, evidence_ids, recall, turns_of
+
+DEFAULT_CACHE = Path("/tmp/memloci-locomo-lab")
+
+
+class CachedEmbedder:
+    """The real embedder, with query vectors kept on disk (the model is the slow part)."""
+
+    def __init__(self, inner, path: Path):
+        self.inner, self.path = inner, path
+        self.cache: dict[str, np.ndarray] = {}
+        if path.exists():
+            with np.load(path, allow_pickle=False) as data:
+                self.cache = {k: data[k] for k in data.files}
+        self.dirty = False
+
+    def __getattr__(self, name: str):  # model_id, dimension: the real embedder's
+        return getattr(self.inner, name)
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        keys = [hashlib.sha1(t.encode()).hexdigest() for t in texts]
+        missing = [t for t, k in zip(texts, keys) if k not in self.cache]
+        if missing:
+            for t, v in zip(missing, self.inner.embed(missing)):
+                self.cache[hashlib.sha1(t.encode()).hexdigest()] = v
+            self.dirty = True
+        return np.stack([self.cache[k] for k in keys])
+
+    def save(self) -> None:
+        if self.dirty:
+            np.savez(self.path, **self.cache)
+            self.dirty = False
+
+
+def cached_handle(cache: Path):
+    """An embedder handle whose model caches query vectors in `cache`."""
+    from ..search.embedder import EmbedderHandle
+
+    handle = EmbedderHandle()
+    inner = handle.get(timeout=None)
+    if inner is None:
+        raise RuntimeError(f"the embedder did not load: {handle.status().error}")
+    handle._embedder = CachedEmbedder(inner, cache / f"queries-{inner.model_id.replace('/', '_')}.npz")
+    return handle
+
+
+def build(sample: dict[str, Any], cache: Path, handle) -> Path:
+    """The conversation's library, every turn stored and embedded (built once, then reused)."""
+    from ..libraries import LibraryRegistry, LibrarySpec
+    from ..service import MemoryService
+
+    db = cache / f"{sample['sample_id']}-{handle.get().model_id.replace('/', '_')}.db"
+    done = db.with_suffix(".done")
+    if done.exists() and db.exists():
+        return db
+    for leftover in (db, db.with_name(db.name + "-wal"), db.with_name(db.name + "-shm")):
+        leftover.unlink(missing_ok=True)
+    service = MemoryService(LibraryRegistry([LibrarySpec("bench", db)]), handle)
+    try:
+        for t in turns_of(sample):
+            service.store_memory(t["content"], tags=[f"dia:{t['dia_id']}"], memory_type="dialogue",
+                                 metadata={"dia_id": t["dia_id"], "session": t["session"], "date": t["date"]})
+        service._vectors(service.store())[1].flush(timeout=600)
+    finally:
+        service.close()
+    done.write_text("ok")
+    return db
+
+
+def evaluate(samples: list[dict[str, Any]], cache: Path = DEFAULT_CACHE, k: int = 10,
+             weights: dict[str, float] | None = None, handle=None) -> list[dict[str, Any]]:
+    """Rows {conversation, category, evidence, ranked, question} for every question with
+    evidence, asked through MemoryService.retrieve_memory (the tool's own path) on a fresh copy
+    of each built library (retrievals count as accesses, which the next ones see)."""
+    import shutil
+    import tempfile
+
+    from ..libraries import LibraryRegistry, LibrarySpec
+    from ..service import MemoryService
+
+    cache.mkdir(parents=True, exist_ok=True)
+    handle = handle or cached_handle(cache)
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="memloci-locomo-lab-") as tmp, patched(weights or {}):
+        for sample in samples:
+            db = Path(tmp) / f"{sample['sample_id']}.db"
+            shutil.copyfile(build(sample, cache, handle), db)
+            service = MemoryService(LibraryRegistry([LibrarySpec("bench", db)]), handle)
+            try:
+                for q in sample["qa"]:
+                    evidence = evidence_ids(q.get("evidence", []))
+                    if not evidence:
+                        continue
+                    hits = service.retrieve_memory(q["question"], n_results=k).hits
+                    ranked = [next((t[4:] for t in h.memory.tags if t.startswith("dia:")), None) for h in hits]
+                    rows.append({"conversation": sample["sample_id"], "category": q["category"],
+                                 "evidence": evidence, "ranked": ranked, "question": q["question"]})
+            finally:
+                service.close()
+    handle.get().save()
+    return rows
+
+
+class patched:
+    """Set search.hybrid's weights for a block, then put them back."""
+
+    def __init__(self, weights: dict[str, float]):
+        self.weights = weights
+
+    def __enter__(self):
+        from ..search import hybrid
+
+        self.saved = {name: getattr(hybrid, name) for name in self.weights}
+        for name, value in self.weights.items():
+            setattr(hybrid, name, value)
+
+    def __exit__(self, *exc):
+        from ..search import hybrid
+
+        for name, value in self.saved.items():
+            setattr(hybrid, name, value)
+
+
+def per_category(rows: list[dict[str, Any]], k: int = 10) -> dict[str, float]:
+    by_cat: dict[Any, list] = defaultdict(list)
+    for r in rows:
+        by_cat[r["category"]].append(r)
+    out = {f"{c} {CATEGORIES.get(c, '')}".strip(): round(100 * recall(by_cat[c], k), 1) for c in sorted(by_cat)}
+    out["overall"] = round(100 * recall(rows, k), 1)
+    return out
+
+
+# The weights leave-one-out chooses among: the boosts of search/hybrid.py for the question's
+# cues (see search/cues.py), and the share of words against meaning.
+# Three values each (27 runs of every question): about 2 minutes on an idle machine.
+GRID = {"WHEN_BOOST": (0.0, 0.5, 1.0), "DATE_BOOST": (0.0, 1.0, 2.0), "SPEAKER_BOOST": (0.0, 0.2, 0.4)}
+
+
+def folds(samples: list[dict[str, Any]], cache: Path = DEFAULT_CACHE, k: int = 10,
+          grid: dict[str, tuple[float, ...]] | None = None, on_step=None) -> dict[str, Any]:
+    """Leave one conversation out: for each conversation, the weights that score best on the
+    other ones (overall recall@k), measured on it. Returns the plain figures (the shipped
+    weights on all), the leave-one-out figures, each fold's choice and every setting's figures."""
+    import itertools
+
+    from ..search import hybrid
+
+    grid = grid or GRID
+    handle = cached_handle(cache)
+    names = [n for n in grid if hasattr(hybrid, n)]
+    settings = [dict(zip(names, values)) for values in itertools.product(*(grid[n] for n in names))]
+    shipped = {n: getattr(hybrid, n) for n in names}
+    if shipped not in settings:
+        settings.insert(0, shipped)
+    results = []
+    for weights in settings:
+        results.append(evaluate(samples, cache, k, weights, handle))
+        if on_step:
+            on_step()
+    plain = results[settings.index(shipped)]
+    held_rows, chosen = [], {}
+    for sample in samples:
+        held = sample["sample_id"]
+        best = max(range(len(settings)),
+                   key=lambda i: recall([r for r in results[i] if r["conversation"] != held], k))
+        chosen[held] = settings[best]
+        held_rows += [r for r in results[best] if r["conversation"] == held]
+    return {"plain": per_category(plain, k), "leave_one_out": per_category(held_rows, k), "chosen": chosen,
+            "shipped": shipped,
+            "settings": [{"weights": w, "recall": per_category(r, k)["overall"]} for w, r in zip(settings, results)]}
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, required=True)
+    parser.add_argument("--cache", type=Path, default=DEFAULT_CACHE)
+    parser.add_argument("-k", type=int, default=10)
+    args = parser.parse_args(argv)
+    samples = json.loads(args.data.read_text(encoding="utf-8"))
+    started = time.perf_counter()
+    rows = evaluate(samples, args.cache, args.k)
+    print(json.dumps(per_category(rows, args.k)), f"{time.perf_counter() - started:.1f} s", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
