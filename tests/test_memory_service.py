@@ -183,3 +183,14 @@ def test_a_library_of_schema_5_gets_labels_and_case_free_tags(tmp_path):
         assert contents(service.retrieve_memory("hotel"))[:2] == ["Did you book the hotel?", "Yes, the one by the lake."]
     finally:
         service.close()
+
+
+def test_a_time_phrase_whose_range_holds_every_memory_keeps_its_words(service):
+    # everything was stored today: "today" separates nothing, so it may be what a memory says
+    service.store_memory("Lunch with the design team on Friday")
+    service.store_memory("The standup moved to ten o'clock today")
+    found = service.retrieve_memory("what changed today")
+    assert contents(found) == ["The standup moved to ten o'clock today", "Lunch with the design team on Friday"]
+    assert "words" in found.hits[0].why and "no word or meaning match" in found.hits[1].why
+    # a range that holds nothing is no time at all: the words alone answer
+    assert contents(service.retrieve_memory("standup last year")) == ["The standup moved to ten o'clock today"]

@@ -334,9 +334,11 @@ class MemoryService(DocumentService, ProjectService, HistoryService):
                         time: str | None = None, library: str | None = None) -> Retrieval:
         """The best memories for `query`. `time`/`after`/`before` filter: the query ranks within
         the range, and the range's newest memories fill what the words and meaning leave open. A
-        time phrase inside the query ("last week", 先週) ranks its range ahead of everything else
-        and its words are not searched for, as long as it separates the library (some memories
-        inside, some outside); one that separates nothing is read as words about the content."""
+        time phrase inside the query ("last week", 先週) ranks its range ahead of everything else,
+        and its words are not searched for as long as it separates the library (some memories
+        inside, some outside). A phrase whose range holds every memory (a conversation imported
+        at once) may be about what the memories say, so its words are kept; one whose range
+        holds none is only words."""
         text = schema.validate_query(query)
         n_results = schema.check_int(n_results, "n_results", 1, schema.SEARCH_LIMIT_MAX)
         after, before = schema.validate_time(after, "after"), schema.validate_time(before, "before")
@@ -350,15 +352,17 @@ class MemoryService(DocumentService, ProjectService, HistoryService):
         store = self.store(library)
         rest, soft = split_time_phrase(text)
         keywords = None  # the text words come from, when not the whole query
+        everything = False  # the query's time range holds every memory the filters allow
         inside: MemoryFilter | None = None  # the query's time range within the filters
         if soft is not None and soft.latest:
             keywords = rest
         elif soft is not None:
             inside = _narrowed(filters, soft)
             counted = store.list_memories(offset=0, limit=0, filters=inside)[1] if inside is not None else 0
-            if not 0 < counted < store.list_memories(offset=0, limit=0, filters=filters)[1]:
+            everything = counted > 0 and counted == store.list_memories(offset=0, limit=0, filters=filters)[1]
+            if counted == 0:
                 soft, inside = None, None  # "what did Melanie do last week" in memories stored all at once
-            elif not soft.absolute:  # "in May" may be what a memory says; "last week" is not
+            elif not (everything or soft.absolute):  # "in May" may be what a memory says; "last week" is not
                 keywords = rest
         latest = (hard is not None and hard.latest) or (soft is not None and soft.latest)
         ranged = hard is not None or filters.after is not None or filters.before is not None
@@ -384,7 +388,7 @@ class MemoryService(DocumentService, ProjectService, HistoryService):
                 matched = len(hits)
                 if fill:
                     hits += _newest(store, inside, n_results - len(hits), hits)
-                if len(hits) < n_results:
+                if len(hits) < n_results and not everything:
                     seen = {h.memory.id for h in hits}
                     hits += [h for h in ranked(filters, None, n_results + len(hits))
                              if h.memory.id not in seen][: n_results - len(hits)]
