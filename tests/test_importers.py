@@ -327,7 +327,9 @@ def test_basic_memory_into_a_markdown_library_keeps_the_notes_readable(tmp_path,
     finally:
         registry.close()
     text = (tmp_path / "lib" / "Coffee Brewing Methods.md").read_text()
-    assert text.startswith("---\ntype: note\ncreated: 2026-03-01T09:30:00Z\n")
+    # written once, with its relations, in the entity document's order (DESIGN.md §1)
+    assert text.startswith("---\ntype: note\nrelations:\n  - {type: recommended_by, to: Alice}\n"
+                           "  - {type: requires, to: Coffee Bean Origins}\ncreated: 2026-03-01T09:30:00Z\n")
     assert "tags:\n  - coffee\n  - brewing\npermalink: coffee/coffee-brewing-methods\n---\n" in text
     assert ("# Coffee Brewing Methods\n\nNotes on the ways I brew, kept while testing grinders. Beans come from\n"
             "[[Coffee Bean Origins]]; see also the [grinder manual](https://example.com/grinder).\n\n"

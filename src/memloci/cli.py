@@ -625,6 +625,24 @@ def bench_library(
     run_library(files=files, repeat=repeat, embeddings=embeddings, out=out, console=_console())
 
 
+@bench_app.command("import")
+def bench_import(
+    engine: Annotated[str, typer.Option("--engine", help="sqlite, markdown or both.")] = "both",
+    entities: Annotated[int, typer.Option("--entities", min=0, help="Entities, with 3 observations each.")] = 10_000,
+    relations: Annotated[int, typer.Option("--relations", min=0, help="Relations between them.")] = 10_000,
+    repeat: Annotated[int, typer.Option("--repeat", min=1, help="Runs per engine (the median is reported).")] = 3,
+    out: Annotated[Path, typer.Option("--out", help="JSON results file.")] = Path("bench-results/import.json"),
+) -> None:
+    """`memloci import jsonl` of the same synthetic graph into a new SQLite and a new Markdown library."""
+    from .bench.imports import ENGINES, run as run_import
+
+    if engine not in (*ENGINES, "both"):
+        _console(stderr=True).print(_styled(("--engine", "bold red"), f": expected sqlite, markdown or both, got {engine!r}"))
+        raise typer.Exit(1)
+    run_import(engines=list(ENGINES) if engine == "both" else [engine], entities=entities, relations=relations,
+               repeat=repeat, out=out, console=_console())
+
+
 @bench_app.command("crash")
 def bench_crash(
     rounds: Annotated[int, typer.Option("--rounds", help="SIGKILLs per write kind and engine.")] = 20,

@@ -42,7 +42,7 @@ from .search.vectors import EmbeddingWorker, PassageIndex, VectorIndex, library_
 from .service_documents import DocumentService
 from .service_history import HistoryService
 from .service_projects import ProjectService
-from .store import Passages, Store
+from .store import GraphBatches, Passages, Store
 from .store.writable import write_problem
 
 DEFAULT_GRAPH_LIMIT = 100  # a page that fits a model's context (1,000 entities were ~245 KB)
@@ -546,6 +546,8 @@ class MemoryService(DocumentService, ProjectService, HistoryService):
         clean_entities, writable, skipped = self.plan_graph_import(entities, relations, library=library)
         store = self.store(library)
         report = ImportReport(skipped_relations=skipped)
+        if isinstance(store, GraphBatches):
+            return self._import_batches(store, clean_entities, writable, report, progress)
         for i in range(0, len(clean_entities), IMPORT_CHUNK):
             chunk = clean_entities[i : i + IMPORT_CHUNK]
             results = store.create_entities(chunk, origin="import")
@@ -562,6 +564,45 @@ class MemoryService(DocumentService, ProjectService, HistoryService):
             progress(len(report.skipped_relations))
         for i in range(0, len(writable), IMPORT_CHUNK):
             chunk = writable[i : i + IMPORT_CHUNK]
+            created, existing = store.create_relations(chunk, origin="import")
+            report.relations_created += len(created)
+            report.relations_existing += len(existing)
+            if progress:
+                progress(len(chunk))
+        return report
+
+    @staticmethod
+    def _import_batches(store: GraphBatches, entities: list[EntityInput], relations: list[RelationInput],
+                        report: ImportReport, progress: Callable[[int], None] | None) -> ImportReport:
+        """import_graph for a store that writes entities with their outgoing relations: each
+        batch of IMPORT_CHUNK entities goes with the relations going out of them (one file write
+        per entity in a Markdown library); relations from entities already in the library, and
+        those the store defers, follow once every entity exists."""
+        outgoing: dict[str, list[RelationInput]] = {}
+        for r in relations:
+            outgoing.setdefault(name_key(r.from_entity), []).append(r)
+        imported = {name_key(e.name) for e in entities}
+        later = [r for r in relations if name_key(r.from_entity) not in imported]
+        for i in range(0, len(entities), IMPORT_CHUNK):
+            chunk = entities[i : i + IMPORT_CHUNK]
+            going = [r for e in chunk for r in outgoing.pop(name_key(e.name), [])]
+            results, created, existing, deferred = store.create_graph(chunk, going, origin="import")
+            report.entities_merged += len(chunk) - len(results)  # same name twice in the file
+            for entity in results:
+                if entity.status == "created":
+                    report.entities_created += 1
+                else:
+                    report.entities_merged += 1
+                report.observations_added += len(entity.observations)
+            report.relations_created += len(created)
+            report.relations_existing += len(existing)
+            later += deferred
+            if progress:
+                progress(len(chunk) + len(going) - len(deferred))
+        if progress and report.skipped_relations:
+            progress(len(report.skipped_relations))
+        for i in range(0, len(later), IMPORT_CHUNK):
+            chunk = later[i : i + IMPORT_CHUNK]
             created, existing = store.create_relations(chunk, origin="import")
             report.relations_created += len(created)
             report.relations_existing += len(existing)

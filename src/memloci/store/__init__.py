@@ -122,6 +122,22 @@ class Passages(Protocol):
 
 
 @runtime_checkable
+class GraphBatches(Protocol):
+    """A store that writes a batch of entities and the relations going out of them in one
+    transaction (a Markdown library: each entity file is written once per import, not once
+    for the entity and again for its relations)."""
+
+    def create_graph(self, entities: Sequence[EntityInput], relations: Sequence[RelationInput], *, origin: str
+                     ) -> tuple[list[CreatedEntity], list[Relation], list[Relation], list[RelationInput]]:
+        """Create or merge `entities` (as create_entities does) and `relations`, whose sources are
+        among them or in the library; a relation whose target comes in a later batch waits for
+        it. Returns (entities, relations created, relations already there, relations deferred
+        for the caller to create once every entity exists: a schema that relates existing
+        entities only defers them all)."""
+        ...
+
+
+@runtime_checkable
 class Portable(Protocol):
     """A store that exports and imports everything it holds, timestamps included."""
 

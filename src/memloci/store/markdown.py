@@ -68,6 +68,7 @@ from .markdown_files import (
 )
 from .markdown_intent import INTENTS_TABLE, FileChange, recover
 from .markdown_scan import MarkdownScan
+from .markdown_import import MarkdownImport
 from .markdown_undo import MarkdownUndo
 from .sqlite import SQLiteStore, _split_sql
 from .sqlite_documents import LINKS_TO
@@ -85,6 +86,25 @@ def _stamped(yaml_text: str, at: str) -> str:
     """`modified:` set to `at` where the front matter has that key; nothing added."""
     return frontmatter.set_scalar(yaml_text, "modified", at, timestamp=True) if frontmatter.has_key(yaml_text, "modified") else yaml_text
 
+def _rendered_body(text: str) -> str | None:
+    """The body parse_document reads from render_document's output, without loading its YAML
+    again (a tenth of a millisecond per file: seconds in an import). With no `name:` key the
+    front matter plays no part in where the body starts. None: parse the whole text."""
+    head, sep, rest = text.partition("\n---\n# ")
+    if not sep or not head.startswith("---\n") or "\nname:" in head or "\r" in text:
+        return None  # the name is not the title line's (or there is no title line): parse it all
+    # The body starts after the title line and the blank lines that follow it, as parse_document reads it.
+    at = rest.find("\n") + 1
+    if not at:
+        return ""
+    while True:
+        end = rest.find("\n", at)
+        line = rest[at:] if end < 0 else rest[at:end + 1]
+        if not line or line.strip():
+            return rest[at:]
+        at += len(line)
+
+
 def _corrupt(exc: Exception) -> bool:
     """Whether SQLite found the index damaged (not locked, not read-only, not a full disk)."""
     cause = exc.__cause__
@@ -92,7 +112,7 @@ def _corrupt(exc: Exception) -> bool:
             and not isinstance(cause, (sqlite3.OperationalError, sqlite3.IntegrityError)))
 
 
-class MarkdownStore(MarkdownUndo, MarkdownScan, SQLiteStore):
+class MarkdownStore(MarkdownImport, MarkdownUndo, MarkdownScan, SQLiteStore):
     kind = "markdown"
 
     def __init__(self, folder: str | os.PathLike[str], name: str = "default"):
@@ -330,13 +350,14 @@ class MarkdownStore(MarkdownUndo, MarkdownScan, SQLiteStore):
         return data
 
     def _put(self, conn: sqlite3.Connection, rel: str, text: str, entity_id: int | None, key: str = "",
-             current: bytes | None = None) -> None:
+             current: bytes | None = None, absent: bool = False) -> None:
         """Stage a file's new bytes in this transaction (`current`: its bytes as just read, if they
-        were: the file must still hold them when the change is put in place)."""
+        were: the file must still hold them when the change is put in place; `absent`: there was
+        no such file when the caller looked)."""
         data = text.encode("utf-8")
         change = self._staged()
         staged = change.pending(rel)
-        expected = staged.expected if staged is not None else self._current_sha(rel, current)
+        expected = staged.expected if staged is not None else None if absent else self._current_sha(rel, current)
         st = change.put(rel, data, expected)
         self._record(conn, rel, entity_id, key, st, sha256_hex(data))
 
@@ -398,6 +419,7 @@ class MarkdownStore(MarkdownUndo, MarkdownScan, SQLiteStore):
                 raise ConflictError(f"name: the files for '{name}' already exist in library '{self.name}'",
                                     hint="Pick another name, or merge into the entity that file holds.")
         ours = source is None or self._created_here(conn, old or rel)
+        rendered = False
         text = getattr(self._verbatim, "texts", {}).pop(key, None)  # an edit keeps the person's formatting
         if text is not None:  # the edit's text is the file's, LF and without its BOM: put those back
             style = patch.decode(source)[1] if source is not None else patch.Style()
@@ -411,11 +433,12 @@ class MarkdownStore(MarkdownUndo, MarkdownScan, SQLiteStore):
                                           "ORDER BY id", (entity_id,)).fetchall())
             # Observations are part of the file's body: their [[links]] are links too (as a rescan reads them).
             linked = {name_key(t) for rt, t in doc.relations if rt == LINKS_TO} | {name_key(t) for t in wikilinks(doc.body)}
-            extra = [t for o in doc.observations for t in wikilinks(o) if name_key(t) not in linked and name_key(t) != key]
+            extra = [t for o in doc.observations if "[[" in o for t in wikilinks(o)
+                     if name_key(t) not in linked and name_key(t) != key]
             if extra and self.schema.relation_types is None:  # a typed schema keeps links as text
                 self._add_links(conn, entity_id, extra)
             if source is None:  # a file memloci creates: its own rendering (DESIGN.md §1)
-                text = render_document(doc)
+                text, rendered = render_document(doc), True
             else:  # an existing file: edits to its bytes, nothing rendered again
                 relations = conn.execute(
                     """SELECT r.relation_type, e.name FROM relations r JOIN entities e ON e.id = r.to_id WHERE r.from_id = ?
@@ -430,21 +453,26 @@ class MarkdownStore(MarkdownUndo, MarkdownScan, SQLiteStore):
                                     style).decode("utf-8")
         if source is not None and text.encode("utf-8") == source and rel == (old or rel):
             return  # nothing to change: the file keeps its bytes and its mtime
-        self._put(conn, rel, text, entity_id, key, current=current)
+        # A file name just found free needs no second look on disk (apply() checks it still is).
+        self._put(conn, rel, text, entity_id, key, current=current, absent=rel != (old or rel) or row is None)
         if old is not None and old != rel:
             self._unlink(old, source)
         conn.execute("DELETE FROM md_created WHERE path = ?", (old,)) if old is not None and old != rel else None
         if source is None or (ours and old is not None):
             conn.execute("INSERT OR IGNORE INTO md_created VALUES (?)", (rel,))
         # The index holds the body the file now holds, so the next edit starts from it.
-        body = parse_document(patch.decode(text.encode("utf-8"))[0], fallback_name=Path(rel).stem).body
+        body = _rendered_body(text) if rendered else None
+        if body is None:
+            body = parse_document(patch.decode(text.encode("utf-8"))[0], fallback_name=Path(rel).stem).body
         conn.execute("UPDATE entities SET body = ? WHERE id = ? AND body != ?", (body, entity_id, body))
 
     def _refuse_broken(self, conn: sqlite3.Connection, rel: str, name: str) -> None:
         """A note memloci cannot read (unparsable, or a link it does not follow) may hold `name`:
         never write a second file beside it, under its file name in any case or Unicode form."""
-        folder, key = Path(rel).parent, name_key(Path(rel).stem)
         unreadable = {**dict(conn.execute("SELECT path, error FROM md_broken").fetchall()), **self.refused_links}
+        if not unreadable:
+            return
+        folder, key = Path(rel).parent, name_key(Path(rel).stem)
         for path, why in sorted(unreadable.items()):
             held = Path(path)
             if held.parent == folder and held.suffix == ".md" and name_key(held.stem) == key:

@@ -144,11 +144,18 @@ class FileChange:
         if not self._n_staged:
             confine.private_dir(self.root, f"{INDEX_DIR}/{STAGING}")  # memloci's own: no link, 0700
         self._n_staged += 1
-        tmp = self.staging / op.tmp
+        tmp = f"{self.staging}/{op.tmp}"
         try:
-            with open(tmp, "wb") as f:  # made durable in apply(), all at once
-                f.write(data)
-            return os.stat(tmp)
+            # 0600: a file memloci creates is private (one replacing a person's file takes its mode in _keep).
+            # Made durable in apply(), all at once.
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view):]
+                return os.fstat(fd)
+            finally:
+                os.close(fd)
         except OSError as exc:
             raise storage_error(exc, f"library '{self.library}': cannot write {tmp}") from exc
 
@@ -299,7 +306,7 @@ class FileChange:
              "sha": sha256_hex(op.data) if op.kind == "put" else None} for op in self.ops.values()]}
         path = self.staging / f"{self.id}.intent"
         with open(path, "w", encoding="utf-8") as f:
-            json.dump(record, f, ensure_ascii=False)
+            f.write(json.dumps(record, ensure_ascii=False))  # one string: json.dump writes piece by piece
             if durable:
                 f.flush()
                 os.fsync(f.fileno())

@@ -1,0 +1,112 @@
+"""Importing a graph into a Markdown library: each entity file written once (mixed into MarkdownStore).
+
+The generic import creates a chunk of entities (one file each), then, once every entity
+exists, the relations, which rewrites the source entities' files a second time (front matter
+`relations:` lives in the source's file). Here a batch is the entities and the relations
+going out of them, in one write transaction: a relation whose target is not in the library
+yet is a pending link (as a `[[link]]` to a missing note is) and becomes a relation when a
+later batch creates the target. The file says the same before and after that: it names the
+target either way, so resolving it rewrites nothing.
+
+All or nothing holds per batch as for any write (markdown_intent.py: one intent, one sync
+for the batch's files). A run killed between batches leaves whole batches, whose relations to
+entities not imported yet wait as pending links; running the import again completes it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ..errors import InvalidRelationError
+from ..model import CreatedEntity, EntityInput, Relation, RelationInput, name_key, now_iso
+
+
+class MarkdownImport:
+    """`create_graph` of MarkdownStore (uses its _write, _resolve, _insert_observations, ...)."""
+
+    def _defers_relations(self) -> bool:
+        """Whether relations may wait for their target: not under a schema that types relations
+        or keeps them acyclic (it checks both ends when the relation is made)."""
+        rules = self.schema
+        return rules.relation_types is None and not rules.acyclic and not rules.unique_names
+
+    def create_graph(self, entities: Sequence[EntityInput], relations: Sequence[RelationInput], *, origin: str
+                     ) -> tuple[list[CreatedEntity], list[Relation], list[Relation], list[RelationInput]]:
+        """Create (or merge) `entities` and the `relations` going out of them in one transaction.
+        Returns (entities as create_entities reports them, relations created, relations already
+        there, relations deferred: for the caller to create once every entity exists)."""
+        if not self._defers_relations():
+            return self.create_entities(entities, origin=origin), [], [], list(relations)
+        groups: dict[str, tuple[EntityInput, list[str]]] = {}
+        for e in entities:  # the same name twice merges into the first (as create_entities does)
+            key = name_key(e.name)
+            if key in groups:
+                groups[key][1].extend(e.observations)
+            else:
+                groups[key] = (e, list(e.observations))
+        at = now_iso()
+        results: list[CreatedEntity] = []
+        created: list[Relation] = []
+        existing_rel: list[Relation] = []
+        with self._write() as conn:
+            existing = self._resolve(conn, [e.name for e, _ in groups.values()])
+            touched: list[int] = []
+            for key, (e, observations) in groups.items():
+                if key in existing:
+                    entity_id, stored_name = existing[key]
+                    entity_type, created_at = conn.execute(
+                        "SELECT entity_type, created_at FROM entities WHERE id = ?", (entity_id,)).fetchone()
+                    added, skipped = self._insert_observations(conn, entity_id, observations, at)
+                    if added:
+                        conn.execute("UPDATE entities SET updated_at = ? WHERE id = ?", (at, entity_id))
+                        touched.append(entity_id)
+                    ignored = e.entity_type if e.entity_type.casefold() != entity_type.casefold() else None
+                    results.append(CreatedEntity(stored_name, entity_type, "merged", tuple(added), tuple(skipped),
+                                                 created_at, ignored))
+                else:
+                    entity_id = conn.execute(
+                        "INSERT INTO entities (name, name_key, entity_type, created_at, updated_at) VALUES (?, ?, ?, ?, ?)",
+                        (e.name, key, e.entity_type, at, at)).lastrowid
+                    added, skipped = self._insert_observations(conn, entity_id, observations, at)
+                    results.append(CreatedEntity(e.name, e.entity_type, "created", tuple(added), tuple(skipped), at))
+                    touched.append(entity_id)
+            ids = self._resolve(conn, [n for r in relations for n in (r.from_entity, r.to_entity)])
+            missing = [r.from_entity for r in relations if name_key(r.from_entity) not in ids]
+            if missing:  # the caller passes only relations going out of this batch or the library
+                raise InvalidRelationError(f"relation endpoints do not exist: {', '.join(missing[:5])}",
+                                           details={"missing": missing})
+            seen: set[tuple[int, str, str]] = set()
+            for r in relations:
+                from_id, from_name = ids[name_key(r.from_entity)]
+                target = ids.get(name_key(r.to_entity))
+                triple = (from_id, r.relation_type, name_key(r.to_entity))
+                if triple in seen:
+                    continue
+                seen.add(triple)
+                if target is not None:
+                    cur = conn.execute("INSERT OR IGNORE INTO relations (from_id, relation_type, to_id, created_at) "
+                                       "VALUES (?, ?, ?, ?)", (from_id, r.relation_type, target[0], at))
+                    to_name = target[1]
+                else:  # its target comes in a later batch: a pending link until then
+                    cur = conn.execute("INSERT OR IGNORE INTO pending_links VALUES (?, ?, ?, ?)",
+                                       (from_id, r.relation_type, name_key(r.to_entity), r.to_entity))
+                    to_name = r.to_entity
+                (created if cur.rowcount else existing_rel).append(Relation(from_name, r.relation_type, to_name, at))
+            if touched:
+                self._refresh_fts(conn, touched)
+            # Links of earlier batches (and of notes) whose targets this batch created become
+            # relations. Their files already name these targets: they are not written again.
+            dirty = {i for (i,) in conn.execute("SELECT entity_id FROM md_dirty")}
+            resolved = self._link_pending(conn)
+            conn.executemany("DELETE FROM md_dirty WHERE entity_id = ?", [(i,) for i in resolved if i not in dirty])
+            if touched:
+                self._journal(conn, origin, "create_entities",
+                              [r.name for r in results if r.status == "created" or r.observations],
+                              {"created": [r.name for r in results if r.status == "created"],
+                               "merged": {r.name: list(r.observations) for r in results
+                                          if r.status == "merged" and r.observations}})
+            if created:
+                self._journal(conn, origin, "create_relations",
+                              list(dict.fromkeys(n for r in created for n in (r.from_entity, r.to_entity))),
+                              {"relations": [[r.from_entity, r.relation_type, r.to_entity] for r in created]})
+        return results, created, existing_rel, []
