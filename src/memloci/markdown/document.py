@@ -228,39 +228,6 @@ def _str_list(value: object, key: str) -> list[str]:
     return [] if value is None else [_text(value, key)]
 
 
-def _tags(value: object) -> list[str]:
-    """Front-matter tags as Obsidian reads them: a list, or one string of tags separated by
-    commas or spaces; a leading `#` is not part of the tag (`tags: "#a, b/c"` -> a, b/c)."""
-    raw = _str_list(value, "tags")
-    if isinstance(value, str):
-        raw = re.split(r"[,\s]+", value)
-    out: dict[str, str] = {}
-    for t in raw:
-        t = t.strip().removeprefix("#").strip()
-        if t:
-            out.setdefault(t.casefold(), t)
-    return list(out.values())
-
-
-def property_links(data: object) -> list[tuple[str, str]]:
-    """(key, target) of each `[[link]]` in the string values (or lists of strings) of front-matter
-    keys memloci does not know: `people: ["[[Anna]]", "[[Bob|Bobby]]"]` -> people->Anna, people->Bob.
-    `[[Target#Heading]]`, `[[Target|label]]` and `[[folder/Target.md]]` point at Target."""
-    out: dict[tuple[str, str], tuple[str, str]] = {}
-    if not isinstance(data, dict):
-        return []
-    for key, value in data.items():
-        if str(key) in KNOWN_KEYS:
-            continue
-        for v in value if isinstance(value, list) else [value]:
-            if isinstance(v, str):
-                for m in _WIKILINK.finditer(v):
-                    t = _stem(_target(m.group(1))[1])
-                    if t:
-                        out.setdefault((str(key), _fold(t)), (str(key), t))
-    return list(out.values())
-
-
 def _relations(value: object) -> list[tuple[str, str]]:
     rule = "expected a list of {type: uses, to: fastapi} or a mapping like {uses: [fastapi]}"
     if value is None:
@@ -317,6 +284,8 @@ def parse_document(text: str, *, fallback_name: str) -> EntityDocument:
     """Parse an entity document (`\\r\\n` and a BOM are normalized first). The name is front
     matter `name`, else a leading `# Title`, else `fallback_name`. Bad front matter raises
     ValidationError naming the line or the field."""
+    from .obsidian import front_matter_tags, property_links  # it builds on this module
+
     doc = _analyze(text.removeprefix("\ufeff").replace("\r\n", "\n"))
     lines, start = doc.lines, doc.start
     data: dict = {}
@@ -362,7 +331,7 @@ def parse_document(text: str, *, fallback_name: str) -> EntityDocument:
         name=scalar("name", title or fallback_name) or fallback_name,
         entity_type=_text(data["type"], "type") if data.get("type") is not None else "note",
         aliases=_str_list(data.get("aliases"), "aliases"),
-        tags=_tags(data.get("tags")),
+        tags=front_matter_tags(data.get("tags")),
         relations=_relations(data.get("relations")),
         links=property_links(data),
         observations=observations,

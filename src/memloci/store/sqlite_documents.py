@@ -30,9 +30,10 @@ from ..markdown.document import (
     wikilinks,
 )
 from ..markdown.frontmatter import drop_link
-from ..markdown.obsidian import all_tags, block_links
+from ..markdown.obsidian import all_tags, block_links, tag_text
 from ..model import Relation, RelationInput, name_key, now_iso
 from ..search import lexical
+from .sqlite_graph_reads import _chunks
 from .sqlite_memories import insert_memory
 
 LINKS_TO = "links_to"
@@ -104,7 +105,8 @@ class SQLiteDocuments:
         body_only = {t.casefold() for t in entity.metadata.get(BODY_TAGS, [])}
         return EntityDocument(
             name=entity.name, entity_type=entity.entity_type, aliases=list(entity.aliases),
-            tags=[t for t in entity.tags if t.casefold() not in body_only],
+            # (tag_text: an index written before `#` was read off front-matter tags agrees with the file)
+            tags=list(dict.fromkeys(tag_text(t) for t in entity.tags if t.casefold() not in body_only)),
             relations=relations, observations=[o.content for o in entity.observations], body=entity.body,
             created=entity.created_at, modified=entity.updated_at, extra=extra, links=links,
         )
@@ -308,6 +310,9 @@ class SQLiteDocuments:
         conn.execute("DELETE FROM pending_links WHERE from_id = ?", (entity_id,))
         conn.executemany("INSERT OR IGNORE INTO pending_links VALUES (?, ?, ?, ?)",
                          [(entity_id, rt, k, t) for (rt, k), t in wanted_rel.items() if k not in targets])
+        waiting = [t for (rt, k), t in wanted_rel.items() if k not in targets]
+        if doc.aliases or waiting:
+            self._alias_work(conn, entity_id if doc.aliases else None, waiting)
         return entity_id
 
     def _resolve_names(self, conn: sqlite3.Connection, names: Sequence[str]) -> dict[str, tuple[int, str]]:
@@ -318,6 +323,38 @@ class SQLiteDocuments:
             if len(ids) == 1:
                 found[key] = (ids[0], conn.execute("SELECT name FROM entities WHERE id = ?", (ids[0],)).fetchone()[0])
         return found
+
+    @staticmethod
+    def _alias_work(conn: sqlite3.Connection, entity_id: int | None, targets: Sequence[str] = ()) -> None:
+        """Note, for this transaction's _link_pending, an entity written with aliases (None: not)
+        and the link targets it left waiting: only those can newly meet through an alias."""
+        conn.execute("CREATE TEMP TABLE IF NOT EXISTS memloci_alias_work (entity_id INTEGER, target TEXT)")
+        conn.executemany("INSERT INTO temp.memloci_alias_work VALUES (?, ?)",
+                         [(entity_id, None)] * (entity_id is not None) + [(None, t) for t in targets])
+
+    def _link_aliases(self, conn: sqlite3.Connection) -> list[tuple[int, str, int, str]]:
+        """Waiting links that reach an entity through an alias (`[[Anna]]`, `aliases: [Anna]`),
+        as (from_id, relation_type, to_id, target_key). Only the links and aliases this
+        transaction wrote are looked at; an alias two entities claim resolves nothing."""
+        try:
+            work = conn.execute("SELECT entity_id, target FROM temp.memloci_alias_work").fetchall()
+        except sqlite3.OperationalError:  # nothing written with aliases or waiting links on this connection
+            return []
+        conn.execute("DELETE FROM temp.memloci_alias_work")
+        written = sorted({i for i, _ in work if i is not None})
+        names = [t for _, t in work if t is not None]
+        for chunk in _chunks(written):
+            names += [str(a) for (aliases,) in conn.execute(
+                f"SELECT aliases FROM entities WHERE id IN ({_marks(len(chunk))})", chunk) for a in json.loads(aliases)]
+        if not names:
+            return []
+        named = set(self._resolve(conn, names))
+        rows = []
+        for key, ids in self._alias_holders(conn, [n for n in names if name_key(n) not in named], written).items():
+            if len(ids) == 1:
+                rows += [(f, rt, ids[0], key) for f, rt in conn.execute(
+                    "SELECT from_id, relation_type FROM pending_links WHERE target_key = ?", (key,))]
+        return rows
 
     def _alias_keys(self, conn: sqlite3.Connection, texts: Sequence[str]) -> dict[str, str]:
         """name_key of a link's text -> name_key of the entity it reaches through an alias, for
@@ -355,21 +392,11 @@ class SQLiteDocuments:
                 del meta[EXTRA_KEY]
             conn.execute("UPDATE entities SET metadata = ? WHERE id = ?", (json.dumps(meta, ensure_ascii=False), entity_id))
 
-    @staticmethod
-    def _link_pending(conn: sqlite3.Connection) -> list[int]:
+    def _link_pending(self, conn: sqlite3.Connection) -> list[int]:
         """Links whose target now exists become relations; the ids of their sources."""
         rows = conn.execute("""SELECT p.from_id, p.relation_type, e.id, p.target_key FROM pending_links p
                                JOIN entities e ON e.name_key = p.target_key""").fetchall()
-        # A link to a name no entity has, but one entity lists among its aliases, points at it
-        # (two entities claiming the alias: the link waits, nothing is guessed). One pass over the
-        # aliases, and only while links wait.
-        if conn.execute("SELECT 1 FROM pending_links LIMIT 1").fetchone():
-            rows += conn.execute("""
-                SELECT p.from_id, p.relation_type, a.id, p.target_key FROM pending_links p
-                JOIN (SELECT memloci_name_key(j.value) AS k, min(e.id) AS id FROM entities e, json_each(e.aliases) j
-                      WHERE e.aliases != '[]' AND typeof(j.value) = 'text'
-                      GROUP BY k HAVING count(DISTINCT e.id) = 1) a ON a.k = p.target_key
-                WHERE NOT EXISTS (SELECT 1 FROM entities x WHERE x.name_key = p.target_key)""").fetchall()
+        rows += self._link_aliases(conn)
         if not rows:
             return []
         at = now_iso()
