@@ -124,6 +124,9 @@ def test_search_nodes_finds_a_note_whose_body_says_it_in_other_words(tmp_path):
         assert found.hits, "no word of the query is in any note: only meaning can find it"
         assert found.hits[0].entity.name == "Pets"
         assert "body means it" in found.hits[0].why
+        # Words fill the page (limit 1), and the body's meaning still ranks with them.
+        found = service.search_nodes("who adopted puppies from the shelter", limit=1)
+        assert found.hits[0].entity.name == "Pets" and "body means it" in found.hits[0].why
 
         # The body changes: the old meaning goes with it.
         service.replace_entity_content("Pets", PUPPIES, "The boiler was serviced and the radiators bled.")

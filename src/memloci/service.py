@@ -36,7 +36,8 @@ from .model import (
 )
 from .search.embedder import EmbedderHandle
 from .search.lexical import normalize_content
-from .search.hybrid import OBSERVATION_WEIGHT, WEAK_MEANING, MemoryHit, entity_signals, retrieve
+from .search.entities import count_entities, entity_signals, find_entities
+from .search.hybrid import OBSERVATION_WEIGHT, WEAK_MEANING, MemoryHit, retrieve
 from .search.timephrases import TimeRange, parse_time_phrase, split_time_phrase
 from .search.vectors import EmbeddingWorker, PassageIndex, VectorIndex, library_key
 from .service_documents import DocumentService
@@ -270,24 +271,35 @@ class MemoryService(DocumentService, ProjectService, HistoryService):
         else:  # the page after `offset` of one ranking, so pages never overlap
             found = self._search_nodes(store, text, min(offset + limit, schema.SEARCH_LIMIT_MAX))
         total = len(found.hits)
-        if found.is_truncated:  # count every match (up to the cap) without loading them
-            total = max(store.count_entities(text, cap=schema.SEARCH_LIMIT_MAX), offset + len(found.hits[offset:]) + 1)
+        if found.is_truncated:  # every match (up to the cap), counted without loading them
+            counted = found.total_count if found.total_count is not None else count_entities(store, text, schema.SEARCH_LIMIT_MAX)
+            total = max(counted, offset + len(found.hits[offset:]) + 1)
         hits = found.hits[offset:offset + limit]
         names = {h.entity.name for h in hits}
         relations = tuple(r for r in found.relations if r.from_entity in names or r.to_entity in names)
         return SearchResult(hits, relations, offset + len(hits) < total, total, offset)
 
     def _search_nodes(self, store: Store, text: str, limit: int) -> SearchResult:
-        result = store.search_entities(text, limit=limit)
-        if len(result.hits) >= limit:
-            return result
-        # Room left: entities whose name is a near miss (typos), then those whose observations
-        # mean what the query says.
-        pair = self._vectors(store)  # observations embedded so far; a search never waits for a backlog
-        embedder = self.embedder.get(timeout=0) if pair else None
-        extra = entity_signals(store, text, pair[0] if pair else None, embedder)
-        extra += self._body_signals(store, text, embedder)
-        return store.search_entities(text, limit=limit, extra=extra) if extra else result
+        def signals() -> list[tuple[str, float, str]]:
+            # Only when the words leave room: entities whose type is a near miss, then those whose
+            # observations or bodies mean what the query says (embedding the query costs time).
+            pair = self._vectors(store)  # observations embedded so far; a search never waits for a backlog
+            loaded = self.embedder.get(timeout=0) if pair else None
+            embedder = _QueryEmbedding(loaded) if loaded is not None else None  # the query embedded once
+            extra = entity_signals(store, text, pair[0] if pair else None, embedder)
+            return extra + self._body_signals(store, text, embedder)
+
+        # Where note bodies carry meaning, it ranks with the words, not only after them: words
+        # alone fill a page for nearly any question asked in a sentence.
+        return find_entities(store, text, limit, signals=signals, fuse=self._bodies_embedded(store))
+
+    def _bodies_embedded(self, store: Store) -> bool:
+        """Whether the library has note passages with vectors (and the model is loaded)."""
+        passages = self._passages.get(library_key(store))
+        if passages is None or self.embedder.get(timeout=0) is None:
+            return False
+        passages.refresh()
+        return len(passages) > 0
 
     def _body_signals(self, store: Store, text: str, embedder) -> list[tuple[str, float, str]]:
         """(entity name, score, why) for notes whose body means what the query says: the
@@ -722,6 +734,22 @@ def _newest(store: Store, filters: MemoryFilter, n: int, hits: list[MemoryHit]) 
     seen = {h.memory.id for h in hits}
     listed, _ = store.list_memories(offset=0, limit=n + len(seen), filters=filters)
     return [MemoryHit(m, 0.0, "in range, newest (no word or meaning match)") for m in listed if m.id not in seen][:n]
+
+
+class _QueryEmbedding:
+    """An embedder that embeds each text once: one search asks for the query's vector for
+    observations and for note bodies."""
+
+    def __init__(self, embedder):
+        self.embedder = embedder
+        self.model_id, self.dimension = embedder.model_id, embedder.dimension
+        self._done: dict[tuple[str, ...], Any] = {}
+
+    def embed(self, texts: list[str]):
+        key = tuple(texts)
+        if key not in self._done:
+            self._done[key] = self.embedder.embed(list(texts))
+        return self._done[key]
 
 
 def _missing_endpoints(relations: Sequence[RelationInput], exc: InvalidRelationError, most: int = 10) -> InvalidRelationError:
