@@ -1,7 +1,7 @@
 """Hybrid retrieval of memories: words, meaning and substrings, fused, then decayed.
 
-1. Words: BM25 over each memory's own words (weight 1) and its thread neighbours' words
-   (weight 0.4), English stemming, stop words dropped.
+1. Words: BM25 over each memory's own words (weight 1), its thread neighbours' words
+   (weight 0.4) and its tags and type (weight 0.5), English stemming, stop words dropped.
 2. Meaning: cosine similarity of query and memory vectors, lifted by the neighbours'
    similarity (search/vectors.py).
 3. Substrings: runs of Chinese/Japanese characters are looked up in a trigram index, so CJK
