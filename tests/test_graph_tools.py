@@ -289,3 +289,21 @@ def test_single_library_may_be_named_or_left_out(home):
         assert [e["name"] for e in graph["entities"]] == ["X"]
 
     run(home, body)
+
+
+def test_search_nodes_finds_cjk_words_typos_and_prefixes_of_any_word(home):
+    async def body(c: Client):
+        await c.ok("create_entities", entities=[
+            {"name": "trip", "entityType": "note", "observations": ["東京の旅行計画。来月に行く。"]},
+            {"name": "Alice Chen", "entityType": "person", "observations": ["Leads the data team"]},
+            {"name": "Bob Chen", "entityType": "person", "observations": []}])
+        for query in ["東京", "旅行計画"]:
+            found, _ = await c.ok("search_nodes", query=query)
+            assert [e["name"] for e in found["entities"]] == ["trip"], query
+        for query in ["alcie", "Aliec", "Ali", "alcie chen"]:
+            found, _ = await c.ok("search_nodes", query=query)
+            assert found["entities"][0]["name"] == "Alice Chen", query
+        found, _ = await c.ok("search_nodes", query="who leads the data team?")
+        assert found["entities"][0]["name"] == "Alice Chen" and found["why"]["Alice Chen"].startswith("all 3 words")
+
+    run(home, body)

@@ -23,6 +23,7 @@ import threading
 import weakref
 from collections.abc import Callable, Sequence
 
+from ..schema import SEARCH_LIMIT_MAX
 from .hybrid import STOP_WORDS
 
 log = logging.getLogger(__name__)
@@ -34,6 +35,7 @@ MEANING_FLOOR = 0.35  # cosine below which an observation is not "about" the que
 RESPELL_MIN = 4  # shorter words are not respelled: one edit makes another word of most of them
 RESPELLINGS = 3  # name words a misspelled word may stand for
 COMPLETIONS = 8  # name words a prefix may stand for
+COUNT_CAP = SEARCH_LIMIT_MAX  # a page's total counts the matches up to this
 _WORD = re.compile(r"\w+", re.UNICODE)
 
 
@@ -128,13 +130,15 @@ def find_entities(store, query: str, limit: int, *,
     bodies carry meaning: a question asked in a sentence is answered better by both).
     This is the one entry point: a new signal joins through `signals`."""
     names = name_words(store)
-    result = store.search_entities(query, limit=limit, stop_words=STOP_WORDS, names=names)
+    result = store.search_entities(query, limit=limit, stop_words=STOP_WORDS, names=names,
+                                   count_cap=COUNT_CAP)
     if signals is None or (len(result.hits) >= limit and not fuse):
         return result
     extra = list(signals())
     if not extra:
         return result
-    return store.search_entities(query, limit=limit, extra=extra, stop_words=STOP_WORDS, names=names)
+    return store.search_entities(query, limit=limit, extra=extra, stop_words=STOP_WORDS, names=names,
+                                   count_cap=COUNT_CAP)
 
 
 def count_entities(store, query: str, cap: int) -> int:

@@ -56,10 +56,11 @@ class Store(Protocol):
     def open_entities(self, names: Sequence[str]) -> Graph: ...
     def search_entities(self, query: str, *, limit: int, extra: Sequence[tuple[str, float, str]] = (),
                         stop_words: frozenset[str] = frozenset(),
-                        names: NameVocabulary | None = None) -> SearchResult:
+                        names: NameVocabulary | None = None, count_cap: int = 0) -> SearchResult:
         """Entities ranked by BM25 over the query's words (less `stop_words`; `names` completes a
         word that begins words of names, and respells one found nowhere), substring matches after
-        them, `extra` (name, score 0..1, why) fused in."""
+        them, `extra` (name, score 0..1, why) fused in; with `count_cap`, a truncated result's
+        total_count counts the matches up to it."""
         ...
     def count_entities(self, query: str, *, cap: int, stop_words: frozenset[str] = frozenset(),
                        names: NameVocabulary | None = None) -> int:

@@ -88,12 +88,15 @@ class SQLiteGraphReads:
         return found
 
     def search_entities(self, query: str, *, limit: int, extra: Sequence[tuple[str, float, str]] = (),
-                        stop_words: frozenset[str] = frozenset(), names: NameVocabulary | None = None) -> SearchResult:
+                        stop_words: frozenset[str] = frozenset(), names: NameVocabulary | None = None,
+                        count_cap: int = 0) -> SearchResult:
         """Entities ranked by BM25 over the query's words (sqlite_search.py), substring matches
-        after them; `extra` (name, score 0..1, why) found by other signals (meaning, near-miss
-        types) is fused in: a word match scores its BM25 over the best one's, plus its signal."""
+        after them; `extra` (name, score 0..1, why) found by other signals (meaning) is fused in:
+        a word match scores its BM25 over the best one's, plus its signal. With `count_cap`, a
+        truncated result's total_count is every match up to it."""
         with self._read() as conn:
-            scored = rank_entities(conn, query, limit + 1, stop_words=stop_words, names=names)  # one extra tells whether the result is truncated
+            scored, total = rank_entities(conn, query, limit + 1, stop_words=stop_words, names=names,
+                                          count_cap=count_cap)  # one extra tells whether the result is truncated
             best = max((-s.bm25 for s in scored.values()), default=0.0) or 1.0
             fused = {i: (-s.bm25 / best, s.matched, s.why) for i, s in scored.items()}
             if extra:
@@ -115,7 +118,7 @@ class SQLiteGraphReads:
             entities = self._load_entities(conn, ranked)
             hits = tuple(SearchHit(entities[i], *fused[i]) for i in ranked if i in entities)
             relations = self._relations_touching(conn, list(entities))
-        return SearchResult(hits, tuple(relations), truncated)
+        return SearchResult(hits, tuple(relations), truncated, total if truncated else None)
 
     def count_entities(self, query: str, *, cap: int, stop_words: frozenset[str] = frozenset(),
                        names: NameVocabulary | None = None) -> int:

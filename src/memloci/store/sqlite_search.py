@@ -84,12 +84,13 @@ def query_terms(query: str, stop_words: frozenset[str] = frozenset()) -> list[tu
     """(word, kind) of a query: kind is 'cjk' for a run of CJK characters, else 'word'.
     Stop words are dropped unless nothing else is left."""
     terms: list[tuple[str, str]] = []
-    for word in lexical.query_terms(query):
+    # every word, not lexical.query_terms' first 16: a long question's stop words come first
+    for word in dict.fromkeys(w.strip("_") for w in _WORD.findall(query.lower()) if w.strip("_")):
         for run in _CJK.findall(word):
             terms.append((run, "cjk"))
         terms.extend((piece, "word") for piece in _CJK.sub(" ", word).split())
     kept = [t for t in terms if t[0] not in stop_words]
-    return list(dict.fromkeys(kept or terms))
+    return list(dict.fromkeys(kept or terms))[:lexical.MAX_TERMS]
 
 
 def _count(conn: sqlite3.Connection, expr: str, cap: int) -> list[int]:
@@ -129,9 +130,10 @@ def _plan(conn: sqlite3.Connection, query: str, stop_words: frozenset[str], name
 
 
 def rank_entities(conn: sqlite3.Connection, query: str, want: int, *, stop_words: frozenset[str] = frozenset(),
-                  names: NameVocabulary | None = None) -> dict[int, Score]:
+                  names: NameVocabulary | None = None, count_cap: int = 0) -> tuple[dict[int, Score], int | None]:
     """Up to `want` entity ids with their scores (unordered; sort by (bm25, -matched): word
-    matches first, best BM25 first; substring matches after them)."""
+    matches first, best BM25 first; substring matches after them), and, given `count_cap` and
+    more than `want` matches, how many there are up to `count_cap` (counted, not ranked)."""
     plan = _plan(conn, query, stop_words, names)
     scored: dict[int, Score] = {}
     if plan:
@@ -141,18 +143,21 @@ def rank_entities(conn: sqlite3.Connection, query: str, want: int, *, stop_words
         for rowid, why in _substrings(conn, text, want + len(scored)):
             if rowid not in scored and len(scored) < want:
                 scored[rowid] = Score(0, 0.0, why)
-    return scored
+    total = _count_plan(conn, plan, text, count_cap) if count_cap and len(scored) >= want else None
+    return scored, total
 
 
 def count_entities(conn: sqlite3.Connection, query: str, cap: int, *, stop_words: frozenset[str] = frozenset(),
                    names: NameVocabulary | None = None) -> int:
     """How many entities rank_entities finds, up to `cap`, without ranking them."""
-    plan = _plan(conn, query, stop_words, names)
+    return _count_plan(conn, _plan(conn, query, stop_words, names), query.strip(), cap)
+
+
+def _count_plan(conn: sqlite3.Connection, plan: list[_Term], text: str, cap: int) -> int:
     found: set[int] = set()
     if plan:
         expr = " OR ".join(t.expr for t in plan)
         found.update(_count(conn, expr, cap))
-    text = query.strip()
     if len(found) < cap and text:
         for rowid, _ in _substrings(conn, text, cap):
             found.add(rowid)
