@@ -301,7 +301,9 @@ def test_basic_memory_counts_and_values(lib, notes):
         ("Alice", "links_to", "Coffee Bean Origins"),
     }
     text = lib.read_entities(["Coffee Brewing Methods"])["entities"][0]["content"]
-    assert brew.tags == ("coffee", "brewing") and beans.tags == ("coffee", "sourcing") and alice.tags == ()
+    # front-matter tags, then the notes' inline #tags (observations' too), each once
+    assert brew.tags == ("coffee", "brewing", "clarity", "technique")
+    assert beans.tags == ("coffee", "sourcing", "ethiopia", "colombia") and alice.tags == ("equipment",)
     assert "permalink: coffee/coffee-brewing-methods" in text
     assert "Notes on the ways I brew, kept while testing grinders. Beans come from\n[[Coffee Bean Origins]]" in text
     assert "- pairs_with [[Pastry Notes]]" in text  # an unresolved relation keeps its line
