@@ -157,3 +157,50 @@ def test_without_an_embedder_notes_are_found_by_words_over_mcp(tmp_path):
         assert health["embedder"]["search"] == "lexical" and health["status"] == "healthy"
 
     run_session(tmp_path, body, MEMLOCI_EMBEDDER="none")
+
+
+# -- the benchmark ---------------------------------------------------------------------------
+
+def test_bench_notes_reads_cranfield_files_and_scores_rankings(tmp_path):
+    from memloci.bench.notes import BM25, load_corpus, ndcg, recall
+
+    folder = tmp_path / "cran"
+    folder.mkdir()
+    (folder / "cran.all.1400").write_text(
+        ".I 1\n.T\nflow past wings\n.A\nsomeone\n.B\nj. ae. 1\n.W\nflow past swept wings at supersonic speed .\n"
+        ".I 2\n.T\nheat transfer\n.A\nother\n.B\nj. ae. 2\n.W\nheat transfer in a boundary layer of a plate .\n")
+    # cran.qry numbers its queries with gaps; cranqrel counts them 1, 2, ... in file order
+    (folder / "cran.qry").write_text(".I 001\n.W\nwhat is the flow past a swept wing ?\n"
+                                     ".I 004\n.W\nhow is heat carried through boundary layers ?\n")
+    (folder / "cranqrel").write_text("1 1 2\n1 2 -1\n2 2 1\n")
+    corpus = load_corpus(folder)
+    assert corpus.notes["1"] == ("cran-1", "flow past swept wings at supersonic speed .")
+    assert corpus.questions == [("001", "what is the flow past a swept wing ?", {"1": 3}),
+                                ("004", "how is heat carried through boundary layers ?", {"2": 4})]
+    bm25 = BM25(corpus.notes)
+    assert bm25.terms("What is the flow past the wings?") == ["flow", "past", "wing"]  # stemmed, stop words out
+    assert bm25.rank(corpus.questions[1][1]) == ["2"]
+    assert ndcg(["2", "1"], {"1": 3}) == pytest.approx(3 / __import__("math").log2(3) / 3)
+    assert recall(["2", "1"], {"1": 3}, k=1) == 0.0 and recall(["2", "1"], {"1": 3}, k=2) == 1.0
+
+
+def test_bench_notes_runs_through_the_server(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    data = tmp_path / "notes.json"
+    data.write_text(json.dumps({
+        "notes": [{"id": "pets", "text": PUPPIES}, *({"id": n, "text": t} for n, t in OTHERS.items())],
+        "questions": [{"id": "q1", "text": "who adopted puppies?", "relevant": {"pets": 2}},
+                      {"id": "q2", "text": "did revenue grow this quarter", "relevant": {"Budget": 1}}]}))
+    out = tmp_path / "notes-result.json"
+    env = {k: v for k, v in __import__("os").environ.items() if not k.startswith("MEMLOCI_")}
+    env["MEMLOCI_HOME"] = str(tmp_path / "home")
+    done = subprocess.run([sys.executable, "-m", "memloci", "bench", "notes", "--data", str(data),
+                           "--embedder", "none", "--out", str(out)], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(out.read_text())
+    assert report["notes"] == 4 and report["questions"] == 2
+    assert report["systems"]["search_nodes"] == {"ndcg@10": 1.0, "recall@10": 1.0}
+    assert report["systems"]["BM25"]["ndcg@10"] == 1.0 and "meaning alone" not in report["systems"]

@@ -556,12 +556,13 @@ def bench_notes(
                                        "(cran.all.1400, cran.qry, cranqrel) or {notes, questions} JSON.", exists=True)],
     embedder: Annotated[str, typer.Option("--embedder", help="The server's embedder (none: words only).")] = "minilm",
     questions: Annotated[Optional[int], typer.Option("--questions", help="Only the first N questions.")] = None,
+    summaries: Annotated[bool, typer.Option("--summaries", help="LoCoMo: each session's note is its summary.")] = False,
     out: Annotated[Path, typer.Option("--out", help="JSON results file.")] = Path("bench-results/notes.json"),
 ) -> None:
     """nDCG@10 and recall@10 of search_nodes over notes (real MCP server), against plain BM25 and meaning alone."""
     from .bench.notes import run as run_notes
 
-    run_notes(data=data, out=out, console=_console(), embedder=embedder, questions=questions)
+    run_notes(data=data, out=out, console=_console(), embedder=embedder, questions=questions, summaries=summaries)
 
 
 @bench_app.command("locomo")

@@ -14,9 +14,9 @@ top 10). Beside it, on the same text and the same questions:
 
 Data, read from the path given (never copied, never downloaded):
 - LoCoMo JSON (a list of conversations, e.g. ../shared/data/locomo/locomo_dev.json): each
-  session of a conversation is one note (its date, then one paragraph per turn); a
-  question's relevant notes are the sessions of its evidence turns, graded by how many
-  evidence turns each holds;
+  session of a conversation is one note (its date, then one paragraph per turn; or, with
+  `--summaries`, the dataset's summary of the session); a question's relevant notes are the
+  sessions of its evidence turns, graded by how many evidence turns each holds;
 - a Cranfield folder (`cran.all.1400`, `cran.qry`, `cranqrel` as distributed): each
   abstract a note; grades 1-4 of cranqrel (1 is best) become gains 4-1, -1 is not relevant;
 - a JSON file {"notes": [{"id", "text", "name"?}], "questions": [{"id", "text",
@@ -57,12 +57,12 @@ class Corpus:
 
 # -- reading the data ---------------------------------------------------------------------
 
-def load_corpus(path: Path) -> Corpus:
+def load_corpus(path: Path, summaries: bool = False) -> Corpus:
     if path.is_dir():
         return _cranfield(path)
     data = json.loads(path.read_text(encoding="utf-8"))
     if isinstance(data, list) and data and "conversation" in data[0]:
-        return _locomo(data, path)
+        return _locomo(data, path, summaries)
     if isinstance(data, dict) and "notes" in data and "questions" in data:
         corpus = Corpus(f"notes JSON {path}")
         for n in data["notes"]:
@@ -75,8 +75,10 @@ def load_corpus(path: Path) -> Corpus:
     raise ValueError(f"{path}: neither LoCoMo JSON, a Cranfield folder, nor {{notes, questions}} JSON")
 
 
-def _locomo(samples: list[dict[str, Any]], path: Path) -> Corpus:
-    corpus = Corpus(f"LoCoMo sessions as notes ({path.name})")
+def _locomo(samples: list[dict[str, Any]], path: Path, summaries: bool) -> Corpus:
+    """Sessions as notes; with `summaries`, each session's note is its summary (the dataset's
+    own, in other words than the conversation), so questions must find it more by meaning."""
+    corpus = Corpus(f"LoCoMo session {'summaries' if summaries else 'turns'} as notes ({path.name})")
     for sample in samples:
         conv, sid = sample["conversation"], sample["sample_id"]
         where: dict[str, str] = {}  # dia id -> note id
@@ -90,7 +92,10 @@ def _locomo(samples: list[dict[str, Any]], path: Path) -> Corpus:
                     text += f" [image: {t['blip_caption']}]"
                 lines.append(text)
                 where[evidence_ids([t["dia_id"]])[0]] = note_id
-            corpus.notes[note_id] = (f"{sid} session {s}", "\n\n".join(x for x in lines if x))
+            text = "\n\n".join(x for x in lines if x)
+            if summaries:
+                text = sample.get("session_summary", {}).get(f"session_{s}_summary", "")
+            corpus.notes[note_id] = (f"{sid} session {s}", text)
             s += 1
         for i, q in enumerate(sample["qa"]):
             grades = Counter(where[e] for e in evidence_ids(q.get("evidence", [])) if e in where)
@@ -262,12 +267,13 @@ async def _search_nodes_run(corpus: Corpus, home: Path, embedder: str, on_step) 
             "embedder": health["embedder"], "hits_by_meaning": whys[True], "hits": whys[True] + whys[False]}
 
 
-def run(*, data: Path, out: Path, console: Any, embedder: str = "minilm", questions: int | None = None) -> dict[str, Any]:
+def run(*, data: Path, out: Path, console: Any, embedder: str = "minilm", questions: int | None = None,
+        summaries: bool = False) -> dict[str, Any]:
     import anyio
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
     from rich.table import Table
 
-    corpus = load_corpus(data)
+    corpus = load_corpus(data, summaries)
     if questions is not None:
         corpus.questions = corpus.questions[:questions]
     meaning_on = embedder != "none"
