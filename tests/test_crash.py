@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import re
 import subprocess
 import sys
@@ -264,5 +265,124 @@ def test_a_corrupt_index_is_moved_aside_and_rebuilt(tmp_path):
     try:
         names = {e.name for e in service.read_graph().entities}
         assert names == {f"e{i}" for i in range(10)}
+    finally:
+        service.close()
+
+
+def _import_round(source: Path, lib: Path, env: dict, kill_when=None) -> None:
+    """`memloci import jsonl` into `lib`; SIGKILLed as soon as `kill_when()` is true (None: let it finish)."""
+    proc = subprocess.Popen([sys.executable, "-m", "memloci", "import", "jsonl", str(source), "--libraries", f"lib:{lib}"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    if kill_when is None:
+        assert proc.wait(timeout=900) == 0
+        return
+    while proc.poll() is None and not kill_when():
+        time.sleep(0.002)
+    proc.kill()  # SIGKILL (a no-op if it finished first)
+    proc.wait()
+
+
+def _kill_points(lib: Path, rounds: int, seed: int = 11) -> list:
+    """Moments of an import to kill it at, read off the disk as it goes: while the first batch's
+    files are staged, once its intent is written, while its files are put in place, once all
+    of them are, while the second batch is staged."""
+    rng = random.Random(seed)
+    staging = lib / ".memloci" / "staging"
+
+    def listed(folder: Path) -> list[str]:
+        try:
+            return os.listdir(folder)
+        except FileNotFoundError:
+            return []
+
+    def staged(k: int):
+        return lambda: sum(".t" in n for n in listed(staging)) >= k
+
+    def intent():
+        return lambda: any(n.endswith(".intent") for n in listed(staging))
+
+    def placed(k: int):
+        return lambda: sum(n.startswith("imp") for n in listed(lib)) >= k
+
+    def second_batch():
+        seen: set[str] = set()
+
+        def started() -> bool:  # temp files of a second change: the first one committed
+            seen.update(n.split(".")[0] for n in listed(staging) if ".t" in n)
+            return len(seen) > 1
+        return started
+
+    makers = [lambda: staged(rng.randint(1, 999)), intent, lambda: placed(rng.randint(1, 999)), second_batch,
+              lambda: placed(1000)]
+    return [makers[i % len(makers)]() for i in range(rounds)]
+
+
+def test_sigkill_during_a_markdown_import_leaves_whole_batches(tmp_path):
+    """An import of 1,100 entities (batches of 1,000 and 100) whose relations cross batches both
+    ways, killed at several points: after recovery each batch is all there or not at all, files
+    and index agree, a relation whose target's batch never came waits as a pending link, and
+    a person's note is not touched."""
+    import shutil
+    import sqlite3
+
+    from memloci.store.markdown import MarkdownStore
+
+    n = 1100
+    source = tmp_path / "memory.jsonl"
+    with source.open("w", encoding="utf-8") as f:
+        for i in range(n):
+            f.write(json.dumps({"type": "entity", "name": f"imp{i}", "entityType": "note",
+                                "observations": [f"imported fact {i}"]}) + "\n")
+        for j in range(n):
+            f.write(json.dumps({"type": "relation", "from": f"imp{j}", "to": f"imp{(j * 7 + 1) % n}",
+                                "relationType": "uses"}) + "\n")
+    base = tmp_path / "base"
+    base.mkdir()
+    hand = b"---\ntags:  [mine]  # by hand\n---\nA note of my own.\r\n"
+    (base / "hand.md").write_bytes(hand)
+    service = crash.service_for("markdown", base)
+    service.store()  # indexed, as the library the import starts from
+    service.close()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMLOCI_")}
+    env.update(MEMLOCI_EMBEDDER="none", MEMLOCI_HOME=str(tmp_path / "home"))
+    lib = tmp_path / "lib"
+    outcomes = []
+    for kill_when in _kill_points(lib, max(ROUNDS + 2, 5)):
+        shutil.rmtree(lib, ignore_errors=True)
+        shutil.copytree(base, lib, symlinks=True)
+        _import_round(source, lib, env, kill_when)
+        store = MarkdownStore(lib, "crash")
+        store.recover()  # what the next process does first
+        store.close()
+        crash._no_temp_files(lib)
+        index = sqlite3.connect(lib / ".memloci" / "index.db")
+        try:
+            crash._agree(lib, index)
+            count = index.execute("SELECT count(*) FROM entities WHERE name GLOB 'imp*'").fetchone()[0]
+            assert count in (0, 1000, n), f"{count} entities: not whole batches"
+            outcomes.append(count)
+            observations = index.execute("SELECT count(*) FROM memories WHERE content GLOB 'imported fact *'").fetchone()[0]
+            assert observations == count
+            linked = index.execute("SELECT count(*) FROM relations").fetchone()[0]
+            waiting = index.execute("SELECT count(*) FROM pending_links").fetchone()[0]
+            assert linked + waiting == count, f"{linked} relations and {waiting} waiting for {count} sources"
+            assert waiting == 0 or count == 1000, f"{waiting} links wait with every batch there"
+        finally:
+            index.close()
+        assert sum(p.name.startswith("imp") for p in lib.glob("*.md")) == count
+        assert (lib / "hand.md").read_bytes() == hand
+        service = crash.service_for("markdown", lib)
+        try:
+            report = getattr(service.store(), "last_sync", None)
+            assert report is None or (report.indexed, report.removed) == (0, 0), f"the rescan had to fix: {report}"
+        finally:
+            service.close()
+    assert 0 in outcomes and {1000, n} & set(outcomes), f"kills landed only at {outcomes}"
+    # Running the import again finishes what a kill left.
+    _import_round(source, lib, env)
+    service = crash.service_for("markdown", lib)
+    try:
+        graph = service.export_graph()
+        assert len(graph.entities) == n + 1 and len(graph.relations) == n  # hand.md is an entity too
     finally:
         service.close()
