@@ -204,3 +204,34 @@ def test_bench_notes_runs_through_the_server(tmp_path):
     assert report["notes"] == 4 and report["questions"] == 2
     assert report["systems"]["search_nodes"] == {"ndcg@10": 1.0, "recall@10": 1.0}
     assert report["systems"]["BM25"]["ndcg@10"] == 1.0 and "meaning alone" not in report["systems"]
+
+
+def test_the_passage_index_appends_and_reloads_when_others_write(tmp_path):
+    import numpy as np
+
+    from memloci.search.vectors import PassageIndex
+
+    service = _service(tmp_path)
+    store = service.store()
+    try:
+        service.add_entities([NewEntityDocument(f"n{i}", content=f"note number {i} says something.") for i in range(3)])
+        store.refresh_passages()
+        index = PassageIndex(store, "m")
+        assert index.best_entities(np.array([1.0, 0.0], dtype=np.float32)) == {}  # nothing embedded yet
+        pending = store.pending_passages(10)
+        vectors = np.array([[1.0, 0.0], [0.0, 1.0], [0.6, 0.8]], dtype=np.float32)
+        for row, (pid, _, thash, owner) in enumerate(pending[:2]):  # saved one at a time, as batches arrive
+            saved, version = store.save_passage_vectors([(pid, thash, vectors[row])], "m")
+            index.add(saved, [owner], vectors[row:row + 1], version)
+        assert len(index) == 2
+        best = index.best_entities(np.array([0.0, 1.0], dtype=np.float32))
+        assert best[pending[1][3]] == pytest.approx(1.0) and best[pending[0][3]] == pytest.approx(0.0)
+        # Another writer (here: the store directly) saves the third; the index sees it on the next search.
+        pid, _, thash, owner = pending[2]
+        store.save_passage_vectors([(pid, thash, vectors[2])], "m")
+        assert index.best_entities(np.array([0.6, 0.8], dtype=np.float32))[owner] == pytest.approx(1.0)
+        assert len(index) == 3
+        service.delete_entities(["n0", "n1", "n2"])
+        assert index.best_entities(np.array([0.6, 0.8], dtype=np.float32)) == {} and len(index) == 0
+    finally:
+        service.close()

@@ -164,20 +164,22 @@ class PassageIndex:
         self.model = model
         self._lock = threading.Lock()
         self._version = -1
+        self._n = 0
         self._ids = np.zeros(0, dtype=np.int64)
         self._owners = np.zeros(0, dtype=np.int64)
         self._matrix = np.zeros((0, 1), dtype=np.float32)
 
     def __len__(self) -> int:
-        return len(self._ids)
+        return self._n
 
     def _reload(self) -> None:
         ids, owners, matrix, version, model = self.store.load_passage_vectors()
         if model is not None and model != self.model:
             ids, owners, matrix = ids[:0], owners[:0], matrix[:0]  # another model's vectors are never mixed in
-        self._ids, self._owners, self._matrix, self._version = ids, owners, matrix, version
+        self._ids, self._owners, self._matrix, self._n, self._version = ids, owners, matrix, len(ids), version
 
     def refresh(self) -> None:
+        """Reload if another process, or a body split again (its old passages deleted), changed them."""
         version = self.store.passages_version()
         if version != self._version:
             with self._lock:
@@ -185,27 +187,34 @@ class PassageIndex:
                     self._reload()
 
     def add(self, ids: list[int], owners: list[int], vectors: np.ndarray, version: int) -> None:
-        """Take in vectors this process just saved; reload when anyone else changed passages too.
-        (Appending copies the matrix: passages arrive in batches, and notes are far fewer than memories.)"""
+        """Take in vectors this process just saved; reload when anyone else changed passages too."""
         with self._lock:
             other_writer = self._version < 0 or version != self._version + len(ids)
-            if other_writer or (len(self._ids) and self._matrix.shape[1] != vectors.shape[1]):
+            if other_writer or (self._n and self._matrix.shape[1] != vectors.shape[1]):
                 self._reload()
                 return
-            self._ids = np.concatenate([self._ids, np.asarray(ids, dtype=np.int64)])
-            self._owners = np.concatenate([self._owners, np.asarray(owners, dtype=np.int64)])
-            base = self._matrix if len(self._matrix) else np.zeros((0, vectors.shape[1]), dtype=np.float32)
-            self._matrix = np.concatenate([base, vectors.astype(np.float32)])
+            need = self._n + len(ids)
+            if need > len(self._ids) or self._matrix.shape[1] != vectors.shape[1]:
+                capacity = max(need, 2 * len(self._ids), 1024)  # doubling: appends cost O(1) each
+                grown = np.zeros((capacity, vectors.shape[1]), dtype=np.float32)
+                grown[: self._n] = self._matrix[: self._n]
+                self._matrix = grown
+                self._ids = np.concatenate([self._ids[: self._n], np.zeros(capacity - self._n, dtype=np.int64)])
+                self._owners = np.concatenate([self._owners[: self._n], np.zeros(capacity - self._n, dtype=np.int64)])
+            self._ids[self._n:need] = ids
+            self._owners[self._n:need] = owners
+            self._matrix[self._n:need] = vectors
+            self._n = need
             self._version = version
 
     def best_entities(self, query: np.ndarray, k: int = 200) -> dict[int, float]:
         """entity id -> the similarity of its closest passage, for the entities owning the best k passages."""
         self.refresh()
         with self._lock:
-            n = len(self._ids)
+            n = self._n
             if n == 0:
                 return {}
-            sims = self._matrix @ query.astype(np.float32)
+            sims = self._matrix[:n] @ query.astype(np.float32)
             top = np.argpartition(-sims, min(k, n) - 1)[: min(k, n)]
             found: dict[int, float] = {}
             for i in top:
