@@ -143,7 +143,7 @@ def memory_steps() -> list[Step]:
     """The MCP Memory Service's tools (free memories with tags)."""
     return [
         ok("store_memory", content=REMEMBERED, tags=["billing", "decision"], memory_type="decision", **MAIN),
-        ok("store_memory", "to-delete", content=FORGOTTEN, **MAIN),
+        ok("store_memory", "to-delete", content=FORGOTTEN, importance="LOW", **MAIN),
         ok("store_memory", "client-hostname", content="Stored from a laptop", client_hostname="laptop", **MAIN),
         err("store_memory", "VALIDATION_ERROR", "unknown-arg", ("tag", "tags"), content="tagged wrongly", tag=["x"],
             **MAIN),
@@ -159,6 +159,9 @@ def memory_steps() -> list[Step]:
         err("retrieve_memory", "VALIDATION_ERROR", "out-of-range", ("min_similarity",), query="billing",
             min_similarity=-1, **MAIN),
         ok("search_by_tag", tags=["billing"], **MAIN),
+        # labels compare case-insensitively; a memory's type is a word its queries find
+        ok("search_by_tag", "any-case", (REMEMBERED,), tags=["Billing"], **MAIN),
+        ok("retrieve_memory", "type-as-word", (REMEMBERED,), query="decision", memory_type="DECISION", **MAIN),
         err("search_by_tag", "VALIDATION_ERROR", "bad-type", tags="billing", **MAIN),
         ok("update_memory", content_hash=memory_hash(REMEMBERED), tags=["billing", "decision", "db"], **MAIN),
         err("update_memory", "NOT_FOUND", "missing-memory", content_hash="0" * 64, tags=["x"], **MAIN),
