@@ -214,6 +214,12 @@ def test_sqlite_library_reads_and_edits_the_same_way(sqlite):
     service.delete_relations([RelationInput("Bob", "people", "Globex"), RelationInput("Bob", "company", "Globex")])
     text = service.read_entities(["Bob"])["entities"][0]["content"]
     assert 'people: ["[[Anna Smith]]"]\n' in text and "company" not in text
+    change = next(e for e in service.history() if e.action == "delete_relations")
+    service.undo(change.id)
+    assert 'company: "[[Globex]]"\npeople: ["[[Anna Smith]]", "[[Globex|G]]"]\n' in \
+        service.read_entities(["Bob"])["entities"][0]["content"]
+    assert ("Bob", "company", "Globex") in rels(service, from_entity="Bob")
+    service.delete_relations([RelationInput("Bob", "people", "Globex"), RelationInput("Bob", "company", "Globex")])
     service.rename_entity("Anna Smith", "Anna Jones")
     assert 'people: ["[[Anna Jones]]"]\n' in service.read_entities(["Bob"])["entities"][0]["content"]
     assert rels(service, from_entity="Bob") == {("Bob", "people", "Anna Jones")}
