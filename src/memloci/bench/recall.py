@@ -74,18 +74,20 @@ def run(*, size: int, queries: int, out: Path, console: Any) -> dict[str, Any]:
 
             env = {**os.environ, "MEMLOCI_LIBRARIES": f"recall:{db}"}
             params = StdioServerParameters(command=sys.executable, args=["-m", "memloci", "serve"], env=env)
-            times: dict[str, list[float]] = {"retrieve_memory": [], "retrieve_memory (tag filter)": []}
+            variants = (("retrieve_memory", {}), ("retrieve_memory (tag filter)", None),
+                        ("retrieve_memory (time filter)", {"time": "this week"}))
+            times: dict[str, list[float]] = {name: [] for name, _ in variants}
             with open(os.devnull, "w") as devnull:
                 async with stdio_client(params, errlog=devnull) as (read, write):
                     async with _session_class()(read, write) as session:
                         await session.initialize()
                         await session.list_tools()
                         await session.call_tool("retrieve_memory", {"query": "warm up"})
-                        task = progress.add_task("timing retrieve_memory", total=2 * queries)
+                        task = progress.add_task("timing retrieve_memory", total=len(variants) * queries)
                         for q in range(queries):
                             query = f"{rng.choice(TOPICS)} {rng.choice(words)} {rng.choice(words)}"
-                            for name, extra in (("retrieve_memory", {}),
-                                                ("retrieve_memory (tag filter)", {"tags": [rng.choice(TOPICS)]})):
+                            for name, extra in variants:
+                                extra = {"tags": [rng.choice(TOPICS)]} if extra is None else extra
                                 t0 = time.perf_counter()
                                 result = await session.call_tool("retrieve_memory", {"query": query, "n_results": 10, **extra})
                                 times[name].append((time.perf_counter() - t0) * 1000)
