@@ -146,9 +146,9 @@ class FileChange:
         self._n_staged += 1
         tmp = f"{self.staging}/{op.tmp}"
         try:
-            # 0600: a file memloci creates is private (one replacing a person's file takes its mode in _keep).
-            # Made durable in apply(), all at once.
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+            # A new note follows the umask, like an editor's files (one replacing a person's file
+            # takes its mode in _keep). Made durable in apply(), all at once.
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o666)
             try:
                 view = memoryview(data)
                 while view:
