@@ -93,7 +93,8 @@ def query_terms(query: str, stop_words: frozenset[str] = frozenset()) -> list[tu
     return list(dict.fromkeys(kept or terms))[:lexical.MAX_TERMS]
 
 
-def _count(conn: sqlite3.Connection, expr: str, cap: int) -> list[int]:
+def _matching(conn: sqlite3.Connection, expr: str, cap: int) -> list[int]:
+    """Ids of the entities matching `expr`, at most `cap` (in rowid order, not ranked: cheap)."""
     return [r[0] for r in conn.execute("SELECT rowid FROM entity_fts WHERE entity_fts MATCH ? LIMIT ?", (expr, cap))]
 
 
@@ -104,23 +105,23 @@ def _plan(conn: sqlite3.Connection, query: str, stop_words: frozenset[str], name
         if kind == "cjk":
             grams = [word] if len(word) == 1 else [word[i:i + 2] for i in range(len(word) - 1)]
             term = _Term(word, f"{_GRAMS} : {_phrase(' '.join(grams), prefix=len(word) == 1)}")
-            ids = _count(conn, term.expr, COMMON + 1)
+            ids = _matching(conn, term.expr, COMMON + 1)
         else:
             term = _Term(word, _phrase(word))
             completions = names.complete(word) if names is not None and len(word) >= lexical.PREFIX_MIN else []
             if completions:  # the start of a word of names ("Ali" for "Alice Chen")
                 term.expr = "(" + " OR ".join(_phrase(w) for w in [word, *completions]) + ")"
-            ids = _count(conn, term.expr, COMMON + 1)
+            ids = _matching(conn, term.expr, COMMON + 1)
             if not ids and len(word) >= lexical.PREFIX_MIN:
                 term.expr, term.how = _phrase(word, True), "prefix"
-                ids = _count(conn, term.expr, COMMON + 1)
+                ids = _matching(conn, term.expr, COMMON + 1)
             if not ids and names is not None:
                 found = names.respell(word)
                 if found:
                     words, note = found
                     term.expr = "(" + " OR ".join(_phrase(w) for w in words) + ")"
                     term.how, term.note = "respelled", note
-                    ids = _count(conn, term.expr, COMMON + 1)
+                    ids = _matching(conn, term.expr, COMMON + 1)
         term.df = len(ids)
         if ids and term.df <= COMMON:
             term.ids = frozenset(ids)
@@ -157,8 +158,8 @@ def _count_plan(conn: sqlite3.Connection, plan: list[_Term], text: str, cap: int
     found: set[int] = set()
     if plan:
         expr = " OR ".join(t.expr for t in plan)
-        found.update(_count(conn, expr, cap))
-    if len(found) < cap and text:
+        found.update(_matching(conn, expr, cap))
+    if not found and text:  # substrings only where no word matched (the usual case for a substring query)
         for rowid, _ in _substrings(conn, text, cap):
             found.add(rowid)
     return min(len(found), cap)
