@@ -260,3 +260,20 @@ def test_sqlite_links_to_an_alias(sqlite):
     assert [(r.from_entity, r.to_entity) for r in created] == [("Anna Smith", "Bob")]
     service.delete_relations([RelationInput("Bob", "boss", "Anna")])
     assert "boss" not in service.read_entities(["Bob"])["entities"][0]["content"]
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "markdown"])
+def test_observations_tags_are_the_entitys_tags(tmp_path, kind):
+    from memloci.model import ObservationBatch
+    path = tmp_path / ("lib.db" if kind == "sqlite" else "vault")
+    service = MemoryService(LibraryRegistry([LibrarySpec("l", path, kind)]))
+    try:
+        service.add_entities([NewEntityDocument("API", content="---\ntags: [python]\n---\nThe service.\n")])
+        service.add_observations([ObservationBatch("API", ("Uses FastAPI for the HTTP layer #backend",))])
+        assert service.open_nodes(["API"]).entities[0].tags == ("python", "backend")
+        text = service.read_entities(["API"])["entities"][0]["content"]
+        assert "tags: [python]\n" in text  # the front matter keeps its own tags only
+        service.delete_observations([ObservationBatch("API", ("Uses FastAPI for the HTTP layer #backend",))])
+        assert service.open_nodes(["API"]).entities[0].tags == ("python",)
+    finally:
+        service.close()

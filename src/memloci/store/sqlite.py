@@ -413,6 +413,7 @@ class SQLiteStore(SQLiteGraphReads, SQLiteMemories, SQLitePassages, SQLiteDocume
                     results.append(CreatedEntity(e.name, e.entity_type, "created", tuple(added), tuple(skipped), at))
                     touched.append(entity_id)
             if touched:
+                self._retag(conn, touched)  # observations' #tags are the entity's tags
                 self._refresh_fts(conn, touched)
                 self._link_pending(conn)  # documents that linked to these names before they existed
                 self._journal(
@@ -487,6 +488,7 @@ class SQLiteStore(SQLiteGraphReads, SQLiteMemories, SQLitePassages, SQLiteDocume
                     touched.append(entity_id)
                 results.append(AddedObservations(stored_name, tuple(added), tuple(skipped)))
             if touched:
+                self._retag(conn, touched)  # observations' #tags are the entity's tags
                 self._refresh_fts(conn, touched)
                 changed = [r for r in results if r.added]
                 self._journal(conn, origin, "add_observations", [r.entity_name for r in changed],
@@ -537,6 +539,7 @@ class SQLiteStore(SQLiteGraphReads, SQLiteMemories, SQLitePassages, SQLiteDocume
                     touched.append(entity_id)
                     results.append(RemovedObservations(stored_name, tuple(removed)))
             if touched:
+                self._retag(conn, touched)  # observations' #tags are the entity's tags
                 self._refresh_fts(conn, touched)
                 self._journal(conn, origin, "delete_observations", [r.entity_name for r in results],
                               {"removed": {r.entity_name: list(r.removed) for r in results}})

@@ -27,6 +27,7 @@ from ..markdown.document import (
     parse_document,
     render_document,
     rewrite_wikilinks,
+    set_observations,
     wikilinks,
 )
 from ..markdown.frontmatter import drop_link
@@ -369,6 +370,26 @@ class SQLiteDocuments:
             if len(ids) == 1:
                 out[key] = name_key(conn.execute("SELECT name FROM entities WHERE id = ?", (ids[0],)).fetchone()[0])
         return out
+
+    @staticmethod
+    def _retag(conn: sqlite3.Connection, ids: Sequence[int]) -> None:
+        """Tags after observations were added or removed without a document (add_observations):
+        the front matter's, then the `#tags` of the body as its document now reads, each once."""
+        for entity_id in ids:
+            row = conn.execute("SELECT tags, metadata, body FROM entities WHERE id = ?", (entity_id,)).fetchone()
+            if row is None:
+                continue
+            tags, meta, body = json.loads(row[0]), json.loads(row[1]), row[2]
+            body_only = {t.casefold() for t in meta.get(BODY_TAGS, [])}
+            observations = [c for (c,) in conn.execute("SELECT content FROM memories WHERE entity_id = ? ORDER BY id",
+                                                       (entity_id,))]
+            own = [t for t in tags if t.casefold() not in body_only]
+            every, inline = all_tags(EntityDocument("", tags=own, body=set_observations(body, observations)))
+            if every != tags:
+                meta.pop(BODY_TAGS, None)
+                meta.update({BODY_TAGS: inline} if inline else {})
+                conn.execute("UPDATE entities SET tags = ?, metadata = ? WHERE id = ?",
+                             (json.dumps(every, ensure_ascii=False), json.dumps(meta, ensure_ascii=False), entity_id))
 
     def _drop_property_link(self, conn: sqlite3.Connection, entity_id: int, relation_type: str, target: str) -> None:
         """A deleted relation that a front-matter value held (`company: "[[Acme]]"`) leaves that
