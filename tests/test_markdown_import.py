@@ -199,3 +199,16 @@ def test_the_body_of_a_rendered_file_is_what_parsing_it_gives(name, body):
     fast = _rendered_body(text)
     if fast is not None:
         assert fast == parse_document(text, fallback_name="x").body
+
+
+def test_bench_import_times_both_engines_on_the_same_graph(tmp_path):
+    out = tmp_path / "import.json"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMLOCI_")}
+    done = subprocess.run([sys.executable, "-m", "memloci", "bench", "import", "--entities", "30", "--relations", "45",
+                           "--repeat", "1", "--out", str(out)], capture_output=True, text=True, env=env, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    report = json.loads(out.read_text())
+    for engine in ("sqlite", "markdown"):
+        r = report["engines"][engine]
+        assert (r["entities"], r["observations"], r["relations"]) == (30, 90, 45)
+    assert report["markdown_vs_sqlite_wall"] > 0 and "markdown / sqlite" in done.stdout
