@@ -49,6 +49,11 @@ def test_a_body_is_cut_into_bounded_passages_that_keep_their_heading():
     assert any("code block\n\nstays whole" in p for p in passages)
     assert not any(p.strip() == "## Empty" for p in passages)  # a heading alone is no passage
     assert split_passages("") == [] and split_passages("\n\n") == []
+    # Observations are memories with vectors of their own: their list (as a Markdown library's
+    # body holds it, dated in comments) is no passage; prose in that section is.
+    assert split_passages("## Observations\n- uses FastAPI <!-- 2026-11-21T04:50:00Z -->\n- runs on k8s\n") == []
+    assert split_passages("## Observations\nWhy we chose it.\n\n- uses FastAPI\n\n## Notes\n- a list <!-- x -->") == [
+        "## Observations\n\nWhy we chose it.\n\n## Notes\n\n- a list"]
     cjk = split_passages("東京の旅行計画。" * 60)
     assert len(cjk) >= 2 and all(size(p) <= PASSAGE_WORDS for p in cjk)  # unspaced text is bounded too
 

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from ..markdown.document import normalize_heading
 from ..model import name_key
 from .sqlite_memories import library_meta, pack, set_library_meta, unpack_many
 
@@ -31,6 +32,7 @@ MIN_WORDS = 40  # a passage this short takes in the next section rather than sta
 
 _HEADING = re.compile(r"^#{1,6}\s+\S")
 _FENCE = re.compile(r"^\s*(```|~~~)")
+_COMMENT = re.compile(r"<!--.*?-->", re.S)
 _SENTENCE_END = re.compile(r"(?<=[.!?。！？])\s+|(?<=[。！？])")
 _CJK_CHAR = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
 
@@ -41,13 +43,17 @@ def size(text: str) -> int:
 
 
 def _blocks(body: str) -> list[tuple[str, str]]:
-    """(heading, block) for each paragraph, list or code block, with the heading it sits under."""
+    """(heading, block) for each paragraph, list or code block, with the heading it sits under.
+    The list of the `## Observations` section is left out: each observation is a memory with a
+    vector of its own (a Markdown library keeps them in the body too). HTML comments (the
+    dates of observations) carry no meaning and are dropped."""
     blocks: list[tuple[str, str]] = []
     heading, lines, fenced = "", [], False
+    observations = False
 
     def close() -> None:
-        text = "\n".join(lines).strip()
-        if text:
+        text = _COMMENT.sub("", "\n".join(lines)).strip()
+        if text and not (observations and text[:2] in ("- ", "* ")):
             blocks.append((heading, text))
         lines.clear()
 
@@ -61,6 +67,8 @@ def _blocks(body: str) -> list[tuple[str, str]]:
         elif _HEADING.match(line):
             close()
             heading = line.strip()
+            level, title = len(heading) - len(heading.lstrip("#")), heading.lstrip("#")
+            observations = level >= 2 and normalize_heading(title) == "observations"
         elif not line.strip():
             close()
         else:
