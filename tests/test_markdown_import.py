@@ -19,7 +19,7 @@ from memloci.bench import crash
 from memloci.interop import read_official
 from memloci.markdown.document import EntityDocument, _scalar, parse_document, render_document
 from memloci.model import EntityInput, RelationInput, name_key
-from memloci.store.markdown import MarkdownStore, _rendered_body
+from memloci.store.markdown_import import rendered_body
 
 
 def _graph(n: int, m: int) -> tuple[list[tuple[int, EntityInput]], list[tuple[int, RelationInput]]]:
@@ -196,7 +196,7 @@ def test_the_body_of_a_rendered_file_is_what_parsing_it_gives(name, body):
                          observations=["one", "two [[Other]]"], body=body, created="2026-01-01T00:00:00Z",
                          modified="2026-01-01T00:00:00Z", extra=[], links=[])
     text = render_document(doc)
-    fast = _rendered_body(text)
+    fast = rendered_body(text)
     if fast is not None:
         assert fast == parse_document(text, fallback_name="x").body
 

@@ -68,7 +68,7 @@ from .markdown_files import (
 )
 from .markdown_intent import INTENTS_TABLE, FileChange, recover
 from .markdown_scan import MarkdownScan
-from .markdown_import import MarkdownImport
+from .markdown_import import MarkdownImport, rendered_body
 from .markdown_undo import MarkdownUndo
 from .sqlite import SQLiteStore, _split_sql
 from .sqlite_documents import LINKS_TO
@@ -85,25 +85,6 @@ CREATED_FILES = "CREATE TABLE IF NOT EXISTS md_created (path TEXT PRIMARY KEY)"
 def _stamped(yaml_text: str, at: str) -> str:
     """`modified:` set to `at` where the front matter has that key; nothing added."""
     return frontmatter.set_scalar(yaml_text, "modified", at, timestamp=True) if frontmatter.has_key(yaml_text, "modified") else yaml_text
-
-def _rendered_body(text: str) -> str | None:
-    """The body parse_document reads from render_document's output, without loading its YAML
-    again (a tenth of a millisecond per file: seconds in an import). With no `name:` key the
-    front matter plays no part in where the body starts. None: parse the whole text."""
-    head, sep, rest = text.partition("\n---\n# ")
-    if not sep or not head.startswith("---\n") or "\nname:" in head or "\r" in text:
-        return None  # the name is not the title line's (or there is no title line): parse it all
-    # The body starts after the title line and the blank lines that follow it, as parse_document reads it.
-    at = rest.find("\n") + 1
-    if not at:
-        return ""
-    while True:
-        end = rest.find("\n", at)
-        line = rest[at:] if end < 0 else rest[at:end + 1]
-        if not line or line.strip():
-            return rest[at:]
-        at += len(line)
-
 
 def _corrupt(exc: Exception) -> bool:
     """Whether SQLite found the index damaged (not locked, not read-only, not a full disk)."""
@@ -461,7 +442,7 @@ class MarkdownStore(MarkdownImport, MarkdownUndo, MarkdownScan, SQLiteStore):
         if source is None or (ours and old is not None):
             conn.execute("INSERT OR IGNORE INTO md_created VALUES (?)", (rel,))
         # The index holds the body the file now holds, so the next edit starts from it.
-        body = _rendered_body(text) if rendered else None
+        body = rendered_body(text) if rendered else None
         if body is None:
             body = parse_document(patch.decode(text.encode("utf-8"))[0], fallback_name=Path(rel).stem).body
         conn.execute("UPDATE entities SET body = ? WHERE id = ? AND body != ?", (body, entity_id, body))
