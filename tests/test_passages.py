@@ -240,3 +240,29 @@ def test_the_passage_index_appends_and_reloads_when_others_write(tmp_path):
         assert index.best_entities(np.array([0.6, 0.8], dtype=np.float32)) == {} and len(index) == 0
     finally:
         service.close()
+
+
+def test_a_running_server_embeds_a_note_a_person_edited_without_being_told(tmp_path):
+    """The watcher picks the edit up, and the idle worker finds the changed body on its own
+    (no tool call pokes it)."""
+    import time
+
+    service = _service(tmp_path, "minilm", kind="markdown")
+    store = service.store()
+    try:
+        service.watch_libraries()
+        service.add_entities([NewEntityDocument("Pets", content=PUPPIES)])
+        assert service.flush_embeddings(timeout=300)
+        path = tmp_path / "lib" / "Pets.md"
+        path.write_text(path.read_text().replace(PUPPIES, "The boiler was serviced and the radiators bled."))
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            vectors = _vectors(service, "Pets")
+            if any("boiler" in t for t in vectors) and all(v is not None for v in vectors.values()):
+                break
+            time.sleep(0.5)
+        else:
+            raise AssertionError(f"the edited body was not embedded: {_vectors(service, 'Pets')}")
+        assert not any("puppies" in t for t in vectors)
+    finally:
+        service.close()

@@ -329,7 +329,7 @@ class EmbeddingWorker:
         there was nothing to do."""
         if self.on_passages is None:
             return False
-        split = self.store.refresh_passages(64)
+        split = self.store.refresh_passages(256)  # splitting is cheap: few transactions for an import of notes
         pending = self.store.pending_passages(64)  # passages are long: smaller batches than memories
         if not pending:
             return bool(split)
