@@ -273,7 +273,11 @@ def test_observations_tags_are_the_entitys_tags(tmp_path, kind):
         assert service.open_nodes(["API"]).entities[0].tags == ("python", "backend")
         text = service.read_entities(["API"])["entities"][0]["content"]
         assert "tags: [python]\n" in text  # the front matter keeps its own tags only
-        service.delete_observations([ObservationBatch("API", ("Uses FastAPI for the HTTP layer #backend",))])
+        from memloci.search.lexical import content_hash
+        service.update_memory(content_hash("Uses FastAPI for the HTTP layer #backend", "API"),
+                              content="Uses FastAPI for the HTTP layer #api")
+        assert service.open_nodes(["API"]).entities[0].tags == ("python", "api")
+        service.delete_observations([ObservationBatch("API", ("Uses FastAPI for the HTTP layer #api",))])
         assert service.open_nodes(["API"]).entities[0].tags == ("python",)
     finally:
         service.close()

@@ -245,6 +245,7 @@ class SQLiteMemories:
                 return memory, False
             if entity_id is not None:
                 conn.execute("UPDATE entities SET updated_at = ? WHERE id = ?", (at, entity_id))
+                self._retag(conn, [entity_id])  # an observation's #tags are its entity's tags
                 self._refresh_fts(conn, [entity_id])
             memory = load_memories(conn, [memory_id])[memory_id]
             self._journal(conn, origin, "store_memory", [memory.entity] if memory.entity else [],
@@ -303,6 +304,7 @@ class SQLiteMemories:
                 refresh_context(conn, neighbours(conn, memory_id))
                 owner = conn.execute("SELECT entity_id FROM memories WHERE id = ?", (memory_id,)).fetchone()[0]
                 if owner is not None:
+                    self._retag(conn, [owner])  # an observation's #tags are its entity's tags
                     self._refresh_fts(conn, [owner])
             after = load_memories(conn, [memory_id])[memory_id]
             self._journal(conn, origin, "update_memory", [after.entity] if after.entity else [],
@@ -321,6 +323,7 @@ class SQLiteMemories:
             conn.executemany("DELETE FROM memories WHERE id = ?", [(m.id,) for m in removed])
             refresh_context(conn, around)
             if owners:
+                self._retag(conn, list(owners))  # an observation's #tags are its entity's tags
                 self._refresh_fts(conn, owners)
             if removed:
                 self._journal(conn, origin, "delete_memory", [m.entity for m in removed if m.entity],
