@@ -106,6 +106,21 @@ def test_respelling_follows_new_and_renamed_names(tmp_path):
     service.close()
 
 
+def test_respelling_reads_every_name_again_once_the_name_log_was_trimmed(tmp_path):
+    service = MemoryService(LibraryRegistry([LibrarySpec("lib", tmp_path / "lib.db")]))
+    service.create_entities([EntityInput("Alice Chen", "person", ())], library="lib")
+    assert found(service, "alcie") == ["Alice Chen"]  # the names are in memory from here on
+    rows = [EntityInput(f"Item {i}", "note", ()) for i in range(2100)] + [EntityInput("Zanzibar Office", "place", ())]
+    for k in range(0, len(rows), 500):
+        service.create_entities(rows[k:k + 500], library="lib")
+    store = service.store("lib")
+    seq, _, full = store.name_changes(1)
+    assert full and seq == 2102, "the log keeps the last 1,000 to 2,000 names, so this reader reads them all"
+    assert found(service, "Zanzibra") == ["Zanzibar Office"]
+    assert found(service, "alcie") == ["Alice Chen"]
+    service.close()
+
+
 def test_a_substring_of_a_note_body_or_observation_is_found(lib):
     lib.add_entities([NewEntityDocument("ideas", content="An unrelated thought.\n")], library="lib")
     lib.create_entities([EntityInput("Svc", "service", ("depends on libfoobar",))], library="lib")
