@@ -236,37 +236,38 @@ MIGRATIONS: list[str] = [
     # 8: note bodies carry meaning: their passages are embedded like memories.
     # Triggers only mark an entity whose body changed (plain SQL, so any tool may still write
     # the file); the embedding worker re-splits marked bodies (sqlite_passages.py) before it
-    # embeds, keeping the vector of every passage whose text did not change.
+    # embeds, keeping the vector of every passage whose text did not change. Safe to run again
+    # (IF NOT EXISTS) on a library whose user_version was set back.
     """
-    CREATE TABLE passages (
+    CREATE TABLE IF NOT EXISTS passages (
         id        INTEGER PRIMARY KEY,
         entity_id INTEGER NOT NULL REFERENCES entities(id) ON DELETE CASCADE,
         text      TEXT NOT NULL,
         text_hash TEXT NOT NULL,
         vector    BLOB                        -- float32, the library's embedding model; NULL: waiting
     );
-    CREATE INDEX passages_entity ON passages (entity_id);
-    CREATE INDEX passages_unembedded ON passages (id) WHERE vector IS NULL;
-    CREATE TABLE passages_stale (entity_id INTEGER PRIMARY KEY);  -- bodies to split again
-    INSERT INTO passages_stale SELECT id FROM entities WHERE body != '';
+    CREATE INDEX IF NOT EXISTS passages_entity ON passages (entity_id);
+    CREATE INDEX IF NOT EXISTS passages_unembedded ON passages (id) WHERE vector IS NULL;
+    CREATE TABLE IF NOT EXISTS passages_stale (entity_id INTEGER PRIMARY KEY);  -- bodies to split again
+    INSERT OR IGNORE INTO passages_stale SELECT id FROM entities WHERE body != '';
 
-    CREATE TRIGGER passages_body_insert AFTER INSERT ON entities WHEN new.body != '' BEGIN
+    CREATE TRIGGER IF NOT EXISTS passages_body_insert AFTER INSERT ON entities WHEN new.body != '' BEGIN
         INSERT OR IGNORE INTO passages_stale VALUES (new.id);
     END;
-    CREATE TRIGGER passages_body_update AFTER UPDATE OF body ON entities WHEN new.body IS NOT old.body BEGIN
+    CREATE TRIGGER IF NOT EXISTS passages_body_update AFTER UPDATE OF body ON entities WHEN new.body IS NOT old.body BEGIN
         INSERT OR IGNORE INTO passages_stale VALUES (new.id);
     END;
-    CREATE TRIGGER passages_entity_delete AFTER DELETE ON entities BEGIN
+    CREATE TRIGGER IF NOT EXISTS passages_entity_delete AFTER DELETE ON entities BEGIN
         DELETE FROM passages_stale WHERE entity_id = old.id;
         DELETE FROM passages WHERE entity_id = old.id;
     END;
 
     -- Like vectors_version for memories: a process holding passage vectors in memory sees changes.
     INSERT OR IGNORE INTO library_meta VALUES ('passages_version', '0');
-    CREATE TRIGGER passages_vector_update AFTER UPDATE OF vector ON passages BEGIN
+    CREATE TRIGGER IF NOT EXISTS passages_vector_update AFTER UPDATE OF vector ON passages BEGIN
         UPDATE library_meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'passages_version';
     END;
-    CREATE TRIGGER passages_vector_delete AFTER DELETE ON passages WHEN old.vector IS NOT NULL BEGIN
+    CREATE TRIGGER IF NOT EXISTS passages_vector_delete AFTER DELETE ON passages WHEN old.vector IS NOT NULL BEGIN
         UPDATE library_meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'passages_version';
     END;
     """,
