@@ -394,7 +394,8 @@ def register(server: Any, service: MemoryService) -> None:
     server.add_tool(
         open_nodes, title="Open Nodes",
         description=(
-            "Open entities by name (case-insensitive) with their dated observations and every relation touching them.\n"
+            "Open entities by name (case-insensitive) or alias with their dated observations and every relation "
+            "touching them; an alias two entities share opens both.\n"
             'Example: {"names": ["Alice", "Acme"]}'
         ),
         annotations=_annotations("Open Nodes", read_only=True, idempotent=True),
