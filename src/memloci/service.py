@@ -391,8 +391,8 @@ class MemoryService(DocumentService, ProjectService, HistoryService):
                 pair[1].flush(timeout=RECENT_WAIT_S, memories_only=True)  # memories stored a moment ago are found by meaning too
 
             def ranked(where: MemoryFilter, time_range: TimeRange | None, n: int) -> list[MemoryHit]:
-                return retrieve(store, pair[0] if pair else None, embedder, text, n, where, time_range,
-                                min_similarity, keywords=keywords)
+                return retrieve(store, pair[0] if pair else None, embedder, text, n, _untimed(store, where),
+                                time_range, min_similarity, keywords=keywords)
 
             fill = min_similarity <= 0  # a memory that matched nothing has no similarity to keep
             if inside is not None:  # the query's range first, then what matches outside it
@@ -716,6 +716,16 @@ def _narrowed(filters: MemoryFilter, phrase: TimeRange) -> MemoryFilter | None:
     if after and before and after >= before:
         return None
     return replace(filters, after=after, before=before)
+
+
+def _untimed(store: Store, filters: MemoryFilter) -> MemoryFilter:
+    """The filters without their time bounds when those exclude nothing ("this year" in a library
+    started this month): the same memories, searched without first listing every id in range."""
+    if not (filters.after or filters.before):
+        return filters
+    untimed = replace(filters, after=None, before=None)
+    counts = [store.list_memories(offset=0, limit=0, filters=f)[1] for f in (filters, untimed)]
+    return untimed if counts[0] == counts[1] else filters
 
 
 def _matches(hits: list[MemoryHit]) -> list[MemoryHit]:

@@ -51,7 +51,11 @@ def run(*, size: int, queries: int, out: Path, console: Any) -> dict[str, Any]:
         service = MemoryService(LibraryRegistry([LibrarySpec("recall", db)]), EmbedderHandle())
         task = progress.add_task("storing memories", total=size)
         started = time.perf_counter()
+        middle = ""  # when the second half of the library began: a time filter holding half of it
         for i in range(size):
+            if i == size // 2:
+                time.sleep(1.1)  # stored times have whole seconds
+                middle = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
             topic = TOPICS[i % len(TOPICS)]
             text = f"{topic}: " + " ".join(rng.choice(words) for _ in range(rng.randint(8, 20)))
             service.store_memory(text, tags=[topic, f"batch-{i // 1000}"], memory_type="note")
@@ -75,7 +79,8 @@ def run(*, size: int, queries: int, out: Path, console: Any) -> dict[str, Any]:
             env = {**os.environ, "MEMLOCI_LIBRARIES": f"recall:{db}"}
             params = StdioServerParameters(command=sys.executable, args=["-m", "memloci", "serve"], env=env)
             variants = (("retrieve_memory", {}), ("retrieve_memory (tag filter)", None),
-                        ("retrieve_memory (time filter)", {"time": "this week"}))
+                        ("retrieve_memory (time: half)", {"after": middle}),
+                        ("retrieve_memory (time: all)", {"time": "this week"}))
             times: dict[str, list[float]] = {name: [] for name, _ in variants}
             with open(os.devnull, "w") as devnull:
                 async with stdio_client(params, errlog=devnull) as (read, write):
