@@ -67,11 +67,11 @@ def says_when(text: str) -> bool:
 
 
 # Dates in a question. Ranges are [start, end) in UTC.
-_DAY_MONTH_YEAR = re.compile(rf"\b(\d{{1,2}})(?:st|nd|rd|th)? ({_MONTH})\.?,? (\d{{4}})\b", re.IGNORECASE)
-_MONTH_DAY_YEAR = re.compile(rf"\b({_MONTH})\.? (\d{{1,2}})(?:st|nd|rd|th)?,? (\d{{4}})\b", re.IGNORECASE)
+_DAY_MONTH_YEAR = re.compile(rf"\b(\d{{1,2}})(?:st|nd|rd|th)? ({_MONTH})\.?(?:,\s*|\s+)(\d{{4}})\b", re.IGNORECASE)
+_MONTH_DAY_YEAR = re.compile(rf"\b({_MONTH})\.? (\d{{1,2}})(?:st|nd|rd|th)?(?:,\s*|\s+)(\d{{4}})\b", re.IGNORECASE)
 _MONTH_YEAR = re.compile(rf"\b({_MONTH})\.?,? (\d{{4}})\b", re.IGNORECASE)
 _IN_MONTH = re.compile(rf"\b(?:in|of|during) ({_MONTH})\b", re.IGNORECASE)
-_YEAR = re.compile(r"\b(?:in|of|during|since) ((?:19|20)\d\d)\b", re.IGNORECASE)
+_YEAR = re.compile(r"\b(?:in|of|during|since|summer|winter|spring|fall|autumn) ((?:19|20)\d\d)\b", re.IGNORECASE)
 _BEFORE = re.compile(rf"\b(?:the )?(?:({_NUM}) )?(days?|weeks?|weekends?|months?) before\b", re.IGNORECASE)
 _COUNT = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
           "eight": 8, "nine": 9, "ten": 10, "few": 3, "couple of": 2, "several": 3}

@@ -8,7 +8,9 @@
    text is found by keyword too.
 Each signal is min-max normalized over the candidates and the two are averaged; the result
 is multiplied by the memory's decay factor (search/decay.py), and by 1.5 inside a time
-range the query mentions ("last week"). Ranking a time range's memories ahead of the rest,
+range the query mentions ("last week"), and by the question's cues (search/cues.py): a
+"when" question lifts statements that say when, a date it names the memories whose metadata
+`date` falls there, a person it names that person's "Name: ..." statements. Ranking a time range's memories ahead of the rest,
 and filling a range with its newest memories when few match, is the caller's part
 (service.retrieve_memory): this function ranks what matches.
 
@@ -28,7 +30,7 @@ from datetime import datetime, timezone
 
 
 from ..model import Memory, MemoryFilter
-from . import lexical
+from . import cues, lexical
 from .decay import decay_factor, parse_time
 from .timephrases import TimeRange
 
@@ -37,6 +39,12 @@ _POOL = ThreadPoolExecutor(max_workers=2, thread_name_prefix="memloci-query")
 WORDS_WEIGHT = 0.5
 MEANING_NOISE, MEANING_SPAN = 0.2, 0.3  # best cosine <= 0.2: meaning ignored; >= 0.5: fully trusted
 CANDIDATES = 100
+# What a question tells of its answer (search/cues.py): a "when" question ranks statements that
+# say when up, a date in the question the memories of that date (their metadata `date`), a
+# person it names that person's statements ("Caroline: ..."). Chosen by leave-one-conversation-
+# out on the LoCoMo development split (`memloci bench locomo --folds`); each is a factor on the score.
+WHEN_BOOST, DATE_BOOST, SPEAKER_BOOST = 0.5, 2.0, 0.2
+_NAMES_SOMEONE = re.compile(r"(?<=\W)[A-Z][a-z]")  # a capitalized word after the first: a name
 TIME_BOOST = 1.5
 
 STOP_WORDS = frozenset("""
@@ -110,7 +118,12 @@ def retrieve(store, index, embedder, query: str, n: int, filters: MemoryFilter,
         fused = {i: WORDS_WEIGHT * w.get(i, 0.0) + (1 - WORDS_WEIGHT) * m.get(i, 0.0) for i in {*w, *m}}
     else:
         fused = dict(w)
-    ranked = sorted(fused, key=fused.get, reverse=True)[: max(3 * n, 50)]
+    asks_when = bool(WHEN_BOOST) and cues.is_when_question(query)
+    dates = cues.question_dates(query) if DATE_BOOST else None
+    names = bool(SPEAKER_BOOST) and _NAMES_SOMEONE.search(query) is not None
+    ranked = sorted(fused, key=fused.get, reverse=True)
+    if not (asks_when or dates is not None or names):  # cues re-rank every candidate; else the best few suffice
+        ranked = ranked[: max(3 * n, 50)]
     memories = store.load_memories(ranked)
     now = datetime.now(timezone.utc)
     hits = []
@@ -128,6 +141,15 @@ def retrieve(store, index, embedder, query: str, n: int, filters: MemoryFilter,
                     time_range.before is None or created < time_range.before):
                 score *= TIME_BOOST
                 parts.append(f"in '{time_range.phrase}'")
+        if asks_when and cues.says_when(memory.content):
+            score *= 1 + WHEN_BOOST
+            parts.append("says when")
+        if dates is not None and cues.dated_within(cues.parse_date(str(memory.metadata.get("date", ""))), dates):
+            score *= 1 + DATE_BOOST
+            parts.append(f"dated {memory.metadata['date']}")
+        if names and (who := cues.speaker(memory.content)) is not None and cues.named_in(who, query):
+            score *= 1 + SPEAKER_BOOST
+            parts.append(f"by {who}")
         if abs(factor - 1) > 0.005:
             parts.append(f"decay x{factor:.2f}")
         hits.append(MemoryHit(memory, score, ", ".join(parts) or "match", w.get(memory_id, 0.0), m.get(memory_id, 0.0)))

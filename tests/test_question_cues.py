@@ -1,0 +1,151 @@
+"""What a question tells about its answer (search/cues.py), and retrieve_memory using it:
+a "when" question finds the statement that says when, a date finds the memories of that
+date, a named person finds that person's statements. Real SQLite files, the real embedder,
+the real server over MCP stdio; and leave-one-conversation-out of `memloci bench locomo` on
+a small conversation written here."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+
+from conftest import run_session
+from memloci.search import cues
+
+
+def test_when_questions():
+    assert cues.is_when_question("When did Caroline go to the support group?")
+    assert cues.is_when_question("How long has Nate had his turtles?")
+    assert cues.is_when_question("In what year did Tim visit London?")
+    assert cues.is_when_question("What year did Tim visit London?")
+    assert not cues.is_when_question("What did Caroline paint?")
+
+
+@pytest.mark.parametrize("text", [
+    "Caroline: I went to a support group yesterday.", "I got mentored by this business dude last Friday",
+    "We moved here 3 years ago", "I've had them for 3 years now", "Back in 2019 we met",
+    "I'll come over tomorrow", "It happened in June", "a few weeks ago I started", "since last summer",
+])
+def test_statements_that_say_when(text):
+    assert cues.says_when(text)
+
+
+@pytest.mark.parametrize("text", [
+    "I may go there", "We love painting together", "The march was long", "Thanks for the book!",
+])
+def test_statements_that_do_not_say_when(text):
+    assert not cues.says_when(text)
+
+
+def day(y, m, d):
+    return datetime(y, m, d, tzinfo=timezone.utc)
+
+
+def test_question_dates():
+    assert cues.question_dates("What movie did Joanna watch on 1 May, 2022?") == (day(2022, 5, 1), day(2022, 5, 2))
+    assert cues.question_dates("What painting did Melanie show on October 13, 2023?") == (day(2023, 10, 13), day(2023, 10, 14))
+    assert cues.question_dates("What setback did Melanie face in October 2023?") == (day(2023, 10, 1), day(2023, 11, 1))
+    assert cues.question_dates("How many times has she gone to the beach in 2023?") == (day(2023, 1, 1), day(2024, 1, 1))
+    assert cues.question_dates("When did Melanie go camping in June?") == (0, 6)
+    start, end = cues.question_dates("What did John do the week before August 3, 2023?")
+    assert start <= day(2023, 7, 27) and end == day(2023, 8, 4)
+    assert cues.question_dates("What may Caroline do next?") is None  # "may" the verb is no month
+    assert cues.question_dates("What happened on 31 February, 2023?") is None
+
+
+def test_memory_dates_and_slack():
+    assert cues.parse_date("1:56 pm on 8 May, 2023") == day(2023, 5, 8)
+    assert cues.parse_date("2023-05-08T10:00:00Z") == day(2023, 5, 8)
+    assert cues.parse_date("sometime") is None
+    may_1 = (day(2022, 5, 1), day(2022, 5, 2))
+    assert cues.dated_within(day(2022, 5, 1), may_1)
+    assert cues.dated_within(day(2022, 5, 6), may_1)  # told of a few days later ("last Sunday")
+    assert not cues.dated_within(day(2022, 5, 20), may_1)
+    assert not cues.dated_within(day(2022, 4, 30), may_1)
+    assert cues.dated_within(day(2021, 6, 3), (0, 6))
+    assert not cues.dated_within(None, may_1)
+
+
+def test_speakers_and_verbs():
+    assert cues.speaker("Caroline: I went there") == "Caroline"
+    assert cues.speaker("note: buy milk") is None  # a lowercase label is no person
+    assert cues.named_in("Caroline", "When did Caroline go?")
+    assert not cues.named_in("Mel", "When did Melanie go?")
+    assert set(cues.verb_forms("went")) == {"go", "went", "gone"}
+    assert cues.verb_forms("painted") == ()
+
+
+# A conversation in three sessions: each question has one right turn and near misses that share
+# its words but not its cue (no time reference, another date, the other speaker).
+SESSIONS = [
+    ("1:56 pm on 8 May, 2023", [
+        ("Caroline", "The support group is such a big help, going to the support group keeps me going."),
+        ("Melanie", "I painted a sunset with the kids, it was lovely."),
+        ("Caroline", "I went to the support group yesterday."),
+        ("Melanie", "I'd love to go to a support group like that with you, Caroline."),
+    ]),
+    ("7:55 pm on 9 June, 2023", [
+        ("Caroline", "I painted a sunset over the lake too, after our talk."),
+        ("Melanie", "Painting a sunset over the lake is what I painted most this year, Caroline!"),
+        ("Caroline", "Pottery class sounds fun, I made a bowl for my mom once."),
+    ]),
+    ("4:33 pm on 12 July, 2023", [
+        ("Melanie", "Camping with the family was the best part of my summer."),
+        ("Caroline", "I love camping with my friends by the river."),
+        ("Melanie", "Camping by the river is what I love most about camping, Caroline."),
+    ]),
+]
+QUESTIONS = [  # (question, the right turn's dia id, the cue that should lift it)
+    ("When did Caroline go to the support group?", "D1:3", "says when"),
+    ("What did Melanie paint on 8 May, 2023?", "D1:2", "dated"),
+    ("What does Caroline love about camping by the river?", "D3:2", "by Caroline"),
+]
+
+
+def sample() -> dict:
+    conversation = {"speaker_a": "Caroline", "speaker_b": "Melanie"}
+    for s, (date, turns) in enumerate(SESSIONS, 1):
+        conversation[f"session_{s}_date_time"] = date
+        conversation[f"session_{s}"] = [{"speaker": who, "dia_id": f"D{s}:{t}", "text": text}
+                                        for t, (who, text) in enumerate(turns, 1)]
+    return {"sample_id": "conv-test", "conversation": conversation,
+            "qa": [{"question": q, "evidence": [e], "category": 2} for q, e, _ in QUESTIONS]}
+
+
+def test_retrieve_memory_follows_the_cues_over_mcp(home: Path):
+    from memloci.bench.locomo import turns_of
+
+    async def body(c):
+        for t in turns_of(sample()):
+            await c.ok("store_memory", content=t["content"], tags=[f"dia:{t['dia_id']}"], memory_type="dialogue",
+                       metadata={"dia_id": t["dia_id"], "session": t["session"], "date": t["date"]})
+        for question, right, cue in QUESTIONS:
+            found, _ = await c.ok("retrieve_memory", query=question, n_results=3)
+            top = [next(t[4:] for t in m["tags"] if t.startswith("dia:")) for m in found["memories"]]
+            why = [m.get("why", "") for m in found["memories"]]
+            assert top[0] == right and cue in why[0], f"{question}: {top} ({why})"
+
+    run_session(home, body, MEMLOCI_EMBEDDER="minilm")
+
+
+def test_leave_one_conversation_out(tmp_path: Path):
+    """Two conversations: each fold chooses the when-boost on the other, and the figures are
+    those of the setting it chose."""
+    from memloci.bench.locomo_lab import evaluate, folds, per_category
+
+    one = sample()
+    two = json.loads(json.dumps(one).replace("conv-test", "conv-other"))
+    grid = {"WHEN_BOOST": (0.0, 0.5)}
+    report = folds([one, two], cache=tmp_path, k=1, grid=grid)
+    assert set(report["chosen"]) == {"conv-test", "conv-other"}
+    plain = per_category(evaluate([one, two], tmp_path, 1), 1)
+    assert report["plain"] == plain
+    by_setting = {json.dumps(s["weights"], sort_keys=True): s["recall"] for s in report["settings"]}
+    assert len(by_setting) == 2
+    # the two conversations are alike, so both folds choose the setting that is best overall
+    best = max(by_setting, key=by_setting.get)
+    assert all(json.dumps(w, sort_keys=True) == best for w in report["chosen"].values())
+    assert report["leave_one_out"]["overall"] == by_setting[best]
