@@ -153,8 +153,9 @@ def run(*, data: Path, ks: list[int], out: Path, console: Any, limit: int | None
     # a held-out split of other conversations can be expected to show).
     report["recall_by_conversation"] = {res["id"]: {f"@{k}": round(100 * recall(res["rows"], k), 1) for k in ks}
                                         for res in results}
-    console.print("by conversation, R@" + str(k_max) + ": " + ", ".join(
-        f"{cid} {v[f'@{k_max}']}" for cid, v in report["recall_by_conversation"].items()))
+    shown = 10 if 10 in ks else k_max
+    console.print(f"by conversation, R@{shown}: " + ", ".join(
+        f"{cid} {v[f'@{shown}']}" for cid, v in report["recall_by_conversation"].items()))
 
     turns = sum(r["turns"] for r in results)
     stored = sum(r["stored_s"] for r in results)
