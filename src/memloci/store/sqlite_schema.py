@@ -171,8 +171,11 @@ MIGRATIONS: list[str] = [
     # memory_fts gains a `labels` column (tags and type, lower-cased; FTS5 tables cannot add a
     # column, so it is rebuilt, neighbours' words included), kept current by a trigger when tags
     # or type change; memory_tags holds each tag's key (model.name_key) instead of its text.
+    # Safe to run again on a library whose user_version was set back: what it creates is
+    # dropped first (IF EXISTS) and its contents rebuilt from the memories.
     """
-    DROP TABLE memory_fts;
+    DROP TRIGGER IF EXISTS memories_labels_update;
+    DROP TABLE IF EXISTS memory_fts;
     CREATE VIRTUAL TABLE memory_fts USING fts5 (
         content, context, labels,
         tokenize = 'porter unicode61 remove_diacritics 2'
@@ -200,9 +203,16 @@ MIGRATIONS: list[str] = [
     # substrings of names, types, aliases, tags and note bodies through trigrams. New names, types
     # and aliases are logged, so a process holding their words in memory reads only what changed.
     # (memloci_cjk_grams is sqlite_search.cjk_grams, registered on every connection; used by
-    # no trigger, so another tool can still write the file.)
+    # no trigger, so another tool can still write the file.) Safe to run again on a library
+    # whose user_version was set back: the search tables and triggers are dropped (IF EXISTS)
+    # and rebuilt; the name log is kept (IF NOT EXISTS), so a reader's position in it holds.
     """
-    DROP TABLE entity_fts;
+    DROP TRIGGER IF EXISTS entity_grams_delete;
+    DROP TRIGGER IF EXISTS entity_names_insert;
+    DROP TRIGGER IF EXISTS entity_names_update;
+    DROP TRIGGER IF EXISTS entity_name_log_trim;
+    DROP TABLE IF EXISTS entity_grams;
+    DROP TABLE IF EXISTS entity_fts;
     CREATE VIRTUAL TABLE entity_fts USING fts5 (
         name, aliases, tags, entity_type, text, name_grams, text_grams,
         tokenize = 'porter unicode61 remove_diacritics 2',
@@ -222,7 +232,7 @@ MIGRATIONS: list[str] = [
         DELETE FROM entity_grams WHERE rowid = old.id;
     END;
     -- the entities named or renamed lately, newest last (the last 1,000 to 2,000 are kept)
-    CREATE TABLE entity_name_log (seq INTEGER PRIMARY KEY, entity_id INTEGER NOT NULL);
+    CREATE TABLE IF NOT EXISTS entity_name_log (seq INTEGER PRIMARY KEY, entity_id INTEGER NOT NULL);
     CREATE TRIGGER entity_names_insert AFTER INSERT ON entities BEGIN
         INSERT INTO entity_name_log (entity_id) VALUES (new.id);
     END;
