@@ -149,3 +149,22 @@ def test_leave_one_conversation_out(tmp_path: Path):
     best = max(by_setting, key=by_setting.get)
     assert all(json.dumps(w, sort_keys=True) == best for w in report["chosen"].values())
     assert report["leave_one_out"]["overall"] == by_setting[best]
+
+
+def test_bench_locomo_folds_command(tmp_path: Path):
+    """`memloci bench locomo --folds` prints the shipped and leave-one-out figures and writes them."""
+    import subprocess
+    import sys
+
+    data = tmp_path / "locomo.json"
+    one = sample()
+    data.write_text(json.dumps([one, json.loads(json.dumps(one).replace("conv-test", "conv-other"))]))
+    out = tmp_path / "folds.json"
+    done = subprocess.run([sys.executable, "-m", "memloci", "bench", "locomo", "--data", str(data), "--folds",
+                           "--k", "1", "--out", str(out)], capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr
+    assert "leave-one-out" in done.stdout and "chosen without conv-test" in done.stdout
+    report = json.loads(out.read_text())
+    assert report["bench"] == "locomo-folds" and report["k"] == 1
+    assert len(report["settings"]) == 27 and set(report["chosen"]) == {"conv-test", "conv-other"}
+    assert report["shipped"] == {"WHEN_BOOST": 0.5, "DATE_BOOST": 2.0, "SPEAKER_BOOST": 0.2}

@@ -180,15 +180,17 @@ def run_folds(*, data: Path, k: int, out: Path, console: Any, limit: int | None 
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
     from rich.table import Table
 
+    from ..search import hybrid
     from .locomo_lab import GRID, folds
 
     samples = json.loads(data.read_text(encoding="utf-8"))[:limit]
     settings = 1
     for values in GRID.values():
         settings *= len(values)
+    settings += any(getattr(hybrid, n) not in values for n, values in GRID.items())  # the shipped ones, if off the grid
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=console) as progress:
-        task = progress.add_task("LoCoMo folds: one run per weight setting", total=settings + 1)
+        task = progress.add_task("LoCoMo folds: one run per weight setting", total=settings)
         report = folds(samples, k=k, on_step=lambda: progress.advance(task))
     table = Table(title=f"LoCoMo turn-level recall@{k} — {len(samples)} conversations, leave one out")
     table.add_column("category")

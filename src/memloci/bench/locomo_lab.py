@@ -73,7 +73,10 @@ def build(sample: dict[str, Any], cache: Path, handle) -> Path:
     from ..libraries import LibraryRegistry, LibrarySpec
     from ..service import MemoryService
 
-    db = cache / f"{sample['sample_id']}-{handle.get().model_id.replace('/', '_')}.db"
+    turns = turns_of(sample)
+    # keyed by the turns themselves too: an edited data file never reuses a stale library
+    digest = hashlib.sha1(json.dumps(turns, sort_keys=True).encode()).hexdigest()[:12]
+    db = cache / f"{sample['sample_id']}-{handle.get().model_id.replace('/', '_')}-{digest}.db"
     done = db.with_suffix(".done")
     if done.exists() and db.exists():
         return db
@@ -81,7 +84,7 @@ def build(sample: dict[str, Any], cache: Path, handle) -> Path:
         leftover.unlink(missing_ok=True)
     service = MemoryService(LibraryRegistry([LibrarySpec("bench", db)]), handle)
     try:
-        for t in turns_of(sample):
+        for t in turns:
             service.store_memory(t["content"], tags=[f"dia:{t['dia_id']}"], memory_type="dialogue",
                                  metadata={"dia_id": t["dia_id"], "session": t["session"], "date": t["date"]})
         service._vectors(service.store())[1].flush(timeout=600)
