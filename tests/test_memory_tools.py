@@ -148,8 +148,16 @@ def test_memory_input_errors(home):
         assert err["code"] == "NOT_FOUND"
         err = await c.error("search_by_tag", tags=[])
         assert "tags: give at least one tag" in err["message"]
+        err = await c.error("retrieve_memory", query="x", time="")
+        assert err["code"] == "VALIDATION_ERROR" and "time: must not be empty" in err["message"]
+        err = await c.error("list_memories", time="   ")
+        assert "time: must not be empty" in err["message"]
         listed, _ = await c.ok("list_memories")
         assert listed["total"] == 0, "nothing was stored by the failed calls"
+        # an enumerated value is read without the spaces around it, in any case
+        await c.ok("store_memory", content="Spaces around an enumerated value", importance="High ")
+        listed, _ = await c.ok("list_memories")
+        assert [m["importance"] for m in listed["memories"]] == ["high"]
 
     run(home, body)
 

@@ -191,10 +191,12 @@ def test_chinese_and_japanese_time_phrases():
     assert parse_time_phrase("一か月前", now).iso() == ("2026-10-18T00:00:00Z", "2026-10-27T00:00:00Z")
     assert parse_time_phrase("最新", now).latest and parse_time_phrase("最近", now).latest
     # inside a query, as a substring; the rest of the query is what words are searched for
+    # (the particle tying the phrase to the rest goes with it: "のバグ" is no memory's word)
     rest, found = split_time_phrase("先週の会議で決めたこと", now)
-    assert (rest, found.phrase) == ("の会議で決めたこと", "先週")
+    assert (rest, found.phrase) == ("会議で決めたこと", "先週")
     rest, found = split_time_phrase("上个月的旅行计划", now)
-    assert (rest, found.phrase) == ("的旅行计划", "上个月")
+    assert (rest, found.phrase) == ("旅行计划", "上个月")
+    assert split_time_phrase("先週のバグ", now)[0] == "バグ" and split_time_phrase("昨日の決定", now)[0] == "決定"
     assert split_time_phrase("一昨日の打ち合わせ", now)[1].phrase == "一昨日"
     assert split_time_phrase("日本周辺の地図", now)[1] is None, "日本周辺 is a place, not 本周 (this week)"
     assert split_time_phrase("東京の旅行計画", now)[1] is None
@@ -207,3 +209,159 @@ def test_chinese_and_japanese_time_phrases():
     # what only looks like a phrase is left to the words, and a query is never refused for it
     for query in ("2026年前半の計画", "10日前後に届く", "3000年前の遺跡", "5000 years ago"):
         assert split_time_phrase(query, now) == (query, None), query
+
+
+def test_a_time_argument_names_months_and_weekdays_alone():
+    now = datetime(2026, 11, 21, 5, 0, tzinfo=timezone.utc)  # a Saturday
+    november, october = ("2026-11-01T00:00:00Z", "2026-12-01T00:00:00Z"), ("2026-10-01T00:00:00Z", "2026-11-01T00:00:00Z")
+    expected = {
+        "November": november, "nov": november, "December": ("2025-12-01T00:00:00Z", "2026-01-01T00:00:00Z"),
+        "2026-10": october, "Oct 2026": october, "October, 2026": october, "10月": october, "2026年10月": october,
+        "十月": october, " 2026-10 ": october,
+        "last Monday": ("2026-11-16T00:00:00Z", "2026-11-17T00:00:00Z"),
+        "last Friday": ("2026-11-20T00:00:00Z", "2026-11-21T00:00:00Z"),
+        "last Saturday": ("2026-11-14T00:00:00Z", "2026-11-15T00:00:00Z"),  # today is Saturday: a week ago
+        "this Monday": ("2026-11-16T00:00:00Z", "2026-11-17T00:00:00Z"),
+    }
+    for phrase, span in expected.items():
+        assert parse_time_phrase(phrase, now).iso() == span, phrase
+    # alone only: in a query "may" is a verb and "2026-10" may be a version
+    assert split_time_phrase("we may ship it", now) == ("we may ship it", None)
+    assert split_time_phrase("release 2026-10 notes", now) == ("release 2026-10 notes", None)
+    assert split_time_phrase("bugs last Monday", now)[1].iso() == expected["last Monday"]
+    for bad, rule in (("", "must not be empty"), ("   ", "must not be empty"), ("2026-13", "names no month"),
+                      ("13月", "names no month"), ("Smarch", "not a time phrase")):
+        with pytest.raises(ValidationError, match=rule):
+            parse_time_phrase(bad, now)
+
+
+# What a tester tried on a small library: time words in the query when `time` is given too,
+# Chinese and Japanese time words, filters that leave nothing to match, an empty range.
+TESTER = [  # (content, days ago or None for last week's Tuesday + extra days, memory_type, tags)
+    ("昨日のメモ: 証明書の更新手順を確認した", 1, "note", ()),
+    ("決定: リリースは金曜日に延期する", 1, "decision", ("decision",)),
+    ("決定: 認証には OAuth を使う", 1, "decision", ("decision",)),
+    ("先週: デプロイ手順を更新した", None, "note", ()),
+    ("バグ: ログイン画面が固まる", None, "note", ()),
+    ("バグ: CSV の最終行が消える", None, "note", ()),
+    ("会議室を予約した", None, "note", ()),
+    ("Painted the garden fence green", 13, "note", ()),
+    ("Read a paper about sparse attention", 14, "note", ()),
+    ("Booked flights to Lisbon", 15, "note", ()),
+    ("Bug: the login button ignores double clicks", 4, "bug", ()),
+    ("Bug: export times out on large files", 22, "bug", ()),
+    ("CSV export drops the last row", 2, "note", ()),
+]
+
+
+@pytest.fixture(scope="module")
+def tester(tmp_path_factory) -> tuple[Path, dict[str, datetime]]:
+    home = tmp_path_factory.mktemp("recall-tester") / "home"
+    lines, when = [], {}
+    for i, (content, days_ago, memory_type, tags) in enumerate(TESTER):
+        at = (created(days_ago) - timedelta(minutes=2 + i) if days_ago is not None  # no two at one time
+              else LAST_WEEK[0] + timedelta(days=1, hours=10 + i))
+        lines.append(memory_line(content, at, memory_type, tags))
+        when[content] = at
+    source = home.parent / "memories.jsonl"
+    source.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    proc = subprocess.run([sys.executable, "-m", "memloci", "import", "jsonl", str(source)], capture_output=True,
+                          text=True, env=server_env(home, COLUMNS="200"), timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    return home, when
+
+
+def scores_in_range(found: dict) -> None:
+    for m in found["memories"]:
+        assert 0 <= m["similarity_score"] <= 1, m
+
+
+def test_a_time_argument_wins_over_a_phrase_in_the_query(tester):
+    home, when = tester
+    decisions = sorted(c for c in when if c.startswith("決定"))
+
+    async def body(c: Client):
+        found, _ = await c.ok("retrieve_memory", query="decisions last week", time="yesterday", n_results=3)
+        assert found["time_range"]["phrase"] == "yesterday", found["time_range"]
+        assert found["time_range"]["after"] == stamp(YESTERDAY[0]), found["time_range"]
+        got = [m["content"] for m in found["memories"]]
+        assert sorted(got[:2]) == decisions and "CSV export drops the last row" not in got, got
+        assert all("last week" not in m["why"] for m in found["memories"]), found
+        scores_in_range(found)
+
+    run(home, body)
+
+
+def test_chinese_and_japanese_time_words_are_not_searched_for_meaning(tester):
+    home, when = tester
+    last_week_bugs = sorted(c for c in when if c.startswith("バグ"))
+
+    async def body(c: Client):
+        found, _ = await c.ok("retrieve_memory", query="昨日の決定", n_results=3)
+        got = [m["content"] for m in found["memories"]]
+        assert sorted(got[:2]) == sorted(c for c in when if c.startswith("決定")), got
+        found, _ = await c.ok("retrieve_memory", query="先週のバグ", n_results=3)
+        got = [m["content"] for m in found["memories"]]
+        assert sorted(got[:2]) == last_week_bugs, got
+        scores_in_range(found)
+        # only the phrase: the range, newest first
+        found, _ = await c.ok("retrieve_memory", query="先週", n_results=10)
+        got = [m["content"] for m in found["memories"]]
+        expected = sorted((c for c, at in when.items() if in_range(at, LAST_WEEK)), key=when.get, reverse=True)
+        assert got == expected, got
+
+    run(home, body)
+
+
+def test_word_matches_outside_a_phrase_range_beat_its_unrelated_memories(tester):
+    """"bugs two weeks ago" where that range holds no bug: the bugs of other days come first
+    (a soft phrase ranks its range up, it does not hide better matches), then the range."""
+    home, when = tester
+    bugs = sorted(c for c in when if c.startswith("Bug:"))
+    two_weeks = {"Painted the garden fence green", "Read a paper about sparse attention", "Booked flights to Lisbon"}
+
+    async def body(c: Client):
+        found, _ = await c.ok("retrieve_memory", query="bugs two weeks ago", n_results=5)
+        got = [m["content"] for m in found["memories"]]
+        assert sorted(got[:2]) == bugs and set(got[2:]) == two_weeks, got
+        assert "outside" in found["note"] and "two weeks ago" in found["note"], found["note"]
+        scores_in_range(found)
+
+    run(home, body)
+
+
+def test_filters_are_never_emptied_by_words_and_empty_ones_say_so(tester):
+    home, when = tester
+    decisions = sorted((c for c in when if c.startswith("決定")), key=when.get, reverse=True)
+
+    async def body(c: Client):
+        for filters in ({"tags": ["decision"]}, {"memory_type": "decision"}, {"tags": ["DECISION"]}):
+            found, _ = await c.ok("retrieve_memory", query="anything", **filters)
+            assert sorted(m["content"] for m in found["memories"]) == sorted(decisions), (filters, found)
+            assert "newest" in found["note"] and "decision" in found["note"].lower(), found["note"]
+        for phrase in ("in March" if TODAY.month > 4 else "in August", "去年"):
+            found, text = await c.ok("retrieve_memory", query="anything", time=phrase)
+            assert found["memories"] == [] and found["note"].startswith("No memories in"), found
+            assert phrase in found["note"] and text["note"] == found["note"]
+        # a time argument is text that names a time, never empty
+        error = await c.error("retrieve_memory", query="anything", time="")
+        assert error["code"] == "VALIDATION_ERROR" and "time" in error["message"], error
+
+    run(home, body)
+
+
+def test_list_memories_takes_a_time_too(tester):
+    home, when = tester
+
+    async def body(c: Client):
+        found, _ = await c.ok("list_memories", time="last week", page_size=50)
+        expected = sorted((c for c, at in when.items() if in_range(at, LAST_WEEK)), key=when.get, reverse=True)
+        assert [m["content"] for m in found["memories"]] == expected and found["total"] == len(expected)
+        found, _ = await c.ok("list_memories", time="yesterday", tags=["decision"])
+        assert found["total"] == 2, found
+        error = await c.error("list_memories", after="last week")
+        assert "`time`" in error["hint"] and "list_memories" in error["hint"], error
+        error = await c.error("list_memories", time="someday")
+        assert error["code"] == "VALIDATION_ERROR" and error["message"].startswith("time:"), error
+
+    run(home, body)

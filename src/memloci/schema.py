@@ -182,10 +182,11 @@ def validate_tags(tags: object, field: str = "tags", allow_empty: bool = True) -
 
 
 def validate_importance(value: object, field: str = "importance") -> str:
-    """One of IMPORTANCE, in any case ("HIGH" is "high"); stored in its lower-case form."""
-    if not isinstance(value, str) or value.lower() not in IMPORTANCE:
+    """One of IMPORTANCE, in any case and with surrounding spaces ("HIGH ", "High" are "high");
+    stored in its lower-case form."""
+    if not isinstance(value, str) or value.strip().lower() not in IMPORTANCE:
         raise ValidationError(f"{field}: must be one of {', '.join(IMPORTANCE)} (any case), got {value!r}")
-    return value.lower()
+    return value.strip().lower()
 
 
 def validate_metadata(value: object, field: str = "metadata") -> dict:
@@ -221,7 +222,8 @@ def validate_time(value: object, field: str) -> str | None:
         parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError as exc:
         raise ValidationError(f"{field}: '{value}' is not an ISO date such as 2026-03-04 or 2026-03-04T10:00:00Z",
-                              hint="For phrases like 'yesterday' or 'last week', use the `time` argument.") from exc
+                              hint="For phrases like 'yesterday' or 'last week', use the `time` argument "
+                                   "(retrieve_memory and list_memories).") from exc
     if parsed.tzinfo is not None:
         parsed = parsed.astimezone(timezone.utc).replace(tzinfo=None)
     return parsed.strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -37,7 +37,7 @@ from .model import (
 from .search.embedder import EmbedderHandle
 from .search.lexical import normalize_content
 from .search.entities import count_entities, entity_signals, find_entities
-from .search.hybrid import OBSERVATION_WEIGHT, WEAK_MEANING, MemoryHit, retrieve
+from .search.hybrid import _CJK, OBSERVATION_WEIGHT, WEAK_MEANING, MemoryHit, retrieve, word_terms
 from .search.timephrases import TimeRange, parse_time_phrase, split_time_phrase
 from .search.vectors import EmbeddingWorker, PassageIndex, VectorIndex, library_key
 from .service_documents import DocumentService
@@ -115,6 +115,7 @@ class Retrieval:
     # a time range was asked for and nothing in it matched the words or meaning of the query:
     # the hits are the range's newest memories
     unmatched: bool = False
+    note: str | None = None  # what the reply says about the hits: none matched, the range is empty, ...
 
 
 class MemoryService(DocumentService, ProjectService, HistoryService):
@@ -344,17 +345,29 @@ class MemoryService(DocumentService, ProjectService, HistoryService):
                         tags: Sequence[str] = (), match_all: bool = False, memory_type: str | None = None,
                         entity: str | None = None, after: str | None = None, before: str | None = None,
                         time: str | None = None, library: str | None = None) -> Retrieval:
-        """The best memories for `query`. `time`/`after`/`before` filter: the query ranks within
-        the range, and the range's newest memories fill what the words and meaning leave open. A
-        time phrase inside the query ("last week", 先週) ranks its range ahead of everything else,
-        and its words are not searched for as long as it separates the library (some memories
-        inside, some outside). A phrase whose range holds every memory (a conversation imported
-        at once) may be about what the memories say, so its words are kept; one whose range
-        holds none is only words."""
+        """The best memories for `query`.
+
+        Filters (`time`, `after`, `before`, `tags`, `memory_type`, `entity`) are hard: the query
+        ranks within them, and words that match nothing never empty them. With no word match
+        and no more than a faint meaning inside, the filtered memories come newest first, and
+        the reply's note says so; an empty filter says that too.
+
+        A time phrase inside the query ("last week", 先週) is soft: it ranks its range first and
+        its words are neither searched for nor embedded (昨日の決定 is searched as 決定), as long
+        as it separates the library (some memories inside, some outside). A phrase whose range
+        holds every memory (a conversation imported at once) may be about what the memories say,
+        so its words are kept; one whose range holds none is only words. When nothing inside the
+        range matches, memories outside it that match the query's words come before the range's
+        newest ("bugs two weeks ago" shows the bugs of other days rather than hiding them);
+        meaning alone does not push the range aside. A query that is only a phrase (and stop
+        words: "what did we work on last week") lists the range newest first.
+
+        With `time` given too, `time` is the range (and the one reported); a relative phrase in
+        the query then only loses its words, it ranks nothing within the range."""
         text = schema.validate_query(query)
         n_results = schema.check_int(n_results, "n_results", 1, schema.SEARCH_LIMIT_MAX)
         after, before = schema.validate_time(after, "after"), schema.validate_time(before, "before")
-        hard = parse_time_phrase(time) if time else None
+        hard = parse_time_phrase(time) if time is not None else None
         if hard is not None:
             hard_after, hard_before = hard.iso()
             after, before = max(filter(None, [after, hard_after]), default=None), min(filter(None, [before, hard_before]), default=None)
@@ -363,11 +376,14 @@ class MemoryService(DocumentService, ProjectService, HistoryService):
             raise ValidationError(f"after/before: after ({filters.after}) must be earlier than before ({filters.before})")
         store = self.store(library)
         rest, soft = split_time_phrase(text)
-        keywords = None  # the text words come from, when not the whole query
+        keywords = None  # the text words and meaning come from, when not the whole query
         everything = False  # the query's time range holds every memory the filters allow
         inside: MemoryFilter | None = None  # the query's time range within the filters
         if soft is not None and soft.latest:
             keywords = rest
+        elif soft is not None and hard is not None:  # `time` is the range; the phrase is only not searched for
+            keywords = None if soft.absolute else rest
+            soft = None
         elif soft is not None:
             inside = _narrowed(filters, soft)
             counted = store.list_memories(offset=0, limit=0, filters=inside)[1] if inside is not None else 0
@@ -377,13 +393,16 @@ class MemoryService(DocumentService, ProjectService, HistoryService):
             elif not (everything or soft.absolute):  # "in May" may be what a memory says; "last week" is not
                 keywords = rest
         latest = (hard is not None and hard.latest) or (soft is not None and soft.latest)
-        ranged = hard is not None or filters.after is not None or filters.before is not None
-        if not text.strip() or (keywords is not None and not keywords.strip()):
-            if not (latest or ranged or inside is not None or not filters.empty):
+        filtered = hard is not None or not filters.empty
+        shown = hard or soft  # the range the reply reports
+        matched = 0
+        outside = 0  # hits from outside the query's range put before its newest
+        if not text.strip() or (keywords is not None and not _has_words(keywords)):
+            if not (latest or filtered or inside is not None):
                 raise ValidationError("query: must not be empty", hint="Say what to look for, or use list_memories.")
             listed, _ = store.list_memories(offset=0, limit=n_results, filters=inside or filters)
             hits = [MemoryHit(m, 1.0, "newest" if latest else "in range") for m in listed]
-            unmatched = False
+            matched = len(hits)
         else:
             pair = self._vectors(store)
             embedder = self.embedder.get(timeout=0) if pair else None
@@ -392,28 +411,41 @@ class MemoryService(DocumentService, ProjectService, HistoryService):
 
             def ranked(where: MemoryFilter, time_range: TimeRange | None, n: int) -> list[MemoryHit]:
                 return retrieve(store, pair[0] if pair else None, embedder, text, n, _untimed(store, where),
-                                time_range, min_similarity, keywords=keywords)
+                                time_range, min_similarity, keywords=keywords, meaning_text=keywords)
 
             fill = min_similarity <= 0  # a memory that matched nothing has no similarity to keep
             if inside is not None:  # the query's range first, then what matches outside it
                 hits = _matches(ranked(inside, soft, n_results))
                 matched = len(hits)
+                others: list[MemoryHit] = []
+                if len(hits) < n_results and not everything:
+                    others = [h for h in ranked(filters, None, 2 * n_results) if h.memory.id not in {x.memory.id for x in hits}]
+                if not matched:  # nothing in the range matches: word matches elsewhere beat its newest
+                    hits = [h for h in others if h.words > 0][:n_results]
+                    outside = len(hits)
                 if fill:
                     hits += _newest(store, inside, n_results - len(hits), hits)
-                if len(hits) < n_results and not everything:
-                    seen = {h.memory.id for h in hits}
-                    hits += [h for h in ranked(filters, None, n_results + len(hits))
-                             if h.memory.id not in seen][: n_results - len(hits)]
+                seen = {h.memory.id for h in hits}
+                hits += [h for h in others if h.memory.id not in seen][: n_results - len(hits)]
             else:  # (a phrase left here is "latest": the best hits, newest first)
                 hits = ranked(filters, soft or hard, n_results)
-                if ranged:
+                if filtered:
                     hits = _matches(hits)
                 matched = len(hits)
-                if ranged and fill:
+                if filtered and fill:
                     hits += _newest(store, filters, n_results - len(hits), hits)
-            unmatched = (ranged or inside is not None) and matched == 0 and bool(hits)
+        unmatched = (filtered or inside is not None) and matched == 0 and len(hits) > outside
+        note = None
+        if not hits and (filtered or inside is not None):
+            note = f"No memories in {_scope(shown, filters)}."
+        elif unmatched and outside:
+            note = (f"Nothing in {_scope(soft, filters)} matched the query by words or meaning; the first {outside} "
+                    "hit(s) match its words outside that range, the rest are the range's newest memories.")
+        elif unmatched:
+            note = (f"Nothing in {_scope(shown, filters)} matched the query by words or meaning; "
+                    "these are its newest memories.")
         self._accesses.record(store, [h.memory.id for h in hits])
-        return Retrieval(hits, query, soft or hard, unmatched)
+        return Retrieval(hits, query, shown, unmatched, note)
 
     def search_by_tag(self, tags: Sequence[str], *, match_all: bool = False, limit: int = 100,
                       library: str | None = None) -> list[Memory]:
@@ -473,10 +505,17 @@ class MemoryService(DocumentService, ProjectService, HistoryService):
         return updated
 
     def list_memories(self, *, page: int = 1, page_size: int = 10, filters: MemoryFilter | None = None,
-                      library: str | None = None) -> tuple[list[Memory], int]:
+                      library: str | None = None, time: str | None = None) -> tuple[list[Memory], int]:
+        """One page of memories, newest first; `time` ("last week", 昨日) narrows `filters` as
+        retrieve_memory's does."""
         page = schema.check_int(page, "page", 1, schema.OFFSET_MAX)
         page_size = schema.check_int(page_size, "page_size", 1, schema.PAGE_MAX)
         filters = schema.validate_filter(filters or MemoryFilter())
+        if time is not None:
+            narrowed = _narrowed(filters, parse_time_phrase(time))
+            if narrowed is None:  # the range and after/before do not overlap: nothing to list
+                return [], 0
+            filters = narrowed
         return self.store(library).list_memories(offset=(page - 1) * page_size, limit=page_size, filters=filters)
 
     def health(self, *, library: str | None = None) -> dict[str, Any]:
@@ -726,6 +765,29 @@ def _untimed(store: Store, filters: MemoryFilter) -> MemoryFilter:
     untimed = replace(filters, after=None, before=None)
     counts = [store.list_memories(offset=0, limit=0, filters=f)[1] for f in (filters, untimed)]
     return untimed if counts[0] == counts[1] else filters
+
+
+def _has_words(text: str) -> bool:
+    """Whether a query left without its time phrase still says what to look for: a word that
+    is not a stop word, or a run of Chinese/Japanese ("what did we work on" says nothing)."""
+    return bool(word_terms(text, False)) or bool(_CJK.search(text))
+
+
+def _scope(time_range: TimeRange | None, filters: MemoryFilter) -> str:
+    """The filtered memories named for a note: "'last week' (2026-11-09T00:00:00Z to ...)"."""
+    parts = []
+    if time_range is not None and not time_range.latest:
+        after, before = time_range.iso()
+        parts.append(f"'{time_range.phrase}' ({after or 'the start'} to {before or 'now'})")
+    elif filters.after or filters.before:
+        parts.append(f"the time range ({filters.after or 'the start'} to {filters.before or 'now'})")
+    if filters.tags:
+        parts.append(("tagged " + (" and " if filters.match_all else " or ").join(filters.tags)))
+    if filters.memory_type:
+        parts.append(f"of type {filters.memory_type}")
+    if filters.entity:
+        parts.append(f"about {filters.entity}")
+    return "the memories " + ", ".join(parts) if parts else "the library"
 
 
 def _matches(hits: list[MemoryHit]) -> list[MemoryHit]:

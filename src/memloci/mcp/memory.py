@@ -95,8 +95,8 @@ def memory_out(m: Memory, score: float | None = None, why: str | None = None) ->
     out = {"content": m.content, "content_hash": m.content_hash, "tags": list(m.tags), "memory_type": m.memory_type,
            "importance": m.importance, "metadata": m.metadata, "created_at": m.created_at,
            "updated_at": m.updated_at, "access_count": m.access_count, "entity": m.entity}
-    if score is not None:
-        out["similarity_score"] = round(score, 4)
+    if score is not None:  # in [0, 1] like min_similarity: boosts beyond 1 order the hits but are not shown
+        out["similarity_score"] = round(min(1.0, max(0.0, score)), 4)
         out["why"] = why
     return out
 
@@ -155,9 +155,8 @@ def register(server: Any, service: MemoryService) -> None:
             after_, before_ = result.time_range.iso()
             structured["time_range"] = {"phrase": result.time_range.phrase, "after": after_, "before": before_,
                                         "latest": result.time_range.latest}
-        if result.unmatched:  # said in the reply, so a model does not take these for matches
-            structured["note"] = ("Nothing in the time range matched the query by words or meaning; "
-                                  "these are the range's newest memories.")
+        if result.note:  # said in the reply, so a model does not take these for matches
+            structured["note"] = result.note
         return reply(structured)
 
     def search_by_tag(
@@ -207,14 +206,16 @@ def register(server: Any, service: MemoryService) -> None:
         tags: Tags = None,
         memory_type: str | None = None,
         entity: str | None = None,
-        after: str | None = None,
-        before: str | None = None,
+        after: Annotated[str | None, Field(description="Only memories created at or after this ISO date")] = None,
+        before: Annotated[str | None, Field(description="Only memories created before this ISO date")] = None,
+        time: Annotated[str | None, Field(description="Only this time: yesterday, last week, November, "
+                                                       "2026-10, 昨日, 先週, ...")] = None,
         library: Library = None, library_name: LibraryName = None,
         project_path: ProjectPath = None, confirm_new_project_root: ConfirmRoot = None,
     ) -> Annotated[CallToolResult, ListOut]:
         memories, total = service.list_memories(
             page=page, page_size=page_size,
-            filters=MemoryFilter(tuple(tags or ()), False, memory_type, entity, after, before),
+            filters=MemoryFilter(tuple(tags or ()), False, memory_type, entity, after, before), time=time,
             library=_library(library, library_name, project_path, confirm_new_project_root))
         return reply({"memories": [memory_out(m) for m in memories], "page": page, "page_size": page_size,
                       "total": total, "has_more": page * page_size < total})
@@ -236,7 +237,8 @@ def register(server: Any, service: MemoryService) -> None:
         "Recall memories by meaning, keywords, tags and type (hybrid search), newest and most used ranked up; "
         "filter by tags, type, entity or time. A time phrase in the query (\"what did we decide last week\") ranks "
         "that range first; `time` filters strictly, and if nothing in the range matches, returns the range newest "
-        "first with a `note`. Each hit has similarity_score and why.\n"
+        "first with a `note`; other filters (tags, type, entity) work the same way. Each hit has why and a "
+        "similarity_score in [0, 1] (the ranking's boosts may order hits that all show 1).\n"
         'Example: {"query": "what did we decide about OAuth?", "n_results": 5}'))
     server.add_tool(search_by_tag, title="Search By Tag", annotations=_annotations("Search By Tag", read_only=True, idempotent=True), description=(
         "Memories carrying any of the tags (or all, with match_all), newest first, a page at a time: "
@@ -249,7 +251,8 @@ def register(server: Any, service: MemoryService) -> None:
         "Change a memory's text, tags (replaced), metadata (merged) or importance; the journal keeps the old version.\n"
         'Example: {"content_hash": "3f2a...", "tags": ["auth", "done"], "importance": "low"}'))
     server.add_tool(list_memories, title="List Memories", annotations=_annotations("List Memories", read_only=True, idempotent=True), description=(
-        "Page through memories, newest first, optionally filtered by tags, type, entity or date.\n"
+        "Page through memories, newest first, optionally filtered by tags, type, entity or date "
+        "(after/before, or `time`: \"last week\", \"November\", \"昨日\").\n"
         'Example: {"page": 1, "page_size": 20, "tags": ["decision"]}'))
     server.add_tool(check_database_health, title="Check Database Health",
                     annotations=_annotations("Check Database Health", read_only=True, idempotent=True), description=(

@@ -14,9 +14,9 @@ range the query mentions ("last week"), and by the question's cues (search/cues.
 and filling a range with its newest memories when few match, is the caller's part
 (service.retrieve_memory): this function ranks what matches.
 
-`keywords`, when given, is the text the words and substrings come from (the query without
-its time phrase: "last" and "week" in "what did we work on last week" are not about the
-memory's text), while meaning still reads the whole query.
+`keywords` and `meaning_text`, when given, are the texts the words and substrings, and the
+meaning, come from (the query without its time phrase: "last" and "week" in "what did we work
+on last week", or 昨日 in "昨日の決定", are not about the memory's text).
 """
 
 from __future__ import annotations
@@ -87,15 +87,16 @@ def word_terms(query: str, stop_words_alone: bool = True) -> list[str]:
 
 def retrieve(store, index, embedder, query: str, n: int, filters: MemoryFilter,
              time_range: TimeRange | None = None, min_similarity: float = 0.0,
-             keywords: str | None = None) -> list[MemoryHit]:
-    """The best `n` memories for `query` within `filters`, best first (words from `keywords`
-    when given)."""
+             keywords: str | None = None, meaning_text: str | None = None) -> list[MemoryHit]:
+    """The best `n` memories for `query` within `filters`, best first (words from `keywords`,
+    meaning from `meaning_text`, when given; cues always read the whole query)."""
     k = max(CANDIDATES, 4 * n)
     lexical_text = query if keywords is None else keywords
+    meaning_text = query if meaning_text is None else meaning_text
     grams = _CJK.findall(lexical_text)
-    dense = index is not None and embedder is not None and bool(query.strip())
+    dense = index is not None and embedder is not None and bool(meaning_text.strip())
     # The model embeds the query on another thread while SQLite ranks words (both release the GIL).
-    embedding = _POOL.submit(embedder.embed, [query]) if dense else None
+    embedding = _POOL.submit(embedder.embed, [meaning_text]) if dense else None
     words = store.lexical_memory_candidates(word_terms(lexical_text, keywords is None), grams, k, filters)
     meaning: dict[int, float] = {}
     low = high = 0.0

@@ -5,6 +5,7 @@ Chinese and Japanese counterparts (昨日, 先週, 先月, 3日前, 去年, 上�
 inside a query ("what did I store last week about auth") and returns the query without it.
 Chinese and Japanese are written without spaces, so their phrases are found as substrings
 ("先週の会議"); English ones only as whole words ("last weekend" is not "last week").
+A whole `time` argument may also name a month alone ("November", "Oct 2026", "2026-10", "10月").
 Ranges are [after, before) in UTC. A phrase that names a date on the calendar ("in March",
 "2026-03-04") is `absolute`: its words may also be what the memory says, so a query keeps them.
 """
@@ -138,6 +139,21 @@ def _past_unit(m, now):
     return now - timedelta(days=_UNITS[m.group(1).lower()]), None
 
 
+_WEEKDAYS = {name.lower(): i for i, name in enumerate(calendar.day_name)}
+_WEEKDAYS.update({name.lower(): i for i, name in enumerate(calendar.day_abbr)})
+
+
+@_rule(r"(last|this) (" + "|".join(sorted(_WEEKDAYS, key=len, reverse=True)) + r")")
+def _weekday(m, now):
+    """"last Monday" is the latest Monday before today; "this Monday" the one of this week."""
+    day = _WEEKDAYS[m.group(2).lower()]
+    if m.group(1).lower() == "last":
+        start = _day(now) - timedelta(days=(now.weekday() - day - 1) % 7 + 1)
+    else:
+        start = _day(now) + timedelta(days=day - now.weekday())
+    return start, start + timedelta(days=1)
+
+
 # -- Chinese and Japanese -------------------------------------------------------------------
 # Numerals: Arabic (also full-width, which \d and int() read) or kanji up to 99 (三, 十, 十二, 二十一).
 _KANJI_DIGITS = {"一": 1, "二": 2, "两": 2, "兩": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7, "八": 8, "九": 9}
@@ -222,14 +238,47 @@ def _match(text: str, now: datetime) -> TimeRange | None:
     return TimeRange(after, before, False, m.group(0), fn in _ABSOLUTE)
 
 
+# Read only as a whole `time` argument, never inside a query: "May", "2026-10" and "10月" alone
+# name a month there, while in a sentence they may be a verb, a version or part of a date.
+_MONTH_ALONE = re.compile(r"(" + "|".join(sorted(MONTHS, key=len, reverse=True)) + r")\.?,?(?: (\d{4}))?",
+                          re.IGNORECASE)
+_YEAR_MONTH = re.compile(r"(\d{4})-(\d{1,2})")
+_CJK_MONTH = re.compile(rf"(?:(\d{{4}})\s*年\s*)?({_CJK_NUMBER})\s*月")
+
+
+def _argument_month(text: str, now: datetime) -> TimeRange | None:
+    """A month named alone: "November", "Oct 2026", "2026-10", "10月", "2026年10月". Without a
+    year, the most recent such month (this year unless it is still to come)."""
+    if m := _MONTH_ALONE.fullmatch(text):
+        month, year = MONTHS[m.group(1).lower()], m.group(2)
+    elif m := _YEAR_MONTH.fullmatch(text):
+        month, year = int(m.group(2)), m.group(1)
+    elif m := _CJK_MONTH.fullmatch(text):
+        month, year = cjk_number(m.group(2)), m.group(1)
+    else:
+        return None
+    if not 1 <= month <= 12:
+        raise ValidationError(f"time: '{text}' names no month (month {month})")
+    year = int(year) if year else (now.year if month <= now.month else now.year - 1)
+    after, before = _month_range(year, month)
+    return TimeRange(after, before, False, text, True)
+
+
 def parse_time_phrase(text: str, now: datetime | None = None) -> TimeRange:
     """The range a `time` argument names; VALIDATION_ERROR if it names none."""
-    found = _match(text.strip(), now or datetime.now(timezone.utc))
+    if not isinstance(text, str):
+        raise ValidationError(f"time: must be a time phrase (text), got {type(text).__name__}")
+    if not text.strip():
+        raise ValidationError("time: must not be empty (an empty string names no time)",
+                              hint="Leave `time` out for no time filter, or say e.g. yesterday, last week, 昨日.")
+    now = now or datetime.now(timezone.utc)
+    found = _argument_month(text.strip(), now) or _match(text.strip(), now)
     if found is None:
         raise ValidationError(
             f"time: '{text}' is not a time phrase memloci understands",
-            hint="Use e.g. today, yesterday, this week, last week, last month, in March, 3 days ago, "
-                 "past 30 days, latest, 2026-03-04, 昨日, 先週, 3日前, 上个月; or pass after/before as ISO dates.",
+            hint="Use e.g. today, yesterday, this week, last week, last Monday, last month, November, "
+                 "Oct 2026, 2026-10, 3 days ago, past 30 days, latest, 2026-03-04, 昨日, 先週, 3日前, 上个月, 10月; "
+                 "or pass after/before as ISO dates.",
         )
     return found
 
@@ -243,5 +292,8 @@ def split_time_phrase(query: str, now: datetime | None = None) -> tuple[str, Tim
         return query, None
     if found is None:
         return query, None
-    rest = re.sub(r"\s+", " ", query.replace(found.phrase, " ", 1)).strip()
-    return rest, found
+    # A Chinese or Japanese phrase takes the particle tying it to the rest along (先週の, 上个月的):
+    # "のバグ" is not a word of any memory, "バグ" is.
+    particle = r"(?:には|では|の|は|に|で|的)?" if not found.phrase.isascii() else ""
+    rest = re.sub(re.escape(found.phrase) + particle, " ", query, count=1)
+    return re.sub(r"\s+", " ", rest).strip(), found
