@@ -34,7 +34,7 @@ from .model import (
     SearchResult,
     name_key,
 )
-from .search.embedder import EmbedderHandle
+from .search.embedder import EmbedderHandle, understands
 from .search.lexical import normalize_content
 from .search.entities import count_entities, entity_signals, find_entities
 from .search.hybrid import _CJK, OBSERVATION_WEIGHT, WEAK_MEANING, MemoryHit, retrieve, word_terms
@@ -286,7 +286,7 @@ class MemoryService(DocumentService, ProjectService, HistoryService):
             # observations or bodies mean what the query says (embedding the query costs time).
             pair = self._vectors(store)  # observations embedded so far; a search never waits for a backlog
             loaded = self.embedder.get(timeout=0) if pair else None
-            embedder = _QueryEmbedding(loaded) if loaded is not None else None  # the query embedded once
+            embedder = _QueryEmbedding(loaded) if loaded is not None and understands(loaded, text) else None  # once; not if unreadable to it
             extra = entity_signals(store, text, pair[0] if pair else None, embedder)
             return extra + self._body_signals(store, text, embedder)
 
@@ -417,16 +417,17 @@ class MemoryService(DocumentService, ProjectService, HistoryService):
             if inside is not None:  # the query's range first, then what matches outside it
                 hits = _matches(ranked(inside, soft, n_results))
                 matched = len(hits)
-                others: list[MemoryHit] = []
-                if len(hits) < n_results and not everything:
-                    others = [h for h in ranked(filters, None, 2 * n_results) if h.memory.id not in {x.memory.id for x in hits}]
-                if not matched:  # nothing in the range matches: word matches elsewhere beat its newest
+                others: list[MemoryHit] | None = None  # the best outside the range, searched only when needed
+                if not matched and not everything:  # nothing in the range matches: word matches elsewhere beat its newest
+                    others = ranked(filters, None, 2 * n_results)
                     hits = [h for h in others if h.words > 0][:n_results]
                     outside = len(hits)
                 if fill:
                     hits += _newest(store, inside, n_results - len(hits), hits)
-                seen = {h.memory.id for h in hits}
-                hits += [h for h in others if h.memory.id not in seen][: n_results - len(hits)]
+                if len(hits) < n_results and not everything:
+                    seen = {h.memory.id for h in hits}
+                    others = others if others is not None else ranked(filters, None, 2 * n_results)
+                    hits += [h for h in others if h.memory.id not in seen][: n_results - len(hits)]
             else:  # (a phrase left here is "latest": the best hits, newest first)
                 hits = ranked(filters, soft or hard, n_results)
                 if filtered:
@@ -437,13 +438,14 @@ class MemoryService(DocumentService, ProjectService, HistoryService):
         unmatched = (filtered or inside is not None) and matched == 0 and len(hits) > outside
         note = None
         if not hits and (filtered or inside is not None):
-            note = f"No memories in {_scope(shown, filters)}."
+            note = f"No memories {_scope(shown, filters)}."
         elif unmatched and outside:
-            note = (f"Nothing in {_scope(soft, filters)} matched the query by words or meaning; the first {outside} "
-                    "hit(s) match its words outside that range, the rest are the range's newest memories.")
+            note = (f"Nothing among the memories {_scope(soft, filters)} matched the query by words or meaning; "
+                    f"the first {outside} hit(s) match its words outside that range, the rest are the range's "
+                    "newest memories.")
         elif unmatched:
-            note = (f"Nothing in {_scope(shown, filters)} matched the query by words or meaning; "
-                    "these are its newest memories.")
+            note = (f"Nothing among the memories {_scope(shown, filters)} matched the query by words or meaning; "
+                    "these are their newest memories.")
         self._accesses.record(store, [h.memory.id for h in hits])
         return Retrieval(hits, query, shown, unmatched, note)
 
@@ -774,20 +776,20 @@ def _has_words(text: str) -> bool:
 
 
 def _scope(time_range: TimeRange | None, filters: MemoryFilter) -> str:
-    """The filtered memories named for a note: "'last week' (2026-11-09T00:00:00Z to ...)"."""
+    """The filtered memories, named for a note: "in 'last week' (2026-11-09T00:00:00Z to ...), tagged bug"."""
     parts = []
     if time_range is not None and not time_range.latest:
         after, before = time_range.iso()
-        parts.append(f"'{time_range.phrase}' ({after or 'the start'} to {before or 'now'})")
+        parts.append(f"in '{time_range.phrase}' ({after or 'the start'} to {before or 'now'})")
     elif filters.after or filters.before:
-        parts.append(f"the time range ({filters.after or 'the start'} to {filters.before or 'now'})")
+        parts.append(f"in the time range {filters.after or 'the start'} to {filters.before or 'now'}")
     if filters.tags:
-        parts.append(("tagged " + (" and " if filters.match_all else " or ").join(filters.tags)))
+        parts.append("tagged " + (" and " if filters.match_all else " or ").join(filters.tags))
     if filters.memory_type:
         parts.append(f"of type {filters.memory_type}")
     if filters.entity:
         parts.append(f"about {filters.entity}")
-    return "the memories " + ", ".join(parts) if parts else "the library"
+    return ", ".join(parts) or "in the library"
 
 
 def _matches(hits: list[MemoryHit]) -> list[MemoryHit]:
