@@ -167,6 +167,11 @@ def memory_steps() -> list[Step]:
         err("update_memory", "NOT_FOUND", "missing-memory", content_hash="0" * 64, tags=["x"], **MAIN),
         ok("list_memories", "refused-not-stored", ("Stored from a laptop",), ("tagged wrongly",), **MAIN),
         err("list_memories", "VALIDATION_ERROR", "bad-type", page="2", **MAIN),
+        # list_memories reads `time` as retrieve_memory does; an empty `time` names no time
+        ok("list_memories", "time", ("Stored from a laptop",), time="today", **MAIN),
+        err("retrieve_memory", "VALIDATION_ERROR", "empty-time", ("time",), query="billing", time="", **MAIN),
+        # a filter is never emptied by words that match nothing: its newest, with a note
+        ok("retrieve_memory", "filter-newest", ("\"note\"", REMEMBERED), query="zzqx vvbn", tags=["decision"], **MAIN),
         ok("delete_memory", content_hash=memory_hash(FORGOTTEN), **MAIN),
         # A hash that matches nothing is {success: false} without isError, as the MCP Memory Service answers.
         err("delete_memory", "VALIDATION_ERROR", "bad-type", content_hash=12345, **MAIN),
