@@ -8,6 +8,13 @@ Chinese and Japanese are written without spaces, so their phrases are found as s
 A whole `time` argument may also name a month alone ("November", "Oct 2026", "2026-10", "10月").
 Ranges are [after, before) in UTC. A phrase that names a date on the calendar ("in March",
 "2026-03-04") is `absolute`: its words may also be what the memory says, so a query keeps them.
+
+How retrieve_memory uses them (service.retrieve_memory): a `time` argument is a hard filter,
+and words that match nothing never empty it (its newest memories come, with a note). A phrase
+inside the query is soft: it ranks its range first and is neither searched for nor embedded,
+but it hides nothing better: when nothing in its range matches, memories elsewhere that match
+the query's words come before the range's newest ("bugs two weeks ago" shows the bugs of
+other days). With both, `time` is the range; the query's phrase only loses its words.
 """
 
 from __future__ import annotations
