@@ -20,6 +20,14 @@
 The default model understands English only: Chinese or Japanese text gets vectors that carry
 little meaning, and is found by its words (CJK substrings) alone.
 
+Language reach: every embedder declares `multilingual`. `minilm` and `minilm-exact` are
+English-only (False); `multilingual` and `e5-multilingual` are True. For `onnx:DIR` and
+`openai:...` the model is unknown and taken as multilingual, unless MEMLOCI_EMBEDDER_MULTILINGUAL=0
+says it is not. `understands(embedder, text)` is the one test of whether a model's meaning counts
+for a query: an English-only model does not understand text whose letters are mostly Chinese,
+Japanese or Korean (more than CJK_SHARE of them), and search then ranks that query by words alone
+(its nearest vectors would be noise: "証明書" found an unrelated memory at "meaning 1.00").
+
 Nothing is ever downloaded. If the configured embedder cannot load, `EmbedderHandle`
 says why and search stays lexical: no vectors that carry no meaning are ever stored.
 """
@@ -51,11 +59,15 @@ MAX_TOKENS = 256  # all-MiniLM-L6-v2 was trained on 256 word pieces; longer inpu
 BATCH = 32  # texts of equal length per model run (measured 8-64 on LoCoMo turns, 2 cores)
 MINILM_ID = "all-MiniLM-L6-v2-int8"
 CONVERSION = "dq1"  # bump when the conversion below changes: a new cached file, a new model id
+CJK_SHARE = 0.3  # above this share of CJK letters, an English-only model's meaning of a text is noise
+_CJK_RANGES = ((0x1100, 0x11FF), (0x3040, 0x30FF), (0x3130, 0x318F), (0x3400, 0x4DBF), (0x4E00, 0x9FFF),
+               (0xAC00, 0xD7AF), (0xF900, 0xFAFF), (0xFF66, 0xFF9F))  # Hangul jamo, kana, Han, Hangul, half-width kana
 
 
 class Embedder(Protocol):
     model_id: str
     dimension: int
+    multilingual: bool  # its meaning holds beyond English (see `understands`)
 
     def embed(self, texts: list[str]) -> np.ndarray:
         """Unit-length float32 vectors, one row per text."""
@@ -69,7 +81,9 @@ class EmbedderUnavailable(RuntimeError):
 class OnnxEmbedder:
     """A BERT-style encoder in ONNX, mean-pooled and normalized (sentence-transformers style)."""
 
-    def __init__(self, model_path: Path, tokenizer_path: Path, model_id: str, sha256: str | None = None):
+    def __init__(self, model_path: Path, tokenizer_path: Path, model_id: str, sha256: str | None = None,
+                 multilingual: bool = True):
+        self.multilingual = multilingual
         try:
             import onnxruntime as ort
             from tokenizers import Tokenizer
@@ -136,6 +150,7 @@ class OpenAIEmbedder:
         self.model = model
         self.timeout = timeout
         self.model_id = f"openai:{model}"
+        self.multilingual = _declared_multilingual()
         try:
             self.dimension = int(self.embed(["dimension probe"]).shape[1])
         except OSError as exc:
@@ -152,6 +167,38 @@ class OpenAIEmbedder:
             body = json.load(response)
         rows = sorted(body["data"], key=lambda d: d["index"])
         return _normalize(np.array([r["embedding"] for r in rows], dtype=np.float32))
+
+
+def _is_cjk(char: str) -> bool:
+    code = ord(char)
+    return any(low <= code <= high for low, high in _CJK_RANGES)
+
+
+def cjk_share(text: str) -> float:
+    """The share of a text's letters that are Chinese, Japanese or Korean (0 for no letters)."""
+    letters = [c for c in text if c.isalpha()]
+    return sum(map(_is_cjk, letters)) / len(letters) if letters else 0.0
+
+
+def understands(embedder, text: str) -> bool:
+    """Whether `embedder`'s meaning of `text` counts: always for a multilingual model, and for an
+    English-only one unless the text's letters are mostly CJK (more than CJK_SHARE).
+    A wrapper that only forwards `embed` (and keeps the model as `.embedder`) is looked through."""
+    if embedder is None:
+        return False
+    declared = getattr(embedder, "multilingual", None)
+    inner = getattr(embedder, "embedder", None)
+    if declared is None and inner is not None:
+        declared = getattr(inner, "multilingual", None)
+    if declared is None or declared:  # a model that declares nothing is taken at its word
+        return True
+    return cjk_share(text) <= CJK_SHARE
+
+
+def _declared_multilingual() -> bool:
+    """For models memloci does not know (onnx:DIR, openai:...): multilingual unless
+    MEMLOCI_EMBEDDER_MULTILINGUAL says 0/false/no."""
+    return os.environ.get("MEMLOCI_EMBEDDER_MULTILINGUAL", "1").strip().lower() not in ("0", "false", "no", "off")
 
 
 def _session(ort, model_path: Path, threads: int):
@@ -263,8 +310,8 @@ def create_embedder(spec: str) -> Embedder | None:
                 raise EmbedderUnavailable(f"{source} has an unexpected sha256: refusing to run it")
             fast = _dynamic_int8(source)
             if fast is not None:
-                return OnnxEmbedder(fast, tokenizer, f"{MINILM_ID}-{CONVERSION}")
-        return OnnxEmbedder(source, tokenizer, MINILM_ID, sha256=MINILM_SHA256)
+                return OnnxEmbedder(fast, tokenizer, f"{MINILM_ID}-{CONVERSION}", multilingual=False)
+        return OnnxEmbedder(source, tokenizer, MINILM_ID, sha256=MINILM_SHA256, multilingual=False)
     if spec in PACKAGED:
         try:
             return create_packaged(spec)
@@ -272,7 +319,8 @@ def create_embedder(spec: str) -> Embedder | None:
             raise EmbedderUnavailable(str(exc)) from exc
     if spec.startswith("onnx:"):
         folder = Path(spec[5:]).expanduser()
-        return OnnxEmbedder(folder / "model.onnx", folder / "tokenizer.json", f"onnx:{folder.name}")
+        return OnnxEmbedder(folder / "model.onnx", folder / "tokenizer.json", f"onnx:{folder.name}",
+                            multilingual=_declared_multilingual())
     if spec.startswith("openai:"):
         url, _, model = spec[7:].partition("#")
         if not url or not model:

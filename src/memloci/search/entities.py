@@ -6,7 +6,8 @@
    words of up to five letters and two for longer ones.
    A word that begins words of names ("Ali", "Che") stands for them too.
 2. When the words leave room on the page (or always, with `fuse`): entities whose observations
-   mean what the query says (vectors, above MEANING_FLOOR), plus whatever signals the caller
+   mean what the query says (vectors, above MEANING_FLOOR; not for a query the model does not
+   understand, search/embedder.py `understands`), plus whatever signals the caller
    brings (`signals`, e.g. the meaning of note bodies).
 Fusion: a word match scores its BM25 over the best one's (0..1]; another signal adds its score.
 
@@ -24,6 +25,7 @@ import weakref
 from collections.abc import Callable, Sequence
 
 from ..schema import SEARCH_LIMIT_MAX
+from .embedder import understands
 from .hybrid import STOP_WORDS
 
 log = logging.getLogger(__name__)
@@ -153,8 +155,9 @@ def entity_signals(store, query: str, index, embedder) -> list[Signal]:
 
 
 def meaning_signals(store, query: str, index, embedder) -> list[Signal]:
-    """Entities whose observations mean what `query` says (cosine >= MEANING_FLOOR)."""
-    if index is None or embedder is None:
+    """Entities whose observations mean what `query` says (cosine >= MEANING_FLOOR); none for a
+    query the model does not understand (a Chinese or Japanese one, to an English-only model)."""
+    if index is None or embedder is None or not understands(embedder, query):
         return []
     try:
         vector = embedder.embed([query])[0]

@@ -32,6 +32,7 @@ from datetime import datetime, timezone
 from ..model import Memory, MemoryFilter
 from . import cues, lexical
 from .decay import decay_factor, parse_time
+from .embedder import understands
 from .timephrases import TimeRange
 
 log = logging.getLogger(__name__)
@@ -94,7 +95,7 @@ def retrieve(store, index, embedder, query: str, n: int, filters: MemoryFilter,
     lexical_text = query if keywords is None else keywords
     meaning_text = query if meaning_text is None else meaning_text
     grams = _CJK.findall(lexical_text)
-    dense = index is not None and embedder is not None and bool(meaning_text.strip())
+    dense = index is not None and bool(meaning_text.strip()) and understands(embedder, meaning_text)  # not CJK to an English model
     # The model embeds the query on another thread while SQLite ranks words (both release the GIL).
     embedding = _POOL.submit(embedder.embed, [meaning_text]) if dense else None
     words = store.lexical_memory_candidates(word_terms(lexical_text, keywords is None), grams, k, filters)

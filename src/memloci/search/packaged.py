@@ -128,6 +128,7 @@ class E5Embedder:
             raise PackagedModelError(f"embedder 'e5-multilingual': the engine cannot load here: {exc}") from exc
         self._lock = threading.Lock()  # one model state in C: one call at a time
         self.model_id = E5.model_id
+        self.multilingual = True  # Chinese and Japanese queries keep their meaning (embedder.understands)
         self.dimension = int(self._engine.dim)
 
     def embed(self, texts: list[str]) -> np.ndarray:
@@ -161,6 +162,7 @@ class UseEmbedder:
                         "the machine is busy); %s", USE.install_hint())
         self._lock = threading.Lock()
         self.model_id = USE.model_id
+        self.multilingual = True
         self.dimension = int(self.embed(["dimension probe"]).shape[1])  # loads the weights now, not on first search
 
     def embed(self, texts: list[str]) -> np.ndarray:

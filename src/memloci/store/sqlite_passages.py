@@ -29,17 +29,31 @@ from .sqlite_memories import library_meta, pack, set_library_meta, unpack_many
 
 PASSAGE_WORDS = 180  # the default model reads 256 word pieces; ~180 English words fill them
 MIN_WORDS = 40  # a passage this short takes in the next section rather than standing alone
+# A body of fewer words than this ("Dmitri.") says nothing its note's name does not: it gets no
+# passage, since its vector would sit near everything (0.3-0.4 for "music", "alpha" ...).
+# Headings are not counted; Chinese/Japanese characters count half a word each.
+MEANING_WORDS = 4
+SHORT_CHARS = 160  # a passage at least this long has MEANING_WORDS (checked when vectors load)
 
 _HEADING = re.compile(r"^#{1,6}\s+\S")
 _FENCE = re.compile(r"^\s*(```|~~~)")
 _COMMENT = re.compile(r"<!--.*?-->", re.S)
 _SENTENCE_END = re.compile(r"(?<=[.!?。！？])\s+|(?<=[。！？])")
 _CJK_CHAR = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
+_WORD = re.compile(r"\w+")
 
 
 def size(text: str) -> int:
     """Words, counting each Chinese/Japanese/Korean character as one (they are written unspaced)."""
     return len(_CJK_CHAR.sub(" ", text).split()) + len(_CJK_CHAR.findall(text))
+
+
+def says_something(passage: str) -> bool:
+    """Whether a passage has words enough to carry meaning beyond its note's name (MEANING_WORDS)."""
+    text = _CJK_CHAR.sub(" ", "\n".join(line for line in passage.splitlines() if not _HEADING.match(line)))
+    cjk = len(_CJK_CHAR.findall(passage)) - sum(len(_CJK_CHAR.findall(line)) for line in passage.splitlines()
+                                                 if _HEADING.match(line))
+    return len(_WORD.findall(text)) + cjk / 2 >= MEANING_WORDS
 
 
 def _blocks(body: str) -> list[tuple[str, str]]:
@@ -104,7 +118,8 @@ def _pieces(text: str, most: int) -> list[str]:
 def split_passages(body: str, most: int = PASSAGE_WORDS) -> list[str]:
     """A note body as passages of at most `most` words: paragraphs merged while they fit,
     long ones cut at sentences; a passage that starts inside a section repeats its heading,
-    so "## Risks" still says what the paragraph under it is about. Headings alone are no passage."""
+    so "## Risks" still says what the paragraph under it is about. Headings alone are no passage,
+    nor is a body too short to say anything (says_something)."""
     passages: list[str] = []
     current: list[str] = []
     words = 0
@@ -123,7 +138,7 @@ def split_passages(body: str, most: int = PASSAGE_WORDS) -> list[str]:
             current_heading = heading
     if current:
         passages.append("\n\n".join(current))
-    return passages
+    return [p for p in passages if says_something(p)]
 
 
 class SQLitePassages:
@@ -173,8 +188,11 @@ class SQLitePassages:
         with self._read() as conn:
             model = library_meta(conn, "embedding_model")
             dimension = int(library_meta(conn, "embedding_dimension") or 0)
-            rows = conn.execute("SELECT id, entity_id, vector FROM passages WHERE vector IS NOT NULL ORDER BY id").fetchall()
+            rows = conn.execute("SELECT id, entity_id, vector, CASE WHEN length(text) < ? THEN text END FROM passages "
+                                "WHERE vector IS NOT NULL ORDER BY id", (SHORT_CHARS,)).fetchall()
             version = passages_version(conn)
+        # Vectors stored before short bodies got no passage are left out until the body is split again.
+        rows = [r for r in rows if r[3] is None or says_something(r[3])]
         ids = np.array([r[0] for r in rows], dtype=np.int64)
         owners = np.array([r[1] for r in rows], dtype=np.int64)
         return ids, owners, unpack_many([r[2] for r in rows], dimension or 1), version, model
