@@ -194,3 +194,22 @@ def test_a_time_phrase_whose_range_holds_every_memory_keeps_its_words(service):
     assert "words" in found.hits[0].why and "no word or meaning match" in found.hits[1].why
     # a range that holds nothing is no time at all: the words alone answer
     assert contents(service.retrieve_memory("standup last year")) == ["The standup moved to ten o'clock today"]
+
+
+def test_chinese_and_japanese_questions_find_memories_sharing_their_words_in_another_order(service):
+    """A question rarely shares three characters in a row with the memory that answers it; its
+    two-character words (東京, 旅行, 上海, 迁移) find it by words alone (the fixture has no model)."""
+    service.store_memory("東京の旅行計画。来月の金曜日に出発する")
+    service.store_memory("大阪の会議は火曜日に延期された")
+    service.store_memory("数据库迁移到上海的数据中心")
+    service.store_memory("北京办公室的网络很慢")
+    trip = service.retrieve_memory("東京旅行の日程")
+    assert contents(trip)[0] == "東京の旅行計画。来月の金曜日に出発する"
+    assert "words" in trip.hits[0].why
+    moved = service.retrieve_memory("上海迁移")
+    assert contents(moved)[0] == "数据库迁移到上海的数据中心"
+    # an update moves the memory's words with it
+    memory = service.retrieve_memory("北京办公室").hits[0].memory
+    service.update_memory(memory.content_hash, content="深圳办公室的网络很快")
+    assert "深圳办公室的网络很快" in contents(service.retrieve_memory("深圳网络"))
+    assert all("北京" not in c for c in contents(service.retrieve_memory("北京")))

@@ -20,6 +20,7 @@ import numpy as np
 from ..errors import AlreadyExistsError, NotFoundError
 from ..model import Memory, MemoryFilter, MemoryInput, name_key, now_iso
 from ..search import lexical
+from .sqlite_search import cjk_grams
 
 _MEMORY_COLUMNS = """m.id, m.content, m.content_hash, m.tags, m.memory_type, m.importance, m.metadata,
     m.created_at, m.updated_at, m.access_count, m.last_accessed_at, e.name"""
@@ -80,8 +81,26 @@ def insert_memory(conn: sqlite3.Connection, entity_id: int | None, content: str,
     conn.execute("INSERT INTO memory_fts (rowid, content, context, labels) VALUES (?, ?, ?, ?)",
                  (memory_id, content, "\n".join(text for _, text in around), labels_text(tags, memory_type)))
     conn.execute("INSERT INTO memory_grams (rowid, content) VALUES (?, ?)", (memory_id, content))
+    _index_pairs(conn, memory_id, content)
     refresh_context(conn, [i for i, _ in around])  # the previous one now has this one as its next neighbour
     return memory_id
+
+
+def _index_pairs(conn: sqlite3.Connection, memory_id: int, content: str) -> None:
+    """A memory's Chinese/Japanese runs as two-character tokens (memory_pairs), only for memories
+    that have any: a question shares words such as 東京 and 旅行 with a memory, rarely three
+    characters in a row, and a two-character word is below the trigram index's reach."""
+    pairs = cjk_grams(content)
+    if pairs:
+        conn.execute("INSERT INTO memory_pairs (rowid, content) VALUES (?, ?)", (memory_id, pairs))
+
+
+def reindex_content(conn: sqlite3.Connection, memory_id: int, content: str) -> None:
+    """Point the full-text indexes of a memory at its new text (its labels and context stay)."""
+    conn.execute("UPDATE memory_fts SET content = ? WHERE rowid = ?", (content, memory_id))
+    conn.execute("UPDATE memory_grams SET content = ? WHERE rowid = ?", (content, memory_id))
+    conn.execute("DELETE FROM memory_pairs WHERE rowid = ?", (memory_id,))
+    _index_pairs(conn, memory_id, content)
 
 
 def _neighbours(conn: sqlite3.Connection, memory_id: int, thread: str) -> list[tuple[int, str]]:
@@ -176,7 +195,8 @@ def lexical_candidates(conn: sqlite3.Connection, terms: list[str], grams: list[s
                                          else (lexical.match_any(terms), k)):
             found[rowid] = -score
     # Runs of Chinese/Japanese: BM25 over the trigram index with every trigram of the run, so a
-    # question finds a memory sharing part of its wording; a two-character word by substring.
+    # question finds a memory sharing part of its wording, and over the two-character index with
+    # every pair of the run, so it finds one sharing its words (東京, 旅行) in another order.
     trigrams = list(dict.fromkeys(run[i : i + 3] for run in grams if len(run) >= 3 for i in range(len(run) - 2)))
     if trigrams:
         expr = " OR ".join('"' + t.replace('"', '""') + '"' for t in trigrams)
@@ -185,11 +205,14 @@ def lexical_candidates(conn: sqlite3.Connection, terms: list[str], grams: list[s
                   WHERE memory_grams MATCH ? {"AND " + where if filtered else ""} ORDER BY s LIMIT ?"""
         for rowid, score in conn.execute(sql, (expr, *params, k) if filtered else (expr, k)):
             found[rowid] = found.get(rowid, 0.0) - score
-    for pair in (run for run in grams if len(run) == 2):
-        for (rowid,) in conn.execute(
-                f"SELECT m.id FROM memories m WHERE m.content LIKE ? ESCAPE '\\' AND {where} ORDER BY m.id DESC LIMIT ?",
-                (lexical.like_pattern(pair), *params, k)):
-            found[rowid] = found.get(rowid, 0.0) + 1.0
+    pairs = list(dict.fromkeys(run[i : i + 2] for run in grams for i in range(len(run) - 1)))
+    if pairs:
+        expr = " OR ".join('"' + t.replace('"', '""') + '"' for t in pairs)
+        sql = f"""SELECT g.rowid, bm25(memory_pairs) AS s FROM memory_pairs g
+                  {"JOIN memories m ON m.id = g.rowid" if filtered else ""}
+                  WHERE memory_pairs MATCH ? {"AND " + where if filtered else ""} ORDER BY s LIMIT ?"""
+        for rowid, score in conn.execute(sql, (expr, *params, k) if filtered else (expr, k)):
+            found[rowid] = found.get(rowid, 0.0) - score
     return found
 
 
@@ -285,8 +308,7 @@ class SQLiteMemories:
                 sets += ["content = ?", "content_hash = ?", "embedded = 0"]
                 params += [content, new_hash]
                 conn.execute("DELETE FROM memory_vectors WHERE memory_id = ?", (memory_id,))
-                conn.execute("UPDATE memory_fts SET content = ? WHERE rowid = ?", (content, memory_id))
-                conn.execute("UPDATE memory_grams SET content = ? WHERE rowid = ?", (content, memory_id))
+                reindex_content(conn, memory_id, content)
             if tags is not None:
                 sets.append("tags = ?")
                 params.append(json.dumps(list(tags), ensure_ascii=False))

@@ -167,7 +167,8 @@ MIGRATIONS: list[str] = [
     UPDATE OR IGNORE pending_links SET target_key = memloci_name_key(target) WHERE target_key != memloci_name_key(target);
     UPDATE md_files SET name_key = memloci_name_key(name_key) WHERE name_key != memloci_name_key(name_key);
     """,
-    # 6: memories are found by their tags and type words too; tags and types compare case-insensitively.
+    # 6: memories are found by their tags and type words too, and by two-character Chinese and
+    # Japanese words; tags and types compare case-insensitively.
     # memory_fts gains a `labels` column (tags and type, lower-cased; FTS5 tables cannot add a
     # column, so it is rebuilt, neighbours' words included), kept current by a trigger when tags
     # or type change; memory_tags holds each tag's key (model.name_key) instead of its text.
@@ -197,6 +198,16 @@ MIGRATIONS: list[str] = [
     DELETE FROM memory_tags;
     INSERT OR IGNORE INTO memory_tags (tag, memory_id)
     SELECT memloci_name_key(j.value), m.id FROM memories m, json_each(m.tags) j;
+    -- Chinese/Japanese runs as two-character tokens, for the memories that have any
+    -- (memloci_cjk_grams is sqlite_search.cjk_grams; no trigger calls it).
+    DROP TRIGGER IF EXISTS memory_pairs_delete;
+    DROP TABLE IF EXISTS memory_pairs;
+    CREATE VIRTUAL TABLE memory_pairs USING fts5 (content, tokenize = 'unicode61 remove_diacritics 2');
+    INSERT INTO memory_pairs (rowid, content)
+    SELECT id, g FROM (SELECT id, memloci_cjk_grams(content) AS g FROM memories) WHERE g != '';
+    CREATE TRIGGER memory_pairs_delete AFTER DELETE ON memories BEGIN
+        DELETE FROM memory_pairs WHERE rowid = old.id;
+    END;
     """,
     # 7: entities are found by every word and substring they carry: tags and aliases as words,
     # CJK runs as two-character tokens (a two-character word is below the trigram's reach), and
