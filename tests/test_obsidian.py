@@ -79,6 +79,29 @@ def test_drop_link_removes_only_the_link():
         drop_link('see: "notes on [[X]] here"\n', "see", "X")
 
 
+@pytest.mark.parametrize("y, key, target, out", [
+    # A value on the line after its key: folded, plain, quoted, and a list item folded over lines.
+    ("people: >\n  [[Anna]]\nx: 1\n", "people", "Anna", "x: 1\n"),
+    ('more:\n  "[[Bob]]"\nx: 1\n', "more", "Bob", "x: 1\n"),
+    ("up: |-\n  [[Bob]]\n\n# after\nx: 1\n", "up", "bob", "\n# after\nx: 1\n"),
+    ("p:\n- >-\n  [[Anna]]\n- b\n", "p", "Anna", "p:\n- b\n"),
+    # A person's comment lines stay when the item, or the whole key, goes.
+    ('people:\n  # coworkers\n  - "[[Anna]]"\n  - "[[Bob]]"\nx: 1\n', "people", "Anna",
+     'people:\n  # coworkers\n  - "[[Bob]]"\nx: 1\n'),
+    ('people:\n  # coworkers\n  - "[[Anna]]"\n  # (left in May)\nx: 1\n', "people", "anna",
+     "  # coworkers\n  # (left in May)\nx: 1\n"),
+    ('people: ["[[Anna]]"]  # team\n  # more later\nx: 1\n', "people", "Anna", "  # more later\nx: 1\n"),
+])
+def test_drop_link_reads_every_layout_and_keeps_comments(y, key, target, out):
+    assert drop_link(y, key, target) == out
+
+
+def test_drop_link_refuses_what_it_cannot_remove_exactly():
+    # A flow list over two lines: the link is there, but no edit of whole lines removes only it.
+    with pytest.raises(ValidationError, match="^people: memloci could not remove the link"):
+        drop_link('people: ["[[Anna]]",\n  "[[Bob]]"]\nx: 1\n', "people", "Anna")
+
+
 # -- a real vault --------------------------------------------------------------------------
 
 def test_aliases_open_the_note(vault):
@@ -141,6 +164,55 @@ def test_deleting_a_front_matter_relation_edits_its_value_and_undo_brings_it_bac
     assert ("Team", "members", "Reading list") in rels(service, from_entity="Team")
 
 
+LAYOUTS = (b'---\nowner: >\n  [[Alice Martin]]\nclient:\n  "[[Acme Corp]]"\nteam:\n  # coworkers\n'
+           b'  - "[[Ideas]]"\n  - "[[Bob]]"\nx: 1\n---\nA note.\n')
+
+
+def test_deleting_links_on_continuation_lines_edits_the_file(vault):
+    """A deletion reported is a deletion made: the file loses the link, keeps its comments,
+    a rebuilt index agrees, and undo brings back the exact bytes."""
+    service, folder, original = vault
+    (folder / "Layouts.md").write_bytes(LAYOUTS)
+    service.store("v").sync()
+    assert {("Layouts", "owner", "Alice Martin"), ("Layouts", "client", "Acme Corp"), ("Layouts", "team", "Ideas"),
+            ("Layouts", "team", "Bob")} <= rels(service, from_entity="Layouts")
+    service.delete_relations([RelationInput("Layouts", "owner", "Alice Martin"),
+                              RelationInput("Layouts", "client", "Acme Corp"), RelationInput("Layouts", "team", "Ideas")])
+    check(folder, {**original, "Layouts.md": b'---\nteam:\n  # coworkers\n  - "[[Bob]]"\nx: 1\n---\nA note.\n'})
+    service.store("v").rebuild_index()
+    assert rels(service, from_entity="Layouts") == {("Layouts", "team", "Bob")}
+    service.delete_relations([RelationInput("Layouts", "team", "Bob")])
+    check(folder, {**original, "Layouts.md": b"---\n  # coworkers\nx: 1\n---\nA note.\n"})
+    for change in [e for e in service.history(library="v") if e.action == "delete_relations"]:
+        service.undo(change.id, library="v")  # newest first
+    check(folder, {**original, "Layouts.md": LAYOUTS})
+    assert ("Layouts", "owner", "Alice Martin") in rels(service, from_entity="Layouts")
+
+
+def test_a_link_that_cannot_be_removed_exactly_is_refused(vault):
+    service, folder, original = vault
+    note = b'---\nteam: ["[[Ideas]]",\n  "[[Bob]]"]\n---\nA note.\n'
+    (folder / "Flow.md").write_bytes(note)
+    service.store("v").sync()
+    with pytest.raises(ValidationError, match="^team: "):
+        service.delete_relations([RelationInput("Flow", "team", "Ideas")])
+    check(folder, {**original, "Flow.md": note})
+    assert ("Flow", "team", "Ideas") in rels(service, from_entity="Flow")
+
+
+def test_a_rename_the_value_cannot_hold_is_refused(vault):
+    """`'[[Ideas]]'` cannot become `'[[Bob's ideas]]'`: the quote would end the value."""
+    service, folder, original = vault
+    note = b"---\nsource: '[[Ideas]]'\n---\nA note.\n"
+    (folder / "Quoted.md").write_bytes(note)
+    service.store("v").sync()
+    with pytest.raises(ValidationError, match="^source: the link"):
+        service.rename_entity("Ideas", "Bob's ideas")
+    check(folder, {**original, "Quoted.md": note})
+    service.rename_entity("Ideas", "Big ideas")
+    assert files(folder)["Quoted.md"] == b"---\nsource: '[[Big ideas]]'\n---\nA note.\n"
+
+
 def test_a_link_inside_text_is_refused_naming_its_key(vault):
     service, folder, original = vault
     with pytest.raises(ValidationError, match="see: the link"):
@@ -176,6 +248,21 @@ def test_globs_match_paths_as_well_as_names(vault):
     assert names("*.md") == names("*")
     assert names("Acme*") == ["Acme Corp"]  # names match as before
     assert names("*/*") == ["2026-11-01", "2026-11-02", "Apollo", "Paris trip"]
+
+
+def test_globs_match_decomposed_file_names(vault):
+    """A file name macOS wrote decomposed (e + U+0301) matches a glob typed composed, by name and by path."""
+    service, folder, original = vault
+    (folder / "Travel" / "Cafe\u0301 de Flore.md").write_bytes(b"Coffee.\n")
+    service.store("v").sync()
+
+    def names(glob):
+        return [e["name"] for e in service.list_entities(glob)]
+
+    assert names("Caf\u00e9 de*") == names("travel/caf\u00e9*") == names("**/CAF\u00c9 DE FLORE.md") == \
+        ["Cafe\u0301 de Flore"]
+    assert [e["path"] for e in service.list_entities("Travel/*")] == ["Travel/Cafe\u0301 de Flore.md",
+                                                                     "Travel/Paris trip.md"]
 
 
 def test_aliases_and_front_matter_links_over_stdio(tmp_path):
@@ -249,6 +336,24 @@ def test_links_written_to_an_alias_reach_the_entity(vault):
     assert ("Note", "client", "Acme Corp") not in rels(service, from_entity="Note")
     assert {("Note", "met", "Team"), ("Note", "knows", "Team"), ("Note", "links_to", "Reading list"),
             ("Note", "links_to", "Zed Person")} <= rels(service, from_entity="Note")  # alias links, rebuilt
+
+
+def test_sqlite_deletes_links_on_continuation_lines(sqlite):
+    service = sqlite
+    service.add_entities([NewEntityDocument(n, content="x") for n in ("Alice Martin", "Acme Corp", "Ideas", "Bob")] +
+                         [NewEntityDocument("Layouts", content=LAYOUTS.decode())])
+    before = service.read_entities(["Layouts"])["entities"][0]["content"]
+    service.delete_relations([RelationInput("Layouts", "owner", "Alice Martin"),
+                              RelationInput("Layouts", "client", "Acme Corp"), RelationInput("Layouts", "team", "Ideas")])
+    text = service.read_entities(["Layouts"])["entities"][0]["content"]
+    assert "owner" not in text and "client" not in text and '  # coworkers\n  - "[[Bob]]"\n' in text
+    assert rels(service, from_entity="Layouts") == {("Layouts", "team", "Bob")}
+    service.undo(next(e for e in service.history() if e.action == "delete_relations").id)
+    assert service.read_entities(["Layouts"])["entities"][0]["content"] == before
+    service.add_entities([NewEntityDocument("Quoted", content="---\nsource: '[[Ideas]]'\n---\nA note.\n")])
+    with pytest.raises(ValidationError, match="^source: the link"):
+        service.rename_entity("Ideas", "Bob's ideas")
+    assert ("Quoted", "source", "Ideas") in rels(service, from_entity="Quoted")
 
 
 def test_sqlite_links_to_an_alias(sqlite):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import fnmatch
 import re
+import unicodedata
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -57,16 +58,14 @@ class DocumentService:
         `*.md` every note (a glob without `/` is matched against a file's own name)."""
         glob = schema.validate_query(entity_glob or "*") or "*"
         store = self.store(library)
-        paths = store.entity_paths() if hasattr(store, "entity_paths") else {}
-        if paths:
-            by_path = _path_glob(glob)
-            rows = [(n, t) for n, t in store.list_entities("*")
-                    if fnmatch.fnmatchcase(n.casefold(), glob.casefold())
-                    or (name_key(n) in paths and by_path(paths[name_key(n)]))]
-        else:
-            rows = store.list_entities(glob)
-        return [{"name": n, "entity_type": t, **({"path": paths[name_key(n)]} if name_key(n) in paths else {})}
-                for n, t in rows]
+        if not hasattr(store, "entity_listing"):
+            return [{"name": n, "entity_type": t} for n, t in store.list_entities(glob)]
+        # Names and paths compare in NFC: a file name macOS wrote decomposed (`Cafe\u0301`)
+        # matches the glob `Café*` typed composed.
+        by_name, by_path = _nfc(_nfc(glob).casefold()), _path_glob(_nfc(glob))
+        return [{"name": n, "entity_type": t, **({"path": p} if p is not None else {})}
+                for n, t, p in store.entity_listing()
+                if fnmatch.fnmatchcase(_nfc(_nfc(n).casefold()), by_name) or (p is not None and by_path(_nfc(p)))]
 
     def _texts(self, names: Sequence[str], library: str | None) -> tuple[list[tuple[str, str]], list[str]]:
         """(name, document text) for the names that exist, and the missing names."""
@@ -243,6 +242,10 @@ class DocumentService:
             return md.remove_empty_section(edited, toc)
 
         return self._edit_manual(library, "delete_manual_section", change, {"section": toc, "removed": deleting_content})
+
+
+def _nfc(text: str) -> str:
+    return unicodedata.normalize("NFC", text)
 
 
 def _path_glob(glob: str) -> Callable[[str], bool]:

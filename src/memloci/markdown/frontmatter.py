@@ -13,7 +13,7 @@ import re
 import yaml
 
 from ..errors import ValidationError
-from .document import _WIKILINK, _scalar, _stem, _target, _text
+from .document import _LOADER, _WIKILINK, _scalar, _stem, _target, _text
 
 _LINES = re.compile(r"[^\n]*\n|[^\n]+")
 _KEY_LINE = re.compile(r"(\"[^\"\n]*\"|'[^'\n]*'|[^\s:#\-][^:\n]*):(?:[ \t]|$)")
@@ -328,10 +328,13 @@ def rename_relation_targets(yaml_text: str, old: str, new: str, key_of=str.casef
 
 
 def _holds_link(raw: str, key: str, target: str, key_of) -> bool:
-    """Whether one YAML value (`"[[Anna|A.]]"`) is a link to `target`. A link to it with other
-    text around it, or beside other links, is refused: removing it alone would rewrite a
-    person's sentence."""
-    loaded = _load(raw.strip()) if raw.strip() else None
+    """Whether one YAML value (`"[[Anna|A.]]"`) is a link to `target`."""
+    return _is_link(_load(raw.strip()) if raw.strip() else None, key, target, key_of)
+
+
+def _is_link(loaded, key: str, target: str, key_of) -> bool:
+    """Whether a parsed value is a link to `target`. A link to it with other text around it,
+    or beside other links, is refused: removing it alone would rewrite a person's sentence."""
     if not isinstance(loaded, str):
         return False
     hits = [m for m in _WIKILINK.finditer(loaded) if key_of(_stem(_target(m.group(1))[1])) == key_of(target)]
@@ -345,49 +348,120 @@ def _holds_link(raw: str, key: str, target: str, key_of) -> bool:
     return True
 
 
+def _mapping(yaml_text: str):
+    """The front matter as the document parser reads it; None when it does not parse."""
+    try:
+        loaded = yaml.load(yaml_text, Loader=_LOADER)
+        return {} if loaded is None else loaded  # only comments, or nothing: no keys
+    except yaml.YAMLError:
+        return None
+
+
+_BLOCK_SCALAR = re.compile(r"[ \t]*[|>][0-9+-]*[ \t]*(?:#.*)?$")  # `key: >` or `- |-`: lines that follow are text
+
+
+def _outside(lines: list[str], first: int, stop: int, scalar_head: str) -> set[int]:
+    """The lines of [first, stop) that hold the value, as opposed to a person's comment lines
+    between them (`  # coworkers`), which stay when the value goes. In a block scalar
+    (`key: >`) a line starting with `#` is text, so every line goes."""
+    if _BLOCK_SCALAR.match(scalar_head):
+        return set(range(first, stop))
+    return {i for i in range(first, stop) if i == first or not lines[i].lstrip().startswith("#")}
+
+
+def _scalar_end(lines: list[str], first: int, end: int) -> int:
+    """A block scalar's last line: its indented lines run to the next key, even those that
+    start with `#` (which _blocks leaves out of a block as comments)."""
+    stop = end
+    while stop < len(lines) and not _KEY_LINE.match(lines[stop]) and (
+            lines[stop][:1] in (" ", "\t") or not lines[stop].strip()):
+        stop += 1
+    while stop > end and not lines[stop - 1].strip():  # blank lines belong to what follows
+        stop -= 1
+    return stop
+
+
 def drop_link(yaml_text: str, key: str, target: str, key_of=str.casefold) -> str:
     """Remove the `[[target]]` link from the value of `key`, every other byte kept: the list
-    item that holds it, or the whole key when it held only that link."""
+    item that holds it, or the whole key when it held only that link. Comment lines inside
+    the value stay. The result is read back: unless it parses to exactly the old front
+    matter less that link, nothing is changed and the call is refused, naming the key."""
     lines = _LINES.findall(yaml_text)
     if lines and not lines[-1].endswith("\n"):
         lines[-1] += "\n"
     block = next((b for b in _blocks("".join(lines)) if b[0] == key), None)
-    if block is None:
+    before = _mapping("".join(lines))
+    if block is None or not isinstance(before, dict):
         return yaml_text
+    name = next((k for k in before if str(k) == key), None)
+    value = before.get(name)
     _, first, end = block
     head = lines[first]
     colon = head.index(":", len(head) - len(head.lstrip()) if not head.startswith(("'", '"'))
                        else head.index(head[0], 1))
     after = head[colon + 1:].rstrip("\n")
-    value, comment = _value_and_comment(after)
-    whole_key = "".join(lines[:first] + lines[end:])
-    if value.strip().startswith("[") and value.strip().endswith("]"):  # flow list: [a, "[[b]]"]
-        inner = value.strip()[1:-1]
-        raw = _flow_items(inner)
-        kept = [item for item in raw if not _holds_link(item, key, target, key_of)]
-        if len(kept) == len(raw):
+    flow, comment = _value_and_comment(after)
+    expected = dict(before)
+    if isinstance(value, list):
+        hits = [n for n, v in enumerate(value) if _is_link(v, key, target, key_of)]
+        if not hits:
             return yaml_text
-        if not kept:
-            return whole_key
-        sep = "," if len(raw) > 1 and not raw[1].startswith((" ", "\t")) else ", "
-        pad = " " if inner.startswith(" ") and inner.endswith(" ") and inner.strip() else ""
-        lead = value[:len(value) - len(value.lstrip())] or " "
-        lines[first] = head[:colon + 1] + f"{lead}[{pad}{sep.join(k.strip() for k in kept)}{pad}]" + comment + "\n"
-        return "".join(lines)
-    if not value.strip():  # block list: one `- item` per line
-        items = [i for i in range(first + 1, end) if _ITEM.match(lines[i])]
-        drop = set()
-        for n, i in enumerate(items):
-            stop = items[n + 1] if n + 1 < len(items) else end
-            if _holds_link(lines[i].strip()[1:], key, target, key_of):
-                drop.update(range(i, stop))
-        if not drop:
+        rest = [v for n, v in enumerate(value) if n not in hits]
+        if rest:
+            expected[name] = rest
+        else:
+            del expected[name]
+        if flow.strip().startswith("[") and flow.strip().endswith("]"):  # flow list: [a, "[[b]]"]
+            inner = flow.strip()[1:-1]
+            raw = _flow_items(inner)
+            kept = [item for item in raw if not _holds_link(item, key, target, key_of)]
+            if not kept:
+                out = [line for i, line in enumerate(lines) if i not in _outside(lines, first, end, "")]
+            else:
+                sep = "," if len(raw) > 1 and not raw[1].startswith((" ", "\t")) else ", "
+                pad = " " if inner.startswith(" ") and inner.endswith(" ") and inner.strip() else ""
+                lead = flow[:len(flow) - len(flow.lstrip())] or " "
+                out = list(lines)
+                out[first] = head[:colon + 1] + f"{lead}[{pad}{sep.join(k.strip() for k in kept)}{pad}]" + comment + "\n"
+        else:  # block list: one `- item` per line (an item may go on over more lines)
+            drop = set()
+            for i, stop in _relation_items(lines, first, end):
+                item = _load("".join(lines[i:stop]))
+                if isinstance(item, list) and len(item) == 1 and _is_link(item[0], key, target, key_of):
+                    dash = lines[i].lstrip()[1:]
+                    if _BLOCK_SCALAR.match(dash.rstrip("\n")):
+                        stop = _scalar_end(lines, i + 1, stop)
+                    drop |= _outside(lines, i, stop, dash.rstrip("\n"))
+            if not rest:
+                drop |= {first}
+            out = [line for i, line in enumerate(lines) if i not in drop]
+    else:
+        if not _is_link(value, key, target, key_of):
             return yaml_text
-        if len(drop) == len([i for i in range(first + 1, end) if lines[i].strip()
-                             and not lines[i].lstrip().startswith("#")]) and set(items) <= drop:
-            return whole_key
-        return "".join(line for i, line in enumerate(lines) if i not in drop)
-    # One value (and its continuation lines, if it is folded over several).
-    if _holds_link("".join([value] + [x for x in lines[first + 1:end]]), key, target, key_of):
-        return whole_key
-    return yaml_text
+        del expected[name]
+        # The whole key: its line and the lines its value goes on over (`people: >` / `  [[Anna]]`).
+        stop = _scalar_end(lines, first + 1, end) if _BLOCK_SCALAR.match(after) else end
+        out = [line for i, line in enumerate(lines) if i not in _outside(lines, first, stop, after)]
+    text = "".join(out)
+    if _mapping(text) != expected:
+        raise ValidationError(
+            f"{key}: memloci could not remove the link [[{target}]] from this value without changing "
+            "anything else (nothing was changed)",
+            hint=f"Edit the '{key}:' value of the note by hand, or with replace_entity_content.")
+    return text
+
+
+def check_renamed_links(before: list[tuple[str, str]], after: list[tuple[str, str]] | None,
+                        old: str, new: str, key_of=str.casefold) -> None:
+    """Refuse, naming the key, a rename whose edited front matter does not read back as the
+    same value links with `old` turned into `new` (`after` None: it no longer parses, as when
+    the new name holds the quote of a quoted value). The caller then writes nothing."""
+    if not any(key_of(to) == key_of(old) for _, to in before):
+        return
+    want = {(k, key_of(new) if key_of(to) == key_of(old) else key_of(to)) for k, to in before}
+    if after is None or {(k, key_of(to)) for k, to in after} != want:
+        key = next(k for k, to in before if key_of(to) == key_of(old))
+        raise ValidationError(
+            f"{key}: the link [[{old}]] in this front-matter value cannot be rewritten as [[{new}]] "
+            "without changing what the value says (nothing was changed)",
+            hint=f"Edit the '{key}:' value by hand, or choose a name the value's quoting can hold.")

@@ -43,12 +43,17 @@ def all_tags(doc: EntityDocument) -> tuple[list[str], list[str]]:
 
 def block_links(blocks: list[str]) -> list[tuple[str, str]]:
     """property_links of raw front-matter key blocks (an entity's kept unknown keys)."""
+    return block_links_or_none(blocks) or []
+
+
+def block_links_or_none(blocks: list[str]) -> list[tuple[str, str]] | None:
+    """block_links, or None when the blocks no longer parse (an edit broke their YAML)."""
     if not blocks or "[[" not in "".join(blocks):
         return []
     try:
         return property_links(yaml.load("".join(b if b.endswith("\n") else b + "\n" for b in blocks), Loader=_LOADER))
     except yaml.YAMLError:
-        return []
+        return None
 
 
 def front_matter_tags(value: object) -> list[str]:

@@ -12,6 +12,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ..errors import ValidationError
 from . import frontmatter as fm
 from .document import (
     EntityDocument,
@@ -81,6 +82,7 @@ def patch_document(text: str, want: Wanted, *, fallback_name: str, key_of: Calla
     if want.renames:  # parsing costs: only when a name may be in the text
         before = parse_document(text, fallback_name=fallback_name)
         titled = parse_document(text, fallback_name="\x00").name != "\x00"  # else the file name says it
+        links = before.links
     for old, new in want.renames:
         if titled and key_of(before.name) == key_of(old):
             text = _set_title(text, new)
@@ -89,6 +91,10 @@ def patch_document(text: str, want: Wanted, *, fallback_name: str, key_of: Calla
         except Exception:  # a name no link can carry: nothing to rewrite
             pass
         text = fm.with_front_matter(text, lambda y: fm.rename_relation_targets(y, old, new, key_of) if y else y)
+        if links:  # a link in a value must read back renamed, or nothing is written
+            after = _links_or_none(text, fallback_name)
+            fm.check_renamed_links(links, after, old, new, key_of)
+            links = after
     if want.tail:
         text = text.rstrip("\n") + want.tail
         text = text if text.endswith("\n") else text + "\n"
@@ -183,7 +189,23 @@ def _patch_front_matter(text: str, want: Wanted, fallback_name: str, key_of) -> 
     # A link in a front-matter value (`company: "[[Acme]]"`) goes only when the relation is
     # gone from the index and its key's text from the entity's kept front matter (delete_relations).
     kept = {(t, key_of(to)) for t, to in doc.links}
+    dropped = []
     for k, to in have.links:
         if (k, reach(to)) not in index and (k, key_of(to)) not in kept:
             text = fm.with_front_matter(text, lambda y, k=k, to=to: fm.drop_link(y, k, to, key_of))
+            dropped.append((k, to))
+    # Read back: a deletion is reported only when the file no longer holds the link.
+    left = _links_or_none(text, fallback_name) if dropped else []
+    for k, to in dropped:
+        if left is None or (k, reach(to)) in {(a, reach(b)) for a, b in left}:
+            raise ValidationError(f"{k}: the link [[{to}]] could not be removed from this front-matter value "
+                                  "(nothing was changed)", hint=f"Edit the '{k}:' value of the note by hand.")
     return text
+
+
+def _links_or_none(text: str, fallback_name: str) -> list[tuple[str, str]] | None:
+    """The front-matter value links of a document; None when its front matter no longer parses."""
+    try:
+        return parse_document(text, fallback_name=fallback_name).links
+    except ValidationError:
+        return None

@@ -528,6 +528,13 @@ class MarkdownStore(MarkdownImport, MarkdownUndo, MarkdownScan, SQLiteStore):
         with self._read() as conn:
             return dict(conn.execute("SELECT e.name_key, m.path FROM md_files m JOIN entities e ON e.id = m.entity_id"))
 
+    def entity_listing(self) -> list[tuple[str, str, str | None]]:
+        """(name, entity_type, file path or None) of every entity, by name, in one query
+        (list_entities matches a glob against both)."""
+        with self._read() as conn:
+            return conn.execute("SELECT e.name, e.entity_type, m.path FROM entities e "
+                                "LEFT JOIN md_files m ON m.entity_id = e.id ORDER BY e.name_key").fetchall()
+
     def stats(self) -> LibraryStats:
         base = super().stats()
         size = sum(st[1] for st in self._walk().values())

@@ -12,6 +12,7 @@ from __future__ import annotations
 import fnmatch
 import json
 import sqlite3
+import unicodedata
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -29,7 +30,8 @@ from ..markdown.document import (
     rewrite_wikilinks,
     wikilinks,
 )
-from ..markdown.obsidian import all_tags, block_links, tag_text
+from ..markdown.frontmatter import check_renamed_links
+from ..markdown.obsidian import all_tags, block_links, block_links_or_none, tag_text
 from ..model import Relation, RelationInput, name_key, now_iso
 from ..search import lexical
 from .sqlite_memories import insert_memory
@@ -55,10 +57,10 @@ class SQLiteDocuments(SQLiteVaultLinks):
 
     def list_entities(self, pattern: str = "*") -> list[tuple[str, str]]:
         """(name, entity_type) of the entities whose name matches a glob, case-insensitively, by name."""
-        glob = pattern.casefold() or "*"
+        glob = unicodedata.normalize("NFC", pattern).casefold() or "*"  # `Café` typed or decomposed is one name
         with self._read() as conn:
             rows = conn.execute("SELECT name, entity_type FROM entities ORDER BY name_key").fetchall()
-        return [(n, t) for n, t in rows if fnmatch.fnmatchcase(n.casefold(), glob)]
+        return [(n, t) for n, t in rows if fnmatch.fnmatchcase(unicodedata.normalize("NFC", n).casefold(), glob)]
 
     def find_relations(self, *, to_entity: str | None, relation_type: str | None,
                        from_entity: str | None) -> list[Relation]:
@@ -339,7 +341,8 @@ class SQLiteDocuments(SQLiteVaultLinks):
                 "SELECT id, name, metadata FROM entities WHERE metadata LIKE ? ESCAPE '\\'", (pattern,)).fetchall():
             meta = json.loads(metadata)
             blocks = [rewrite_wikilinks(b, old, new) for b in meta.get(EXTRA_KEY, [])]
-            if blocks != meta.get(EXTRA_KEY, []):
+            if blocks != meta.get(EXTRA_KEY, []):  # read back: the same links, old -> new, or refused
+                check_renamed_links(block_links(meta[EXTRA_KEY]), block_links_or_none(blocks), old, new, name_key)
                 self._before(conn, [entity_id])
                 meta[EXTRA_KEY] = blocks
                 conn.execute("UPDATE entities SET metadata = ? WHERE id = ?", (json.dumps(meta, ensure_ascii=False), entity_id))

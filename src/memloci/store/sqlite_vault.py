@@ -8,6 +8,7 @@ import json
 import sqlite3
 from collections.abc import Sequence
 
+from ..errors import ValidationError
 from ..markdown.document import EntityDocument, set_observations
 from ..markdown.frontmatter import drop_link
 from ..markdown.obsidian import all_tags, block_links
@@ -112,6 +113,11 @@ class SQLiteVaultLinks:
             return alias.get(name_key(text), name_key(text))
 
         new = [drop_link(b, relation_type, target, reach) for b in blocks]
+        # Read back: the relation is reported deleted only when no value holds its link any more.
+        if any(k == relation_type and reach(t) == reach(target) for k, t in block_links(new)):
+            raise ValidationError(f"{relation_type}: the link [[{target}]] could not be removed from this "
+                                  "front-matter value (nothing was changed)",
+                                  hint=f"Edit the '{relation_type}:' value of the note with replace_entity_content.")
         if new != blocks:
             meta[EXTRA_KEY] = [b for b in new if b.strip()]
             if not meta[EXTRA_KEY]:
