@@ -11,6 +11,7 @@ Tags and types compare case-insensitively and keep the case they were written in
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -27,6 +28,7 @@ _MEMORY_COLUMNS = """m.id, m.content, m.content_hash, m.tags, m.memory_type, m.i
 # own words, neighbours' words, tags and type: a label counts as a word of its own, below the text,
 # so machine tags ("dia:D1:3") never outweigh what a memory says
 _BM25 = "bm25(memory_fts, 1.0, 0.4, 0.5)"
+_HIRAGANA = re.compile(r"[\u3040-\u309f]")
 
 
 def labels_text(tags: Sequence[str], memory_type: str) -> str:
@@ -205,7 +207,9 @@ def lexical_candidates(conn: sqlite3.Connection, terms: list[str], grams: list[s
                   WHERE memory_grams MATCH ? {"AND " + where if filtered else ""} ORDER BY s LIMIT ?"""
         for rowid, score in conn.execute(sql, (expr, *params, k) if filtered else (expr, k)):
             found[rowid] = found.get(rowid, 0.0) - score
-    pairs = list(dict.fromkeys(run[i : i + 2] for run in grams for i in range(len(run) - 1)))
+    # (pairs with a hiragana character are mostly particles and endings, "の旅", "行の": left out)
+    pairs = list(dict.fromkeys(p for run in grams for p in (run[i : i + 2] for i in range(len(run) - 1))
+                               if not _HIRAGANA.search(p)))
     if pairs:
         expr = " OR ".join('"' + t.replace('"', '""') + '"' for t in pairs)
         sql = f"""SELECT g.rowid, bm25(memory_pairs) AS s FROM memory_pairs g
