@@ -36,8 +36,8 @@ from .model import (
 )
 from .search.embedder import EmbedderHandle, understands
 from .search.lexical import normalize_content
-from .search.entities import count_entities, entity_signals, find_entities
-from .search.hybrid import _CJK, OBSERVATION_WEIGHT, WEAK_MEANING, MemoryHit, retrieve, word_terms
+from .search.entities import OBSERVATION_WEIGHT, count_entities, find_entities, meaning_signals
+from .search.hybrid import _CJK, WEAK_MEANING, MemoryHit, retrieve, word_terms
 from .search.timephrases import TimeRange, parse_time_phrase, split_time_phrase
 from .search.vectors import EmbeddingWorker, PassageIndex, VectorIndex, library_key
 from .service_documents import DocumentService
@@ -287,7 +287,7 @@ class MemoryService(DocumentService, ProjectService, HistoryService):
             pair = self._vectors(store)  # observations embedded so far; a search never waits for a backlog
             loaded = self.embedder.get(timeout=0) if pair else None
             embedder = _QueryEmbedding(loaded) if loaded is not None and understands(loaded, text) else None  # once; not if unreadable to it
-            extra = entity_signals(store, text, pair[0] if pair else None, embedder)
+            extra = meaning_signals(store, text, pair[0] if pair else None, embedder)
             return extra + self._body_signals(store, text, embedder)
 
         # Where note bodies carry meaning, it ranks with the words, not only after them: words

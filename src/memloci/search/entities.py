@@ -148,12 +148,6 @@ def count_entities(store, query: str, cap: int) -> int:
     return store.count_entities(query, cap=cap, stop_words=STOP_WORDS, names=name_words(store))
 
 
-def entity_signals(store, query: str, index, embedder) -> list[Signal]:
-    """(entity name, score, why) for entities whose observations mean what `query` says (a typo
-    in a name, type or alias is respelled in the words pass instead)."""
-    return meaning_signals(store, query, index, embedder)
-
-
 def meaning_signals(store, query: str, index, embedder) -> list[Signal]:
     """Entities whose observations mean what `query` says (cosine >= MEANING_FLOOR); none for a
     query the model does not understand (a Chinese or Japanese one, to an English-only model)."""

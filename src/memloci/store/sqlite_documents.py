@@ -34,7 +34,7 @@ from ..markdown.frontmatter import check_renamed_links
 from ..markdown.obsidian import all_tags, block_links, block_links_or_none, tag_text
 from ..model import Relation, RelationInput, name_key, now_iso
 from ..search import lexical
-from .sqlite_memories import insert_memory
+from .sqlite_memories import insert_memory, reindex_content
 from .sqlite_vault import BODY_TAGS, EXTRA_KEY, SQLiteVaultLinks
 
 LINKS_TO = "links_to"
@@ -372,8 +372,7 @@ class SQLiteDocuments(SQLiteVaultLinks):
                 conn.execute("UPDATE memories SET content = ?, content_hash = ?, embedded = 0, updated_at = ? WHERE id = ?",
                              (rewritten, h, now_iso(), memory_id))
                 conn.execute("DELETE FROM memory_vectors WHERE memory_id = ?", (memory_id,))
-                conn.execute("UPDATE memory_fts SET content = ? WHERE rowid = ?", (rewritten, memory_id))
-                conn.execute("UPDATE memory_grams SET content = ? WHERE rowid = ?", (rewritten, memory_id))
+                reindex_content(conn, memory_id, rewritten)
                 self._refresh_fts(conn, [entity_id])
                 changed.append(name)
         return list(dict.fromkeys(changed))

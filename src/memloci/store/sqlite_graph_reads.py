@@ -132,11 +132,6 @@ class SQLiteGraphReads:
         with self._read() as conn:
             return name_changes(conn, since)
 
-    def entity_names(self) -> list[tuple[str, str, str]]:
-        """(name, entity_type, aliases JSON) of every entity, for typo-tolerant matching."""
-        with self._read() as conn:
-            return conn.execute("SELECT name, entity_type, aliases FROM entities").fetchall()
-
     def export_graph(self, *, order: str = "id") -> Graph:
         """Every entity (insertion or `name` order) and relation, from one snapshot."""
         column = {"id": "id", "name": "name_key"}[order]
