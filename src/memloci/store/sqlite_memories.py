@@ -200,21 +200,16 @@ def lexical_candidates(conn: sqlite3.Connection, terms: list[str], grams: list[s
     # question finds a memory sharing part of its wording, and over the two-character index with
     # every pair of the run, so it finds one sharing its words (東京, 旅行) in another order.
     trigrams = list(dict.fromkeys(run[i : i + 3] for run in grams if len(run) >= 3 for i in range(len(run) - 2)))
-    if trigrams:
-        expr = " OR ".join('"' + t.replace('"', '""') + '"' for t in trigrams)
-        sql = f"""SELECT g.rowid, bm25(memory_grams) AS s FROM memory_grams g
-                  {"JOIN memories m ON m.id = g.rowid" if filtered else ""}
-                  WHERE memory_grams MATCH ? {"AND " + where if filtered else ""} ORDER BY s LIMIT ?"""
-        for rowid, score in conn.execute(sql, (expr, *params, k) if filtered else (expr, k)):
-            found[rowid] = found.get(rowid, 0.0) - score
     # (pairs with a hiragana character are mostly particles and endings, "の旅", "行の": left out)
     pairs = list(dict.fromkeys(p for run in grams for p in (run[i : i + 2] for i in range(len(run) - 1))
                                if not _HIRAGANA.search(p)))
-    if pairs:
-        expr = " OR ".join('"' + t.replace('"', '""') + '"' for t in pairs)
-        sql = f"""SELECT g.rowid, bm25(memory_pairs) AS s FROM memory_pairs g
+    for table, tokens in (("memory_grams", trigrams), ("memory_pairs", pairs)):
+        if not tokens:
+            continue
+        expr = " OR ".join('"' + t.replace('"', '""') + '"' for t in tokens)
+        sql = f"""SELECT g.rowid, bm25({table}) AS s FROM {table} g
                   {"JOIN memories m ON m.id = g.rowid" if filtered else ""}
-                  WHERE memory_pairs MATCH ? {"AND " + where if filtered else ""} ORDER BY s LIMIT ?"""
+                  WHERE {table} MATCH ? {"AND " + where if filtered else ""} ORDER BY s LIMIT ?"""
         for rowid, score in conn.execute(sql, (expr, *params, k) if filtered else (expr, k)):
             found[rowid] = found.get(rowid, 0.0) - score
     return found
