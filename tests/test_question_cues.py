@@ -7,6 +7,7 @@ a small conversation written here."""
 from __future__ import annotations
 
 import json
+import os
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -56,10 +57,20 @@ def test_question_dates():
     assert cues.question_dates("What happened on 31 February, 2023?") is None
 
 
+@pytest.mark.parametrize("text", [
+    "1:56 pm on 8 May, 2023", "8 May 2023", "May 8, 2023", "2023-05-08", "2023-05-08T10:00:00Z",
+    "2023-05-08T13:56:00.123456+02:00", "2023-05-08 23:30:00", "2023-05-08T23:30:00-05:00",  # the date as written
+])
+def test_memory_dates(text):
+    assert cues.parse_date(text) == day(2023, 5, 8)
+
+
+@pytest.mark.parametrize("text", ["sometime", "", "2023-13-08", "2023-05-32", "2023-05-081", "31 February, 2023"])
+def test_not_memory_dates(text):
+    assert cues.parse_date(text) is None
+
+
 def test_memory_dates_and_slack():
-    assert cues.parse_date("1:56 pm on 8 May, 2023") == day(2023, 5, 8)
-    assert cues.parse_date("2023-05-08T10:00:00Z") == day(2023, 5, 8)
-    assert cues.parse_date("sometime") is None
     may_1 = (day(2022, 5, 1), day(2022, 5, 2))
     assert cues.dated_within(day(2022, 5, 1), may_1)
     assert cues.dated_within(day(2022, 5, 6), may_1)  # told of a few days later ("last Sunday")
@@ -69,13 +80,28 @@ def test_memory_dates_and_slack():
     assert not cues.dated_within(None, may_1)
 
 
-def test_speakers_and_verbs():
+def test_speakers():
     assert cues.speaker("Caroline: I went there") == "Caroline"
     assert cues.speaker("note: buy milk") is None  # a lowercase label is no person
     assert cues.named_in("Caroline", "When did Caroline go?")
     assert not cues.named_in("Mel", "When did Melanie go?")
-    assert set(cues.verb_forms("went")) == {"go", "went", "gone"}
-    assert cues.verb_forms("painted") == ()
+
+
+def test_iso_metadata_dates_lift_memories_of_the_date_asked(service):
+    """metadata.date as an ISO date or timestamp (what a user would write) works as LoCoMo's
+    written dates do: the memory of the date asked about comes first, and says why."""
+    service.store_memory("Painted a sunset over the lake", metadata={"date": "2023-06-09T19:55:00+02:00"})
+    service.store_memory("Painted a sunset with the kids", metadata={"date": "2023-05-08"})
+    service.store_memory("Painted a sunset at the beach", metadata={"date": "1:56 pm on 20 July, 2023"})
+    for question, right, date in [
+        ("What sunset was painted on 8 May, 2023?", "Painted a sunset with the kids", "2023-05-08"),
+        ("What sunset was painted on June 9, 2023?", "Painted a sunset over the lake", "2023-06-09T19:55:00+02:00"),
+        ("What sunset was painted in July 2023?", "Painted a sunset at the beach", "1:56 pm on 20 July, 2023"),
+    ]:
+        hits = service.retrieve_memory(question, n_results=3).hits
+        assert hits[0].memory.content == right, [(h.memory.content, h.why) for h in hits]
+        assert f"dated {date}" in hits[0].why
+        assert all("dated" not in h.why for h in hits[1:])
 
 
 # A conversation in three sessions: each question has one right turn and near misses that share
@@ -151,6 +177,32 @@ def test_leave_one_conversation_out(tmp_path: Path):
     assert report["leave_one_out"]["overall"] == by_setting[best]
 
 
+def test_lab_libraries_are_keyed_by_the_code(tmp_path: Path, monkeypatch):
+    """A library built by other indexing code (another schema version, other search/ or store/
+    source) is never reused: the key changes and the library is built anew."""
+    from memloci.bench import locomo_lab
+    from memloci.store import sqlite_schema
+
+    handle = locomo_lab.cached_handle(tmp_path)
+    first = locomo_lab.build(sample(), tmp_path, handle)
+    assert locomo_lab.build(sample(), tmp_path, handle) == first  # same code, same library
+    digest = locomo_lab.code_digest()
+    monkeypatch.setattr(sqlite_schema, "SCHEMA_VERSION", sqlite_schema.SCHEMA_VERSION + 1)
+    assert locomo_lab.code_digest() != digest
+    second = locomo_lab.build(sample(), tmp_path, handle)
+    assert second != first and second.exists() and first.exists()
+
+
+def test_lab_cache_is_per_user(monkeypatch, tmp_path: Path):
+    from memloci.bench.locomo_lab import lab_cache_dir
+
+    monkeypatch.delenv("MEMLOCI_CACHE", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert lab_cache_dir() == tmp_path / "xdg" / "memloci" / "locomo-lab"
+    monkeypatch.setenv("MEMLOCI_CACHE", str(tmp_path / "mine"))
+    assert lab_cache_dir() == tmp_path / "mine" / "locomo-lab"
+
+
 def test_bench_locomo_folds_command(tmp_path: Path):
     """`memloci bench locomo --folds` prints the shipped and leave-one-out figures and writes them."""
     import subprocess
@@ -160,11 +212,15 @@ def test_bench_locomo_folds_command(tmp_path: Path):
     one = sample()
     data.write_text(json.dumps([one, json.loads(json.dumps(one).replace("conv-test", "conv-other"))]))
     out = tmp_path / "folds.json"
+    # the lab's cache is per user, under XDG_CACHE_HOME (or MEMLOCI_CACHE): here a temp dir
+    env = {k: v for k, v in os.environ.items() if k != "MEMLOCI_CACHE"} | {"XDG_CACHE_HOME": str(tmp_path / "cache")}
     done = subprocess.run([sys.executable, "-m", "memloci", "bench", "locomo", "--data", str(data), "--folds",
-                           "--k", "1", "--out", str(out)], capture_output=True, text=True, timeout=900)
+                           "--k", "1", "--out", str(out)], capture_output=True, text=True, timeout=900, env=env)
     assert done.returncode == 0, done.stderr
+    built = sorted(p.name.split("-")[:2] for p in (tmp_path / "cache" / "memloci" / "locomo-lab").glob("*.db"))
+    assert built == [["conv", "other"], ["conv", "test"]]
     assert "leave-one-out" in done.stdout and "chosen without conv-test" in done.stdout
     report = json.loads(out.read_text())
     assert report["bench"] == "locomo-folds" and report["k"] == 1
-    assert len(report["settings"]) == 27 and set(report["chosen"]) == {"conv-test", "conv-other"}
+    assert len(report["settings"]) == 36 and set(report["chosen"]) == {"conv-test", "conv-other"}
     assert report["shipped"] == {"WHEN_BOOST": 0.5, "DATE_BOOST": 2.0, "SPEAKER_BOOST": 0.2}
