@@ -106,24 +106,6 @@ def test_respelling_follows_new_and_renamed_names(tmp_path):
     service.close()
 
 
-def test_a_renamed_or_deleted_name_is_no_longer_a_respelling_target(tmp_path):
-    """A word that left every name must not stand in for a live word further away."""
-    from memloci.search.entities import name_words
-
-    service = MemoryService(LibraryRegistry([LibrarySpec("lib", tmp_path / "lib.db")]))
-    service.create_entities([EntityInput("Bobby Tables", "person", ()), EntityInput("Alice Chen", "person", ())],
-                            library="lib")
-    assert found(service, "Bobyb") == ["Bobby Tables"]  # the words are in memory from here on
-    store = service.store("lib")
-    service.rename_entity("Bobby Tables", "Robert Tables", library="lib")
-    found(service, "Robrt")
-    assert "bobby" not in name_words(store).words and "robert" in name_words(store).words
-    service.delete_entities(["Alice Chen"], library="lib")
-    assert found(service, "alcie") == []
-    assert "alice" not in name_words(store).words and "tables" in name_words(store).words
-    service.close()
-
-
 def test_respelling_reads_every_name_again_once_the_name_log_was_trimmed(tmp_path):
     service = MemoryService(LibraryRegistry([LibrarySpec("lib", tmp_path / "lib.db")]))
     service.create_entities([EntityInput("Alice Chen", "person", ())], library="lib")

@@ -221,7 +221,6 @@ MIGRATIONS: list[str] = [
     DROP TRIGGER IF EXISTS entity_grams_delete;
     DROP TRIGGER IF EXISTS entity_names_insert;
     DROP TRIGGER IF EXISTS entity_names_update;
-    DROP TRIGGER IF EXISTS entity_names_delete;
     DROP TRIGGER IF EXISTS entity_name_log_trim;
     DROP TABLE IF EXISTS entity_grams;
     DROP TABLE IF EXISTS entity_fts;
@@ -248,13 +247,8 @@ MIGRATIONS: list[str] = [
     CREATE TRIGGER entity_names_insert AFTER INSERT ON entities BEGIN
         INSERT INTO entity_name_log (entity_id) VALUES (new.id);
     END;
-    -- a rename, retype, alias change or delete may take words away: entity_id 0 tells readers
-    -- to read every name again
     CREATE TRIGGER entity_names_update AFTER UPDATE OF name, entity_type, aliases ON entities BEGIN
-        INSERT INTO entity_name_log (entity_id) VALUES (0);
-    END;
-    CREATE TRIGGER entity_names_delete AFTER DELETE ON entities BEGIN
-        INSERT INTO entity_name_log (entity_id) VALUES (0);
+        INSERT INTO entity_name_log (entity_id) VALUES (new.id);
     END;
     CREATE TRIGGER entity_name_log_trim AFTER INSERT ON entity_name_log WHEN new.seq % 1000 = 0 BEGIN
         DELETE FROM entity_name_log WHERE seq <= new.seq - 1000;

@@ -269,9 +269,7 @@ def name_changes(conn: sqlite3.Connection, since: int) -> tuple[int, list[tuple[
     """See SQLiteGraphReads.name_changes: the entity_name_log of migration 7 read after `since`."""
     low, high = conn.execute("SELECT min(seq), max(seq) FROM entity_name_log").fetchone()
     high = high or 0
-    if (since < 0 or high < since or (low is not None and low > since + 1)  # never read, a new file, or trimmed
-            or conn.execute("SELECT 1 FROM entity_name_log WHERE seq > ? AND entity_id = 0", (since,)).fetchone()):
-        # (entity_id 0: a name was changed or deleted, and its words may be gone with it)
+    if since < 0 or high < since or (low is not None and low > since + 1):  # never read, a new file, or trimmed
         return high, conn.execute("SELECT name, entity_type, aliases FROM entities").fetchall(), True
     rows = conn.execute(
         """SELECT name, entity_type, aliases FROM entities WHERE id IN
