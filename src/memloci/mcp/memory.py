@@ -237,7 +237,9 @@ def register(server: Any, service: MemoryService) -> None:
         "Recall memories by meaning, keywords, tags and type (hybrid search), newest and most used ranked up; "
         "filter by tags, type, entity or time. A time phrase in the query (\"what did we decide last week\") ranks "
         "that range first; `time` filters strictly, and if nothing in the range matches, returns the range newest "
-        "first with a `note`; other filters (tags, type, entity) work the same way. Each hit has why and a "
+        "first with a `note`; other filters (tags, type, entity) work the same way. A date in the query (\"on 8 May, "
+        "2023\") ranks up memories whose metadata.date (\"2023-05-08\" or \"8 May 2023\") falls in it or up to 8 days "
+        "after. Each hit has why and a "
         "similarity_score in [0, 1] (the ranking's boosts may order hits that all show 1).\n"
         'Example: {"query": "what did we decide about OAuth?", "n_results": 5}'))
     server.add_tool(search_by_tag, title="Search By Tag", annotations=_annotations("Search By Tag", read_only=True, idempotent=True), description=(
