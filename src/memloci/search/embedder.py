@@ -39,6 +39,7 @@ import json
 import logging
 import os
 import shutil
+import sys
 import tempfile
 import threading
 import urllib.request
@@ -339,6 +340,21 @@ class EmbedderStatus:
     state: str  # disabled | loading | loaded | failed
 
 
+BACKGROUND_NICE = 10  # embedding a backlog yields the cores to requests (CFS weight 110 vs 1024)
+
+
+def yield_to_requests() -> None:
+    """Lower the calling thread's CPU priority, so a backlog being embedded never slows the
+    requests answered meanwhile. On Linux a nice value is per thread, and the threads a thread
+    starts (the model's own pool, started when it loads) inherit it; elsewhere the call would
+    name a process rather than a thread, so it does nothing."""
+    if sys.platform.startswith("linux"):
+        try:
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), BACKGROUND_NICE)
+        except OSError:  # not permitted here: the work still gets done, at normal priority
+            pass
+
+
 class EmbedderHandle:
     """The embedder of a process, loaded once, lazily (first use) or in the background.
 
@@ -376,6 +392,7 @@ class EmbedderHandle:
             self._done.wait(timeout)
 
     def _load(self) -> None:
+        yield_to_requests()  # the model's thread pool, started below, inherits it
         self._now.wait(self._delay)
         try:
             self._embedder = create_embedder(self.spec)

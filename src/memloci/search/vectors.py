@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from ..store import Passages
-from .embedder import EmbedderHandle
+from .embedder import EmbedderHandle, yield_to_requests
 
 log = logging.getLogger(__name__)
 
@@ -286,6 +286,7 @@ class EmbeddingWorker:
             self._thread.join(timeout)
 
     def _run(self) -> None:
+        yield_to_requests()
         embedder = self.embedder.get(timeout=None)
         if embedder is None:
             self._idle.set()
