@@ -223,6 +223,8 @@ class FileChange:
                 if op.kind == "put":
                     self._keep(op, d, name, s)
                     os.replace(op.tmp, name, src_dir_fd=s, dst_dir_fd=d)
+                    if op.kept:  # checked after the rename, not between: an editor's save landing
+                        self._check(op, s, op.backup)  # in that gap is lost; a conflict puts it back
                 elif op.kind == "delete":
                     try:  # kept (moved aside) until the commit, then dropped
                         os.replace(name, op.backup, src_dir_fd=d, dst_dir_fd=s)
@@ -251,8 +253,9 @@ class FileChange:
         return confine.dir_fd(self.root, [INDEX_DIR, STAGING], create=True, mode=confine.PRIVATE_DIR)
 
     def _keep(self, op: FileOp, d: int, name: str, s: int) -> None:
-        """Keep the file about to be replaced (a hard link: no copy), then check it is the one
-        the change was computed from: an editor that saved in place or by rename is caught."""
+        """Keep the file about to be replaced (a hard link: no copy). The caller renames the new
+        file in at once, then checks the kept one is the file the change was computed from: an
+        editor that saved in place or by rename is caught, and the rollback puts its file back."""
         try:
             old = os.stat(name, dir_fd=d, follow_symlinks=False)
         except FileNotFoundError:
@@ -273,7 +276,6 @@ class FileChange:
                     open(op.backup, "wb", opener=lambda p, f: os.open(p, f, 0o600, dir_fd=s)) as dst:
                 shutil.copyfileobj(src, dst)  # no hard links here: a copy does as well
             op.kept = True
-        self._check(op, s, op.backup)
 
     def _check(self, op: FileOp, s: int, kept: str) -> None:
         if op.check and _sha_at(s, kept) != op.expected:
