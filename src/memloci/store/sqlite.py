@@ -369,8 +369,10 @@ class SQLiteStore(SQLiteGraphReads, SQLiteMemories, SQLitePassages, SQLiteDocume
 
     # -- writes ------------------------------------------------------------------------
 
-    def create_entities(self, entities: Sequence[EntityInput], *, origin: str) -> list[CreatedEntity]:
-        # Duplicates inside one call merge into the first occurrence (its name and type win).
+    @staticmethod
+    def _grouped(entities: Sequence[EntityInput]) -> dict[str, tuple[EntityInput, list[str]]]:
+        """Entities by name key; duplicates inside one call merge into the first occurrence (its
+        name and type win)."""
         groups: dict[str, tuple[EntityInput, list[str]]] = {}
         for e in entities:
             key = name_key(e.name)
@@ -378,8 +380,41 @@ class SQLiteStore(SQLiteGraphReads, SQLiteMemories, SQLitePassages, SQLiteDocume
                 groups[key][1].extend(e.observations)
             else:
                 groups[key] = (e, list(e.observations))
-        at = now_iso()
+        return groups
+
+    def _create_or_merge(self, conn: sqlite3.Connection, groups: dict[str, tuple[EntityInput, list[str]]],
+                         existing: dict[str, tuple[int, str]], at: str) -> tuple[list[CreatedEntity], list[int]]:
+        """Create each entity of `groups`, or add its observations to the one of that name (its
+        type kept); (what create_entities reports, ids of the entities that changed)."""
         results: list[CreatedEntity] = []
+        touched: list[int] = []
+        for key, (e, observations) in groups.items():
+            if key in existing:
+                entity_id, stored_name = existing[key]
+                entity_type, created_at = conn.execute(
+                    "SELECT entity_type, created_at FROM entities WHERE id = ?", (entity_id,)
+                ).fetchone()
+                added, skipped = self._insert_observations(conn, entity_id, observations, at)
+                if added:
+                    conn.execute("UPDATE entities SET updated_at = ? WHERE id = ?", (at, entity_id))
+                    touched.append(entity_id)
+                ignored = e.entity_type if e.entity_type.casefold() != entity_type.casefold() else None
+                results.append(CreatedEntity(stored_name, entity_type, "merged", tuple(added), tuple(skipped),
+                                             created_at, ignored))
+            else:
+                entity_id = conn.execute(
+                    """INSERT INTO entities (name, name_key, entity_type, created_at, updated_at)
+                       VALUES (?, ?, ?, ?, ?)""",
+                    (e.name, key, e.entity_type, at, at),
+                ).lastrowid
+                added, skipped = self._insert_observations(conn, entity_id, observations, at)
+                results.append(CreatedEntity(e.name, e.entity_type, "created", tuple(added), tuple(skipped), at))
+                touched.append(entity_id)
+        return results, touched
+
+    def create_entities(self, entities: Sequence[EntityInput], *, origin: str) -> list[CreatedEntity]:
+        groups = self._grouped(entities)
+        at = now_iso()
         with self._write() as conn:
             existing = self._resolve(conn, [e.name for e, _ in groups.values()])
             if self.schema.unique_names and (existing or len(groups) < len(entities)):
@@ -389,29 +424,7 @@ class SQLiteStore(SQLiteGraphReads, SQLiteMemories, SQLitePassages, SQLiteDocume
                                          "keeps names unique (nothing was created)",
                                          hint="Add observations to it instead, or pick another name.",
                                          details={"existing": taken})
-            touched: list[int] = []
-            for key, (e, observations) in groups.items():
-                if key in existing:
-                    entity_id, stored_name = existing[key]
-                    entity_type, created_at = conn.execute(
-                        "SELECT entity_type, created_at FROM entities WHERE id = ?", (entity_id,)
-                    ).fetchone()
-                    added, skipped = self._insert_observations(conn, entity_id, observations, at)
-                    if added:
-                        conn.execute("UPDATE entities SET updated_at = ? WHERE id = ?", (at, entity_id))
-                        touched.append(entity_id)
-                    ignored = e.entity_type if e.entity_type.casefold() != entity_type.casefold() else None
-                    results.append(CreatedEntity(stored_name, entity_type, "merged", tuple(added), tuple(skipped),
-                                                 created_at, ignored))
-                else:
-                    entity_id = conn.execute(
-                        """INSERT INTO entities (name, name_key, entity_type, created_at, updated_at)
-                           VALUES (?, ?, ?, ?, ?)""",
-                        (e.name, key, e.entity_type, at, at),
-                    ).lastrowid
-                    added, skipped = self._insert_observations(conn, entity_id, observations, at)
-                    results.append(CreatedEntity(e.name, e.entity_type, "created", tuple(added), tuple(skipped), at))
-                    touched.append(entity_id)
+            results, touched = self._create_or_merge(conn, groups, existing, at)
             if touched:
                 self._retag(conn, touched)  # observations' #tags are the entity's tags
                 self._refresh_fts(conn, touched)

@@ -225,6 +225,17 @@ def library_meta(conn: sqlite3.Connection, key: str) -> str | None:
     return row[0] if row else None
 
 
+def claim_model(conn: sqlite3.Connection, library: str, model: str, dimension: int) -> None:
+    """Vectors about to be saved are of `model`: the library's first ones name its model; any
+    other model's are refused (the library must be reindexed, never hold two kinds)."""
+    current = library_meta(conn, "embedding_model")
+    if current is None:
+        set_library_meta(conn, "embedding_model", model)
+        set_library_meta(conn, "embedding_dimension", str(dimension))
+    elif current != model:
+        raise RuntimeError(f"library '{library}' holds vectors of {current}, not {model}: reindex it")
+
+
 def set_library_meta(conn: sqlite3.Connection, key: str, value: str) -> None:
     conn.execute("INSERT INTO library_meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
                  (key, value))
@@ -399,12 +410,7 @@ class SQLiteMemories:
         saved (a memory whose text changed meanwhile is skipped) and the new vectors version."""
         saved = []
         with self._write() as conn:
-            current = library_meta(conn, "embedding_model")
-            if current is None:
-                set_library_meta(conn, "embedding_model", model)
-                set_library_meta(conn, "embedding_dimension", str(len(items[0][2]) if items else 0))
-            elif current != model:
-                raise RuntimeError(f"library '{self.name}' holds vectors of {current}, not {model}: reindex it")
+            claim_model(conn, self.name, model, len(items[0][2]) if items else 0)
             for memory_id, chash, vector in items:
                 cur = conn.execute("UPDATE memories SET embedded = 1 WHERE id = ? AND content_hash = ?", (memory_id, chash))
                 if cur.rowcount:

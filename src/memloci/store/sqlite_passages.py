@@ -25,7 +25,7 @@ import numpy as np
 
 from ..markdown.document import normalize_heading
 from ..model import name_key
-from .sqlite_memories import library_meta, pack, set_library_meta, unpack_many
+from .sqlite_memories import claim_model, library_meta, pack, unpack_many
 
 PASSAGE_WORDS = 180  # the default model reads 256 word pieces; ~180 English words fill them
 MIN_WORDS = 40  # a passage this short takes in the next section rather than standing alone
@@ -170,12 +170,7 @@ class SQLitePassages:
         saved (a passage re-made meanwhile is skipped) and the new passages version."""
         saved = []
         with self._write() as conn:
-            current = library_meta(conn, "embedding_model")
-            if current is None:
-                set_library_meta(conn, "embedding_model", model)
-                set_library_meta(conn, "embedding_dimension", str(len(items[0][2]) if items else 0))
-            elif current != model:
-                raise RuntimeError(f"library '{self.name}' holds vectors of {current}, not {model}: reindex it")
+            claim_model(conn, self.name, model, len(items[0][2]) if items else 0)
             for passage_id, text_hash, vector in items:
                 cur = conn.execute("UPDATE passages SET vector = ? WHERE id = ? AND text_hash = ?",
                                    (pack(vector), passage_id, text_hash))
