@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from memloci.bench import crash
-from memloci.model import EntityInput
+from memloci.model import EntityInput, ObservationBatch
 from memloci.service_documents import NewEntityDocument
 
 ROUNDS = int(os.environ.get("MEMLOCI_CRASH_ROUNDS", "3"))
@@ -69,6 +69,76 @@ def test_a_half_done_change_is_rolled_back_or_forward(tmp_path, committed):
         assert (root / "a.md").read_bytes() == before, "the old file is back, byte for byte"
         assert not (root / "b.md").exists()
     assert not os.listdir(root / ".memloci" / "staging")
+
+
+def test_a_kill_between_the_swap_and_keeping_the_old_file_is_rolled_back(tmp_path):
+    """The new file was swapped in and the temp name holds the old one when the process died:
+    recovery tells the two apart by the intent's sha and puts the old file back."""
+    from memloci.store import markdown_intent
+    from memloci.store.markdown import MarkdownStore
+    from memloci.store.markdown_intent import FileChange
+
+    root = tmp_path / "lib"
+    service = crash.service_for("markdown", root)
+    service.create_entities([EntityInput("a", "note", ("first",))])
+    service.close()
+    before = (root / "a.md").read_bytes()
+    store = MarkdownStore(root, "t")
+    store.open()
+    conn = store._connect()
+    conn.execute("BEGIN IMMEDIATE")
+    change = store._undo.change = FileChange(root, "t")
+    store._put(conn, "a.md", "changed\n", None)
+    change.apply(conn)
+    conn.execute("ROLLBACK")
+    conn.close()
+    store._undo.change = None
+    store.close()
+    if not markdown_intent._exchange_works:
+        pytest.skip("renameat2 RENAME_EXCHANGE is not available on this file system")
+    op = change.ops["a.md"]
+    staging = root / ".memloci" / "staging"
+    os.replace(staging / op.backup, staging / op.tmp)  # as the kill left it: swapped, not yet kept
+    assert (root / "a.md").read_bytes() == b"changed\n"
+    store = MarkdownStore(root, "t")
+    store.recover()
+    store.close()
+    assert (root / "a.md").read_bytes() == before
+    assert not os.listdir(staging)
+
+
+def test_an_editor_save_just_before_the_swap_is_caught_and_kept(tmp_path, monkeypatch):
+    """An editor saves by rename the moment before memloci puts its file in place: the swap
+    hands back the editor's file, the check sees it is not the file the change was computed
+    from, and the editor's bytes end up in place."""
+    from memloci.errors import ConflictError
+    from memloci.store import markdown_intent
+
+    root = tmp_path / "lib"
+    service = crash.service_for("markdown", root)
+    service.create_entities([EntityInput("a", "note", ("first",))])
+    path = root / "a.md"
+    real = markdown_intent._exchange
+    saved = []
+
+    def editor_then_exchange(src_dir, src, dst_dir, dst):
+        if not saved and dst == "a.md":
+            tmp = root / ".a.md.swp"
+            tmp.write_bytes(path.read_bytes() + b"hand line\n")
+            os.replace(tmp, path)
+            saved.append(True)
+        return real(src_dir, src, dst_dir, dst)
+
+    monkeypatch.setattr(markdown_intent, "_exchange", editor_then_exchange)
+    try:
+        with pytest.raises(ConflictError, match="a.md"):
+            service.add_observations([ObservationBatch("a", ("second",))])
+    finally:
+        service.close()
+    if not markdown_intent._exchange_works:
+        pytest.skip("renameat2 RENAME_EXCHANGE is not available on this file system")
+    assert saved and path.read_bytes().endswith(b"hand line\n")
+    assert b"second" not in path.read_bytes()
 
 
 def test_reindex_while_two_servers_write_loses_nothing(tmp_path):

@@ -8,7 +8,9 @@ under `.memloci/staging/`; deletes and appends are only noted. Just before the i
    every operation (fsynced, with its folder, when the change has several files: a single
    file's change is whole by its rename alone, and a kill does not lose page-cache writes);
 2. inserts the intent's id into `md_intents` in the index transaction that is about to commit;
-3. for each file: keeps the old one as a hard link (`<id>.b<n>`, a copy where links fail),
+3. for each file: swaps the new file in (renameat2 RENAME_EXCHANGE, which hands back exactly
+   the file it replaced) and keeps the old one (`<id>.b<n>`; where there is no swap, a hard
+   link or a copy, then a rename),
    checks that its bytes are still those the change was computed from (an editor may have
    saved meanwhile, in place or by rename), then renames the temp file over it (or moves it
    away, or appends); fsyncs the folders of a change of several files.
@@ -91,6 +93,33 @@ def _syncfs(folder: Path) -> bool:
         return syncfs(fd) == 0
     finally:
         os.close(fd)
+
+
+RENAME_EXCHANGE = 2  # renameat2(2) flag (Linux >= 3.15)
+_exchange_works: bool | None = None
+
+
+def _exchange(src_dir: int, src: str, dst_dir: int, dst: str) -> bool:
+    """Swap two names atomically (renameat2 RENAME_EXCHANGE): the file that leaves `dst` is
+    exactly the one this call replaced, whatever an editor did the moment before. False where
+    the kernel, libc or file system cannot (the caller then links and renames)."""
+    global _libc, _exchange_works
+    if _exchange_works is False:
+        return False
+    try:
+        if _libc is None:
+            _libc = ctypes.CDLL(None, use_errno=True)
+        renameat2 = _libc.renameat2
+    except (OSError, AttributeError):
+        _exchange_works = False
+        return False
+    if renameat2(src_dir, os.fsencode(src), dst_dir, os.fsencode(dst), RENAME_EXCHANGE) == 0:
+        _exchange_works = True
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.EINVAL, errno.ENOSYS, errno.ENOTSUP, errno.EPERM):  # not here: fall back
+        return False
+    raise OSError(err, os.strerror(err), dst)
 
 
 def _fsync_fd(fd: int) -> None:
@@ -221,10 +250,11 @@ class FileChange:
         try:
             with confine.dir_fd(self.root, folders, create=op.kind == "put", rel=shown) as d:
                 if op.kind == "put":
-                    self._keep(op, d, name, s)
-                    os.replace(op.tmp, name, src_dir_fd=s, dst_dir_fd=d)
-                    if op.kept:  # checked after the rename, not between: an editor's save landing
-                        self._check(op, s, op.backup)  # in that gap is lost; a conflict puts it back
+                    if not self._swap(op, d, name, s):
+                        self._keep(op, d, name, s)
+                        os.replace(op.tmp, name, src_dir_fd=s, dst_dir_fd=d)
+                    if op.kept:  # checked after the file is in place: an editor's save landing
+                        self._check(op, s, op.backup)  # just before it is caught; a conflict puts it back
                 elif op.kind == "delete":
                     try:  # kept (moved aside) until the commit, then dropped
                         os.replace(name, op.backup, src_dir_fd=d, dst_dir_fd=s)
@@ -251,6 +281,28 @@ class FileChange:
 
     def _staging_fd(self):
         return confine.dir_fd(self.root, [INDEX_DIR, STAGING], create=True, mode=confine.PRIVATE_DIR)
+
+    def _swap(self, op: FileOp, d: int, name: str, s: int) -> bool:
+        """Put the new file in place by swapping it with the old one, then keep the old one as
+        `backup`. The swap hands back exactly the file it replaced, so an editor's save that
+        lands a moment before is the file checked (and put back), never silently overwritten.
+        False when the old file is missing or the swap is not available here."""
+        try:
+            old = os.stat(name, dir_fd=d, follow_symlinks=False)
+        except FileNotFoundError:
+            return False
+        if stat.S_ISLNK(old.st_mode):
+            raise confine.LinkRefusedError(op.rel)
+        if not stat.S_ISREG(old.st_mode):
+            return False
+        os.chmod(op.tmp, stat.S_IMODE(old.st_mode), dir_fd=s)  # a person's file keeps its permissions
+        if not _exchange(s, op.tmp, d, name):
+            return False
+        # The temp name now holds the replaced file (undo tells it from the new bytes by its
+        # sha); under its backup name it is what a rollback puts back.
+        os.replace(op.tmp, op.backup, src_dir_fd=s, dst_dir_fd=s)
+        op.kept = True
+        return True
 
     def _keep(self, op: FileOp, d: int, name: str, s: int) -> None:
         """Keep the file about to be replaced (a hard link: no copy). The caller renames the new
@@ -366,9 +418,32 @@ def _remove(paths: list[Path]) -> None:
             log.debug("could not remove %s: %s", p, exc)
 
 
+def _put_back(s: int, backup: str, d: int, name: str, sha: str | None) -> None:
+    """Move the kept old file back over `name`, which holds this change's bytes. By a swap
+    where there is one: should a person have saved over `name` a moment before, what comes
+    back is theirs, and it is swapped back in place of the old file."""
+    if not _exchange(s, backup, d, name):
+        os.replace(backup, name, src_dir_fd=s, dst_dir_fd=d)
+        return
+    if _sha_at(s, backup) not in (sha, None):  # not this change's bytes: a person's save,
+        _exchange(s, backup, d, name)  # the newest; it goes back in place of the old file
+
+
 def undo(root: Path, change_id: str, ops: list[dict], library: str) -> None:
     """Undo whatever of `ops` was done, newest first; safe to run again after a kill."""
     staging = root / INDEX_DIR / STAGING
+    try:
+        sfd = os.open(staging, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except FileNotFoundError:
+        return
+    try:
+        _undo_ops(root, staging, sfd, ops, library)
+    finally:
+        os.close(sfd)
+    (staging / f"{change_id}.intent").unlink(missing_ok=True)
+
+
+def _undo_ops(root: Path, staging: Path, sfd: int, ops: list[dict], library: str) -> None:
     for op in reversed(ops):
         tmp = op.get("tmp")
         backup = op.get("backup")
@@ -384,9 +459,13 @@ def undo(root: Path, change_id: str, ops: list[dict], library: str) -> None:
                         os.replace(staging / backup, name, dst_dir_fd=d)
                 else:
                     placed = not tmp or not (staging / tmp).exists()  # renamed (or the tmp never made)
+                    if not placed and _sha_at(sfd, tmp) != op.get("sha"):
+                        # killed between a swap and keeping what it handed back: the temp
+                        # name holds the old file
+                        placed, backup = True, tmp
                     if placed and _sha_at(d, name) == op.get("sha"):
                         if backup and (staging / backup).exists():
-                            os.replace(staging / backup, name, dst_dir_fd=d)  # the old inode: bytes and mtime
+                            _put_back(sfd, backup, d, name, op.get("sha"))  # the old inode: bytes and mtime
                         else:
                             os.unlink(name, dir_fd=d)  # a file this change created
                     # else: not renamed yet, or a person saved over it since: their bytes stay
@@ -394,10 +473,9 @@ def undo(root: Path, change_id: str, ops: list[dict], library: str) -> None:
             pass  # the folder or the file is not there: nothing of this operation to undo
         except (OSError, MemlociError) as exc:
             log.error("library %s: could not undo the change to %s: %s", library, op["rel"], exc)
-        for leftover in (tmp, backup):
+        for leftover in (op.get("tmp"), op.get("backup")):
             if leftover:
                 (staging / leftover).unlink(missing_ok=True)
-    (staging / f"{change_id}.intent").unlink(missing_ok=True)
 
 
 def _sound(record: object) -> bool:
