@@ -8,12 +8,12 @@ under `.memloci/staging/`; deletes and appends are only noted. Just before the i
    every operation (fsynced, with its folder, when the change has several files: a single
    file's change is whole by its rename alone, and a kill does not lose page-cache writes);
 2. inserts the intent's id into `md_intents` in the index transaction that is about to commit;
-3. for each file: swaps the new file in (renameat2 RENAME_EXCHANGE, which hands back exactly
-   the file it replaced) and keeps the old one (`<id>.b<n>`; where there is no swap, a hard
-   link or a copy, then a rename),
-   checks that its bytes are still those the change was computed from (an editor may have
-   saved meanwhile, in place or by rename), then renames the temp file over it (or moves it
-   away, or appends); fsyncs the folders of a change of several files.
+3. for each file: puts the new file in place by a swap (renameat2 RENAME_EXCHANGE, which
+   hands back exactly the file it replaced; where there is none, a hard link or copy of the
+   old file, then a rename), keeps the old one (`<id>.b<n>`) and checks that its bytes are
+   those the change was computed from (an editor may have saved meanwhile, in place or by
+   rename: a conflict puts their file back); moves deleted files away, appends; fsyncs the
+   folders of a change of several files.
 
 Then the index commits and `done()` drops the intent and the kept files (on a background
 thread: freeing a thousand old files takes seconds on a busy disk). A process killed anywhere in between
