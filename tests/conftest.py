@@ -88,3 +88,24 @@ def service(tmp_path: Path) -> MemoryService:
     registry = LibraryRegistry([LibrarySpec("default", tmp_path / "lib.db")])
     yield MemoryService(registry)
     registry.close()
+
+
+@pytest.fixture(scope="session")
+def pg_url(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The libpq URL of the session's real PostgreSQL (tests/pg.py); skipped (failed under CI=true)
+    when it cannot start."""
+    from pg import PgServer
+
+    server = PgServer(tmp_path_factory.mktemp("pg"))
+    try:
+        yield server.require()
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def pg_library(pg_url: str):
+    """A fresh PostgreSQL library for one test: `.name`, `.url`, `.arg` (for --libraries), `.spec`."""
+    from pg import pg_library_url
+
+    return pg_library_url(pg_url)

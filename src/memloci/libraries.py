@@ -2,8 +2,11 @@
 
 A library spec is `name:path[,name:path...]` (flag `--libraries`, variable
 `MEMLOCI_LIBRARIES`, or the `[libraries]` table of a config file). A path ending in `.db`
-(`.sqlite`, `.sqlite3`) is a SQLite library; any other path is a folder holding a Markdown
-library. With none given, one library named `default` lives in `default.db` of the data
+(`.sqlite`, `.sqlite3`) is a SQLite library; a `postgresql://` (or `postgres://`) URL is a
+library in PostgreSQL, kept in a schema of its own named after the library; any other path
+is a folder holding a Markdown library. A path that looks like a URL of any other scheme is
+refused (it would otherwise become a folder named `http:`). With none given, one library
+named `default` lives in `default.db` of the data
 folder (`memloci_home()`). Stores open lazily, on first use, so start-up stays fast
 and a broken library is reported by the call that needs it, not by a crashed server.
 """
@@ -16,6 +19,7 @@ import re
 import stat
 import threading
 import tomllib
+import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,6 +32,26 @@ DEFAULT_LIBRARY = "default"
 CONFIG_KEYS = ("name", "tools", "libraries", "schemas", "oauth", "http")  # every key a config file may have, at the top
 CONFIG_EXAMPLES = {"name": "memloci", "tools": "graph,memory"}
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")  # a path with a scheme is a URL, never a folder
+URL_SCHEMES = ("postgresql", "postgres")  # the schemes a library URL may have (libpq's two)
+
+
+def masked_url(url: str) -> str:
+    """`url` with its password (in the user part or a `password=` parameter) replaced by `***`:
+    what errors, stats and health may show."""
+    parts = urllib.parse.urlsplit(url)
+    netloc = parts.netloc
+    if parts.password:  # an empty one (`user:@host`) hides nothing
+        userinfo, _, host = netloc.rpartition("@")
+        netloc = userinfo.partition(":")[0] + ":***@" + host
+    query = parts.query
+    if query:
+        pairs = urllib.parse.parse_qsl(query, keep_blank_values=True)
+        if any(k == "password" for k, _ in pairs):
+            query = urllib.parse.urlencode([(k, "***" if k == "password" else v) for k, v in pairs], safe="/*")
+    return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
 
 
 def memloci_home() -> Path:
@@ -54,7 +78,7 @@ class ProjectRef:
 @dataclass(frozen=True, slots=True)
 class LibrarySpec:
     name: str
-    path: Path
+    path: Path | str  # a str only for kind "postgres": the URL as given (a Path would fold its `//`)
     kind: str = "sqlite"
     schema: Any = None  # a schema.LibrarySchema; None: MEMLOCI_SCHEMA, else the default
 
@@ -89,6 +113,8 @@ def _spec(where: str, name: str, path: str, taken: list[LibrarySpec]) -> Library
         raise ValidationError(f"{where} name '{name}': use 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit")
     if any(s.name.casefold() == name.casefold() for s in taken):
         raise ValidationError(f"{where} name '{name}': mounted twice; library names must be unique")
+    if _URL.match(path):
+        return _url_spec(where, name, path)
     p = Path(path).expanduser().resolve()
     if any(s.path == p for s in taken):
         raise ValidationError(f"{where} path '{path}': already mounted under another name")
@@ -99,6 +125,23 @@ def _spec(where: str, name: str, path: str, taken: list[LibrarySpec]) -> Library
             f"{where} path '{path}': not a folder (a Markdown library) nor a .db file (a SQLite library)",
             hint="Give a folder of Markdown files, or a path ending in .db; either is created if missing.")
     return LibrarySpec(name, p, "markdown")
+
+
+def _url_spec(where: str, name: str, url: str) -> LibrarySpec:
+    """A library stored on a server: PostgreSQL is the one served. Several libraries may share a
+    URL (each has its own schema)."""
+    scheme = url.partition(":")[0]
+    if scheme.lower() not in URL_SCHEMES:
+        raise ValidationError(
+            f"{where} path '{masked_url(url)}': the URL scheme '{scheme}' is not served; "
+            f"a library URL is {' or '.join(s + '://' for s in URL_SCHEMES)}",
+            hint="Example: --libraries 'team:postgresql://user@host/db'; a folder or a .db file needs no scheme.")
+    parts = urllib.parse.urlsplit(url)
+    try:
+        parts.port  # noqa: B018  (raises on a port that is not a number)
+    except ValueError as exc:
+        raise ValidationError(f"{where} path '{masked_url(url)}': {exc}") from None
+    return LibrarySpec(name, url, "postgres")
 
 
 def load_config(path: str | os.PathLike[str]) -> dict[str, Any]:
@@ -146,7 +189,8 @@ def load_config(path: str | os.PathLike[str]) -> dict[str, Any]:
     specs: list[LibrarySpec] = []
     for name, path in libraries.items():  # relative paths are relative to the config file
         full = Path(path).expanduser()
-        spec = _spec(f"config [libraries] {name}", name, str(full if full.is_absolute() else p.parent / full), specs)
+        where = path if _URL.match(path) else str(full if full.is_absolute() else p.parent / full)
+        spec = _spec(f"config [libraries] {name}", name, where, specs)
         if name in schemas:
             spec = LibrarySpec(spec.name, spec.path, spec.kind, schema_from_config(schemas[name], f"config [schemas] {name}"))
         specs.append(spec)
@@ -192,6 +236,10 @@ def open_store(spec: LibrarySpec) -> Store:
         from .store.markdown import MarkdownStore
 
         return MarkdownStore(spec.path, spec.name)
+    if spec.kind == "postgres":
+        from .store.postgres import PostgresStore
+
+        return PostgresStore(str(spec.path), spec.name)
     from .store.sqlite import SQLiteStore
 
     return SQLiteStore(spec.path, spec.name)

@@ -1,0 +1,230 @@
+"""The shared engine: a library kept in PostgreSQL (DESIGN.md §3), for teams whose agents on
+several machines share one memory.
+
+A library spec whose path is a `postgresql://` URL (any libpq URL, a socket `?host=/path`
+included) selects it; the library's name chooses its schema (`memloci_<name>`, see
+connection.schema_for), so several libraries share one database. Connections come from a
+small psycopg 3 pool; the schema is created and migrated on open (schema.py).
+
+Locking scheme. Every write transaction first takes `pg_advisory_xact_lock(<library key>)`
+(connection.lock_key), so the writes to one library are serialized across every server
+process on every host, and the lock goes with the transaction, whether it commits, rolls
+back or its process dies. Under that lock a write reads what it needs (does the name exist?
+would this relation close a cycle?) and no other write can change it before it commits, so
+every rule of the library holds under concurrency with no retry loop, and the name log's
+numbers follow commit order. Reads take no lock: each read runs in a READ ONLY REPEATABLE
+READ transaction, one consistent snapshot for its several SELECTs, concurrent with writes
+(such a transaction never fails to serialize). Writes to different libraries never wait
+for each other.
+
+Other servers' writes. Every write ends with `NOTIFY memloci_<name>, '<what changed>'`
+(delivered only if it commits). Each store LISTENs on its library's channel in a daemon
+thread (connection.ChangeListener) and counts what it hears (`changes()`); what a process
+holds in memory (vectors, name words) compares that count to know it is stale.
+
+Notes with bodies (documents), undo and note passages are not stored by this engine yet:
+their calls are refused with an error that says so, never half answered.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from ...errors import LibraryUnreadableError, ValidationError
+from ...libraries import masked_url
+from ...model import LibraryStats
+from ...schema import DEFAULT_SCHEMA, LibrarySchema
+from .connection import (
+    ChangeListener,
+    connection_error,
+    lock_key,
+    open_pool,
+    quoted,
+    require_psycopg,
+    schema_for,
+)
+from .graph import PostgresGraphWrites
+from .graph_reads import PostgresGraphReads
+from .memories import PostgresMemories
+from .search import PostgresSearch
+from .schema import SCHEMA_VERSION, migrate
+
+log = logging.getLogger(__name__)
+
+POOL_SIZE = 4  # connections per library and process; a write holds one for one transaction
+
+
+class PostgresStore(PostgresMemories, PostgresSearch, PostgresGraphReads, PostgresGraphWrites):
+    """A library kept in a schema of a PostgreSQL database."""
+
+    kind = "postgres"
+    schema: LibrarySchema = DEFAULT_SCHEMA  # set per library by the registry
+
+    def __init__(self, url: str, name: str = "default", *, pool_size: int = POOL_SIZE):
+        self.url = url  # never shown: it may hold a password
+        self.name = name
+        self.schema_id = schema_for(name)  # unquoted
+        self.schema_name = quoted(self.schema_id)  # as SQL text
+        # What errors, stats and health show, and what per-library state in a process is keyed
+        # by (search/vectors.py library_key): the URL without its password, and the schema.
+        self.path = f"{masked_url(url)}#{self.schema_id}"
+        self.pool_size = pool_size
+        self._lock_key = lock_key(self.schema_id)
+        self._pool: Any = None
+        self._listener: ChangeListener | None = None
+        self._open_lock = threading.Lock()
+
+    # -- connections -------------------------------------------------------------------
+
+    def open(self, *, create: bool = True) -> None:
+        """Connect, create (unless `create` is false) or migrate the library's schema, start
+        listening for other servers' writes. Idempotent."""
+        if self._pool is not None:
+            return
+        with self._open_lock:
+            if self._pool is not None:
+                return
+            psycopg = require_psycopg(self.name)
+            try:
+                with psycopg.connect(self.url, connect_timeout=10, autocommit=True) as conn:
+                    migrate(conn, self.schema_id, self.name, create=create)
+                pool = open_pool(self.url, self.schema_id, self.pool_size)
+            except psycopg.Error as exc:
+                raise connection_error(self.name, self.url, exc) from exc
+            listener = ChangeListener(self.url, self.schema_id)
+            listener.start()
+            self._listener, self._pool = listener, pool
+
+    def close(self) -> None:
+        with self._open_lock:
+            if self._listener is not None:
+                self._listener.stop()
+                self._listener = None
+            if self._pool is not None:
+                self._pool.close()
+                self._pool = None
+
+    @contextmanager
+    def _read(self) -> Iterator[Any]:
+        """A consistent snapshot for several SELECTs (READ ONLY, REPEATABLE READ)."""
+        self.open()
+        with self._pool.connection() as conn:
+            with conn.transaction():
+                conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+                yield conn
+
+    @contextmanager
+    def _write(self, what: str = "graph") -> Iterator[Any]:
+        """One write transaction under the library's advisory lock: committed whole, or rolled
+        back whole; other servers hear `what` changed once it commits."""
+        self.open()
+        with self._pool.connection() as conn:
+            with conn.transaction():
+                conn.execute("SELECT pg_advisory_xact_lock(%s)", (self._lock_key,))
+                yield conn
+                conn.execute("SELECT pg_notify(%s, %s)", (self.schema_id, what))
+
+    def changes(self) -> int:
+        """How many change notices this process has heard on the library's channel (its own
+        writes', other servers', and reconnections of the listener)."""
+        return self._listener.count if self._listener is not None else 0
+
+    def on_change(self, callback: Any) -> None:
+        """Call `callback(what)` on the listener's thread whenever a change notice arrives."""
+        self.open()
+        assert self._listener is not None
+        self._listener.callbacks.append(callback)
+
+    # -- upkeep ------------------------------------------------------------------------
+
+    def checkpoint(self) -> None:
+        """Every commit is durable on the server already; nothing to flush."""
+
+    def stats(self) -> LibraryStats:
+        with self._read() as conn:
+            entities, observations, memories, relations, journal, size = conn.execute(
+                """SELECT (SELECT count(*) FROM entities),
+                          (SELECT count(*) FROM memories WHERE entity_id IS NOT NULL),
+                          (SELECT count(*) FROM memories WHERE entity_id IS NULL),
+                          (SELECT count(*) FROM relations),
+                          (SELECT count(*) FROM journal),
+                          (SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c
+                           WHERE c.relnamespace = %s::regnamespace AND c.relkind IN ('r', 'm'))""",
+                (self.schema_name,)).fetchone()
+        return LibraryStats(self.name, self.kind, self.path, entities, observations, memories, relations,
+                            journal, int(size), SCHEMA_VERSION)
+
+    def engine_health(self) -> dict[str, Any]:
+        """What health says of the engine: PostgreSQL's and pgvector's versions, the pool's
+        figures, the change notices heard."""
+        with self._read() as conn:
+            server = conn.execute("SHOW server_version").fetchone()[0]
+            rows = conn.execute("SELECT extname, extversion FROM pg_extension WHERE extname IN ('vector', 'pg_trgm')")
+            extensions = dict(rows.fetchall())
+        stats = self._pool.get_stats() if self._pool is not None else {}
+        return {
+            "engine": "postgres",
+            "server_version": server,
+            "pgvector": extensions.get("vector"),
+            "pg_trgm": extensions.get("pg_trgm"),
+            "schema": self.schema_id,
+            "pool": {"max": self.pool_size, "size": stats.get("pool_size", 0),
+                     "idle": stats.get("pool_available", 0), "waiting": stats.get("requests_waiting", 0)},
+            "changes_heard": self.changes(),
+        }
+
+    def _journal(self, conn: Any, tool: str, action: str, entities: Any, detail: dict | None, at: str) -> None:
+        conn.execute("INSERT INTO journal (at, tool, action, entities, detail) VALUES (%s, %s, %s, %s, %s)",
+                     (at, tool, action, json.dumps(list(entities), ensure_ascii=False),
+                      json.dumps(detail, ensure_ascii=False) if detail is not None else None))
+
+    # -- what this engine does not store yet -------------------------------------------
+
+    def _unsupported(self, what: str) -> ValidationError:
+        return ValidationError(f"library '{self.name}' (postgres) does not support {what} yet",
+                               hint="Use a SQLite or Markdown library for notes, context and undo; "
+                                    "the graph and memory tools work here.")
+
+    def entity_documents(self, names: Any) -> Any:
+        raise self._unsupported("notes with bodies (read_entities)")
+
+    def list_entities(self, pattern: str = "*") -> Any:
+        raise self._unsupported("listing notes (list_entities)")
+
+    def find_relations(self, **_: Any) -> Any:
+        raise self._unsupported("notes with bodies (find_relations)")
+
+    def check_document(self, doc: Any, field: str) -> None:
+        raise self._unsupported("notes with bodies (add_entities)")
+
+    def apply_documents(self, docs: Any, **_: Any) -> Any:
+        raise self._unsupported("notes with bodies (add_entities)")
+
+    def edit_document(self, name: str, change: Any, **_: Any) -> Any:
+        raise self._unsupported("editing notes")
+
+    def rename_entity(self, old: str, new: str, *, origin: str) -> Any:
+        raise self._unsupported("rename_entity")
+
+    def merge_entities(self, sources: Any, target: str, *, origin: str) -> Any:
+        raise self._unsupported("merge_entities")
+
+    def manual_text(self) -> Any:
+        raise self._unsupported("a library manual")
+
+    def edit_manual(self, change: Any, **_: Any) -> Any:
+        raise self._unsupported("a library manual")
+
+    def read_context(self) -> Any:
+        raise self._unsupported("a task context")
+
+    def update_context(self, change: Any, *, origin: str) -> Any:
+        raise self._unsupported("a task context")
+
+
+__all__ = ["PostgresStore", "LibraryUnreadableError"]

@@ -1,0 +1,273 @@
+"""Graph writes of the postgres engine: the library rules (rules.py) over one write
+transaction (PostgresGraphTx), exactly as the other engines run them.
+
+Each write method opens a transaction under the library's advisory lock (PostgresStore._write),
+builds a PostgresGraphTx over its connection and calls the rule; whatever the rule raises
+rolls the whole transaction back.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from ... import rules
+from ...markdown.document import EntityDocument, set_observations
+from ...markdown.obsidian import all_tags
+from ...model import (
+    AddedObservations,
+    CreatedEntity,
+    Entity,
+    EntityInput,
+    Observation,
+    ObservationBatch,
+    Relation,
+    RelationInput,
+    RemovedObservations,
+    name_key,
+    now_iso,
+)
+from ...search import lexical
+
+BODY_TAGS = "body_tags"  # entity metadata: the tags only the body's `#tags` give (as store/sqlite_vault.py)
+
+_ENTITY_COLUMNS = "id, name, entity_type, aliases, tags, metadata, body, created_at, updated_at"
+
+
+def entity_from_row(row: tuple, observations: Sequence[Observation]) -> Entity:
+    _, name, entity_type, aliases, tags, metadata, body, created_at, updated_at = row
+    return Entity(name=name, entity_type=entity_type, observations=tuple(observations), aliases=tuple(aliases),
+                  tags=tuple(tags), metadata=metadata, body=body, created_at=created_at, updated_at=updated_at)
+
+
+def load_entities(conn: Any, ids: Sequence[int], observations: bool = True) -> dict[int, Entity]:
+    """Entities by id, in the order of `ids` (ids with no entity are left out)."""
+    ids = list(ids)
+    if not ids:
+        return {}
+    rows = {r[0]: r for r in conn.execute(f"SELECT {_ENTITY_COLUMNS} FROM entities WHERE id = ANY(%s)", (ids,))}
+    obs: dict[int, list[Observation]] = {i: [] for i in rows}
+    if observations and rows:
+        for entity_id, content, created_at in conn.execute(
+                "SELECT entity_id, content, created_at FROM memories WHERE entity_id = ANY(%s) ORDER BY id",
+                (list(rows),)):
+            obs[entity_id].append(Observation(content, created_at))
+    return {i: entity_from_row(rows[i], obs[i]) for i in ids if i in rows}
+
+
+# The order SQLite returns relations in (sqlite_graph_reads.py), so both engines answer alike.
+RELATION_ORDER = "ORDER BY r.created_at, a.name_key, r.relation_type, b.name_key"
+
+
+def relations_where(conn: Any, where: str, params: Sequence[Any]) -> list[Relation]:
+    return [Relation(f, t, to, c) for f, t, to, c in conn.execute(
+        f"""SELECT a.name, r.relation_type, b.name, r.created_at
+            FROM relations r JOIN entities a ON a.id = r.from_id JOIN entities b ON b.id = r.to_id
+            WHERE {where} {RELATION_ORDER}""", params)]
+
+
+def relations_touching(conn: Any, ids: Sequence[int]) -> list[Relation]:
+    ids = list(ids)
+    return relations_where(conn, "r.from_id = ANY(%s) OR r.to_id = ANY(%s)", (ids, ids)) if ids else []
+
+
+def resolve(conn: Any, names: Iterable[str]) -> dict[str, rules.EntityRef]:
+    """name_key -> the entity of that name, for the names that exist."""
+    keys = list(dict.fromkeys(name_key(n) for n in names))
+    if not keys:
+        return {}
+    return {key: rules.EntityRef(id_, name) for id_, name, key in
+            conn.execute("SELECT id, name, name_key FROM entities WHERE name_key = ANY(%s)", (keys,))}
+
+
+def alias_holders(conn: Any, names: Sequence[str]) -> dict[str, list[int]]:
+    """name_key -> ids of the entities listing that name among their aliases (compared as
+    model.name_key compares: case-insensitive, NFC), oldest first. PostgreSQL's lower() is not
+    Python's casefold(), so candidates are every entity with aliases, checked here exactly."""
+    keys = {name_key(n) for n in names}
+    if not keys:
+        return {}
+    found: dict[str, list[int]] = {}
+    for entity_id, aliases in conn.execute("SELECT id, aliases FROM entities WHERE aliases <> '[]'::jsonb ORDER BY id"):
+        for alias in aliases:
+            key = name_key(str(alias))
+            if key in keys and entity_id not in found.get(key, []):
+                found.setdefault(key, []).append(entity_id)
+    return found
+
+
+class PostgresGraphTx:
+    """rules.GraphTx over one psycopg connection inside a write transaction."""
+
+    def __init__(self, store: Any, conn: Any):
+        self.store = store
+        self.conn = conn
+        self.at = now_iso()
+        self._names: dict[int, str] = {}  # entity id -> stored name (observation hashes need it)
+
+    def resolve(self, names: Iterable[str], *, aliases: bool = False) -> dict[str, rules.EntityRef]:
+        names = list(names)
+        found = resolve(self.conn, names)
+        if aliases:  # a name no entity has reaches the one entity listing it as an alias
+            rest = [n for n in names if name_key(n) not in found]
+            for key, ids in (alias_holders(self.conn, rest) if rest else {}).items():
+                if len(ids) == 1:
+                    found[key] = rules.EntityRef(ids[0], self.head(ids[0]).name)
+        return found
+
+    def head(self, entity_id: int) -> rules.EntityHead:
+        name, entity_type, created_at = self.conn.execute(
+            "SELECT name, entity_type, created_at FROM entities WHERE id = %s", (entity_id,)).fetchone()
+        self._names[entity_id] = name
+        return rules.EntityHead(entity_id, name, entity_type, created_at)
+
+    def _name(self, entity_id: int) -> str:
+        return self._names.get(entity_id) or self.head(entity_id).name
+
+    def insert_entity(self, name: str, key: str, entity_type: str) -> int:
+        entity_id = self.conn.execute(
+            """INSERT INTO entities (name, name_key, entity_type, created_at, updated_at)
+               VALUES (%s, %s, %s, %s, %s) RETURNING id""", (name, key, entity_type, self.at, self.at)).fetchone()[0]
+        self._names[entity_id] = name
+        return entity_id
+
+    def insert_observation(self, entity_id: int, content: str) -> bool:
+        row = self.conn.execute(
+            """INSERT INTO memories (entity_id, content, content_hash, memory_type, created_at, updated_at)
+               VALUES (%s, %s, %s, 'observation', %s, %s)
+               ON CONFLICT ((coalesce(entity_id, 0)), content_hash) DO NOTHING RETURNING id""",
+            (entity_id, content, lexical.content_hash(content, self._name(entity_id)), self.at, self.at)).fetchone()
+        if row is not None:
+            self.store._memories_written(self.conn, [row[0]])
+        return row is not None
+
+    def delete_observation(self, entity_id: int, content: str) -> str | None:
+        row = self.conn.execute(
+            "DELETE FROM memories WHERE entity_id = %s AND content_hash = %s RETURNING content",
+            (entity_id, lexical.content_hash(content, self._name(entity_id)))).fetchone()
+        return row[0] if row else None
+
+    def touch(self, entity_ids: Sequence[int]) -> None:
+        self.conn.execute("UPDATE entities SET updated_at = %s WHERE id = ANY(%s)", (self.at, list(entity_ids)))
+
+    def reachable(self, start: int, goal: int, types: tuple[str, ...]) -> list[str]:
+        if start == goal:
+            return [self._name(start)]
+        where = "AND r.relation_type = ANY(%(types)s)" if types else ""
+        params = {"start": start, "goal": goal, "types": list(types)}
+        walk = f"""WITH RECURSIVE walk(id) AS (SELECT %(start)s::bigint UNION
+                   SELECT r.to_id FROM relations r JOIN walk ON r.from_id = walk.id {where})"""
+        if not self.conn.execute(f"{walk} SELECT EXISTS (SELECT 1 FROM walk WHERE id = %(goal)s)", params).fetchone()[0]:
+            return []
+        # Rare (the write is refused): the edges of what start reaches, walked breadth first for a readable path.
+        out: dict[int, list[int]] = {}
+        for a, b in self.conn.execute(f"""{walk} SELECT r.from_id, r.to_id FROM relations r
+                                          WHERE r.from_id IN (SELECT id FROM walk) {where} ORDER BY r.from_id, r.relation_type, r.to_id""",
+                                      params):
+            out.setdefault(a, []).append(b)
+        parent, frontier = {start: start}, [start]
+        while frontier and goal not in parent:
+            nxt = []
+            for node in frontier:
+                for to in out.get(node, ()):
+                    if to not in parent:
+                        parent[to] = node
+                        nxt.append(to)
+            frontier = nxt
+        ids, node = [goal], goal
+        while node != start:
+            node = parent[node]
+            ids.append(node)
+        names = dict(self.conn.execute("SELECT id, name FROM entities WHERE id = ANY(%s)", (ids,)).fetchall())
+        return [names[i] for i in reversed(ids)]
+
+    def insert_relation(self, from_id: int, relation_type: str, to_id: int) -> bool:
+        return self.conn.execute(
+            """INSERT INTO relations (from_id, relation_type, to_id, created_at) VALUES (%s, %s, %s, %s)
+               ON CONFLICT DO NOTHING""", (from_id, relation_type, to_id, self.at)).rowcount > 0
+
+    def delete_relation(self, from_id: int, relation_type: str, to_id: int) -> bool:
+        return self.conn.execute("DELETE FROM relations WHERE from_id = %s AND relation_type = %s AND to_id = %s",
+                                 (from_id, relation_type, to_id)).rowcount > 0
+
+    def load_entities(self, ids: Sequence[int]) -> dict[int, Entity]:
+        return load_entities(self.conn, ids)
+
+    def relations_touching(self, ids: Sequence[int]) -> list[Relation]:
+        return relations_touching(self.conn, ids)
+
+    def delete_entities(self, ids: Sequence[int]) -> None:
+        # memories and relations go with them (ON DELETE CASCADE)
+        self.conn.execute("DELETE FROM entities WHERE id = ANY(%s)", (list(ids),))
+
+    def before_change(self, ids: Sequence[int]) -> None:
+        """No undo records: this engine does not undo yet."""
+
+    def entities_changed(self, ids: Sequence[int]) -> None:
+        ids = list(dict.fromkeys(ids))
+        retag(self.conn, ids)
+        self.store._entities_written(self.conn, ids)
+
+    def journal(self, tool: str, action: str, entities: Sequence[str], detail: dict[str, Any] | None) -> None:
+        self.store._journal(self.conn, tool, action, entities, detail, self.at)
+
+
+def retag(conn: Any, ids: Sequence[int]) -> None:
+    """An entity's tags after its observations changed: the ones it was given, then the `#tags`
+    its observations and body carry, each once (as store/sqlite_vault.py keeps them)."""
+    for entity_id in ids:
+        row = conn.execute("SELECT tags, metadata, body FROM entities WHERE id = %s", (entity_id,)).fetchone()
+        if row is None:
+            continue
+        tags, meta, body = list(row[0]), dict(row[1]), row[2]
+        body_only = {t.casefold() for t in meta.get(BODY_TAGS, [])}
+        observations = [c for (c,) in conn.execute(
+            "SELECT content FROM memories WHERE entity_id = %s ORDER BY id", (entity_id,))]
+        own = [t for t in tags if t.casefold() not in body_only]
+        every, inline = all_tags(EntityDocument("", tags=own, body=set_observations(body, observations)))
+        if every != tags:
+            meta.pop(BODY_TAGS, None)
+            meta.update({BODY_TAGS: inline} if inline else {})
+            conn.execute("UPDATE entities SET tags = %s, metadata = %s WHERE id = %s",
+                         (json.dumps(every, ensure_ascii=False), json.dumps(meta, ensure_ascii=False), entity_id))
+
+
+class PostgresGraphWrites:
+    """The six graph writes (mixed into PostgresStore), each one transaction over the rules.
+
+    Two hooks let the search part keep its indexes current inside the same transaction:
+    `_memories_written(conn, ids)` after memories are inserted, `_entities_written(conn, ids)`
+    after entities changed (names, observations, tags). Deletes cascade."""
+
+    schema: Any
+
+    def _memories_written(self, conn: Any, ids: Sequence[int]) -> None:
+        """Search upkeep for new memories (none needed beyond the tables' own)."""
+
+    def _entities_written(self, conn: Any, ids: Sequence[int]) -> None:
+        """Search upkeep for changed entities (none needed beyond the tables' own)."""
+
+    def create_entities(self, entities: Sequence[EntityInput], *, origin: str) -> list[CreatedEntity]:
+        with self._write() as conn:  # type: ignore[attr-defined]
+            return rules.create_entities(PostgresGraphTx(self, conn), self.schema, entities, origin)
+
+    def create_relations(self, relations: Sequence[RelationInput], *, origin: str) -> rules.RelationsCreated:
+        with self._write() as conn:  # type: ignore[attr-defined]
+            return rules.create_relations(PostgresGraphTx(self, conn), self.schema, relations, origin)
+
+    def add_observations(self, batches: Sequence[ObservationBatch], *, origin: str) -> list[AddedObservations]:
+        with self._write() as conn:  # type: ignore[attr-defined]
+            return rules.add_observations(PostgresGraphTx(self, conn), self.schema, batches, origin)
+
+    def delete_entities(self, names: Sequence[str], *, origin: str) -> list[str]:
+        with self._write() as conn:  # type: ignore[attr-defined]
+            return rules.delete_entities(PostgresGraphTx(self, conn), self.schema, names, origin)
+
+    def delete_observations(self, batches: Sequence[ObservationBatch], *, origin: str) -> list[RemovedObservations]:
+        with self._write() as conn:  # type: ignore[attr-defined]
+            return rules.delete_observations(PostgresGraphTx(self, conn), self.schema, batches, origin)
+
+    def delete_relations(self, relations: Sequence[RelationInput], *, origin: str) -> list[Relation]:
+        with self._write() as conn:  # type: ignore[attr-defined]
+            return rules.delete_relations(PostgresGraphTx(self, conn), self.schema, relations, origin)

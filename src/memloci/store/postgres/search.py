@@ -1,0 +1,284 @@
+"""Search in the postgres engine: memories by words, CJK pieces and vectors; entities by words.
+
+What each engine returns here are candidates with scores; the ranking (fusion, decay, cues)
+is search/hybrid.py's and search/entities.py's, the same for every engine.
+
+- Words: `search @@ query` over the weighted tsvectors of search_schema.py, scored with
+  ts_rank and the weights SQLite's BM25 gives its columns (memories: own words 1, tags and type
+  0.5, neighbours' words 0.4; entities: name 1, aliases and tags 0.8, type 0.4, text 0.2).
+  Each query word is looked up stemmed (`english`) and as written (`simple`), so a tag such as
+  "decisions" is found as typed.
+- Chinese/Japanese: the query's runs as two- and three-character pieces against the `grams`
+  tsvectors (pairs holding a hiragana character are left out: mostly particles and endings).
+- Vectors: pgvector's HNSW index (cosine), the filters in the same SQL (VectorSearch in
+  search/vectors.py); each candidate is lifted by its thread neighbours' similarity, as the
+  in-process index does.
+- Entities: words (a word that begins words of names stands for them, one found nowhere is
+  tried as a prefix, then respelled from the words of names, then by pg_trgm similarity to
+  names), then substrings of names, types, aliases, tags, notes and observations (pg_trgm
+  indexes), as store/sqlite_search.py ranks them.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from ...model import MemoryFilter, SearchHit, SearchResult, name_key
+from ...search import lexical
+from .. import NameVocabulary
+from ..sqlite_search import query_terms as entity_query_terms
+from .graph import load_entities, relations_touching, resolve
+from .memories import filter_sql, library_meta, vector_text
+
+_HIRAGANA = re.compile(r"[\u3040-\u309f]")
+# ts_rank's weights are {D, C, B, A}
+_MEMORY_WEIGHTS = "{0.1, 0.4, 0.5, 1.0}"  # A own words, B tags and type, C neighbours' words
+_ENTITY_WEIGHTS = "{0.2, 0.4, 0.8, 1.0}"  # A name, B aliases and tags, C type, D observations and body
+NEIGHBOUR_WEIGHT = 0.3  # as search/vectors.py: a share of each thread neighbour's similarity
+EF_SEARCH = 100  # HNSW candidates looked at per query (pgvector's default is 40)
+FUZZY_MIN = 0.5  # word_similarity of a misspelled word to a name, at least
+POOL = 300  # entities ranked for a page at most (as store/sqlite_search.py)
+
+
+def words_query(terms: Sequence[str]) -> tuple[str, list[str]]:
+    """SQL for a tsquery matching any of `terms`, stemmed or as written, and its parameters."""
+    parts = " || ".join("plainto_tsquery('english', %s) || plainto_tsquery('simple', %s)" for _ in terms)
+    return f"({parts})", [t for term in terms for t in (term, term)]
+
+
+def cjk_query(runs: Sequence[str]) -> str | None:
+    """A tsquery (text) matching any two- or three-character piece of the runs."""
+    trigrams = [run[i:i + 3] for run in runs if len(run) >= 3 for i in range(len(run) - 2)]
+    pairs = [p for run in runs for p in (run[i:i + 2] for i in range(len(run) - 1)) if not _HIRAGANA.search(p)]
+    pieces = list(dict.fromkeys(trigrams + pairs))
+    if not pieces:
+        return None
+    return " | ".join("'" + p.replace("\\", "\\\\").replace("'", "''") + "'" for p in pieces)
+
+
+class PostgresSearch:
+    """The search half of PostgresStore (mixed in; uses its _read)."""
+
+    # -- memories ------------------------------------------------------------------------
+
+    def lexical_memory_candidates(self, terms: list[str], grams: list[str], k: int,
+                                  filters: MemoryFilter) -> dict[int, float]:
+        """memory id -> relevance (higher is better) by words, plus CJK pieces, within `filters`."""
+        found: dict[int, float] = {}
+        with self._read() as conn:
+            where, params = filter_sql(filters, conn)
+            if terms:
+                query, qparams = words_query(terms)
+                for memory_id, score in conn.execute(
+                        f"""SELECT m.id, ts_rank('{_MEMORY_WEIGHTS}', m.search, q, 1) AS s
+                            FROM memories m, (SELECT {query}) AS w(q) WHERE m.search @@ q AND {where} ORDER BY s DESC LIMIT %s""",
+                        (*qparams, *params, k)):
+                    found[int(memory_id)] = float(score)
+            pieces = cjk_query(grams)
+            if pieces:
+                for memory_id, score in conn.execute(
+                        f"""SELECT m.id, ts_rank(m.grams, q) AS s FROM memories m, (SELECT %s::tsquery) AS w(q)
+                            WHERE m.grams @@ q AND {where} ORDER BY s DESC LIMIT %s""", (pieces, *params, k)):
+                    found[int(memory_id)] = found.get(int(memory_id), 0.0) + float(score)
+        return found
+
+    def vector_candidates(self, query: Any, k: int, filters: MemoryFilter, *, model: str | None = None,
+                          also: Sequence[int] = ()) -> Any:
+        """The best `k` memories within `filters` by cosine similarity to `query` (HNSW, the
+        filter in the same query), each lifted by its thread neighbours', and the `also` ids'.
+        Nothing when the library's vectors are of another model than `model`."""
+        from ...search.vectors import VectorCandidates
+
+        with self._read() as conn:
+            have = library_meta(conn, "embedding_model")
+            dimension = int(library_meta(conn, "embedding_dimension") or 0)
+            if have is None or (model is not None and have != model) or dimension != len(query):
+                return VectorCandidates({}, 0.0, 0.0)
+            where, params = filter_sql(filters, conn)
+            vector = vector_text(query)
+            filtered = where != "TRUE"
+            # A filter drops rows after the index found them: look at more, and keep scanning
+            # the graph until k rows pass (pgvector 0.8 iterative scans).
+            conn.execute("SELECT set_config('hnsw.ef_search', %s, true)", (str(max(EF_SEARCH, k) * (4 if filtered else 1)),))
+            if filtered:
+                conn.execute("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true)")
+            own = {int(i): float(s) for i, s in conn.execute(
+                f"""SELECT v.memory_id, 1 - (v.embedding <=> %s::vector) FROM memory_vectors v
+                    {"JOIN memories m ON m.id = v.memory_id WHERE " + where if filtered else ""}
+                    ORDER BY v.embedding <=> %s::vector LIMIT %s""", (vector, *params, vector, k))}
+            exhausted = len(own) < k  # every vector the filter allows was seen
+            extra = [i for i in dict.fromkeys(also) if i not in own]
+            if extra:
+                own.update({int(i): float(s) for i, s in conn.execute(
+                    f"""SELECT v.memory_id, 1 - (v.embedding <=> %s::vector) FROM memory_vectors v
+                        JOIN memories m ON m.id = v.memory_id WHERE v.memory_id = ANY(%s) AND {where}""",
+                    (vector, extra, *params))})
+            if not own:
+                return VectorCandidates({}, 0.0, 0.0)
+            lifted = dict(own)
+            # neighbours: the memories just before and after in the same thread that have vectors
+            for memory_id, before, after in conn.execute(
+                    """SELECT m.id,
+                              (SELECT 1 - (pv.embedding <=> %(q)s::vector) FROM memories p
+                               JOIN memory_vectors pv ON pv.memory_id = p.id
+                               WHERE p.thread = m.thread AND p.id < m.id ORDER BY p.id DESC LIMIT 1),
+                              (SELECT 1 - (nv.embedding <=> %(q)s::vector) FROM memories n
+                               JOIN memory_vectors nv ON nv.memory_id = n.id
+                               WHERE n.thread = m.thread AND n.id > m.id ORDER BY n.id LIMIT 1)
+                       FROM memories m WHERE m.id = ANY(%(ids)s) AND m.thread <> ''""",
+                    {"q": vector, "ids": list(own)}):
+                lifted[int(memory_id)] += NEIGHBOUR_WEIGHT * (float(before or 0.0) + float(after or 0.0))
+        high = max(lifted.values())
+        # The in-process index scales by the lowest similarity over every allowed memory; here
+        # that is known only when all of them were seen, else 0 stands for it (what unrelated
+        # text scores against a unit vector, near enough, in a large library).
+        low = min(lifted.values()) if exhausted else min(0.0, min(lifted.values()))
+        return VectorCandidates(lifted, low, high)
+
+    # -- entities ------------------------------------------------------------------------
+
+    def _entity_terms(self, conn: Any, query: str, stop_words: frozenset[str],
+                      names: NameVocabulary | None) -> list[tuple[str, str, str, list[Any]]]:
+        """(label, how, SQL condition on `e`, its parameters) for each query word that matches
+        any entity: whole (or a word of names it begins), else as a prefix, else respelled."""
+        plan = []
+        for word, kind in entity_query_terms(query, stop_words):
+            if kind == "cjk":
+                pieces = cjk_query([word]) if len(word) > 1 else f"'{word}':*"
+                cond, params, how = "e.grams @@ %s::tsquery", [pieces], "word"
+            else:
+                words = [word, *(names.complete(word) if names is not None and len(word) >= lexical.PREFIX_MIN else [])]
+                sql, wp = words_query(words)
+                cond, params, how = f"e.search @@ {sql}", wp, "word"
+                if not _exists(conn, cond, params) and len(word) >= lexical.PREFIX_MIN:
+                    cond, params, how = "e.search @@ to_tsquery('simple', %s)", [_prefix(word)], "prefix"
+                if not _exists(conn, cond, params):
+                    respelled = names.respell(word) if names is not None else None
+                    if respelled:
+                        sql, wp = words_query(respelled[0])
+                        cond, params, how = f"e.search @@ {sql}", wp, f"respelled {respelled[1]}"
+                    elif len(word) >= 4:  # names within a few typos, by trigrams (pg_trgm)
+                        cond, params, how = "%s <%% e.name_key AND word_similarity(%s, e.name_key) >= %s", \
+                            [word, word, FUZZY_MIN], f"name ~ {word}"
+            if _exists(conn, cond, params):
+                plan.append((word, how, cond, params))
+        return plan
+
+    def _rank_entities(self, conn: Any, query: str, want: int, stop_words: frozenset[str],
+                       names: NameVocabulary | None) -> dict[int, tuple[float, int, str]]:
+        """entity id -> (score 0..1, query words held, why): word matches by rank, then substrings."""
+        plan = self._entity_terms(conn, query, stop_words, names)
+        scored: dict[int, tuple[float, int, str]] = {}
+        if plan:
+            held = " + ".join(f"({cond})::int" for _, _, cond, _ in plan)
+            anyof = " OR ".join(f"({cond})" for _, _, cond, _ in plan)
+            words = [w for w in plan if w[2].startswith("e.search")]
+            rank = "0"
+            rank_params: list[Any] = []
+            if words:
+                sql, rank_params = words_query([w[0] for w in words])
+                rank = f"ts_rank('{_ENTITY_WEIGHTS}', e.search, {sql})"
+            params = [p for _, _, _, ps in plan for p in ps]
+            rows = conn.execute(
+                f"""SELECT e.id, {rank} + 0.1 * ({held}) AS s, {held} AS n FROM entities e
+                    WHERE {anyof} ORDER BY s DESC, e.id DESC LIMIT %s""",
+                (*rank_params, *params, *params, *params, max(want, 1))).fetchall()
+            best = max((float(r[1]) for r in rows), default=0.0) or 1.0
+            for entity_id, score, n in rows:
+                scored[int(entity_id)] = (float(score) / best, int(n), _why(plan, int(n), float(score)))
+        text = query.strip()
+        if len(scored) < want and text:
+            for entity_id, why in _substrings(conn, text, want + len(scored)):
+                if entity_id not in scored and len(scored) < want:
+                    scored[entity_id] = (0.0, 0, why)
+        return scored
+
+    def search_entities(self, query: str, *, limit: int, extra: Sequence[tuple[str, float, str]] = (),
+                        stop_words: frozenset[str] = frozenset(), names: NameVocabulary | None = None,
+                        count_cap: int = 0) -> SearchResult:
+        """Entities ranked by their words' rank, substring matches after them; `extra` (name,
+        score 0..1, why) found by other signals (meaning) fused in: a word match scores its rank
+        over the best one's, plus its signal. With `count_cap`, a truncated result's
+        total_count is every match up to it."""
+        with self._read() as conn:
+            fused = self._rank_entities(conn, query, limit + 1, stop_words, names)  # one extra: truncated?
+            if extra:
+                ids = resolve(conn, [name for name, _, _ in extra])
+                boosted: set[int] = set()
+                for name, score, why in sorted(extra, key=lambda e: -e[1]):
+                    ref = ids.get(name_key(name))
+                    if ref is None or ref.id in boosted:  # an entity's best signal counts, once
+                        continue
+                    boosted.add(ref.id)
+                    words, matched, said = fused.get(ref.id, (0.0, 0, ""))
+                    fused[ref.id] = (words + score, matched, f"{said}; {why}" if said else why)
+            ranked = sorted(fused, key=lambda i: -fused[i][0])
+            truncated = len(ranked) > limit
+            ranked = ranked[:limit]
+            entities = load_entities(conn, ranked)
+            hits = tuple(SearchHit(entities[i], *fused[i]) for i in ranked if i in entities)
+            relations = relations_touching(conn, list(entities))
+            total = self._count(conn, query, count_cap, stop_words, names) if truncated and count_cap else None
+        return SearchResult(hits, tuple(relations), truncated, total)
+
+    def count_entities(self, query: str, *, cap: int, stop_words: frozenset[str] = frozenset(),
+                       names: NameVocabulary | None = None) -> int:
+        """How many entities search_entities finds by words and substrings, up to `cap`."""
+        with self._read() as conn:
+            return self._count(conn, query, cap, stop_words, names)
+
+    def _count(self, conn: Any, query: str, cap: int, stop_words: frozenset[str], names: NameVocabulary | None) -> int:
+        plan = self._entity_terms(conn, query, stop_words, names)
+        if plan:
+            anyof = " OR ".join(f"({cond})" for _, _, cond, _ in plan)
+            (n,) = conn.execute(f"SELECT count(*) FROM (SELECT 1 FROM entities e WHERE {anyof} LIMIT %s) x",
+                                (*[p for _, _, _, ps in plan for p in ps], cap)).fetchone()
+            if n:
+                return min(int(n), cap)
+        text = query.strip()
+        return min(len({i for i, _ in _substrings(conn, text, cap)}), cap) if text else 0
+
+
+def _exists(conn: Any, cond: str, params: Sequence[Any]) -> bool:
+    return conn.execute(f"SELECT EXISTS (SELECT 1 FROM entities e WHERE {cond})", list(params)).fetchone()[0]
+
+
+def _prefix(word: str) -> str:
+    """A prefix tsquery for one word, quoted (the word never reaches tsquery syntax)."""
+    return "'" + word.replace("\\", "\\\\").replace("'", "''") + "':*"
+
+
+def _why(plan: list[tuple[str, str, str, list[Any]]], held: int, score: float) -> str:
+    """"all 3 words, rank 0.61" / "1 of 2 words (postgre as prefix)" / "... respelled alcie→alice"."""
+    n = len(plan)
+    what = (f"all {n} words" if n > 1 else "word") if held == n else f"{held} of {n} words"
+    prefixes = [label for label, how, _, _ in plan if how == "prefix"]
+    if prefixes:
+        what += f" ({', '.join(prefixes)} as prefix)"
+    fixes = [how.split(" ", 1)[1] for _, how, _, _ in plan if how.startswith("respelled ")]
+    fixes += [how for _, how, _, _ in plan if how.startswith("name ~ ")]
+    if fixes:
+        what += ", name ~ " + " ".join(f.removeprefix("name ~ ") for f in fixes)
+    return f"{what}, rank {score:.3g}"
+
+
+def _substrings(conn: Any, text: str, limit: int) -> list[tuple[int, str]]:
+    """Entities holding `text` as a substring (case-insensitive): of a name, type, alias or tag,
+    of the note's body, then of an observation (the official server's guarantee; pg_trgm
+    indexes answer for three characters or more)."""
+    pattern = lexical.like_pattern(text.lower())
+    found = [(int(r[0]), "substring of name, type or alias") for r in conn.execute(
+        r"SELECT id FROM entities WHERE labels LIKE %s ESCAPE '\' LIMIT %s", (pattern, limit))]
+    if len(found) < limit:
+        found += [(int(r[0]), "substring of the note") for r in conn.execute(
+            r"SELECT id FROM entities WHERE body ILIKE %s ESCAPE '\' LIMIT %s", (pattern, limit))]
+    if len(found) < limit:
+        found += [(int(r[0]), "substring of an observation") for r in conn.execute(
+            r"""SELECT DISTINCT entity_id FROM memories WHERE entity_id IS NOT NULL AND content ILIKE %s ESCAPE '\'
+                LIMIT %s""", (pattern, limit))]
+    seen: dict[int, str] = {}
+    for entity_id, why in found:
+        seen.setdefault(entity_id, why)
+    return list(seen.items())[:limit]

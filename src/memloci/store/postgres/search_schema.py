@@ -1,0 +1,127 @@
+"""Migration 2 of the postgres engine: what its full-text and vector search need (weighted
+tsvector, pg_trgm, pgvector). Run by schema.py, in the library's schema (first on the
+search_path), inside the migration transaction. Extensions are database-wide: create them
+`SCHEMA public` so every library's schema finds them.
+
+Every index here is kept by PostgreSQL itself (generated columns and triggers), so a row is
+indexed the same whichever code path wrote it (a memory, an observation, a migrated row):
+- memories.search: the memory's words (weight A), its thread neighbours' words (`context`,
+  weight C) and its tags and type (weight B), as SQLite's memory_fts weighs them (1, 0.4, 0.5).
+  The `english` configuration stems ("deploying" finds "deployed") as SQLite's porter
+  tokenizer does, so both engines answer a question alike; tags and type use `simple`.
+- memories.grams / entities.grams: the two- and three-character pieces of every run of
+  Chinese, Japanese or Korean text (a tsvector of raw lexemes), so 東京 finds 東京の旅行計画:
+  full-text parsers keep such a run as one word, and pg_trgm cannot index fewer than three.
+- entities.search: name (A), aliases and tags (B), type (C), observations and body (D), kept
+  current by triggers on entities and on their observations.
+- pg_trgm indexes: substrings of names, types, aliases and observations (ILIKE), and names
+  within a few typos (word_similarity on name_key).
+- memory_vectors (pgvector): its column is given the model's dimension, and an HNSW index
+  (cosine), when the first vectors are saved (memories.py set_vector_column).
+"""
+
+from __future__ import annotations
+
+SEARCH_MIGRATION = r"""
+CREATE EXTENSION IF NOT EXISTS pg_trgm SCHEMA public;
+CREATE EXTENSION IF NOT EXISTS vector SCHEMA public;
+
+CREATE TABLE IF NOT EXISTS library_meta (key text PRIMARY KEY, value text NOT NULL);
+INSERT INTO library_meta (key, value) VALUES ('vectors_version', '0') ON CONFLICT (key) DO NOTHING;
+
+-- The CJK runs of a text as its two- and three-character pieces (raw lexemes, not parsed).
+CREATE FUNCTION memloci_cjk_grams(t text) RETURNS tsvector
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $f$
+    SELECT coalesce(array_to_tsvector(array_agg(DISTINCT g)), ''::tsvector)
+    FROM (SELECT CASE WHEN length(r[1]) = 1 THEN r[1] ELSE substr(r[1], i, n) END AS g
+          FROM regexp_matches(coalesce(t, ''), '[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]+', 'g') AS r,
+               generate_series(2, 3) AS n,
+               generate_series(1, greatest(length(r[1]) - n + 1, 1)) AS i
+          WHERE length(r[1]) >= n OR length(r[1]) = 1) pieces
+$f$;
+
+ALTER TABLE memories ADD COLUMN context text NOT NULL DEFAULT '';  -- the thread neighbours' words
+ALTER TABLE memories ADD COLUMN search tsvector GENERATED ALWAYS AS (
+       setweight(to_tsvector('english', content), 'A')
+    || setweight(to_tsvector('simple', tags) || to_tsvector('simple', memory_type), 'B')
+    || setweight(to_tsvector('english', context), 'C')) STORED;
+ALTER TABLE memories ADD COLUMN grams tsvector GENERATED ALWAYS AS (memloci_cjk_grams(content)) STORED;
+
+CREATE INDEX memories_search ON memories USING gin (search);
+CREATE INDEX memories_grams ON memories USING gin (grams);
+CREATE INDEX memories_content_trgm ON memories USING gin (content gin_trgm_ops);
+CREATE INDEX memories_type_key ON memories (lower(memory_type));
+
+-- The vectors (pgvector): the column gets the model's dimension, and its HNSW index, when the
+-- first vectors are saved (memories.py set_vector_column).
+CREATE TABLE memory_vectors (
+    memory_id bigint PRIMARY KEY REFERENCES memories(id) ON DELETE CASCADE,
+    embedding vector NOT NULL
+);
+
+ALTER TABLE entities ADD COLUMN search tsvector NOT NULL DEFAULT ''::tsvector;
+ALTER TABLE entities ADD COLUMN grams tsvector NOT NULL DEFAULT ''::tsvector;
+-- names, types, aliases and tags as one text, for substring matches
+ALTER TABLE entities ADD COLUMN labels text GENERATED ALWAYS AS (
+    lower(name || ' ' || entity_type || ' ' || aliases::text || ' ' || tags::text)) STORED;
+
+-- (functions that read tables pin the search_path they were made under: the library's schema)
+CREATE FUNCTION memloci_entity_text(entity bigint) RETURNS text
+LANGUAGE sql STABLE SET search_path FROM CURRENT AS $f$
+    SELECT coalesce(string_agg(content, E'\n' ORDER BY id), '') FROM memories WHERE entity_id = entity
+$f$;
+
+CREATE FUNCTION memloci_entity_index() RETURNS trigger LANGUAGE plpgsql SET search_path FROM CURRENT AS $f$
+DECLARE
+    said text := memloci_entity_text(NEW.id) || E'\n' || coalesce(NEW.body, '');
+BEGIN
+    NEW.search := setweight(to_tsvector('english', NEW.name), 'A')
+               || setweight(to_tsvector('simple', NEW.aliases) || to_tsvector('simple', NEW.tags), 'B')
+               || setweight(to_tsvector('english', NEW.entity_type), 'C')
+               || setweight(to_tsvector('english', said), 'D');
+    NEW.grams := setweight(memloci_cjk_grams(NEW.name || ' ' || NEW.entity_type || ' ' || NEW.aliases::text
+                                             || ' ' || NEW.tags::text), 'A')
+              || setweight(memloci_cjk_grams(said), 'D');
+    RETURN NEW;
+END
+$f$;
+CREATE TRIGGER entities_index BEFORE INSERT OR UPDATE OF name, entity_type, aliases, tags, body ON entities
+    FOR EACH ROW EXECUTE FUNCTION memloci_entity_index();
+
+-- An observation written, changed or removed: its entity's index again (setting `name` to
+-- itself runs the trigger above). An update that leaves every text alone (an access counted)
+-- changes no index.
+CREATE FUNCTION memloci_observations_changed() RETURNS trigger LANGUAGE plpgsql SET search_path FROM CURRENT AS $f$
+BEGIN
+    IF TG_OP = 'UPDATE' THEN
+        UPDATE entities e SET name = e.name WHERE e.id IN (
+            SELECT o.entity_id FROM old_rows o JOIN new_rows n ON n.id = o.id
+            WHERE o.entity_id IS NOT NULL AND (o.content <> n.content OR o.entity_id IS DISTINCT FROM n.entity_id)
+            UNION SELECT n.entity_id FROM old_rows o JOIN new_rows n ON n.id = o.id
+            WHERE n.entity_id IS NOT NULL AND (o.content <> n.content OR o.entity_id IS DISTINCT FROM n.entity_id));
+        RETURN NULL;
+    END IF;
+    IF TG_OP = 'INSERT' THEN
+        UPDATE entities e SET name = e.name WHERE e.id IN (SELECT entity_id FROM new_rows WHERE entity_id IS NOT NULL);
+    END IF;
+    IF TG_OP = 'DELETE' THEN
+        UPDATE entities e SET name = e.name WHERE e.id IN (SELECT entity_id FROM old_rows WHERE entity_id IS NOT NULL);
+    END IF;
+    RETURN NULL;
+END
+$f$;
+CREATE TRIGGER observations_inserted AFTER INSERT ON memories REFERENCING NEW TABLE AS new_rows
+    FOR EACH STATEMENT EXECUTE FUNCTION memloci_observations_changed();
+CREATE TRIGGER observations_deleted AFTER DELETE ON memories REFERENCING OLD TABLE AS old_rows
+    FOR EACH STATEMENT EXECUTE FUNCTION memloci_observations_changed();
+CREATE TRIGGER observations_updated AFTER UPDATE ON memories
+    REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows
+    FOR EACH STATEMENT EXECUTE FUNCTION memloci_observations_changed();
+
+CREATE INDEX entities_search ON entities USING gin (search);
+CREATE INDEX entities_grams ON entities USING gin (grams);
+CREATE INDEX entities_labels_trgm ON entities USING gin (labels gin_trgm_ops);
+CREATE INDEX entities_body_trgm ON entities USING gin (body gin_trgm_ops);
+CREATE INDEX entities_name_trgm ON entities USING gin (name_key gin_trgm_ops);
+UPDATE entities SET name = name;
+"""

