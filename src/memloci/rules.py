@@ -149,9 +149,10 @@ def check_unique_names(schema: LibrarySchema, entities: Sequence[EntityInput],
                              details={"existing": taken})
 
 
-def repeated_observation(schema: LibrarySchema, content: str, entity_name: str) -> ValidationError:
+def repeated_observation(schema: LibrarySchema, content: str, entity_name: str,
+                         field: str = "observations") -> ValidationError:
     """The error of an observation the entity holds already, under `unique_observations`."""
-    return ValidationError(f"observations: '{content[:60]}' is already an observation of '{entity_name}'; schema "
+    return ValidationError(f"{field}: '{content[:60]}' is already an observation of '{entity_name}'; schema "
                            f"'{schema.name}' keeps observations unique per entity (nothing was added)")
 
 

@@ -13,9 +13,10 @@ import logging
 import threading
 from typing import Any
 
-from . import schema
+from . import rules, schema
 from .errors import ConflictError, InternalError, InvalidRelationError, MemlociError, NotFoundError, ValidationError
 from .libraries import LibraryRegistry, ProjectRef
+from .rules import RelationsCreated, find_cycles
 from .model import (
     AddedObservations,
     CreatedEntity,
@@ -207,8 +208,8 @@ class MemoryService(DocumentService, ProjectService, HistoryService):
         return result
 
     def create_relations(self, relations: Sequence[RelationInput], *, library: str | None = None,
-                         origin: str = "create_relations") -> tuple[list[Relation], list[Relation]]:
-        """Returns (created, already existing)."""
+                         origin: str = "create_relations") -> RelationsCreated:
+        """The relations created, and those already there (unpacks as `created, existing`)."""
         clean = schema.validate_relations(relations)
         store = self.store(library)
         for i, r in enumerate(clean):
@@ -227,9 +228,7 @@ class MemoryService(DocumentService, ProjectService, HistoryService):
         for i, b in enumerate(clean):
             for j, o in enumerate(b.contents):
                 store.schema.check_observation(o, f"observations[{i}].contents[{j}]")
-            if store.schema.unique_observations and len(set(b.contents)) < len(b.contents):
-                raise ValidationError(f"observations[{i}].contents: the same text twice; schema "
-                                      f"'{store.schema.name}' keeps observations unique per entity")
+            rules.check_distinct(store.schema, b.contents, f"observations[{i}].contents")
         result = store.add_observations(clean, origin=origin)
         self._written(store)
         return result
@@ -335,8 +334,7 @@ class MemoryService(DocumentService, ProjectService, HistoryService):
             store.schema.check_observation(m.content, "content")
         memory, created = store.store_memory(m, origin="store_memory")
         if not created and m.entity and store.schema.unique_observations:
-            raise ValidationError(f"content: already an observation of '{memory.entity}'; schema "
-                                  f"'{store.schema.name}' keeps observations unique per entity")
+            raise rules.repeated_observation(store.schema, memory.content, memory.entity, "content")
         if created:
             self._written(store)
         return memory, created
@@ -717,7 +715,7 @@ class MemoryService(DocumentService, ProjectService, HistoryService):
                 rules.check_relation(RelationInput(r.from_entity, r.relation_type, r.to_entity), "relation")
             except MemlociError as exc:
                 report("relation", f"{r.from_entity} -> {r.to_entity}", r.relation_type, exc)
-        for cycle in _cycles(graph.relations, rules):
+        for cycle in find_cycles(graph.relations, rules):
             found.append({"what": "cycle", "where": " -> ".join(cycle), "value": "",
                           "rule": f"schema '{rules.name}': relations must not form a cycle"})
         return found if limit is None else found[:limit]
@@ -833,45 +831,3 @@ def _missing_endpoints(relations: Sequence[RelationInput], exc: InvalidRelationE
              if name_key(name) in missing]
     more = f"; and {len(found) - most} more" if len(found) > most else ""
     return InvalidRelationError("; ".join(found[:most]) + more, hint=exc.hint, details=exc.details)
-
-
-def _cycles(relations: Sequence[Relation], rules: schema.LibrarySchema, most: int = 50) -> list[list[str]]:
-    """Cycles over the relation types the schema keeps acyclic (one per back edge found)."""
-    if not rules.acyclic:
-        return []
-    groups: dict[str, list[Relation]] = {}
-    for r in relations:
-        types = rules.acyclic_types(r.relation_type)
-        if types is not None:
-            groups.setdefault("*" if types == () else r.relation_type, []).append(r)
-    cycles: list[list[str]] = []
-    for group in groups.values():
-        out: dict[str, list[str]] = {}
-        names: dict[str, str] = {}
-        for r in group:
-            a, b = name_key(r.from_entity), name_key(r.to_entity)
-            names[a], names[b] = r.from_entity, r.to_entity
-            out.setdefault(a, []).append(b)
-        state: dict[str, int] = {}  # 1: on the current path, 2: done
-        for start in sorted(out):
-            if state.get(start):
-                continue
-            stack, path = [(start, iter(out.get(start, ())))], [start]
-            state[start] = 1
-            while stack:
-                node, edges = stack[-1]
-                nxt = next(edges, None)
-                if nxt is None:
-                    state[node] = 2
-                    stack.pop()
-                    path.pop()
-                elif state.get(nxt) == 1:
-                    cycle = path[path.index(nxt):] + [nxt]
-                    cycles.append([names[k] for k in cycle])
-                    if len(cycles) >= most:
-                        return cycles
-                elif not state.get(nxt):
-                    state[nxt] = 1
-                    stack.append((nxt, iter(out.get(nxt, ()))))
-                    path.append(nxt)
-    return cycles

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from .. import rules
 from ..errors import InvalidRelationError
 from ..model import CreatedEntity, EntityInput, Relation, RelationInput, name_key, now_iso
 
@@ -41,7 +42,7 @@ def rendered_body(text: str) -> str | None:
 
 
 class MarkdownImport:
-    """`create_graph` of MarkdownStore (uses its _write, _resolve, _insert_observations, ...)."""
+    """`create_graph` of MarkdownStore (uses its _write, _graph_tx, _refresh_fts, _link_pending, ...)."""
 
     def _defers_relations(self) -> bool:
         """Whether relations may wait for their target: not under a schema that types relations
@@ -56,35 +57,35 @@ class MarkdownImport:
         there, relations deferred: for the caller to create once every entity exists)."""
         if not self._defers_relations():
             return self.create_entities(entities, origin=origin), [], [], list(relations)
-        groups = self._grouped(entities)  # the same name twice merges into the first (as create_entities does)
+        groups = rules.grouped(entities)  # the same name twice merges into the first (as create_entities does)
         at = now_iso()
         created: list[Relation] = []
         existing_rel: list[Relation] = []
         with self._write() as conn:
-            existing = self._resolve(conn, [e.name for e, _ in groups.values()])
-            results, touched = self._create_or_merge(conn, groups, existing, at)
-            ids = self._resolve(conn, [n for r in relations for n in (r.from_entity, r.to_entity)])
+            tx = self._graph_tx(conn, at)
+            existing = tx.resolve([e.name for e, _ in groups.values()])
+            results, touched = rules.create_or_merge(tx, self.schema, groups, existing)
+            ids = tx.resolve([n for r in relations for n in (r.from_entity, r.to_entity)])
             missing = [r.from_entity for r in relations if name_key(r.from_entity) not in ids]
             if missing:  # the caller passes only relations going out of this batch or the library
                 raise InvalidRelationError(f"relation endpoints do not exist: {', '.join(missing[:5])}",
                                            details={"missing": missing})
             seen: set[tuple[int, str, str]] = set()
             for r in relations:
-                from_id, from_name = ids[name_key(r.from_entity)]
+                source = ids[name_key(r.from_entity)]
                 target = ids.get(name_key(r.to_entity))
-                triple = (from_id, r.relation_type, name_key(r.to_entity))
+                triple = (source.id, r.relation_type, name_key(r.to_entity))
                 if triple in seen:
                     continue
                 seen.add(triple)
                 if target is not None:
-                    cur = conn.execute("INSERT OR IGNORE INTO relations (from_id, relation_type, to_id, created_at) "
-                                       "VALUES (?, ?, ?, ?)", (from_id, r.relation_type, target[0], at))
-                    to_name = target[1]
+                    new = tx.insert_relation(source.id, r.relation_type, target.id)
+                    to_name = target.name
                 else:  # its target comes in a later batch: a pending link until then
-                    cur = conn.execute("INSERT OR IGNORE INTO pending_links VALUES (?, ?, ?, ?)",
-                                       (from_id, r.relation_type, name_key(r.to_entity), r.to_entity))
+                    new = bool(conn.execute("INSERT OR IGNORE INTO pending_links VALUES (?, ?, ?, ?)",
+                                            (source.id, r.relation_type, name_key(r.to_entity), r.to_entity)).rowcount)
                     to_name = r.to_entity
-                (created if cur.rowcount else existing_rel).append(Relation(from_name, r.relation_type, to_name, at))
+                (created if new else existing_rel).append(Relation(source.name, r.relation_type, to_name, at))
             if touched:
                 self._refresh_fts(conn, touched)
             # Links of earlier batches (and of notes) whose targets this batch created become
@@ -93,13 +94,7 @@ class MarkdownImport:
             resolved = self._link_pending(conn)
             conn.executemany("DELETE FROM md_dirty WHERE entity_id = ?", [(i,) for i in resolved if i not in dirty])
             if touched:
-                self._journal(conn, origin, "create_entities",
-                              [r.name for r in results if r.status == "created" or r.observations],
-                              {"created": [r.name for r in results if r.status == "created"],
-                               "merged": {r.name: list(r.observations) for r in results
-                                          if r.status == "merged" and r.observations}})
+                rules.journal_created(tx, origin, results)
             if created:
-                self._journal(conn, origin, "create_relations",
-                              list(dict.fromkeys(n for r in created for n in (r.from_entity, r.to_entity))),
-                              {"relations": [[r.from_entity, r.relation_type, r.to_entity] for r in created]})
+                rules.journal_related(tx, origin, created)
         return results, created, existing_rel, []

@@ -22,16 +22,12 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import (
-    AlreadyExistsError,
     ConflictError,
-    InvalidRelationError,
     LibraryMissingError,
     LibraryUnreadableError,
-    NotFoundError,
     PermissionDeniedError,
     READ_ONLY_HINT,
     StorageFullError,
-    ValidationError,
     storage_error,
 )
 from .writable import DISK_FULL, write_problem
@@ -49,11 +45,14 @@ from ..model import (
     name_key,
     now_iso,
 )
+from .. import rules
+from ..rules import RelationsCreated
 from ..schema import DEFAULT_SCHEMA, LibrarySchema
 from ..search import lexical
 from .sqlite_documents import SQLiteDocuments
 from .sqlite_graph_reads import SQLiteGraphReads, _chunks, _marks
-from .sqlite_memories import SQLiteMemories, insert_memory
+from .sqlite_graph_tx import SQLiteGraphTx
+from .sqlite_memories import SQLiteMemories
 from .sqlite_passages import SQLitePassages
 from .sqlite_schema import MIGRATIONS, SCHEMA_VERSION
 from .sqlite_search import cjk_grams
@@ -288,44 +287,6 @@ class SQLiteStore(SQLiteGraphReads, SQLiteMemories, SQLitePassages, SQLiteDocume
         )
         self._note_journal_row(cur.lastrowid)  # a change that kept undo records gets them at the commit
 
-    def _insert_observations(self, conn: sqlite3.Connection, entity_id: int, contents: Iterable[str], at: str) -> tuple[list[str], list[str]]:
-        added, skipped = [], []
-        for content in contents:
-            new = insert_memory(conn, entity_id, content, "observation", (), None, {}, at)
-            (added if new is not None else skipped).append(content)
-        if skipped and self.schema.unique_observations:
-            name = conn.execute("SELECT name FROM entities WHERE id = ?", (entity_id,)).fetchone()[0]
-            raise ValidationError(f"observations: '{skipped[0][:60]}' is already an observation of '{name}'; schema "
-                                  f"'{self.schema.name}' keeps observations unique per entity (nothing was added)")
-        return added, skipped
-
-    @staticmethod
-    def _path(conn: sqlite3.Connection, start: int, goal: int, types: tuple[str, ...]) -> list[str]:
-        """Names along relations (of `types`; () for all) from start to goal; [] if goal is not reachable."""
-        where = f"AND r.relation_type IN ({_marks(len(types))})" if types else ""
-        if start == goal:
-            return [conn.execute("SELECT name FROM entities WHERE id = ?", (start,)).fetchone()[0]]
-        reach = conn.execute(
-            f"""WITH RECURSIVE reach(id) AS (SELECT ? UNION SELECT r.to_id FROM relations r JOIN reach ON r.from_id = reach.id
-                {where}) SELECT 1 FROM reach WHERE id = ? LIMIT 1""", (start, *types, goal)).fetchone()
-        if not reach:
-            return []
-        parent, frontier = {start: start}, [start]  # rare (an error): walk again for a readable path
-        while frontier and goal not in parent:
-            nxt = []
-            for node in frontier:
-                for (to,) in conn.execute(f"SELECT r.to_id FROM relations r WHERE r.from_id = ? {where}", (node, *types)):
-                    if to not in parent:
-                        parent[to] = node
-                        nxt.append(to)
-            frontier = nxt
-        ids, node = [goal], goal
-        while node != start:
-            node = parent[node]
-            ids.append(node)
-        names = dict(conn.execute(f"SELECT id, name FROM entities WHERE id IN ({_marks(len(ids))})", ids).fetchall())
-        return [names[i] for i in reversed(ids)]
-
     def _load_entities(self, conn: sqlite3.Connection, ids: Sequence[int], observations: bool = True) -> dict[int, Entity]:
         """Entities by id, in the order of `ids` (ids with no entity are left out)."""
         rows: dict[int, tuple] = {}
@@ -367,220 +328,38 @@ class SQLiteStore(SQLiteGraphReads, SQLiteMemories, SQLitePassages, SQLiteDocume
                 seen.setdefault((rel.from_entity, rel.relation_type, rel.to_entity), rel)
         return list(seen.values())
 
-    # -- writes ------------------------------------------------------------------------
+    # -- writes: the rules are rules.py's, over this engine's GraphTx (sqlite_graph_tx.py) ----
 
-    @staticmethod
-    def _grouped(entities: Sequence[EntityInput]) -> dict[str, tuple[EntityInput, list[str]]]:
-        """Entities by name key; duplicates inside one call merge into the first occurrence (its
-        name and type win)."""
-        groups: dict[str, tuple[EntityInput, list[str]]] = {}
-        for e in entities:
-            key = name_key(e.name)
-            if key in groups:
-                groups[key][1].extend(e.observations)
-            else:
-                groups[key] = (e, list(e.observations))
-        return groups
-
-    def _create_or_merge(self, conn: sqlite3.Connection, groups: dict[str, tuple[EntityInput, list[str]]],
-                         existing: dict[str, tuple[int, str]], at: str) -> tuple[list[CreatedEntity], list[int]]:
-        """Create each entity of `groups`, or add its observations to the one of that name (its
-        type kept); (what create_entities reports, ids of the entities that changed)."""
-        results: list[CreatedEntity] = []
-        touched: list[int] = []
-        for key, (e, observations) in groups.items():
-            if key in existing:
-                entity_id, stored_name = existing[key]
-                entity_type, created_at = conn.execute(
-                    "SELECT entity_type, created_at FROM entities WHERE id = ?", (entity_id,)
-                ).fetchone()
-                added, skipped = self._insert_observations(conn, entity_id, observations, at)
-                if added:
-                    conn.execute("UPDATE entities SET updated_at = ? WHERE id = ?", (at, entity_id))
-                    touched.append(entity_id)
-                ignored = e.entity_type if e.entity_type.casefold() != entity_type.casefold() else None
-                results.append(CreatedEntity(stored_name, entity_type, "merged", tuple(added), tuple(skipped),
-                                             created_at, ignored))
-            else:
-                entity_id = conn.execute(
-                    """INSERT INTO entities (name, name_key, entity_type, created_at, updated_at)
-                       VALUES (?, ?, ?, ?, ?)""",
-                    (e.name, key, e.entity_type, at, at),
-                ).lastrowid
-                added, skipped = self._insert_observations(conn, entity_id, observations, at)
-                results.append(CreatedEntity(e.name, e.entity_type, "created", tuple(added), tuple(skipped), at))
-                touched.append(entity_id)
-        return results, touched
+    def _graph_tx(self, conn: sqlite3.Connection, at: str | None = None, *, link_pending: bool = False) -> SQLiteGraphTx:
+        return SQLiteGraphTx(self, conn, at or now_iso(), link_pending=link_pending)
 
     def create_entities(self, entities: Sequence[EntityInput], *, origin: str) -> list[CreatedEntity]:
-        groups = self._grouped(entities)
         at = now_iso()
         with self._write() as conn:
-            existing = self._resolve(conn, [e.name for e, _ in groups.values()])
-            if self.schema.unique_names and (existing or len(groups) < len(entities)):
-                taken = [n for _, n in existing.values()] or [e.name for e in entities if
-                                                               sum(name_key(x.name) == name_key(e.name) for x in entities) > 1]
-                raise AlreadyExistsError(f"entities.name: '{taken[0]}' already exists; schema '{self.schema.name}' "
-                                         "keeps names unique (nothing was created)",
-                                         hint="Add observations to it instead, or pick another name.",
-                                         details={"existing": taken})
-            results, touched = self._create_or_merge(conn, groups, existing, at)
-            if touched:
-                self._retag(conn, touched)  # observations' #tags are the entity's tags
-                self._refresh_fts(conn, touched)
-                self._link_pending(conn)  # documents that linked to these names before they existed
-                self._journal(
-                    conn, origin, "create_entities",
-                    [r.name for r in results if r.status == "created" or r.observations],
-                    {"created": [r.name for r in results if r.status == "created"],
-                     "merged": {r.name: list(r.observations) for r in results if r.status == "merged" and r.observations}},
-                )
-        return results
+            return rules.create_entities(self._graph_tx(conn, at, link_pending=True), self.schema, entities, origin)
 
-    def create_relations(self, relations: Sequence[RelationInput], *, origin: str) -> tuple[list[Relation], list[Relation]]:
+    def create_relations(self, relations: Sequence[RelationInput], *, origin: str) -> RelationsCreated:
         at = now_iso()
-        created: list[Relation] = []
-        existing: list[Relation] = []
         with self._write() as conn:
-            ids = self._resolve_names(conn, [n for r in relations for n in (r.from_entity, r.to_entity)])  # or an alias
-            missing = list(dict.fromkeys(
-                n for r in relations for n in (r.from_entity, r.to_entity) if name_key(n) not in ids
-            ))
-            if missing:
-                raise InvalidRelationError(
-                    f"relation endpoints do not exist: {', '.join(missing)}",
-                    details={"missing": missing},
-                )
-            triples = dict.fromkeys(
-                (ids[name_key(r.from_entity)], r.relation_type, ids[name_key(r.to_entity)]) for r in relations
-            )
-            for i, ((from_id, from_name), relation_type, (to_id, to_name)) in enumerate(triples):
-                types = self.schema.acyclic_types(relation_type)
-                if types is not None:
-                    path = self._path(conn, to_id, from_id, types)
-                    if path:
-                        raise InvalidRelationError(
-                            f"relations[{i}]: {from_name} -{relation_type}-> {to_name} would close a cycle "
-                            f"({' -> '.join([from_name, *path])}); schema '{self.schema.name}' keeps "
-                            f"{'relations' if not types else relation_type + ' relations'} acyclic (nothing was created)",
-                            hint="Drop or reverse one relation of the cycle.")
-                cur = conn.execute(
-                    "INSERT OR IGNORE INTO relations (from_id, relation_type, to_id, created_at) VALUES (?, ?, ?, ?)",
-                    (from_id, relation_type, to_id, at),
-                )
-                if cur.rowcount:
-                    created.append(Relation(from_name, relation_type, to_name, at))
-                else:
-                    existing.append(Relation(from_name, relation_type, to_name))
-            if created:
-                self._journal(
-                    conn, origin, "create_relations",
-                    list(dict.fromkeys(n for r in created for n in (r.from_entity, r.to_entity))),
-                    {"relations": [[r.from_entity, r.relation_type, r.to_entity] for r in created]},
-                )
-        return created, existing
+            return rules.create_relations(self._graph_tx(conn, at), self.schema, relations, origin)
 
     def add_observations(self, batches: Sequence[ObservationBatch], *, origin: str) -> list[AddedObservations]:
         at = now_iso()
-        results: list[AddedObservations] = []
         with self._write() as conn:
-            ids = self._resolve(conn, [b.entity_name for b in batches])
-            missing = list(dict.fromkeys(b.entity_name for b in batches if name_key(b.entity_name) not in ids))
-            if missing:
-                raise NotFoundError(
-                    f"entities not found: {', '.join(missing)}",
-                    hint="Create them with create_entities first (or check the spelling with search_nodes); nothing was added.",
-                    details={"missing": missing},
-                )
-            touched = []
-            for b in batches:
-                entity_id, stored_name = ids[name_key(b.entity_name)]
-                added, skipped = self._insert_observations(conn, entity_id, b.contents, at)
-                if added:
-                    conn.execute("UPDATE entities SET updated_at = ? WHERE id = ?", (at, entity_id))
-                    touched.append(entity_id)
-                results.append(AddedObservations(stored_name, tuple(added), tuple(skipped)))
-            if touched:
-                self._retag(conn, touched)  # observations' #tags are the entity's tags
-                self._refresh_fts(conn, touched)
-                changed = [r for r in results if r.added]
-                self._journal(conn, origin, "add_observations", [r.entity_name for r in changed],
-                              {"added": {r.entity_name: list(r.added) for r in changed}})
-        return results
+            return rules.add_observations(self._graph_tx(conn, at), self.schema, batches, origin)
 
     def delete_entities(self, names: Sequence[str], *, origin: str) -> list[str]:
         with self._write() as conn:
-            ids = self._resolve(conn, names)
-            if not ids:
-                return []
-            id_list = [i for i, _ in ids.values()]
-            self._before(conn, id_list)
-            removed = list(self._load_entities(conn, id_list).values())
-            relations = self._relations_touching(conn, id_list)
-            for chunk in _chunks(id_list):
-                conn.execute(f"DELETE FROM entities WHERE id IN ({_marks(len(chunk))})", chunk)
-            conn.executemany("DELETE FROM entity_fts WHERE rowid = ?", [(i,) for i in id_list])
-            self._journal(
-                conn, origin, "delete_entities", [e.name for e in removed],
-                {"removed": [{"name": e.name, "entityType": e.entity_type,
-                              "observations": [o.content for o in e.observations]} for e in removed],
-                 "relations": [[r.from_entity, r.relation_type, r.to_entity] for r in relations]},
-            )
-        return [e.name for e in removed]
+            return rules.delete_entities(self._graph_tx(conn), self.schema, names, origin)
 
     def delete_observations(self, batches: Sequence[ObservationBatch], *, origin: str) -> list[RemovedObservations]:
         at = now_iso()
-        results: list[RemovedObservations] = []
         with self._write() as conn:
-            ids = self._resolve(conn, [b.entity_name for b in batches])
-            touched = []
-            for b in batches:
-                if name_key(b.entity_name) not in ids:
-                    continue
-                entity_id, stored_name = ids[name_key(b.entity_name)]
-                removed = []
-                self._before(conn, [entity_id])
-                for content in b.contents:
-                    row = conn.execute(
-                        "DELETE FROM memories WHERE entity_id = ? AND content_hash = ? RETURNING content",
-                        (entity_id, lexical.content_hash(content, stored_name)),
-                    ).fetchone()
-                    if row:
-                        removed.append(row[0])
-                if removed:
-                    conn.execute("UPDATE entities SET updated_at = ? WHERE id = ?", (at, entity_id))
-                    touched.append(entity_id)
-                    results.append(RemovedObservations(stored_name, tuple(removed)))
-            if touched:
-                self._retag(conn, touched)  # observations' #tags are the entity's tags
-                self._refresh_fts(conn, touched)
-                self._journal(conn, origin, "delete_observations", [r.entity_name for r in results],
-                              {"removed": {r.entity_name: list(r.removed) for r in results}})
-        return results
+            return rules.delete_observations(self._graph_tx(conn, at), self.schema, batches, origin)
 
     def delete_relations(self, relations: Sequence[RelationInput], *, origin: str) -> list[Relation]:
-        deleted: list[Relation] = []
         with self._write() as conn:
-            ids = self._resolve_names(conn, [n for r in relations for n in (r.from_entity, r.to_entity)])  # or an alias
-            for r in relations:
-                a, b = ids.get(name_key(r.from_entity)), ids.get(name_key(r.to_entity))
-                if a is None or b is None:
-                    continue
-                self._before(conn, [a[0], b[0]])
-                cur = conn.execute(
-                    "DELETE FROM relations WHERE from_id = ? AND relation_type = ? AND to_id = ?",
-                    (a[0], r.relation_type, b[0]),
-                )
-                if cur.rowcount:
-                    deleted.append(Relation(a[1], r.relation_type, b[1]))
-                    self._drop_property_link(conn, a[0], r.relation_type, b[1])  # `key: "[[to]]"` in its front matter
-            if deleted:
-                self._journal(
-                    conn, origin, "delete_relations",
-                    list(dict.fromkeys(n for r in deleted for n in (r.from_entity, r.to_entity))),
-                    {"removed": [[r.from_entity, r.relation_type, r.to_entity] for r in deleted]},
-                )
-        return deleted
+            return rules.delete_relations(self._graph_tx(conn), self.schema, relations, origin)
 
     def checkpoint(self) -> None:
         with self._borrow() as conn:

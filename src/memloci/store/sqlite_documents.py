@@ -33,6 +33,7 @@ from ..markdown.document import (
 from ..markdown.frontmatter import check_renamed_links
 from ..markdown.obsidian import all_tags, block_links, block_links_or_none, tag_text
 from ..model import Relation, RelationInput, name_key, now_iso
+from ..rules import check_distinct, cycle_path
 from ..search import lexical
 from .sqlite_memories import insert_memory, reindex_content
 from .sqlite_vault import BODY_TAGS, EXTRA_KEY, SQLiteVaultLinks
@@ -117,9 +118,7 @@ class SQLiteDocuments(SQLiteVaultLinks):
         rules.check_type(doc.entity_type, f"{field}.entity_type")
         for j, o in enumerate(doc.observations):
             rules.check_observation(o, f"{field}.observations[{j}]")
-        if rules.unique_observations and len(set(doc.observations)) < len(doc.observations):
-            raise ValidationError(f"{field}.observations: the same text twice; schema '{rules.name}' keeps "
-                                  "observations unique per entity")
+        check_distinct(rules, doc.observations, f"{field}.observations")
         for j, (rt, to) in enumerate(doc.relations):
             rules.check_relation(RelationInput(doc.name, rt, to), f"{field}.relations[{j}]")
 
@@ -295,9 +294,9 @@ class SQLiteDocuments(SQLiteVaultLinks):
                                            "relates existing entities only (nothing was changed)")
         current = set(conn.execute("SELECT relation_type, to_id FROM relations WHERE from_id = ?", (entity_id,)).fetchall())
         if refusing:
+            tx = self._graph_tx(conn, at)
             for rt, to in resolved - current:
-                types = self.schema.acyclic_types(rt)
-                path = self._path(conn, to, entity_id, types) if types is not None else []
+                path = cycle_path(tx, self.schema, entity_id, rt, to)
                 if path:
                     raise InvalidRelationError(f"relations: {doc.name} -{rt}-> {path[0]} would close a cycle "
                                                f"({' -> '.join([doc.name, *path])}); nothing was changed",
@@ -469,8 +468,7 @@ class SQLiteDocuments(SQLiteVaultLinks):
                 for rt, to in conn.execute("SELECT relation_type, to_id FROM relations WHERE from_id = ? "
                                            f"AND to_id NOT IN ({_marks(len(source_ids))})",
                                            (target_id, *source_ids)).fetchall():
-                    types = self.schema.acyclic_types(rt)
-                    path = self._path(conn, to, target_id, types) if types is not None else []
+                    path = cycle_path(self._graph_tx(conn), self.schema, target_id, rt, to)
                     if path and not set(path) & {docs[i].name for i in source_ids}:
                         raise InvalidRelationError(
                             f"source_names: merging into '{target_name}' would close a cycle "
