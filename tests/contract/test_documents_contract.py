@@ -1,0 +1,121 @@
+"""Documents (entities with Markdown bodies) on every engine: add, read by TOC and section, edit
+by exact context, rename and merge with every link repaired.
+
+The postgres engine does not hold documents yet: there each test checks the clear refusal of
+its first call instead. That check fails the day the engine gains documents (the call no
+longer refuses), and the test is then made to run the whole way on postgres too."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from memloci.errors import MemlociError, NotFoundError, ValidationError
+from memloci.model import EntityInput, ObservationBatch, RelationInput
+from memloci.service_documents import NewEntityDocument
+
+REFUSAL = r"\(postgres\) does not support"
+
+
+def refused(engine, call) -> bool:
+    """Make the test's first document call; on postgres, check that it is refused, clearly and
+    without a trace in the library, and tell the test to stop there."""
+    if engine.name != "postgres":
+        call()
+        return False
+    before = engine.service.export_graph()
+    with pytest.raises(MemlociError, match=REFUSAL):
+        call()
+    assert engine.service.export_graph() == before, "a refused call changes nothing"
+    return True
+
+
+def text_of(service, name: str) -> str:
+    """The entity's document without its timestamps (which differ from run to run)."""
+    (doc,) = service.read_entities([name])["entities"]
+    return re.sub(r"(?m)^(created|modified): .*\n", "", doc["content"])
+
+
+def test_add_read_toc_and_sections(engine):
+    s = engine.service
+    if refused(engine, lambda: s.add_entities([
+            NewEntityDocument("hub", "project", content="## Plan\nShip in May.\n\n## Risks\n- late\n"),
+            NewEntityDocument("notes", content="See [[hub]] and [[Hub|the hub]].", relations=(("uses", "hub"),))])):
+        return
+    assert text_of(s, "hub") == "---\ntype: project\n---\n# hub\n\n## Plan\nShip in May.\n\n## Risks\n- late\n"
+    assert text_of(s, "notes") == ("---\ntype: note\nrelations:\n  - {type: uses, to: hub}\n---\n# notes\n\n"
+                                   "See [[hub]] and [[Hub|the hub]].\n")
+    read = s.read_entities(["HUB", "nope"])
+    assert [e["name"] for e in read["entities"]] == ["hub"] and read["missing"] == ["nope"]
+    with pytest.raises(NotFoundError, match="none of nope exists"):
+        s.read_entities(["nope"])
+    (toc,) = s.get_entities_toc(["hub"])["entities"]
+    assert [(h["heading"], h["level"]) for h in toc["toc"]] == [("frontmatter", 0), ("hub", 1), ("Plan", 2), ("Risks", 2)]
+    (sections,) = s.read_entities_sections(["hub"], ["plan"])["entities"]
+    assert sections["sections"] == [{"heading": "Plan", "level": 2, "content": "## Plan\nShip in May.\n\n"}]
+    assert {(r.from_entity, r.relation_type, r.to_entity) for r in s.find_relations(to_entity="hub")} == {
+        ("notes", "links_to", "hub"), ("notes", "uses", "hub")}, "a [[link]] in a body is a relation"
+    assert [e.name for e in s.open_nodes(["hub"]).entities] == ["hub"]
+    assert s.open_nodes(["hub"]).entities[0].body == "## Plan\nShip in May.\n\n## Risks\n- late\n"
+    with pytest.raises(ValidationError, match="the same name twice"):
+        s.add_entities([NewEntityDocument("x"), NewEntityDocument("X")])
+
+
+def test_edits_by_exact_context_change_only_their_bytes(engine):
+    s = engine.service
+    s.create_entities([EntityInput("plan", "project", ("first fact",))])
+    if refused(engine, lambda: s.add_entity_content("plan", "Notes", "Ship in May.\nShip in May.")):
+        return
+    before = text_of(s, "plan")
+    with pytest.raises(NotFoundError, match="old_content: not found"):
+        s.replace_entity_content("plan", "Ship in June.", "x")
+    with pytest.raises(ValidationError, match="old_content"):  # two matches: which one is meant is unclear
+        s.replace_entity_content("plan", "Ship in May.", "x")
+    assert text_of(s, "plan") == before, "a refused edit leaves the document as it was"
+    assert s.replace_entity_content("plan", "May.\nShip in May.", "May.\nShip in June.") == {"entity": "plan",
+                                                                                           "changed": True}
+    assert text_of(s, "plan") == before.replace("May.\nShip in May.", "May.\nShip in June.")
+    s.delete_entity_content("plan", "Ship in June.\n")
+    s.replace_entity_section("plan", "Notes", "## Dates", "May, probably.")
+    body = s.open_nodes(["plan"]).entities[0].body
+    assert "## Dates\nMay, probably." in body and "## Notes" not in body and "June" not in body
+    assert [o.content for o in s.open_nodes(["plan"]).entities[0].observations] == ["first fact"]
+    s.add_observations([ObservationBatch("plan", ("second fact",))])
+    assert "## Dates\nMay, probably." in s.open_nodes(["plan"]).entities[0].body, "an observation keeps the prose"
+
+
+def test_rename_repairs_every_link_and_relation(engine):
+    s = engine.service
+    s.create_entities([EntityInput("api", "service"), EntityInput("db", "database", ("holds data",))])
+    s.create_relations([RelationInput("api", "uses", "db")])
+    if refused(engine, lambda: s.add_entities([NewEntityDocument("notes", content="See [[db]] and [[DB|the store]].")])):
+        return
+    result = s.rename_entity("db", "Ärger-db")
+    assert (result["old_name"], result["new_name"], sorted(result["links_rewritten_in"])) == (
+        "db", "Ärger-db", ["api", "notes"])
+    assert "See [[Ärger-db]] and [[Ärger-db|the store]]." in text_of(s, "notes")
+    assert "{type: uses, to: Ärger-db}" in text_of(s, "api")
+    s.rename_entity("ärger-DB", "storage")
+    assert {(r.from_entity, r.relation_type, r.to_entity) for r in s.find_relations(to_entity="storage")} == {
+        ("api", "uses", "storage"), ("notes", "links_to", "storage")}
+    assert [o.content for o in s.open_nodes(["storage"]).entities[0].observations] == ["holds data"]
+    assert s.open_nodes(["db"]).entities == () and s.search_nodes("storage").hits[0].entity.name == "storage"
+    with pytest.raises(MemlociError, match="api"):  # the new name is taken
+        s.rename_entity("storage", "API")
+    with pytest.raises(NotFoundError):
+        s.rename_entity("ghost", "spirit")
+
+
+def test_merge_moves_observations_and_links_to_the_target(engine):
+    s = engine.service
+    s.create_entities([EntityInput("target", "note", ("kept",)), EntityInput("src", "note", ("moved", "kept"))])
+    s.create_relations([RelationInput("src", "r", "target")])
+    if refused(engine, lambda: s.add_entities([NewEntityDocument("linker", content="About [[src]].")])):
+        return
+    s.merge_entities(["src"], "target")
+    assert [o.content for o in s.open_nodes(["target"]).entities[0].observations] == ["kept", "moved"]
+    assert "src" not in {e.name for e in s.export_graph().entities}
+    assert [e.name for e in s.open_nodes(["src"]).entities] == ["target"], "the old name opens the target"
+    assert "About [[target]]." in text_of(s, "linker")
+    assert {(r.from_entity, r.to_entity) for r in s.find_relations(to_entity="target")} >= {("linker", "target")}
