@@ -335,7 +335,7 @@ def test_a_failed_write_leaves_the_file_as_it_was(tmp_path):
     result = memloci(tmp_path, "install", "claude-desktop", "--config", str(path), limit_fsize=len(original) + 10)
     assert result.returncode == 1 and "put back" in result.stderr, result.stderr
     assert path.read_bytes() == original.encode()
-    assert not [p for p in tmp_path.iterdir() if "memloci-tmp" in p.name]
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]  # confine.atomic_write's temp files
 
 
 def test_a_backup_that_is_not_ours_is_kept(tmp_path):
@@ -494,7 +494,7 @@ def test_killed_at_any_moment_the_file_is_whole_and_the_next_run_cleans_up(tmp_p
     assert path.read_bytes() == installed
     assert memloci(tmp_path, "uninstall", "cursor", "--config", str(path)).returncode == 0
     assert path.read_bytes() == original.encode()
-    assert not list(path.parent.glob("*memloci-tmp"))
+    assert not list(path.parent.glob(".*.tmp"))  # what killed runs left was swept by the next
 
 
 def test_installs_at_the_same_time_lose_nothing(tmp_path):

@@ -95,6 +95,8 @@ def _fresh_target(dest: Path) -> Path:
 def backup_library(store: Any, dest: Path) -> dict[str, Any]:
     """Write a backup of `store` to the new file `dest`; what was written."""
     dest = _fresh_target(dest)
+    # Not confine.atomic_write: SQLite's backup API and tarfile write the copy to a path, and a
+    # backup is a new file published by a hard link, which never replaces one that appeared meanwhile.
     tmp = dest.with_name(f".{dest.name}.{os.getpid()}.tmp")
     try:
         # Private from its first byte: a backup holds everything the library does.

@@ -241,7 +241,7 @@ def import_jsonl(
     if report.skipped_relations:
         console.print(_styled((f"{len(report.skipped_relations)} relations skipped:", "yellow")), highlight=False)
         for line, reason in report.skipped_relations[:20]:
-            console.print(f"  line {line}: {reason}", highlight=False)
+            console.print(f"  {source.where('relation', line)}: {reason}", highlight=False)
 
 
 from .importers.command import register as _register_importers  # noqa: E402
@@ -254,16 +254,15 @@ def _write_output(path: Path | None, text: str) -> None:
     if path is None or str(path) == "-":
         sys.stdout.write(text)
         return
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    from .confine import atomic_write
+
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp.write_text(text, encoding="utf-8", newline="\n")
-        os.replace(tmp, path)
+        atomic_write(path, text.encode("utf-8"))
+    except MemlociError as exc:  # a link as the file: refused, never written through
+        _fail(exc)
     except OSError as exc:
         _console(stderr=True).print(_styled((f"cannot write {path}", "bold red"), f": {exc.strerror}"), highlight=False)
         raise typer.Exit(1) from None
-    finally:
-        tmp.unlink(missing_ok=True)
 
 
 @export_app.command("jsonl")

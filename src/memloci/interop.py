@@ -28,32 +28,33 @@ from .model import Entity, EntityInput, Memory, Relation, RelationInput, name_ke
 _TIME = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z$")
 
 
-def _field(obj: dict[str, Any], key: str, line: int, kind: type) -> Any:
+def _field(obj: dict[str, Any], key: str, where: str, kind: type) -> Any:
     if key not in obj:
-        raise ValidationError(f"line {line}: {obj.get('type', 'item')} has no '{key}'")
+        raise ValidationError(f"{where}: {obj.get('type', 'item')} has no '{key}'")
     value = obj[key]
     if not isinstance(value, kind):
-        raise ValidationError(f"line {line}.{key}: must be {'an array' if kind is list else 'a string'}, got {type(value).__name__}")
+        raise ValidationError(f"{where}.{key}: must be {'an array' if kind is list else 'a string'}, got {type(value).__name__}")
     return value
 
 
-def _object(obj: Any, line: int) -> dict[str, Any]:
+def _object(obj: Any, where: str) -> dict[str, Any]:
     if not isinstance(obj, dict):
-        raise ValidationError(f"line {line}: expected a JSON object, got {type(obj).__name__}")
+        raise ValidationError(f"{where}: expected a JSON object, got {type(obj).__name__}")
     return obj
 
 
-def _entity(obj: Any, line: int) -> EntityInput:
-    obj = _object(obj, line)
+def _entity(obj: Any, where: str) -> EntityInput:
+    obj = _object(obj, where)
     observations = obj.get("observations", [])
     if not isinstance(observations, list):
-        raise ValidationError(f"line {line}.observations: must be an array, got {type(observations).__name__}")
-    return EntityInput(_field(obj, "name", line, str), _field(obj, "entityType", line, str), tuple(observations))
+        raise ValidationError(f"{where}.observations: must be an array, got {type(observations).__name__}")
+    return EntityInput(_field(obj, "name", where, str), _field(obj, "entityType", where, str), tuple(observations))
 
 
-def _relation(obj: Any, line: int) -> RelationInput:
-    obj = _object(obj, line)
-    return RelationInput(_field(obj, "from", line, str), _field(obj, "relationType", line, str), _field(obj, "to", line, str))
+def _relation(obj: Any, where: str) -> RelationInput:
+    obj = _object(obj, where)
+    return RelationInput(_field(obj, "from", where, str), _field(obj, "relationType", where, str),
+                         _field(obj, "to", where, str))
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +84,16 @@ class OfficialFile:
     # returns the new text and whether the entity is the source's own (then it takes the
     # source's dates), not a person's entity of the same name that the import merged into.
     entity_edits: dict[str, Callable[[str], tuple[str, bool]]] = field(default_factory=dict)
+    # set when the source is one JSON object (n2n-memory's memory.json): the name errors give
+    # it, and then an item's number is its index in the `entities` or `relations` array
+    object_name: str | None = None
+
+    def where(self, kind: str, number: int) -> str:
+        """How a message names an item of the source: `line 3` of a JSONL file, or
+        `.mcp/memory.json relations[0]` of a JSON object. `kind`: "entity" or "relation"."""
+        if self.object_name is None:
+            return f"line {number}"
+        return f"{self.object_name} {'entities' if kind == 'entity' else 'relations'}[{number}]"
 
 
 def _time(obj: dict[str, Any], key: str, line: int) -> str:
@@ -120,14 +131,29 @@ def _dates(obj: dict[str, Any], line: int, observations: int) -> tuple[str, str,
             [_time({"t": d}, "t", line) for d in dates])
 
 
+def read_graph_object(whole: Any, name: str) -> OfficialFile:
+    """`{"entities": [...], "relations": [...]}`: n2n-memory's memory.json (and the official
+    server's oldest files). The one reader of that form, for `import jsonl` and a project's
+    carry-over alike; `name` is how messages call the file."""
+    if not isinstance(whole, dict):
+        raise ValidationError(f"{name}: expected a JSON object, got {type(whole).__name__}")
+    arrays = {}
+    for key in ("entities", "relations"):
+        items = whole.get(key) or []
+        if not isinstance(items, list):
+            raise ValidationError(f"{name} {key}: must be an array, got {type(items).__name__}")
+        arrays[key] = items
+    return OfficialFile([(i, _entity(obj, f"{name} entities[{i}]")) for i, obj in enumerate(arrays["entities"])],
+                        [(i, _relation(obj, f"{name} relations[{i}]")) for i, obj in enumerate(arrays["relations"])],
+                        [], object_name=name)
+
+
 def read_official(path: Path) -> OfficialFile:
     """Entities and relations of a memory.jsonl / memory.json, each with its line number."""
     try:
         text = path.read_text(encoding="utf-8-sig")
     except UnicodeDecodeError as exc:
         raise ValidationError(f"{path}: not UTF-8 text ({exc})") from exc
-    entities: list[tuple[int, EntityInput]] = []
-    relations: list[tuple[int, RelationInput]] = []
     stripped = text.lstrip()
     if stripped.startswith("{") and '"entities"' in text and "\n{" not in stripped:
         try:
@@ -135,10 +161,9 @@ def read_official(path: Path) -> OfficialFile:
         except json.JSONDecodeError:
             whole = None
         if isinstance(whole, dict) and "entities" in whole:
-            # "line" numbers here count items of each array, from 1
-            entities = [(i, _entity(obj, i)) for i, obj in enumerate(whole.get("entities") or [], start=1)]
-            relations = [(i, _relation(obj, i)) for i, obj in enumerate(whole.get("relations") or [], start=1)]
-            return OfficialFile(entities, relations, [])
+            return read_graph_object(whole, path.name)
+    entities: list[tuple[int, EntityInput]] = []
+    relations: list[tuple[int, RelationInput]] = []
     ignored: list[int] = []
     memories: list[tuple[int, MemoryLine]] = []
     entity_dates: dict[str, tuple[str, str, list[str]]] = {}
@@ -146,18 +171,19 @@ def read_official(path: Path) -> OfficialFile:
     for number, raw in enumerate(text.splitlines(), start=1):
         if not raw.strip():
             continue
+        where = f"line {number}"
         try:
             obj = json.loads(raw)
         except json.JSONDecodeError as exc:
-            raise ValidationError(f"line {number}: not valid JSON ({exc.msg} at column {exc.colno})") from exc
-        if _object(obj, number).get("type") == "entity":
-            entity = _entity(obj, number)
+            raise ValidationError(f"{where}: not valid JSON ({exc.msg} at column {exc.colno})") from exc
+        if _object(obj, where).get("type") == "entity":
+            entity = _entity(obj, where)
             entities.append((number, entity))
             dates = _dates(obj, number, len(entity.observations))
             if dates is not None:
                 entity_dates[name_key(entity.name)] = dates
         elif obj.get("type") == "relation":
-            relation = _relation(obj, number)
+            relation = _relation(obj, where)
             relations.append((number, relation))
             if "createdAt" in obj:
                 relation_dates[(name_key(relation.from_entity), relation.relation_type,

@@ -11,11 +11,9 @@ confirmation (AWAITING_CONFIRMATION with `detected_root`); the same call with
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 from pathlib import Path
-from typing import Any
 
 from . import confine
 from .errors import AwaitingConfirmationError, NotFoundError, ValidationError
@@ -115,26 +113,6 @@ def mark_journal_union(folder: Path) -> None:
     existing file (or a link there) is left alone."""
     if not confine.exists(folder, ".gitattributes"):
         confine.write_atomic(folder, ".gitattributes", b"journal.md merge=union\n", mode=0o644)
-
-
-def read_n2n(folder: Path) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
-    """n2n-memory's `memory.json` and `context.json` in `.mcp/`, if present (None if absent)."""
-    def load(name: str) -> dict[str, Any] | None:
-        try:  # never through a link: a clone's `memory.json -> ~/.ssh/...` is refused, not imported
-            data = json.loads(confine.read_bytes(folder, name).decode("utf-8-sig"))
-        except FileNotFoundError:
-            return None
-        except confine.LinkRefusedError as exc:
-            raise ValidationError(f"{PROJECT_DIR}/{name}: a symbolic link; memloci does not follow links in a project, "
-                                  "nothing was imported", hint="Replace the link with the file itself.") from exc
-        except (OSError, ValueError) as exc:
-            raise ValidationError(f"{PROJECT_DIR}/{name}: not readable JSON ({exc}); nothing was imported",
-                                  hint="Fix or move the file; memloci reads it on first use.") from exc
-        if not isinstance(data, dict):
-            raise ValidationError(f"{PROJECT_DIR}/{name}: expected a JSON object")
-        return data
-
-    return load("memory.json"), load("context.json")
 
 
 # -- project id: the same for every clone of one repository -------------------------------

@@ -138,7 +138,7 @@ class MemoryService(DocumentService, ProjectService, HistoryService):
             store, first_open = self.libraries.project(library)
             if first_open is not None:
                 try:
-                    self._carry_over_n2n(store, first_open)
+                    self._carry_over_n2n(store, first_open, library)
                 except BaseException:
                     self.libraries.forget_project(store)
                     raise
@@ -586,7 +586,8 @@ class MemoryService(DocumentService, ProjectService, HistoryService):
     # -- bulk, inspection --------------------------------------------------------------
 
     def import_graph(self, entities: Sequence[tuple[int, EntityInput]], relations: Sequence[tuple[int, RelationInput]],
-                     *, library: str | None = None, progress: Callable[[int], None] | None = None) -> ImportReport:
+                     *, library: str | ProjectRef | None = None, progress: Callable[[int], None] | None = None,
+                     where: Callable[[str, int], str] | None = None) -> ImportReport:
         """Load a whole graph (e.g. the official server's memory.jsonl).
 
         Every item is validated first (errors name the source line), so a bad file changes
@@ -594,7 +595,7 @@ class MemoryService(DocumentService, ProjectService, HistoryService):
         writers are never locked out for the whole import. Relations whose endpoints exist
         neither in the file nor in the library are skipped and reported.
         """
-        clean_entities, writable, skipped = self.plan_graph_import(entities, relations, library=library)
+        clean_entities, writable, skipped = self.plan_graph_import(entities, relations, library=library, where=where)
         store = self.store(library)
         report = ImportReport(skipped_relations=skipped)
         if isinstance(store, GraphBatches):
@@ -648,19 +649,22 @@ class MemoryService(DocumentService, ProjectService, HistoryService):
         return _import_relations(store, later, report, progress)
 
     def plan_graph_import(self, entities: Sequence[tuple[int, EntityInput]],
-                          relations: Sequence[tuple[int, RelationInput]], *, library: str | None = None
+                          relations: Sequence[tuple[int, RelationInput]], *, library: str | ProjectRef | None = None,
+                          where: Callable[[str, int], str] | None = None
                           ) -> tuple[list[EntityInput], list[RelationInput], list[tuple[int, str]]]:
         """The checks of import_graph, writing nothing, so `--dry-run` and the import itself
         agree: (the entities, the relations it would write, the relations it would skip as
         (line, reason)). A relation is skipped when an endpoint is neither in the source nor in
-        the library; an entity or relation breaking a rule refuses the whole import."""
-        clean_entities = [schema.validate_entity(e, f"line {line}") for line, e in entities]
-        clean_relations = [(line, schema.validate_relation(r, f"line {line}")) for line, r in relations]
+        the library; an entity or relation breaking a rule refuses the whole import. `where(kind,
+        number)` names an item in messages (OfficialFile.where); by default `line N`."""
+        where = where or (lambda kind, number: f"line {number}")
+        clean_entities = [schema.validate_entity(e, where("entity", line)) for line, e in entities]
+        clean_relations = [(line, schema.validate_relation(r, where("relation", line))) for line, r in relations]
         store = self.store(library)
         for (line, _), e in zip(entities, clean_entities):
-            store.schema.check_entity(e, f"line {line}")
+            store.schema.check_entity(e, where("entity", line))
         for line, r in clean_relations:
-            store.schema.check_relation(r, f"line {line}")
+            store.schema.check_relation(r, where("relation", line))
         known = {name_key(e.name) for e in clean_entities}
         dangling = [(line, r) for line, r in clean_relations
                     if name_key(r.from_entity) not in known or name_key(r.to_entity) not in known]

@@ -12,6 +12,7 @@ from . import schema
 from .backup import backup_library, restore_library
 from .errors import ValidationError
 from .interop import OfficialFile
+from .libraries import ProjectRef
 from .model import Graph, JournalEntry, Memory, name_key
 from .store import Portable, Store, Undoable
 
@@ -47,7 +48,7 @@ class HistoryService:
         store = self.store(library)
         return store.export_graph(order="id"), _portable(store).free_memories()
 
-    def import_everything(self, source: OfficialFile, *, library: str | None = None,
+    def import_everything(self, source: OfficialFile, *, library: str | ProjectRef | None = None,
                           progress: Callable[[int], None] | None = None) -> tuple[Any, int, int]:
         """Load a JSONL file, or what an importer read (importers/): the graph (merged into what is
         there), then the importer's edits of entity documents, then the times the source gives the
@@ -56,7 +57,8 @@ class HistoryService:
         store = _portable(self.store(library))
         names = [e.name for _, e in source.entities]
         existed = {name_key(e.name) for e in self.store(library).open_entities(names).entities} if names else set()
-        report = self.import_graph(source.entities, source.relations, library=library, progress=progress)
+        report = self.import_graph(source.entities, source.relations, library=library, progress=progress,
+                                   where=source.where)
         new = {name_key(e.name): e for _, e in source.entities if name_key(e.name) not in existed}
         given = {name_key(e.name): e for _, e in source.entities}
         owned = set()  # the source's own entities (not a person's that the import merged into)

@@ -13,8 +13,9 @@ from . import confine
 from .errors import AlreadyExistsError, PermissionDeniedError, ValidationError
 from .libraries import ProjectRef
 from .markdown.export import render_graph, render_memories
-from .model import EntityInput, ObservationBatch, RelationInput, name_key, now_iso
-from .projects import project_label, read_n2n
+from .importers.n2n import read_n2n_context, read_n2n_graph
+from .model import ObservationBatch, name_key, now_iso
+from .projects import project_label
 
 log = logging.getLogger(__name__)
 
@@ -138,37 +139,18 @@ class ProjectService:
         skipped = list(dict.fromkeys(b.entity_name for b in clean if name_key(b.entity_name) not in found))
         return (self.add_observations(kept, library=library, origin=origin) if kept else []), skipped
 
-    def _carry_over_n2n(self, store: Any, folder: Path) -> None:
-        """Read n2n-memory's files in a project's `.mcp/` into its new library (files stay as they were)."""
-        memory, context = read_n2n(folder)
-        if memory:
-            entities = [EntityInput(str(e.get("name", "")), str(e.get("entityType", "") or "entity"),
-                                    tuple(str(o) for o in e.get("observations", []) or []))
-                        for e in memory.get("entities", []) or [] if isinstance(e, dict)]
-            clean = [schema.validate_entity(e, f".mcp/memory.json entities[{i}]") for i, e in enumerate(entities)]
-            relations = [RelationInput(str(r.get("from", "")), str(r.get("relationType", "")), str(r.get("to", "")))
-                         for r in memory.get("relations", []) or [] if isinstance(r, dict)]
-            relations = [schema.validate_relation(r, f".mcp/memory.json relations[{i}]") for i, r in enumerate(relations)]
-            for i, e in enumerate(clean):  # everything checked before anything is written
-                store.schema.check_entity(e, f".mcp/memory.json entities[{i}]")
-            for i in range(0, len(clean), schema.BATCH_MAX):
-                store.create_entities(clean[i:i + schema.BATCH_MAX], origin="n2n-import")
-            known = {name_key(e.name) for e in clean}
-            writable = [r for r in relations if name_key(r.from_entity) in known and name_key(r.to_entity) in known]
-            if len(writable) < len(relations) or len(known) < len(clean):
-                log.warning("project %s: .mcp/memory.json: %d relation(s) to missing entities skipped, %d entity name(s) "
-                            "given twice merged", project_label(folder.parent), len(relations) - len(writable),
-                            len(clean) - len(known))
-            for i in range(0, len(writable), schema.BATCH_MAX):
-                store.create_relations(writable[i:i + schema.BATCH_MAX], origin="n2n-import")
+    def _carry_over_n2n(self, store: Any, folder: Path, project: ProjectRef) -> None:
+        """Read n2n-memory's files in a project's `.mcp/` into its new library, through the import
+        every importer takes (importers/n2n.py); the files stay as they were."""
+        source = read_n2n_graph(folder)
+        context = read_n2n_context(folder)  # both read before anything is written
+        if source is not None:
+            report, _, _ = self.import_everything(source.data, library=project)
+            if report.skipped_relations:
+                log.warning("project %s: .mcp/memory.json: %d relation(s) to missing entities skipped",
+                            project_label(folder.parent), len(report.skipped_relations))
             log.info("project %s: carried over %d entities and %d relations from .mcp/memory.json",
-                     project_label(folder.parent), len(clean), len(writable))
-            self._written(store)
+                     project_label(folder.parent), len(source.data.entities),
+                     report.relations_created + report.relations_existing)
         if context:
-            keys = {"activeTask": "active_task", "status": "status", "reason": "reason", "nextSteps": "next_steps",
-                    "lastCommit": "last_commit", "updatedAt": "updated_at"}
-            ctx = {ours: context[theirs] for theirs, ours in keys.items() if context.get(theirs) not in (None, "", [])}
-            if isinstance(ctx.get("next_steps"), str):
-                ctx["next_steps"] = [ctx["next_steps"]]
-            if ctx:
-                store.update_context(lambda before: {**before, **ctx}, origin="n2n-import")
+            store.update_context(lambda before: {**before, **context}, origin="import")

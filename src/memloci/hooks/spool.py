@@ -23,8 +23,9 @@ from contextlib import suppress
 from pathlib import Path
 from typing import Any, Callable
 
+from .. import confine
+
 STALE_S = 7 * 24 * 3600
-TMP_STALE_S = 3600  # a temporary file this old belongs to a writer that was killed
 LIVE_WRITER_S = 60.0  # a file whose writer still runs is its writer's, for this long
 DRAIN_PATIENCE_S = 300.0  # the drainer retries what failed (a busy library) this long
 DRAIN_RETRY_S = 2.0
@@ -40,17 +41,11 @@ def write(home: Path, record: dict[str, Any]) -> Path:
     """Spool `record` atomically (0600); returns its path."""
     where = folder(home)
     where.mkdir(parents=True, exist_ok=True, mode=0o700)
-    name = f"{time.time_ns()}-{os.getpid()}.json"
-    tmp = where / f".tmp-{name}"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-    try:
-        # no fsync: the spool guards against a killed hook, not a power cut (a file cut by one is
-        # unreadable JSON, logged and dropped), and an fsync on a busy disk costs the hook its time
-        os.write(fd, json.dumps(record, ensure_ascii=False).encode("utf-8"))
-    finally:
-        os.close(fd)
-    os.replace(tmp, where / name)
-    return where / name
+    path = where / f"{time.time_ns()}-{os.getpid()}.json"
+    # not durable (no fsync): the spool guards against a killed hook, not a power cut (a file cut
+    # by one is unreadable JSON, logged and dropped), and an fsync on a busy disk costs the hook its time
+    confine.atomic_write(path, json.dumps(record, ensure_ascii=False).encode("utf-8"), 0o600, durable=False)
+    return path
 
 
 def pending(home: Path) -> list[Path]:
@@ -98,9 +93,9 @@ def drain(home: Path, store: Callable[[dict[str, Any]], str], *, until: float | 
         except BlockingIOError:
             return len(pending(home))
         now = time.time()
-        with suppress(OSError):
-            for tmp in folder(home).glob(".tmp-*"):
-                if now - tmp.stat().st_mtime > TMP_STALE_S:
+        with suppress(OSError):  # the temp file of a hook killed mid-write
+            for tmp in folder(home).glob(".*.tmp"):
+                if confine.is_stray_temp(tmp.name):
                     remove(tmp)
         left = 0
         for path in pending(home):

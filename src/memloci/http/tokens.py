@@ -27,7 +27,7 @@ from typing import Any, Iterator
 
 from mcp.server.auth.provider import AccessToken
 
-from ..confine import write_atomic
+from ..confine import atomic_write
 from ..errors import AlreadyExistsError, LibraryUnreadableError, NotFoundError, ValidationError
 from ..libraries import memloci_home
 
@@ -97,14 +97,8 @@ class TokenStore:
 
     def _save(self, tokens: list[StoredToken]) -> None:
         body = json.dumps({"version": 1, "tokens": [{**t.public(), "sha256": t.sha256} for t in tokens]}, indent=2)
-        # The one atomic write (every byte written, temp removed on failure, private from its
-        # first byte, never through a link), then the folder synced so the rename survives a crash.
-        write_atomic(self.path.parent, self.path.name, body.encode("utf-8") + b"\n", mode=0o600, dir_mode=0o700)
-        dir_fd = os.open(self.path.parent, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+        # private from its first byte, never through a link, synced with its folder
+        atomic_write(self.path, body.encode("utf-8") + b"\n", 0o600)
 
     def create(self, name: str, scopes: list[str]) -> str:
         """A new token (returned once, never stored) with `scopes`."""

@@ -7,12 +7,11 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
-from glob import escape as glob_escape
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .. import confine
 from ..errors import MemlociError
 from .clients import InstallError
 from . import edits
@@ -86,9 +85,10 @@ def meaning(plan_fmt: str, text: str | None, where: str) -> Any:
     return edits.parse_json(text, where)[1]
 
 
-# --- atomic writes ---------------------------------------------------------------------------
+# --- writes: every file through confine.atomic_write (old bytes or new, never half) ------------
 
 def _fsync_dir(path: Path) -> None:
+    """After a removal: the folder synced, so the removal survives a power cut."""
     try:
         fd = os.open(path, os.O_RDONLY)
     except OSError:
@@ -99,32 +99,6 @@ def _fsync_dir(path: Path) -> None:
         pass
     finally:
         os.close(fd)
-
-
-def write_atomic(path: Path, data: bytes, mode: int) -> None:
-    """Temp file beside it, fsync, rename over: a reader sees the old file or the new, never half.
-    Temp files of this name a killed run left behind are removed first (the name is ours alone)."""
-    for stray in path.parent.glob(f".{glob_escape(path.name)}.*.memloci-tmp"):
-        try:
-            if stray.is_file() and not stray.is_symlink():
-                stray.unlink()
-        except OSError:
-            pass
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".memloci-tmp", dir=path.parent)
-    try:
-        os.fchmod(fd, mode)
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-    _fsync_dir(path.parent)
 
 
 def _mode(path: Path) -> int:
@@ -167,7 +141,7 @@ def _restore(plan: FilePlan) -> None:
         except FileNotFoundError:
             pass
     else:
-        write_atomic(plan.path, plan.before.encode("utf-8"), _mode(plan.path) if plan.path.exists() else 0o600)
+        confine.atomic_write(plan.path, plan.before.encode("utf-8"), _mode(plan.path) if plan.path.exists() else 0o600)
     for d in reversed(plan.created_dirs):
         try:
             os.rmdir(d)
@@ -202,7 +176,7 @@ def commit(plans: list[FilePlan], ledger: "Ledger") -> None:
                                    hint="nothing was changed; run the command again")
             if plan.before is not None and plan.backup:
                 plan.bak = _backup_path(plan.path, ledger, plan.bak_suffix)
-                write_atomic(plan.bak, plan.before.encode("utf-8"), _mode(plan.path))
+                confine.atomic_write(plan.bak, plan.before.encode("utf-8"), _mode(plan.path))
                 ledger.baks[str(plan.bak)] = sha(plan.before)
             done.append(plan)
             if plan.after is None:
@@ -210,7 +184,7 @@ def commit(plans: list[FilePlan], ledger: "Ledger") -> None:
                 _fsync_dir(plan.path.parent)
             else:
                 plan.created_dirs = plan.created_dirs or _make_dirs(plan.path)
-                write_atomic(plan.path, plan.after.encode("utf-8"), _mode(plan.path))
+                confine.atomic_write(plan.path, plan.after.encode("utf-8"), _mode(plan.path))
             _verify(plan)
     except BaseException as exc:
         for plan in reversed(done):
@@ -270,7 +244,7 @@ class Ledger:
     def save(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         data = json.dumps({"entries": self.entries, "baks": self.baks}, indent=1).encode("utf-8")
-        write_atomic(self.path, data, 0o600)
+        confine.atomic_write(self.path, data, 0o600)
 
 
 def drop_backups(plan: FilePlan, ledger: Ledger) -> None:

@@ -48,6 +48,7 @@ from typing import Protocol
 
 import numpy as np
 
+from ..confine import atomic_write
 from .packaged import PACKAGED, PackagedModelError, create_packaged, sha256_of
 
 log = logging.getLogger(__name__)
@@ -271,10 +272,8 @@ def _dynamic_int8(source: Path) -> Path | None:
         finally:
             root.removeFilter(quiet)
         digest = sha256_of(converted)
-        os.replace(converted, target)
-        tmp_digest = work / "digest"
-        tmp_digest.write_text(digest + "\n")
-        os.replace(tmp_digest, digest_file)
+        os.replace(converted, target)  # a finished file moved into place; its digest written after it
+        atomic_write(digest_file, (digest + "\n").encode())
         log.info("converted the default model to dynamic int8: %s", target)
         return target
     except Exception as exc:  # a failed conversion costs speed, never correctness

@@ -21,6 +21,9 @@ leaves an intent behind; the next writer (or opener) calls `recover()` under the
 if the index holds the intent's id, the commit happened and every file operation had been
 done before it, so the intent is only dropped; otherwise every operation is undone from the
 kept old files. Either way files and index agree again, and no temp file is left.
+
+This is not confine.atomic_write (memloci's one write of a single file): a change here spans
+several files and the index, all or nothing, and checks what it replaced.
 """
 
 from __future__ import annotations
