@@ -85,3 +85,316 @@ def test_an_unreachable_server_is_reported_without_its_password(tmp_path):
         assert "team" in str(err.value)
     finally:
         registry.close()
+
+
+# -- the official graph tools, through the service: the same answers as on SQLite -------------
+
+def _service(spec, schema=None) -> MemoryService:
+    if schema is not None:
+        import dataclasses
+
+        spec = dataclasses.replace(spec, schema=schema)
+    return MemoryService(LibraryRegistry([spec]))
+
+
+def _stamp_free(value):
+    """A result with its timestamps blanked, so two runs a second apart compare equal."""
+    import dataclasses
+
+    if dataclasses.is_dataclass(value):
+        return {f.name: ("<at>" if f.name in ("created_at", "updated_at") and getattr(value, f.name) else
+                         _stamp_free(getattr(value, f.name))) for f in dataclasses.fields(value)}
+    if isinstance(value, (list, tuple)):
+        return [_stamp_free(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _stamp_free(v) for k, v in value.items()}
+    return value
+
+
+def _official_tools(s: MemoryService) -> list:
+    """The nine official tools and their error paths; every answer, timestamps blanked."""
+    out: list = []
+
+    def call(name, *args, **kwargs):
+        try:
+            out.append((name, _stamp_free(getattr(s, name)(*args, **kwargs))))
+        except (ValidationError, NotFoundError, InvalidRelationError, AlreadyExistsError) as exc:
+            out.append((name, type(exc).__name__, exc.code, str(exc)))
+
+    call("create_entities", [EntityInput("Alice", "person", ("likes tea", "works at Acme #work")),
+                             EntityInput("Bob", "person", ("plays chess",)),
+                             EntityInput("alice", "robot", ("likes tea", "new in town")),  # merges in the call
+                             EntityInput("Acme", "company")])
+    call("create_entities", [EntityInput("ALICE", "robot", ("likes tea", "speaks French"))])  # merges into Alice
+    call("create_relations", [RelationInput("Alice", "knows", "Bob"), RelationInput("alice", "works_at", "acme"),
+                              RelationInput("Alice", "knows", "Bob")])
+    call("create_relations", [RelationInput("Alice", "knows", "Bob")])  # already there
+    call("create_relations", [RelationInput("Alice", "knows", "Ghost"), RelationInput("Nobody", "knows", "Bob")])
+    call("add_observations", [ObservationBatch("bob", ("plays chess", "wins often")), ObservationBatch("Acme", ("big",))])
+    call("add_observations", [ObservationBatch("Ghost", ("x",))])
+    call("read_graph")
+    call("read_graph", limit=2, offset=1, summary=True)
+    call("open_nodes", ["bob", "Ghost", "ACME", "Bob"])
+    call("delete_observations", [ObservationBatch("Alice", ("likes tea", "never said")), ObservationBatch("Ghost", ("x",))])
+    call("delete_relations", [RelationInput("Alice", "knows", "Bob"), RelationInput("Alice", "knows", "Bob"),
+                              RelationInput("Ghost", "knows", "Bob")])
+    call("delete_entities", ["acme", "Ghost"])
+    call("delete_entities", ["acme"])
+    call("read_graph")
+    # the journal, less the undo records SQLite keeps (this engine does not undo yet)
+    out.append(("journal", [(e.tool, e.action, e.entities, {k: v for k, v in (e.detail or {}).items() if k != "undo"})
+                            for e in reversed(s.history(limit=50))]))
+    return out
+
+
+def test_official_tools_answer_as_on_sqlite(pg_library, tmp_path):
+    from memloci.libraries import LibrarySpec
+
+    sqlite, pg = _service(LibrarySpec("lite", tmp_path / "lite.db")), _service(pg_library.spec)
+    try:
+        expected, got = _official_tools(sqlite), _official_tools(pg)
+    finally:
+        sqlite.close()
+        pg.close()
+    assert got == expected
+    errors = [e for e in got if len(e) == 4]
+    assert [e[2] for e in errors] == ["INVALID_RELATION", "NOT_FOUND"]  # the run did reach the error paths
+
+
+def _strict_rules(s: MemoryService) -> list:
+    out: list = []
+
+    def call(name, *args, **kwargs):
+        try:
+            out.append((name, _stamp_free(getattr(s, name)(*args, **kwargs))))
+        except (ValidationError, NotFoundError, InvalidRelationError, AlreadyExistsError) as exc:
+            out.append((name, exc.code, str(exc)))
+
+    call("create_entities", [EntityInput("a", "concept", ("one",)), EntityInput("b", "concept"),
+                             EntityInput("c", "concept")])
+    call("create_entities", [EntityInput("a", "concept")])  # unique names
+    call("add_observations", [ObservationBatch("a", ("one",))])  # unique observations
+    call("create_relations", [RelationInput("a", "depends-on", "b"), RelationInput("b", "depends-on", "c")])
+    call("create_relations", [RelationInput("c", "uses", "a")])  # closes a cycle over every type
+    call("create_relations", [RelationInput("c", "knows", "b"), RelationInput("c", "uses", "a")])  # nothing half-applied
+    call("read_graph")
+    return out
+
+
+def test_strict_rules_hold_as_on_sqlite(pg_library, tmp_path):
+    from memloci.libraries import LibrarySpec
+
+    strict = schema_from_config("strict", "schema")
+    sqlite, pg = _service(LibrarySpec("lite", tmp_path / "lite.db"), strict), _service(pg_library.spec, strict)
+    try:
+        expected, got = _strict_rules(sqlite), _strict_rules(pg)
+    finally:
+        sqlite.close()
+        pg.close()
+    assert got == expected
+    codes = [e[1] for e in got if len(e) == 3]
+    assert codes == ["ALREADY_EXISTS", "VALIDATION_ERROR", "INVALID_RELATION", "INVALID_RELATION"]
+    assert "c -uses-> a would close a cycle (c -> a -> b -> c)" in got[4][2]
+    graph = got[-1][1]
+    assert len(graph["relations"]) == 2  # c -knows-> b was rolled back with the refused one
+
+
+# -- the engine itself ---------------------------------------------------------------------
+
+def test_each_library_is_a_schema_of_its_own(pg_url):
+    from pg import pg_library_url
+
+    one, two = pg_library_url(pg_url), pg_library_url(pg_url)
+    registry = LibraryRegistry(parse_library_specs(f"{one.arg},{two.arg}"))
+    s = MemoryService(registry)
+    try:
+        s.create_entities([EntityInput("Alice", "person", ("in one",))], library=one.name)
+        s.create_entities([EntityInput("Alice", "robot", ("in two",))], library=two.name)
+        assert [(e.entity_type, e.observations[0].content) for e in s.read_graph(library=one.name).entities] == \
+            [("person", "in one")]
+        assert [(e.entity_type, e.observations[0].content) for e in s.read_graph(library=two.name).entities] == \
+            [("robot", "in two")]
+        stats = s.stats(library=one.name)
+        assert (stats.kind, stats.entities, stats.observations) == ("postgres", 1, 1)
+        assert stats.path.endswith(f"#memloci_{one.name}")
+    finally:
+        s.close()
+
+
+def test_open_without_create_reports_a_missing_library(pg_library):
+    from memloci.errors import LibraryMissingError
+
+    registry = LibraryRegistry([pg_library.spec], create_missing=False)
+    try:
+        with pytest.raises(LibraryMissingError, match=f"library '{pg_library.name}' does not exist yet"):
+            MemoryService(registry).read_graph()
+    finally:
+        registry.close()
+
+
+def test_long_and_dotted_library_names_get_distinct_schemas(pg_url):
+    from memloci.store.postgres import PostgresStore
+    from memloci.store.postgres.connection import schema_for
+
+    base = "x" * 60
+    names = [base + "a", base + "b", "Team.x-1"]
+    schemas = [schema_for(n) for n in names]
+    assert len(set(schemas)) == 3 and all(len(s.encode()) <= 63 for s in schemas)
+    assert schema_for("Team") == schema_for("team")  # library names match case-insensitively
+    for name in names:
+        store = PostgresStore(pg_url, name)
+        try:
+            store.create_entities([EntityInput("E", "t")], origin="test")
+            assert [e.name for e in store.read_graph(limit=5, offset=0, summary=True).entities] == ["E"]
+        finally:
+            store.delete_entities(["E"], origin="test")
+            store.close()
+
+
+def test_what_postgres_does_not_store_yet_is_refused_clearly(pg_library):
+    s = _service(pg_library.spec)
+    try:
+        for call in (lambda: s.read_entities(["Alice"]), lambda: s.read_context(),
+                     lambda: s.rename_entity("a", "b"), lambda: s.undo(1)):
+            with pytest.raises(Exception) as err:
+                call()
+            assert "(postgres) does not support" in str(err.value) or "undo" in str(err.value).lower()
+            assert not isinstance(err.value, (AttributeError, TypeError))
+    finally:
+        s.close()
+
+
+def test_stats_and_engine_figures(pg_library):
+    s = _service(pg_library.spec)
+    try:
+        s.create_entities([EntityInput("A", "t", ("x",))])
+        store = s.store()
+        figures = store.engine_health()
+        assert figures["engine"] == "postgres" and figures["server_version"].split(".")[0].isdigit()
+        assert figures["pgvector"] is None or figures["pgvector"][0].isdigit()
+        assert figures["pool"]["max"] >= 1 and figures["pool"]["size"] >= 1
+        assert ":@" in store.path or "***" not in store.path  # an empty password is shown as empty
+    finally:
+        s.close()
+
+
+# -- several servers on one library -------------------------------------------------------
+
+def test_a_second_server_hears_the_first_ones_writes(pg_library):
+    from memloci.store.postgres import PostgresStore
+
+    first, second = PostgresStore(pg_library.url, pg_library.name), PostgresStore(pg_library.url, pg_library.name)
+    try:
+        first.open()
+        second.open()
+        heard: list[str] = []
+        second.on_change(heard.append)
+        before = second.changes()
+        first.create_entities([EntityInput("Alice", "person", ("hello",))], origin="test")
+        deadline = time.monotonic() + 20
+        while second.changes() == before and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert second.changes() > before and heard == ["graph"]
+        assert [e.name for e in second.open_entities(["alice"]).entities] == ["Alice"]
+        # a write that rolls back tells nobody
+        count = second.changes()
+        with pytest.raises(NotFoundError):
+            first.add_observations([ObservationBatch("Ghost", ("x",))], origin="test")
+        first.create_entities([EntityInput("Bob", "person")], origin="test")  # a marker after it
+        deadline = time.monotonic() + 20
+        while second.changes() == count and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.2)
+        assert second.changes() == count + 1
+    finally:
+        first.close()
+        second.close()
+
+
+WRITER = textwrap.dedent("""
+    import sys
+    from memloci.errors import AlreadyExistsError
+    from memloci.libraries import LibraryRegistry, parse_library_specs
+    from memloci.model import EntityInput, ObservationBatch, RelationInput
+    from memloci.service import MemoryService
+
+    spec, worker, count = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+    s = MemoryService(LibraryRegistry(parse_library_specs(spec)))
+    for i in range(count):
+        s.create_entities([EntityInput(f"w{worker}-e{i}", "item", (f"made by {worker}",)),
+                           EntityInput("Shared", "hub", (f"touched by {worker} #{i}",))])
+        s.create_relations([RelationInput(f"w{worker}-e{i}", "part_of", "Shared")])
+        if i % 10 == 0:
+            s.add_observations([ObservationBatch("shared", (f"note {worker}-{i}",))])
+    s.close()
+    print("done", worker)
+""")
+
+
+def test_four_processes_creating_at_once_lose_nothing(pg_library):
+    """4 server processes x 250 create calls (each with a merge into one shared entity, and a
+    relation to it) on a library none has opened yet: every entity, observation and relation
+    is there, and the shared entity exists once."""
+    workers, count = 4, 250
+    env = {**os.environ, "MEMLOCI_EMBEDDER": "none"}
+    procs = [subprocess.Popen([sys.executable, "-c", WRITER, pg_library.arg, str(w), str(count)], env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+             for w in range(workers)]
+    for p in procs:
+        out, err = p.communicate(timeout=600)
+        assert p.returncode == 0, err[-3000:]
+    s = _service(pg_library.spec)
+    try:
+        stats = s.stats()
+        assert stats.entities == workers * count + 1
+        assert stats.relations == workers * count
+        # each item's own observation, the shared entity's one per call and one per ten calls
+        assert stats.observations == workers * count + workers * count + workers * (count // 10)
+        (shared,) = s.open_nodes(["Shared"]).entities
+        assert len(shared.observations) == workers * count + workers * (count // 10)
+        assert len(s.history(limit=10_000)) == workers * (count * 2 + count // 10)
+    finally:
+        s.close()
+
+
+STRICT_WRITER = textwrap.dedent("""
+    import dataclasses, sys
+    from memloci.errors import AlreadyExistsError
+    from memloci.libraries import LibraryRegistry, parse_library_specs
+    from memloci.model import EntityInput
+    from memloci.schema import schema_from_config
+    from memloci.service import MemoryService
+
+    (spec,) = parse_library_specs(sys.argv[1])
+    s = MemoryService(LibraryRegistry([dataclasses.replace(spec, schema=schema_from_config("strict", "schema"))]))
+    won = 0
+    for i in range(int(sys.argv[2])):
+        try:
+            s.create_entities([EntityInput(f"name-{i}", "concept")])
+            won += 1
+        except AlreadyExistsError:
+            pass
+    s.close()
+    print(won)
+""")
+
+
+def test_unique_names_hold_across_processes(pg_library):
+    """Three processes race to create the same 60 names under unique names: each exists once,
+    and exactly one process won each."""
+    names = 60
+    env = {**os.environ, "MEMLOCI_EMBEDDER": "none"}
+    procs = [subprocess.Popen([sys.executable, "-c", STRICT_WRITER, pg_library.arg, str(names)], env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+             for _ in range(3)]
+    won = 0
+    for p in procs:
+        out, err = p.communicate(timeout=600)
+        assert p.returncode == 0, err[-3000:]
+        won += int(out.split()[-1])
+    assert won == names
+    s = _service(pg_library.spec)
+    try:
+        assert s.stats().entities == names
+    finally:
+        s.close()

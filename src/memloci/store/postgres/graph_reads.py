@@ -65,14 +65,16 @@ class PostgresGraphReads:
         return [JournalEntry(i, at, tool, action, tuple(ents), detail) for i, at, tool, action, ents, detail in rows]
 
     def name_changes(self, since: int) -> Any:
-        """(log position, (name, type, aliases JSON) of the entities named, retyped or re-aliased
-        after `since`, whether that is every entity): every one when `since` is -1 or ahead of the
-        log (another database, or one restored from a backup)."""
+        """The entities named, retyped or re-aliased after log position `since` (model.NameChanges):
+        every one when `since` is -1 or ahead of the log (another database, or one restored)."""
         import json
+
+        from ...model import NameChanges, NamedEntity
 
         with self._read() as conn:  # type: ignore[attr-defined]
             high = conn.execute("SELECT coalesce(max(name_seq), 0) FROM entities").fetchone()[0]
             complete = since < 0 or high < since
             rows = conn.execute("SELECT name, entity_type, aliases FROM entities"
                                 + ("" if complete else " WHERE name_seq > %s"), () if complete else (since,)).fetchall()
-        return high, [(n, t, json.dumps(a, ensure_ascii=False)) for n, t, a in rows], complete
+        return NameChanges(high, tuple(NamedEntity(n, t, json.dumps(a, ensure_ascii=False)) for n, t, a in rows),
+                           complete)
