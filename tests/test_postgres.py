@@ -274,6 +274,9 @@ def test_stats_and_engine_figures(pg_library):
         assert figures["pgvector"] is None or figures["pgvector"][0].isdigit()
         assert figures["pool"]["max"] >= 1 and figures["pool"]["size"] >= 1
         assert ":@" in store.path or "***" not in store.path  # an empty password is shown as empty
+        health = s.health()
+        assert (health["status"], health["backend"], health["engine"]["engine"]) == ("healthy", "postgres", "postgres")
+        assert health["statistics"]["observations"] == 1
     finally:
         s.close()
 

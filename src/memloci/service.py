@@ -44,7 +44,7 @@ from .search.vectors import EmbeddingWorker, PassageIndex, VectorIndex, library_
 from .service_documents import DocumentService
 from .service_history import HistoryService
 from .service_projects import ProjectService
-from .store import GraphBatches, Passages, Store
+from .store import GraphBatches, Passages, ServerEngine, Store
 from .store.writable import write_problem
 
 DEFAULT_GRAPH_LIMIT = 100  # a page that fits a model's context (1,000 entities were ~245 KB)
@@ -526,7 +526,8 @@ class MemoryService(DocumentService, ProjectService, HistoryService):
         pair = self._dense.get(library_key(store))
         worker_error = pair[1].error if pair else None
         mismatch = bool(status.model and state["model"] and state["model"] != status.model)
-        unwritable = write_problem(stats.path)  # writes would fail now: say so while it lasts
+        server = isinstance(store, ServerEngine)  # a database server's disk is not ours to check
+        unwritable = None if server else write_problem(stats.path)  # writes would fail now: say so while it lasts
         problems = [p for p in (f"writes fail: {unwritable}" if unwritable else None, status.error, worker_error,
                                 f"library vectors are from {state['model']}; run `memloci reindex`" if mismatch else None) if p]
         # Memories waiting for a vector drain only while an embedder works; otherwise the count would never move.
@@ -535,6 +536,7 @@ class MemoryService(DocumentService, ProjectService, HistoryService):
             "status": "healthy" if not problems else "degraded",
             "backend": store.kind,
             "library": store.name,
+            **({"engine": store.engine_health()} if server else {}),
             "statistics": {
                 "total_memories": stats.memories + stats.observations,
                 "free_memories": stats.memories,
