@@ -230,7 +230,7 @@ def test_the_passage_index_appends_and_reloads_when_others_write(tmp_path):
             index.add(saved, [owner], vectors[row:row + 1], version)
         assert len(index) == 2
         best = index.best_entities(np.array([0.0, 1.0], dtype=np.float32))
-        assert best[pending[1][3]] == pytest.approx(1.0) and best[pending[0][3]] == pytest.approx(0.0)
+        assert best[pending[1].entity_id] == pytest.approx(1.0) and best[pending[0].entity_id] == pytest.approx(0.0)
         # Another writer (here: the store directly) saves the third; the index sees it on the next search.
         pid, _, thash, owner = pending[2]
         store.save_passage_vectors([(pid, thash, vectors[2])], "m")

@@ -26,7 +26,7 @@ from typing import Any
 
 from .errors import NotFoundError, ValidationError
 from .schema import schema_from_config
-from .store import Store
+from .store import FolderLibrary, Store
 
 DEFAULT_LIBRARY = "default"
 CONFIG_KEYS = ("name", "tools", "libraries", "schemas", "oauth", "http")  # every key a config file may have, at the top
@@ -347,7 +347,7 @@ class LibraryRegistry:
         """Markdown libraries (project ones too, as they open) rescan their folders while the server runs."""
         self._watching = True
         for store in [*self._stores.values(), *self._projects.values()]:
-            if hasattr(store, "start_watching"):
+            if isinstance(store, FolderLibrary):
                 store.start_watching()
 
     def close(self) -> None:

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import unicodedata
-from dataclasses import dataclass, field
+from collections.abc import Iterator
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 
@@ -188,6 +189,133 @@ class LibraryStats:
     journal_entries: int
     size_bytes: int
     schema_version: int
+
+
+# -- what store methods return ---------------------------------------------------------
+# Small records instead of bare tuples: a reader sees `page.total`, not `result[1]`. Each
+# still unpacks as the tuple it replaced (`memory, created = store.store_memory(...)`), so
+# code written against the tuple keeps working while new code reads the fields by name.
+
+
+class Unpacks:
+    """Iterates over a dataclass's fields in order (shallow: a Memory inside stays a Memory)."""
+
+    __slots__ = ()
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter([getattr(self, f.name) for f in fields(self)])  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True, slots=True)
+class StoredMemory(Unpacks):
+    """What store_memory did: the memory as stored, and whether this call created it (False:
+    its owner held the same text already; tags told anew were added to that one)."""
+
+    memory: Memory
+    created: bool
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryPage(Unpacks):
+    """One page of a listing, newest first, and how many memories the filters let through in all."""
+
+    memories: tuple[Memory, ...]
+    total: int
+
+
+@dataclass(frozen=True, slots=True)
+class NamedEntity(Unpacks):
+    """An entity's words as entity search completes and respells them."""
+
+    name: str
+    entity_type: str
+    aliases: str  # the aliases as a JSON list ("[]" for none)
+
+
+@dataclass(frozen=True, slots=True)
+class NameChanges(Unpacks):
+    """What the name log holds after a position: the entities created, retyped or renamed since."""
+
+    position: int  # pass it to the next name_changes call
+    names: tuple[NamedEntity, ...]
+    complete: bool  # True: `names` is every entity (the position asked for was -1 or too old)
+
+
+@dataclass(frozen=True, slots=True)
+class PendingMemory(Unpacks):
+    """A memory waiting for its vector."""
+
+    id: int
+    content: str
+    content_hash: str  # the vector is saved only if the text still has this hash
+    thread: str  # its conversation ('' for none): neighbours lift each other's similarity
+
+
+@dataclass(frozen=True, slots=True)
+class PendingPassage(Unpacks):
+    """A passage of a note body waiting for its vector."""
+
+    id: int
+    text: str
+    text_hash: str  # the vector is saved only if the passage still has this hash
+    entity_id: int  # the note it was cut from
+
+
+@dataclass(frozen=True, slots=True)
+class SavedVectors(Unpacks):
+    """Which vectors a save kept (an item whose text changed meanwhile is skipped), and the
+    vectors' version after it (an in-process index compares it to tell others' writes apart)."""
+
+    ids: tuple[int, ...]
+    version: int
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryVectors(Unpacks):
+    """Every stored memory vector of a library, in id order (numpy arrays; no import here)."""
+
+    ids: Any  # int64 array
+    threads: list[str]  # each row's thread ('' for none)
+    matrix: Any  # float32 array, one row per id
+    version: int
+    model: str | None  # None before the first vector
+
+
+@dataclass(frozen=True, slots=True)
+class PassageVectors(Unpacks):
+    """Every embedded passage of a library, in id order."""
+
+    ids: Any  # int64 array of passage ids
+    owners: Any  # int64 array: the entity each passage belongs to
+    matrix: Any  # float32 array
+    version: int
+    model: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class ImportedMemories(Unpacks):
+    """What import_memories did with the free memories it was given."""
+
+    added: int
+    existing: int  # the same text was there already
+
+
+@dataclass(frozen=True, slots=True)
+class DocumentEdit(Unpacks):
+    """What edit_document did: the entity's stored name, and whether its document changed."""
+
+    name: str
+    changed: bool
+
+
+@dataclass(frozen=True, slots=True)
+class ListedEntity(Unpacks):
+    """One line of an entity listing; `path` is its file in a Markdown library (None elsewhere,
+    or for an entity without a file yet)."""
+
+    name: str
+    entity_type: str
+    path: str | None = None
 
 
 def now_iso() -> str:

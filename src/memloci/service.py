@@ -44,7 +44,7 @@ from .search.vectors import EmbeddingWorker, PassageIndex, VectorIndex, library_
 from .service_documents import DocumentService
 from .service_history import HistoryService
 from .service_projects import ProjectService
-from .store import GraphBatches, Passages, ServerEngine, Store
+from .store import FolderLibrary, GraphBatches, Passages, ServerEngine, Store
 from .store.writable import write_problem
 
 DEFAULT_GRAPH_LIMIT = 100  # a page that fits a model's context (1,000 entities were ~245 KB)
@@ -313,7 +313,7 @@ class MemoryService(DocumentService, ProjectService, HistoryService):
             logging.getLogger(__name__).warning("query embedding failed, notes searched without meaning: %s", exc)
             return []
         best = {i: sim for i, sim in passages.best_entities(vector).items() if sim >= BODY_FLOOR}
-        names = store.entity_names_by_id(list(best)) if best else {}
+        names = store.entity_names_by_id(list(best)) if best and isinstance(store, Passages) else {}
         return [(names[i], BODY_WEIGHT * min(1.0, sim), f"body means it ({sim:.2f})")
                 for i, sim in best.items() if i in names]
 
@@ -332,7 +332,8 @@ class MemoryService(DocumentService, ProjectService, HistoryService):
         store = self.store(library)
         if m.entity:
             store.schema.check_observation(m.content, "content")
-        memory, created = store.store_memory(m, origin="store_memory")
+        stored = store.store_memory(m, origin="store_memory")
+        memory, created = stored.memory, stored.created
         if not created and m.entity and store.schema.unique_observations:
             raise rules.repeated_observation(store.schema, memory.content, memory.entity, "content")
         if created:
@@ -384,8 +385,8 @@ class MemoryService(DocumentService, ProjectService, HistoryService):
             soft = None
         elif soft is not None:
             inside = _narrowed(filters, soft)
-            counted = store.list_memories(offset=0, limit=0, filters=inside)[1] if inside is not None else 0
-            everything = counted > 0 and counted == store.list_memories(offset=0, limit=0, filters=filters)[1]
+            counted = store.list_memories(offset=0, limit=0, filters=inside).total if inside is not None else 0
+            everything = counted > 0 and counted == store.list_memories(offset=0, limit=0, filters=filters).total
             if counted == 0:
                 soft, inside = None, None  # "what did Melanie do last week" in memories stored all at once
             elif not (everything or soft.absolute):  # "in May" may be what a memory says; "last week" is not
@@ -398,7 +399,7 @@ class MemoryService(DocumentService, ProjectService, HistoryService):
         if not text.strip() or (keywords is not None and not _has_words(keywords)):
             if not (latest or filtered or inside is not None):
                 raise ValidationError("query: must not be empty", hint="Say what to look for, or use list_memories.")
-            listed, _ = store.list_memories(offset=0, limit=n_results, filters=inside or filters)
+            listed = store.list_memories(offset=0, limit=n_results, filters=inside or filters).memories
             hits = [MemoryHit(m, 1.0, "newest" if latest else "in range") for m in listed]
             matched = len(hits)
         else:
@@ -457,8 +458,8 @@ class MemoryService(DocumentService, ProjectService, HistoryService):
         clean = schema.validate_tags(tags, "tags", allow_empty=False)
         limit = schema.check_int(limit, "limit", 1, schema.PAGE_MAX)
         offset = schema.check_int(offset, "offset", 0, schema.OFFSET_MAX)
-        return self.store(library).list_memories(offset=offset, limit=limit,
-                                                 filters=MemoryFilter(tuple(clean), match_all))
+        page = self.store(library).list_memories(offset=offset, limit=limit, filters=MemoryFilter(tuple(clean), match_all))
+        return list(page.memories), page.total
 
     def _one_memory(self, store: Store, content_hash: str) -> Memory:
         content_hash = schema.clean_label(content_hash, "content_hash", 64)
@@ -516,7 +517,8 @@ class MemoryService(DocumentService, ProjectService, HistoryService):
             if narrowed is None:  # the range and after/before do not overlap: nothing to list
                 return [], 0
             filters = narrowed
-        return self.store(library).list_memories(offset=(page - 1) * page_size, limit=page_size, filters=filters)
+        found = self.store(library).list_memories(offset=(page - 1) * page_size, limit=page_size, filters=filters)
+        return list(found.memories), found.total
 
     def health(self, *, library: str | None = None) -> dict[str, Any]:
         store = self.store(library)
@@ -559,7 +561,7 @@ class MemoryService(DocumentService, ProjectService, HistoryService):
         """Re-embed every memory of the library with the current embedder; returns how many.
         A Markdown library's index is first rebuilt from its files (`files` gets that SyncReport)."""
         store = self.store(library)
-        if hasattr(store, "rebuild_index"):  # a Markdown library: the files first, then the vectors
+        if isinstance(store, FolderLibrary):  # a Markdown library: the files first, then the vectors
             report = store.rebuild_index()
             if files is not None:
                 files(report)
@@ -755,7 +757,7 @@ def _untimed(store: Store, filters: MemoryFilter) -> MemoryFilter:
     if not (filters.after or filters.before):
         return filters
     untimed = replace(filters, after=None, before=None)
-    counts = [store.list_memories(offset=0, limit=0, filters=f)[1] for f in (filters, untimed)]
+    counts = [store.list_memories(offset=0, limit=0, filters=f).total for f in (filters, untimed)]
     return untimed if counts[0] == counts[1] else filters
 
 
@@ -796,7 +798,7 @@ def _newest(store: Store, filters: MemoryFilter, n: int, hits: list[MemoryHit]) 
     if n <= 0:
         return []
     seen = {h.memory.id for h in hits}
-    listed, _ = store.list_memories(offset=0, limit=n + len(seen), filters=filters)
+    listed = store.list_memories(offset=0, limit=n + len(seen), filters=filters).memories
     return [MemoryHit(m, 0.0, "in range, newest (no word or meaning match)") for m in listed if m.id not in seen][:n]
 
 

@@ -21,6 +21,7 @@ from .errors import NotFoundError, ValidationError
 from .markdown import document as md
 from .markdown import frontmatter
 from .model import name_key
+from .store import FolderLibrary
 
 MANUAL_TITLE = "# Library manual\n"
 
@@ -45,7 +46,7 @@ class DocumentService:
             row = {"name": s.name, "kind": s.kind, "path": s.path, "entities": s.entities,
                    "observations": s.observations, "memories": s.memories, "relations": s.relations,
                    "schema": store.schema.describe()}
-            if hasattr(store, "problems"):
+            if isinstance(store, FolderLibrary):
                 row["unparsed_files"] = store.problems()
             out.append(row)
         return out
@@ -58,14 +59,15 @@ class DocumentService:
         `*.md` every note (a glob without `/` is matched against a file's own name)."""
         glob = schema.validate_query(entity_glob or "*") or "*"
         store = self.store(library)
-        if not hasattr(store, "entity_listing"):
-            return [{"name": n, "entity_type": t} for n, t in store.list_entities(glob)]
+        if not isinstance(store, FolderLibrary):
+            return [{"name": e.name, "entity_type": e.entity_type} for e in store.list_entities(glob)]
         # Names and paths compare in NFC: a file name macOS wrote decomposed (`Cafe\u0301`)
         # matches the glob `Café*` typed composed.
         by_name, by_path = _nfc(_nfc(glob).casefold()), _path_glob(_nfc(glob))
-        return [{"name": n, "entity_type": t, **({"path": p} if p is not None else {})}
-                for n, t, p in store.entity_listing()
-                if fnmatch.fnmatchcase(_nfc(_nfc(n).casefold()), by_name) or (p is not None and by_path(_nfc(p)))]
+        return [{"name": e.name, "entity_type": e.entity_type, **({"path": e.path} if e.path is not None else {})}
+                for e in store.entity_listing()
+                if fnmatch.fnmatchcase(_nfc(_nfc(e.name).casefold()), by_name)
+                or (e.path is not None and by_path(_nfc(e.path)))]
 
     def _texts(self, names: Sequence[str], library: str | None) -> tuple[list[tuple[str, str]], list[str]]:
         """(name, document text) for the names that exist, and the missing names."""
@@ -87,7 +89,7 @@ class DocumentService:
     @staticmethod
     def _text_of(store, doc: md.EntityDocument) -> str:
         """The document as a person sees it: the file itself in a Markdown library."""
-        if hasattr(store, "entity_file_text"):
+        if isinstance(store, FolderLibrary):
             text = store.entity_file_text(doc.name)
             if text is not None:
                 return text
@@ -155,10 +157,10 @@ class DocumentService:
               change: Callable[[str], str], detail: dict[str, Any]) -> dict[str, Any]:
         schema.validate_names([entity_name], "entity_name")
         store = self.store(library)
-        name, changed = store.edit_document(entity_name.strip(), change, origin=action, detail=detail)
-        if changed:
+        edited = store.edit_document(entity_name.strip(), change, origin=action, detail=detail)
+        if edited.changed:
             self._written(store)
-        return {"entity": name, "changed": changed}
+        return {"entity": edited.name, "changed": edited.changed}
 
     def add_entity_content(self, entity_name: str, in_section: str, new_content: str, *,
                            library: str | None = None) -> dict[str, Any]:

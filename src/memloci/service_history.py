@@ -13,7 +13,7 @@ from .backup import backup_library, restore_library
 from .errors import ValidationError
 from .interop import OfficialFile
 from .libraries import ProjectRef
-from .model import Graph, JournalEntry, Memory, name_key
+from .model import Graph, ImportedMemories, JournalEntry, Memory, name_key
 from .store import Portable, Store, Undoable
 
 
@@ -84,8 +84,9 @@ class HistoryService:
         relation_dates = {key: at for key, at in source.relation_dates.items() if key[0] in new and key[2] in new}
         if dates or relation_dates:
             store.restore_dates(dates, relation_dates, origin="import")
-        added, existing = store.import_memories([m for _, m in source.memories], origin="import") \
-            if source.memories else (0, 0)
+        imported = store.import_memories([m for _, m in source.memories], origin="import") \
+            if source.memories else ImportedMemories(0, 0)
+        added, existing = imported.added, imported.existing
         if added:
             self._written(store)  # they wait for their vectors
         if progress and source.memories:

@@ -56,11 +56,12 @@ class NameWords:
         """Take in what the name log holds since the last refresh (everything the first time).
         Searches may read meanwhile: words are only added (a full reload swaps in new lists)."""
         with self.lock:
-            seq, rows, full = store.name_changes(self.seq)
-            if not full and not rows and seq == self.seq:
+            changes = store.name_changes(self.seq)
+            seq, full = changes.position, changes.complete
+            if not full and not changes.names and seq == self.seq:
                 return
-            new = {word for name, entity_type, aliases in rows
-                   for word in _WORD.findall(f"{name} {entity_type} {aliases if aliases != '[]' else ''}".lower())
+            new = {word for e in changes.names
+                   for word in _WORD.findall(f"{e.name} {e.entity_type} {e.aliases if e.aliases != '[]' else ''}".lower())
                    if not any(c.isdigit() for c in word)}
             if full:
                 by_length: dict[int, list[str]] = {}

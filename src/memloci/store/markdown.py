@@ -55,7 +55,7 @@ from ..markdown.memories import (
     render_block,
     render_day,
 )
-from ..model import LibraryStats, name_key, now_iso
+from ..model import LibraryStats, ListedEntity, name_key, now_iso
 from .markdown_files import (
     CONTEXT,
     INDEX_DIR,
@@ -528,12 +528,13 @@ class MarkdownStore(MarkdownImport, MarkdownUndo, MarkdownScan, SQLiteStore):
         with self._read() as conn:
             return dict(conn.execute("SELECT e.name_key, m.path FROM md_files m JOIN entities e ON e.id = m.entity_id"))
 
-    def entity_listing(self) -> list[tuple[str, str, str | None]]:
-        """(name, entity_type, file path or None) of every entity, by name, in one query
+    def entity_listing(self) -> list[ListedEntity]:
+        """Every entity with its file path (None: no file yet), by name, in one query
         (list_entities matches a glob against both)."""
         with self._read() as conn:
-            return conn.execute("SELECT e.name, e.entity_type, m.path FROM entities e "
-                                "LEFT JOIN md_files m ON m.entity_id = e.id ORDER BY e.name_key").fetchall()
+            return [ListedEntity(*row) for row in conn.execute(
+                "SELECT e.name, e.entity_type, m.path FROM entities e "
+                "LEFT JOIN md_files m ON m.entity_id = e.id ORDER BY e.name_key")]
 
     def stats(self) -> LibraryStats:
         base = super().stats()

@@ -32,7 +32,7 @@ from ..markdown.document import (
 )
 from ..markdown.frontmatter import check_renamed_links
 from ..markdown.obsidian import all_tags, block_links, block_links_or_none, tag_text
-from ..model import Relation, RelationInput, name_key, now_iso
+from ..model import DocumentEdit, ListedEntity, Relation, RelationInput, name_key, now_iso
 from ..rules import check_distinct, cycle_path
 from ..search import lexical
 from .sqlite_memories import insert_memory, reindex_content
@@ -56,12 +56,12 @@ class SQLiteDocuments(SQLiteVaultLinks):
             found = self._resolve(conn, names)
             return {key: self._document(conn, entity_id) for key, (entity_id, _) in found.items()}
 
-    def list_entities(self, pattern: str = "*") -> list[tuple[str, str]]:
-        """(name, entity_type) of the entities whose name matches a glob, case-insensitively, by name."""
+    def list_entities(self, pattern: str = "*") -> list[ListedEntity]:
+        """The entities whose name matches a glob, case-insensitively, by name."""
         glob = unicodedata.normalize("NFC", pattern).casefold() or "*"  # `Café` typed or decomposed is one name
         with self._read() as conn:
             rows = conn.execute("SELECT name, entity_type FROM entities ORDER BY name_key").fetchall()
-        return [(n, t) for n, t in rows if fnmatch.fnmatchcase(unicodedata.normalize("NFC", n).casefold(), glob)]
+        return [ListedEntity(n, t) for n, t in rows if fnmatch.fnmatchcase(unicodedata.normalize("NFC", n).casefold(), glob)]
 
     def find_relations(self, *, to_entity: str | None, relation_type: str | None,
                        from_entity: str | None) -> list[Relation]:
@@ -140,9 +140,9 @@ class SQLiteDocuments(SQLiteVaultLinks):
         return text
 
     def edit_document(self, name: str, change: Callable[[str], str], *, origin: str,
-                      detail: dict[str, Any], stamp: str | None = None) -> tuple[str, bool]:
+                      detail: dict[str, Any], stamp: str | None = None) -> DocumentEdit:
         """Read an entity's document, change its text, apply it: one transaction, so two
-        writers editing one entity both land. Returns (stored name, whether anything changed).
+        writers editing one entity both land. Returns the stored name, and whether anything changed.
         `stamp` dates the change instead of now (an import gives a note its own date), in the
         index and in the `modified:` of a file memloci created, so the two agree."""
         with self._write() as conn:
@@ -153,7 +153,7 @@ class SQLiteDocuments(SQLiteVaultLinks):
             text = self._document_text(conn, entity_id)
             new_text = change(text)
             if new_text == text:
-                return stored, False
+                return DocumentEdit(stored, False)
             doc = parse_document(new_text, fallback_name="\x00")
             if doc.name == "\x00" and parse_document(text, fallback_name="\x00").name == "\x00":
                 doc.name = stored  # the name was never in the text: it is the file's name
@@ -172,7 +172,7 @@ class SQLiteDocuments(SQLiteVaultLinks):
             self._link_pending(conn)
             self._refresh_fts(conn, [entity_id])
             self._journal(conn, origin, origin, [stored], {"entity": stored, **detail})
-        return stored, True
+        return DocumentEdit(stored, True)
 
     def _document_text(self, conn: sqlite3.Connection, entity_id: int) -> str:
         return render_document(self._document(conn, entity_id))

@@ -13,6 +13,8 @@ from ..model import (
     Graph,
     GraphPage,
     JournalEntry,
+    NameChanges,
+    NamedEntity,
     Relation,
     SearchHit,
     SearchResult,
@@ -126,11 +128,12 @@ class SQLiteGraphReads:
         with self._read() as conn:
             return count_matches(conn, query, cap, stop_words=stop_words, names=names)
 
-    def name_changes(self, since: int) -> tuple[int, list[tuple[str, str, str]], bool]:
-        """(log position, (name, type, aliases JSON) of the entities named, retyped or renamed after `since`, whether
-        that is every entity): every one when `since` is -1 or older than the log kept."""
+    def name_changes(self, since: int) -> NameChanges:
+        """The entities named, retyped or renamed after log position `since`: every one when `since`
+        is -1 or older than the log kept."""
         with self._read() as conn:
-            return name_changes(conn, since)
+            position, rows, complete = name_changes(conn, since)
+        return NameChanges(position, tuple(NamedEntity(*row) for row in rows), complete)
 
     def export_graph(self, *, order: str = "id") -> Graph:
         """Every entity (insertion or `name` order) and relation, from one snapshot."""

@@ -19,7 +19,8 @@ from typing import Any
 import numpy as np
 
 from ..errors import AlreadyExistsError, NotFoundError
-from ..model import Memory, MemoryFilter, MemoryInput, name_key, now_iso
+from ..model import (Memory, MemoryFilter, MemoryInput, MemoryPage, MemoryVectors, PendingMemory, SavedVectors,
+                     StoredMemory, name_key, now_iso)
 from ..search import lexical
 from .sqlite_search import cjk_grams
 
@@ -255,8 +256,8 @@ def unpack_many(blobs: Sequence[bytes], dimension: int) -> np.ndarray:
 class SQLiteMemories:
     """The memory half of SQLiteStore (mixed in; uses its _write, _read, _resolve, _journal)."""
 
-    def store_memory(self, m: MemoryInput, *, origin: str) -> tuple[Memory, bool]:
-        """Store one memory; (memory, False) if its owner already holds the same text."""
+    def store_memory(self, m: MemoryInput, *, origin: str) -> StoredMemory:
+        """Store one memory; `created` False if its owner already holds the same text."""
         at = now_iso()
         with self._write() as conn:
             entity_id = self._entity_id(conn, m.entity)
@@ -275,7 +276,7 @@ class SQLiteMemories:
                     conn.executemany("INSERT OR IGNORE INTO memory_tags (tag, memory_id) VALUES (?, ?)",
                                      [(t, existing) for t in tag_keys(new_tags)])
                     memory = load_memories(conn, [existing])[existing]
-                return memory, False
+                return StoredMemory(memory, False)
             if entity_id is not None:
                 conn.execute("UPDATE entities SET updated_at = ? WHERE id = ?", (at, entity_id))
                 self._retag(conn, [entity_id])  # an observation's #tags are its entity's tags
@@ -283,7 +284,7 @@ class SQLiteMemories:
             memory = load_memories(conn, [memory_id])[memory_id]
             self._journal(conn, origin, "store_memory", [memory.entity] if memory.entity else [],
                           {"content_hash": memory.content_hash, "tags": list(memory.tags)})
-        return memory, True
+        return StoredMemory(memory, True)
 
     def _entity_id(self, conn: sqlite3.Connection, name: str | None) -> int | None:
         if not name:
@@ -363,11 +364,12 @@ class SQLiteMemories:
                                             "metadata": m.metadata} for m in removed]})
         return removed
 
-    def list_memories(self, *, offset: int, limit: int, filters: MemoryFilter) -> tuple[list[Memory], int]:
+    def list_memories(self, *, offset: int, limit: int, filters: MemoryFilter) -> MemoryPage:
         with self._read() as conn:
             where, params = filter_sql(filters, conn)
             total = conn.execute(f"SELECT count(*) FROM memories m WHERE {where}", params).fetchone()[0]
-            return select_memories(conn, where, params, "m.created_at DESC, m.id DESC", limit, offset), total
+            return MemoryPage(tuple(select_memories(conn, where, params, "m.created_at DESC, m.id DESC", limit, offset)),
+                              total)
 
     def lexical_memory_candidates(self, terms: list[str], grams: list[str], k: int,
                                   filters: MemoryFilter) -> dict[int, float]:
@@ -399,13 +401,13 @@ class SQLiteMemories:
 
     # -- vectors ---------------------------------------------------------------------------
 
-    def pending_embeddings(self, limit: int) -> list[tuple[int, str, str, str]]:
-        """(id, content, content_hash, thread) of memories still waiting for a vector, in id order."""
+    def pending_embeddings(self, limit: int) -> list[PendingMemory]:
+        """Memories still waiting for a vector, in id order."""
         with self._read() as conn:
-            return conn.execute("SELECT id, content, content_hash, thread FROM memories WHERE embedded = 0 "
-                                "ORDER BY id LIMIT ?", (limit,)).fetchall()
+            return [PendingMemory(*row) for row in conn.execute(
+                "SELECT id, content, content_hash, thread FROM memories WHERE embedded = 0 ORDER BY id LIMIT ?", (limit,))]
 
-    def save_vectors(self, items: Sequence[tuple[int, str, np.ndarray]], model: str) -> tuple[list[int], int]:
+    def save_vectors(self, items: Sequence[tuple[int, str, np.ndarray]], model: str) -> SavedVectors:
         """Store vectors of (id, content_hash it was computed from, vector); returns the ids
         saved (a memory whose text changed meanwhile is skipped) and the new vectors version."""
         saved = []
@@ -417,10 +419,10 @@ class SQLiteMemories:
                     conn.execute("INSERT OR REPLACE INTO memory_vectors (memory_id, vector) VALUES (?, ?)",
                                  (memory_id, pack(vector)))
                     saved.append(memory_id)
-            return saved, vectors_version(conn)
+            return SavedVectors(tuple(saved), vectors_version(conn))
 
-    def load_vectors(self) -> tuple[np.ndarray, list[str], np.ndarray, int, str | None]:
-        """(ids, threads, matrix, vectors version, model) of every stored vector, in id order."""
+    def load_vectors(self) -> MemoryVectors:
+        """Every stored vector (ids, threads, matrix, vectors version, model), in id order."""
         with self._read() as conn:
             model = library_meta(conn, "embedding_model")
             dimension = int(library_meta(conn, "embedding_dimension") or 0)
@@ -428,7 +430,7 @@ class SQLiteMemories:
                                    JOIN memories m ON m.id = v.memory_id ORDER BY v.memory_id""").fetchall()
             version = vectors_version(conn)
         ids = np.array([r[0] for r in rows], dtype=np.int64)
-        return ids, [r[1] for r in rows], unpack_many([r[2] for r in rows], dimension or 1), version, model
+        return MemoryVectors(ids, [r[1] for r in rows], unpack_many([r[2] for r in rows], dimension or 1), version, model)
 
     def vectors_version(self) -> int:
         with self._read() as conn:

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from ..markdown.document import normalize_heading
-from ..model import name_key
+from ..model import PassageVectors, PendingPassage, SavedVectors, name_key
 from .sqlite_memories import claim_model, library_meta, pack, unpack_many
 
 PASSAGE_WORDS = 180  # the default model reads 256 word pieces; ~180 English words fill them
@@ -159,13 +159,13 @@ class SQLitePassages:
             conn.executemany("DELETE FROM passages_stale WHERE entity_id = ?", [(i,) for i in stale])
             return len(stale)
 
-    def pending_passages(self, limit: int) -> list[tuple[int, str, str, int]]:
-        """(id, text, text_hash, entity id) of passages waiting for a vector, in id order."""
+    def pending_passages(self, limit: int) -> list[PendingPassage]:
+        """Passages waiting for a vector, in id order."""
         with self._read() as conn:
-            return conn.execute("SELECT id, text, text_hash, entity_id FROM passages WHERE vector IS NULL "
-                                "ORDER BY id LIMIT ?", (limit,)).fetchall()
+            return [PendingPassage(*row) for row in conn.execute(
+                "SELECT id, text, text_hash, entity_id FROM passages WHERE vector IS NULL ORDER BY id LIMIT ?", (limit,))]
 
-    def save_passage_vectors(self, items: Sequence[tuple[int, str, np.ndarray]], model: str) -> tuple[list[int], int]:
+    def save_passage_vectors(self, items: Sequence[tuple[int, str, np.ndarray]], model: str) -> SavedVectors:
         """Store vectors of (passage id, text_hash it was computed from, vector); returns the ids
         saved (a passage re-made meanwhile is skipped) and the new passages version."""
         saved = []
@@ -176,10 +176,10 @@ class SQLitePassages:
                                    (pack(vector), passage_id, text_hash))
                 if cur.rowcount:
                     saved.append(passage_id)
-            return saved, passages_version(conn)
+            return SavedVectors(tuple(saved), passages_version(conn))
 
-    def load_passage_vectors(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, str | None]:
-        """(passage ids, their entity ids, matrix, passages version, model) of every embedded passage, in id order."""
+    def load_passage_vectors(self) -> PassageVectors:
+        """Every embedded passage (ids, their entity ids, matrix, passages version, model), in id order."""
         with self._read() as conn:
             model = library_meta(conn, "embedding_model")
             dimension = int(library_meta(conn, "embedding_dimension") or 0)
@@ -190,7 +190,7 @@ class SQLitePassages:
         rows = [r for r in rows if r[3] is None or says_something(r[3])]
         ids = np.array([r[0] for r in rows], dtype=np.int64)
         owners = np.array([r[1] for r in rows], dtype=np.int64)
-        return ids, owners, unpack_many([r[2] for r in rows], dimension or 1), version, model
+        return PassageVectors(ids, owners, unpack_many([r[2] for r in rows], dimension or 1), version, model)
 
     def passages_version(self) -> int:
         with self._read() as conn:

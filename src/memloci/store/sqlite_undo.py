@@ -22,7 +22,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from ..errors import ConflictError, NotFoundError, ValidationError
-from ..model import name_key
+from ..model import ImportedMemories, name_key
 from .sqlite_memories import insert_memory, select_memories
 
 # Changes that only repeat what the files or the embedder say; `memloci history` hides them
@@ -318,8 +318,8 @@ class SQLiteUndo:
         with self._read() as conn:
             return select_memories(conn, "m.entity_id IS NULL", (), order="m.id")
 
-    def import_memories(self, items: Sequence[Any], *, origin: str) -> tuple[int, int]:
-        """Free memories with their own timestamps (MemoryLine-like items); (added, already there)."""
+    def import_memories(self, items: Sequence[Any], *, origin: str) -> ImportedMemories:
+        """Free memories with their own timestamps (MemoryLine-like items): how many added, how many there already."""
         added = 0
         with self._write() as conn:
             for m in items:
@@ -330,7 +330,7 @@ class SQLiteUndo:
                     added += 1
             if added:
                 self._journal(conn, origin, "import_memories", [], {"added": added})
-        return added, len(items) - added
+        return ImportedMemories(added, len(items) - added)
 
     def restore_dates(self, entities: dict[str, tuple[str, str, Sequence[str], Sequence[str]]],
                       relations: dict[tuple[str, str, str], str], *, origin: str) -> None:
