@@ -3,7 +3,8 @@
 1. Words: BM25 over each memory's own words (weight 1), its thread neighbours' words
    (weight 0.4) and its tags and type (weight 0.5), English stemming, stop words dropped.
 2. Meaning: cosine similarity of query and memory vectors, lifted by the neighbours'
-   similarity (search/vectors.py).
+   similarity (search/vectors.py: the in-process index, or the store's own vector search,
+   filtered in its query, for a store that offers one: VectorSearch, pgvector).
 3. Substrings: runs of Chinese/Japanese characters are looked up in a trigram index, so CJK
    text is found by keyword too.
 Each signal is min-max normalized over the candidates and the two are averaged; the result
@@ -33,6 +34,7 @@ from . import cues, lexical
 from .decay import decay_factor, parse_time
 from .embedder import understands
 from .timephrases import TimeRange
+from .vectors import VectorSearch
 
 log = logging.getLogger(__name__)
 _POOL = ThreadPoolExecutor(max_workers=2, thread_name_prefix="memloci-query")
@@ -106,9 +108,12 @@ def retrieve(store, index, embedder, query: str, n: int, filters: MemoryFilter,
         except Exception as exc:  # the model or endpoint failed now: words still answer
             log.warning("query embedding failed, searching by words only: %s", exc)
             vector = None
-        allowed = None if filters.empty else store.memory_ids(filters)
-        if vector is not None and (allowed is None or allowed):
-            meaning, low, high = index.search(vector, k, allowed, also=list(words))
+        if vector is not None and isinstance(store, VectorSearch):  # pgvector: the filter goes into its query
+            meaning, low, high = index.search(vector, k, also=list(words), filters=filters)
+        elif vector is not None:
+            allowed = None if filters.empty else store.memory_ids(filters)
+            if allowed is None or allowed:
+                meaning, low, high = index.search(vector, k, allowed, also=list(words))
     # BM25 is 0 for a memory without the words, so its scale starts at 0
     w = _scale(words, 0.0, max(words.values(), default=0.0))
     # Meaning is scaled over the library, then trusted as far as the best match is close at all:

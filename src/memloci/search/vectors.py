@@ -13,9 +13,12 @@ import os
 import threading
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from ..model import MemoryFilter
 from ..store import Passages
 from .embedder import EmbedderHandle, yield_to_requests
 
@@ -33,12 +36,37 @@ def library_key(store) -> str:
     return path if "://" in path else os.path.realpath(path)
 
 
+@dataclass(frozen=True, slots=True)
+class VectorCandidates:
+    """What a vector search found: memory id -> similarity (its own, lifted by its thread
+    neighbours'), and the lowest and highest similarity over the memories searched (the
+    retriever scales by them)."""
+
+    scores: dict[int, float]
+    low: float
+    high: float
+
+
+@runtime_checkable
+class VectorSearch(Protocol):
+    """A store that searches its own vectors (the postgres engine: pgvector, the filter in the
+    same SQL query); the others are searched by the in-process VectorIndex below."""
+
+    def vector_candidates(self, query: Any, k: int, filters: MemoryFilter, *, model: str | None = None,
+                          also: Sequence[int] = ()) -> VectorCandidates:
+        """The best `k` memories within `filters` by cosine similarity to `query`, plus the
+        `also` ids'; nothing if the library's vectors are not of `model`."""
+        ...
+
+
 class VectorIndex:
-    """The vectors of one library, with thread neighbours, kept in step with the store."""
+    """The vectors of one library, with thread neighbours, kept in step with the store. For a
+    store that searches its own vectors (VectorSearch) it holds none and asks the store."""
 
     def __init__(self, store, model: str):
         self.store = store
         self.model = model
+        self.delegated = isinstance(store, VectorSearch)
         self._lock = threading.Lock()
         self._version = -1
         self._ids = np.zeros(0, dtype=np.int64)
@@ -53,8 +81,7 @@ class VectorIndex:
         return self._n
 
     def _reload(self) -> None:
-        loaded = self.store.load_vectors()
-        ids, threads, matrix, version, model = loaded.ids, loaded.threads, loaded.matrix, loaded.version, loaded.model
+        ids, threads, matrix, version, model = self.store.load_vectors()
         if model is not None and model != self.model:
             ids, threads, matrix = ids[:0], [], matrix[:0]  # another model's vectors are never mixed in
         n = len(ids)
@@ -74,6 +101,8 @@ class VectorIndex:
 
     def refresh(self) -> None:
         """Reload if another process (or a delete) changed the stored vectors."""
+        if self.delegated:
+            return
         version = self.store.vectors_version()
         if version != self._version:
             with self._lock:
@@ -82,6 +111,8 @@ class VectorIndex:
 
     def add(self, ids: list[int], threads: list[str], vectors: np.ndarray, version: int) -> None:
         """Append vectors this process just saved (ids larger than any held, as the worker goes in id order)."""
+        if self.delegated:  # the store holds them, and searches them
+            return
         with self._lock:
             # Each saved vector bumps the version once; any other difference is another writer.
             if (self._version < 0 or version != self._version + len(ids)
@@ -121,9 +152,14 @@ class VectorIndex:
         self._matrix, self._ids, self._prev, self._next, self._capacity = matrix, ids, prev, nxt, capacity
 
     def search(self, query: np.ndarray, k: int, allowed: set[int] | None = None,
-               also: Sequence[int] = ()) -> tuple[dict[int, float], float, float]:
+               also: Sequence[int] = (), filters: MemoryFilter | None = None) -> tuple[dict[int, float], float, float]:
         """Similarities (own, plus NEIGHBOUR_WEIGHT x each neighbour's) of the best k memories and
-        of the `also` ids, with the lowest and highest over all allowed memories (for scaling)."""
+        of the `also` ids, with the lowest and highest over all allowed memories (for scaling).
+        A VectorSearch store is asked instead, with `filters` (the ids `allowed` are then not
+        needed: the filter goes into its query)."""
+        if self.delegated:
+            found = self.store.vector_candidates(query, k, filters or MemoryFilter(), model=self.model, also=also)
+            return found.scores, found.low, found.high
         self.refresh()
         with self._lock:
             n = self._n
@@ -174,14 +210,15 @@ class PassageIndex:
         return self._n
 
     def _reload(self) -> None:
-        loaded = self.store.load_passage_vectors()
-        ids, owners, matrix, version, model = loaded.ids, loaded.owners, loaded.matrix, loaded.version, loaded.model
+        ids, owners, matrix, version, model = self.store.load_passage_vectors()
         if model is not None and model != self.model:
             ids, owners, matrix = ids[:0], owners[:0], matrix[:0]  # another model's vectors are never mixed in
         self._ids, self._owners, self._matrix, self._n, self._version = ids, owners, matrix, len(ids), version
 
     def refresh(self) -> None:
         """Reload if another process, or a body split again (its old passages deleted), changed them."""
+        if not isinstance(self.store, Passages):  # a store without note passages (postgres): none to hold
+            return
         version = self.store.passages_version()
         if version != self._version:
             with self._lock:
@@ -307,14 +344,13 @@ class EmbeddingWorker:
                 while not self._stop:
                     pending = self.store.pending_embeddings(256)
                     if pending:
-                        vectors = embedder.embed([p.content for p in pending])  # it batches by length itself
-                        saved = self.store.save_vectors(
-                            [(p.id, p.content_hash, vectors[j]) for j, p in enumerate(pending)], embedder.model_id)
-                        keep = set(saved.ids)
-                        rows = [j for j, p in enumerate(pending) if p.id in keep]  # id order, as fetched
+                        vectors = embedder.embed([p[1] for p in pending])  # it batches by length itself
+                        saved, version = self.store.save_vectors(
+                            [(mid, chash, vectors[j]) for j, (mid, _, chash, _) in enumerate(pending)], embedder.model_id)
+                        keep = set(saved)
+                        rows = [j for j, p in enumerate(pending) if p[0] in keep]  # id order, as fetched
                         if rows:
-                            self.on_saved([pending[j].id for j in rows], [pending[j].thread for j in rows], vectors[rows],
-                                          saved.version)
+                            self.on_saved([pending[j][0] for j in rows], [pending[j][3] for j in rows], vectors[rows], version)
                     else:
                         self._idle_if_unasked(self._memories_idle)
                     # Between batches of memories, one of passages: a bulk import of memories does not
@@ -337,12 +373,11 @@ class EmbeddingWorker:
         pending = self.store.pending_passages(64)  # passages are long: smaller batches than memories
         if not pending:
             return bool(split)
-        vectors = embedder.embed([p.text for p in pending])
-        saved = self.store.save_passage_vectors(
-            [(p.id, p.text_hash, vectors[j]) for j, p in enumerate(pending)], embedder.model_id)
-        keep = set(saved.ids)
-        rows = [j for j, p in enumerate(pending) if p.id in keep]
+        vectors = embedder.embed([p[1] for p in pending])
+        saved, version = self.store.save_passage_vectors(
+            [(pid, thash, vectors[j]) for j, (pid, _, thash, _) in enumerate(pending)], embedder.model_id)
+        keep = set(saved)
+        rows = [j for j, p in enumerate(pending) if p[0] in keep]
         if rows:
-            self.on_passages([pending[j].id for j in rows], [pending[j].entity_id for j in rows], vectors[rows],
-                             saved.version)
+            self.on_passages([pending[j][0] for j in rows], [pending[j][3] for j in rows], vectors[rows], version)
         return True
