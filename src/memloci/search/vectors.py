@@ -81,7 +81,8 @@ class VectorIndex:
         return self._n
 
     def _reload(self) -> None:
-        ids, threads, matrix, version, model = self.store.load_vectors()
+        loaded = self.store.load_vectors()
+        ids, threads, matrix, version, model = loaded.ids, loaded.threads, loaded.matrix, loaded.version, loaded.model
         if model is not None and model != self.model:
             ids, threads, matrix = ids[:0], [], matrix[:0]  # another model's vectors are never mixed in
         n = len(ids)
@@ -210,7 +211,8 @@ class PassageIndex:
         return self._n
 
     def _reload(self) -> None:
-        ids, owners, matrix, version, model = self.store.load_passage_vectors()
+        loaded = self.store.load_passage_vectors()
+        ids, owners, matrix, version, model = loaded.ids, loaded.owners, loaded.matrix, loaded.version, loaded.model
         if model is not None and model != self.model:
             ids, owners, matrix = ids[:0], owners[:0], matrix[:0]  # another model's vectors are never mixed in
         self._ids, self._owners, self._matrix, self._n, self._version = ids, owners, matrix, len(ids), version
@@ -344,13 +346,14 @@ class EmbeddingWorker:
                 while not self._stop:
                     pending = self.store.pending_embeddings(256)
                     if pending:
-                        vectors = embedder.embed([p[1] for p in pending])  # it batches by length itself
-                        saved, version = self.store.save_vectors(
-                            [(mid, chash, vectors[j]) for j, (mid, _, chash, _) in enumerate(pending)], embedder.model_id)
-                        keep = set(saved)
-                        rows = [j for j, p in enumerate(pending) if p[0] in keep]  # id order, as fetched
+                        vectors = embedder.embed([p.content for p in pending])  # it batches by length itself
+                        saved = self.store.save_vectors(
+                            [(p.id, p.content_hash, vectors[j]) for j, p in enumerate(pending)], embedder.model_id)
+                        keep = set(saved.ids)
+                        rows = [j for j, p in enumerate(pending) if p.id in keep]  # id order, as fetched
                         if rows:
-                            self.on_saved([pending[j][0] for j in rows], [pending[j][3] for j in rows], vectors[rows], version)
+                            self.on_saved([pending[j].id for j in rows], [pending[j].thread for j in rows], vectors[rows],
+                                          saved.version)
                     else:
                         self._idle_if_unasked(self._memories_idle)
                     # Between batches of memories, one of passages: a bulk import of memories does not
@@ -373,11 +376,12 @@ class EmbeddingWorker:
         pending = self.store.pending_passages(64)  # passages are long: smaller batches than memories
         if not pending:
             return bool(split)
-        vectors = embedder.embed([p[1] for p in pending])
-        saved, version = self.store.save_passage_vectors(
-            [(pid, thash, vectors[j]) for j, (pid, _, thash, _) in enumerate(pending)], embedder.model_id)
-        keep = set(saved)
-        rows = [j for j, p in enumerate(pending) if p[0] in keep]
+        vectors = embedder.embed([p.text for p in pending])
+        saved = self.store.save_passage_vectors(
+            [(p.id, p.text_hash, vectors[j]) for j, p in enumerate(pending)], embedder.model_id)
+        keep = set(saved.ids)
+        rows = [j for j, p in enumerate(pending) if p.id in keep]
         if rows:
-            self.on_passages([pending[j][0] for j in rows], [pending[j][3] for j in rows], vectors[rows], version)
+            self.on_passages([pending[j].id for j in rows], [pending[j].entity_id for j in rows], vectors[rows],
+                             saved.version)
         return True
