@@ -401,3 +401,29 @@ def test_unique_names_hold_across_processes(pg_library):
         assert s.stats().entities == names
     finally:
         s.close()
+
+
+def test_a_user_without_write_rights_gets_permission_denied(pg_library):
+    """A database user that may read the library but not write it: reads answer, a write is
+    PERMISSION_DENIED (not an internal error) and changes nothing."""
+    import psycopg
+
+    from memloci.errors import PermissionDeniedError
+    from memloci.store.postgres import PostgresStore
+
+    owner = PostgresStore(pg_library.url, pg_library.name)
+    owner.create_entities([EntityInput("Alice", "person")], origin="test")
+    role = f"reader_{pg_library.name}"
+    with psycopg.connect(pg_library.url, autocommit=True) as conn:
+        conn.execute(f'CREATE ROLE "{role}" LOGIN')
+        conn.execute(f'GRANT USAGE ON SCHEMA "{owner.schema_id}" TO "{role}"')
+        conn.execute(f'GRANT SELECT ON ALL TABLES IN SCHEMA "{owner.schema_id}" TO "{role}"')
+    reader = PostgresStore(pg_library.url.replace("postgresql://postgres:", f"postgresql://{role}:", 1), pg_library.name)
+    try:
+        assert [e.name for e in reader.read_graph(limit=5, offset=0, summary=True).entities] == ["Alice"]
+        with pytest.raises(PermissionDeniedError, match="may not"):
+            reader.create_entities([EntityInput("Bob", "person")], origin="test")
+        assert owner.stats().entities == 1
+    finally:
+        reader.close()
+        owner.close()

@@ -42,6 +42,7 @@ from ...schema import DEFAULT_SCHEMA, LibrarySchema
 from .connection import (
     ChangeListener,
     connection_error,
+    engine_error,
     lock_key,
     open_pool,
     quoted,
@@ -95,7 +96,8 @@ class PostgresStore(PostgresMemories, PostgresSearch, PostgresGraphReads, Postgr
                     migrate(conn, self.schema_id, self.name, create=create)
                 pool = open_pool(self.url, self.schema_id, self.pool_size)
             except psycopg.Error as exc:
-                raise connection_error(self.name, self.url, exc) from exc
+                mapped = engine_error(self.name, self.url, exc)
+                raise (connection_error(self.name, self.url, exc) if mapped is exc else mapped) from exc
             listener = ChangeListener(self.url, self.schema_id)
             listener.start()
             self._listener, self._pool = listener, pool
@@ -113,7 +115,7 @@ class PostgresStore(PostgresMemories, PostgresSearch, PostgresGraphReads, Postgr
     def _read(self) -> Iterator[Any]:
         """A consistent snapshot for several SELECTs (READ ONLY, REPEATABLE READ)."""
         self.open()
-        with self._pool.connection() as conn:
+        with self._engine_errors(), self._pool.connection() as conn:
             with conn.transaction():
                 conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
                 yield conn
@@ -123,11 +125,25 @@ class PostgresStore(PostgresMemories, PostgresSearch, PostgresGraphReads, Postgr
         """One write transaction under the library's advisory lock: committed whole, or rolled
         back whole; other servers hear `what` changed once it commits."""
         self.open()
-        with self._pool.connection() as conn:
+        with self._engine_errors(), self._pool.connection() as conn:
             with conn.transaction():
                 conn.execute("SELECT pg_advisory_xact_lock(%s)", (self._lock_key,))
                 yield conn
                 conn.execute("SELECT pg_notify(%s, %s)", (self.schema_id, what))
+
+    @contextmanager
+    def _engine_errors(self) -> Iterator[None]:
+        """A failure of the server or the connection as memloci's error codes (connection.engine_error)."""
+        import psycopg
+        import psycopg_pool
+
+        try:
+            yield
+        except (psycopg.Error, psycopg_pool.PoolTimeout) as exc:
+            mapped = engine_error(self.name, self.url, exc)
+            if mapped is exc:
+                raise
+            raise mapped from exc
 
     def changes(self) -> int:
         """How many change notices this process has heard on the library's channel (its own

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ...errors import LibraryUnreadableError
+from ...errors import LibraryUnreadableError, PermissionDeniedError, StorageFullError
 from ...libraries import masked_url
 
 log = logging.getLogger(__name__)
@@ -67,6 +67,27 @@ def connection_error(library: str, url: str, exc: Exception) -> LibraryUnreadabl
         text = text.replace(secret, "***")
     return LibraryUnreadableError(f"library '{library}': cannot reach PostgreSQL at {masked_url(url)}: {text}",
                                   hint="Check that the server runs and that the URL, user and password are right.")
+
+
+def engine_error(library: str, url: str, exc: Exception) -> Exception:
+    """The error code a failed call on the server deserves: a full disk, a write refused (a
+    read-only standby, missing privileges), a server that cannot be reached; anything else (a
+    bug of ours) surfaces as it is."""
+    import psycopg
+    import psycopg_pool
+
+    where = f"library '{library}' at {masked_url(url)}"
+    if isinstance(exc, psycopg.errors.DiskFull):
+        return StorageFullError(f"{where}: the database server's disk is full: {exc}")
+    if isinstance(exc, psycopg.errors.ReadOnlySqlTransaction):
+        return PermissionDeniedError(f"{where} is read-only: {exc}",
+                                     hint="The URL names a read-only server (a standby?); point it at the primary.")
+    if isinstance(exc, psycopg.errors.InsufficientPrivilege):
+        return PermissionDeniedError(f"{where}: the database user may not do this: {exc}",
+                                     hint="Grant the user rights on the library's schema, or use another user.")
+    if isinstance(exc, (psycopg.OperationalError, psycopg_pool.PoolTimeout)):
+        return connection_error(library, url, exc)
+    return exc
 
 
 def _password(url: str) -> str | None:
