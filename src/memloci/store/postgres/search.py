@@ -40,6 +40,7 @@ NEIGHBOUR_WEIGHT = 0.3  # as search/vectors.py: a share of each thread neighbour
 EF_SEARCH = 100  # HNSW candidates looked at per query (pgvector's default is 40)
 FUZZY_MIN = 0.5  # word_similarity of a misspelled word to a name, at least
 POOL = 300  # entities ranked for a page at most (as store/sqlite_search.py)
+COMMON = 2000  # a word more memories hold is common: only its newest holders are ranked
 
 
 def words_query(terms: Sequence[str]) -> tuple[str, list[str]]:
@@ -70,12 +71,7 @@ class PostgresSearch:
         with self._read() as conn:
             where, params = filter_sql(filters, conn)
             if terms:
-                query, qparams = words_query(terms)
-                for memory_id, score in conn.execute(
-                        f"""SELECT m.id, ts_rank('{_MEMORY_WEIGHTS}', m.search, q, 1) AS s
-                            FROM memories m, (SELECT {query}) AS w(q) WHERE m.search @@ q AND {where} ORDER BY s DESC LIMIT %s""",
-                        (*qparams, *params, k)):
-                    found[int(memory_id)] = float(score)
+                found.update(_ranked_words(conn, terms, k, where, params))
             pieces = cjk_query(grams)
             if pieces:
                 for memory_id, score in conn.execute(
@@ -239,6 +235,36 @@ class PostgresSearch:
                 return min(int(n), cap)
         text = query.strip()
         return min(len({i for i, _ in _substrings(conn, text, cap)}), cap) if text else 0
+
+
+def _ranked_words(conn: Any, terms: Sequence[str], k: int, where: str, params: Sequence[Any]) -> dict[int, float]:
+    """The best k memories by ts_rank over the query's words, in a bounded pool: every memory
+    holding a word that at most COMMON memories hold, and the newest COMMON holding the others.
+    ts_rank reads each matching row's tsvector, so ranking every holder of a common word ("w0"
+    in a fifth of a million memories) would take seconds; a rare word decides the answer anyway."""
+    counts = conn.execute("SELECT " + ", ".join(
+        f"(SELECT count(*) FROM (SELECT 1 FROM memories m WHERE m.search @@ {words_query([t])[0]} LIMIT {COMMON + 1}) x)"
+        for t in terms), [p for t in terms for p in words_query([t])[1]]).fetchone()
+    rare = [t for t, n in zip(terms, counts) if 0 < n <= COMMON]
+    common = [t for t, n in zip(terms, counts) if n > COMMON]
+    if not rare and not common:
+        return {}
+    query, qparams = words_query(terms)
+    parts, pool_params = [], []
+    if rare:
+        rq, rp = words_query(rare)
+        parts.append(f"SELECT m.id, m.search FROM memories m WHERE m.search @@ {rq} AND {where}")
+        pool_params += [*rp, *params]
+    if common:
+        cq, cp = words_query(common)
+        parts.append(f"(SELECT m.id, m.search FROM memories m WHERE m.search @@ {cq} AND {where} "
+                     f"ORDER BY m.id DESC LIMIT {COMMON})")
+        pool_params += [*cp, *params]
+    rows = conn.execute(
+        f"""SELECT p.id, ts_rank('{_MEMORY_WEIGHTS}', p.search, w.q, 1) AS s
+            FROM ({" UNION ".join(parts)}) AS p, (SELECT {query}) AS w(q) ORDER BY s DESC, p.id DESC LIMIT %s""",
+        (*pool_params, *qparams, k))
+    return {int(i): float(score) for i, score in rows}
 
 
 def _exists(conn: Any, cond: str, params: Sequence[Any]) -> bool:
