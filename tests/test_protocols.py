@@ -22,6 +22,7 @@ from memloci import store as protocols
 from memloci.model import (
     DocumentEdit,
     EntityInput,
+    GraphBatch,
     ImportedMemories,
     ListedEntity,
     MemoryFilter,
@@ -33,6 +34,7 @@ from memloci.model import (
     PassageVectors,
     PendingMemory,
     PendingPassage,
+    RelationInput,
     SavedVectors,
     StoredMemory,
 )
@@ -224,6 +226,13 @@ def test_store_methods_answer_with_frozen_dataclasses(store):
         store.save_passage_vectors([(p.id, p.text_hash, np.array([0.0, 1.0], dtype=np.float32)) for p in passages], "m")
     vectors = store.load_passage_vectors()
     assert isinstance(vectors, PassageVectors) and len(vectors.ids) == len(passages) == len(vectors.owners)
+
+    if isinstance(store, protocols.GraphBatches):
+        batch = store.create_graph([EntityInput("Bob", "person")], [RelationInput("Bob", "knows", "Carol")], origin="test")
+        assert isinstance(batch, GraphBatch) and _is_frozen_record(batch)
+        assert [e.name for e in batch.entities] == ["Bob"]
+        # Carol comes in a later batch: the relation waits as a pending link, counted as made
+        assert [r.to_entity for r in batch.created] == ["Carol"] and not batch.existing and not batch.deferred
 
 
 @dataclasses.dataclass

@@ -301,6 +301,16 @@ class ImportedMemories(Unpacks):
 
 
 @dataclass(frozen=True, slots=True)
+class GraphBatch(Unpacks):
+    """What create_graph wrote of one batch of entities and the relations going out of them."""
+
+    entities: tuple[CreatedEntity, ...]  # as create_entities reports them
+    created: tuple[Relation, ...]  # relations made
+    existing: tuple[Relation, ...]  # relations that were there already
+    deferred: tuple[RelationInput, ...]  # relations for the caller to create once every entity exists
+
+
+@dataclass(frozen=True, slots=True)
 class DocumentEdit(Unpacks):
     """What edit_document did: the entity's stored name, and whether its document changed."""
 

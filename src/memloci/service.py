@@ -635,19 +635,19 @@ class MemoryService(DocumentService, ProjectService, HistoryService):
         for i in range(0, len(entities), IMPORT_CHUNK):
             chunk = entities[i : i + IMPORT_CHUNK]
             going = [r for e in chunk for r in outgoing.pop(name_key(e.name), [])]
-            results, created, existing, deferred = store.create_graph(chunk, going, origin="import")
-            report.entities_merged += len(chunk) - len(results)  # same name twice in the file
-            for entity in results:
+            batch = store.create_graph(chunk, going, origin="import")
+            report.entities_merged += len(chunk) - len(batch.entities)  # same name twice in the file
+            for entity in batch.entities:
                 if entity.status == "created":
                     report.entities_created += 1
                 else:
                     report.entities_merged += 1
                 report.observations_added += len(entity.observations)
-            report.relations_created += len(created)
-            report.relations_existing += len(existing)
-            later += deferred
+            report.relations_created += len(batch.created)
+            report.relations_existing += len(batch.existing)
+            later += batch.deferred
             if progress:
-                progress(len(chunk) + len(going) - len(deferred))
+                progress(len(chunk) + len(going) - len(batch.deferred))
         if progress and report.skipped_relations:
             progress(len(report.skipped_relations))
         return _import_relations(store, later, report, progress)

@@ -21,6 +21,7 @@ from ..model import (
     DocumentEdit,
     EntityInput,
     Graph,
+    GraphBatch,
     GraphPage,
     ImportedMemories,
     JournalEntry,
@@ -304,12 +305,11 @@ class GraphBatches(Protocol):
     for the entity and again for its relations)."""
 
     def create_graph(self, entities: Sequence[EntityInput], relations: Sequence[RelationInput], *, origin: str
-                     ) -> tuple[list[CreatedEntity], list[Relation], list[Relation], list[RelationInput]]:
+                     ) -> GraphBatch:
         """Create or merge `entities` (as create_entities does) and `relations`, whose sources are
         among them or in the library; a relation whose target comes in a later batch waits for
-        it. Returns (entities, relations created, relations already there, relations deferred
-        for the caller to create once every entity exists: a schema that relates existing
-        entities only defers them all)."""
+        it. Relations `deferred` are for the caller to create once every entity exists (a schema
+        that relates existing entities only defers them all)."""
         ...
 
 

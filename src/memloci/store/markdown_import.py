@@ -19,7 +19,7 @@ from collections.abc import Sequence
 
 from .. import rules
 from ..errors import InvalidRelationError
-from ..model import CreatedEntity, EntityInput, Relation, RelationInput, name_key, now_iso
+from ..model import EntityInput, GraphBatch, Relation, RelationInput, name_key, now_iso
 
 
 def rendered_body(text: str) -> str | None:
@@ -51,12 +51,11 @@ class MarkdownImport:
         return rules.relation_types is None and not rules.acyclic and not rules.unique_names
 
     def create_graph(self, entities: Sequence[EntityInput], relations: Sequence[RelationInput], *, origin: str
-                     ) -> tuple[list[CreatedEntity], list[Relation], list[Relation], list[RelationInput]]:
-        """Create (or merge) `entities` and the `relations` going out of them in one transaction.
-        Returns (entities as create_entities reports them, relations created, relations already
-        there, relations deferred: for the caller to create once every entity exists)."""
+                     ) -> GraphBatch:
+        """Create (or merge) `entities` and the `relations` going out of them in one transaction;
+        relations deferred are for the caller to create once every entity exists."""
         if not self._defers_relations():
-            return self.create_entities(entities, origin=origin), [], [], list(relations)
+            return GraphBatch(tuple(self.create_entities(entities, origin=origin)), (), (), tuple(relations))
         groups = rules.grouped(entities)  # the same name twice merges into the first (as create_entities does)
         at = now_iso()
         created: list[Relation] = []
@@ -97,4 +96,4 @@ class MarkdownImport:
                 rules.journal_created(tx, origin, results)
             if created:
                 rules.journal_related(tx, origin, created)
-        return results, created, existing_rel, []
+        return GraphBatch(tuple(results), tuple(created), tuple(existing_rel), ())
