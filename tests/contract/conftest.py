@@ -16,7 +16,6 @@ import uuid
 from pathlib import Path
 
 import pytest
-from _pytest.fixtures import FixtureLookupError
 
 from memloci.libraries import LibraryRegistry, LibrarySpec, parse_library_specs
 from memloci.schema import LibrarySchema
@@ -78,18 +77,8 @@ class Engine:
 def engine(request, tmp_path) -> Engine:
     pg_url = None
     if request.param == "postgres":
-        try:
-            pg_url = request.getfixturevalue("pg_url")
-        except FixtureLookupError:  # the shared PostgreSQL fixture is not in tests/conftest.py
-            pytest.skip("postgres: no pg_url fixture in tests/conftest.py")
+        pg_url = request.getfixturevalue("pg_url")  # skips (fails under CI=true) if PostgreSQL cannot start
     e = Engine(request.param, tmp_path, pg_url)
     yield e
     e.close()
 
-
-def postgres_lacks(engine: Engine, what: str):
-    """For a capability the postgres engine does not have yet: the refusal it must give now.
-    Written so that it fails once the engine gains it (then the test is updated to the real check)."""
-    from memloci.errors import MemlociError
-
-    return pytest.raises(MemlociError, match=f"does not support {what}")

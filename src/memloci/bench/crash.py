@@ -9,7 +9,10 @@ then checks the library as the next process finds it:
 - in a Markdown library, after the recovery that opening does (and before any rescan), every
   file is exactly as the index records it, and the rescan that follows finds nothing to fix;
 - no temp file is left (`.memloci/staging/` is empty, no `*.tmp` anywhere).
-The tests run a few rounds per kind (tests/test_crash.py); the bench runs as many as asked.
+On PostgreSQL (`url` given: a libpq URL) the kinds without files or documents run
+(POSTGRES_KINDS): a library cannot be copied there, so each round builds a fresh one (a new
+library name, so a schema of its own), and the check reads it back through the service.
+The tests run a few rounds per kind (tests/test_crash.py, tests/contract/); the bench runs as many as asked.
 """
 
 from __future__ import annotations
@@ -22,11 +25,12 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
-KINDS = ("create", "rename", "merge", "delete", "add_observations", "reindex")
 ENGINES = ("markdown", "sqlite")
+POSTGRES_KINDS = ("create", "delete", "add_observations")  # no files to rebuild, no documents there yet
 # How many entities each write touches (the judge's sizes): created, linking the renamed note,
 # deleted, given an observation, in the library a reindex reads. A merge takes 20 sources of 10
 # observations, each linked from 10 notes.
@@ -35,12 +39,14 @@ N_SOURCE_OBS, N_SOURCE_LINKERS = 10, 10
 RESERVED = {"meta.md", "journal.md", "context.md"}
 
 
-def service_for(engine: str, path: Path):
-    from ..libraries import LibraryRegistry, LibrarySpec
+def service_for(engine: str, path: Path | str):
+    """A service on the library: a file or folder, or for postgres a spec `name:postgresql://...`."""
+    from ..libraries import LibraryRegistry, LibrarySpec, parse_library_specs
     from ..search.embedder import EmbedderHandle
     from ..service import MemoryService
 
-    return MemoryService(LibraryRegistry([LibrarySpec("crash", path, engine)]), EmbedderHandle("none"))
+    spec = parse_library_specs(str(path))[0] if engine == "postgres" else LibrarySpec("crash", Path(path), engine)
+    return MemoryService(LibraryRegistry([spec]), EmbedderHandle("none"))
 
 
 def library_path(engine: str, folder: Path) -> Path:
@@ -49,10 +55,12 @@ def library_path(engine: str, folder: Path) -> Path:
 
 # -- the library each write starts from ------------------------------------------------
 
-def build(kind: str, engine: str, folder: Path, n: int) -> Path:
+def build(kind: str, engine: str, folder: Path, n: int, url: str | None = None) -> Path | str:
+    """The library a write starts from; on postgres a fresh library on the server at `url`."""
     from ..model import EntityInput
 
-    path = library_path(engine, folder)
+    # a library name chooses the schema on postgres: a new one per build, never shared
+    path: Path | str = f"crash{uuid.uuid4().hex[:12]}:{url}" if engine == "postgres" else library_path(engine, folder)
     s = service_for(engine, path)
     try:
         s.create_entities([EntityInput("base", "note", ("the library this write starts from",))])
@@ -70,6 +78,7 @@ def build(kind: str, engine: str, folder: Path, n: int) -> Path:
     finally:
         s.close()
     if kind == "reindex":  # edits by hand the index has not seen: 100 files deleted, 100 changed, 100 new
+        assert isinstance(path, Path)
         for i in range(100):
             (path / f"e{i}.md").unlink()
             with open(path / f"e{100 + i}.md", "a", encoding="utf-8") as f:
@@ -98,7 +107,7 @@ def write(kind: str, s: Any, n: int) -> None:
 def main(argv: list[str]) -> None:
     """The writer process: open, say "ready", write, say "done"."""
     _, kind, engine, path, n = argv
-    s = service_for(engine, Path(path))
+    s = service_for(engine, path)
     s.store()  # opened (and scanned) before the clock starts
     print("ready", flush=True)
     write(kind, s, int(n))
@@ -108,7 +117,7 @@ def main(argv: list[str]) -> None:
 
 # -- one round -------------------------------------------------------------------------
 
-def start(kind: str, engine: str, path: Path, n: int) -> tuple[subprocess.Popen, float]:
+def start(kind: str, engine: str, path: Path | str, n: int) -> tuple[subprocess.Popen, float]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMLOCI_")}
     env["MEMLOCI_EMBEDDER"] = "none"
     proc = subprocess.Popen([sys.executable, "-m", "memloci.bench.crash", "run", kind, engine, str(path), str(n)],
@@ -120,12 +129,21 @@ def start(kind: str, engine: str, path: Path, n: int) -> tuple[subprocess.Popen,
     return proc, time.perf_counter()
 
 
-def measure(kind: str, engine: str, base: Path, work: Path, n: int) -> float:
+def measure(kind: str, engine: str, base: Path | str, work: Path, n: int, url: str | None = None) -> float:
     """How long the write takes, unkilled (the kill delays are spread over it)."""
-    path = copy(engine, base, work / "calibrate")
+    path = fresh(kind, engine, base, work / "calibrate", n, url)
     proc, started = start(kind, engine, path, n)
     proc.wait()
     return time.perf_counter() - started
+
+
+def fresh(kind: str, engine: str, base: Path | str, folder: Path, n: int, url: str | None) -> Path | str:
+    """A library as `base` is, for one round: a copy of its files, or on postgres (where a library
+    is a schema on a server, not files to copy) one built the same way under a new name."""
+    if engine == "postgres":
+        return build(kind, engine, folder, n, url)
+    assert isinstance(base, Path)
+    return copy(engine, base, folder)
 
 
 def copy(engine: str, base: Path, folder: Path) -> Path:
@@ -140,9 +158,10 @@ def copy(engine: str, base: Path, folder: Path) -> Path:
     return folder / "lib.db"
 
 
-def kill_round(kind: str, engine: str, base: Path, folder: Path, delay: float, n: int) -> str:
+def kill_round(kind: str, engine: str, base: Path | str, folder: Path, delay: float, n: int,
+               url: str | None = None) -> str:
     """Copy, start, SIGKILL after `delay` s, check. Returns 'all', 'none' (or raises AssertionError)."""
-    path = copy(engine, base, folder)
+    path = fresh(kind, engine, base, folder, n, url)
     proc, started = start(kind, engine, path, n)
     left = delay - (time.perf_counter() - started)
     if left > 0:
@@ -245,7 +264,38 @@ def _all_or_nothing(kind: str, index: sqlite3.Connection, files: dict[str, bytes
     raise ValueError(kind)
 
 
-def check(kind: str, engine: str, path: Path, n: int) -> str:
+def _graph_all_or_nothing(kind: str, path: str, n: int) -> str:
+    """The same checks as `_all_or_nothing`, read through the service (for postgres, whose tables
+    are its own business): the write's entities and observations all there, or none."""
+    s = service_for("postgres", path)
+    try:
+        graph = s.export_graph()
+    finally:
+        s.close()
+
+    def one_of(what: str, value: int, nothing: int, everything: int) -> str:
+        assert value in (nothing, everything), f"{what}: {value}, neither {nothing} (nothing) nor {everything} (all)"
+        return "none" if value == nothing else "all"
+
+    def named(prefix: str) -> list:
+        return [e for e in graph.entities if e.name.startswith(prefix)]
+
+    if kind == "create":
+        got = one_of("new entities", len(named("new")), 0, n)
+        one_of("their observations", sum(len(e.observations) for e in named("new")), 0, 2 * n if got == "all" else 0)
+        return got
+    if kind == "delete":
+        return one_of("entities left", len(named("e")), n, 0)
+    if kind == "add_observations":
+        return one_of("added observations", sum(o.content.startswith("extra fact ") for e in graph.entities
+                                                for o in e.observations), 0, n)
+    raise ValueError(f"{kind}: not a write kind postgres runs ({', '.join(POSTGRES_KINDS)})")
+
+
+def check(kind: str, engine: str, path: Path | str, n: int) -> str:
+    if engine == "postgres":
+        return _graph_all_or_nothing(kind, str(path), n)
+    assert isinstance(path, Path)
     if engine == "sqlite":
         s = service_for(engine, path)
         s.store()  # opening is all the recovery SQLite needs
@@ -295,25 +345,30 @@ def check(kind: str, engine: str, path: Path, n: int) -> str:
     return outcome
 
 
-def run_kind(kind: str, engine: str, rounds: int, work: Path, n: int | None = None, seed: int = 7) -> dict[str, Any]:
-    """Build once, measure once, then `rounds` kills spread over the write's duration."""
+def run_kind(kind: str, engine: str, rounds: int, work: Path, n: int | None = None, seed: int = 7,
+             url: str | None = None) -> dict[str, Any]:
+    """Build once, measure once, then `rounds` kills spread over the write's duration.
+    `url`: the PostgreSQL server a postgres engine writes to."""
+    if engine == "postgres" and (url is None or kind not in POSTGRES_KINDS):
+        raise ValueError(f"postgres runs {', '.join(POSTGRES_KINDS)}, with a server URL")
     rng = random.Random(seed)
     n = n or SIZES[kind]
-    base = build(kind, engine, work / "base", n)
-    duration = measure(kind, engine, base, work, n)
+    base = build(kind, engine, work / "base", n, url)
+    duration = measure(kind, engine, base, work, n, url)
     result: dict[str, Any] = {"kind": kind, "engine": engine, "n": n, "rounds": rounds, "write_s": round(duration, 3),
                               "all": 0, "none": 0, "failures": []}
     for i in range(rounds):
         delay = duration * (i + rng.random()) / rounds
         try:
-            result[kill_round(kind, engine, base, work / "round", delay, n)] += 1
+            result[kill_round(kind, engine, base, work / "round", delay, n, url)] += 1
         except AssertionError as exc:
             result["failures"].append(f"kill at {delay:.3f} s: {exc}")
     shutil.rmtree(work, ignore_errors=True)
     return result
 
 
-def run(*, rounds: int, kinds: list[str], engines: list[str], out: Path, console: Any) -> dict[str, Any]:
+def run(*, rounds: int, kinds: list[str], engines: list[str], out: Path, console: Any,
+        pg_url: str | None = None) -> dict[str, Any]:
     from rich.table import Table
 
     from .graph import save_report
@@ -327,8 +382,10 @@ def run(*, rounds: int, kinds: list[str], engines: list[str], out: Path, console
         for engine in engines:
             if kind == "reindex" and engine == "sqlite":
                 continue  # a SQLite library has no files to rebuild from
+            if engine == "postgres" and kind not in POSTGRES_KINDS:
+                continue  # documents (rename, merge) and files (reindex) are not on postgres yet
             console.print(f"{kind} on {engine} ...")
-            r = run_kind(kind, engine, rounds, tmp / f"{kind}-{engine}")
+            r = run_kind(kind, engine, rounds, tmp / f"{kind}-{engine}", url=pg_url)
             report["results"].append(r)
             table.add_row(kind, engine, f"{r['write_s']:.2f} s", str(r["all"]), str(r["none"]), str(len(r["failures"])))
             for failure in r["failures"]:
@@ -343,4 +400,4 @@ if __name__ == "__main__":
     if len(sys.argv) == 6 and sys.argv[1] == "run":
         main(sys.argv[1:])
     else:
-        sys.exit("usage: python -m memloci.bench.crash run KIND ENGINE PATH N")
+        sys.exit("usage: python -m memloci.bench.crash run KIND ENGINE PATH N  (postgres: PATH is NAME:postgresql://...)")
