@@ -45,7 +45,8 @@ COMMON = 2000  # a word more memories hold is common: only its newest holders ar
 
 def words_query(terms: Sequence[str]) -> tuple[str, list[str]]:
     """SQL for a tsquery matching any of `terms`, stemmed or as written, and its parameters."""
-    parts = " || ".join("plainto_tsquery('english', %s) || plainto_tsquery('simple', %s)" for _ in terms)
+    parts = " || ".join("plainto_tsquery('english', memloci_fold(%s)) || plainto_tsquery('simple', memloci_fold(%s))"
+                        for _ in terms)
     return f"({parts})", [t for term in terms for t in (term, term)]
 
 
@@ -149,7 +150,7 @@ class PostgresSearch:
                 sql, wp = words_query(words)
                 cond, params, how = f"e.search @@ {sql}", wp, "word"
                 if not _exists(conn, cond, params) and len(word) >= lexical.PREFIX_MIN:
-                    cond, params, how = "e.search @@ to_tsquery('simple', %s)", [_prefix(word)], "prefix"
+                    cond, params, how = "e.search @@ to_tsquery('simple', memloci_fold(%s))", [_prefix(word)], "prefix"
                 if not _exists(conn, cond, params):
                     respelled = names.respell(word) if names is not None else None
                     if respelled:

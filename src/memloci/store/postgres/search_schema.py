@@ -5,6 +5,7 @@ search_path), inside the migration transaction. Extensions are database-wide: cr
 
 Every index here is kept by PostgreSQL itself (generated columns and triggers), so a row is
 indexed the same whichever code path wrote it (a memory, an observation, a migrated row):
+- Words are read without accents (memloci_fold: "munchen" finds München), as SQLite reads them.
 - memories.search: the memory's words (weight A), its thread neighbours' words (`context`,
   weight C) and its tags and type (weight B), as SQLite's memory_fts weighs them (1, 0.4, 0.5).
   The `english` configuration stems ("deploying" finds "deployed") as SQLite's porter
@@ -29,6 +30,13 @@ CREATE EXTENSION IF NOT EXISTS vector SCHEMA public;
 CREATE TABLE IF NOT EXISTS library_meta (key text PRIMARY KEY, value text NOT NULL);
 INSERT INTO library_meta (key, value) VALUES ('vectors_version', '0') ON CONFLICT (key) DO NOTHING;
 
+-- A text without its accents ("München" -> "Munchen"), as SQLite's tokenizer (remove_diacritics)
+-- reads words: "munchen" finds München. Both the indexed text and the query's words go through it.
+CREATE FUNCTION memloci_fold(t text) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $f$
+    SELECT normalize(regexp_replace(normalize(coalesce(t, ''), NFD), '[\u0300-\u036f]', '', 'g'), NFC)
+$f$;
+
 -- The CJK runs of a text as its two- and three-character pieces (raw lexemes, not parsed).
 CREATE FUNCTION memloci_cjk_grams(t text) RETURNS tsvector
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $f$
@@ -42,9 +50,9 @@ $f$;
 
 ALTER TABLE memories ADD COLUMN context text NOT NULL DEFAULT '';  -- the thread neighbours' words
 ALTER TABLE memories ADD COLUMN search tsvector GENERATED ALWAYS AS (
-       setweight(to_tsvector('english', content), 'A')
-    || setweight(to_tsvector('simple', tags) || to_tsvector('simple', memory_type), 'B')
-    || setweight(to_tsvector('english', context), 'C')) STORED;
+       setweight(to_tsvector('english', memloci_fold(content)), 'A')
+    || setweight(to_tsvector('simple', memloci_fold(tags::text || ' ' || memory_type)), 'B')
+    || setweight(to_tsvector('english', memloci_fold(context)), 'C')) STORED;
 ALTER TABLE memories ADD COLUMN grams tsvector GENERATED ALWAYS AS (memloci_cjk_grams(content)) STORED;
 
 CREATE INDEX memories_search ON memories USING gin (search);
@@ -75,10 +83,10 @@ CREATE FUNCTION memloci_entity_index() RETURNS trigger LANGUAGE plpgsql SET sear
 DECLARE
     said text := memloci_entity_text(NEW.id) || E'\n' || coalesce(NEW.body, '');
 BEGIN
-    NEW.search := setweight(to_tsvector('english', NEW.name), 'A')
-               || setweight(to_tsvector('simple', NEW.aliases) || to_tsvector('simple', NEW.tags), 'B')
-               || setweight(to_tsvector('english', NEW.entity_type), 'C')
-               || setweight(to_tsvector('english', said), 'D');
+    NEW.search := setweight(to_tsvector('english', memloci_fold(NEW.name)), 'A')
+               || setweight(to_tsvector('simple', memloci_fold(NEW.aliases::text || ' ' || NEW.tags::text)), 'B')
+               || setweight(to_tsvector('english', memloci_fold(NEW.entity_type)), 'C')
+               || setweight(to_tsvector('english', memloci_fold(said)), 'D');
     NEW.grams := setweight(memloci_cjk_grams(NEW.name || ' ' || NEW.entity_type || ' ' || NEW.aliases::text
                                              || ' ' || NEW.tags::text), 'A')
               || setweight(memloci_cjk_grams(said), 'D');
