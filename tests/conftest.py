@@ -91,12 +91,12 @@ def service(tmp_path: Path) -> MemoryService:
 
 
 @pytest.fixture(scope="session")
-def pg_url(tmp_path_factory: pytest.TempPathFactory) -> str:
+def pg_url() -> str:
     """The libpq URL of the session's real PostgreSQL (tests/pg.py); skipped (failed under CI=true)
     when it cannot start."""
     from pg import PgServer
 
-    server = PgServer(tmp_path_factory.mktemp("pg"))
+    server = PgServer()
     try:
         yield server.require()
     finally:

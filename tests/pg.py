@@ -12,6 +12,8 @@ with the reason; under CI=true they fail instead, like the other parts CI must r
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,14 +43,18 @@ class PgLibrary:
 class PgServer:
     """The session's server, or why it could not start."""
 
-    def __init__(self, base: Path):
+    def __init__(self, base: Path | None = None):
+        """`base`: the folder for the server's data; by default a temporary folder of its own,
+        outside pytest's basetemp, which another pytest run of the same user may prune while
+        this one still runs."""
         self.server = None
         self.url: str | None = None
         self.problem: str | None = None
+        self._owned = None if base is not None else Path(tempfile.mkdtemp(prefix="memloci-pg-"))
         try:
             import pgserver
 
-            self.server = pgserver.get_server(base / "pgdata", cleanup_mode="stop")
+            self.server = pgserver.get_server((base or self._owned) / "pgdata", cleanup_mode="stop")
             self.url = self.server.get_uri()
         except Exception as exc:  # a missing wheel or a server that would not start: say which
             self.problem = f"PostgreSQL for the tests could not start: {type(exc).__name__}: {exc}"
@@ -63,6 +69,8 @@ class PgServer:
     def stop(self) -> None:
         if self.server is not None:
             self.server.cleanup()
+        if self._owned is not None:
+            shutil.rmtree(self._owned, ignore_errors=True)
 
 
 def fresh_library_name() -> str:
