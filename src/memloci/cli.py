@@ -300,18 +300,19 @@ def export_markdown(
     libraries: LibrariesOpt = None,
     library: LibraryOpt = None,
 ) -> None:
-    """Export as one Markdown file, a section per entity in name order (clean diffs)."""
-    from .markdown.export import render_graph
+    """Export as one Markdown file: a section per entity in name order (clean diffs), then the free
+    memories and the context."""
+    from .markdown.export import render_export
 
     try:
-        graph = _service(libraries, read_only=True).export_graph(order="name", library=library)
+        text, counts = _service(libraries, read_only=True).markdown_export(library=library)
     except MemlociError as exc:
         if not _not_created(exc):
             _fail(exc)
-        graph = _EMPTY_GRAPH
-    _write_output(path, render_graph(graph.entities, graph.relations))
+        text, counts = render_export([], []), {"entities": 0}
+    _write_output(path, text)
     if path is not None:
-        _console(stderr=True).print(f"Wrote {len(graph.entities)} entities to {path}", highlight=False)
+        _console(stderr=True).print(f"Wrote {counts['entities']} entities to {path}", highlight=False)
 
 
 @app.command()

@@ -317,12 +317,6 @@ def unlink(root: Path, rel: str | os.PathLike[str], *, missing_ok: bool = True) 
             raise
 
 
-def mkdirs(root: Path, rel: str | os.PathLike[str], *, mode: int = 0o777) -> None:
-    """Make `root/rel` and the folders on the way (links refused)."""
-    with dir_fd(root, parts(rel), create=True, mode=mode):
-        pass
-
-
 def check(root: Path, rel: str | os.PathLike[str]) -> Path:
     """`root/rel` after checking that no existing component below the root is a link, for
     callers (such as SQLite) that must open a path by name. Missing components are fine."""

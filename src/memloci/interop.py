@@ -30,7 +30,7 @@ _TIME = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z$")
 
 def _field(obj: dict[str, Any], key: str, where: str, kind: type) -> Any:
     if key not in obj:
-        raise ValidationError(f"{where}: {obj.get('type', 'item')} has no '{key}'")
+        raise ValidationError(f"{where}: has no '{key}'")
     value = obj[key]
     if not isinstance(value, kind):
         raise ValidationError(f"{where}.{key}: must be {'an array' if kind is list else 'a string'}, got {type(value).__name__}")

@@ -6,7 +6,7 @@ then one store call. Transports run it off their event loop.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 import logging
@@ -736,9 +736,6 @@ class MemoryService(DocumentService, ProjectService, HistoryService):
 
     def stats(self, *, library: str | None = None) -> LibraryStats:
         return self.store(library).stats()
-
-    def all_stats(self) -> Iterable[LibraryStats]:
-        return [self.stats(library=name) for name in self.libraries.names()]
 
 
 def _narrowed(filters: MemoryFilter, phrase: TimeRange) -> MemoryFilter | None:

@@ -12,10 +12,11 @@ from . import schema
 from . import confine
 from .errors import AlreadyExistsError, PermissionDeniedError, ValidationError
 from .libraries import ProjectRef
-from .markdown.export import render_graph, render_memories
+from .markdown.export import render_export
 from .importers.n2n import read_n2n_context, read_n2n_graph
 from .model import ObservationBatch, name_key, now_iso
 from .projects import project_label
+from .store import Portable
 
 log = logging.getLogger(__name__)
 
@@ -111,17 +112,20 @@ class ProjectService:
         if current is not None and not current.decode("utf-8", errors="replace").startswith(EXPORT_TITLE):
             raise AlreadyExistsError(f"output_path: '{output_path}' exists and is not an export of this graph; "
                                      "it is left as it is", hint="Pick another file name.")
-        graph = store.export_graph(order="name")
-        memories = sorted(store.free_memories(), key=lambda m: (m.created_at, m.id))
-        text = render_graph(graph.entities, graph.relations, title=f"{EXPORT_TITLE[2:]} of {root.name}")
-        text += render_memories(memories)
-        ctx = store.read_context()
-        if ctx:
-            text += "\n## Current context\n\n" + "".join(
-                f"- {k.replace('_', ' ')}: {', '.join(v) if isinstance(v, list) else v}\n" for k, v in ctx.items())
+        text, counts = self.markdown_export(title=f"{EXPORT_TITLE[2:]} of {root.name}", library=library)
         confine.write_atomic(root, relative, text.encode("utf-8"))
-        return {"path": str(relative), "entities": len(graph.entities), "relations": len(graph.relations),
-                "memories": len(memories)}
+        return {"path": str(relative), **counts}
+
+    def markdown_export(self, *, title: str = EXPORT_TITLE[2:], library: str | ProjectRef | None = None
+                        ) -> tuple[str, dict[str, int]]:
+        """The library as one Markdown text (markdown/export.py): the graph in name order, its free
+        memories oldest first, its context; with how many entities, relations and memories it holds."""
+        store = self.store(library)
+        graph = store.export_graph(order="name")
+        memories = sorted(store.free_memories(), key=lambda m: (m.created_at, m.id)) \
+            if isinstance(store, Portable) else []
+        text = render_export(graph.entities, graph.relations, memories, store.read_context(), title=title)
+        return text, {"entities": len(graph.entities), "relations": len(graph.relations), "memories": len(memories)}
 
     # -- n2n-memory ----------------------------------------------------------------------
 

@@ -264,12 +264,3 @@ def protected_resource_routes(config: OAuthConfig) -> list[Any]:
                                             authorization_servers=[config.issuer],  # type: ignore[list-item]
                                             scopes_supported=sorted(config.scope_map) or None,
                                             resource_name="memloci")
-
-
-def oauth_parts(config: dict[str, Any]) -> tuple[list[JwtTokenVerifier], list[Any], str | None]:
-    """What `[oauth]` adds to the HTTP app: its verifier, the metadata route, and the metadata URL
-    for the 401's `WWW-Authenticate: Bearer resource_metadata="..."`. Nothing without `[oauth]`."""
-    oauth = config.get("oauth")
-    if oauth is None:
-        return [], [], None
-    return [JwtTokenVerifier(oauth)], protected_resource_routes(oauth), oauth.metadata_url

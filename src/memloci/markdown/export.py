@@ -1,9 +1,13 @@
-"""The whole graph as one Markdown file: one section per entity, sorted by name, so diffs stay clean."""
+"""A library as one Markdown file (`memloci export markdown`, the `export_markdown` tool): the
+graph, one section per entity sorted by name so diffs stay clean, then the free memories and
+the hot context. `render_export` is the one renderer of it; an entity's own Markdown file (front
+matter and body) is markdown/document.py's `render_document`."""
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from ..model import Entity, Memory, Relation
 
@@ -17,7 +21,17 @@ def _count(n: int, one: str, many: str) -> str:
     return f"{n} {one if n == 1 else many}"
 
 
-def render_graph(entities: Iterable[Entity], relations: Iterable[Relation], title: str = "Knowledge graph") -> str:
+def render_export(entities: Iterable[Entity], relations: Iterable[Relation], memories: Iterable[Memory] = (),
+                  context: Mapping[str, Any] | None = None, *, title: str = "Knowledge graph") -> str:
+    """The export: `# title`, the graph, then `## Memories` and `## Current context` when there are any."""
+    text = _graph(entities, relations, title) + _memories(memories)
+    if context:
+        text += "\n## Current context\n\n" + "".join(
+            f"- {k.replace('_', ' ')}: {', '.join(v) if isinstance(v, list) else v}\n" for k, v in context.items())
+    return text
+
+
+def _graph(entities: Iterable[Entity], relations: Iterable[Relation], title: str) -> str:
     outgoing: dict[str, list[Relation]] = defaultdict(list)
     for r in relations:
         outgoing[r.from_entity.casefold()].append(r)
@@ -40,7 +54,7 @@ def render_graph(entities: Iterable[Entity], relations: Iterable[Relation], titl
     return "".join(parts)
 
 
-def render_memories(memories: Iterable[Memory]) -> str:
+def _memories(memories: Iterable[Memory]) -> str:
     """Free memories as a section after the graph: oldest first, each with its time, type, importance and tags."""
     items = list(memories)
     if not items:

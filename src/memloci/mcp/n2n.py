@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
-from mcp_types import CallToolResult, TextContent
+from mcp_types import CallToolResult
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..errors import AwaitingConfirmationError, MemlociError, ValidationError
@@ -25,7 +25,7 @@ from ..libraries import ProjectRef
 from ..model import Entity, EntityInput, ObservationBatch, Relation, RelationInput
 from ..service import DEFAULT_GRAPH_LIMIT, DEFAULT_SEARCH_LIMIT, MemoryService
 from .graph import DeletionArg, EntityArg, ObservationArg, RelationArg, _annotations
-from .replies import as_json, reply
+from .replies import reply
 
 TOOLS = ("n2n_read_graph", "n2n_add_entities", "n2n_add_observations", "n2n_create_relations", "n2n_delete_entities",
          "n2n_delete_observations", "n2n_delete_relations", "n2n_open_nodes", "n2n_search", "n2n_update_context",
@@ -68,10 +68,11 @@ def n2n_fields(text: str) -> str:
     return text
 
 
-def n2n_error(exc: MemlociError) -> CallToolResult:
+def error_body(exc: MemlociError) -> dict[str, Any]:
     """An error as memloci reports it (`{error: {code, message, hint}}`), with this set's argument
-    names. The confirmation handshake also carries n2n-memory's own keys (`status`,
-    `detectedRoot`, `message`) at the top, since its clients read `detectedRoot` from there."""
+    names (replies.error_reply shapes the reply). The confirmation handshake also carries
+    n2n-memory's own keys (`status`, `detectedRoot`, `message`) at the top, since its clients read
+    `detectedRoot` from there."""
     body = exc.to_dict()
     err = body["error"]
     err["message"], err["hint"] = n2n_fields(err["message"]), n2n_fields(err.get("hint") or "")
@@ -82,7 +83,7 @@ def n2n_error(exc: MemlociError) -> CallToolResult:
                            f"confirmNewProjectRoot set to detectedRoot.", **body}
     elif root:
         body = {"detectedRoot": root, **body}
-    return CallToolResult(content=[TextContent(type="text", text=as_json(body))], is_error=True)
+    return body
 
 
 def _project(project_path: str | None, confirm: str | None) -> ProjectRef:

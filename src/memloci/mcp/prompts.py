@@ -37,7 +37,6 @@ QUERY_MAX = 1_000
 MEMORY_CANDIDATES = 20
 ENTITY_CANDIDATES = 10
 
-PROMPTS = ("session_start", "before_compaction", "task_end")
 WRITE_TOOLS = ("store_memory", "add_observations", "create_entities", "add_observation", "n2n_add_observations")
 
 

@@ -24,8 +24,13 @@ def reply(structured: dict[str, Any], text: Any = None) -> CallToolResult:
     return CallToolResult(content=[TextContent(type="text", text=body)], structured_content=structured)
 
 
-def error_reply(error: MemlociError) -> CallToolResult:
-    """A tool error: `isError` and `{error: {code, message, hint}}` as text only. No structured
-    content: it would be checked against the tool's output schema, and clients on the
-    TypeScript SDK reject the whole reply when it does not match (-32602)."""
-    return CallToolResult(content=[TextContent(type="text", text=as_json(error.to_dict()))], is_error=True)
+def error_reply(error: MemlociError, body: dict[str, Any] | None = None, *, structured: bool = False) -> CallToolResult:
+    """Every tool error, shaped here: `isError`, and memloci's `{error: {code, message, hint,
+    details?}}` as text. A tool set standing in for another server passes `body`, that server's
+    form of the same error (n2n.error_body, strict.error_body). No structured content unless
+    `structured`: it would be checked against the tool's output schema, and clients on the
+    TypeScript SDK reject the whole reply when it does not match (-32602); only the strict set,
+    whose output schema is an open object and whose clients read either, sets it."""
+    body = body if body is not None else error.to_dict()
+    return CallToolResult(content=[TextContent(type="text", text=as_json(body))],
+                          structured_content=body if structured else None, is_error=True)

@@ -137,9 +137,9 @@ class MemlociServer(MCPServer):
                 result.hint = n2n.n2n_fields(result.hint or "")
             result.hint = fit_hint(result.hint, self.exposed_tools(), KNOWN_TOOLS)
             if name in self.strict_tools:  # that server's clients read {success, error, error_type}
-                return strict.strict_error(result, name)
+                return error_reply(result, strict.error_body(result, name), structured=True)
             if name in n2n.TOOLS:  # its argument names; the handshake also in n2n-memory's keys
-                return n2n.n2n_error(result)
+                return error_reply(result, n2n.error_body(result))
             return error_reply(result)
         return result
 

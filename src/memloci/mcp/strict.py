@@ -8,14 +8,14 @@ import re
 from collections.abc import Callable
 from typing import Annotated, Any
 
-from mcp_types import CallToolResult, TextContent
+from mcp_types import CallToolResult
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
 from ..errors import MemlociError, NotFoundError
 from ..model import EntityInput, ObservationBatch, RelationInput
 from ..service import MemoryService
 from .graph import ConfirmRoot, Library, LibraryName, ProjectPath, _annotations, _library, entity_out, relation_out
-from .replies import as_json
+from .replies import reply
 from .surface import Args
 
 TOOLS = ("get_entity", "get_graph", "create_entities", "add_observation", "create_relation", "search_memory",
@@ -57,23 +57,20 @@ class Out(BaseModel):
     model_config = ConfigDict(extra="allow")
 
 
-def strict_reply(body: dict[str, Any], *, error: bool = False) -> CallToolResult:
-    return CallToolResult(content=[TextContent(type="text", text=as_json(body))], structured_content=body, is_error=error)
-
-
-def strict_error(exc: MemlociError, tool: str = "") -> CallToolResult:
-    """That server's error shape, naming its own fields. Its output schema is an open object,
-    so the body may also be the structured content (its clients read either)."""
+def error_body(exc: MemlociError, tool: str = "") -> dict[str, Any]:
+    """That server's form of an error (replies.error_reply shapes the reply): the code as
+    `error_type`, the message and hint as `error` in its own field names, the details (say the
+    project handshake's `detected_root`) as `data`."""
     message = strict_fields(exc.message, tool) + (f" ({strict_fields(exc.hint, tool)})" if exc.hint else "")
     body: dict[str, Any] = {"success": False, "error": message, "error_type": exc.code}
-    if exc.details.get("detected_root"):
-        body["data"] = {"detected_root": exc.details["detected_root"]}
-    return strict_reply(body, error=True)
+    if exc.details:
+        body["data"] = dict(exc.details)
+    return body
 
 
 def _run(produce: Callable[[], Any]) -> CallToolResult:
     """A success in that server's shape; a MemlociError goes up to the server, which shapes it."""
-    return strict_reply({"success": True, "data": produce()})
+    return reply({"success": True, "data": produce()})
 
 
 def register(server: Any, service: MemoryService) -> None:
@@ -151,9 +148,9 @@ def register(server: Any, service: MemoryService) -> None:
 
         data = produce()
         if not data["results"]:
-            return strict_reply({"success": True, "data": data, "error": f"No results for '{query}'",
+            return reply({"success": True, "data": data, "error": f"No results for '{query}'",
                                  "error_type": "NO_RESULTS"})
-        return strict_reply({"success": True, "data": data})
+        return reply({"success": True, "data": data})
 
     def delete_entities(names: list[str], library: Library = None, library_name: LibraryName = None,
                         project_path: ProjectPath = None, confirm_new_project_root: ConfirmRoot = None

@@ -523,11 +523,6 @@ class MarkdownStore(MarkdownImport, MarkdownUndo, MarkdownScan, SQLiteStore):
             broken = dict(conn.execute("SELECT path, error FROM md_broken ORDER BY path").fetchall())
         return dict(sorted({**broken, **self.refused_links}.items()))
 
-    def entity_paths(self) -> dict[str, str]:
-        """name_key -> file path (relative to the library folder)."""
-        with self._read() as conn:
-            return dict(conn.execute("SELECT e.name_key, m.path FROM md_files m JOIN entities e ON e.id = m.entity_id"))
-
     def entity_listing(self) -> list[ListedEntity]:
         """Every entity with its file path (None: no file yet), by name, in one query
         (list_entities matches a glob against both)."""

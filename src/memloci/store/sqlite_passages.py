@@ -19,7 +19,6 @@ import hashlib
 import re
 import sqlite3
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
 
@@ -247,8 +246,3 @@ def reset_passage_vectors(conn: sqlite3.Connection) -> int:
     """Forget every passage vector (inside reset_vectors' transaction); returns how many wait now."""
     conn.execute("UPDATE passages SET vector = NULL WHERE vector IS NOT NULL")
     return pending_passage_count(conn)
-
-
-def passage_state(conn: sqlite3.Connection) -> dict[str, Any]:
-    return {"passages": conn.execute("SELECT count(*) FROM passages").fetchone()[0],
-            "pending": pending_passage_count(conn)}

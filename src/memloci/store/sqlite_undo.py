@@ -25,10 +25,6 @@ from ..errors import ConflictError, NotFoundError, ValidationError
 from ..model import ImportedMemories, name_key
 from .sqlite_memories import insert_memory, select_memories
 
-# Changes that only repeat what the files or the embedder say; `memloci history` hides them
-# unless asked (they would otherwise crowd the changes people made out of the list).
-INTERNAL = (("files", "sync"), ("reindex", "reset_vectors"))
-
 UNDOABLE = {"delete_entities", "delete_observations", "delete_relations", "rename_entity", "merge_entities",
             "update_memory", "delete_memory", "undo", "update_manual_section", "delete_manual_section",
             "add_manual_section", "update_context"}

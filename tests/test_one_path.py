@@ -1,0 +1,163 @@
+"""One path per job: n2n-memory's files read by the importer's reader and written by the import;
+one atomic file write (confine.atomic_write); one Markdown export for the command line and the
+tool; one error shaper for every tool set."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+
+import pytest
+
+from conftest import Client, run_session, server_env
+from memloci import confine
+from memloci.errors import ValidationError
+from memloci.interop import read_official
+from memloci.libraries import ProjectRef
+
+
+def memloci(home, *args, check=True):
+    proc = subprocess.run([sys.executable, "-m", "memloci", *args], env=server_env(home, COLUMNS="200"),
+                          capture_output=True, text=True, timeout=120)
+    if check:
+        assert proc.returncode == 0, proc.stderr + proc.stdout
+    return proc
+
+
+def project(tmp_path, memory=None, context=None):
+    root = tmp_path / "app"
+    (root / ".git").mkdir(parents=True)
+    (root / ".mcp").mkdir()
+    if memory is not None:
+        (root / ".mcp" / "memory.json").write_text(json.dumps(memory))
+    if context is not None:
+        (root / ".mcp" / "context.json").write_text(json.dumps(context))
+    return root
+
+
+# -- n2n-memory through the import ------------------------------------------------------------
+
+def test_n2n_carry_over_is_the_import(service, tmp_path):
+    """Entities merge by name as an import does (the same name twice is one entity), a relation to
+    a missing entity is skipped, the context comes across, and the journal says `import`."""
+    root = project(tmp_path, {
+        "entities": [{"name": "auth", "entityType": "module", "observations": ["uses JWT"]},
+                     {"name": "Auth", "entityType": "module", "observations": ["rotates keys"]},
+                     {"name": "api", "entityType": "module", "observations": []}],
+        "relations": [{"from": "api", "to": "auth", "relationType": "uses"},
+                      {"from": "api", "to": "ghost", "relationType": "calls"}]},
+        {"activeTask": "rotate keys", "status": "BLOCKED", "nextSteps": "ask ops"})
+    ref = ProjectRef(str(root))
+    graph = service.read_graph(library=ref)
+    assert sorted(e.name for e in graph.entities) == ["api", "auth"]
+    auth = next(e for e in graph.entities if e.name == "auth")
+    assert [o.content for o in auth.observations] == ["uses JWT", "rotates keys"]
+    assert [(r.from_entity, r.relation_type, r.to_entity) for r in graph.relations] == [("api", "uses", "auth")]
+    context = service.read_context(library=ref)
+    assert context["active_task"] == "rotate keys" and context["next_steps"] == ["ask ops"]
+    assert {e.tool for e in service.history(library=ref)} == {"import"}
+
+
+@pytest.mark.parametrize("memory, where", [
+    ({"entities": [{"name": "a", "observations": []}]}, ".mcp/memory.json entities[0]: has no 'entityType'"),
+    ({"entities": [{"name": "a", "entityType": "t"}, {"name": " ", "entityType": "t"}]},
+     ".mcp/memory.json entities[1].name: must not be empty"),
+    ({"entities": [], "relations": [{"from": "a", "to": "b", "relationType": 3}]},
+     ".mcp/memory.json relations[0].relationType: must be a string"),
+    ({"entities": "auth"}, ".mcp/memory.json entities: must be an array"),
+])
+def test_a_bad_n2n_file_names_the_item_and_changes_nothing(service, tmp_path, memory, where):
+    root = project(tmp_path, memory)
+    with pytest.raises(ValidationError) as caught:
+        service.read_graph(library=ProjectRef(str(root)))
+    assert where in caught.value.message
+    assert not (root / ".mcp" / "a.md").exists()
+    (root / ".mcp" / "memory.json").write_text(json.dumps({"entities": [{"name": "ok", "entityType": "t"}]}))
+    assert [e.name for e in service.read_graph(library=ProjectRef(str(root))).entities] == ["ok"]  # tried again
+
+
+def test_import_jsonl_reads_a_memory_json_object_with_the_same_reader(tmp_path, home):
+    old = tmp_path / "memory.json"
+    old.write_text(json.dumps({"entities": [{"name": "X", "entityType": "t", "observations": []},
+                                            {"name": "Y", "entityType": 7, "observations": []}]}))
+    with pytest.raises(ValidationError, match=r"memory\.json entities\[1\]\.entityType: must be a string"):
+        read_official(old)
+    proc = memloci(home, "import", "jsonl", str(old), check=False)
+    assert proc.returncode == 1 and "memory.json entities[1].entityType" in proc.stderr
+    old.write_text(json.dumps({"entities": [{"name": "X", "entityType": "t", "observations": []}],
+                               "relations": [{"from": "X", "to": "Nobody", "relationType": "knows"}]}))
+    out = memloci(home, "import", "jsonl", str(old)).stdout
+    assert "1 entities created" in out and "memory.json relations[0]: endpoint does not exist: Nobody" in out
+
+
+# -- one atomic write --------------------------------------------------------------------------
+
+def test_atomic_write_replaces_keeps_the_mode_and_refuses_a_link(tmp_path):
+    target = tmp_path / "deep" / "config.json"
+    confine.atomic_write(target, b"one", 0o600)  # the folder is made
+    assert target.read_bytes() == b"one" and stat.S_IMODE(target.stat().st_mode) == 0o600
+    target.chmod(0o640)
+    confine.atomic_write(target, b"two", 0o600)
+    assert target.read_bytes() == b"two" and stat.S_IMODE(target.stat().st_mode) == 0o640  # kept
+    secret = tmp_path / "secret"
+    secret.write_bytes(b"keep")
+    link = tmp_path / "deep" / "link.json"
+    link.symlink_to(secret)
+    with pytest.raises(confine.LinkRefusedError):
+        confine.atomic_write(link, b"over")
+    assert secret.read_bytes() == b"keep" and link.is_symlink()
+    assert sorted(p.name for p in target.parent.iterdir()) == ["config.json", "link.json"]  # no temp left
+
+
+def test_atomic_write_removes_what_a_killed_writer_of_that_file_left(tmp_path):
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True, check=True).stdout.strip()
+    target = tmp_path / "tokens.json"
+    stray = tmp_path / f".tokens.json.{dead}.0badc0de.tmp"
+    other = tmp_path / f".notes.md.{dead}.0badc0de.tmp"  # another file's: not this write's business
+    live = tmp_path / f".tokens.json.{os.getpid()}.0badc0de.tmp"  # a writer still running
+    for p in (stray, other, live):
+        p.write_bytes(b"half")
+    confine.atomic_write(target, b"{}", 0o600, durable=False)
+    assert target.read_bytes() == b"{}" and not stray.exists() and other.exists() and live.exists()
+
+
+# -- one Markdown export, one error shaper -----------------------------------------------------
+
+def test_the_command_line_exports_what_the_tool_does(tmp_path, home):
+    """`memloci export markdown` and the export_markdown tool render through one function: the
+    graph, then the free memories and the context."""
+    lib = tmp_path / "lib.db"
+
+    async def body(c: Client):
+        await c.ok("create_entities", entities=[{"name": "auth", "entityType": "module", "observations": ["JWT"]}])
+        await c.ok("store_memory", content="deploys freeze on Fridays", tags=["ops"])
+        await c.ok("update_context", library="default", active_task="rotate keys")
+
+    run_session(home, body, "--libraries", f"default:{lib}")
+    text = memloci(home, "export", "markdown", "--libraries", f"default:{lib}").stdout
+    assert text.startswith("# Knowledge graph\n") and "## auth" in text and "- JWT" in text
+    assert "## Memories" in text and "deploys freeze on Fridays #ops" in text
+    assert "## Current context" in text and "- active task: rotate keys" in text
+
+
+def test_every_tool_set_reports_an_error_with_its_details(home):
+    """The strict set's form carries the same code, message, hint and details as memloci's:
+    the details as `data` (here the missing entities), never dropped."""
+    async def strict(c: Client):
+        is_error, structured, text = await c.call("create_relation", from_entity="alpha", to_entity="beta",
+                                                  relation_type="uses")
+        assert is_error and structured == text and text["success"] is False
+        assert text["error_type"] == "INVALID_RELATION" and "from_entity" in text["error"]
+        assert sorted(text["data"]["missing"]) == ["alpha", "beta"]
+
+    run_session(home, strict, "--tools", "strict")
+
+    async def graph(c: Client):
+        err = await c.error("create_relations", relations=[{"from": "alpha", "to": "beta", "relationType": "uses"}])
+        assert err["code"] == "INVALID_RELATION" and sorted(err["details"]["missing"]) == ["alpha", "beta"]
+
+    run_session(home, graph)
