@@ -240,18 +240,23 @@ def cycle_path(tx: GraphTx, schema: LibrarySchema, from_id: int, relation_type: 
     return [] if types is None else tx.reachable(to_id, from_id, types)
 
 
-def missing_endpoints(names: Iterable[str], found: dict[str, EntityRef]) -> InvalidRelationError | None:
-    missing = list(dict.fromkeys(n for n in names if name_key(n) not in found))
+def missing_endpoints(relations: Sequence[RelationInput], found: dict[str, EntityRef],
+                      most: int = 10) -> InvalidRelationError | None:
+    """The error naming each relation end that reaches no entity, by the field it was given in
+    (`relations[1].to: 'Ghost' does not exist`); None when every end exists."""
+    ends = [(i, end, name) for i, r in enumerate(relations) for end, name in (("from", r.from_entity), ("to", r.to_entity))]
+    missing = list(dict.fromkeys(name for _, _, name in ends if name_key(name) not in found))
     if not missing:
         return None
-    return InvalidRelationError(f"relation endpoints do not exist: {', '.join(missing)}", details={"missing": missing})
+    fields = [f"relations[{i}].{end}: '{name}' does not exist" for i, end, name in ends if name_key(name) not in found]
+    more = f"; and {len(fields) - most} more" if len(fields) > most else ""
+    return InvalidRelationError("; ".join(fields[:most]) + more, details={"missing": missing})
 
 
 def create_relations(tx: GraphTx, schema: LibrarySchema, relations: Sequence[RelationInput], origin: str
                      ) -> RelationsCreated:
-    ends = [n for r in relations for n in (r.from_entity, r.to_entity)]
-    ids = tx.resolve(ends, aliases=True)  # an endpoint may be named by an alias
-    error = missing_endpoints(ends, ids)
+    ids = tx.resolve([n for r in relations for n in (r.from_entity, r.to_entity)], aliases=True)  # or an alias
+    error = missing_endpoints(relations, ids)
     if error:
         raise error
     created: list[Relation] = []

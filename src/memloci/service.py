@@ -14,7 +14,7 @@ import threading
 from typing import Any
 
 from . import rules, schema
-from .errors import ConflictError, InternalError, InvalidRelationError, MemlociError, NotFoundError, ValidationError
+from .errors import ConflictError, InternalError, MemlociError, NotFoundError, ValidationError
 from .libraries import LibraryRegistry, ProjectRef
 from .rules import RelationsCreated, find_cycles
 from .model import (
@@ -214,12 +214,7 @@ class MemoryService(DocumentService, ProjectService, HistoryService):
         store = self.store(library)
         for i, r in enumerate(clean):
             store.schema.check_relation(r, f"relations[{i}]")
-        try:
-            return store.create_relations(clean, origin=origin)
-        except InvalidRelationError as exc:
-            if not exc.details.get("missing"):
-                raise
-            raise _missing_endpoints(clean, exc) from None
+        return store.create_relations(clean, origin=origin)  # a missing end is named by its field (rules.py)
 
     def add_observations(self, batches: Sequence[ObservationBatch], *, library: str | None = None,
                          origin: str = "add_observations") -> list[AddedObservations]:
@@ -826,13 +821,3 @@ def _import_relations(store: Store, relations: list[RelationInput], report: Impo
         if progress:
             progress(len(chunk))
     return report
-
-
-def _missing_endpoints(relations: Sequence[RelationInput], exc: InvalidRelationError, most: int = 10) -> InvalidRelationError:
-    """The store names the missing entities; the caller also needs the field each one was given in."""
-    missing = {name_key(n) for n in exc.details["missing"]}
-    found = [f"relations[{i}].{end}: '{name}' does not exist"
-             for i, r in enumerate(relations) for end, name in (("from", r.from_entity), ("to", r.to_entity))
-             if name_key(name) in missing]
-    more = f"; and {len(found) - most} more" if len(found) > most else ""
-    return InvalidRelationError("; ".join(found[:most]) + more, hint=exc.hint, details=exc.details)

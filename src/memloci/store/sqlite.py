@@ -285,6 +285,7 @@ class SQLiteStore(SQLiteGraphReads, SQLiteMemories, SQLitePassages, SQLiteDocume
             (now_iso(), tool, action, json.dumps(list(entities), ensure_ascii=False),
              json.dumps(detail, ensure_ascii=False) if detail is not None else None),
         )
+        assert cur.lastrowid is not None  # an INSERT's row
         self._note_journal_row(cur.lastrowid)  # a change that kept undo records gets them at the commit
 
     def _load_entities(self, conn: sqlite3.Connection, ids: Sequence[int], observations: bool = True) -> dict[int, Entity]:
