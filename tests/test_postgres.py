@@ -107,7 +107,7 @@ def _stamp_free(value):
     if isinstance(value, (list, tuple)):
         return [_stamp_free(v) for v in value]
     if isinstance(value, dict):
-        return {k: _stamp_free(v) for k, v in value.items()}
+        return {k: "<at>" if k in ("created_at", "updated_at") and v else _stamp_free(v) for k, v in value.items()}
     return value
 
 
@@ -254,7 +254,7 @@ def test_long_and_dotted_library_names_get_distinct_schemas(pg_url):
 def test_what_postgres_does_not_store_yet_is_refused_clearly(pg_library):
     s = _service(pg_library.spec)
     try:
-        for call in (lambda: s.read_entities(["Alice"]), lambda: s.read_context(),
+        for call in (lambda: s.read_entities(["Alice"]), lambda: s.list_entities(),
                      lambda: s.rename_entity("a", "b"), lambda: s.undo(1)):
             with pytest.raises(Exception) as err:
                 call()
@@ -427,3 +427,59 @@ def test_a_user_without_write_rights_gets_permission_denied(pg_library):
     finally:
         reader.close()
         owner.close()
+
+
+# -- a real server over stdio ----------------------------------------------------------------
+
+def test_a_server_serves_a_postgres_library_over_stdio(pg_library, home):
+    from conftest import Client, run_session
+
+    async def body(c: Client):
+        created, _ = await c.ok("create_entities", entities=[
+            {"name": "Alice", "entityType": "person", "observations": ["likes tea"]},
+            {"name": "Bob", "entityType": "person", "observations": []}])
+        assert [e["name"] for e in created["entities"]] == ["Alice", "Bob"]
+        await c.ok("create_relations", relations=[{"from": "Alice", "to": "bob", "relationType": "knows"}])
+        graph, _ = await c.ok("read_graph")
+        assert [e["name"] for e in graph["entities"]] == ["Alice", "Bob"]
+        assert [(r["from"], r["to"]) for r in graph["relations"]] == [("Alice", "Bob")]
+        opened, _ = await c.ok("open_nodes", names=["alice"])
+        assert opened["entities"][0]["observations"] == ["likes tea"]
+        error = await c.error("add_observations", observations=[{"entityName": "Ghost", "contents": ["x"]}])
+        assert error["code"] == "NOT_FOUND" and "Ghost" in error["message"]
+        error = await c.error("create_relations", relations=[{"from": "Alice", "to": "Nobody", "relationType": "knows"}])
+        assert error["code"] == "INVALID_RELATION"
+        libs, _ = await c.ok("list_libraries")
+        assert [(lib["name"], lib["kind"]) for lib in libs["libraries"]] == [(pg_library.name, "postgres")]
+
+    run_session(home, body, "--libraries", pg_library.arg)
+
+
+def test_a_server_refuses_a_library_url_it_does_not_serve(tmp_path, home):
+    from conftest import server_env
+
+    out = subprocess.run([sys.executable, "-m", "memloci", "serve", "--libraries", "team:http://example.com/memory"],
+                         env=server_env(home), cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert out.returncode != 0 and out.stdout == ""
+    assert "scheme 'http' is not served" in out.stderr
+    assert list(tmp_path.iterdir()) == [] or not (tmp_path / "team:http:").exists()
+    assert not any(p.name.startswith("http") for p in tmp_path.iterdir())
+
+
+def test_the_task_context_as_on_sqlite(pg_library, tmp_path):
+    from memloci.libraries import LibrarySpec
+
+    def run(s: MemoryService) -> list:
+        first = s.update_context(active_task="port the engine", status="IN_PROGRESS", next_steps=["tests"])
+        second = s.update_context(status="COMPLETED")  # merged into the first, not replacing it
+        journal = [(e.action, {k: v for k, v in (e.detail or {}).items() if k != "undo"}) for e in s.history(limit=5)]
+        return [_stamp_free(first), _stamp_free(second), _stamp_free(s.read_context()), journal]
+
+    sqlite, pg = _service(LibrarySpec("lite", tmp_path / "lite.db")), _service(pg_library.spec)
+    try:
+        expected, got = run(sqlite), run(pg)
+    finally:
+        sqlite.close()
+        pg.close()
+    assert got == expected
+    assert got[2]["active_task"] == "port the engine" and got[2]["status"] == "COMPLETED"

@@ -31,13 +31,13 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
 from ...errors import LibraryUnreadableError, ValidationError
 from ...libraries import masked_url
-from ...model import LibraryStats
+from ...model import LibraryStats, now_iso
 from ...schema import DEFAULT_SCHEMA, LibrarySchema
 from .connection import (
     ChangeListener,
@@ -203,7 +203,7 @@ class PostgresStore(PostgresMemories, PostgresSearch, PostgresGraphReads, Postgr
 
     def _unsupported(self, what: str) -> ValidationError:
         return ValidationError(f"library '{self.name}' (postgres) does not support {what} yet",
-                               hint="Use a SQLite or Markdown library for notes, context and undo; "
+                               hint="Use a SQLite or Markdown library for notes and undo; "
                                     "the graph and memory tools work here.")
 
     def entity_documents(self, names: Any) -> Any:
@@ -236,11 +236,27 @@ class PostgresStore(PostgresMemories, PostgresSearch, PostgresGraphReads, Postgr
     def edit_manual(self, change: Any, **_: Any) -> Any:
         raise self._unsupported("a library manual")
 
-    def read_context(self) -> Any:
-        raise self._unsupported("a task context")
+    # -- the hot context (kept in `meta`, as SQLite keeps it in library_meta) -------------
 
-    def update_context(self, change: Any, *, origin: str) -> Any:
-        raise self._unsupported("a task context")
+    def read_context(self) -> dict[str, Any]:
+        with self._read() as conn:
+            row = conn.execute("SELECT value FROM meta WHERE key = 'context'").fetchone()
+        return json.loads(row[0]) if row else {}
+
+    def update_context(self, change: Callable[[dict[str, Any]], dict[str, Any]], *, origin: str) -> dict[str, Any]:
+        """Read, merge and write the context in one transaction (under the library's lock, so two
+        servers' updates merge instead of one overwriting the other)."""
+        with self._write("context") as conn:
+            row = conn.execute("SELECT value FROM meta WHERE key = 'context'").fetchone()
+            before = json.loads(row[0]) if row else {}
+            ctx = change(before)
+            conn.execute("""INSERT INTO meta VALUES ('context', %s)
+                            ON CONFLICT (key) DO UPDATE SET value = excluded.value""",
+                         (json.dumps(ctx, ensure_ascii=False),))
+            self._journal(conn, origin, origin, [], {k: {"before": before.get(k), "after": v}
+                                                      for k, v in ctx.items() if before.get(k) != v and k != "updated_at"},
+                          now_iso())
+        return ctx
 
 
 __all__ = ["PostgresStore", "LibraryUnreadableError"]
