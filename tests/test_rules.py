@@ -6,6 +6,7 @@ missing endpoints, and nothing half-applied when a rule refuses."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 from collections.abc import Iterable, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -334,3 +335,56 @@ def test_find_cycles_over_a_whole_graph():
     assert rules.find_cycles(rels, DEFAULT_SCHEMA) == []
     assert rules.find_cycles(rels, LibrarySchema(name="deps", acyclic=("depends-on",))) == [["a", "b", "a"]]
     assert sorted(map(tuple, rules.find_cycles(rels, STRICT))) == [("a", "b", "a"), ("c", "d", "c")]
+
+
+def _plain(result: Any) -> Any:
+    """A rule's answer without its timestamps (two engines write at different moments)."""
+    if isinstance(result, RelationsCreated):
+        return [_plain(result.created), _plain(result.existing)]
+    if isinstance(result, list):
+        return [_plain(r) for r in result]
+    if hasattr(result, "created_at"):
+        return dataclasses.replace(result, created_at="")
+    return result
+
+
+def test_sqlite_answers_as_the_in_memory_graph(tmp_path):
+    """The same calls through the rules over two GraphTx, the in-memory one and SQLite's, answer
+    alike, refusals included (so the protocol says enough for an engine to get it right)."""
+    from memloci.store.sqlite import SQLiteStore
+
+    deps = LibrarySchema(name="deps", unique_observations=True, acyclic=("depends-on",))
+    store = SQLiteStore(tmp_path / "rules.db", "rules")
+    store.schema = deps
+    g = MemoryGraph()
+    calls = [
+        ("create_entities", [EntityInput("App", "service", ("serves http",)), EntityInput("web", "lib"),
+                             EntityInput("http", "lib"), EntityInput("app", "x", ("runs",))]),
+        ("create_relations", [RelationInput("app", "depends-on", "web"), RelationInput("web", "depends-on", "HTTP"),
+                              RelationInput("app", "depends-on", "web"), RelationInput("http", "knows", "app")]),
+        ("create_relations", [RelationInput("http", "depends-on", "app")]),
+        ("create_relations", [RelationInput("http", "depends-on", "ghost"), RelationInput("x", "r", "app")]),
+        ("add_observations", [ObservationBatch("web", ("fast",)), ObservationBatch("app", ("runs",))]),
+        ("add_observations", [ObservationBatch("web", ("fast",))]),
+        ("add_observations", [ObservationBatch("nobody", ("x",))]),
+        ("delete_observations", [ObservationBatch("web", ("fast", "slow")), ObservationBatch("ghost", ("x",))]),
+        ("delete_relations", [RelationInput("http", "knows", "App"), RelationInput("http", "knows", "ghost")]),
+        ("delete_entities", ["web", "ghost"]),
+        ("create_relations", [RelationInput("http", "depends-on", "app")]),
+    ]
+    for name, arg in calls:
+        answers = []
+        for engine in ("memory", "sqlite"):
+            try:
+                if engine == "memory":
+                    answers.append(_plain(run(g, getattr(rules, name), deps, arg)))
+                else:
+                    answers.append(_plain(getattr(store, name)(arg, origin="test")))
+            except Exception as exc:  # a refusal must be the same refusal
+                answers.append((type(exc).__name__, str(exc)))
+        assert answers[0] == answers[1], name
+    graph = store.export_graph()
+    assert sorted((e.name, e.entity_type, tuple(o.content for o in e.observations)) for e in graph.entities) == [
+        ("App", "service", ("serves http", "runs")), ("http", "lib", ())]
+    assert [(r.from_entity, r.relation_type, r.to_entity) for r in graph.relations] == [("http", "depends-on", "App")]
+    store.close()
