@@ -348,14 +348,26 @@ def _plain(result: Any) -> Any:
     return result
 
 
-def test_sqlite_answers_as_the_in_memory_graph(tmp_path):
-    """The same calls through the rules over two GraphTx, the in-memory one and SQLite's, answer
-    alike, refusals included (so the protocol says enough for an engine to get it right)."""
-    from memloci.store.sqlite import SQLiteStore
+def _store(engine: str, tmp_path, request):
+    if engine == "sqlite":
+        from memloci.store.sqlite import SQLiteStore
+        return SQLiteStore(tmp_path / "rules.db", "rules")
+    if engine == "markdown":
+        from memloci.store.markdown import MarkdownStore
+        return MarkdownStore(tmp_path / "notes", "rules")
+    from memloci.store.postgres import PostgresStore
+    library = request.getfixturevalue("pg_library")  # the session's real PostgreSQL
+    return PostgresStore(library.url, library.name)
 
+
+@pytest.mark.parametrize("engine", ["sqlite", "markdown", "postgres"])
+def test_every_engine_answers_as_the_in_memory_graph(engine, tmp_path, request):
+    """The same calls through the rules over two GraphTx, the in-memory one and an engine's,
+    answer alike, refusals included (so the protocol says enough for an engine to get it right)."""
     deps = LibrarySchema(name="deps", unique_observations=True, acyclic=("depends-on",))
-    store = SQLiteStore(tmp_path / "rules.db", "rules")
+    store = _store(engine, tmp_path, request)
     store.schema = deps
+    store.open()
     g = MemoryGraph()
     calls = [
         ("create_entities", [EntityInput("App", "service", ("serves http",)), EntityInput("web", "lib"),
