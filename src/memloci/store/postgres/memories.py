@@ -16,11 +16,22 @@ from __future__ import annotations
 
 import unicodedata
 from collections.abc import Sequence
-from typing import Any
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING, Any
 
 from ...errors import AlreadyExistsError, NotFoundError
-from ...model import (Memory, MemoryFilter, MemoryInput, MemoryPage, MemoryVectors, PendingMemory, SavedVectors,
-                      StoredMemory, name_key, now_iso)
+from ...model import (
+    Memory,
+    MemoryFilter,
+    MemoryInput,
+    MemoryPage,
+    MemoryVectors,
+    PendingMemory,
+    SavedVectors,
+    StoredMemory,
+    name_key,
+    now_iso,
+)
 from ...search import lexical
 from ..sqlite_memories import tag_keys, thread_key
 from .graph import retag
@@ -180,7 +191,15 @@ def set_library_meta(conn: Any, key: str, value: str) -> None:
 
 class PostgresMemories:
     """The memory half of PostgresStore (mixed in; uses its _write, _read, _journal and
-    _observations_changed)."""
+    _entities_written)."""
+
+    if TYPE_CHECKING:  # what PostgresStore gives its mixins
+        name: str
+
+        def _read(self) -> AbstractContextManager[Any]: ...
+        def _write(self, what: str = "graph") -> AbstractContextManager[Any]: ...
+        def _journal(self, conn: Any, tool: str, action: str, entities: Any, detail: dict | None, at: str) -> None: ...
+        def _entities_written(self, conn: Any, ids: Sequence[int]) -> None: ...
 
     def store_memory(self, m: MemoryInput, *, origin: str) -> StoredMemory:
         """Store one memory; `created` False if its owner already holds the same text."""

@@ -22,8 +22,10 @@ is search/hybrid.py's and search/entities.py's, the same for every engine.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
-from typing import Any
+import unicodedata
+from collections.abc import Iterable, Sequence
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING, Any
 
 from ...model import MemoryFilter, SearchHit, SearchResult, name_key
 from ...search import lexical
@@ -41,13 +43,24 @@ EF_SEARCH = 100  # HNSW candidates looked at per query (pgvector's default is 40
 FUZZY_MIN = 0.5  # word_similarity of a misspelled word to a name, at least
 POOL = 300  # entities ranked for a page at most (as store/sqlite_search.py)
 COMMON = 2000  # a word more memories hold is common: only its newest holders are ranked
+ENTITY_COMMON = 500  # the same for entities (as store/sqlite_search.py)
 
 
-def words_query(terms: Sequence[str]) -> tuple[str, list[str]]:
-    """SQL for a tsquery matching any of `terms`, stemmed or as written, and its parameters."""
-    parts = " || ".join("plainto_tsquery('english', memloci_fold(%s)) || plainto_tsquery('simple', memloci_fold(%s))"
-                        for _ in terms)
-    return f"({parts})", [t for term in terms for t in (term, term)]
+def term_tsqueries(conn: Any, terms: Sequence[str]) -> list[str]:
+    """Each term as tsquery text: stemmed (`english`) or as written (`simple`), once if both are
+    the same ('' for a word neither keeps, a stop word). One round trip; the queries that use
+    them then hold constants, which GIN indexes and the planner's estimates take best."""
+    if not terms:
+        return []
+    row = conn.execute("SELECT " + ", ".join(
+        "plainto_tsquery('english', memloci_fold(%s))::text, plainto_tsquery('simple', memloci_fold(%s))::text"
+        for _ in terms), [t for term in terms for t in (term, term)]).fetchone()
+    return [any_of(dict.fromkeys(q for q in row[2 * i: 2 * i + 2] if q)) for i in range(len(terms))]
+
+
+def any_of(queries: Iterable[str]) -> str:
+    """tsquery text matching any of these tsquery texts."""
+    return " | ".join(f"({q})" for q in queries if q)
 
 
 def cjk_query(runs: Sequence[str]) -> str | None:
@@ -62,6 +75,9 @@ def cjk_query(runs: Sequence[str]) -> str | None:
 
 class PostgresSearch:
     """The search half of PostgresStore (mixed in; uses its _read)."""
+
+    if TYPE_CHECKING:
+        def _read(self) -> AbstractContextManager[Any]: ...
 
     # -- memories ------------------------------------------------------------------------
 
@@ -137,30 +153,33 @@ class PostgresSearch:
     # -- entities ------------------------------------------------------------------------
 
     def _entity_terms(self, conn: Any, query: str, stop_words: frozenset[str],
-                      names: NameVocabulary | None) -> list[tuple[str, str, str, list[Any]]]:
-        """(label, how, SQL condition on `e`, its parameters) for each query word that matches
-        any entity: whole (or a word of names it begins), else as a prefix, else respelled."""
+                      names: NameVocabulary | None) -> list[tuple[str, str, str, list[Any], int]]:
+        """(label, how, SQL condition on `e`, its parameters, holders up to ENTITY_COMMON + 1) for
+        each query word that matches any entity: whole (or a word of names it begins), else as a
+        prefix, else respelled."""
         plan = []
         for word, kind in entity_query_terms(query, stop_words):
             if kind == "cjk":
                 pieces = cjk_query([word]) if len(word) > 1 else f"'{word}':*"
                 cond, params, how = "e.grams @@ %s::tsquery", [pieces], "word"
+                held = _holders(conn, cond, params, ENTITY_COMMON + 1)
             else:
                 words = [word, *(names.complete(word) if names is not None and len(word) >= lexical.PREFIX_MIN else [])]
-                sql, wp = words_query(words)
-                cond, params, how = f"e.search @@ {sql}", wp, "word"
-                if not _exists(conn, cond, params) and len(word) >= lexical.PREFIX_MIN:
-                    cond, params, how = "e.search @@ to_tsquery('simple', memloci_fold(%s))", [_prefix(word)], "prefix"
-                if not _exists(conn, cond, params):
+                cond, params, how = "e.search @@ %s::tsquery", [any_of(term_tsqueries(conn, words))], "word"
+                held = _holders(conn, cond, params, ENTITY_COMMON + 1)
+                if not held and len(word) >= lexical.PREFIX_MIN:
+                    params, how = [_prefix(word)], "prefix"
+                    held = _holders(conn, cond, params, ENTITY_COMMON + 1)
+                if not held:
                     respelled = names.respell(word) if names is not None else None
                     if respelled:
-                        sql, wp = words_query(respelled[0])
-                        cond, params, how = f"e.search @@ {sql}", wp, f"respelled {respelled[1]}"
+                        params, how = [any_of(term_tsqueries(conn, respelled[0]))], f"respelled {respelled[1]}"
                     elif len(word) >= 4:  # names within a few typos, by trigrams (pg_trgm)
                         cond, params, how = "%s <%% e.name_key AND word_similarity(%s, e.name_key) >= %s", \
                             [word, word, FUZZY_MIN], f"name ~ {word}"
-            if _exists(conn, cond, params):
-                plan.append((word, how, cond, params))
+                    held = _holders(conn, cond, params, ENTITY_COMMON + 1)
+            if held:
+                plan.append((word, how, cond, params, held))
         return plan
 
     def _rank_entities(self, conn: Any, query: str, want: int, stop_words: frozenset[str],
@@ -169,19 +188,29 @@ class PostgresSearch:
         plan = self._entity_terms(conn, query, stop_words, names)
         scored: dict[int, tuple[float, int, str]] = {}
         if plan:
-            held = " + ".join(f"({cond})::int" for _, _, cond, _ in plan)
-            anyof = " OR ".join(f"({cond})" for _, _, cond, _ in plan)
-            words = [w for w in plan if w[2].startswith("e.search")]
+            # A bounded pool, as store/sqlite_search.py keeps one: every holder of a word few
+            # entities hold, and the newest holders of a common one (ts_rank reads each row).
+            rare = [t for t in plan if t[4] <= ENTITY_COMMON]
+            common = [t for t in plan if t[4] > ENTITY_COMMON]
+            pool, pool_params = [], []
+            if rare:
+                pool.append("SELECT e.id FROM entities e WHERE " + " OR ".join(f"({t[2]})" for t in rare))
+                pool_params += [p for t in rare for p in t[3]]
+            if common:
+                pool.append("(SELECT e.id FROM entities e WHERE " + " OR ".join(f"({t[2]})" for t in common)
+                            + f" ORDER BY e.id DESC LIMIT {max(POOL, 2 * want)})")
+                pool_params += [p for t in common for p in t[3]]
+            held = " + ".join(f"({cond})::int" for _, _, cond, _, _ in plan)
+            held_params = [p for t in plan for p in t[3]]
+            words = [t[3][0] for t in plan if t[2].startswith("e.search")]  # (their tsquery texts)
             rank = "0"
             rank_params: list[Any] = []
             if words:
-                sql, rank_params = words_query([w[0] for w in words])
-                rank = f"ts_rank('{_ENTITY_WEIGHTS}', e.search, {sql})"
-            params = [p for _, _, _, ps in plan for p in ps]
+                rank, rank_params = f"ts_rank('{_ENTITY_WEIGHTS}', e.search, %s::tsquery)", [any_of(words)]
             rows = conn.execute(
                 f"""SELECT e.id, {rank} + 0.1 * ({held}) AS s, {held} AS n FROM entities e
-                    WHERE {anyof} ORDER BY s DESC, e.id DESC LIMIT %s""",
-                (*rank_params, *params, *params, *params, max(want, 1))).fetchall()
+                    WHERE e.id IN ({" UNION ".join(pool)}) ORDER BY s DESC, e.id DESC LIMIT %s""",
+                (*rank_params, *held_params, *held_params, *pool_params, max(want, 1))).fetchall()
             best = max((float(r[1]) for r in rows), default=0.0) or 1.0
             for entity_id, score, n in rows:
                 scored[int(entity_id)] = (float(score) / best, int(n), _why(plan, int(n), float(score)))
@@ -229,9 +258,9 @@ class PostgresSearch:
     def _count(self, conn: Any, query: str, cap: int, stop_words: frozenset[str], names: NameVocabulary | None) -> int:
         plan = self._entity_terms(conn, query, stop_words, names)
         if plan:
-            anyof = " OR ".join(f"({cond})" for _, _, cond, _ in plan)
+            anyof = " OR ".join(f"({t[2]})" for t in plan)
             (n,) = conn.execute(f"SELECT count(*) FROM (SELECT 1 FROM entities e WHERE {anyof} LIMIT %s) x",
-                                (*[p for _, _, _, ps in plan for p in ps], cap)).fetchone()
+                                (*[p for t in plan for p in t[3]], cap)).fetchone()
             if n:
                 return min(int(n), cap)
         text = query.strip()
@@ -243,49 +272,52 @@ def _ranked_words(conn: Any, terms: Sequence[str], k: int, where: str, params: S
     holding a word that at most COMMON memories hold, and the newest COMMON holding the others.
     ts_rank reads each matching row's tsvector, so ranking every holder of a common word ("w0"
     in a fifth of a million memories) would take seconds; a rare word decides the answer anyway."""
+    queries = term_tsqueries(conn, terms)
     counts = conn.execute("SELECT " + ", ".join(
-        f"(SELECT count(*) FROM (SELECT 1 FROM memories m WHERE m.search @@ {words_query([t])[0]} LIMIT {COMMON + 1}) x)"
-        for t in terms), [p for t in terms for p in words_query([t])[1]]).fetchone()
-    rare = [t for t, n in zip(terms, counts) if 0 < n <= COMMON]
-    common = [t for t, n in zip(terms, counts) if n > COMMON]
+        f"(SELECT count(*) FROM (SELECT 1 FROM memories m WHERE m.search @@ %s::tsquery LIMIT {COMMON + 1}) x)"
+        for _ in queries), queries).fetchone()
+    rare = [q for q, n in zip(queries, counts) if 0 < n <= COMMON]
+    common = [q for q, n in zip(queries, counts) if n > COMMON]
     if not rare and not common:
         return {}
-    query, qparams = words_query(terms)
     parts, pool_params = [], []
     if rare:
-        rq, rp = words_query(rare)
-        parts.append(f"SELECT m.id, m.search FROM memories m WHERE m.search @@ {rq} AND {where}")
-        pool_params += [*rp, *params]
+        parts.append(f"SELECT m.id, m.search FROM memories m WHERE m.search @@ %s::tsquery AND {where}")
+        pool_params += [any_of(rare), *params]
     if common:
-        cq, cp = words_query(common)
-        parts.append(f"(SELECT m.id, m.search FROM memories m WHERE m.search @@ {cq} AND {where} "
+        parts.append(f"(SELECT m.id, m.search FROM memories m WHERE m.search @@ %s::tsquery AND {where} "
                      f"ORDER BY m.id DESC LIMIT {COMMON})")
-        pool_params += [*cp, *params]
+        pool_params += [any_of(common), *params]
     rows = conn.execute(
         f"""SELECT p.id, ts_rank('{_MEMORY_WEIGHTS}', p.search, w.q, 1) AS s
-            FROM ({" UNION ".join(parts)}) AS p, (SELECT {query}) AS w(q) ORDER BY s DESC, p.id DESC LIMIT %s""",
-        (*pool_params, *qparams, k))
+            FROM ({" UNION ".join(parts)}) AS p, (SELECT %s::tsquery) AS w(q) ORDER BY s DESC, p.id DESC LIMIT %s""",
+        (*pool_params, any_of(queries), k))
     return {int(i): float(score) for i, score in rows}
 
 
-def _exists(conn: Any, cond: str, params: Sequence[Any]) -> bool:
-    return conn.execute(f"SELECT EXISTS (SELECT 1 FROM entities e WHERE {cond})", list(params)).fetchone()[0]
+def _holders(conn: Any, cond: str, params: Sequence[Any], cap: int) -> int:
+    """How many entities hold a word, counted up to `cap`."""
+    return conn.execute(f"SELECT count(*) FROM (SELECT 1 FROM entities e WHERE {cond} LIMIT {int(cap)}) x",
+                        list(params)).fetchone()[0]
 
 
 def _prefix(word: str) -> str:
-    """A prefix tsquery for one word, quoted (the word never reaches tsquery syntax)."""
-    return "'" + word.replace("\\", "\\\\").replace("'", "''") + "':*"
+    """A prefix tsquery for one word as the index holds words (lower case, no accents), quoted:
+    the word never reaches tsquery syntax."""
+    folded = unicodedata.normalize("NFD", word.lower())
+    folded = unicodedata.normalize("NFC", "".join(c for c in folded if not 0x300 <= ord(c) <= 0x36F))
+    return "'" + folded.replace("\\", "\\\\").replace("'", "''") + "':*"
 
 
-def _why(plan: list[tuple[str, str, str, list[Any]]], held: int, score: float) -> str:
+def _why(plan: list[tuple[str, str, str, list[Any], int]], held: int, score: float) -> str:
     """"all 3 words, rank 0.61" / "1 of 2 words (postgre as prefix)" / "... respelled alcie→alice"."""
     n = len(plan)
     what = (f"all {n} words" if n > 1 else "word") if held == n else f"{held} of {n} words"
-    prefixes = [label for label, how, _, _ in plan if how == "prefix"]
+    prefixes = [t[0] for t in plan if t[1] == "prefix"]
     if prefixes:
         what += f" ({', '.join(prefixes)} as prefix)"
-    fixes = [how.split(" ", 1)[1] for _, how, _, _ in plan if how.startswith("respelled ")]
-    fixes += [how for _, how, _, _ in plan if how.startswith("name ~ ")]
+    fixes = [t[1].split(" ", 1)[1] for t in plan if t[1].startswith("respelled ")]
+    fixes += [t[1] for t in plan if t[1].startswith("name ~ ")]
     if fixes:
         what += ", name ~ " + " ".join(f.removeprefix("name ~ ") for f in fixes)
     return f"{what}, rank {score:.3g}"
