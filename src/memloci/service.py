@@ -616,12 +616,13 @@ class MemoryService(DocumentService, ProjectService, HistoryService):
         return _import_relations(store, writable, report, progress)
 
     @staticmethod
-    def _import_batches(store: GraphBatches, entities: list[EntityInput], relations: list[RelationInput],
+    def _import_batches(store: Store, entities: list[EntityInput], relations: list[RelationInput],
                         report: ImportReport, progress: Callable[[int], None] | None) -> ImportReport:
         """import_graph for a store that writes entities with their outgoing relations: each
         batch of IMPORT_CHUNK entities goes with the relations going out of them (one file write
         per entity in a Markdown library); relations from entities already in the library, and
         those the store defers, follow once every entity exists."""
+        assert isinstance(store, GraphBatches)  # import_graph sends only such stores here
         outgoing: dict[str, list[RelationInput]] = {}
         for r in relations:
             outgoing.setdefault(name_key(r.from_entity), []).append(r)

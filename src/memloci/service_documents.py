@@ -14,7 +14,7 @@ import re
 import unicodedata
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import schema
 from .errors import NotFoundError, ValidationError
@@ -22,6 +22,10 @@ from .markdown import document as md
 from .markdown import frontmatter
 from .model import name_key
 from .store import FolderLibrary
+
+if TYPE_CHECKING:
+    from .libraries import LibraryRegistry, ProjectRef
+    from .store import Store
 
 MANUAL_TITLE = "# Library manual\n"
 
@@ -36,6 +40,11 @@ class NewEntityDocument:
 
 
 class DocumentService:
+    if TYPE_CHECKING:  # MemoryService's, which mixes this in: declared so the store calls are checked
+        libraries: LibraryRegistry
+        def store(self, library: str | ProjectRef | None = None) -> Store: ...
+        def _written(self, store: Store) -> None: ...
+
     # -- libraries -------------------------------------------------------------------
 
     def list_libraries(self) -> list[dict[str, Any]]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import schema
 from .backup import backup_library, restore_library
@@ -25,6 +25,11 @@ def _portable(store: Store) -> Portable:
 
 class HistoryService:
     """Journal reading and undo."""
+
+    if TYPE_CHECKING:  # MemoryService's, which mixes this in: declared so the store calls are checked
+        def store(self, library: str | ProjectRef | None = None) -> Store: ...
+        def _written(self, store: Store) -> None: ...
+        import_graph: Callable[..., Any]
 
     def history(self, *, limit: int = 50, internal: bool = False, library: str | None = None) -> list[JournalEntry]:
         """The newest changes; rescans of the files and vector resets only with `internal`."""
@@ -54,7 +59,8 @@ class HistoryService:
         there), then the importer's edits of entity documents, then the times the source gives the
         entities and relations it creates, then its free memories with their own times.
         Returns (the graph's ImportReport, memories added, memories already there)."""
-        store = _portable(self.store(library))
+        store = self.store(library)
+        portable = _portable(store)
         names = [e.name for _, e in source.entities]
         existed = {name_key(e.name) for e in self.store(library).open_entities(names).entities} if names else set()
         report = self.import_graph(source.entities, source.relations, library=library, progress=progress,
@@ -83,8 +89,8 @@ class HistoryService:
                  if k in new or (k in stored and stored[k] != c)}
         relation_dates = {key: at for key, at in source.relation_dates.items() if key[0] in new and key[2] in new}
         if dates or relation_dates:
-            store.restore_dates(dates, relation_dates, origin="import")
-        imported = store.import_memories([m for _, m in source.memories], origin="import") \
+            portable.restore_dates(dates, relation_dates, origin="import")
+        imported = portable.import_memories([m for _, m in source.memories], origin="import") \
             if source.memories else ImportedMemories(0, 0)
         added, existing = imported.added, imported.existing
         if added:
@@ -101,8 +107,8 @@ class HistoryService:
 
     def restore(self, path: str | Path, *, force: bool = False, library: str | None = None) -> dict[str, Any]:
         """Put a backup back into the library; one that holds data only with `force` (saved first)."""
-        store = _portable(self.store(library))
-        result = restore_library(store, Path(path), force=force)
+        store = self.store(library)
+        result = restore_library(_portable(store), Path(path), force=force)
         self._written(store)  # memories without vectors, if any, get them
         return result
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import schema
 from . import confine
@@ -18,6 +18,11 @@ from .model import ObservationBatch, name_key, now_iso
 from .projects import project_label
 from .store import Portable
 
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from .store import Store
+
 log = logging.getLogger(__name__)
 
 STATUSES = ("IN_PROGRESS", "COMPLETED", "BLOCKED", "PLANNING")
@@ -28,6 +33,12 @@ CONTEXT_HINT = "Project memory changed: call update_context (task, status, next 
 
 
 class ProjectService:
+    if TYPE_CHECKING:  # MemoryService's, which mixes this in: declared so the store calls are checked
+        def store(self, library: str | ProjectRef | None = None) -> Store: ...
+        read_graph: Callable[..., Any]
+        add_observations: Callable[..., Any]
+        import_everything: Callable[..., Any]
+
     # -- which project ------------------------------------------------------------------
 
     def project_info(self, library: str | ProjectRef) -> dict[str, str] | None:

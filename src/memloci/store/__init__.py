@@ -12,7 +12,7 @@ dataclasses of model.py, never bare tuples.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ContextManager, Protocol, runtime_checkable
 
 from ..model import (
@@ -324,8 +324,8 @@ class Portable(Protocol):
     def import_memories(self, items: Sequence[Any], *, origin: str) -> ImportedMemories:
         """Free memories with their own timestamps (MemoryLine-like items)."""
         ...
-    def restore_dates(self, entities: dict[str, tuple[str, str, Sequence[str], Sequence[str]]],
-                      relations: dict[tuple[str, str, str], str], *, origin: str) -> None:
+    def restore_dates(self, entities: Mapping[str, tuple[str, str, Sequence[str], Sequence[str]]],
+                      relations: Mapping[tuple[str, str, str], str], *, origin: str) -> None:
         """Give entities (name_key -> created, updated, observations, their dates) and relations
         ((from key, type, to key) -> created) the times a file says they have."""
         ...

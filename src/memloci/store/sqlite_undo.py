@@ -18,7 +18,7 @@ import hashlib
 import json
 import sqlite3
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ..errors import ConflictError, NotFoundError, ValidationError
@@ -328,8 +328,8 @@ class SQLiteUndo:
                 self._journal(conn, origin, "import_memories", [], {"added": added})
         return ImportedMemories(added, len(items) - added)
 
-    def restore_dates(self, entities: dict[str, tuple[str, str, Sequence[str], Sequence[str]]],
-                      relations: dict[tuple[str, str, str], str], *, origin: str) -> None:
+    def restore_dates(self, entities: Mapping[str, tuple[str, str, Sequence[str], Sequence[str]]],
+                      relations: Mapping[tuple[str, str, str], str], *, origin: str) -> None:
         """Give entities (name_key -> created, updated, observations, their dates) and relations
         ((from key, type, to key) -> created) the times a file says they have."""
         with self._write() as conn:
