@@ -124,12 +124,13 @@ def test_vectors_in_pgvector_find_by_meaning_with_the_filter_in_sql(pg_library):
         hits = store.vector_candidates(vector, 5, MemoryFilter(tags=("home",)), model=service.embedder.get().model_id)
         assert len(hits.scores) == 1 and hits.high > 0.2
         assert store.vector_candidates(vector, 5, MemoryFilter(), model="another-model").scores == {}
-        # a changed text waits for a new vector; a reset forgets them all
+        # a changed text gets a new vector (found by the new meaning); a reset forgets them all
         memory = service.retrieve_memory("revenue").hits[0].memory
-        service.update_memory(memory.content_hash, content="Revenue fell sharply this quarter")
-        assert store.pending_count() >= 0
+        service.update_memory(memory.content_hash, content="Sales collapsed badly this quarter")
         assert service.flush_embeddings(timeout=300)
         assert store.pending_count() == 0
+        found = service.retrieve_memory("income dropped")
+        assert contents(found)[0] == "Sales collapsed badly this quarter" and "meaning" in found.hits[0].why
         assert store.reset_vectors("another-model", 8) == 3
         assert store.pending_count() == 3 and store.vector_model() == "another-model"
     finally:

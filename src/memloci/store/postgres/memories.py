@@ -360,14 +360,16 @@ class PostgresMemories:
         with self._write("vectors") as conn:
             if items:
                 claim_model(conn, self.name, model, len(items[0][2]))
-            for memory_id, chash, vector in items:
-                cur = conn.execute("UPDATE memories SET embedded = true WHERE id = %s AND content_hash = %s",
-                                   (memory_id, chash))
-                if cur.rowcount:
-                    conn.execute("""INSERT INTO memory_vectors (memory_id, embedding) VALUES (%s, %s)
-                                    ON CONFLICT (memory_id) DO UPDATE SET embedding = excluded.embedding""",
-                                 (memory_id, vector_text(vector)))
-                    saved.append(int(memory_id))
+                ids = [int(i) for i, _, _ in items]
+                kept = {int(r[0]) for r in conn.execute(
+                    """UPDATE memories m SET embedded = true FROM unnest(%s::bigint[], %s::text[]) AS x(id, h)
+                       WHERE m.id = x.id AND m.content_hash = x.h RETURNING m.id""", (ids, [h for _, h, _ in items]))}
+                saved = [i for i in ids if i in kept]  # in the order given (the worker's id order)
+                conn.execute("""INSERT INTO memory_vectors (memory_id, embedding)
+                                SELECT x.id, x.v::vector FROM unnest(%s::bigint[], %s::text[]) AS x(id, v)
+                                WHERE x.id = ANY(%s)
+                                ON CONFLICT (memory_id) DO UPDATE SET embedding = excluded.embedding""",
+                             (ids, [vector_text(v) for _, _, v in items], saved))
             version = bump_vectors(conn, len(saved)) if saved else vectors_version(conn)
             return SavedVectors(tuple(saved), version)
 
