@@ -483,3 +483,37 @@ def test_the_task_context_as_on_sqlite(pg_library, tmp_path):
         pg.close()
     assert got == expected
     assert got[2]["active_task"] == "port the engine" and got[2]["status"] == "COMPLETED"
+
+
+def test_export_and_import_through_postgres_keep_every_timestamp(pg_library, tmp_path, home):
+    """SQLite -> JSONL -> PostgreSQL -> JSONL -> SQLite: the three exports are byte for byte
+    the same (entities, observations, relations and free memories, with their timestamps)."""
+    from conftest import server_env
+
+    lite = _service(parse_library_specs(f"lite:{tmp_path / 'lite.db'}")[0])
+    try:
+        lite.create_entities([EntityInput("Alice", "person", ("likes tea #drinks", "works at Acme")),
+                              EntityInput("Bob", "person")])
+        lite.create_relations([RelationInput("Alice", "knows", "Bob")])
+        lite.store_memory("we ship on fridays", tags=["process"], metadata={"z": 1, "a": 2})
+        lite.store_memory("東京の旅行計画", memory_type="plan", importance="high")
+    finally:
+        lite.close()
+    time.sleep(1.1)  # so an import that stamped its own time would show
+
+    def cli(*args: str) -> None:
+        out = subprocess.run([sys.executable, "-m", "memloci", *args], env=server_env(home), cwd=tmp_path,
+                             capture_output=True, text=True, timeout=300)
+        assert out.returncode == 0, out.stderr
+
+    cli("export", "jsonl", str(tmp_path / "a.jsonl"), "--libraries", f"lite:{tmp_path / 'lite.db'}")
+    cli("import", "jsonl", str(tmp_path / "a.jsonl"), "--libraries", pg_library.arg)
+    cli("export", "jsonl", str(tmp_path / "b.jsonl"), "--libraries", pg_library.arg)
+    cli("import", "jsonl", str(tmp_path / "b.jsonl"), "--libraries", f"back:{tmp_path / 'back.db'}")
+    cli("export", "jsonl", str(tmp_path / "c.jsonl"), "--libraries", f"back:{tmp_path / 'back.db'}")
+    a = (tmp_path / "a.jsonl").read_bytes()
+    # 2 entities and 1 relation, 2 memories, all dated (metadata keys in the order written)
+    assert a.count(b"\n") == 5 and a.count(b'"createdAt"') == 3 and a.count(b'"created_at"') == 2
+    assert b'{"z": 1, "a": 2}' in a
+    assert (tmp_path / "b.jsonl").read_bytes() == a
+    assert (tmp_path / "c.jsonl").read_bytes() == a

@@ -52,6 +52,7 @@ from .connection import (
 from .graph import PostgresGraphWrites
 from .graph_reads import PostgresGraphReads
 from .memories import PostgresMemories
+from .portable import PostgresPortable
 from .search import PostgresSearch
 from .schema import SCHEMA_VERSION, migrate
 
@@ -60,7 +61,7 @@ log = logging.getLogger(__name__)
 POOL_SIZE = 4  # connections per library and process; a write holds one for one transaction
 
 
-class PostgresStore(PostgresMemories, PostgresSearch, PostgresGraphReads, PostgresGraphWrites):
+class PostgresStore(PostgresMemories, PostgresSearch, PostgresGraphReads, PostgresGraphWrites, PostgresPortable):
     """A library kept in a schema of a PostgreSQL database."""
 
     kind = "postgres"
