@@ -63,14 +63,17 @@ def any_of(queries: Iterable[str]) -> str:
     return " | ".join(f"({q})" for q in queries if q)
 
 
-def cjk_query(runs: Sequence[str]) -> str | None:
-    """A tsquery (text) matching any two- or three-character piece of the runs."""
+def cjk_pieces(runs: Sequence[str]) -> list[str]:
+    """The two- and three-character pieces of CJK runs, each as tsquery text (pairs holding a
+    hiragana character are left out: mostly particles and endings, "の旅")."""
     trigrams = [run[i:i + 3] for run in runs if len(run) >= 3 for i in range(len(run) - 2)]
     pairs = [p for run in runs for p in (run[i:i + 2] for i in range(len(run) - 1)) if not _HIRAGANA.search(p)]
-    pieces = list(dict.fromkeys(trigrams + pairs))
-    if not pieces:
-        return None
-    return " | ".join("'" + p.replace("\\", "\\\\").replace("'", "''") + "'" for p in pieces)
+    return ["'" + p.replace("\\", "\\\\").replace("'", "''") + "'" for p in dict.fromkeys(trigrams + pairs)]
+
+
+def cjk_query(runs: Sequence[str]) -> str | None:
+    """A tsquery (text) matching any two- or three-character piece of the runs."""
+    return any_of(cjk_pieces(runs)) or None
 
 
 class PostgresSearch:
@@ -87,14 +90,13 @@ class PostgresSearch:
         found: dict[int, float] = {}
         with self._read() as conn:
             where, params = filter_sql(filters, conn)
-            if terms:
-                found.update(_ranked_words(conn, terms, k, where, params))
-            pieces = cjk_query(grams)
-            if pieces:
-                for memory_id, score in conn.execute(
-                        f"""SELECT m.id, ts_rank(m.grams, q) AS s FROM memories m, (SELECT %s::tsquery) AS w(q)
-                            WHERE m.grams @@ q AND {where} ORDER BY s DESC LIMIT %s""", (pieces, *params, k)):
-                    found[int(memory_id)] = found.get(int(memory_id), 0.0) + float(score)
+            if terms:  # words (length-normalized, as BM25 is)
+                found.update(_pooled_rank(conn, "search", term_tsqueries(conn, terms), _MEMORY_WEIGHTS, 1,
+                                          k, where, params))
+            # CJK pieces: the count of pieces held, added to the words' score
+            for memory_id, score in _pooled_rank(conn, "grams", cjk_pieces(grams), "{0.1, 0.2, 0.4, 1.0}", 0,
+                                                 k, where, params).items():
+                found[memory_id] = found.get(memory_id, 0.0) + score
         return found
 
     def vector_candidates(self, query: Any, k: int, filters: MemoryFilter, *, model: str | None = None,
@@ -267,29 +269,30 @@ class PostgresSearch:
         return min(len({i for i, _ in _substrings(conn, text, cap)}), cap) if text else 0
 
 
-def _ranked_words(conn: Any, terms: Sequence[str], k: int, where: str, params: Sequence[Any]) -> dict[int, float]:
-    """The best k memories by ts_rank over the query's words, in a bounded pool: every memory
-    holding a word that at most COMMON memories hold, and the newest COMMON holding the others.
-    ts_rank reads each matching row's tsvector, so ranking every holder of a common word ("w0"
-    in a fifth of a million memories) would take seconds; a rare word decides the answer anyway."""
-    queries = term_tsqueries(conn, terms)
+def _pooled_rank(conn: Any, column: str, queries: Sequence[str], weights: str, normalization: int, k: int,
+                 where: str, params: Sequence[Any]) -> dict[int, float]:
+    """The best k memories by ts_rank of `column` against any of `queries` (tsquery texts, one
+    per word or piece), in a bounded pool: every memory holding a word that at most COMMON
+    memories hold, and the newest COMMON holding the others. ts_rank reads each matching row's
+    tsvector, so ranking every holder of a common word ("w0" in a fifth of a million memories)
+    would take seconds; a rare word decides the answer anyway."""
     counts = conn.execute("SELECT " + ", ".join(
-        f"(SELECT count(*) FROM (SELECT 1 FROM memories m WHERE m.search @@ %s::tsquery LIMIT {COMMON + 1}) x)"
-        for _ in queries), queries).fetchone()
+        f"(SELECT count(*) FROM (SELECT 1 FROM memories m WHERE m.{column} @@ %s::tsquery LIMIT {COMMON + 1}) x)"
+        for _ in queries), list(queries)).fetchone() if queries else ()
     rare = [q for q, n in zip(queries, counts) if 0 < n <= COMMON]
     common = [q for q, n in zip(queries, counts) if n > COMMON]
     if not rare and not common:
         return {}
     parts, pool_params = [], []
     if rare:
-        parts.append(f"SELECT m.id, m.search FROM memories m WHERE m.search @@ %s::tsquery AND {where}")
+        parts.append(f"SELECT m.id, m.{column} AS v FROM memories m WHERE m.{column} @@ %s::tsquery AND {where}")
         pool_params += [any_of(rare), *params]
     if common:
-        parts.append(f"(SELECT m.id, m.search FROM memories m WHERE m.search @@ %s::tsquery AND {where} "
+        parts.append(f"(SELECT m.id, m.{column} AS v FROM memories m WHERE m.{column} @@ %s::tsquery AND {where} "
                      f"ORDER BY m.id DESC LIMIT {COMMON})")
         pool_params += [any_of(common), *params]
     rows = conn.execute(
-        f"""SELECT p.id, ts_rank('{_MEMORY_WEIGHTS}', p.search, w.q, 1) AS s
+        f"""SELECT p.id, ts_rank('{weights}', p.v, w.q, {int(normalization)}) AS s
             FROM ({" UNION ".join(parts)}) AS p, (SELECT %s::tsquery) AS w(q) ORDER BY s DESC, p.id DESC LIMIT %s""",
         (*pool_params, any_of(queries), k))
     return {int(i): float(score) for i, score in rows}
