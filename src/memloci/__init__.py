@@ -5,10 +5,10 @@ __version__ = "0.1.0"
 import sys as _sys  # noqa: E402
 
 
-def _hook_argv(argv: list[str]) -> list[str] | None:
-    """The hook's own arguments when `argv` (after the program name) is `[--home H] hook ...`,
-    else None. `memloci install` writes the `--home H` form into a client's hooks, so it must
-    take the fast path too; MEMLOCI_HOME is set as the `--home` option would (Path.expanduser).
+def _hook_argv(argv: list[str]) -> tuple[list[str], str | None] | None:
+    """The hook's own arguments and the `--home` given when `argv` (after the program name) is
+    `[--home H] hook ...`, else None. `memloci install` writes the `--home H` form into a client's
+    hooks, so it must take the fast path too; the hook takes H as the `--home` option would.
     Anything else (two --home, an empty one, --help) is left to the full command line."""
     home = None
     if argv[:1] == ["--home"] and len(argv) >= 2:
@@ -17,12 +17,7 @@ def _hook_argv(argv: list[str]) -> list[str] | None:
         home, argv = argv[0][len("--home="):], argv[1:]
     if argv[:1] != ["hook"] or {"--help", "-h"} & set(argv[1:2]) or home == "":
         return None
-    if home is not None:
-        import os
-        from pathlib import Path
-
-        os.environ["MEMLOCI_HOME"] = str(Path(home).expanduser())
-    return argv[1:]
+    return argv[1:], home
 
 
 # `memloci hook AGENT` runs inside an agent's loop and must be gone within 2 s. Loading the whole
@@ -30,6 +25,9 @@ def _hook_argv(argv: list[str]) -> list[str] | None:
 # machine) would spend half of that, so the `memloci` script goes straight to the hook.
 if _sys.argv[0].replace("\\", "/").rsplit("/", 1)[-1].split(".")[0] in ("memloci", "memloci-script") \
         and (_hook_args := _hook_argv(_sys.argv[1:])) is not None:
+    from pathlib import Path as _Path
+
     from .hooks.capture import main as _hook
 
-    _hook(_hook_args)  # never returns: it ends the process with status 0
+    _hook(_hook_args[0], home=_Path(_hook_args[1]).expanduser() if _hook_args[1] is not None else None)
+    # (never returns: it ends the process with status 0)

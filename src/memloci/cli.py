@@ -7,13 +7,14 @@ import os
 import sys
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 
 from . import __version__
 from .errors import LibraryMissingError, MemlociError
 from .libraries import LibrarySpec
+from .settings import Settings
 
 app = typer.Typer(
     name="memloci",
@@ -34,8 +35,8 @@ app.add_typer(token_app, name="token")
 
 LibrariesOpt = Annotated[
     Optional[str],
-    typer.Option("--libraries", envvar="MEMLOCI_LIBRARIES",
-                 help="Libraries to mount, NAME:PATH[,NAME:PATH...] (default: 'default' in $MEMLOCI_HOME)."),
+    typer.Option("--libraries",
+                 help="Libraries to mount, NAME:PATH[,NAME:PATH...] (MEMLOCI_LIBRARIES; default: 'default' in $MEMLOCI_HOME)."),
 ]
 CHECK_SHOWN = 1000  # violations listed by `memloci check`; the title says how many there are in all
 _EMPTY_GRAPH = SimpleNamespace(entities=[], relations=[])  # what an export of a library not created yet holds
@@ -43,16 +44,31 @@ _EMPTY_GRAPH = SimpleNamespace(entities=[], relations=[])  # what an export of a
 LibraryOpt = Annotated[Optional[str], typer.Option("--library", "-l", help="Library to use when several are mounted.")]
 
 
-def _service(libraries: str | None, *, read_only: bool = False, embedder: bool = False):
+# The root command's flags (--home, --config), set by its callback at each run, and the settings
+# built from them and the environment the first time a command asks (_settings).
+_run: dict[str, Any] = {}
+
+
+def _settings(**flags: str | None) -> Settings:
+    """This command's settings: the environment's, read once for the run, under the root
+    command's --home/--config and then the command's own flags (libraries, tools, schema)."""
+    base = _run.get("settings")
+    if base is None:
+        base = _run["settings"] = Settings.from_env().with_flags(home=_run.get("home"), config=_run.get("config"))
+    return base.with_flags(**flags)
+
+
+def _service(libraries: str | None, *, read_only: bool = False, embedder: bool = False,
+             settings: Settings | None = None):
     """The service over the mounted libraries; read-only commands never create a library file.
     Commands that need meaning (serve, reindex) get the configured embedder (MEMLOCI_EMBEDDER)."""
-    from .libraries import LibraryRegistry, default_specs, parse_library_specs
+    from .libraries import LibraryRegistry, default_specs
     from .search.embedder import EmbedderHandle
     from .service import MemoryService
 
-    specs = parse_library_specs(libraries) if libraries else default_specs()
-    return MemoryService(LibraryRegistry(specs, create_missing=not read_only),
-                         EmbedderHandle() if embedder else EmbedderHandle("none"), embed_pending=not read_only)
+    settings = (settings or _settings()).with_flags(libraries=libraries)
+    return MemoryService(LibraryRegistry(default_specs(settings), create_missing=not read_only, settings=settings),
+                         EmbedderHandle(None if embedder else "none", settings), embed_pending=not read_only)
 
 
 def _console(stderr: bool = False):
@@ -96,21 +112,21 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def _root(
-    home: Annotated[Optional[Path], typer.Option("--home", help="Data directory (sets MEMLOCI_HOME).")] = None,
-    config: Annotated[Optional[Path], typer.Option("--config", help="TOML config file (sets MEMLOCI_CONFIG).")] = None,
+    home: Annotated[Optional[Path], typer.Option("--home", help="Data directory (instead of MEMLOCI_HOME).")] = None,
+    config: Annotated[Optional[Path], typer.Option("--config", help="TOML config file (instead of MEMLOCI_CONFIG).")] = None,
     version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True, help="Show the version.")] = False,
 ) -> None:
-    if home is not None:
-        os.environ["MEMLOCI_HOME"] = str(home.expanduser())
-    if config is not None:
-        os.environ["MEMLOCI_CONFIG"] = str(config.expanduser())
+    # Kept for the command: it builds its settings (_settings) when it runs, inside its own error
+    # handling (and the hook, which must exit 0 whatever the environment holds, in its own way).
+    _run.clear()
+    _run.update(home=home, config=config)
 
 
 @app.command("tools")
 def tools_cmd(
     libraries: LibrariesOpt = None,
-    tools: Annotated[Optional[str], typer.Option("--tools", envvar="MEMLOCI_TOOLS",
-                                                 help="Tool groups, comma-separated (default: as serve).")] = None,
+    tools: Annotated[Optional[str], typer.Option("--tools",
+                                                 help="Tool groups, comma-separated (MEMLOCI_TOOLS; default: as serve).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
 ) -> None:
     """Each tool's size in tools/list (characters of its JSON) and the total: what the tools cost a model's context."""
@@ -119,7 +135,9 @@ def tools_cmd(
     try:
         from .libraries import config_file
 
-        rows = tool_sizes(_service(libraries, read_only=True), tool_groups(tools or config_file().get("tools")))
+        settings = _settings(libraries=libraries, tools=tools)
+        rows = tool_sizes(_service(None, read_only=True, settings=settings),
+                          tool_groups(settings.tools or config_file(settings).get("tools")))
     except MemlociError as exc:
         _fail(exc)
     total = sum(r["chars"] for r in rows)
@@ -139,10 +157,10 @@ def tools_cmd(
 def serve(
     libraries: LibrariesOpt = None,
     name: Annotated[Optional[str], typer.Option("--name", help="Server name that MCP clients see (default: memloci).")] = None,
-    tools: Annotated[Optional[str], typer.Option("--tools", envvar="MEMLOCI_TOOLS",
-                                                 help="Tool groups to expose, comma-separated (default: all).")] = None,
+    tools: Annotated[Optional[str], typer.Option("--tools",
+                                                 help="Tool groups to expose, comma-separated (MEMLOCI_TOOLS; default: all).")] = None,
     schema: Annotated[Optional[str], typer.Option("--schema", help="Rules for libraries without their own "
-                                                  "(config [schemas]): default or strict (sets MEMLOCI_SCHEMA).")] = None,
+                                                  "(config [schemas]): default or strict (instead of MEMLOCI_SCHEMA).")] = None,
     transport: Annotated[str, typer.Option("--transport", help="stdio (default), or http: streamable HTTP at /mcp.")] = "stdio",
     host: Annotated[Optional[str], typer.Option("--host", help="http: address to listen on (MCP_SERVER_HOST; default 127.0.0.1).")] = None,
     port: Annotated[Optional[int], typer.Option("--port", help="http: port (MCP_SERVER_PORT; default 8001).")] = None,
@@ -159,27 +177,33 @@ def serve(
         from .http.cli import serve_http_command
         from .mcp.server import build_server, tool_groups
 
-        if schema is not None:
-            os.environ["MEMLOCI_SCHEMA"] = schema
+        try:
+            settings = _settings(libraries=libraries, tools=tools, schema=schema)
+        except MemlociError as exc:
+            _fail(exc)
 
         def build(config: dict):
-            service = _service(libraries, embedder=True)
+            service = _service(None, embedder=True, settings=settings)
             return service, build_server(service, name=name or config.get("name") or "memloci",
-                                         groups=tool_groups(tools or config.get("tools")))
+                                         groups=tool_groups(settings.tools or config.get("tools")))
 
         serve_http_command(build, host=host, port=port, stateless=stateless, allowed_hosts=allowed_host,
-                           allowed_origins=allowed_origin, max_body=max_body, rate_limit=rate_limit)
+                           allowed_origins=allowed_origin, max_body=max_body, rate_limit=rate_limit,
+                           settings=settings)
         return
     from .mcp.stdio import serve_stdio
     from .stdio_claim import StdioClaim
 
     # First of all: from here on only the protocol reaches the real stdout (see stdio_claim.py).
     claim = StdioClaim.take()
-    if schema is not None:
-        os.environ["MEMLOCI_SCHEMA"] = schema
+    try:
+        settings = _settings(libraries=libraries, tools=tools, schema=schema)
+    except MemlociError as exc:
+        claim.release()
+        _fail(exc)
     import logging
 
-    level = os.environ.get("MEMLOCI_LOG_LEVEL", "WARNING").upper()
+    level = settings.log_level or "WARNING"
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     if level != "DEBUG":  # the SDK's info lines echo resource URIs, which hold project paths
         logging.getLogger("mcp").setLevel(max(logging.WARNING, logging.getLogger().level))
@@ -188,10 +212,10 @@ def serve(
     try:
         from .libraries import config_file
 
-        config = config_file()
-        service = _service(libraries, embedder=True)
+        config = config_file(settings)
+        service = _service(None, embedder=True, settings=settings)
         server = build_server(service, name=name or config.get("name") or "memloci",
-                              groups=tool_groups(tools or config.get("tools")))
+                              groups=tool_groups(settings.tools or config.get("tools")))
     except MemlociError as exc:
         claim.release()
         _fail(exc)
@@ -730,7 +754,8 @@ def hook_cmd(
     Always exits 0 within 2 s; problems go to $MEMLOCI_HOME/logs/hook.log."""
     from .hooks.capture import main as hook_main
 
-    raise typer.Exit(hook_main([agent, *([event] if event is not None else [])]))
+    raise typer.Exit(hook_main([agent, *([event] if event is not None else [])],
+                               home=_run.get("home"), config=_run.get("config")))  # --home, --config (_root)
 
 
 def main() -> None:

@@ -26,6 +26,7 @@ from typing import Any
 
 from .errors import NotFoundError, ValidationError
 from .schema import schema_from_config
+from .settings import Settings, data_home
 from .store import FolderLibrary, Store
 
 DEFAULT_LIBRARY = "default"
@@ -54,16 +55,10 @@ def masked_url(url: str) -> str:
 
 
 
-def memloci_home() -> Path:
-    """The data directory: `$MEMLOCI_HOME`, else `$XDG_DATA_HOME/memloci`, else
-    `~/.local/share/memloci` (the XDG base-directory rule: a relative XDG_DATA_HOME is ignored)."""
-    home = os.environ.get("MEMLOCI_HOME")
-    if home:
-        return Path(home).expanduser()
-    xdg = os.environ.get("XDG_DATA_HOME", "")
-    if xdg and Path(xdg).is_absolute():
-        return Path(xdg) / "memloci"
-    return Path.home() / ".local" / "share" / "memloci"
+def memloci_home(settings: Settings | None = None) -> Path:
+    """The data directory: `settings.home`; without settings, as the environment says now
+    (`$MEMLOCI_HOME`, else `$XDG_DATA_HOME/memloci`, else `~/.local/share/memloci`: settings.py)."""
+    return settings.home if settings is not None else data_home()
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,8 +139,9 @@ def _url_spec(where: str, name: str, url: str) -> LibrarySpec:
     return LibrarySpec(name, url, "postgres")
 
 
-def load_config(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """A TOML config file: `name = "..."`, `[libraries] work = "~/notes"`, `tools = "graph,memory"`."""
+def load_config(path: str | os.PathLike[str], settings: Settings | None = None) -> dict[str, Any]:
+    """A TOML config file: `name = "..."`, `[libraries] work = "~/notes"`, `tools = "graph,memory"`.
+    `settings` place the `default` library a `[schemas]` table may name (its data folder)."""
     p = Path(path).expanduser()
     try:
         with p.open("rb") as f:
@@ -184,7 +180,7 @@ def load_config(path: str | os.PathLike[str]) -> dict[str, Any]:
                               f"mounted: {', '.join(sorted(mounted))}")
     if not libraries and DEFAULT_LIBRARY in schemas:
         rules = schema_from_config(schemas[DEFAULT_LIBRARY], f"config [schemas] {DEFAULT_LIBRARY}")
-        default = LibrarySpec(DEFAULT_LIBRARY, memloci_home() / f"{DEFAULT_LIBRARY}.db", "sqlite", rules)
+        default = LibrarySpec(DEFAULT_LIBRARY, memloci_home(settings) / f"{DEFAULT_LIBRARY}.db", "sqlite", rules)
         return {**config, "libraries": [default]}
     specs: list[LibrarySpec] = []
     for name, path in libraries.items():  # relative paths are relative to the config file
@@ -197,23 +193,25 @@ def load_config(path: str | os.PathLike[str]) -> dict[str, Any]:
     return {**config, "libraries": specs}
 
 
-def config_file() -> dict[str, Any]:
-    """The config file named by MEMLOCI_CONFIG (`--config`), else `$MEMLOCI_HOME/config.toml` if present."""
-    path = os.environ.get("MEMLOCI_CONFIG")
-    if path:
-        return load_config(path)
-    default = memloci_home() / "config.toml"
-    return load_config(default) if default.is_file() else {}
+def config_file(settings: Settings | None = None) -> dict[str, Any]:
+    """The config file the settings name (`--config`, MEMLOCI_CONFIG), else `$MEMLOCI_HOME/config.toml`
+    if present; without settings, as the environment says now."""
+    settings = settings if settings is not None else Settings.from_env()
+    if settings.config is not None:
+        return load_config(settings.config, settings)
+    default = settings.home / "config.toml"
+    return load_config(default, settings) if default.is_file() else {}
 
 
-def default_specs() -> list[LibrarySpec]:
-    env = os.environ.get("MEMLOCI_LIBRARIES")
-    if env:
-        return parse_library_specs(env)
-    configured = config_file().get("libraries")
+def default_specs(settings: Settings | None = None) -> list[LibrarySpec]:
+    """The libraries to mount: `--libraries`/MEMLOCI_LIBRARIES, else the config file's, else `default`."""
+    settings = settings if settings is not None else Settings.from_env()
+    if settings.libraries:
+        return parse_library_specs(settings.libraries)
+    configured = config_file(settings).get("libraries")
     if configured:
         return configured
-    return [LibrarySpec(DEFAULT_LIBRARY, memloci_home() / f"{DEFAULT_LIBRARY}.db")]
+    return [LibrarySpec(DEFAULT_LIBRARY, settings.home / f"{DEFAULT_LIBRARY}.db")]
 
 
 def _make_private(folder: Path, names: tuple[str, ...]) -> None:
@@ -228,8 +226,9 @@ def _make_private(folder: Path, names: tuple[str, ...]) -> None:
             path.chmod(mode)
 
 
-def open_store(spec: LibrarySpec) -> Store:
-    home = memloci_home()
+def open_store(spec: LibrarySpec, home: Path | None = None) -> Store:
+    """The store of a spec, not opened yet; `home` is the data folder (settings.home)."""
+    home = home if home is not None else memloci_home()
     if spec.kind == "sqlite" and spec.path == home / f"{DEFAULT_LIBRARY}.db":
         _make_private(home, tuple(f"{spec.path.name}{s}" for s in ("", "-wal", "-shm")))
     if spec.kind == "markdown":
@@ -248,12 +247,17 @@ def open_store(spec: LibrarySpec) -> Store:
 class LibraryRegistry:
     """The mounted libraries of one process, by name."""
 
-    def __init__(self, specs: list[LibrarySpec] | None = None, *, create_missing: bool = True):
-        """`create_missing=False` (read-only commands) reports a missing library instead of creating it."""
-        self.specs = specs if specs is not None else default_specs()
+    def __init__(self, specs: list[LibrarySpec] | None = None, *, create_missing: bool = True,
+                 settings: Settings | None = None):
+        """`create_missing=False` (read-only commands) reports a missing library instead of creating it.
+        `settings` (default: the environment's, read now) give the specs left out, the data folder
+        and the schema of libraries without their own (--schema, MEMLOCI_SCHEMA)."""
+        settings = settings if settings is not None else Settings.from_env()
+        self.settings = settings
+        self.specs = specs if specs is not None else default_specs(settings)
         self.create_missing = create_missing
-        self._stores: dict[str, Store] = {s.name: open_store(s) for s in self.specs}
-        default = os.environ.get("MEMLOCI_SCHEMA")
+        self._stores: dict[str, Store] = {s.name: open_store(s, settings.home) for s in self.specs}
+        default = settings.schema
         fallback = schema_from_config(default, "schema (MEMLOCI_SCHEMA, --schema)") if default else None
         self.fallback_schema = fallback  # project libraries follow it too
         for spec in self.specs:

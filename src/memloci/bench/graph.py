@@ -269,7 +269,9 @@ def run(*, n: int, calls: int, vs_official: bool, official_n: int | None, out: P
                 ograph = graph if on == n else SyntheticGraph(on)
                 memory = work / "memory.jsonl"
                 write_official_jsonl(ograph, memory)
-                node = _official_entry(Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "memloci" / "official")
+                from ..settings import Settings
+
+                node = _official_entry(Settings.from_env().user_cache / "memloci" / "official")
                 oenv = {**os.environ, "MEMORY_FILE_PATH": str(memory)}
                 results["official_n"] = on
                 results["official_startup_ms"] = round(_startup_ms(node, oenv), 1)

@@ -52,13 +52,15 @@ def turns_of(sample: dict[str, Any]) -> list[dict[str, Any]]:
     return turns
 
 
-async def _run_conversation(sample: dict[str, Any], k_max: int, home: Path, on_step) -> dict[str, Any]:
+async def _run_conversation(sample: dict[str, Any], k_max: int, home: Path, on_step,
+                            embedder: str | None = None) -> dict[str, Any]:
     from mcp import StdioServerParameters
     from mcp.client.stdio import stdio_client
 
     from .graph import _session_class
 
-    env = {**os.environ, "MEMLOCI_HOME": str(home), "MEMLOCI_LIBRARIES": f"bench:{home / (sample['sample_id'] + '.db')}"}
+    env = {**os.environ, "MEMLOCI_HOME": str(home), "MEMLOCI_LIBRARIES": f"bench:{home / (sample['sample_id'] + '.db')}",
+           **({"MEMLOCI_EMBEDDER": embedder} if embedder is not None else {})}
     params = StdioServerParameters(command=sys.executable, args=["-m", "memloci", "serve"], env=env)
     turns = turns_of(sample)
     questions = [q for q in sample["qa"] if evidence_ids(q.get("evidence", []))]
@@ -108,7 +110,9 @@ def recall(rows: list[dict[str, Any]], k: int) -> float:
     return sum(sum(e in r["ranked"][:k] for e in r["evidence"]) / len(r["evidence"]) for r in rows) / len(rows)
 
 
-def run(*, data: Path, ks: list[int], out: Path, console: Any, limit: int | None = None) -> dict[str, Any]:
+def run(*, data: Path, ks: list[int], out: Path, console: Any, limit: int | None = None,
+        embedder: str | None = None) -> dict[str, Any]:
+    """`embedder`: the servers' MEMLOCI_EMBEDDER (default: as this process's environment says)."""
     import anyio
     from rich.progress import (
         BarColumn,
@@ -129,7 +133,8 @@ def run(*, data: Path, ks: list[int], out: Path, console: Any, limit: int | None
         task = progress.add_task("LoCoMo: store turns, ask questions", total=total)
         for sample in samples:
             progress.update(task, description=f"LoCoMo {sample['sample_id']}")
-            results.append(anyio.run(_run_conversation, sample, k_max, Path(tmp), lambda: progress.advance(task)))
+            results.append(anyio.run(_run_conversation, sample, k_max, Path(tmp), lambda: progress.advance(task),
+                                     embedder))
 
     rows = [r for res in results for r in res["rows"]]
     by_cat: dict[Any, list] = defaultdict(list)

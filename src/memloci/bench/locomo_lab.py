@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import os
 import sys
 import time
 from collections import defaultdict
@@ -38,9 +37,9 @@ from .locomo import CATEGORIES, evidence_ids, recall, turns_of
 def lab_cache_dir() -> Path:
     """Where built libraries and question vectors are kept, per user (as search/embedder.py's
     cache_dir): $MEMLOCI_CACHE/locomo-lab, else $XDG_CACHE_HOME or ~/.cache, then memloci/locomo-lab."""
-    if explicit := os.environ.get("MEMLOCI_CACHE"):
-        return Path(explicit).expanduser() / "locomo-lab"
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "memloci" / "locomo-lab"
+    from ..settings import Settings
+
+    return Settings.from_env().cache_for("locomo-lab")
 
 
 def code_digest() -> str:

@@ -195,16 +195,8 @@ def run(*, specs: list[str], locomo_data: Path | None, ks: list[int], conversati
             if "error" in entry:
                 continue
             console.print(f"LoCoMo with MEMLOCI_EMBEDDER={spec}")
-            before = os.environ.get("MEMLOCI_EMBEDDER")
-            os.environ["MEMLOCI_EMBEDDER"] = spec  # the runner's servers inherit it
-            try:
-                result = run_locomo(data=locomo_data, ks=ks, out=out.with_name(f"{out.stem}-locomo-{spec}.json"),
-                                    console=console, limit=conversations)
-            finally:
-                if before is None:
-                    os.environ.pop("MEMLOCI_EMBEDDER", None)
-                else:
-                    os.environ["MEMLOCI_EMBEDDER"] = before
+            result = run_locomo(data=locomo_data, ks=ks, out=out.with_name(f"{out.stem}-locomo-{spec}.json"),
+                                console=console, limit=conversations, embedder=spec)  # the servers' model
             entry["locomo"] = {"recall": result["recall"], "ingest": result["ingest"], "query_ms": result["query_ms"]}
 
     summary = Table(title="Embedders: cost; CJK set hit@3 by meaning alone, then through the server; LoCoMo")

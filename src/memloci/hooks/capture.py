@@ -32,10 +32,13 @@ import sys
 import threading
 import time
 from contextlib import suppress
+from functools import partial
 from logging.handlers import RotatingFileHandler
 from pathlib import Path
 from typing import Any
 
+from ..errors import MemlociError
+from ..settings import Settings, data_home
 from . import spool
 from .classify import MAX_CHARS, classify, cut, worth_keeping
 from .events import NEUTRAL_REPLY, PARSERS, EventError, HookEvent, Unsupported, parse_event
@@ -93,6 +96,7 @@ def _log_to_file(home: Path) -> None:
 
 
 _home: Path | None = None  # known once set up: where the watchdog looks for spooled events
+_child_env: dict[str, str] | None = None  # the drainer's environment: this hook's settings (Settings.child_env)
 
 
 def _watchdog(seconds: float, reply: str | None, out: int | None) -> None:
@@ -103,7 +107,7 @@ def _watchdog(seconds: float, reply: str | None, out: int | None) -> None:
             left = spool.pending(_home) if _home is not None else []
             if left:
                 try:
-                    spool.spawn_drainer()
+                    spool.spawn_drainer(_child_env)
                     log.warning("deadline of %.1f s reached; %d spooled event(s) left to the drainer",
                                 seconds, len(left))
                 except OSError as exc:
@@ -130,13 +134,12 @@ def _since_start() -> float:
         return 0.0
 
 
-def _deadline() -> float:
+def _deadline(settings: Settings | None) -> float:
     """DEADLINE_S, or MEMLOCI_HOOK_DEADLINE seconds (tests on a loaded machine set it longer, so
-    they check what is stored, not how fast)."""
-    try:
-        return float(os.environ.get("MEMLOCI_HOOK_DEADLINE", DEADLINE_S))
-    except ValueError:
+    they check what is stored, not how fast). Settings that could not be read: DEADLINE_S."""
+    if settings is None or settings.hook_deadline is None:
         return DEADLINE_S
+    return settings.hook_deadline
 
 
 def _finish(reply: str | None, out: int | None) -> None:
@@ -275,8 +278,9 @@ def spool_record(event: HookEvent, root: Path | None, has_memory: bool) -> dict[
             "time": time.time()}
 
 
-def store(record: dict[str, Any]) -> str:
-    """Store one spooled event (the caller has decided it is worth it); returns what happened."""
+def store(record: dict[str, Any], settings: Settings | None = None) -> str:
+    """Store one spooled event (the caller has decided it is worth it); returns what happened.
+    `settings` (default: the environment's) say which libraries are mounted."""
     from ..libraries import DEFAULT_LIBRARY, LibraryRegistry, ProjectRef, default_specs
     from ..projects import project_id
     from ..search.embedder import EmbedderHandle
@@ -309,8 +313,9 @@ def store(record: dict[str, Any]) -> str:
         # the header, then the body as long as it really was (the spool holds only its start)
         metadata["original_chars"] = len(composed) - len(event.body) + max(len(event.body), event.full_chars or 0)
 
-    specs = default_specs()
-    service = MemoryService(LibraryRegistry(specs), EmbedderHandle("none"))
+    settings = settings if settings is not None else Settings.from_env()
+    specs = default_specs(settings)
+    service = MemoryService(LibraryRegistry(specs, settings=settings), EmbedderHandle("none", settings))
     try:
         if has_memory:
             library: Any = ProjectRef(str(root), None, may_create=False)
@@ -326,9 +331,10 @@ def store(record: dict[str, Any]) -> str:
     return f"stored {label.memory_type} ({label.importance}, confidence {label.confidence}) in {where}"
 
 
-def run(agent: str, args: list[str], home: Path, until: float | None = None) -> str:
+def run(agent: str, args: list[str], home: Path, until: float | None = None, settings: Settings | None = None) -> str:
     """Decide, spool, store; returns the log line. Raises on a bad event or a failed write.
     With time left before `until` (time.monotonic()), older spooled events are stored too."""
+    drain = partial(_drain_older, settings=settings)
     if agent not in PARSERS:
         raise EventError(f"unknown agent '{agent}'; known: {', '.join(PARSERS)}")
     if PARSERS[agent] is None:
@@ -337,10 +343,10 @@ def run(agent: str, args: list[str], home: Path, until: float | None = None) -> 
     try:
         event = parse_event(agent, payload)
     except Unsupported as exc:
-        return f"{agent}: event {exc} is not captured" + _drain_older(home, until)
+        return f"{agent}: event {exc} is not captured" + drain(home, until)
     verdict = worth_keeping(event.kind, event.tool, event.command, event.body)
     if not verdict.keep:
-        return f"{agent} {event.event}: skipped, {verdict.why}" + _drain_older(home, until)
+        return f"{agent} {event.event}: skipped, {verdict.why}" + drain(home, until)
     root, has_memory = find_project(event)
     key = f"{agent}|{event.event}|{root or '-'}"
     record = spool_record(event, root, has_memory)
@@ -350,47 +356,53 @@ def run(agent: str, args: list[str], home: Path, until: float | None = None) -> 
         if cooldown is not None and (left := cooldown.waiting(key, now)):
             cooldown.close()
             cooldown = None
-            return f"{agent} {event.event}: skipped, cooldown ({left:.0f} s left)" + _drain_older(home, until)
+            return f"{agent} {event.event}: skipped, cooldown ({left:.0f} s left)" + drain(home, until)
         spooled = spool.write(home, record)  # from here a deadline cannot lose the event
         if cooldown is not None:
             cooldown.record(key, now)
     finally:
         if cooldown is not None:
             cooldown.close()
-    result = store(record)
+    result = store(record, settings)
     spool.remove(spooled)
-    return f"{agent} {event.event}: {result}" + _drain_older(home, until, skip=spooled)
+    return f"{agent} {event.event}: {result}" + drain(home, until, skip=spooled)
 
 
-def _drain_older(home: Path, until: float | None, skip: Path | None = None) -> str:
+def _drain_older(home: Path, until: float | None, skip: Path | None = None, settings: Settings | None = None) -> str:
     """Store what earlier hooks spooled and could not store, when there is time (else the next
     run, or a drainer, does)."""
     if until is not None and until - time.monotonic() < DRAIN_MARGIN_S:
         return ""
     if not spool.pending(home):
         return ""
-    left = spool.drain(home, store, until=None if until is None else until - DRAIN_MARGIN_S, wait=False,
+    left = spool.drain(home, partial(store, settings=settings), until=None if until is None else until - DRAIN_MARGIN_S, wait=False,
                        skip=skip)
     return f"; spool drained ({left} left)"
 
 
-def main(argv: list[str]) -> int:
-    """`memloci hook AGENT [EVENT_JSON]`: always 0, nothing on the terminal.
+def main(argv: list[str], *, home: Path | None = None, config: Path | None = None) -> int:
+    """`memloci hook AGENT [EVENT_JSON]`: always 0, nothing on the terminal. `home` and `config`
+    are the command line's `--home` and `--config`, over the environment's settings.
     `python -m memloci.hooks --drain`: store every spooled event, with no deadline."""
-    global _home
+    global _home, _child_env
     if argv[:1] == ["--drain"]:
         return drain_main()
     started = time.monotonic()
     agent = argv[0] if argv else ""
     reply = NEUTRAL_REPLY.get(agent)
     out = _silence()
-    seconds = max(MIN_WORK_S, _deadline() - _since_start())
+    settings, refused = _settings(home, config)
+    seconds = max(MIN_WORK_S, _deadline(settings) - _since_start())
+    if settings is not None:
+        _child_env = settings.child_env()
     _watchdog(seconds, reply, out)
     try:
-        home = _memloci_home()
+        home = settings.home if settings is not None else home.expanduser() if home else data_home()
         _log_to_file(home)
         _home = home
-        line = run(agent, argv[1:], home, started + seconds) if agent else \
+        if refused is not None:  # a malformed variable: said in the log, nothing guessed
+            raise refused
+        line = run(agent, argv[1:], home, started + seconds, settings) if agent else \
             "no agent named; usage: memloci hook AGENT < event.json"
         log.info("%s (%.0f ms)", line, (time.monotonic() - started) * 1000)
     except EventError as exc:
@@ -404,23 +416,25 @@ def main(argv: list[str]) -> int:
 def drain_main() -> int:
     """The detached drainer: its stdio is /dev/null already; what happens goes to the log."""
     try:
-        home = _memloci_home()
+        home = data_home()  # the hook gave the drainer its settings in the environment
         _log_to_file(home)
-        spool.run_drainer(home, store)
+        settings = Settings.from_env()
+        spool.run_drainer(settings.home, partial(store, settings=settings))
     except BaseException as exc:
         log.error("spool drainer: %s: %s", type(exc).__name__, exc)
     logging.shutdown()
     return 0
 
 
+def _settings(home: Path | None, config: Path | None) -> tuple[Settings | None, MemlociError | None]:
+    """The settings, or why they could not be read (the hook logs that, and still exits 0)."""
+    try:
+        return Settings.from_env().with_flags(home=home, config=config), None
+    except MemlociError as exc:
+        return None, exc
+
+
 def _memloci_home() -> Path:
-    """libraries.memloci_home's rule, without importing the stores (seconds on a busy machine):
-    `$MEMLOCI_HOME`, else `$XDG_DATA_HOME/memloci` when absolute, else ~/.local/share/memloci.
-    A test keeps the two equal."""
-    home = os.environ.get("MEMLOCI_HOME")
-    if home:
-        return Path(home).expanduser()
-    xdg = os.environ.get("XDG_DATA_HOME", "")
-    if xdg and Path(xdg).is_absolute():
-        return Path(xdg) / "memloci"
-    return Path.home() / ".local" / "share" / "memloci"
+    """libraries.memloci_home's rule (settings.data_home), without importing the stores (seconds
+    on a busy machine). A test keeps the two equal."""
+    return data_home()

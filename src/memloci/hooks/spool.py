@@ -138,11 +138,12 @@ def drain(home: Path, store: Callable[[dict[str, Any]], str], *, until: float | 
         os.close(fd)
 
 
-def spawn_drainer() -> None:
-    """Start `python -m memloci.hooks --drain`, detached, with no terminal (the hook exits next)."""
+def spawn_drainer(env: dict[str, str] | None = None) -> None:
+    """Start `python -m memloci.hooks --drain`, detached, with no terminal (the hook exits next).
+    `env` carries the hook's settings (Settings.child_env); None: this process's environment."""
     subprocess.Popen([sys.executable, "-m", "memloci.hooks", "--drain"], start_new_session=True,
                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                     close_fds=True)
+                     close_fds=True, env=env)
 
 
 def run_drainer(home: Path, store: Callable[[dict[str, Any]], str]) -> None:

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import sys
 from typing import Annotated, Any, Callable
 
 import typer
 
 from ..errors import MemlociError
+from ..settings import Settings
 
 token_app = typer.Typer(help="Bearer tokens for `memloci serve --transport http` (stored hashed).",
                         no_args_is_help=True, rich_markup_mode=None)
@@ -29,10 +29,11 @@ def token_create(
     scope: Annotated[list[str], typer.Option("--scope", help="LIBRARY:read|write|admin, repeatable; * is every library.")],
 ) -> None:
     """Create a token and print it once: only its SHA-256 is stored ($MEMLOCI_HOME/tokens.json)."""
-    from .tokens import TokenStore
+    from ..cli import _settings
+    from .tokens import TokenStore, token_file
 
     try:
-        store = TokenStore()
+        store = TokenStore(token_file(_settings()))
         secret = store.create(name, scope)
     except MemlociError as exc:
         _fail(exc)
@@ -44,10 +45,11 @@ def token_create(
 @token_app.command("list")
 def token_list(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False) -> None:
     """The tokens: name, scopes, created. Never the tokens themselves (they are not stored)."""
-    from .tokens import TokenStore
+    from ..cli import _settings
+    from .tokens import TokenStore, token_file
 
     try:
-        tokens = [t.public() for t in TokenStore().load()]
+        tokens = [t.public() for t in TokenStore(token_file(_settings())).load()]
     except MemlociError as exc:
         _fail(exc)
     if as_json:
@@ -62,10 +64,11 @@ def token_list(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.
 @token_app.command("revoke")
 def token_revoke(name: Annotated[str, typer.Argument(help="The token's name.")]) -> None:
     """Revoke a token: a running server refuses it from its next request."""
-    from .tokens import TokenStore
+    from ..cli import _settings
+    from .tokens import TokenStore, token_file
 
     try:
-        TokenStore().revoke(name)
+        TokenStore(token_file(_settings())).revoke(name)
     except MemlociError as exc:
         _fail(exc)
     print(f"Token '{name}' revoked.", file=sys.stderr)
@@ -73,26 +76,34 @@ def token_revoke(name: Annotated[str, typer.Argument(help="The token's name.")])
 
 def serve_http_command(build: Callable[[dict[str, Any]], Any], *, host: str | None, port: int | None,
                        stateless: bool, allowed_hosts: list[str] | None, allowed_origins: list[str] | None,
-                       max_body: int | None, rate_limit: int | None) -> None:
-    """`memloci serve --transport http`: `build(config)` gives (service, server); the rest is ours."""
+                       max_body: int | None, rate_limit: int | None, settings: Settings | None = None) -> None:
+    """`memloci serve --transport http`: `build(config)` gives (service, server); the rest is ours.
+    `settings` are the program's (default: the environment's, read now)."""
     from ..libraries import config_file
     from .app import check_bind, serve_http
     from .settings import resolve
-    from .tokens import StoredTokenVerifier
+    from .tokens import StoredTokenVerifier, TokenStore, token_file
 
-    level = os.environ.get("MEMLOCI_LOG_LEVEL", "WARNING").upper()
+    if settings is None:
+        try:
+            settings = Settings.from_env()
+        except MemlociError as exc:
+            _fail(exc)
+            return
+    level = settings.log_level or "WARNING"
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
-    if "MEMLOCI_LOG_LEVEL" not in os.environ:  # by default: warnings, plus the access log and start/stop lines
+    if settings.log_level is None:  # by default: warnings, plus the access log and start/stop lines
         for ours in ("memloci.access", "memloci.http", "uvicorn.error"):
             logging.getLogger(ours).setLevel(logging.INFO)
     if level != "DEBUG":  # the SDK's and uvicorn's info lines may echo paths and URIs
         for noisy in ("mcp", "uvicorn.access", "httpx2", "httpx"):
             logging.getLogger(noisy).setLevel(max(logging.WARNING, logging.getLogger().level))
     try:
-        config = config_file()
-        settings = resolve(config, host=host, port=port, stateless=stateless, allowed_hosts=allowed_hosts,
-                           allowed_origins=allowed_origins, max_body_bytes=max_body, rate_limit=rate_limit)
-        stored = StoredTokenVerifier()
+        config = config_file(settings)
+        http = resolve(config, host=host, port=port, stateless=stateless, allowed_hosts=allowed_hosts,
+                       allowed_origins=allowed_origins, max_body_bytes=max_body, rate_limit=rate_limit,
+                       process=settings)
+        stored = StoredTokenVerifier(TokenStore(token_file(settings)))
         verifiers: list[Any] = [stored]
         extra_routes: list[Any] = []
         metadata_url = None
@@ -104,14 +115,14 @@ def serve_http_command(build: Callable[[dict[str, Any]], Any], *, host: str | No
             extra_routes = protected_resource_routes(oauth)
             metadata_url = oauth.metadata_url
         configured = oauth is not None or stored.configured()
-        check_bind(settings, configured)
+        check_bind(http, configured)
         service, server = build(config)
     except MemlociError as exc:
         _fail(exc)
     service.embedder.start_background(delay=0.5)
     service.watch_libraries()
     try:
-        serve_http(server, settings, verifiers=verifiers, tokens_configured=configured, extra_routes=extra_routes,
+        serve_http(server, http, verifiers=verifiers, tokens_configured=configured, extra_routes=extra_routes,
                    configured_now=stored.configured,
                    resource_metadata_url=metadata_url, on_shutdown=service.close)
     except MemlociError as exc:

