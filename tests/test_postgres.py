@@ -451,6 +451,9 @@ def test_a_server_serves_a_postgres_library_over_stdio(pg_library, home):
         assert error["code"] == "INVALID_RELATION"
         libs, _ = await c.ok("list_libraries")
         assert [(lib["name"], lib["kind"]) for lib in libs["libraries"]] == [(pg_library.name, "postgres")]
+        # the client checks the reply against the tool's output schema
+        health, _ = await c.ok("check_database_health")
+        assert (health["status"], health["backend"], health["engine"]["engine"]) == ("healthy", "postgres", "postgres")
 
     run_session(home, body, "--libraries", pg_library.arg)
 
