@@ -339,6 +339,8 @@ class LibraryRegistry:
                 if cached is store:
                     del self._projects[root]
             store.close()
+            if not isinstance(store, FolderLibrary):  # a project library always is one: nothing else to drop
+                return
             # Not while .memloci/staging holds a change a killed process left: the next opening
             # needs its kept files to put it back (this call's own failed change is back already).
             if not any((store.root / INDEX_DIR / "staging").glob("*.intent")):

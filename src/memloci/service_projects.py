@@ -16,7 +16,7 @@ from .markdown.export import render_export
 from .importers.n2n import read_n2n_context, read_n2n_graph
 from .model import ObservationBatch, name_key, now_iso
 from .projects import project_label
-from .store import Portable
+from .store import FolderLibrary, Portable
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -30,6 +30,13 @@ TEXT_MAX = 4000
 STEPS_MAX = 100
 EXPORT_TITLE = "# Knowledge graph"  # an existing file is only ever replaced if it starts so
 CONTEXT_HINT = "Project memory changed: call update_context (task, status, next steps) before you git commit."
+
+
+def _folder(store: Store) -> Path:
+    """The folder of a project's library: a project library is a folder library (markdown)."""
+    if not isinstance(store, FolderLibrary):
+        raise ValidationError(f"library '{store.name}' is a {store.kind} library, not a project's folder")
+    return Path(store.root)
 
 
 class ProjectService:
@@ -47,7 +54,7 @@ class ProjectService:
         if not isinstance(library, ProjectRef):
             return None
         store = self.store(library)
-        return {"id": store.name, "root": str(Path(store.root).parent)}
+        return {"id": store.name, "root": str(_folder(store).parent)}
 
     # -- the hot context ---------------------------------------------------------------
 
@@ -102,8 +109,7 @@ class ProjectService:
         if relative.suffix.lower() not in (".md", ".markdown") or any(p.startswith(".") for p in relative.parts):
             raise ValidationError(f"output_path: '{output_path}' must be a .md file outside hidden folders "
                                   "(.mcp, .git, ...)", hint="For example KNOWLEDGE_GRAPH.md or docs/graph.md.")
-        store = self.store(library)
-        root = Path(store.root).parent
+        root = _folder(self.store(library)).parent
         # No link anywhere on the way (confine.py): a `docs -> /elsewhere` in a clone is refused.
         try:
             current = confine.read_bytes(root, relative)
