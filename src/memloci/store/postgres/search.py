@@ -40,6 +40,7 @@ _MEMORY_WEIGHTS = "{0.1, 0.4, 0.5, 1.0}"  # A own words, B tags and type, C neig
 _ENTITY_WEIGHTS = "{0.2, 0.4, 0.8, 1.0}"  # A name, B aliases and tags, C type, D observations and body
 NEIGHBOUR_WEIGHT = 0.3  # as search/vectors.py: a share of each thread neighbour's similarity
 EF_SEARCH = 100  # HNSW candidates looked at per query (pgvector's default is 40)
+EF_SEARCH_MAX = 1000  # the most pgvector accepts
 FUZZY_MIN = 0.5  # word_similarity of a misspelled word to a name, at least
 POOL = 300  # entities ranked for a page at most (as store/sqlite_search.py)
 COMMON = 2000  # a word more memories hold is common: only its newest holders are ranked
@@ -116,7 +117,8 @@ class PostgresSearch:
             filtered = where != "TRUE"
             # A filter drops rows after the index found them: look at more, and keep scanning
             # the graph until k rows pass (pgvector 0.8 iterative scans).
-            conn.execute("SELECT set_config('hnsw.ef_search', %s, true)", (str(max(EF_SEARCH, k) * (4 if filtered else 1)),))
+            ef_search = min(EF_SEARCH_MAX, max(EF_SEARCH, k) * (4 if filtered else 1))
+            conn.execute("SELECT set_config('hnsw.ef_search', %s, true)", (str(ef_search),))
             if filtered:
                 conn.execute("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true)")
             own = {int(i): float(s) for i, s in conn.execute(
