@@ -124,6 +124,13 @@ def test_vectors_in_pgvector_find_by_meaning_with_the_filter_in_sql(pg_library):
         hits = store.vector_candidates(vector, 5, MemoryFilter(tags=("home",)), model=service.embedder.get().model_id)
         assert len(hits.scores) == 1 and hits.high > 0.2
         assert store.vector_candidates(vector, 5, MemoryFilter(), model="another-model").scores == {}
+        # another server on the same database searches these vectors without computing any
+        other = MemoryService(LibraryRegistry([pg_library.spec]), EmbedderHandle("minilm"), embed_pending=False)
+        try:
+            seen = other.retrieve_memory("feline napping", tags=["work"])
+            assert contents(seen)[0] == "My kitten loves sleeping in the sun" and "meaning" in seen.hits[0].why
+        finally:
+            other.close()
         # a changed text gets a new vector (found by the new meaning); a reset forgets them all
         memory = service.retrieve_memory("revenue").hits[0].memory
         service.update_memory(memory.content_hash, content="Sales collapsed badly this quarter")
