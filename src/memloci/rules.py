@@ -1,4 +1,4 @@
-"""The library rules, written once for every engine (DESIGN.md §3).
+"""The library rules, written once for every engine (DESIGN.md §2).
 
 Merge-on-create, unique names, unique observations, typed relations (checked on the input by
 `LibrarySchema`), acyclic relations and missing endpoints are decided here, over a small
