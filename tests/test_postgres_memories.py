@@ -7,7 +7,7 @@ import pytest
 
 from memloci.errors import AlreadyExistsError, NotFoundError
 from memloci.libraries import LibraryRegistry
-from memloci.model import EntityInput, MemoryFilter
+from memloci.model import EntityInput, MemoryFilter, ObservationBatch
 from memloci.search.embedder import EmbedderHandle
 from memloci.search.vectors import VectorSearch
 from memloci.service import MemoryService
@@ -99,6 +99,18 @@ def test_entities_by_words_prefix_typo_and_substring(pg_service):
     assert len(result.hits) == 1 and result.total_count == 2 and result.is_truncated
     store = pg_service.store()
     assert store.count_entities("stone", cap=10) == 1
+
+
+def test_an_entity_is_found_by_its_observations_as_they_change(pg_service):
+    pg_service.create_entities([EntityInput("Carol", "person")])
+    assert pg_service.search_nodes("kayaking").hits == ()
+    pg_service.add_observations([ObservationBatch("Carol", ("Goes kayaking on weekends",))])
+    assert [h.entity.name for h in pg_service.search_nodes("kayaking").hits] == ["Carol"]
+    pg_service.store_memory("Speaks fluent Portuguese", entity="Carol")  # an observation through the memory tools
+    assert [h.entity.name for h in pg_service.search_nodes("portuguese").hits] == ["Carol"]
+    pg_service.delete_observations([ObservationBatch("Carol", ("Goes kayaking on weekends",))])
+    assert pg_service.search_nodes("kayaking").hits == ()
+    assert [h.entity.name for h in pg_service.search_nodes("portuguese").hits] == ["Carol"]
 
 
 def test_vectors_in_pgvector_find_by_meaning_with_the_filter_in_sql(pg_library):

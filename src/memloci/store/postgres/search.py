@@ -156,6 +156,12 @@ class PostgresSearch:
 
     # -- entities ------------------------------------------------------------------------
 
+    def _entities_written(self, conn: Any, ids: Sequence[int]) -> None:
+        """Index these entities again (their observations changed): rewriting `name` runs the
+        trigger that builds their tsvectors (search_schema.py), once per write transaction."""
+        if ids:
+            conn.execute("UPDATE entities SET name = name WHERE id = ANY(%s)", (list(dict.fromkeys(ids)),))
+
     def _entity_terms(self, conn: Any, query: str, stop_words: frozenset[str],
                       names: NameVocabulary | None) -> list[tuple[str, str, str, list[Any], int]]:
         """(label, how, SQL condition on `e`, its parameters, holders up to ENTITY_COMMON + 1) for

@@ -13,8 +13,10 @@ indexed the same whichever code path wrote it (a memory, an observation, a migra
 - memories.grams / entities.grams: the two- and three-character pieces of every run of
   Chinese, Japanese or Korean text (a tsvector of raw lexemes), so 東京 finds 東京の旅行計画:
   full-text parsers keep such a run as one word, and pg_trgm cannot index fewer than three.
-- entities.search: name (A), aliases and tags (B), type (C), observations and body (D), kept
-  current by triggers on entities and on their observations.
+- entities.search: name (A), aliases and tags (B), type (C), observations and body (D), computed
+  by a trigger whenever an entity row is written; a write that changes observations ends by
+  touching its entities once (search.py _entities_written), not once per observation, which
+  would read an entity's every observation again for each one added.
 - pg_trgm indexes: substrings of names, types, aliases and observations (ILIKE), and names
   within a few typos (word_similarity on name_key).
 - memory_vectors (pgvector): its column is given the model's dimension, and an HNSW index
@@ -95,36 +97,6 @@ END
 $f$;
 CREATE TRIGGER entities_index BEFORE INSERT OR UPDATE OF name, entity_type, aliases, tags, body ON entities
     FOR EACH ROW EXECUTE FUNCTION memloci_entity_index();
-
--- An observation written, changed or removed: its entity's index again (setting `name` to
--- itself runs the trigger above). An update that leaves every text alone (an access counted)
--- changes no index.
-CREATE FUNCTION memloci_observations_changed() RETURNS trigger LANGUAGE plpgsql SET search_path FROM CURRENT AS $f$
-BEGIN
-    IF TG_OP = 'UPDATE' THEN
-        UPDATE entities e SET name = e.name WHERE e.id IN (
-            SELECT o.entity_id FROM old_rows o JOIN new_rows n ON n.id = o.id
-            WHERE o.entity_id IS NOT NULL AND (o.content <> n.content OR o.entity_id IS DISTINCT FROM n.entity_id)
-            UNION SELECT n.entity_id FROM old_rows o JOIN new_rows n ON n.id = o.id
-            WHERE n.entity_id IS NOT NULL AND (o.content <> n.content OR o.entity_id IS DISTINCT FROM n.entity_id));
-        RETURN NULL;
-    END IF;
-    IF TG_OP = 'INSERT' THEN
-        UPDATE entities e SET name = e.name WHERE e.id IN (SELECT entity_id FROM new_rows WHERE entity_id IS NOT NULL);
-    END IF;
-    IF TG_OP = 'DELETE' THEN
-        UPDATE entities e SET name = e.name WHERE e.id IN (SELECT entity_id FROM old_rows WHERE entity_id IS NOT NULL);
-    END IF;
-    RETURN NULL;
-END
-$f$;
-CREATE TRIGGER observations_inserted AFTER INSERT ON memories REFERENCING NEW TABLE AS new_rows
-    FOR EACH STATEMENT EXECUTE FUNCTION memloci_observations_changed();
-CREATE TRIGGER observations_deleted AFTER DELETE ON memories REFERENCING OLD TABLE AS old_rows
-    FOR EACH STATEMENT EXECUTE FUNCTION memloci_observations_changed();
-CREATE TRIGGER observations_updated AFTER UPDATE ON memories
-    REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows
-    FOR EACH STATEMENT EXECUTE FUNCTION memloci_observations_changed();
 
 CREATE INDEX entities_search ON entities USING gin (search);
 CREATE INDEX entities_grams ON entities USING gin (grams);
