@@ -136,6 +136,12 @@ def test_vectors_in_pgvector_find_by_meaning_with_the_filter_in_sql(pg_library):
         hits = store.vector_candidates(vector, 5, MemoryFilter(tags=("home",)), model=service.embedder.get().model_id)
         assert len(hits.scores) == 1 and hits.high > 0.2
         assert store.vector_candidates(vector, 5, MemoryFilter(), model="another-model").scores == {}
+        # every vector read back as stored (what a copy to another engine takes)
+        loaded = store.load_vectors()
+        assert loaded.matrix.shape == (3, len(vector)) and loaded.model == service.embedder.get().model_id
+        kitten = service.retrieve_memory("kitten").hits[0].memory
+        again = service.embedder.get().embed([kitten.content])[0]
+        assert float(loaded.matrix[list(loaded.ids).index(kitten.id)] @ again) > 0.99
         # another server on the same database searches these vectors without computing any
         other = MemoryService(LibraryRegistry([pg_library.spec]), EmbedderHandle("minilm"), embed_pending=False)
         try:

@@ -381,12 +381,13 @@ class PostgresMemories:
         with self._read() as conn:
             model = library_meta(conn, "embedding_model")
             dimension = int(library_meta(conn, "embedding_dimension") or 0) or 1
-            rows = conn.execute("""SELECT v.memory_id, m.thread, v.embedding::text FROM memory_vectors v
+            # pgvector's binary form: a 4-byte header, then big-endian float4s
+            rows = conn.execute("""SELECT v.memory_id, m.thread, vector_send(v.embedding) FROM memory_vectors v
                                    JOIN memories m ON m.id = v.memory_id ORDER BY v.memory_id""").fetchall()
             version = vectors_version(conn)
         matrix = np.zeros((len(rows), dimension), dtype=np.float32)
         for k, row in enumerate(rows):
-            matrix[k] = np.asarray(row[2].strip("[]").split(","), dtype=np.float32)
+            matrix[k] = np.frombuffer(row[2], dtype=">f4", offset=4)
         return MemoryVectors(np.array([r[0] for r in rows], dtype=np.int64), [r[1] for r in rows], matrix, version, model)
 
     def vectors_version(self) -> int:
