@@ -31,7 +31,7 @@ class Engine:
     def __init__(self, name: str, folder: Path, pg_url: str | None):
         self.name = name
         self._folder = folder
-        self._pg_url = pg_url
+        self.pg_url = pg_url
         self._count = itertools.count()
         self._services: list[MemoryService] = []
         self._default: MemoryService | None = None
@@ -42,7 +42,7 @@ class Engine:
         i = next(self._count)
         if self.name == "postgres":
             # the library name chooses the schema: unique per test, so tests never share data
-            return f"c{uuid.uuid4().hex[:12]}:{self._pg_url}"
+            return f"c{uuid.uuid4().hex[:12]}:{self.pg_url}"
         if self.name == "sqlite":
             return f"lib{i}:{self._folder / f'lib{i}.db'}"
         return f"lib{i}:{self._folder / f'lib{i}'}"

@@ -18,7 +18,7 @@ SIZES = {"create": 200, "add_observations": 200}
 
 @pytest.mark.parametrize("kind", list(SIZES))
 def test_a_writer_killed_mid_batch_leaves_all_or_nothing(engine, kind, tmp_path):
-    url = engine._pg_url if engine.name == "postgres" else None
+    url = engine.pg_url if engine.name == "postgres" else None
     result = crash.run_kind(kind, engine.name, ROUNDS, tmp_path / "work", n=SIZES[kind], url=url)
     assert not result["failures"], "\n".join(result["failures"])
     assert result["all"] + result["none"] == ROUNDS
