@@ -29,6 +29,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+KINDS = ("create", "rename", "merge", "delete", "add_observations", "reindex")  # tests/test_crash.py runs each
 ENGINES = ("markdown", "sqlite")
 POSTGRES_KINDS = ("create", "delete", "add_observations")  # no files to rebuild, no documents there yet
 # How many entities each write touches (the judge's sizes): created, linking the renamed note,
