@@ -520,3 +520,19 @@ def test_export_and_import_through_postgres_keep_every_timestamp(pg_library, tmp
     assert b'{"z": 1, "a": 2}' in a
     assert (tmp_path / "b.jsonl").read_bytes() == a
     assert (tmp_path / "c.jsonl").read_bytes() == a
+
+
+def test_bench_load_runs_servers_on_one_library_and_counts_lost_writes(pg_url, tmp_path, home):
+    import json
+
+    from conftest import server_env
+
+    out = subprocess.run([sys.executable, "-m", "memloci", "bench", "load", "--servers", "2", "--writes", "8",
+                          "--url", pg_url, "--out", str(tmp_path / "load.json")],
+                         env=server_env(home), cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:] + out.stdout[-2000:]
+    report = json.loads((tmp_path / "load.json").read_text())
+    assert report["lost_writes"] == 0 and report["errors"] == 0
+    assert report["acknowledged"] == {"create_entities": 4, "add_observations": 4, "create_relations": 4,
+                                      "store_memory": 4}
+    assert report["held"] == {"entities": 5, "relations": 4, "memories": 4, "shared_observations": 8}
