@@ -374,6 +374,9 @@ def run(*, rounds: int, kinds: list[str], engines: list[str], out: Path, console
 
     from .graph import save_report
 
+    unknown = [k for k in kinds if k not in KINDS]
+    if unknown:
+        raise ValueError(f"unknown write kind(s) {', '.join(unknown)}; known: {', '.join(KINDS)}")
     report: dict[str, Any] = {"bench": "crash", "rounds": rounds, "results": []}
     table = Table(title=f"memloci bench crash — SIGKILL during each write, {rounds} rounds each")
     for column in ("write", "engine", "write takes", "all there", "not there", "failed"):
