@@ -1,5 +1,6 @@
 """Importers from other memory servers' storage: MCP Memory Service (`mms.py`), memorix
-(`memorix.py`) and basic-memory (`basic_memory.py`).
+(`memorix.py`), basic-memory (`basic_memory.py`), and n2n-memory's project files (`n2n.py`,
+carried over when a project library first opens).
 
 Each reader turns a source into one `ImportSource`: the same `OfficialFile` that
 `memloci import jsonl` reads (entities, relations, free memories with their own times), so
