@@ -35,3 +35,22 @@ def test_four_writer_processes_on_one_library_lose_nothing(engine):
     assert sorted(shared) == sorted(f"w{p} says {i}" for p in range(WRITERS) for i in range(ROUNDS))
     assert all(by_name[f"w{p}-{i}"] == [f"w{p} obs {i}"] for p in range(WRITERS) for i in range(ROUNDS))
     assert sum(len(obs) for obs in by_name.values()) == WRITERS * (2 * ROUNDS + ROUNDS // 5)
+
+
+def test_a_second_server_sees_the_first_ones_writes(engine):
+    """Two services on one library, as two servers would be: each reads what the other wrote,
+    searches included (their caches of names and words follow the other's writes)."""
+    spec = engine.spec_text()
+    first, second = engine.open(spec), engine.open(spec)
+    first.create_entities([EntityInput("Falcon", "project", ("Uses PostgreSQL",))])
+    assert [h.entity.name for h in second.search_nodes("falcon").hits] == ["Falcon"]
+    second.create_entities([EntityInput("Heron", "project", ("Moved to SQLite",))])
+    first.create_entities([EntityInput("falcon", "project", ("Ships in May",))])  # a merge, not a second Falcon
+    assert [h.entity.name for h in first.search_nodes("heron").hits] == ["Heron"]
+    assert [o.content for o in second.open_nodes(["FALCON"]).entities[0].observations] == ["Uses PostgreSQL",
+                                                                                            "Ships in May"]
+    first.store_memory("The freeze starts on Friday", tags=["ops"])
+    assert [h.memory.content for h in second.retrieve_memory("freeze").hits] == ["The freeze starts on Friday"]
+    second.delete_entities(["Falcon"])
+    assert first.open_nodes(["Falcon"]).entities == () and first.search_nodes("falcon").hits == ()
+    assert first.read_graph().total_entity_count == second.read_graph().total_entity_count == 1
