@@ -47,19 +47,20 @@ class Engine:
             return f"lib{i}:{self._folder / f'lib{i}.db'}"
         return f"lib{i}:{self._folder / f'lib{i}'}"
 
-    def open(self, spec_text: str, schema: LibrarySchema | None = None) -> MemoryService:
-        """A service on the library of `spec_text` (closed at the end of the test)."""
+    def open(self, spec_text: str, schema: LibrarySchema | None = None, embedder: str = "none") -> MemoryService:
+        """A service on the library of `spec_text` (closed at the end of the test). `embedder`:
+        "none" (words only, no model loaded) or a model such as "minilm"."""
         (spec,) = parse_library_specs(spec_text)
         assert spec.kind == self.name, f"{spec_text} mounted as {spec.kind}, not {self.name}"
         if schema is not None:
             spec = dataclasses.replace(spec, schema=schema)
-        service = MemoryService(LibraryRegistry([spec]), EmbedderHandle("none"))
+        service = MemoryService(LibraryRegistry([spec]), EmbedderHandle(embedder))
         self._services.append(service)
         return service
 
-    def library(self, schema: LibrarySchema | None = None) -> MemoryService:
+    def library(self, schema: LibrarySchema | None = None, embedder: str = "none") -> MemoryService:
         """A fresh library with these rules (default: the default schema)."""
-        return self.open(self.spec_text(), schema)
+        return self.open(self.spec_text(), schema, embedder)
 
     @property
     def service(self) -> MemoryService:

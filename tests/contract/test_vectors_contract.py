@@ -1,0 +1,37 @@
+"""Meaning on every engine, with the default model (all-MiniLM-L6-v2): memories and observations
+are embedded in the background, and a query that shares no word with them finds them by
+meaning, within the filters (on PostgreSQL the vectors are pgvector's and the filters SQL; on
+SQLite and Markdown an index in the process)."""
+
+from __future__ import annotations
+
+from memloci.model import EntityInput
+
+PUPPIES = "She adopted two puppies from the animal shelter last weekend"
+ORCHESTRA = "The orchestra rehearses Mahler's fifth symphony on Thursdays"
+TAXES = "Our quarterly taxes are due at the end of the month"
+
+
+def test_memories_and_observations_are_found_by_meaning_within_filters(engine):
+    s = engine.library(embedder="minilm")
+    s.store_memory(PUPPIES, tags=["home"])
+    s.store_memory(ORCHESTRA, tags=["music"])
+    s.store_memory(TAXES, tags=["home"])
+    s.create_entities([EntityInput("Pets", "topic", (PUPPIES,)), EntityInput("Concerts", "topic", (ORCHESTRA,))])
+    assert s.flush_embeddings(timeout=600)
+
+    found = s.retrieve_memory("getting new dogs")
+    top = found.hits[0]
+    assert top.memory.content == PUPPIES and top.words == 0 and top.meaning > 0, [(h.memory.content, h.why) for h in found.hits]
+    inside = s.retrieve_memory("classical music concert", tags=["home"])
+    assert inside.hits and all("home" in h.memory.tags for h in inside.hits), "the filter holds for meaning too"
+    assert ORCHESTRA not in [h.memory.content for h in inside.hits]
+    music = s.retrieve_memory("classical music concert", tags=["music"])
+    assert [h.memory.content for h in music.hits][:1] == [ORCHESTRA] and music.hits[0].meaning > 0
+    entity = s.retrieve_memory("classical music concert", entity="Concerts")
+    assert [h.memory.content for h in entity.hits] == [ORCHESTRA] and entity.hits[0].memory.entity == "Concerts"
+
+    nodes = s.search_nodes("getting new dogs")
+    assert nodes.hits and nodes.hits[0].entity.name == "Pets", [(h.entity.name, h.why) for h in nodes.hits]
+    health = s.health()
+    assert health["embedder"]["search"] == "hybrid" and health["embedder"]["library_model"], health["embedder"]
