@@ -519,6 +519,55 @@ def reindex(
                          highlight=False)
 
 
+@app.command("migrate")
+def migrate_cmd(
+    source: Annotated[str, typer.Argument(metavar="SOURCE", help="The library to copy, NAME:PATH as in --libraries "
+                                          "(a .db file, a Markdown folder, a postgresql:// URL); only read.")],
+    target: Annotated[str, typer.Argument(metavar="TARGET", help="An empty or new library, NAME:PATH.")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print the verification report as JSON.")] = False,
+) -> None:
+    """Copy a library into an empty one of any engine (sqlite, markdown, postgres): entities,
+    relations, memories, dates, use counts, the journal, and the vectors when the target's
+    embedder (MEMLOCI_EMBEDDER) made them; then compare both. Exit 2 when they differ."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+    from rich.table import Table
+
+    from . import migrate as mig
+    from .search.embedder import create_embedder
+
+    settings = _settings()
+    try:
+        src_spec, dst_spec = mig.parse_spec(source, "source"), mig.parse_spec(target, "target")
+        src, dst = mig.open_pair(src_spec, dst_spec, settings)
+        embedder_model = None
+        if src.vector_model():  # load the embedder only when there are vectors to keep
+            embedder = create_embedder(settings.embedder, settings)
+            embedder_model = (embedder.model_id, embedder.dimension) if embedder is not None else None
+        with Progress(TextColumn("{task.description:<9}"), BarColumn(), MofNCompleteColumn(),
+                      console=_console(stderr=True)) as bar:
+            tasks = {part: bar.add_task(part, total=None) for part in mig.PARTS}
+            report = mig.migrate(src, dst, embedder_model=embedder_model,
+                                 progress=lambda part, done, total: bar.update(tasks[part], completed=done, total=total))
+        src.close()
+        dst.close()
+    except MemlociError as exc:
+        _fail(exc)
+    if as_json:
+        print(json.dumps(report.as_dict(), ensure_ascii=False, indent=2))
+    else:
+        table = Table(title=f"{report.source} -> {report.target}")
+        for column in ("checked", "source", "target", "equal"):
+            table.add_column(column)
+        for row in mig.render_table(report):
+            table.add_row(*row)
+        _console().print(table)
+    for note in report.notes:
+        _console(stderr=True).print(note, highlight=False)
+    if not report.ok:
+        _console(stderr=True).print(_styled(("The target differs from the source (rows marked NO).", "bold red")))
+        raise typer.Exit(2)
+
+
 @app.command()
 def check(
     libraries: LibrariesOpt = None,

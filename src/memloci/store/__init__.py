@@ -345,6 +345,21 @@ class Portable(Protocol):
 
 
 @runtime_checkable
+class Migratable(Protocol):
+    """A store `memloci migrate` can fill exactly (migrate.py, store/migratable.py): the parts
+    the tools have no call for, set as another library holds them."""
+
+    def restore_memory_state(self, items: Sequence[tuple[int, str, str, int, str | None]]) -> None:
+        """Set (memory id, created_at, updated_at, access_count, last_accessed_at) as given, in one
+        transaction, journaling nothing (the journal is copied as it was)."""
+        ...
+    def replace_journal(self, entries: Sequence[JournalEntry]) -> None:
+        """The journal becomes `entries`, oldest first, with their ids, times, tools, actions,
+        names and details, in one transaction."""
+        ...
+
+
+@runtime_checkable
 class FolderLibrary(Protocol):
     """A library kept as a folder of files with an index beside them (markdown.py): the files
     are the truth, edited by people too, rescanned and watched."""

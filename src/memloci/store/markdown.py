@@ -70,6 +70,7 @@ from .markdown_intent import INTENTS_TABLE, FileChange, recover
 from .markdown_scan import MarkdownScan
 from .markdown_import import MarkdownImport, rendered_body
 from .markdown_undo import MarkdownUndo
+from .migratable import MarkdownMigratable
 from .sqlite import SQLiteStore, _split_sql
 from .sqlite_documents import LINKS_TO
 from .sqlite_memories import select_memories
@@ -93,7 +94,22 @@ def _corrupt(exc: Exception) -> bool:
             and not isinstance(cause, (sqlite3.OperationalError, sqlite3.IntegrityError)))
 
 
-class MarkdownStore(MarkdownImport, MarkdownUndo, MarkdownScan, SQLiteStore):
+def journal_text(rows: list[tuple[str, str, str, str, str | None]], *, new_file: bool) -> str:
+    """journal.md's entries for (at, tool, action, entities JSON, detail JSON) rows, the file's
+    title first when it is `new_file` (markdown_undo.parse_journal reads them back)."""
+    lines = ["# Journal\n\nEvery change to this library, newest last.\n"] if new_file else []
+    for at, tool, action, entities, detail in rows:
+        listed = json.loads(entities)
+        names = ", ".join(listed[:5]) + (f" and {len(listed) - 5} more" if len(listed) > 5 else "")
+        lines.append(f"\n## {at} · {action}" + (f" · {names}" if names else "") + "\n"
+                     + (f"- by: {tool}\n" if tool != action else ""))
+        if detail:
+            lines.append("```json\n" + json.dumps(json.loads(detail), ensure_ascii=False, indent=1, sort_keys=True)
+                         + "\n```\n")
+    return "".join(lines)
+
+
+class MarkdownStore(MarkdownMigratable, MarkdownImport, MarkdownUndo, MarkdownScan, SQLiteStore):
     kind = "markdown"
 
     def __init__(self, folder: str | os.PathLike[str], name: str = "default"):
@@ -502,17 +518,9 @@ class MarkdownStore(MarkdownImport, MarkdownUndo, MarkdownScan, SQLiteStore):
                             (int(done[0]) if done else 0,)).fetchall()
         if not rows:
             return
-        lines = [] if confine.exists(self.root, JOURNAL) else ["# Journal\n\nEvery change to this library, newest last.\n"]
-        for _, at, tool, action, entities, detail in rows:
-            listed = json.loads(entities)
-            names = ", ".join(listed[:5]) + (f" and {len(listed) - 5} more" if len(listed) > 5 else "")
-            lines.append(f"\n## {at} · {action}" + (f" · {names}" if names else "") + "\n"
-                         + (f"- by: {tool}\n" if tool != action else ""))
-            if detail:
-                lines.append("```json\n" + json.dumps(json.loads(detail), ensure_ascii=False, indent=1, sort_keys=True)
-                             + "\n```\n")
+        text = journal_text([row[1:] for row in rows], new_file=not confine.exists(self.root, JOURNAL))
         # Only appended to, by memloci (and merged by git): no freshness check.
-        self._staged().append(JOURNAL, "".join(lines).encode("utf-8"), None, check=False)
+        self._staged().append(JOURNAL, text.encode("utf-8"), None, check=False)
         conn.execute("INSERT OR REPLACE INTO library_meta VALUES ('journal_written', ?)", (str(rows[-1][0]),))
 
     # -- reporting ---------------------------------------------------------------------

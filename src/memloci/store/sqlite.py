@@ -49,6 +49,7 @@ from .. import rules
 from ..rules import RelationsCreated
 from ..schema import DEFAULT_SCHEMA, LibrarySchema
 from ..search import lexical
+from .migratable import SQLiteMigratable
 from .sqlite_documents import SQLiteDocuments
 from .sqlite_graph_reads import SQLiteGraphReads, _chunks, _marks
 from .sqlite_graph_tx import SQLiteGraphTx
@@ -61,7 +62,7 @@ from .sqlite_undo import SQLiteUndo
 log = logging.getLogger(__name__)
 
 BUSY_TIMEOUT_S = 60.0
-class SQLiteStore(SQLiteGraphReads, SQLiteMemories, SQLitePassages, SQLiteDocuments, SQLiteUndo):
+class SQLiteStore(SQLiteGraphReads, SQLiteMemories, SQLitePassages, SQLiteDocuments, SQLiteUndo, SQLiteMigratable):
     """A library kept in one SQLite file."""
 
     kind = "sqlite"

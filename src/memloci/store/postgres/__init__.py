@@ -52,6 +52,7 @@ from .connection import (
 from .graph import PostgresGraphWrites
 from .graph_reads import PostgresGraphReads
 from .memories import PostgresMemories
+from ..migratable import PostgresMigratable
 from .portable import PostgresPortable
 from .search import PostgresSearch
 from .schema import SCHEMA_VERSION, migrate
@@ -61,7 +62,8 @@ log = logging.getLogger(__name__)
 POOL_SIZE = 4  # connections per library and process; a write holds one for one transaction
 
 
-class PostgresStore(PostgresMemories, PostgresSearch, PostgresGraphReads, PostgresGraphWrites, PostgresPortable):
+class PostgresStore(PostgresMemories, PostgresSearch, PostgresGraphReads, PostgresGraphWrites, PostgresPortable,
+                    PostgresMigratable):
     """A library kept in a schema of a PostgreSQL database."""
 
     kind = "postgres"

@@ -1,0 +1,209 @@
+"""`memloci migrate SOURCE TARGET`: real SQLite files, real Markdown folders, the real
+PostgreSQL of tests/pg.py, and the command run as a real process."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import server_env
+from memloci import migrate as mig
+from memloci.libraries import LibraryRegistry, LibrarySpec
+from memloci.model import EntityInput, ObservationBatch, RelationInput
+from memloci.search.embedder import EmbedderHandle
+from memloci.service import MemoryService
+from memloci.service_documents import NewEntityDocument
+from memloci.settings import Settings
+
+
+def _fill(service: MemoryService) -> None:
+    """A library with a bit of everything: entities, observations of several kinds, relations,
+    free memories in a conversation, use counts, an update, deletes (undo records), the context."""
+    service.create_entities([EntityInput("Alice", "person", ("likes green tea", "works at #acme")),
+                             EntityInput("Bob", "person", ("plays chess", "to be removed")),
+                             EntityInput("Acme", "company", ("makes anvils",))])
+    service.create_relations([RelationInput("Alice", "knows", "Bob"), RelationInput("Alice", "works_at", "Acme")])
+    service.add_observations([ObservationBatch("Bob", ("moved to Lisbon in 2024",))])
+    service.delete_observations([ObservationBatch("Bob", ("to be removed",))])
+    service.store_memory("Alice prefers meetings before noon", tags=["schedule"], entity="Alice",
+                         memory_type="preference", importance="high")
+    for i, text in enumerate(["we chose PostgreSQL for the shared memory", "the launch moved to March",
+                              "budget approved for two more servers"]):
+        service.store_memory(text, tags=["project", f"t{i}"], memory_type="decision",
+                             metadata={"session": "s1", "turn": i})
+    service.store_memory("a passing thought about anvils", importance="low")
+    service.store_memory("to be deleted")
+    service.retrieve_memory("which database did we choose")
+    service.retrieve_memory("launch date")
+    hits, _ = service.list_memories(page_size=50)
+    by_text = {m.content: m for m in hits}
+    service.update_memory(by_text["the launch moved to March"].content_hash, tags=["project", "launch"])
+    service.delete_memory(by_text["to be deleted"].content_hash)
+    service.store().update_context(lambda c: {**c, "active_task": "migrate the team's memory"}, origin="test")
+
+
+def _service(path: Path, spec: LibrarySpec, embedder: str) -> MemoryService:
+    settings = Settings.from_env().with_flags(home=str(path))
+    return MemoryService(LibraryRegistry([spec], settings=settings), EmbedderHandle(embedder, settings))
+
+
+@pytest.fixture(scope="module")
+def vectored(tmp_path_factory) -> Path:
+    """A SQLite library filled by _fill, every memory embedded by the default model (minilm)."""
+    folder = tmp_path_factory.mktemp("vectored")
+    service = _service(folder, LibrarySpec("old", folder / "old.db"), "minilm")
+    _fill(service)
+    assert service.flush_embeddings(timeout=300)
+    service.store().checkpoint()
+    service.close()
+    return folder / "old.db"
+
+
+def _run(home: Path, *args: str, embedder: str = "minilm") -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "memloci", "migrate", *args], capture_output=True, text=True,
+                          env=server_env(home, MEMLOCI_EMBEDDER=embedder), timeout=600)
+
+
+def _census(spec: LibrarySpec, home: Path, vectors: bool = True) -> mig.Census:
+    from memloci.libraries import open_store
+
+    store = open_store(spec, home)
+    store.open(create=False)
+    try:
+        return mig.census(store, with_vectors=vectors)
+    finally:
+        store.close()
+
+
+def _same(a: mig.Census, b: mig.Census) -> None:
+    assert a.counts == b.counts
+    assert a.digests == b.digests
+    assert a.vectors.keys() == b.vectors.keys()
+    for key, vector in a.vectors.items():
+        assert np.allclose(vector, b.vectors[key], atol=1e-6), key
+
+
+def test_sqlite_to_postgres_and_back_keeps_everything(tmp_path, vectored, pg_library):
+    source = tmp_path / "old.db"
+    shutil.copy(vectored, source)
+    home = tmp_path / "home"
+    there = _run(home, f"old:{source}", pg_library.arg, "--json")
+    assert there.returncode == 0, there.stderr
+    report = json.loads(there.stdout)
+    assert report["ok"] and report["vectors_copied"], report
+    checks = {c["what"]: c for c in report["checks"]}
+    assert checks["entities"]["target"] == 3 and checks["observations"]["target"] == 6
+    assert checks["relations"]["target"] == 2 and checks["memories"]["target"] == 4
+    assert checks["vectors"]["target"] == 10 and checks["vector values"]["equal"]
+    assert checks["journal entries"]["source"] == checks["journal entries"]["target"] > 10
+    assert "entities" in there.stderr and "journal" in there.stderr  # the progress bars
+
+    back = tmp_path / "back.db"
+    again = _run(home, pg_library.arg, f"back:{back}", "--json")
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout)["ok"]
+    original = _census(LibrarySpec("old", source), home)
+    _same(original, _census(pg_library.spec, home))
+    _same(original, _census(LibrarySpec("back", back), home))
+    assert original.counts["vectors"] == 10
+
+    # the copy is a library like any other: it answers by meaning, and counts on from the copied journal
+    service = _service(home, LibrarySpec("back", back), "minilm")
+    try:
+        found = service.retrieve_memory("which database did we pick", n_results=1).hits
+        assert found[0].memory.content == "we chose PostgreSQL for the shared memory"
+        assert service.store().read_context()["active_task"] == "migrate the team's memory"
+        assert service.store().pending_count() == 0  # nothing left to embed: the vectors came along
+    finally:
+        service.close()
+
+
+def test_another_model_leaves_vectors_for_the_target_to_make(tmp_path, vectored):
+    source = tmp_path / "old.db"
+    shutil.copy(vectored, source)
+    result = _run(tmp_path / "home", f"old:{source}", f"new:{tmp_path / 'new.db'}", "--json", embedder="none")
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["ok"] and not report["vectors_copied"]
+    assert "vectors not copied" in " ".join(report["notes"]) and "vectors not copied" in result.stderr
+    copy = _census(LibrarySpec("new", tmp_path / "new.db"), tmp_path, vectors=True)
+    assert copy.counts["vectors"] == 0
+
+
+def test_sqlite_to_markdown_and_back_keeps_graph_documents_and_memories(tmp_path):
+    home = tmp_path / "home"
+    service = _service(home, LibrarySpec("old", tmp_path / "old.db"), "none")
+    _fill(service)
+    service.add_entities([NewEntityDocument("Project Falcon", "project", aliases=("Falcon",),
+                                            relations=(("owned_by", "Acme"),),
+                                            content="The shared memory rollout.\n\n## Risks\n- the budget #risk\n")])
+    service.close()
+    old, notes, back = (LibrarySpec("old", tmp_path / "old.db"), LibrarySpec("notes", tmp_path / "notes", "markdown"),
+                        LibrarySpec("back", tmp_path / "back.db"))
+    settings = Settings.from_env().with_flags(home=str(home))
+    for a, b in ((old, notes), (notes, back)):
+        source, target = mig.open_pair(a, b, settings)
+        report = mig.migrate(source, target, embedder_model=None)
+        assert report.ok, [r for r in report.rows if not r["equal"]]
+        source.close()
+        target.close()
+    original = _census(old, home, vectors=False)
+    _same(original, _census(notes, home, vectors=False))
+    _same(original, _census(back, home, vectors=False))
+    falcon = (tmp_path / "notes" / "Project Falcon.md").read_text()
+    assert "aliases:" in falcon and "The shared memory rollout." in falcon and "## Risks" in falcon
+    journal = (tmp_path / "notes" / "journal.md").read_text()
+    assert "- by: migrate" not in journal and "· create_entities" in journal  # the source's journal, not the copy's
+
+
+def test_refusals(tmp_path, pg_library):
+    home = tmp_path / "home"
+    taken = tmp_path / "taken.db"
+    service = _service(home, LibrarySpec("taken", taken), "none")
+    service.create_entities([EntityInput("Someone", "person", ())])
+    service.close()
+    before = taken.read_bytes()
+
+    source = tmp_path / "src.db"
+    service = _service(home, LibrarySpec("src", source), "none")
+    service.create_entities([EntityInput("Alice", "person", ("x",))])
+    service.close()
+
+    full = _run(home, f"src:{source}", f"taken:{taken}", embedder="none")
+    assert full.returncode == 1
+    assert "target: library 'taken'" in full.stderr and "is not empty: it holds 1 entities" in full.stderr
+    assert taken.read_bytes() == before
+
+    same = _run(home, f"src:{source}", f"other:{source}", embedder="none")
+    assert same.returncode == 1 and "is the source library itself" in same.stderr
+
+    missing = tmp_path / "nothing.db"
+    gone = _run(home, f"gone:{missing}", f"new:{tmp_path / 'new.db'}", embedder="none")
+    assert gone.returncode == 1 and "source:" in gone.stderr
+    assert not missing.exists() and not (tmp_path / "new.db").exists()
+
+    scheme = _run(home, f"src:{source}", "team:mysql://host/db", embedder="none")
+    assert scheme.returncode == 1 and "the URL scheme 'mysql' is not served" in scheme.stderr
+
+    # a source holding notes with bodies is refused by a target that cannot keep them, before any write
+    service = _service(home, LibrarySpec("src", source), "none")
+    service.add_entities([NewEntityDocument("Notes", "note", content="Prose the postgres engine cannot keep yet.\n")])
+    service.close()
+    refused = _run(home, f"src:{source}", pg_library.arg, embedder="none")
+    assert refused.returncode == 1 and "does not store notes with bodies" in refused.stderr
+    from memloci.libraries import open_store
+
+    target = open_store(pg_library.spec, home)
+    try:
+        target.open(create=False)
+        assert target.holds_data() == 0
+    except Exception as exc:  # never created is fine too
+        assert "does not exist" in str(exc)
+    finally:
+        target.close()
