@@ -533,7 +533,7 @@ class MemoryService(DocumentService, ProjectService, HistoryService):
             "status": "healthy" if not problems else "degraded",
             "backend": store.kind,
             "library": store.name,
-            **({"engine": store.engine_health()} if server else {}),
+            **({"engine": store.engine_health()} if isinstance(store, ServerEngine) else {}),
             "statistics": {
                 "total_memories": stats.memories + stats.observations,
                 "free_memories": stats.memories,
