@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from memloci.libraries import LibraryRegistry, LibrarySpec, parse_library_specs
+from memloci.libraries import LibraryRegistry, parse_library_specs
 from memloci.schema import LibrarySchema
 from memloci.search.embedder import EmbedderHandle
 from memloci.service import MemoryService

@@ -16,9 +16,7 @@ WRITERS, ROUNDS = 4, 250
 
 def test_four_writer_processes_on_one_library_lose_nothing(engine):
     spec = engine.spec_text()
-    setup = engine.open(spec)
-    setup.create_entities([EntityInput("hub", "t")])
-    setup.close()
+    engine.open(spec).create_entities([EntityInput("hub", "t")])  # left open, as a server beside the writers would be
     procs = [subprocess.Popen([sys.executable, str(Path(__file__).with_name("writer.py")), spec, f"w{p}", str(ROUNDS)],
                               stderr=subprocess.PIPE, text=True) for p in range(WRITERS)]
     for p in procs:
