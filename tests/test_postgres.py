@@ -140,7 +140,10 @@ def _official_tools(s: MemoryService) -> list:
                               RelationInput("Ghost", "knows", "Bob")])
     call("delete_entities", ["acme", "Ghost"])
     call("delete_entities", ["acme"])
-    call("read_graph")
+    call("read_graph")  # Alice keeps the tag #work of an observation still there
+    call("add_observations", [ObservationBatch("Bob", ("joined #chess-club", "plain words"))])
+    call("delete_observations", [ObservationBatch("alice", ("works at Acme #work",))])
+    call("read_graph")  # Alice's tag left with its observation; Bob's came with his
     # the journal, less the undo records SQLite keeps (this engine does not undo yet)
     out.append(("journal", [(e.tool, e.action, e.entities, {k: v for k, v in (e.detail or {}).items() if k != "undo"})
                             for e in reversed(s.history(limit=50))]))
@@ -159,6 +162,8 @@ def test_official_tools_answer_as_on_sqlite(pg_library, tmp_path):
     assert got == expected
     errors = [e for e in got if len(e) == 4]
     assert [e[2] for e in errors] == ["INVALID_RELATION", "NOT_FOUND"]  # the run did reach the error paths
+    tags = [{e["name"]: e["tags"] for e in got[i][1]["entities"]} for i in (-5, -2)]  # the last two read_graph
+    assert tags == [{"Alice": ["work"], "Bob": []}, {"Alice": [], "Bob": ["chess-club"]}]
 
 
 def _strict_rules(s: MemoryService) -> list:

@@ -33,6 +33,13 @@ from ...search import lexical
 BODY_TAGS = "body_tags"  # entity metadata: the tags only the body's `#tags` give (as store/sqlite_vault.py)
 
 _ENTITY_COLUMNS = "id, name, entity_type, aliases, tags, metadata, body, created_at, updated_at"
+# Characters that can make or unmake a `#tag` (or the code and links around one), and line
+# breaks (a paragraph's code spans): an observation without any cannot change its entity's tags.
+_TAG_SYNTAX = frozenset("#`~[\n\r")
+
+
+def _plain(text: str) -> bool:
+    return _TAG_SYNTAX.isdisjoint(text)
 
 
 def entity_from_row(row: tuple, observations: Sequence[Observation]) -> Entity:
@@ -105,6 +112,9 @@ class PostgresGraphTx:
         self.conn = conn
         self.at = now_iso()
         self._names: dict[int, str] = {}  # entity id -> stored name (observation hashes need it)
+        # Entities one of whose added or removed observations could change their `#tags`: only
+        # those are retagged (retagging reads every observation, costly on a busy entity).
+        self._retag: set[int] = set()
 
     def resolve(self, names: Iterable[str], *, aliases: bool = False) -> dict[str, rules.EntityRef]:
         names = list(names)
@@ -140,12 +150,16 @@ class PostgresGraphTx:
             (entity_id, content, lexical.content_hash(content, self._name(entity_id)), self.at, self.at)).fetchone()
         if row is not None:
             self.store._memories_written(self.conn, [row[0]])
+            if not _plain(content):
+                self._retag.add(entity_id)
         return row is not None
 
     def delete_observation(self, entity_id: int, content: str) -> str | None:
         row = self.conn.execute(
             "DELETE FROM memories WHERE entity_id = %s AND content_hash = %s RETURNING content",
             (entity_id, lexical.content_hash(content, self._name(entity_id)))).fetchone()
+        if row and not _plain(row[0]):
+            self._retag.add(entity_id)
         return row[0] if row else None
 
     def touch(self, entity_ids: Sequence[int]) -> None:
@@ -206,7 +220,7 @@ class PostgresGraphTx:
 
     def entities_changed(self, ids: Sequence[int]) -> None:
         ids = list(dict.fromkeys(ids))
-        retag(self.conn, ids)
+        retag(self.conn, [i for i in ids if i in self._retag])
         self.store._entities_written(self.conn, ids)
 
     def journal(self, tool: str, action: str, entities: Sequence[str], detail: dict[str, Any] | None) -> None:
