@@ -21,7 +21,7 @@ import ipaddress
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ..settings import Settings
+from ..settings import Settings, port_number
 
 from ..errors import ValidationError
 
@@ -83,14 +83,7 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def _port(value: Any, where: str) -> int:
-    if isinstance(value, str):
-        if not value.strip().isdigit():
-            raise ValidationError(f"{where}: '{value}' is not a port number (1-65535)")
-        value = int(value)
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 < value < 65536:
-        raise ValidationError(f"{where}: {value!r} is not a port number (1-65535)")
-    return value
+_port = port_number  # one rule for a port, whether a flag, MCP_SERVER_PORT or `[http] port` gives it
 
 
 def parse_http_config(table: Any, where: str = "config [http]") -> dict[str, Any]:
