@@ -41,6 +41,7 @@ _ENTITY_WEIGHTS = "{0.2, 0.4, 0.8, 1.0}"  # A name, B aliases and tags, C type, 
 NEIGHBOUR_WEIGHT = 0.3  # as search/vectors.py: a share of each thread neighbour's similarity
 EF_SEARCH = 100  # HNSW candidates looked at per query (pgvector's default is 40)
 EF_SEARCH_MAX = 1000  # the most pgvector accepts
+EXACT_MAX = 20000  # a filter letting at most this many memories through is searched exactly
 FUZZY_MIN = 0.5  # word_similarity of a misspelled word to a name, at least
 POOL = 300  # entities ranked for a page at most (as store/sqlite_search.py)
 COMMON = 2000  # a word more memories hold is common: only its newest holders are ranked
@@ -102,8 +103,9 @@ class PostgresSearch:
 
     def vector_candidates(self, query: Any, k: int, filters: MemoryFilter, *, model: str | None = None,
                           also: Sequence[int] = ()) -> Any:
-        """The best `k` memories within `filters` by cosine similarity to `query` (HNSW, the
-        filter in the same query), each lifted by its thread neighbours', and the `also` ids'.
+        """The best `k` memories within `filters` by cosine similarity to `query` (the filter in
+        the same query: HNSW, or every allowed vector when the filter lets few through), each
+        lifted by its thread neighbours', and the `also` ids'.
         Nothing when the library's vectors are of another model than `model`."""
         from ...search.vectors import VectorCandidates
 
@@ -115,16 +117,28 @@ class PostgresSearch:
             where, params = filter_sql(filters, conn)
             vector = vector_text(query)
             filtered = where != "TRUE"
-            # A filter drops rows after the index found them: look at more, and keep scanning
-            # the graph until k rows pass (pgvector 0.8 iterative scans).
-            ef_search = min(EF_SEARCH_MAX, max(EF_SEARCH, k) * (4 if filtered else 1))
-            conn.execute("SELECT set_config('hnsw.ef_search', %s, true)", (str(ef_search),))
-            if filtered:
-                conn.execute("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true)")
-            own = {int(i): float(s) for i, s in conn.execute(
-                f"""SELECT v.memory_id, 1 - (v.embedding <=> %s::vector) FROM memory_vectors v
-                    {"JOIN memories m ON m.id = v.memory_id WHERE " + where if filtered else ""}
-                    ORDER BY v.embedding <=> %s::vector LIMIT %s""", (vector, *params, vector, k))}
+            narrow = filtered and conn.execute(
+                f"SELECT count(*) FROM (SELECT 1 FROM memories m WHERE {where} LIMIT {EXACT_MAX + 1}) x",
+                params).fetchone()[0] <= EXACT_MAX
+            if narrow:
+                # Few memories pass the filter: compare with each of them (exact, as the in-process
+                # index is). Ordering by similarity, not by distance, keeps the HNSW index out: a
+                # graph walk would look at many rows the filter then drops, and could miss some.
+                sql = f"""SELECT v.memory_id, 1 - (v.embedding <=> %s::vector) AS sim FROM memories m
+                          JOIN memory_vectors v ON v.memory_id = m.id WHERE {where} ORDER BY sim DESC LIMIT %s"""
+                rows = conn.execute(sql, (vector, *params, k))
+            else:
+                # The HNSW index; with a filter it looks at more candidates and keeps walking the
+                # graph until k rows pass (pgvector 0.8 iterative scans).
+                ef_search = min(EF_SEARCH_MAX, max(EF_SEARCH, k) * (4 if filtered else 1))
+                conn.execute("SELECT set_config('hnsw.ef_search', %s, true)", (str(ef_search),))
+                if filtered:
+                    conn.execute("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true)")
+                rows = conn.execute(
+                    f"""SELECT v.memory_id, 1 - (v.embedding <=> %s::vector) FROM memory_vectors v
+                        {"JOIN memories m ON m.id = v.memory_id WHERE " + where if filtered else ""}
+                        ORDER BY v.embedding <=> %s::vector LIMIT %s""", (vector, *params, vector, k))
+            own = {int(i): float(sim) for i, sim in rows}
             exhausted = len(own) < k  # every vector the filter allows was seen
             extra = [i for i in dict.fromkeys(also) if i not in own]
             if extra:
