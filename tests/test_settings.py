@@ -177,3 +177,19 @@ def test_no_module_outside_settings_reads_or_writes_the_environment():
                 (allowed if _allowed(rel, line) else found).append(f"{rel}:{number}: {line.strip()}")
     assert not found, "read the variable in settings.py and pass Settings down:\n" + "\n".join(found)
     assert any(a.startswith("settings.py:") for a in allowed)  # the scan sees what it looks for
+
+
+def test_install_carries_the_home_flag_to_the_client(tmp_path, monkeypatch):
+    """`memloci --home H install ...` writes `--home H` into the client's command, as
+    `MEMLOCI_HOME=H memloci install ...` does: the flag reaches install without the environment."""
+    from typer.testing import CliRunner
+
+    from memloci.cli import app
+
+    for name in ("MEMLOCI_HOME", "MEMLOCI_CONFIG"):
+        monkeypatch.delenv(name, raising=False)
+    home, cfg = tmp_path / "mhome", tmp_path / "settings.json"
+    result = CliRunner().invoke(app, ["--home", str(home), "install", "claude-code", "--config", str(cfg), "--dry-run"])
+    assert result.exit_code == 0, result.output
+    assert '"--home",' in result.output and f'"{home}",' in result.output
+    assert not cfg.exists() and not home.exists()  # a dry run changes nothing
