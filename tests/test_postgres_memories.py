@@ -11,6 +11,7 @@ from memloci.model import EntityInput, MemoryFilter, ObservationBatch
 from memloci.search.embedder import EmbedderHandle
 from memloci.search.vectors import VectorSearch
 from memloci.service import MemoryService
+from memloci.store.postgres import search as pg_search
 
 
 def contents(retrieval) -> list[str]:
@@ -113,7 +114,7 @@ def test_an_entity_is_found_by_its_observations_as_they_change(pg_service):
     assert [h.entity.name for h in pg_service.search_nodes("portuguese").hits] == ["Carol"]
 
 
-def test_vectors_in_pgvector_find_by_meaning_with_the_filter_in_sql(pg_library):
+def test_vectors_in_pgvector_find_by_meaning_with_the_filter_in_sql(pg_library, monkeypatch):
     registry = LibraryRegistry([pg_library.spec])
     service = MemoryService(registry, EmbedderHandle("minilm"))
     try:
@@ -136,6 +137,11 @@ def test_vectors_in_pgvector_find_by_meaning_with_the_filter_in_sql(pg_library):
         hits = store.vector_candidates(vector, 5, MemoryFilter(tags=("home",)), model=service.embedder.get().model_id)
         assert len(hits.scores) == 1 and hits.high > 0.2
         assert store.vector_candidates(vector, 5, MemoryFilter(), model="another-model").scores == {}
+        # a wide filter walks the HNSW index instead (iterative scan), with the same answer
+        monkeypatch.setattr(pg_search, "EXACT_MAX", 0)
+        walked = store.vector_candidates(vector, 5, MemoryFilter(tags=("home",)), model=service.embedder.get().model_id)
+        assert walked.scores.keys() == hits.scores.keys()
+        monkeypatch.undo()
         # every vector read back as stored (what a copy to another engine takes)
         loaded = store.load_vectors()
         assert loaded.matrix.shape == (3, len(vector)) and loaded.model == service.embedder.get().model_id
