@@ -21,6 +21,7 @@ from ..model import (
     name_key,
 )
 from . import NameVocabulary
+from .sqlite_host import SQLiteHost
 from .sqlite_search import name_changes, rank_entities
 from .sqlite_search import count_entities as count_matches
 
@@ -36,7 +37,7 @@ def _marks(n: int) -> str:
     return ",".join("?" * n)
 
 
-class SQLiteGraphReads:
+class SQLiteGraphReads(SQLiteHost):
     def read_graph(self, *, limit: int, offset: int, summary: bool) -> GraphPage:
         with self._read() as conn:
             total = conn.execute("SELECT count(*) FROM entities").fetchone()[0]

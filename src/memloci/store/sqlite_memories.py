@@ -22,6 +22,7 @@ from ..errors import AlreadyExistsError, NotFoundError
 from ..model import (Memory, MemoryFilter, MemoryInput, MemoryPage, MemoryVectors, PendingMemory, SavedVectors,
                      StoredMemory, name_key, now_iso)
 from ..search import lexical
+from .sqlite_host import SQLiteHost
 from .sqlite_search import cjk_grams
 
 _MEMORY_COLUMNS = """m.id, m.content, m.content_hash, m.tags, m.memory_type, m.importance, m.metadata,
@@ -253,7 +254,7 @@ def unpack_many(blobs: Sequence[bytes], dimension: int) -> np.ndarray:
 
 
 
-class SQLiteMemories:
+class SQLiteMemories(SQLiteHost):
     """The memory half of SQLiteStore (mixed in; uses its _write, _read, _resolve, _journal)."""
 
     def store_memory(self, m: MemoryInput, *, origin: str) -> StoredMemory:

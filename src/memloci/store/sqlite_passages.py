@@ -24,6 +24,7 @@ import numpy as np
 
 from ..markdown.document import normalize_heading
 from ..model import PassageVectors, PendingPassage, SavedVectors, name_key
+from .sqlite_host import SQLiteHost
 from .sqlite_memories import claim_model, library_meta, pack, unpack_many
 
 PASSAGE_WORDS = 180  # the default model reads 256 word pieces; ~180 English words fill them
@@ -140,7 +141,7 @@ def split_passages(body: str, most: int = PASSAGE_WORDS) -> list[str]:
     return [p for p in passages if says_something(p)]
 
 
-class SQLitePassages:
+class SQLitePassages(SQLiteHost):
     """The passage half of SQLiteStore (mixed in; uses its _write, _read)."""
 
     def refresh_passages(self, limit: int = 64) -> int:

@@ -23,6 +23,7 @@ from typing import Any
 
 from ..errors import ConflictError, NotFoundError, ValidationError
 from ..model import ImportedMemories, name_key
+from .sqlite_host import SQLiteHost
 from .sqlite_memories import insert_memory, select_memories
 
 UNDOABLE = {"delete_entities", "delete_observations", "delete_relations", "rename_entity", "merge_entities",
@@ -92,7 +93,7 @@ def memory_fingerprint(conn: sqlite3.Connection, content_hash: str) -> str | Non
     return _digest(memory_snapshot(conn, row[0])) if row else None
 
 
-class SQLiteUndo:
+class SQLiteUndo(SQLiteHost):
     """Undo records of SQLiteStore (uses its _write, _read, _resolve, _refresh_fts, _journal)."""
 
     def _kept_now(self) -> dict[str, Any]:

@@ -14,12 +14,13 @@ from ..markdown.frontmatter import drop_link
 from ..markdown.obsidian import all_tags, block_links
 from ..model import name_key
 from .sqlite_graph_reads import _chunks, _marks
+from .sqlite_host import SQLiteHost
 
 EXTRA_KEY = "frontmatter_extra"  # entity metadata: front matter keys memloci does not know, verbatim
 BODY_TAGS = "body_tags"  # entity metadata: the tags only the body's `#tags` give (not in front matter)
 
 
-class SQLiteVaultLinks:
+class SQLiteVaultLinks(SQLiteHost):
     """(uses SQLiteStore's _resolve and _alias_holders)"""
 
     @staticmethod
