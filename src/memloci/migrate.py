@@ -345,6 +345,7 @@ def _copy(source: Store, target: Any, graph: Any, by_entity: dict[str, list[Memo
             progress("vectors", min(start + BATCH, len(items)), len(items))
         progress("vectors", len(items), len(items))
 
+    target.finish_copy()
     # the journal last: every write above journaled itself, and this replaces all of that
     undo_kept = source.kind == target.kind
     copied = [e if undo_kept or not (e.detail and "undo" in e.detail)

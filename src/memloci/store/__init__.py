@@ -357,6 +357,10 @@ class Migratable(Protocol):
         """The journal becomes `entries`, oldest first, with their ids, times, tools, actions,
         names and details, in one transaction."""
         ...
+    def finish_copy(self) -> None:
+        """The copy is complete: bring what the engine derives from its data in line with it (a
+        Markdown library renders the files it created again, with the copied dates)."""
+        ...
 
 
 @runtime_checkable

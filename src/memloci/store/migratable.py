@@ -23,6 +23,9 @@ def _rows(entries: Sequence[JournalEntry]) -> list[tuple[int, str, str, str, str
 class SQLiteMigratable:
     """(mixed into SQLiteStore; uses its _write)"""
 
+    def finish_copy(self) -> None:
+        """Nothing is derived outside the database."""
+
     def restore_memory_state(self, items: Sequence[tuple[int, str, str, int, str | None]]) -> None:
         with self._write() as conn:  # type: ignore[attr-defined]
             conn.executemany("""UPDATE memories SET created_at = ?, updated_at = ?, access_count = ?,
@@ -49,6 +52,32 @@ class MarkdownMigratable:
         self.replace_files({JOURNAL: text.encode("utf-8")}, [])  # type: ignore[attr-defined]
         self.reload_journal()  # type: ignore[attr-defined]
 
+    def finish_copy(self) -> None:
+        """The dates were restored in the index after the files were written (an entity's file
+        on its creation, a free memory into today's day file): render every file this library
+        created again from the index, as a new file is rendered, so the files hold the copied
+        dates too and a rebuilt index reads them back. A person's file is never rendered."""
+        from ..markdown.document import render_document
+        from .markdown_files import MEMORIES_DIR
+
+        store: Any = self
+        with store._write() as conn:
+            stamps, texts = {}, {}
+            for entity_id, key, updated in conn.execute(
+                    """SELECT e.id, e.name_key, e.updated_at FROM entities e JOIN md_files f ON f.entity_id = e.id
+                       JOIN md_created c ON c.path = f.path""").fetchall():
+                doc = store._document(conn, entity_id)
+                doc.dates = dict(conn.execute("SELECT content, created_at FROM memories WHERE entity_id = ? "
+                                              "ORDER BY id", (entity_id,)).fetchall())
+                texts[key], stamps[key] = render_document(doc), updated
+                conn.execute("INSERT OR IGNORE INTO md_dirty VALUES (?)", (entity_id,))
+            store._verbatim.texts, store._verbatim.stamps = texts, stamps  # read by this transaction's flush
+            # every day that holds free memories now, and every day file there is (emptied ones go)
+            conn.execute("""INSERT OR IGNORE INTO md_dirty_days SELECT DISTINCT substr(created_at, 1, 10)
+                            FROM memories WHERE entity_id IS NULL""")
+            conn.execute("INSERT OR IGNORE INTO md_dirty_days SELECT substr(path, ?, 10) FROM md_files "
+                         "WHERE path LIKE ? AND entity_id IS NULL", (len(MEMORIES_DIR) + 2, f"{MEMORIES_DIR}/%.md"))
+
 
 class PostgresMigratable:
     """(mixed into PostgresStore; uses its _write)"""
@@ -74,3 +103,6 @@ class PostgresMigratable:
             # the next entry written here follows the copied ones
             conn.execute("SELECT setval(pg_get_serial_sequence('journal', 'id'), "
                          "coalesce((SELECT max(id) FROM journal), 0) + 1, false)")
+
+    def finish_copy(self) -> None:
+        """Nothing is derived outside the database."""
