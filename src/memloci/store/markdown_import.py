@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from .. import rules
 from ..errors import InvalidRelationError
 from ..model import EntityInput, GraphBatch, Relation, RelationInput, name_key, now_iso
+from .markdown_host import MarkdownHost
 
 
 def rendered_body(text: str) -> str | None:
@@ -41,7 +42,7 @@ def rendered_body(text: str) -> str | None:
         at += len(line)
 
 
-class MarkdownImport:
+class MarkdownImport(MarkdownHost):
     """`create_graph` of MarkdownStore (uses its _write, _graph_tx, _refresh_fts, _link_pending, ...)."""
 
     def _defers_relations(self) -> bool:

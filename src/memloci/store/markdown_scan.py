@@ -34,6 +34,7 @@ from .markdown_files import (
     SyncReport,
     sha256_hex,
 )
+from .markdown_host import MarkdownHost
 from .sqlite_documents import LINKS_TO
 from .sqlite_memories import insert_memory, tag_keys
 
@@ -45,7 +46,7 @@ def _iso(mtime_ns: int) -> str:
     return datetime.fromtimestamp(mtime_ns / 1e9, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-class MarkdownScan:
+class MarkdownScan(MarkdownHost):
     """The scan half of MarkdownStore (uses its _write, _read, _md_lock, _syncing, _record, ...)."""
 
     refused_links: dict[str, str] = {}  # rel path -> why: links found by the last walk, never followed

@@ -30,6 +30,7 @@ from ..markdown.document import parse_document
 from ..markdown.memories import is_day, parse_day
 from ..model import name_key, now_iso
 from .markdown_files import CONTEXT, JOURNAL, MANUAL, MEMORIES_DIR, sha256_hex
+from .markdown_host import MarkdownHost
 
 log = logging.getLogger(__name__)
 
@@ -82,7 +83,7 @@ def parse_journal(text: str) -> list[tuple[str, str, str, list[str], dict | None
     return entries
 
 
-class MarkdownUndo:
+class MarkdownUndo(MarkdownHost):
     """Files-based undo records of MarkdownStore (uses its _write, _put, _unlink, _apply_document, ...)."""
 
     # -- recording ---------------------------------------------------------------------
