@@ -190,6 +190,13 @@ def test_refusals(tmp_path, pg_library):
     assert "target: library 'taken'" in full.stderr and "is not empty: it holds 1 entities" in full.stderr
     assert taken.read_bytes() == before
 
+    folder = tmp_path / "my notes"  # a person's notes, never opened by memloci: not an empty library
+    folder.mkdir()
+    (folder / "Ideas.md").write_text("# Ideas\n\nWrite more.\n")
+    notes = _run(home, f"src:{source}", f"notes:{folder}", embedder="none")
+    assert notes.returncode == 1 and "is not empty: it holds 1 entities" in notes.stderr
+    assert (folder / "Ideas.md").read_text() == "# Ideas\n\nWrite more.\n"
+
     same = _run(home, f"src:{source}", f"other:{source}", embedder="none")
     assert same.returncode == 1 and "is the source library itself" in same.stderr
 

@@ -185,24 +185,33 @@ def open_pair(source_spec: LibrarySpec, target_spec: LibrarySpec, settings: Any)
         if rules is not None:
             store.schema = rules
     try:
+        _check_pair(source, target, target_spec)
+    except BaseException:
+        source.close()
+        target.close()
+        raise
+    return source, target
+
+
+def _check_pair(source: Store, target: Store, target_spec: LibrarySpec) -> None:
+    try:
         source.open(create=False)
     except LibraryMissingError as exc:
         raise LibraryMissingError(f"source: {exc.message}", hint="Check the source's path; it is never created.") from exc
     try:
         target.open(create=False)
-        held = target.stats()
-        counts = {"entities": held.entities, "observations": held.observations, "memories": held.memories,
-                  "relations": held.relations}
-        if any(counts.values()):
-            listed = ", ".join(f"{n} {what}" for what, n in counts.items() if n)
-            raise ValidationError(f"target: library '{target_spec.name}' ({target.path}) is not empty: it holds {listed}",
-                                  hint="Migrate into a new file, folder or library name (a migration that was "
-                                       "interrupted leaves part of a copy: remove it and run again).")
-        if not isinstance(target, Migratable) or not isinstance(target, Portable):
-            raise ValidationError(f"target: the {target.kind} engine cannot take a migration")
     except LibraryMissingError:
-        target.open(create=True)
-    return source, target
+        target.open(create=True)  # (a folder of notes with no index yet is indexed here, then refused below)
+    held = target.stats()
+    counts = {"entities": held.entities, "observations": held.observations, "memories": held.memories,
+              "relations": held.relations}
+    if any(counts.values()):
+        listed = ", ".join(f"{n} {what}" for what, n in counts.items() if n)
+        raise ValidationError(f"target: library '{target_spec.name}' ({target.path}) is not empty: it holds {listed}",
+                              hint="Migrate into a new file, folder or library name (a migration that was "
+                                   "interrupted leaves part of a copy: remove it and run again).")
+    if not isinstance(target, Migratable) or not isinstance(target, Portable):
+        raise ValidationError(f"target: the {target.kind} engine cannot take a migration")
 
 
 def migrate(source: Store, target: Store, *, embedder_model: tuple[str, int] | None,
