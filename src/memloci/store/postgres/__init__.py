@@ -12,15 +12,18 @@ process on every host, and the lock goes with the transaction, whether it commit
 back or its process dies. Under that lock a write reads what it needs (does the name exist?
 would this relation close a cycle?) and no other write can change it before it commits, so
 every rule of the library holds under concurrency with no retry loop, and the name log's
-numbers follow commit order. Reads take no lock: each read runs in a READ ONLY REPEATABLE
+numbers follow commit order. Writes run under READ COMMITTED on purpose: each statement
+after the lock sees every write committed before the lock was granted (under REPEATABLE
+READ the snapshot would be taken by the lock statement itself, before its wait, and miss
+them). Reads take no lock: each read runs in a READ ONLY REPEATABLE
 READ transaction, one consistent snapshot for its several SELECTs, concurrent with writes
 (such a transaction never fails to serialize). Writes to different libraries never wait
 for each other.
 
 Other servers' writes. Every write ends with `NOTIFY memloci_<name>, '<what changed>'`
 (delivered only if it commits). Each store LISTENs on its library's channel in a daemon
-thread (connection.ChangeListener) and counts what it hears (`changes()`); what a process
-holds in memory (vectors, name words) compares that count to know it is stale.
+thread (connection.ChangeListener) and counts what it hears (`changes()`, `on_change()`), so
+what a process holds in memory can tell it is stale without asking the database.
 
 Notes with bodies (documents), undo and note passages are not stored by this engine yet:
 their calls are refused with an error that says so, never half answered.
