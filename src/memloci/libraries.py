@@ -184,8 +184,9 @@ def load_config(path: str | os.PathLike[str], settings: Settings | None = None) 
         return {**config, "libraries": [default]}
     specs: list[LibrarySpec] = []
     for name, path in libraries.items():  # relative paths are relative to the config file
-        full = Path(path).expanduser()
-        where = path if _URL.match(path) else str(full if full.is_absolute() else p.parent / full)
+        text = str(path)  # a string: checked above
+        full = Path(text).expanduser()
+        where = text if _URL.match(text) else str(full if full.is_absolute() else p.parent / full)
         spec = _spec(f"config [libraries] {name}", name, where, specs)
         if name in schemas:
             spec = LibrarySpec(spec.name, spec.path, spec.kind, schema_from_config(schemas[name], f"config [schemas] {name}"))

@@ -62,7 +62,8 @@ async def _drive(spec: str, env: dict[str, str], server: int, writes: int, on_ca
             result = await session.call_tool(kind, arguments)
             latency[kind].append((time.perf_counter() - start) * 1000)
             if result.is_error:
-                errors.append(f"server {server} {kind}: {result.content[0].text if result.content else ''}"[:300])
+                text = getattr(result.content[0], "text", "") if result.content else ""
+                errors.append(f"server {server} {kind}: {text}"[:300])
             else:
                 acknowledged[kind] += 1
             on_call()
