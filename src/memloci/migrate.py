@@ -353,7 +353,8 @@ def _copy(source: Store, target: Any, graph: Any, by_entity: dict[str, list[Memo
             target.save_vectors(items[start:start + BATCH], vectors_model)
             progress("vectors", min(start + BATCH, len(items)), len(items))
         progress("vectors", len(items), len(items))
-
+    else:
+        progress("vectors", 0, 0)
     target.finish_copy()
     # the journal last: every write above journaled itself, and this replaces all of that
     undo_kept = source.kind == target.kind
