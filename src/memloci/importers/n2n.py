@@ -19,9 +19,9 @@ from ..interop import read_graph_object
 from ..projects import PROJECT_DIR
 from . import ImportSource
 
-# n2n-memory's context keys -> memloci's
-CONTEXT_KEYS = {"activeTask": "active_task", "status": "status", "reason": "reason", "nextSteps": "next_steps",
-                "lastCommit": "last_commit", "updatedAt": "updated_at"}
+# memloci's context keys -> n2n-memory's: read here, and spoken by the n2n tools (mcp/n2n.py)
+CONTEXT_KEYS = {"active_task": "activeTask", "status": "status", "reason": "reason", "next_steps": "nextSteps",
+                "last_commit": "lastCommit", "updated_at": "updatedAt"}
 
 
 def _load(folder: Path, name: str) -> Any:
@@ -54,7 +54,7 @@ def read_n2n_context(folder: Path) -> dict[str, Any]:
         return {}
     if not isinstance(whole, dict):
         raise ValidationError(f"{PROJECT_DIR}/context.json: expected a JSON object, got {type(whole).__name__}")
-    context = {ours: whole[theirs] for theirs, ours in CONTEXT_KEYS.items() if whole.get(theirs) not in (None, "", [])}
+    context = {ours: whole[theirs] for ours, theirs in CONTEXT_KEYS.items() if whole.get(theirs) not in (None, "", [])}
     if isinstance(context.get("next_steps"), str):
         context["next_steps"] = [context["next_steps"]]
     return context

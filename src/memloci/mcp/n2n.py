@@ -21,6 +21,7 @@ from mcp_types import CallToolResult
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..errors import AwaitingConfirmationError, MemlociError, ValidationError
+from ..importers.n2n import CONTEXT_KEYS
 from ..libraries import ProjectRef
 from ..model import Entity, EntityInput, ObservationBatch, Relation, RelationInput
 from ..service import DEFAULT_GRAPH_LIMIT, DEFAULT_SEARCH_LIMIT, MemoryService
@@ -35,8 +36,6 @@ REMINDER = "Remember to call n2n_update_context before 'git commit'."
 Status = Literal["IN_PROGRESS", "COMPLETED", "BLOCKED", "PLANNING"]
 # n2n-memory reports this for a project without a context.json; it is a reply only, never written.
 EMPTY_CONTEXT = {"status": "PLANNING", "nextSteps": []}
-CONTEXT_KEYS = {"active_task": "activeTask", "status": "status", "reason": "reason", "next_steps": "nextSteps",
-                "last_commit": "lastCommit", "updated_at": "updatedAt"}
 # The service names its own arguments in errors; this set's clients know these names instead.
 FIELD_NAMES = [(r"\bproject_path\b", "projectPath"), (r"\bconfirm_new_project_root\b", "confirmNewProjectRoot"),
                (r"\boutput_path\b", "outputPath"), (r"\bsummary_mode\b", "summaryMode"),
