@@ -213,7 +213,7 @@ def test_refusals(tmp_path, pg_library):
     service.add_entities([NewEntityDocument("Notes", "note", content="Prose the postgres engine cannot keep yet.\n")])
     service.close()
     refused = _run(home, f"src:{source}", pg_library.arg, embedder="none")
-    assert refused.returncode == 1 and "does not store notes with bodies" in refused.stderr
+    assert refused.returncode == 1 and "cannot be stored" in refused.stderr and "does not support" in refused.stderr
     from memloci.libraries import open_store
 
     target = open_store(pg_library.spec, home)

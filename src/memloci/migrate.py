@@ -231,13 +231,12 @@ def migrate(source: Store, target: Store, *, embedder_model: tuple[str, int] | N
     # What the target must hold beyond the graph; refused before anything is written if it cannot.
     documents = [e.name for e in graph.entities if _has_document(e)]
     docs = source.entity_documents(documents) if documents else {}  # name_key -> document
-    if docs:
-        first = next(iter(docs.values()))
-        able, _ = _readable(lambda: target.check_document(first, "entities[0]"))
-        if not able:
-            raise ValidationError(f"target: the {target.kind} engine does not store notes with bodies, aliases, "
-                                  f"tags or metadata, which {len(docs)} source entities have (first: '{first.name}')",
-                                  hint="Migrate into a SQLite or Markdown library.")
+    for doc in docs.values():  # the engine's refusal (postgres keeps no bodies yet) or the target schema's
+        try:
+            target.check_document(doc, "entities")
+        except ValidationError as exc:
+            raise ValidationError(f"target: '{doc.name}' (one of {len(docs)} source entities with a body, aliases, "
+                                  f"tags or metadata) cannot be stored: {exc.message}", hint=exc.hint) from exc
     _, manual = _readable(source.manual_text)
     if manual is not None and not _readable(target.manual_text)[0]:
         raise ValidationError(f"target: the {target.kind} engine does not store a library manual, which the source has",
@@ -253,10 +252,11 @@ def migrate(source: Store, target: Store, *, embedder_model: tuple[str, int] | N
     try:
         _copy(source, target, graph, by_entity, docs, memories, journal, manual,
               copy_vectors, vectors_model, progress)
-    except MemlociError as exc:
-        raise type(exc)(f"migration stopped: {exc.message}",
-                        hint=f"The target '{target.name}' holds part of the copy; remove it ({target.path}) "
-                             "and run again once the cause is fixed.") from exc
+    except MemlociError as exc:  # the same error (its code), saying where the copy stands
+        exc.message = f"migration stopped: {exc.message}"
+        exc.hint = (f"The target '{target.name}' holds part of the copy; remove it ({target.path}) "
+                    "and run again once the cause is fixed.")
+        raise
     undone = sum(1 for e in journal if e.detail and "undo" in e.detail)
     if source.kind != target.kind and undone:
         notes.append(f"the undo records of {undone} journal entries are the {source.kind} engine's and were left "
