@@ -76,7 +76,8 @@ class MarkdownMigratable:
             conn.execute("""INSERT OR IGNORE INTO md_dirty_days SELECT DISTINCT substr(created_at, 1, 10)
                             FROM memories WHERE entity_id IS NULL""")
             conn.execute("INSERT OR IGNORE INTO md_dirty_days SELECT substr(path, ?, 10) FROM md_files "
-                         "WHERE path LIKE ? AND entity_id IS NULL", (len(MEMORIES_DIR) + 2, f"{MEMORIES_DIR}/%.md"))
+                         "WHERE path GLOB ? AND entity_id IS NULL",
+                         (len(MEMORIES_DIR) + 2, f"{MEMORIES_DIR}/[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9].md"))
 
 
 class PostgresMigratable:
