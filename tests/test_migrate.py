@@ -205,6 +205,16 @@ def test_refusals(tmp_path, pg_library):
     assert gone.returncode == 1 and "source:" in gone.stderr
     assert not missing.exists() and not (tmp_path / "new.db").exists()
 
+    from pg import fresh_library_name
+
+    nobody = fresh_library_name()  # a library the database does not hold: refused, and not created
+    unknown = _run(home, f"{nobody}:{pg_library.url}", f"new:{tmp_path / 'new.db'}", embedder="none")
+    assert unknown.returncode == 1 and "source:" in unknown.stderr and "does not exist" in unknown.stderr
+    import psycopg
+
+    with psycopg.connect(pg_library.url) as conn:
+        assert conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (f"memloci_{nobody}",)).fetchone() is None
+
     scheme = _run(home, f"src:{source}", "team:mysql://host/db", embedder="none")
     assert scheme.returncode == 1 and "the URL scheme 'mysql' is not served" in scheme.stderr
 
