@@ -156,7 +156,9 @@ def _read_tar(path: Path) -> tuple[dict[str, tuple[bytes, float]], bytes | None]
                 if not member.isfile() or name.is_absolute() or ".." in name.parts:
                     raise ValidationError(f"path: {path} holds '{member.name}', which is not a plain file "
                                           "inside the library; nothing was restored")
-                data = tar.extractfile(member).read()
+                file = tar.extractfile(member)
+                assert file is not None  # a regular file (checked above)
+                data = file.read()
                 if name.as_posix() == INDEX_MEMBER:
                     index = data
                 elif name.parts[0] in SKIPPED_DIRS:

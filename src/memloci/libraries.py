@@ -278,7 +278,7 @@ class LibraryRegistry:
             return self.project(name)[0]
         if name is None or name == "":
             if len(self._stores) == 1:
-                store = next(iter(self._stores.values()))
+                found = next(iter(self._stores.values()))
             else:
                 raise ValidationError(
                     f"library: several libraries are mounted ({', '.join(self._stores)}); name one",
@@ -286,9 +286,9 @@ class LibraryRegistry:
                 )
         else:
             # library names match case-insensitively, like entity names
-            store = self._stores.get(name) or next(
+            found = self._stores.get(name) or next(
                 (s for n, s in self._stores.items() if n.casefold() == name.casefold()), None)
-            if store is None:
+            if found is None:
                 raise NotFoundError(
                     f"library '{name}' is not mounted; mounted: {', '.join(self._stores)}",
                     hint=f"Use one of: {', '.join(self._stores)}.",
@@ -304,6 +304,7 @@ class LibraryRegistry:
         from .store.markdown import INDEX_DIR, MarkdownStore
 
         root = resolve_project_root(ref.path)
+        found: Store | None
         with self._projects_lock:
             store = self._projects.get(root)
             if store is not None:
@@ -321,6 +322,7 @@ class LibraryRegistry:
                 mark_journal_union(folder)
             store = MarkdownStore(folder, project_id(root))  # named by its id: the same in every clone
             if self.fallback_schema is not None:
+        store = found
                 store.schema = self.fallback_schema
             store.open()
             if self._watching:

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import json
 from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, cast
 
 from .errors import InvalidRelationError, ValidationError
 
@@ -170,7 +170,7 @@ def validate_tags(tags: object, field: str = "tags", allow_empty: bool = True) -
     """Tags: trimmed one-line labels, duplicates dropped (a comma-separated string is accepted too)."""
     if isinstance(tags, str):
         tags = [t for t in tags.split(",") if t.strip()]
-    check_batch(tags, field, TAGS_MAX)
+    tags = check_batch(tags, field, TAGS_MAX)
     if not tags and not allow_empty:
         raise ValidationError(f"{field}: give at least one tag")
     # Tags compare case-insensitively ("Bug" is "bug"): the first spelling of a tag is kept
@@ -342,16 +342,16 @@ def schema_from_config(value: object, field: str) -> LibrarySchema:
     unknown = sorted(set(value) - known - {"preset"})
     if unknown:
         raise ValidationError(f"{field}: unknown rule(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
-    kinds = {"name_pattern": str, "name_max": int, "entity_types": list, "relation_types": list,
+    kinds: dict[str, type] = {"name_pattern": str, "name_max": int, "entity_types": list, "relation_types": list,
              "observation_max": int, "unique_observations": bool, "unique_names": bool, "self_relations": bool,
              "acyclic": list}
     for k, v in value.items():
         want = kinds.get(k)
         if want is not None and (not isinstance(v, want) or (want is int and isinstance(v, bool))
-                                 or (want is list and not all(isinstance(x, str) for x in v))):
+                                 or (want is list and not all(isinstance(x, str) for x in cast("list[object]", v)))):
             shape = {str: "a string", int: "a number", bool: "true or false", list: "a list of strings"}[want]
             raise ValidationError(f"{field}.{k}: must be {shape}, got {v!r}")
-    rules = {k: tuple(v) if isinstance(v, list) else v for k, v in value.items() if k != "preset"}
+    rules: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in value.items() if k != "preset"}
     if rules.get("name_pattern"):
         try:
             re.compile(rules["name_pattern"])

@@ -190,14 +190,14 @@ class MemoryService(DocumentService, ProjectService, HistoryService):
                 self.embedder.start_background()
                 threading.Thread(target=self._vectors, args=(store,), daemon=True).start()
 
-    def flush_embeddings(self, *, library: str | None = None, timeout: float = 300.0) -> bool:
+    def flush_embeddings(self, *, library: str | ProjectRef | None = None, timeout: float = 300.0) -> bool:
         """Wait until every memory and note passage of the library has its vector."""
         pair = self._vectors(self.store(library))
         return True if pair is None else pair[1].flush(timeout)
 
     # -- the official graph tools ------------------------------------------------------
 
-    def create_entities(self, entities: Sequence[EntityInput], *, library: str | None = None,
+    def create_entities(self, entities: Sequence[EntityInput], *, library: str | ProjectRef | None = None,
                         origin: str = "create_entities") -> list[CreatedEntity]:
         clean = schema.validate_entities(entities)
         store = self.store(library)
@@ -207,7 +207,7 @@ class MemoryService(DocumentService, ProjectService, HistoryService):
         self._written(store)
         return result
 
-    def create_relations(self, relations: Sequence[RelationInput], *, library: str | None = None,
+    def create_relations(self, relations: Sequence[RelationInput], *, library: str | ProjectRef | None = None,
                          origin: str = "create_relations") -> RelationsCreated:
         """The relations created, and those already there (unpacks as `created, existing`)."""
         clean = schema.validate_relations(relations)
@@ -216,7 +216,7 @@ class MemoryService(DocumentService, ProjectService, HistoryService):
             store.schema.check_relation(r, f"relations[{i}]")
         return store.create_relations(clean, origin=origin)  # a missing end is named by its field (rules.py)
 
-    def add_observations(self, batches: Sequence[ObservationBatch], *, library: str | None = None,
+    def add_observations(self, batches: Sequence[ObservationBatch], *, library: str | ProjectRef | None = None,
                          origin: str = "add_observations") -> list[AddedObservations]:
         clean = schema.validate_observation_batches(batches, "observations", "contents")
         store = self.store(library)
@@ -228,29 +228,29 @@ class MemoryService(DocumentService, ProjectService, HistoryService):
         self._written(store)
         return result
 
-    def delete_entities(self, names: Sequence[str], *, library: str | None = None,
+    def delete_entities(self, names: Sequence[str], *, library: str | ProjectRef | None = None,
                         origin: str = "delete_entities") -> list[str]:
         clean = schema.validate_names(names, "entityNames")
         return self.store(library).delete_entities(clean, origin=origin)
 
-    def delete_observations(self, batches: Sequence[ObservationBatch], *, library: str | None = None,
+    def delete_observations(self, batches: Sequence[ObservationBatch], *, library: str | ProjectRef | None = None,
                             origin: str = "delete_observations") -> list[RemovedObservations]:
         clean = schema.validate_observation_batches(batches, "deletions", "observations")
         return self.store(library).delete_observations(clean, origin=origin)
 
-    def delete_relations(self, relations: Sequence[RelationInput], *, library: str | None = None,
+    def delete_relations(self, relations: Sequence[RelationInput], *, library: str | ProjectRef | None = None,
                          origin: str = "delete_relations") -> list[Relation]:
         clean = schema.validate_relations(relations)
         return self.store(library).delete_relations(clean, origin=origin)
 
     def read_graph(self, *, limit: int | None = None, offset: int = 0, summary: bool = False,
-                   library: str | None = None) -> GraphPage:
+                   library: str | ProjectRef | None = None) -> GraphPage:
         limit = DEFAULT_GRAPH_LIMIT if limit is None else schema.check_int(limit, "limit", 1, schema.PAGE_MAX)
         offset = schema.check_int(offset, "offset", 0, schema.OFFSET_MAX)
         return self.store(library).read_graph(limit=limit, offset=offset, summary=summary)
 
     def search_nodes(self, query: str, *, limit: int | None = None, offset: int = 0,
-                     library: str | None = None) -> SearchResult:
+                     library: str | ProjectRef | None = None) -> SearchResult:
         """One page of the entities matching `query`, with the total count (up to SEARCH_LIMIT_MAX).
         An empty query lists the graph a page at a time, as the official server lists everything."""
         text = schema.validate_query(query)
@@ -312,7 +312,7 @@ class MemoryService(DocumentService, ProjectService, HistoryService):
         return [(names[i], BODY_WEIGHT * min(1.0, sim), f"body means it ({sim:.2f})")
                 for i, sim in best.items() if i in names]
 
-    def open_nodes(self, names: Sequence[str], *, library: str | None = None) -> Graph:
+    def open_nodes(self, names: Sequence[str], *, library: str | ProjectRef | None = None) -> Graph:
         clean = schema.validate_names(names, "names")
         return self.store(library).open_entities(clean)
 
@@ -320,7 +320,7 @@ class MemoryService(DocumentService, ProjectService, HistoryService):
 
     def store_memory(self, content: str, *, tags: Sequence[str] = (), memory_type: str = "note",
                      metadata: dict[str, Any] | None = None, importance: str | None = None,
-                     entity: str | None = None, library: str | None = None) -> tuple[Memory, bool]:
+                     entity: str | None = None, library: str | ProjectRef | None = None) -> tuple[Memory, bool]:
         """Store a memory; (the existing one, False) when the same text is already stored."""
         m = schema.validate_memory(MemoryInput(content, tuple(tags), memory_type, metadata or {},
                                                importance or "medium", entity))
@@ -330,7 +330,7 @@ class MemoryService(DocumentService, ProjectService, HistoryService):
         stored = store.store_memory(m, origin="store_memory")
         memory, created = stored.memory, stored.created
         if not created and m.entity and store.schema.unique_observations:
-            raise rules.repeated_observation(store.schema, memory.content, memory.entity, "content")
+            raise rules.repeated_observation(store.schema, memory.content, memory.entity or m.entity, "content")
         if created:
             self._written(store)
         return memory, created
@@ -338,7 +338,7 @@ class MemoryService(DocumentService, ProjectService, HistoryService):
     def retrieve_memory(self, query: str, *, n_results: int = 5, min_similarity: float = 0.0,
                         tags: Sequence[str] = (), match_all: bool = False, memory_type: str | None = None,
                         entity: str | None = None, after: str | None = None, before: str | None = None,
-                        time: str | None = None, library: str | None = None) -> Retrieval:
+                        time: str | None = None, library: str | ProjectRef | None = None) -> Retrieval:
         """The best memories for `query`.
 
         Filters (`time`, `after`, `before`, `tags`, `memory_type`, `entity`) are hard: the query
@@ -444,11 +444,11 @@ class MemoryService(DocumentService, ProjectService, HistoryService):
         return Retrieval(hits, query, shown, unmatched, note)
 
     def search_by_tag(self, tags: Sequence[str], *, match_all: bool = False, limit: int = 100,
-                      library: str | None = None) -> list[Memory]:
+                      library: str | ProjectRef | None = None) -> list[Memory]:
         return self.search_by_tag_page(tags, match_all=match_all, limit=limit, library=library)[0]
 
     def search_by_tag_page(self, tags: Sequence[str], *, match_all: bool = False, limit: int = 100,
-                           offset: int = 0, library: str | None = None) -> tuple[list[Memory], int]:
+                           offset: int = 0, library: str | ProjectRef | None = None) -> tuple[list[Memory], int]:
         """One page of the memories carrying the tags, newest first, and how many there are in all."""
         clean = schema.validate_tags(tags, "tags", allow_empty=False)
         limit = schema.check_int(limit, "limit", 1, schema.PAGE_MAX)
@@ -467,7 +467,7 @@ class MemoryService(DocumentService, ProjectService, HistoryService):
                                 hint="Delete or edit them with delete_observations / add_observations.")
         return found[0]
 
-    def delete_memory(self, content_hash: str, *, library: str | None = None) -> list[Memory]:
+    def delete_memory(self, content_hash: str, *, library: str | ProjectRef | None = None) -> list[Memory]:
         """Delete the memory with this hash (the free one if an observation has the same text);
         an unknown hash deletes nothing (idempotent)."""
         store = self.store(library)
@@ -479,7 +479,7 @@ class MemoryService(DocumentService, ProjectService, HistoryService):
 
     def update_memory(self, content_hash: str, *, content: str | None = None, tags: Sequence[str] | None = None,
                       metadata: dict[str, Any] | None = None, importance: str | None = None,
-                      library: str | None = None) -> Memory:
+                      library: str | ProjectRef | None = None) -> Memory:
         if content is None and tags is None and metadata is None and importance is None:
             raise ValidationError("update_memory: give at least one of content, tags, metadata, importance")
         store = self.store(library)
@@ -501,7 +501,7 @@ class MemoryService(DocumentService, ProjectService, HistoryService):
         return updated
 
     def list_memories(self, *, page: int = 1, page_size: int = 10, filters: MemoryFilter | None = None,
-                      library: str | None = None, time: str | None = None) -> tuple[list[Memory], int]:
+                      library: str | ProjectRef | None = None, time: str | None = None) -> tuple[list[Memory], int]:
         """One page of memories, newest first; `time` ("last week", 昨日) narrows `filters` as
         retrieve_memory's does."""
         page = schema.check_int(page, "page", 1, schema.OFFSET_MAX)
@@ -515,7 +515,7 @@ class MemoryService(DocumentService, ProjectService, HistoryService):
         found = self.store(library).list_memories(offset=(page - 1) * page_size, limit=page_size, filters=filters)
         return list(found.memories), found.total
 
-    def health(self, *, library: str | None = None) -> dict[str, Any]:
+    def health(self, *, library: str | ProjectRef | None = None) -> dict[str, Any]:
         store = self.store(library)
         stats = store.stats()
         state = store.embedding_state()
@@ -551,7 +551,7 @@ class MemoryService(DocumentService, ProjectService, HistoryService):
             "problems": problems,
         }
 
-    def reindex(self, *, library: str | None = None, progress: Callable[[int, int], None] | None = None,
+    def reindex(self, *, library: str | ProjectRef | None = None, progress: Callable[[int, int], None] | None = None,
                 files: Callable[[Any], None] | None = None) -> int:
         """Re-embed every memory of the library with the current embedder; returns how many.
         A Markdown library's index is first rebuilt from its files (`files` gets that SyncReport)."""
@@ -567,6 +567,7 @@ class MemoryService(DocumentService, ProjectService, HistoryService):
             raise ValidationError(f"embedder: '{self.embedder.spec}' is not available: {self.embedder.status().error}",
                                   hint="Set MEMLOCI_EMBEDDER to a working embedder (minilm, onnx:DIR, openai:URL#MODEL).")
         total = store.reset_vectors(embedder.model_id, embedder.dimension)
+        assert pair is not None  # the embedder has loaded (above)
         pair = self._vectors(store)
         pair[1].error = None  # an error from before the reset (say, the model mismatch) is moot now
         pair[1].start()
@@ -681,11 +682,11 @@ class MemoryService(DocumentService, ProjectService, HistoryService):
                 writable.append(r)
         return clean_entities, writable, skipped
 
-    def export_graph(self, *, order: str = "id", library: str | None = None) -> Graph:
+    def export_graph(self, *, order: str = "id", library: str | ProjectRef | None = None) -> Graph:
         """The whole library from one snapshot: entities in insertion or `name` order, then relations."""
         return self.store(library).export_graph(order=order)
 
-    def check(self, rules: schema.LibrarySchema | None = None, *, library: str | None = None,
+    def check(self, rules: schema.LibrarySchema | None = None, *, library: str | ProjectRef | None = None,
               limit: int | None = 1000) -> list[dict[str, str]]:
         """Every way the library breaks a schema (its own, or `rules`): what, where, value, rule;
         the first `limit` of them (None: all, so a caller can say how many it did not show)."""
@@ -724,13 +725,13 @@ class MemoryService(DocumentService, ProjectService, HistoryService):
                           "rule": f"schema '{rules.name}': relations must not form a cycle"})
         return found if limit is None else found[:limit]
 
-    def flush(self, *, library: str | None = None) -> LibraryStats:
+    def flush(self, *, library: str | ProjectRef | None = None) -> LibraryStats:
         """Checkpoint the library's write-ahead log into its main file; every call is durable already."""
         store = self.store(library)
         store.checkpoint()
         return store.stats()
 
-    def stats(self, *, library: str | None = None) -> LibraryStats:
+    def stats(self, *, library: str | ProjectRef | None = None) -> LibraryStats:
         return self.store(library).stats()
 
 

@@ -62,7 +62,7 @@ class DocumentService:
 
     # -- reading -----------------------------------------------------------------------
 
-    def list_entities(self, entity_glob: str = "*", *, library: str | None = None) -> list[dict[str, Any]]:
+    def list_entities(self, entity_glob: str = "*", *, library: str | ProjectRef | None = None) -> list[dict[str, Any]]:
         """Entities whose name matches the glob, or (in a Markdown library) whose file's path
         does: `Daily/*` lists the notes in the folder Daily, `Daily/**` those below it too,
         `*.md` every note (a glob without `/` is matched against a file's own name)."""
@@ -78,7 +78,7 @@ class DocumentService:
                 if fnmatch.fnmatchcase(_nfc(_nfc(e.name).casefold()), by_name)
                 or (e.path is not None and by_path(_nfc(e.path)))]
 
-    def _texts(self, names: Sequence[str], library: str | None) -> tuple[list[tuple[str, str]], list[str]]:
+    def _texts(self, names: Sequence[str], library: str | ProjectRef | None) -> tuple[list[tuple[str, str]], list[str]]:
         """(name, document text) for the names that exist, and the missing names."""
         clean = schema.validate_names(names, "entity_names")
         store = self.store(library)
@@ -104,16 +104,16 @@ class DocumentService:
                 return text
         return md.render_document(doc)
 
-    def read_entities(self, names: Sequence[str], *, library: str | None = None) -> dict[str, Any]:
+    def read_entities(self, names: Sequence[str], *, library: str | ProjectRef | None = None) -> dict[str, Any]:
         found, missing = self._texts(names, library)
         return {"entities": [{"name": n, "content": t} for n, t in found], "missing": missing}
 
-    def get_entities_toc(self, names: Sequence[str], *, library: str | None = None) -> dict[str, Any]:
+    def get_entities_toc(self, names: Sequence[str], *, library: str | ProjectRef | None = None) -> dict[str, Any]:
         found, missing = self._texts(names, library)
         return {"entities": [{"name": n, "toc": md.toc(t)} for n, t in found], "missing": missing}
 
     def read_entities_sections(self, names: Sequence[str], section_globs: Sequence[str], *,
-                               library: str | None = None) -> dict[str, Any]:
+                               library: str | ProjectRef | None = None) -> dict[str, Any]:
         globs = [g for g in (schema.validate_query(g) for g in section_globs) if g]
         if not globs:
             raise ValidationError("section_globs: give at least one heading or glob, e.g. ['frontmatter', 'arch*']")
@@ -122,13 +122,13 @@ class DocumentService:
                 "missing": missing}
 
     def find_relations(self, *, to_entity: str | None = None, relation_type: str | None = None,
-                       from_entity: str | None = None, library: str | None = None) -> list[Any]:
+                       from_entity: str | None = None, library: str | ProjectRef | None = None) -> list[Any]:
         return self.store(library).find_relations(to_entity=to_entity or None, relation_type=relation_type or None,
                                                   from_entity=from_entity or None)
 
     # -- writing -----------------------------------------------------------------------
 
-    def add_entities(self, entities: Sequence[NewEntityDocument], *, library: str | None = None) -> list[str]:
+    def add_entities(self, entities: Sequence[NewEntityDocument], *, library: str | ProjectRef | None = None) -> list[str]:
         if not entities:
             return []
         docs = []
@@ -162,7 +162,7 @@ class DocumentService:
         self._written(store)
         return names
 
-    def _edit(self, entity_name: str, library: str | None, action: str,
+    def _edit(self, entity_name: str, library: str | ProjectRef | None, action: str,
               change: Callable[[str], str], detail: dict[str, Any]) -> dict[str, Any]:
         schema.validate_names([entity_name], "entity_name")
         store = self.store(library)
@@ -172,7 +172,7 @@ class DocumentService:
         return {"entity": edited.name, "changed": edited.changed}
 
     def add_entity_content(self, entity_name: str, in_section: str, new_content: str, *,
-                           library: str | None = None) -> dict[str, Any]:
+                           library: str | ProjectRef | None = None) -> dict[str, Any]:
         if not new_content.strip():
             raise ValidationError("new_content: must not be empty")
         return self._edit(entity_name, library, "add_entity_content",
@@ -180,18 +180,18 @@ class DocumentService:
                           {"section": in_section, "added": new_content})
 
     def delete_entity_content(self, entity_name: str, content_to_delete: str, *,
-                              library: str | None = None) -> dict[str, Any]:
+                              library: str | ProjectRef | None = None) -> dict[str, Any]:
         return self._edit(entity_name, library, "delete_entity_content",
                           lambda t: md.delete_exact(t, content_to_delete), {"removed": content_to_delete})
 
     def replace_entity_content(self, entity_name: str, old_content: str, new_content: str, *,
-                               library: str | None = None) -> dict[str, Any]:
+                               library: str | ProjectRef | None = None) -> dict[str, Any]:
         return self._edit(entity_name, library, "replace_entity_content",
                           lambda t: md.replace_exact(t, old_content, new_content),
                           {"removed": old_content, "added": new_content})
 
     def replace_entity_section(self, entity_name: str, old_heading: str, new_heading: str, new_body_content: str,
-                               *, library: str | None = None) -> dict[str, Any]:
+                               *, library: str | ProjectRef | None = None) -> dict[str, Any]:
         removed: dict[str, Any] = {"section": old_heading}
 
         def change(text: str) -> str:
@@ -201,7 +201,7 @@ class DocumentService:
 
         return self._edit(entity_name, library, "replace_entity_section", change, removed)
 
-    def rename_entity(self, old_name: str, new_name: str, *, library: str | None = None) -> dict[str, Any]:
+    def rename_entity(self, old_name: str, new_name: str, *, library: str | ProjectRef | None = None) -> dict[str, Any]:
         schema.validate_names([old_name], "old_name")
         schema.validate_names([new_name], "new_name")
         if any(c in new_name for c in "[]|#"):
@@ -213,7 +213,7 @@ class DocumentService:
         return result
 
     def merge_entities(self, source_names: Sequence[str], target_name: str, *,
-                       library: str | None = None) -> dict[str, Any]:
+                       library: str | ProjectRef | None = None) -> dict[str, Any]:
         sources = schema.validate_names(source_names, "source_names")
         if not sources:
             raise ValidationError("source_names: give at least one entity to merge")
@@ -225,29 +225,29 @@ class DocumentService:
 
     # -- the library manual ------------------------------------------------------------
 
-    def read_manual(self, *, library: str | None = None) -> dict[str, Any]:
+    def read_manual(self, *, library: str | ProjectRef | None = None) -> dict[str, Any]:
         text = self.store(library).manual_text()
         return {"content": text or "", "toc": md.toc(text) if text else [], "exists": text is not None}
 
-    def _edit_manual(self, library: str | None, action: str, change: Callable[[str], str],
+    def _edit_manual(self, library: str | ProjectRef | None, action: str, change: Callable[[str], str],
                      detail: dict[str, Any]) -> dict[str, Any]:
         new_text = self.store(library).edit_manual(lambda text: change(text or MANUAL_TITLE), origin=action,
                                                    detail=detail)
         return {"toc": md.toc(new_text)}
 
     def update_manual_section(self, toc: str, old_content: str, new_content: str, *,
-                              library: str | None = None) -> dict[str, Any]:
+                              library: str | ProjectRef | None = None) -> dict[str, Any]:
         return self._edit_manual(library, "update_manual_section",
                                  lambda t: _within_section(t, toc, lambda s: md.replace_exact(s, old_content, new_content)),
                                  {"section": toc, "removed": old_content, "added": new_content})
 
-    def add_manual_section(self, toc: str, new_content: str, *, library: str | None = None) -> dict[str, Any]:
+    def add_manual_section(self, toc: str, new_content: str, *, library: str | ProjectRef | None = None) -> dict[str, Any]:
         if not new_content.strip():
             raise ValidationError("new_content: must not be empty")
         return self._edit_manual(library, "add_manual_section", lambda t: md.add_to_section(t, toc, new_content),
                                  {"section": toc, "added": new_content})
 
-    def delete_manual_section(self, toc: str, deleting_content: str, *, library: str | None = None) -> dict[str, Any]:
+    def delete_manual_section(self, toc: str, deleting_content: str, *, library: str | ProjectRef | None = None) -> dict[str, Any]:
         def change(text: str) -> str:
             edited = _within_section(text, toc, lambda s: md.delete_exact(s, deleting_content, field="deleting_content"))
             return md.remove_empty_section(edited, toc)

@@ -31,12 +31,12 @@ class HistoryService:
         def _written(self, store: Store) -> None: ...
         import_graph: Callable[..., Any]
 
-    def history(self, *, limit: int = 50, internal: bool = False, library: str | None = None) -> list[JournalEntry]:
+    def history(self, *, limit: int = 50, internal: bool = False, library: str | ProjectRef | None = None) -> list[JournalEntry]:
         """The newest changes; rescans of the files and vector resets only with `internal`."""
         limit = schema.check_int(limit, "limit", 1, schema.PAGE_MAX)
         return self.store(library).journal(limit=limit, internal=internal)
 
-    def undo(self, change_id: int, *, library: str | None = None) -> dict[str, Any]:
+    def undo(self, change_id: int, *, library: str | ProjectRef | None = None) -> dict[str, Any]:
         """Revert one change of the journal (see store/sqlite_undo.py); the undo is journaled too."""
         change_id = schema.check_int(change_id, "id", 1, 2**62)
         store = self.store(library)
@@ -48,7 +48,7 @@ class HistoryService:
 
     # -- export and import of everything -------------------------------------------------
 
-    def export_everything(self, *, library: str | None = None) -> tuple[Graph, list[Memory]]:
+    def export_everything(self, *, library: str | ProjectRef | None = None) -> tuple[Graph, list[Memory]]:
         """The graph (entities in insertion order, relations) and every free memory."""
         store = self.store(library)
         return store.export_graph(order="id"), _portable(store).free_memories()
@@ -67,7 +67,7 @@ class HistoryService:
                                    where=source.where)
         new = {name_key(e.name): e for _, e in source.entities if name_key(e.name) not in existed}
         given = {name_key(e.name): e for _, e in source.entities}
-        owned = set()  # the source's own entities (not a person's that the import merged into)
+        owned: set[str] = set()  # the source's own entities (not a person's that the import merged into)
         for key, change in source.entity_edits.items():  # one transaction each; an edit that changes nothing writes nothing
             if key in given:
                 def text_of(text: str, change=change, key=key) -> str:
@@ -101,11 +101,11 @@ class HistoryService:
 
     # -- backup and restore ----------------------------------------------------------------
 
-    def backup(self, path: str | Path, *, library: str | None = None) -> dict[str, Any]:
+    def backup(self, path: str | Path, *, library: str | ProjectRef | None = None) -> dict[str, Any]:
         """A consistent copy of the whole library in the new file `path` (see backup.py)."""
         return backup_library(_portable(self.store(library)), Path(path))
 
-    def restore(self, path: str | Path, *, force: bool = False, library: str | None = None) -> dict[str, Any]:
+    def restore(self, path: str | Path, *, force: bool = False, library: str | ProjectRef | None = None) -> dict[str, Any]:
         """Put a backup back into the library; one that holds data only with `force` (saved first)."""
         store = self.store(library)
         result = restore_library(_portable(store), Path(path), force=force)

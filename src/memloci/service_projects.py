@@ -48,7 +48,7 @@ class ProjectService:
 
     # -- which project ------------------------------------------------------------------
 
-    def project_info(self, library: str | ProjectRef) -> dict[str, str] | None:
+    def project_info(self, library: str | ProjectRef | None) -> dict[str, str] | None:
         """`{id, root}` of a project library (the id from its git remote, see projects.project_id;
         every clone of one repository has the same), None for a mounted library."""
         if not isinstance(library, ProjectRef):

@@ -123,6 +123,7 @@ def start(kind: str, engine: str, path: Path | str, n: int) -> tuple[subprocess.
     env["MEMLOCI_EMBEDDER"] = "none"
     proc = subprocess.Popen([sys.executable, "-m", "memloci.bench.crash", "run", kind, engine, str(path), str(n)],
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
+    assert proc.stdout is not None  # a pipe (above)
     line = proc.stdout.readline()
     if line.strip() != "ready":
         proc.kill()
@@ -169,7 +170,8 @@ def kill_round(kind: str, engine: str, base: Path | str, folder: Path, delay: fl
         time.sleep(left)
     proc.kill()  # SIGKILL
     proc.wait()
-    proc.stdout.close()
+    if proc.stdout is not None:
+        proc.stdout.close()
     return check(kind, engine, path, n)
 
 

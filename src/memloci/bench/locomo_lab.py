@@ -81,7 +81,8 @@ class CachedEmbedder:
 
     def save(self) -> None:
         if self.dirty:
-            np.savez(self.path, **self.cache)
+            arrays: dict[str, Any] = self.cache  # names, never savez's own keywords
+            np.savez(self.path, **arrays)
             self.dirty = False
 
 
@@ -119,7 +120,9 @@ def build(sample: dict[str, Any], cache: Path, handle) -> Path:
         for t in turns:
             service.store_memory(t["content"], tags=[f"dia:{t['dia_id']}"], memory_type="dialogue",
                                  metadata={"dia_id": t["dia_id"], "session": t["session"], "date": t["date"]})
-        service._vectors(service.store())[1].flush(timeout=600)
+        pair = service._vectors(service.store())
+        assert pair is not None  # the lab's embedder is loaded
+        pair[1].flush(timeout=600)
     finally:
         service.close()
     done.write_text("ok")
@@ -146,7 +149,7 @@ def evaluate(samples: list[dict[str, Any]], cache: Path | None = None, k: int = 
             db = Path(tmp) / f"{sample['sample_id']}.db"
             shutil.copyfile(build(sample, cache, handle), db)
             service = MemoryService(LibraryRegistry([LibrarySpec("bench", db)]), handle)
-            service._accesses = _CountedAtOnce()
+            service._accesses = _CountedAtOnce()  # type: ignore[assignment]  # the recorder's two methods
             try:
                 for q in sample["qa"]:
                     evidence = evidence_ids(q.get("evidence", []))

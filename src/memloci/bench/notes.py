@@ -195,7 +195,10 @@ class Meaning:
         from ..search.embedder import create_embedder
         from ..store.sqlite_passages import split_passages
 
-        self.embedder = create_embedder(spec)
+        embedder = create_embedder(spec)
+        if embedder is None:
+            raise ValueError(f"embedder '{spec}': ranking notes by meaning needs an embedder")
+        self.embedder = embedder
         owners, texts = [], []
         for i, note_id in enumerate(notes):
             for p in split_passages(notes[note_id][1]):
@@ -252,7 +255,7 @@ async def _search_nodes_run(corpus: Corpus, home: Path, embedder: str, on_step) 
                     break
                 await anyio.sleep(0.1)
             embedded = time.perf_counter() - started
-            rankings, latencies, whys = {}, [], Counter()
+            rankings, latencies, whys = {}, [], Counter[bool]()
             for qid, text, _ in corpus.questions:
                 t0 = time.perf_counter()
                 result = await session.call_tool("search_nodes", {"query": text, "limit": CUTOFF})

@@ -75,10 +75,10 @@ def run(*, relations: int, calls: int, out: Path, console: Any) -> dict[str, Any
             return times
 
     times = anyio.run(timed)
-    report = {"bench": "strict", "entities": n, "relations": len(ordered), "calls": calls,
-              "latency_ms": {k: _percentiles(v) for k, v in times.items()}}
+    latency_ms = {k: _percentiles(v) for k, v in times.items()}
+    report = {"bench": "strict", "entities": n, "relations": len(ordered), "calls": calls, "latency_ms": latency_ms}
     print_latencies(console, f"memloci bench strict — {n} entities, {len(ordered)} relations, {calls} calls each "
-                             "(ms, MCP stdio round trip)", report["latency_ms"])
+                             "(ms, MCP stdio round trip)", latency_ms)
     save_report(report, out, console)
     import shutil
 

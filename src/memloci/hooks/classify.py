@@ -136,7 +136,8 @@ def worth_keeping(kind: str, tool: str | None, command: str | None, body: str) -
 
 
 def classify(text: str, kind: str) -> Classification:
-    best, best_matches = None, ()
+    best: str | None = None
+    best_matches: tuple[str, ...] = ()
     for name, _, _ in TYPE_RULES:
         matched = tuple(k for k, pattern in _PATTERNS[name] if pattern.search(text))
         if len(matched) > len(best_matches):

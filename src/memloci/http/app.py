@@ -129,7 +129,7 @@ class ExactTransportSecurity(TransportSecurityMiddleware):
     """The SDK's Host/Origin check (its 421/403 answers), matching exactly (header_allowed)."""
 
     def _validate_host(self, host: str | None) -> bool:
-        return bool(host) and header_allowed(host, self.settings.allowed_hosts)
+        return bool(host and header_allowed(host, self.settings.allowed_hosts))
 
     def _validate_origin(self, origin: str | None) -> bool:
         return not origin or header_allowed(origin, self.settings.allowed_origins)  # no Origin: not a browser
@@ -197,7 +197,7 @@ class HostOriginCheck:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         refusal = await self.check.validate_request(Request(scope), is_post=False)
         if refusal is not None:
-            reason = refusal.body.decode("utf-8", "replace")
+            reason = bytes(refusal.body).decode("utf-8", "replace")
             allowed, left_out = self.throttle.allow(reason)
             if left_out:
                 log.warning("refused %d more requests (%s) in the last minute", left_out, reason)
@@ -305,6 +305,7 @@ def build_http_app(server: Any, settings: HttpSettings, *, verifiers: Sequence[T
         """Once uvicorn is stopping, close the open SSE streams, but only after the tool calls
         still running have ended (sse-starlette would otherwise close them at once, and a
         running call's reply would be lost though its write is kept)."""
+        assert stopping is not None  # started only when given (lifespan)
         if shutdown is not None:
             while not shutdown.requested and not stopping():
                 await anyio.sleep(0.1)

@@ -19,6 +19,7 @@ import json
 import math
 import threading
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import mcp_types as types
@@ -29,7 +30,7 @@ from ..mcp.stdio import Refusal, parse_line
 RATE_LIMITED = -32029  # a server-defined JSON-RPC code (the -32000..-32099 range)
 
 
-async def send_json(send: Send, status: int, body: dict[str, Any], headers: list[tuple[bytes, bytes]] = ()) -> None:
+async def send_json(send: Send, status: int, body: dict[str, Any], headers: Sequence[tuple[bytes, bytes]] = ()) -> None:
     data = json.dumps(body, ensure_ascii=False).encode("utf-8")
     await send({"type": "http.response.start", "status": status,
                 "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode()),
@@ -67,10 +68,10 @@ class MessageGuard:
             if not message.get("more_body", False):
                 break
         try:
-            message = parse_line(bytes(body), set())
-            if message is None:
+            parsed = parse_line(bytes(body), set())
+            if parsed is None:
                 raise Refusal(types.INVALID_REQUEST, "Invalid Request: the body is empty; send one JSON-RPC message")
-            scope["memloci.message"] = message  # for the checks after this one (app.ShutdownGate)
+            scope["memloci.message"] = parsed  # for the checks after this one (app.ShutdownGate)
         except Refusal as refusal:
             await send_json(send, 400, rpc_error(refusal.code, refusal.message, refusal.request_id))
             return

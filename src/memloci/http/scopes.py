@@ -132,6 +132,7 @@ def refusal(server: Any, name: str, arguments: Any) -> MemlociError | None:
                                f"{', '.join(_mine(token, mounted)) or '(none for this token)'}")
     library = resolve_library(server, arguments)
     if library is None:
+        assert named is not None  # with none named, the only library mounted is the one
         if not grants(token.scopes, named, "read"):
             return _denied(f"{name} on library '{named}'", named, level, token)
         return NotFoundError(f"library '{named}' is not mounted; this token's libraries: "

@@ -98,9 +98,9 @@ def parse_http_config(table: Any, where: str = "config [http]") -> dict[str, Any
             _port(value, f"{where} port")
         elif not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
             raise ValidationError(f"{where} {key}: must be {'a list of strings' if kind is list else kind.__name__}")
-        elif kind is list and not all(isinstance(v, str) and v for v in value):
+        elif isinstance(value, list) and not all(isinstance(v, str) and v for v in value):
             raise ValidationError(f"{where} {key}: must be a list of non-empty strings")
-        elif kind is int and value < 0:
+        elif isinstance(value, int) and value < 0:
             raise ValidationError(f"{where} {key}: must be 0 or more")
     if table.get("max_body_bytes") == 0:
         raise ValidationError(f"{where} max_body_bytes: must be at least 1")

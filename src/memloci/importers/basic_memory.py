@@ -344,13 +344,14 @@ def read_basic_memory(root: Path) -> ImportSource:
         key = name_key(note.title)
         if taken[key] == note.rel:
             change = _with_body(note, _body(note, removed), list(entity.observations))
+            usable = True
             try:  # the edit is tried here on the entity as the import will make it: a bad one stops nothing halfway
                 md.parse_document(change(md.render_document(md.EntityDocument(
                     entity.name, entity.entity_type, observations=list(entity.observations))))[0], fallback_name=entity.name)
             except MemlociError as exc:
                 source.warnings.append((where, f"its prose, tags and front matter are left out: {exc.message}"))
-                change = None
+                usable = False
             source.data.entity_dates[key] = (note.created, note.modified, [note.created] * len(entity.observations))
-            if change is not None:
+            if usable:
                 source.data.entity_edits[key] = change
     return source

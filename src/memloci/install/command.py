@@ -7,7 +7,7 @@ import re
 import sys
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 
@@ -132,7 +132,7 @@ def _plans(client: cl.Client, server: cl.Server | None, name: str, scope: str, p
     guard = project if (project is not None and config is None) else None
     entry_value = client.entry(server) if server else None
     op = {"op": "set", "path": [client.servers_key, name], "value": entry_value, "created": 1}
-    out = []
+    out: list[tuple[Any, str, dict]] = []
     if uninstall:
         found = read(path) is not None
         recorded = ledger.find(path, client.name, name, "mcp")

@@ -346,6 +346,7 @@ def remove_child(text: str, node: Node, index: int) -> list[Splice]:
     if line_indent(text, child.start) is None:  # written inline: take it out inline
         if index > 0:
             prev = kids[index - 1]
+            assert prev.comma is not None  # a child with one after it
             return [Splice(prev.comma, text[prev.comma:child.value.end], "")]
         if len(kids) > 1:
             nxt = kids[1].start

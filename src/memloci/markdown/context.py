@@ -56,7 +56,8 @@ def parse_context(text: str) -> dict[str, Any]:
             if isinstance(data, dict):
                 ctx.update({k: str(v) for k, v in data.items() if k in ("status", "updated_at", "last_commit") and v})
             body = body[end + 5:]
-    section, lines = None, []
+    section: str | None = None
+    lines: list[str] = []
 
     def close() -> None:
         if section is None:

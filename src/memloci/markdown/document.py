@@ -129,7 +129,7 @@ def _analyze(text: str, front_matter: bool = True) -> _Doc:
             headings.append((i, h[0], h[1]))
     # A section ends at the next heading of the same or higher level; one pass with a stack
     # keeps a document with thousands of headings linear.
-    ends, open_ = [len(lines)] * len(headings), []
+    ends, open_ = [len(lines)] * len(headings), list[int]()
     for hi, (line, level, _) in enumerate(headings):
         while open_ and headings[open_[-1]][1] >= level:
             ends[open_.pop()] = line
@@ -211,6 +211,13 @@ def set_observations(body: str, observations: list[str], dates: dict[str, str] |
     return "".join(before + new + own[at:] + lines[end:])
 
 
+def _blank_lead(text: str) -> int:
+    """How many characters of blank lines `text` starts with."""
+    m = re.match(r"(?:[ \t]*\n)*", text)
+    assert m is not None  # the pattern matches the empty string
+    return m.end()
+
+
 def _text(value: object, where: str) -> str:
     if isinstance(value, bool):  # YAML 1.1 reads `yes`/`on` as booleans
         return "true" if value else "false"
@@ -276,7 +283,7 @@ def _unknown_blocks(raw: str, data: dict) -> list[str]:
         # Blank lines around a block separate it from the next; they are not its content.
         text = "".join(block).strip("\n")
         if key not in KNOWN_KEYS and text.strip():
-            out.append(text[re.match(r"(?:[ \t]*\n)*", text).end():] + "\n")
+            out.append(text[_blank_lead(text):] + "\n")
     return out
 
 
@@ -317,7 +324,8 @@ def parse_document(text: str, *, fallback_name: str) -> EntityDocument:
         while i < len(lines) and not lines[i].strip():
             i += 1
     region = _observations_region(doc)  # level 2+, so never the title
-    observations, dates = [], {}
+    observations: list[str] = []
+    dates: dict[str, str] = {}
     for _, _, item in _items(doc, region[0] + 1, region[1]) if region else []:
         content, when = split_date(item)
         observations.append(content)
@@ -378,7 +386,7 @@ def render_document(doc: EntityDocument) -> str:
     if heading is None:
         raise ValidationError(f"name: {doc.name!r} cannot be a Markdown title; give a name with text in it")
     body = set_observations(doc.body, doc.observations, doc.dates).rstrip("\n")
-    body = body[re.match(r"(?:[ \t]*\n)*", body).end():]  # parse drops leading blank lines too
+    body = body[_blank_lead(body):]  # parse drops leading blank lines too
     first = body.split("\n", 1)[0]
     own = _heading(first) if first.startswith("# ") else None
     if own and own[1].casefold() == doc.name.casefold():
@@ -411,8 +419,8 @@ def _prose(text: str) -> Iterator[tuple[int, int]]:
     for prose, group in groupby(range(len(lines)), key=lambda i: not code[i] and bool(lines[i].strip())):
         if not prose:
             continue
-        group = list(group)
-        start, end = offsets[group[0]], offsets[group[-1] + 1]
+        rows = list(group)
+        start, end = offsets[rows[0]], offsets[rows[-1] + 1]
         runs = list(_TICKS.finditer(text, start, end))
         # A run of n backticks opens a code span that the next run of exactly n closes;
         # finding those partners right to left keeps the pairing linear.

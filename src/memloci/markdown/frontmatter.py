@@ -176,8 +176,8 @@ def set_list(yaml_text: str, key: str, values: list[str], item_text=lambda s: s)
         return "".join(lines[:first] + [new_head] + lines[first + 1:])
     if not value.strip():  # block list: one `- item` per line
         items = [i for i in range(first + 1, end) if _ITEM.match(lines[i])]
-        indent = _ITEM.match(lines[items[0]]).group(1) if items else "  "
-        keep_lines = []
+        indent = _item_indent(lines[items[0]]) if items else "  "
+        keep_lines: list[int] = []
         for n, i in enumerate(items):
             stop = items[n + 1] if n + 1 < len(items) else end
             text = item_text(_as_text(lines[i].strip()[1:].strip()))
@@ -232,11 +232,18 @@ def with_front_matter(text: str, edit) -> str:
     return opening + edit(body) + rest
 
 
+def _item_indent(line: str) -> str:
+    """The indent of a line already known to be a `- item`."""
+    m = _ITEM.match(line)
+    assert m is not None
+    return m.group(1)
+
+
 def _relation_items(lines: list[str], first: int, end: int) -> list[tuple[int, int]]:
     """(first line, end line) of each item of a block list whose key line is `first`."""
     items = [i for i in range(first + 1, end) if _ITEM.match(lines[i])]
-    indent = len(_ITEM.match(lines[items[0]]).group(1)) if items else 0
-    items = [i for i in items if len(_ITEM.match(lines[i]).group(1)) == indent]
+    indent = len(_item_indent(lines[items[0]])) if items else 0
+    items = [i for i in items if len(_item_indent(lines[i])) == indent]
     return [(i, items[n + 1] if n + 1 < len(items) else end) for n, i in enumerate(items)]
 
 
@@ -279,7 +286,7 @@ def edit_relations(yaml_text: str, remove: list[tuple[str, str]], add: list[tupl
     if lines[first].split(":", 1)[1].split("#")[0].strip() == "[]" and add:
         lines[first] = "relations:\n"
     items = _relation_items(lines, first, end)
-    keep = []
+    keep: list[int] = []
     template = None
     for i, stop in items:
         rel = _item_relation("".join(lines[i:stop]))

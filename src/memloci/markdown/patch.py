@@ -82,7 +82,7 @@ def patch_document(text: str, want: Wanted, *, fallback_name: str, key_of: Calla
     if want.renames:  # parsing costs: only when a name may be in the text
         before = parse_document(text, fallback_name=fallback_name)
         titled = parse_document(text, fallback_name="\x00").name != "\x00"  # else the file name says it
-        links = before.links
+        links: list[tuple[str, str]] | None = before.links  # None: the front matter no longer parses
     for old, new in want.renames:
         if titled and key_of(before.name) == key_of(old):
             text = _set_title(text, new)

@@ -131,8 +131,8 @@ def register(server: Any, service: MemoryService) -> None:
             [ObservationBatch(o.entityName, tuple(o.contents)) for o in observations], library=where,
             origin="n2n_add_observations")
         added = sum(len(r.added) for r in results)
-        return changed(f"Added {added} observation fragments to root: {root_of(where)}", added=added,
-                       **({"skippedEntities": missing} if missing else {}))
+        skipped: dict[str, Any] = {"skippedEntities": missing} if missing else {}
+        return changed(f"Added {added} observation fragments to root: {root_of(where)}", added=added, **skipped)
 
     def n2n_create_relations(relations: list[RelationArg], projectPath: ProjectPath = None,
                              confirmNewProjectRoot: ConfirmRoot = None) -> Annotated[CallToolResult, Out]:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import difflib
 import functools
-from typing import Any, Callable
+from typing import Any, Callable, cast
 
 import anyio
 from mcp.server.mcpserver.prompts.base import Prompt, PromptArgument, UserMessage
@@ -80,7 +80,7 @@ class StrictPrompt(Prompt):
             bad_input = isinstance(exc, (ValidationError, NotFoundError, AwaitingConfirmationError))
             raise MCPError(INVALID_PARAMS if bad_input else INTERNAL_ERROR, f"prompt {self.name}: {message}",
                            {"code": exc.code}) from exc
-        return [UserMessage(text)]
+        return [UserMessage(cast(str, text))]  # our prompt functions return their text
 
 
 def _where(library: str | None, project_path: str | None) -> str | ProjectRef | None:

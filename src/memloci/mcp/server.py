@@ -103,7 +103,8 @@ class MemlociServer(MCPServer):
     strict_tools: set[str] = set()
     hidden: set[str] = set()  # accepted, not advertised (set by build_server before the groups register)
 
-    def add_tool(self, fn: Any, name: str | None = None, **kwargs: Any) -> None:
+    # The SDK's keyword arguments pass through unchanged, whatever its minor version adds.
+    def add_tool(self, fn: Any, name: str | None = None, **kwargs: Any) -> None:  # type: ignore[override]
         """Every tool is registered here: strict, closed arguments and a slim advertised schema."""
         super().add_tool(fn, name=name, **kwargs)
         harden(self._tool_manager.get_tool(name or fn.__name__), self.hidden)

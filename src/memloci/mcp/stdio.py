@@ -72,6 +72,12 @@ class _Duplicated(dict):
     duplicate: str = ""
 
 
+def _added(seen: set[str], key: str) -> bool:
+    """Add `key` to `seen`; False, so a scan goes on to the next key."""
+    seen.add(key)
+    return False
+
+
 def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     """object_pairs_hook: json.loads would keep the last of two equal keys and drop the first silently."""
     result = dict(pairs)
@@ -79,7 +85,7 @@ def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
         return result
     seen: set[str] = set()
     marked = _Duplicated(result)
-    marked.duplicate = next(k for k, _ in pairs if k in seen or seen.add(k))
+    marked.duplicate = next(k for k, _ in pairs if k in seen or _added(seen, k))
     return marked
 
 
@@ -92,7 +98,7 @@ PARAM_FIELDS: dict[str, list[tuple[str, type, bool]]] = {
     "resources/subscribe": [("uri", str, True)],
     "resources/unsubscribe": [("uri", str, True)],
 }
-JSON_TYPE = {str: "a string", dict: "an object"}
+JSON_TYPE: dict[type, str] = {str: "a string", dict: "an object"}
 
 
 def _param_problem(method: str, params: dict[str, Any]) -> str | None:
@@ -237,8 +243,10 @@ def parse_line(raw: bytes, in_flight: set[Any]) -> types.JSONRPCMessage | None:
         in_flight.add(key)
     elif isinstance(parsed, types.JSONRPCNotification) and parsed.method == "notifications/cancelled":
         # a cancelled request is never answered (the SDK drops its reply), so its id is free again
-        with suppress(Exception):
-            in_flight.discard(coerce_request_id((parsed.params or {}).get("requestId")))
+        cancelled = (parsed.params or {}).get("requestId")
+        if isinstance(cancelled, (int, str)):  # a request id is one of these (JSON-RPC)
+            with suppress(Exception):
+                in_flight.discard(coerce_request_id(cancelled))
     return parsed
 
 

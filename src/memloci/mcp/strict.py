@@ -186,7 +186,8 @@ def register(server: Any, service: MemoryService) -> None:
             return {"flushed": True, "entities": stats.entities, "relations": stats.relations}
         return _run(produce)
 
-    ro, write = {"read_only": True, "idempotent": True}, {}
+    ro: dict[str, bool] = {"read_only": True, "idempotent": True}
+    write: dict[str, bool] = {}
     for fn, flags, description in [
         (get_entity, ro, 'One entity with its observations and relations.\nExample: {"entity_name": "python-project"}'),
         (get_graph, ro, "The whole graph: entities and relations."),

@@ -14,6 +14,7 @@ from __future__ import annotations
 import difflib
 import json
 import re
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 import pydantic
@@ -43,7 +44,7 @@ def hide(schema: dict[str, Any], *names: str, require: str | None = None) -> Non
 def harden(tool: Any, hidden: set[str]) -> None:
     """Make `tool` (the SDK's registered Tool) strict and closed, and slim what it advertises."""
     base = tool.fn_metadata.arg_model
-    strict_model = type(base.__name__, (base,), {"model_config": {**base.model_config, "extra": "forbid",
+    strict_model: Any = type(base.__name__, (base,), {"model_config": {**base.model_config, "extra": "forbid",
                                                                     "strict": True}})
     tool.fn_metadata.arg_model = strict_model
     tool.parameters = slim(_inline(strict_model.model_json_schema(by_alias=True)), drop=hidden)
@@ -100,7 +101,7 @@ def _inline(schema: dict[str, Any]) -> dict[str, Any]:
     return walk(schema)
 
 
-def slim(schema: dict[str, Any], *, drop: set[str] = frozenset(), output: bool = False) -> dict[str, Any]:
+def slim(schema: dict[str, Any], *, drop: AbstractSet[str] = frozenset(), output: bool = False) -> dict[str, Any]:
     """Drop what a client does not need: titles, `default: null`, `null` branches of optional
     inputs (leaving an argument out is how a client says "none"). Input objects get
     `additionalProperties: false`. Output schemas keep their `null` branches (as a type list),

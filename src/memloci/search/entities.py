@@ -81,7 +81,7 @@ class NameWords:
             return []
         words = self.sorted
         i = bisect.bisect_right(words, prefix)
-        out = []
+        out: list[str] = []
         while i < len(words) and words[i].startswith(prefix) and len(out) < limit:
             out.append(words[i])
             i += 1

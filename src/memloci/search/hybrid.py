@@ -127,7 +127,7 @@ def retrieve(store, index, embedder, query: str, n: int, filters: MemoryFilter,
     asks_when = bool(WHEN_BOOST) and cues.is_when_question(query)
     dates = cues.question_dates(query) if DATE_BOOST else None
     names = bool(SPEAKER_BOOST) and _NAMES_SOMEONE.search(query) is not None
-    ranked = sorted(fused, key=fused.get, reverse=True)
+    ranked = sorted(fused, key=fused.__getitem__, reverse=True)
     if not (asks_when or dates is not None or names):  # cues re-rank every candidate; else the best few suffice
         ranked = ranked[: max(3 * n, 50)]
     memories = store.load_memories(ranked)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import calendar
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
@@ -54,7 +55,9 @@ def _month_range(year: int, month: int) -> tuple[datetime, datetime]:
     return start, end
 
 
-_PATTERNS: list[tuple[re.Pattern[str], object]] = []
+# A rule takes the match and now, and gives the range (after, before)
+_Rule = Callable[["re.Match[str]", datetime], tuple[datetime | None, datetime | None]]
+_PATTERNS: list[tuple[re.Pattern[str], _Rule]] = []
 
 
 def _rule(pattern: str, words: bool = True):
@@ -230,7 +233,7 @@ _ABSOLUTE = {_in_month, _date}  # rules naming a date on the calendar, not a tim
 def _match(text: str, now: datetime) -> TimeRange | None:
     if (m := _LATEST.search(text)) is not None:
         return TimeRange(None, None, True, m.group(0))
-    best = None
+    best: tuple[re.Match[str], _Rule] | None = None
     for pattern, fn in _PATTERNS:  # the first phrase in the text; at one place, the longest
         m = pattern.search(text)
         if m and (best is None or (m.start(), -len(m.group(0))) < (best[0].start(), -len(best[0].group(0)))):

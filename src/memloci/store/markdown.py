@@ -63,6 +63,7 @@ from .markdown_files import (
     MANUAL,
     MEMORIES_DIR,
     WATCH_INTERVAL_S,
+    FileStat,
     file_stem,
     sha256_hex,
 )
@@ -379,7 +380,8 @@ class MarkdownStore(MarkdownMigratable, MarkdownImport, MarkdownUndo, MarkdownSc
         return confine.exists(self.root, rel)
 
     @staticmethod
-    def _record(conn: sqlite3.Connection, rel: str, entity_id: int | None, key: str, st: os.stat_result, sha: str) -> None:
+    def _record(conn: sqlite3.Connection, rel: str, entity_id: int | None, key: str, st: os.stat_result | FileStat,
+                sha: str) -> None:
         if entity_id is not None:
             conn.execute("DELETE FROM md_files WHERE entity_id = ? AND path != ?", (entity_id, rel))
         conn.execute("INSERT OR REPLACE INTO md_files (path, entity_id, name_key, mtime_ns, size, sha256) "

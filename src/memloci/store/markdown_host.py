@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
     from ..markdown.memories import MemoryBlock
     from ..model import CreatedEntity, EntityInput
-    from .markdown_files import SyncReport
+    from .markdown_files import FileStat, SyncReport
     from .markdown_intent import FileChange
 
 
@@ -35,8 +35,8 @@ class MarkdownHost(SQLiteHost):
         def sync(self) -> SyncReport: ...
         def create_entities(self, entities: Sequence[EntityInput], *, origin: str) -> list[CreatedEntity]: ...
         @staticmethod
-        def _record(conn: sqlite3.Connection, rel: str, entity_id: int | None, key: str, st: os.stat_result,
-                    sha: str) -> None: ...
+        def _record(conn: sqlite3.Connection, rel: str, entity_id: int | None, key: str,
+                    st: os.stat_result | FileStat, sha: str) -> None: ...
         @staticmethod
         def _forget(conn: sqlite3.Connection, entity_id: int) -> None: ...
         def _append_journal(self, conn: sqlite3.Connection) -> None: ...

@@ -253,12 +253,14 @@ class FileChange:
         try:
             with confine.dir_fd(self.root, folders, create=op.kind == "put", rel=shown) as d:
                 if op.kind == "put":
+                    assert op.tmp is not None and op.backup is not None  # staged by put(), named by apply()
                     if not self._swap(op, d, name, s):
                         self._keep(op, d, name, s)
                         os.replace(op.tmp, name, src_dir_fd=s, dst_dir_fd=d)
                     if op.kept:  # checked after the file is in place: an editor's save landing
                         self._check(op, s, op.backup)  # just before it is caught; a conflict puts it back
                 elif op.kind == "delete":
+                    assert op.backup is not None  # named by apply()
                     try:  # kept (moved aside) until the commit, then dropped
                         os.replace(name, op.backup, src_dir_fd=d, dst_dir_fd=s)
                         op.kept = True
@@ -298,6 +300,7 @@ class FileChange:
             raise confine.LinkRefusedError(op.rel)
         if not stat.S_ISREG(old.st_mode):
             return False
+        assert op.tmp is not None and op.backup is not None
         os.chmod(op.tmp, stat.S_IMODE(old.st_mode), dir_fd=s)  # a person's file keeps its permissions
         if not _exchange(s, op.tmp, d, name):
             return False
@@ -320,6 +323,7 @@ class FileChange:
             return
         if stat.S_ISLNK(old.st_mode):
             raise confine.LinkRefusedError(op.rel)
+        assert op.tmp is not None and op.backup is not None
         os.chmod(op.tmp, stat.S_IMODE(old.st_mode), dir_fd=s)  # a person's file keeps its permissions
         try:
             os.link(name, op.backup, src_dir_fd=d, dst_dir_fd=s, follow_symlinks=False)
@@ -380,7 +384,7 @@ class FileChange:
         # while the caller waits. A process that dies first leaves them to the next writer's
         # recover(), which drops a committed change's intent and kept files the same way.
         _discard([self.staging / f"{self.id}.intent"]
-                 + [self.staging / op.backup for op in self.ops.values() if op.kept])
+                 + [self.staging / op.backup for op in self.ops.values() if op.kept and op.backup])
 
     def rollback(self) -> None:
         """The index did not commit: put every file back as it was. Once: the second call (the

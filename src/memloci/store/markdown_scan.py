@@ -278,7 +278,7 @@ class MarkdownScan(MarkdownHost):
         """The free memories of `day` become those of its file (unchanged ones keep their ids)."""
         have = {h: i for i, h in conn.execute(
             "SELECT id, content_hash FROM memories WHERE entity_id IS NULL AND substr(created_at, 1, 10) = ?", (day,))}
-        wanted = {}
+        wanted: dict[str, MemoryBlock] = {}
         for b in blocks:
             wanted.setdefault(lexical.content_hash(b.content, None), b)
         gone = [i for h, i in have.items() if h not in wanted]

@@ -65,7 +65,8 @@ class SQLiteDocuments(SQLiteVaultLinks):
 
     def find_relations(self, *, to_entity: str | None, relation_type: str | None,
                        from_entity: str | None) -> list[Relation]:
-        where, params = ["1"], []
+        where: list[str] = ["1"]
+        params: list[Any] = []
         with self._read() as conn:
             for column, name in (("r.to_id", to_entity), ("r.from_id", from_entity)):
                 if name:

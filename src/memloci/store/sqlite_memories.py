@@ -79,6 +79,7 @@ def insert_memory(conn: sqlite3.Connection, entity_id: int | None, content: str,
     if not cur.rowcount:
         return None
     memory_id = cur.lastrowid
+    assert memory_id is not None  # a row was inserted
     conn.executemany("INSERT OR IGNORE INTO memory_tags (tag, memory_id) VALUES (?, ?)",
                      [(t, memory_id) for t in tag_keys(tags)])
     around = _neighbours(conn, memory_id, thread)
@@ -134,7 +135,8 @@ def refresh_context(conn: sqlite3.Connection, ids: Iterable[int]) -> None:
 
 def filter_sql(f: MemoryFilter, conn: sqlite3.Connection) -> tuple[str, list[Any]]:
     """A WHERE clause over `memories m` for a filter (raises NOT_FOUND for an unknown entity)."""
-    where, params = ["1"], []
+    where: list[str] = ["1"]
+    params: list[Any] = []
     if f.memory_type:  # case-insensitive; NOCASE folds ASCII only, so other scripts go through name_key
         if f.memory_type.isascii():
             where.append("m.memory_type = ? COLLATE NOCASE")

@@ -62,7 +62,7 @@ def _blocks(body: str) -> list[tuple[str, str]]:
     vector of its own (a Markdown library keeps them in the body too). HTML comments (the
     dates of observations) carry no meaning and are dropped."""
     blocks: list[tuple[str, str]] = []
-    heading, lines, fenced = "", [], False
+    heading, lines, fenced = "", list[str](), False
     observations = False
 
     def close() -> None:
@@ -104,7 +104,8 @@ def _pieces(text: str, most: int) -> list[str]:
             units += [" ".join(words[i:i + most]) for i in range(0, len(words), most)]
         else:  # unspaced CJK text
             units += [sentence[i:i + most] for i in range(0, len(sentence), most)]
-    out, run = [], []
+    out: list[str] = []
+    run: list[str] = []
     for unit in units:
         if run and size(" ".join(run + [unit])) > most:
             out.append(" ".join(run))

@@ -158,7 +158,7 @@ class SQLiteUndo(SQLiteHost):
             row = conn.execute("SELECT content_hash FROM memories WHERE id = ?", (memory_id,)).fetchone()
             if row:
                 hashes.add(row[0])
-        record = {"entities": entities, "memories": memories,
+        record: dict[str, Any] = {"entities": entities, "memories": memories,
                   "after": {"entities": {k: entity_fingerprint(conn, k) for k in sorted(keys)},
                             "memories": {h: memory_fingerprint(conn, h) for h in sorted(hashes)}}}
         if kept.get("meta"):
