@@ -269,3 +269,51 @@ def test_markdown_to_postgres_and_back(tmp_path, pg_library):
     assert {**rebuilt.counts, "journal entries": 0} == {**original.counts, "journal entries": 0}  # (+ the rebuild's)
     assert "created: 2024-01-01T08:00:00Z" in (tmp_path / "again" / "Bob.md").read_text()
     assert "the office moved to the harbour" in (tmp_path / "again" / "memories" / "2024-05-01.md").read_text()
+
+
+def test_a_source_the_target_schema_refuses_is_refused_whole_before_any_write(tmp_path):
+    """The target's schema judges the whole source first: names, types, relation types,
+    observations, and cycles (which a copy written step by step would only meet after writing
+    every entity)."""
+    from memloci.libraries import open_store
+    from memloci.schema import STRICT
+
+    home = tmp_path / "home"
+    settings = Settings.from_env().with_flags(home=str(home))
+    cyclic = LibrarySpec("cyclic", tmp_path / "cyclic.db")
+    service = _service(home, cyclic, "none")
+    service.create_entities([EntityInput("a", "person", ("x",)), EntityInput("b", "person", ())])
+    service.create_relations([RelationInput("a", "knows", "b"), RelationInput("b", "knows", "a")])
+    service.close()
+    loose = LibrarySpec("loose", tmp_path / "loose.db")
+    service = _service(home, loose, "none")
+    service.create_entities([EntityInput(f"Person {i}", "human", ("o" * 600,)) for i in range(4)])
+    service.create_relations([RelationInput("Person 0", "likes", "Person 1")])
+    service.store_memory("p" * 600, entity="Person 2", memory_type="preference")
+    service.close()
+
+    for source_spec, wanted in ((cyclic, ["cycle a -> b -> a", "in 1 place(s)"]),
+                                (loose, ["in 14 place(s)", "name Person 0: name: 'Person 0' does not match",
+                                         "and 9 more"])):
+        strict = LibrarySpec("strict", tmp_path / f"strict-{source_spec.name}.db", "sqlite", STRICT)
+        source, target = mig.open_pair(source_spec, strict, settings)
+        try:
+            with pytest.raises(mig.ValidationError) as refused:
+                mig.migrate(source, target, embedder_model=None)
+        finally:
+            source.close()
+            target.close()
+        message = refused.value.message
+        assert "so nothing was written" in message and "schema 'strict'" in message, message
+        for part in wanted:
+            assert part in message, (part, message)
+        copy = open_store(strict, home)
+        copy.open(create=False)
+        try:
+            held = copy.stats()
+            assert (held.entities, held.relations, held.observations, held.memories) == (0, 0, 0, 0)
+        finally:
+            copy.close()
+    details = refused.value.details
+    assert details["count"] == 14
+    assert {p["what"] for p in details["violations"]} == {"name", "type", "observation", "relation"}

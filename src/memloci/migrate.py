@@ -24,10 +24,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import rules
 from .errors import LibraryMissingError, MemlociError, ValidationError
 from .interop import MemoryLine
 from .libraries import LibrarySpec, masked_url, open_store, parse_library_specs
@@ -214,6 +215,22 @@ def _check_pair(source: Store, target: Store, target_spec: LibrarySpec) -> None:
         raise ValidationError(f"target: the {target.kind} engine cannot take a migration")
 
 
+SHOWN = 5  # violations named in a refusal's message; the details carry up to SHOWN_DETAILS
+SHOWN_DETAILS = 100
+
+
+def schema_refusal(problems: list[dict[str, str]], target: Store) -> ValidationError:
+    """The refusal of a source that breaks the target's schema: how many violations, the first few."""
+    named = [f"{p['what']} {p['where']}: {p['rule']}" for p in problems[:SHOWN]]
+    more = f"; and {len(problems) - SHOWN} more" if len(problems) > SHOWN else ""
+    return ValidationError(
+        f"target: the source breaks schema '{target.schema.name}' of library '{target.name}' in "
+        f"{len(problems)} place(s), so nothing was written: " + "; ".join(named) + more,
+        hint=f"`memloci check --schema {target.schema.name}` on the source lists every violation; fix them there, "
+             "or migrate into a library with another schema.",
+        details={"count": len(problems), "violations": problems[:SHOWN_DETAILS]})
+
+
 def migrate(source: Store, target: Store, *, embedder_model: tuple[str, int] | None,
             progress: Progress = lambda part, done, total: None) -> Report:
     """Copy `source` into the empty `target` and verify it. `embedder_model`: (model id,
@@ -227,6 +244,14 @@ def migrate(source: Store, target: Store, *, embedder_model: tuple[str, int] | N
     for m in memories:
         if m.entity:
             by_entity.setdefault(name_key(m.entity), []).append(m)
+
+    # The target's schema first: a copy checked one write at a time would stop half way (a
+    # cycle is only seen at the relations, after every entity is written), so the whole source
+    # graph is checked against it here, and every violation is reported before any write.
+    # (an entity's observations there are every memory it holds, whatever their type)
+    problems = rules.graph_violations(target.schema, graph.entities, graph.relations)
+    if problems:
+        raise schema_refusal(problems, target)
 
     # What the target must hold beyond the graph; refused before anything is written if it cannot.
     documents = [e.name for e in graph.entities if _has_document(e)]

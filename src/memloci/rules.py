@@ -17,7 +17,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from .errors import AlreadyExistsError, InvalidRelationError, NotFoundError, ValidationError
+from .errors import AlreadyExistsError, InvalidRelationError, MemlociError, NotFoundError, ValidationError
 from .model import (
     AddedObservations,
     CreatedEntity,
@@ -363,7 +363,48 @@ def delete_relations(tx: GraphTx, schema: LibrarySchema, relations: Sequence[Rel
     return deleted
 
 
-# -- over a whole graph (the check tool) -------------------------------------------------
+# -- over a whole graph (the check tool, migrate) ----------------------------------------
+
+def graph_violations(schema: LibrarySchema, entities: Sequence[Entity], relations: Sequence[Relation]
+                     ) -> list[dict[str, str]]:
+    """Every way a graph as it stands breaks `schema`: what, where, value, rule (the schema's
+    own message). For `memloci check`, and for `memloci migrate` to refuse a source its target's
+    schema would refuse before writing anything (a copy must not stop half way at a rule)."""
+    from .search.lexical import normalize_content  # (the check tool's notion of a repeated observation)
+
+    found: list[dict[str, str]] = []
+
+    def report(what: str, where: str, value: str, exc: Exception) -> None:
+        found.append({"what": what, "where": where, "value": value[:80], "rule": getattr(exc, "message", str(exc))})
+
+    for e in entities:
+        try:
+            schema.check_name(e.name, "name")
+        except MemlociError as exc:
+            report("name", e.name, e.name, exc)
+        try:
+            schema.check_type(e.entity_type, "entityType")
+        except MemlociError as exc:
+            report("type", e.name, e.entity_type, exc)
+        seen: set[str] = set()
+        for o in e.observations:
+            try:
+                schema.check_observation(o.content, "observation")
+                if schema.unique_observations and normalize_content(o.content) in seen:
+                    raise ValidationError("observation: repeated (observations are unique per entity)")
+            except MemlociError as exc:
+                report("observation", e.name, o.content, exc)
+            seen.add(normalize_content(o.content))
+    for r in relations:
+        try:
+            schema.check_relation(RelationInput(r.from_entity, r.relation_type, r.to_entity), "relation")
+        except MemlociError as exc:
+            report("relation", f"{r.from_entity} -> {r.to_entity}", r.relation_type, exc)
+    for cycle in find_cycles(relations, schema):
+        found.append({"what": "cycle", "where": " -> ".join(cycle), "value": "",
+                      "rule": f"schema '{schema.name}': relations must not form a cycle"})
+    return found
+
 
 def find_cycles(relations: Sequence[Relation], schema: LibrarySchema, most: int = 50) -> list[list[str]]:
     """Cycles the schema's acyclic rule forbids in a graph as it stands (a library written

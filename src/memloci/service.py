@@ -14,9 +14,9 @@ import threading
 from typing import Any
 
 from . import rules, schema
-from .errors import ConflictError, InternalError, MemlociError, NotFoundError, ValidationError
+from .errors import ConflictError, InternalError, NotFoundError, ValidationError
 from .libraries import LibraryRegistry, ProjectRef
-from .rules import RelationsCreated, find_cycles
+from .rules import RelationsCreated, graph_violations
 from .model import (
     AddedObservations,
     CreatedEntity,
@@ -36,7 +36,6 @@ from .model import (
     name_key,
 )
 from .search.embedder import EmbedderHandle, understands
-from .search.lexical import normalize_content
 from .search.entities import OBSERVATION_WEIGHT, count_entities, find_entities, meaning_signals
 from .search.hybrid import _CJK, WEAK_MEANING, MemoryHit, retrieve, word_terms
 from .search.timephrases import TimeRange, parse_time_phrase, split_time_phrase
@@ -693,36 +692,7 @@ class MemoryService(DocumentService, ProjectService, HistoryService):
         store = self.store(library)
         rules = rules or store.schema
         graph = store.export_graph(order="name")
-        found: list[dict[str, str]] = []
-
-        def report(what: str, where: str, value: str, exc: Exception) -> None:
-            found.append({"what": what, "where": where, "value": value[:80], "rule": getattr(exc, "message", str(exc))})
-
-        for e in graph.entities:
-            for what, value, run in (
-                ("name", e.name, lambda: rules.check_name(e.name, "name")),
-                ("type", e.entity_type, lambda: rules.check_type(e.entity_type, "entityType"))):
-                try:
-                    run()
-                except MemlociError as exc:
-                    report(what, e.name, value, exc)
-            seen: set[str] = set()
-            for o in e.observations:
-                try:
-                    rules.check_observation(o.content, "observation")
-                    if rules.unique_observations and normalize_content(o.content) in seen:
-                        raise ValidationError("observation: repeated (observations are unique per entity)")
-                except MemlociError as exc:
-                    report("observation", e.name, o.content, exc)
-                seen.add(normalize_content(o.content))
-        for r in graph.relations:
-            try:
-                rules.check_relation(RelationInput(r.from_entity, r.relation_type, r.to_entity), "relation")
-            except MemlociError as exc:
-                report("relation", f"{r.from_entity} -> {r.to_entity}", r.relation_type, exc)
-        for cycle in find_cycles(graph.relations, rules):
-            found.append({"what": "cycle", "where": " -> ".join(cycle), "value": "",
-                          "rule": f"schema '{rules.name}': relations must not form a cycle"})
+        found = graph_violations(rules, graph.entities, graph.relations)
         return found if limit is None else found[:limit]
 
     def flush(self, *, library: str | ProjectRef | None = None) -> LibraryStats:
