@@ -134,9 +134,9 @@ def _signature_problems(cls: type, proto: type) -> list[str]:
 
 
 CLAIMS = {
-    SQLiteStore: (protocols.Store, protocols.Undoable, protocols.Passages, protocols.Portable),
+    SQLiteStore: (protocols.Store, protocols.Undoable, protocols.Passages, protocols.Portable, protocols.Migratable),
     MarkdownStore: (protocols.Store, protocols.Undoable, protocols.Passages, protocols.Portable,
-                    protocols.GraphBatches, protocols.FolderLibrary),
+                    protocols.Migratable, protocols.GraphBatches, protocols.FolderLibrary),
 }
 
 
@@ -153,7 +153,8 @@ def test_the_postgres_engine_implements_the_protocols_it_serves():
     assert not [m for m in members(protocols.DocumentStore) if not hasattr(cls, m) and m not in
                 {"name", "kind", "path", "schema"}]
     for proto in (protocols.GraphStore, protocols.MemoryStore, protocols.VectorStore, protocols.ContextStore,
-                  protocols.Maintenance, protocols.ServerEngine, VectorSearch):
+                  protocols.Maintenance, protocols.ServerEngine, VectorSearch, protocols.Portable,
+                  protocols.Migratable):
         assert not _signature_problems(cls, proto), (proto.__name__, _signature_problems(cls, proto))
 
 
@@ -166,7 +167,7 @@ def store(request, tmp_path):
 
 
 def test_capabilities_are_told_by_isinstance(store):
-    for proto in (protocols.Undoable, protocols.Passages, protocols.Portable):
+    for proto in (protocols.Undoable, protocols.Passages, protocols.Portable, protocols.Migratable):
         assert isinstance(store, proto), proto.__name__
     folder = store.kind == "markdown"
     assert isinstance(store, protocols.FolderLibrary) is folder
