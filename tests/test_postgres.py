@@ -541,3 +541,103 @@ def test_bench_load_runs_servers_on_one_library_and_counts_lost_writes(pg_url, t
     assert report["acknowledged"] == {"create_entities": 4, "add_observations": 4, "create_relations": 4,
                                       "store_memory": 4}
     assert report["held"] == {"entities": 5, "relations": 4, "memories": 4, "shared_observations": 8}
+
+
+# -- the engine core under a hostile database: isolation, busy locks, errors, listener, search_path --
+
+def _fresh_database(pg_url: str, *settings: str, extensions_in: str | None = None) -> str:
+    """A new database on the test server (its URL), with `settings` (ALTER DATABASE ... SET ...)
+    and, if `extensions_in` names a schema, vector and pg_trgm created in it."""
+    import urllib.parse
+    import uuid
+
+    import psycopg
+
+    name = "db_" + uuid.uuid4().hex[:12]
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+        for setting in settings:
+            conn.execute(f'ALTER DATABASE "{name}" SET {setting}')
+    parts = urllib.parse.urlsplit(pg_url)
+    url = urllib.parse.urlunsplit(parts._replace(path="/" + name))
+    if extensions_in:
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute(f'CREATE SCHEMA "{extensions_in}"')
+            conn.execute(f'CREATE EXTENSION vector SCHEMA "{extensions_in}"')
+            conn.execute(f'CREATE EXTENSION pg_trgm SCHEMA "{extensions_in}"')
+    return url
+
+
+RACER = textwrap.dedent("""
+    import dataclasses, json, sys
+    from memloci.errors import AlreadyExistsError, InvalidRelationError
+    from memloci.libraries import LibraryRegistry, parse_library_specs
+    from memloci.model import EntityInput, RelationInput
+    from memloci.schema import STRICT
+    from memloci.service import MemoryService
+
+    (spec,) = parse_library_specs(sys.argv[1])
+    side, count = int(sys.argv[2]), int(sys.argv[3])
+    s = MemoryService(LibraryRegistry([dataclasses.replace(spec, schema=STRICT)]))
+    s.store().open()
+    print("ready", flush=True)
+    sys.stdin.readline()  # both start together
+    won = {"names": 0, "relations": 0}
+    for i in range(count):
+        try:
+            s.create_entities([EntityInput(f"n-{i}", "concept")])
+            won["names"] += 1
+        except AlreadyExistsError:
+            pass
+        a, b = (f"a-{i}", f"b-{i}") if side == 0 else (f"b-{i}", f"a-{i}")
+        try:
+            s.create_relations([RelationInput(a, "depends-on", b)])
+            won["relations"] += 1
+        except InvalidRelationError as exc:
+            assert "would close a cycle" in str(exc), exc
+    s.close()
+    print(json.dumps(won))
+""")
+
+
+def test_rules_hold_when_the_database_defaults_to_repeatable_read(pg_url):
+    """A database whose default isolation is REPEATABLE READ: two processes racing to create the
+    same names and the two directions of the same relations (acyclic, strict) still leave each
+    name once and one direction of each pair, and the loser gets memloci's error, never a raw
+    UniqueViolation (writes set READ COMMITTED themselves, before the lock)."""
+    import dataclasses
+    import json
+
+    from memloci.schema import STRICT
+
+    from pg import pg_library_url
+
+    url = _fresh_database(pg_url, "default_transaction_isolation = 'repeatable read'")
+    lib = pg_library_url(url)
+    count = 40
+    setup = _service(lib.spec, STRICT)
+    try:
+        setup.create_entities([EntityInput(f"{side}-{i}", "concept") for i in range(count) for side in "ab"])
+    finally:
+        setup.close()
+    env = {**os.environ, "MEMLOCI_EMBEDDER": "none"}
+    procs = [subprocess.Popen([sys.executable, "-c", RACER, lib.arg, str(side), str(count)], env=env,
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              cwd=ROOT) for side in (0, 1)]
+    for p in procs:
+        assert p.stdout.readline().strip() == "ready", p.stderr.read()[-3000:]
+    for p in procs:
+        p.stdin.write("go\n")
+        p.stdin.flush()
+    won = {"names": 0, "relations": 0}
+    for p in procs:
+        out, err = p.communicate(timeout=600)
+        assert p.returncode == 0, err[-3000:]
+        for key, value in json.loads(out.split("\n")[-2]).items():
+            won[key] += value
+    assert won == {"names": count, "relations": count}
+    s = _service(dataclasses.replace(lib.spec))
+    try:
+        assert s.stats().entities == 3 * count and s.stats().relations == count
+    finally:
+        s.close()

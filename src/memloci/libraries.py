@@ -37,22 +37,50 @@ _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")  # a path with a scheme is a U
 URL_SCHEMES = ("postgresql", "postgres")  # the schemes a library URL may have (libpq's two)
 
 
+_QUERY_PASSWORD = re.compile(r"([?&]password=)([^&#]*)")
+
+
+def _userinfo(url: str) -> tuple[str, str, str] | None:
+    """(what precedes, the user part, what follows) of a URL with a user part, else None. A
+    password holding an unencoded `/`, `?` or `#` ends the host part early for urlsplit (the
+    `@` then seems to lie in the path or query): in doubt, the user part runs from `://` to the
+    last `@`, so more is hidden rather than less."""
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        return None
+    netloc = urllib.parse.urlsplit(url).netloc
+    if "@" in netloc:  # the ordinary case; the password may still hold an unencoded `@`
+        at = netloc.rfind("@")
+    elif "@" in rest:
+        at = rest.rfind("@")
+    else:
+        return None
+    return scheme + sep, rest[:at], rest[at:]
+
+
+def url_secrets(url: str) -> list[str]:
+    """The password of `url` (its user part's and any `password=` parameter's), as written and
+    percent-decoded: what must never be shown."""
+    found: list[str] = []
+    parts = _userinfo(url)
+    if parts is not None and ":" in parts[1]:
+        found.append(parts[1].partition(":")[2])
+    found += [m.group(2) for m in _QUERY_PASSWORD.finditer(url)]
+    return list(dict.fromkeys(x for s in found if s for x in (s, urllib.parse.unquote(s))))
+
+
 def masked_url(url: str) -> str:
     """`url` with its password (in the user part or a `password=` parameter) replaced by `***`:
-    what errors, stats and health may show."""
-    parts = urllib.parse.urlsplit(url)
-    netloc = parts.netloc
-    if parts.password:  # an empty one (`user:@host`) hides nothing
-        userinfo, _, host = netloc.rpartition("@")
-        netloc = userinfo.partition(":")[0] + ":***@" + host
-    query = parts.query
-    if query:
-        pairs = urllib.parse.parse_qsl(query, keep_blank_values=True)
-        if any(k == "password" for k, _ in pairs):
-            query = urllib.parse.urlencode([(k, "***" if k == "password" else v) for k, v in pairs], safe="/*")
-    return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
-
-
+    what errors, stats and health may show. Everything else is kept as written."""
+    parts = _userinfo(url)
+    if parts is not None:
+        head, userinfo, tail = parts
+        user, colon, password = userinfo.partition(":")
+        if "@" not in urllib.parse.urlsplit(url).netloc:  # in doubt (see _userinfo): hide the whole user part
+            url = head + "***" + tail
+        elif colon and password:  # an empty one (`user:@host`) hides nothing
+            url = head + user + ":***" + tail
+    return _QUERY_PASSWORD.sub(lambda m: m.group(1) + "***", url)
 
 
 def memloci_home(settings: Settings | None = None) -> Path:

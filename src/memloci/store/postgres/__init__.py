@@ -12,16 +12,30 @@ process on every host, and the lock goes with the transaction, whether it commit
 back or its process dies. Under that lock a write reads what it needs (does the name exist?
 would this relation close a cycle?) and no other write can change it before it commits, so
 every rule of the library holds under concurrency with no retry loop, and the name log's
-numbers follow commit order. Writes run under READ COMMITTED on purpose: each statement
-after the lock sees every write committed before the lock was granted (under REPEATABLE
-READ the snapshot would be taken by the lock statement itself, before its wait, and miss
-them). Reads take no lock: each read runs in a READ ONLY REPEATABLE
+numbers follow commit order. Writes set READ COMMITTED themselves (whatever the database's
+default_transaction_isolation says), before the lock: each statement after the lock sees
+every write committed before the lock was granted (under REPEATABLE READ the snapshot would
+be taken by the lock statement itself, before its wait, and miss them). Reads take no lock: each read runs in a READ ONLY REPEATABLE
 READ transaction, one consistent snapshot for its several SELECTs, concurrent with writes
 (such a transaction never fails to serialize). Writes to different libraries never wait
 for each other.
 
+Waiting. In one process, the writers of a library queue on a thread lock before they borrow a
+connection: only one of them at a time holds a pooled connection while it waits for the
+advisory lock, so waiting writers never starve the reads of connections. Both waits end
+after `lock_timeout` seconds with a CONFLICT "library 'x' is busy" (the advisory one through
+`SET LOCAL lock_timeout`), as does a pool with no connection free after `pool_timeout`. A
+write PostgreSQL rolls back to resolve a deadlock or a serialization failure runs once more
+by itself (`_transact`) before the error reaches the caller.
+
+Sessions hold nothing. Every transaction sets its own `search_path` (`SET LOCAL`: the
+library's schema, `public`, and wherever the host keeps the vector and pg_trgm extensions),
+so a pooler in transaction mode, which hands one server session to many clients, cannot send
+a statement to another library's schema.
+
 Other servers' writes. Every write ends with `NOTIFY memloci_<name>, '<what changed>'`
-(delivered only if it commits). Each store LISTENs on its library's channel in a daemon
+(delivered only if it commits), except the access counts a retrieval bumps (they change
+nothing another process holds). Each store LISTENs on its library's channel in a daemon
 thread (connection.ChangeListener) and counts what it hears (`changes()`, `on_change()`), so
 what a process holds in memory can tell it is stale without asking the database.
 
@@ -36,7 +50,7 @@ import logging
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 from ...errors import LibraryUnreadableError, ValidationError
 from ...libraries import masked_url
@@ -44,6 +58,8 @@ from ...model import LibraryStats, now_iso
 from ...schema import DEFAULT_SCHEMA, LibrarySchema
 from .connection import (
     ChangeListener,
+    TransientError,
+    busy_error,
     connection_error,
     engine_error,
     lock_key,
@@ -58,11 +74,25 @@ from .memories import PostgresMemories
 from ..migratable import PostgresMigratable
 from .portable import PostgresPortable
 from .search import PostgresSearch
-from .schema import SCHEMA_VERSION, migrate
+from .schema import SCHEMA_VERSION, extension_schemas, migrate
 
 log = logging.getLogger(__name__)
 
 POOL_SIZE = 4  # connections per library and process; a write holds one for one transaction
+LOCK_TIMEOUT = 30.0  # seconds a write waits for its library's lock before it is refused as busy
+POOL_TIMEOUT = 30.0  # seconds a call waits for a free connection of the pool
+QUIET = frozenset({"accesses"})  # what a write may change without telling other servers
+
+T = TypeVar("T")
+
+# The writers' queue of each library (url, schema) in this process: see "Waiting" above.
+_WRITERS: dict[tuple[str, str], threading.RLock] = {}
+_WRITERS_GUARD = threading.Lock()
+
+
+def _writers(url: str, schema: str) -> threading.RLock:
+    with _WRITERS_GUARD:
+        return _WRITERS.setdefault((url, schema), threading.RLock())
 
 
 class PostgresStore(PostgresMemories, PostgresSearch, PostgresGraphReads, PostgresGraphWrites, PostgresPortable,
@@ -72,7 +102,8 @@ class PostgresStore(PostgresMemories, PostgresSearch, PostgresGraphReads, Postgr
     kind = "postgres"
     schema: LibrarySchema = DEFAULT_SCHEMA  # set per library by the registry
 
-    def __init__(self, url: str, name: str = "default", *, pool_size: int = POOL_SIZE):
+    def __init__(self, url: str, name: str = "default", *, pool_size: int = POOL_SIZE,
+                 pool_timeout: float = POOL_TIMEOUT, lock_timeout: float = LOCK_TIMEOUT):
         self.url = url  # never shown: it may hold a password
         self.name = name
         self.schema_id = schema_for(name)  # unquoted
@@ -81,10 +112,15 @@ class PostgresStore(PostgresMemories, PostgresSearch, PostgresGraphReads, Postgr
         # by (search/vectors.py library_key): the URL without its password, and the schema.
         self.path = f"{masked_url(url)}#{self.schema_id}"
         self.pool_size = pool_size
+        self.pool_timeout = pool_timeout
+        self.lock_timeout = lock_timeout
         self._lock_key = lock_key(self.schema_id)
+        self._writers = _writers(url, self.schema_id)
         self._pool: Any = None
         self._listener: ChangeListener | None = None
         self._open_lock = threading.Lock()
+        self._search_path = f"SET LOCAL search_path TO {self.schema_name}, public"  # and the extensions' (open)
+        self._own_writes = 0  # committed by this store: its own changes are known at once
 
     # -- connections -------------------------------------------------------------------
 
@@ -100,7 +136,9 @@ class PostgresStore(PostgresMemories, PostgresSearch, PostgresGraphReads, Postgr
             try:
                 with psycopg.connect(self.url, connect_timeout=10, autocommit=True) as conn:
                     migrate(conn, self.schema_id, self.name, create=create)
-                pool = open_pool(self.url, self.schema_id, self.pool_size)
+                    self._search_path = "SET LOCAL search_path TO " + ", ".join(
+                        [self.schema_name, "public", *map(quoted, extension_schemas(conn))])
+                pool = open_pool(self.url, self.schema_id, self.pool_size, self.pool_timeout)
             except psycopg.Error as exc:
                 mapped = engine_error(self.name, self.url, exc)
                 raise (connection_error(self.name, self.url, exc) if mapped is exc else mapped) from exc
@@ -123,19 +161,44 @@ class PostgresStore(PostgresMemories, PostgresSearch, PostgresGraphReads, Postgr
         self.open()
         with self._engine_errors(), self._pool.connection() as conn:
             with conn.transaction():
-                conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+                # one round trip (statements without parameters may share one)
+                conn.execute(f"SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY; {self._search_path}")
                 yield conn
 
     @contextmanager
     def _write(self, what: str = "graph") -> Iterator[Any]:
         """One write transaction under the library's advisory lock: committed whole, or rolled
-        back whole; other servers hear `what` changed once it commits."""
+        back whole; other servers hear `what` changed once it commits (unless it is QUIET)."""
         self.open()
-        with self._engine_errors(), self._pool.connection() as conn:
-            with conn.transaction():
-                conn.execute("SELECT pg_advisory_xact_lock(%s)", (self._lock_key,))
-                yield conn
-                conn.execute("SELECT pg_notify(%s, %s)", (self.schema_id, what))
+        # In line before borrowing a connection (see "Waiting" in the module's docstring).
+        if not self._writers.acquire(timeout=self.lock_timeout):
+            raise busy_error(self.name, f"this server's other calls held its write lock for {self.lock_timeout:g} s")
+        try:
+            with self._engine_errors(), self._pool.connection() as conn:
+                with conn.transaction():
+                    # Isolation first (before any snapshot), then the transaction's own settings
+                    # and the lock, in one round trip; the key is our own integer, not user text.
+                    conn.execute("SET TRANSACTION ISOLATION LEVEL READ COMMITTED; "
+                                 f"{self._search_path}; SET LOCAL lock_timeout = '{int(self.lock_timeout * 1000)}ms'; "
+                                 f"SELECT pg_advisory_xact_lock({int(self._lock_key)})")
+                    yield conn
+                    if what not in QUIET:
+                        conn.execute("SELECT pg_notify(%s, %s)", (self.schema_id, what))
+            if what not in QUIET:
+                self._own_writes += 1
+        finally:
+            self._writers.release()
+
+    def _transact(self, body: Callable[[Any], T], what: str = "graph") -> T:
+        """`body(conn)` in one write transaction (_write); run once more if PostgreSQL rolled it
+        back to resolve a deadlock or a serialization failure (nothing was returned or kept)."""
+        try:
+            with self._write(what) as conn:
+                return body(conn)
+        except TransientError as exc:
+            log.info("library '%s': %s; running the write once more", self.name, exc)
+        with self._write(what) as conn:
+            return body(conn)
 
     @contextmanager
     def _engine_errors(self) -> Iterator[None]:
@@ -155,6 +218,14 @@ class PostgresStore(PostgresMemories, PostgresSearch, PostgresGraphReads, Postgr
         """How many change notices this process has heard on the library's channel (its own
         writes', other servers', and reconnections of the listener)."""
         return self._listener.count if self._listener is not None else 0
+
+    def change_mark(self) -> int | None:
+        """A number that moves whenever the library may have changed (a write of this store,
+        at once; another server's, once its notice arrives); None while no listener is
+        connected, when nothing can be known without asking the database."""
+        if self._listener is None or not self._listener.listening:
+            return None
+        return self._listener.count + self._own_writes
 
     def on_change(self, callback: Any) -> None:
         """Call `callback(what)` on the listener's thread whenever a change notice arrives."""
@@ -252,7 +323,7 @@ class PostgresStore(PostgresMemories, PostgresSearch, PostgresGraphReads, Postgr
     def update_context(self, change: Callable[[dict[str, Any]], dict[str, Any]], *, origin: str) -> dict[str, Any]:
         """Read, merge and write the context in one transaction (under the library's lock, so two
         servers' updates merge instead of one overwriting the other)."""
-        with self._write("context") as conn:
+        def body(conn: Any) -> dict[str, Any]:
             row = conn.execute("SELECT value FROM meta WHERE key = 'context'").fetchone()
             before = json.loads(row[0]) if row else {}
             ctx = change(before)
@@ -262,7 +333,9 @@ class PostgresStore(PostgresMemories, PostgresSearch, PostgresGraphReads, Postgr
             self._journal(conn, origin, origin, [], {k: {"before": before.get(k), "after": v}
                                                       for k, v in ctx.items() if before.get(k) != v and k != "updated_at"},
                           now_iso())
-        return ctx
+            return ctx
+
+        return self._transact(body, "context")
 
 
 __all__ = ["PostgresStore", "LibraryUnreadableError"]

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import re
 import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
-from ...errors import LibraryUnreadableError, PermissionDeniedError, StorageFullError
-from ...libraries import masked_url
+from ...errors import ConflictError, LibraryUnreadableError, PermissionDeniedError, StorageFullError
+from ...libraries import masked_url, url_secrets
 
 log = logging.getLogger(__name__)
 
@@ -61,22 +62,54 @@ def require_psycopg(library: str) -> Any:
 
 def connection_error(library: str, url: str, exc: Exception) -> LibraryUnreadableError:
     """A failed connection as memloci reports it, the password masked wherever it appears."""
-    text = str(exc).strip()
-    secret = _password(url)
-    if secret:
-        text = text.replace(secret, "***")
-    return LibraryUnreadableError(f"library '{library}': cannot reach PostgreSQL at {masked_url(url)}: {text}",
+    return LibraryUnreadableError(f"library '{library}': cannot reach PostgreSQL at {masked_url(url)}: "
+                                  f"{scrubbed(url, exc)}",
                                   hint="Check that the server runs and that the URL, user and password are right.")
 
 
+def scrubbed(url: str, exc: BaseException) -> str:
+    """`exc`'s text with the URL's password (and the pieces libpq may quote of one it could not
+    parse: "invalid integer value "s3cr" for ... port") masked."""
+    text = str(exc).strip() or type(exc).__name__
+    pieces = {piece for secret in url_secrets(url)
+              for piece in (secret, *(p for p in re.split(r"[/@?#:]", secret) if len(p) >= 3))}
+    for piece in sorted(pieces, key=len, reverse=True):
+        text = text.replace(piece, "***")
+    return text
+
+
+def busy_error(library: str, what: str) -> ConflictError:
+    return ConflictError(f"library '{library}' is busy: {what}",
+                         hint="Nothing was changed; send the call again in a moment.")
+
+
+class TransientError(ConflictError):
+    """A write PostgreSQL rolled back to break a deadlock or a serialization failure: sending it
+    again is safe (PostgresStore retries it once itself, before giving up)."""
+
+
+# SQLSTATEs (https://www.postgresql.org/docs/current/errcodes-appendix.html) with a meaning of their own
+_DEADLOCK, _SERIALIZATION = "40P01", "40001"
+_LOCK_NOT_AVAILABLE, _CANCELED = "55P03", "57014"
+_SHUTDOWN = {"57P01": "an administrator shut the connection down", "57P02": "the server crashed",
+             "57P03": "the server is starting up or shutting down"}
+
+
 def engine_error(library: str, url: str, exc: Exception) -> Exception:
-    """The error code a failed call on the server deserves: a full disk, a write refused (a
-    read-only standby, missing privileges), a server that cannot be reached; anything else (a
-    bug of ours) surfaces as it is."""
+    """The error code a failed call on the server deserves. Only a connection that failed or
+    broke (SQLSTATE class 08, or psycopg's own connection failures, which carry no SQLSTATE)
+    "cannot reach PostgreSQL"; a full disk, a write refused (a read-only standby, missing
+    privileges), a lock not granted in time, a deadlock or serialization failure, a cancelled
+    statement and a server shutting down each say so; anything else (a bug of ours) surfaces as it is."""
     import psycopg
     import psycopg_pool
 
     where = f"library '{library}' at {masked_url(url)}"
+    if isinstance(exc, psycopg_pool.PoolTimeout):  # every connection of this process stayed in use
+        return busy_error(library, f"every connection of this server to PostgreSQL stayed in use ({scrubbed(url, exc)})")
+    if not isinstance(exc, psycopg.Error):
+        return exc
+    state = exc.sqlstate or ""
     if isinstance(exc, psycopg.errors.DiskFull):
         return StorageFullError(f"{where}: the database server's disk is full: {exc}")
     if isinstance(exc, psycopg.errors.ReadOnlySqlTransaction):
@@ -85,50 +118,56 @@ def engine_error(library: str, url: str, exc: Exception) -> Exception:
     if isinstance(exc, psycopg.errors.InsufficientPrivilege):
         return PermissionDeniedError(f"{where}: the database user may not do this: {exc}",
                                      hint="Grant the user rights on the library's schema, or use another user.")
-    if isinstance(exc, (psycopg.OperationalError, psycopg_pool.PoolTimeout)):
+    if state in (_DEADLOCK, _SERIALIZATION):
+        kind = "a deadlock" if state == _DEADLOCK else "a serialization failure"
+        return TransientError(f"library '{library}': PostgreSQL rolled the call back to resolve {kind} with "
+                              f"another transaction: {scrubbed(url, exc)}",
+                              hint="Nothing was changed; send the call again.")
+    if state == _LOCK_NOT_AVAILABLE:
+        return busy_error(library, f"another server holds its write lock ({scrubbed(url, exc)})")
+    if state == _CANCELED:
+        return ConflictError(f"{where}: the statement was cancelled or ran past statement_timeout: {scrubbed(url, exc)}",
+                             hint="Nothing was changed; send the call again, or raise statement_timeout for this user.")
+    if state in _SHUTDOWN:
+        return LibraryUnreadableError(f"{where}: {_SHUTDOWN[state]}: {scrubbed(url, exc)}",
+                                      hint="Send the call again in a moment; memloci connects again by itself.")
+    if state.startswith("08") or (isinstance(exc, psycopg.OperationalError) and not state):
         return connection_error(library, url, exc)
+    if isinstance(exc, psycopg.OperationalError):  # resources (53...), system errors (58...): the server's words
+        return LibraryUnreadableError(f"{where}: PostgreSQL refused the call (SQLSTATE {state}): {scrubbed(url, exc)}",
+                                      hint="See the server's log; send the call again once it is fixed.")
     return exc
 
 
-def _password(url: str) -> str | None:
-    import urllib.parse
-
-    parts = urllib.parse.urlsplit(url)
-    if parts.password:
-        return urllib.parse.unquote(parts.password)
-    for key, value in urllib.parse.parse_qsl(parts.query):
-        if key == "password":
-            return value
-    return None
-
-
-def open_pool(url: str, schema: str, size: int) -> Any:
-    """A small pool whose connections see the library's schema first (then `public`, where the
-    extensions live)."""
+def open_pool(url: str, schema: str, size: int, timeout: float = 30.0) -> Any:
+    """A small pool of plain connections. Nothing is set per session: each transaction sets
+    its own search_path (SET LOCAL), so a pooler in transaction mode (PgBouncer), which hands
+    one server session to many clients, can never send a statement to another library's schema."""
     import psycopg_pool
-
-    search_path = f"SET search_path TO {quoted(schema)}, public"
-
-    def configure(conn: Any) -> None:  # autocommit: the setting holds for the connection's life
-        conn.execute(search_path)
 
     # min_size 1: an idle server holds one connection per library, not `size`. Autocommit, so
     # each `conn.transaction()` is an explicit BEGIN ... COMMIT.
-    return psycopg_pool.ConnectionPool(url, min_size=1, max_size=size, open=True, configure=configure,
-                                       kwargs={"autocommit": True}, timeout=30.0, num_workers=1,
+    return psycopg_pool.ConnectionPool(url, min_size=1, max_size=size, open=True,
+                                       kwargs={"autocommit": True}, timeout=timeout, num_workers=1,
                                        name=f"memloci-{schema}")
 
 
 class ChangeListener:
     """LISTEN on a library's channel in a daemon thread; every notification (another server's
-    write, or this one's) bumps `count` and calls the callbacks. A dropped connection is made
-    again, and the reconnection counts as a change too: notifications sent meanwhile are lost,
-    so whatever a reader holds must be treated as stale."""
+    write, or this one's) bumps `count` and calls the callbacks. The connection is pinged every
+    `keepalive` seconds, so one a network dropped silently is noticed; a dropped connection is
+    made again (with a growing pause between tries), and the reconnection counts as a change
+    too: notifications sent meanwhile are lost, so whatever a reader holds must be treated as
+    stale. `listening` is false while no connection listens: nothing heard then proves nothing."""
 
-    def __init__(self, url: str, channel: str):
+    KEEPALIVE = 30.0  # seconds between pings of a quiet connection
+
+    def __init__(self, url: str, channel: str, *, keepalive: float | None = None):
         self.url = url
         self.channel = channel
+        self.keepalive = self.KEEPALIVE if keepalive is None else keepalive
         self.count = 0
+        self.listening = False
         self.callbacks: list[Callable[[str], None]] = []
         self._stop = threading.Event()
         self._ready = threading.Event()
@@ -156,21 +195,29 @@ class ChangeListener:
         first = True
         while not self._stop.is_set():
             try:
-                with psycopg.connect(self.url, autocommit=True, connect_timeout=10) as conn:
+                with psycopg.connect(self.url, autocommit=True, connect_timeout=10,
+                                     application_name="memloci-listen") as conn:
                     conn.execute(f"LISTEN {quoted(self.channel)}")
+                    self.listening = True
                     if not first:
                         self._bump("reconnected")
                     first, backoff = False, 0.5
                     self._ready.set()
+                    pinged = time.monotonic()
                     while not self._stop.is_set():
                         for note in conn.notifies(timeout=1.0):
                             self._bump(note.payload)
+                        if time.monotonic() - pinged >= self.keepalive:
+                            conn.execute("SELECT 1")  # a dead connection fails here, not never
+                            pinged = time.monotonic()
             except Exception as exc:
+                self.listening = False
                 self._ready.set()  # open() must not hang on a listener that cannot connect
                 if self._stop.is_set():
                     return
                 first = False  # whatever was sent while we were away is lost: count the reconnection
-                log.warning("LISTEN %s: %s; connecting again in %.1f s", self.channel,
-                            str(exc).splitlines()[0] if str(exc) else type(exc).__name__, backoff)
-                time.sleep(backoff)
+                log.warning("LISTEN %s at %s: %s; connecting again in %.1f s", self.channel, masked_url(self.url),
+                            scrubbed(self.url, exc).splitlines()[0], backoff)
+                self._stop.wait(backoff)
                 backoff = min(backoff * 2, 30.0)
+        self.listening = False

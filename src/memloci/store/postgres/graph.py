@@ -1,16 +1,16 @@
 """Graph writes of the postgres engine: the library rules (rules.py) over one write
 transaction (PostgresGraphTx), exactly as the other engines run them.
 
-Each write method opens a transaction under the library's advisory lock (PostgresStore._write),
-builds a PostgresGraphTx over its connection and calls the rule; whatever the rule raises
-rolls the whole transaction back.
+Each write method opens a transaction under the library's advisory lock (PostgresStore._transact,
+which runs it once more after a deadlock or serialization failure), builds a PostgresGraphTx
+over its connection and calls the rule; whatever the rule raises rolls the whole transaction back.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ... import rules
 from ...markdown.document import EntityDocument, set_observations
@@ -29,6 +29,8 @@ from ...model import (
     now_iso,
 )
 from ...search import lexical
+
+T = TypeVar("T")
 
 BODY_TAGS = "body_tags"  # entity metadata: the tags only the body's `#tags` give (as store/sqlite_vault.py)
 
@@ -256,6 +258,9 @@ class PostgresGraphWrites:
 
     schema: Any
 
+    if TYPE_CHECKING:  # what PostgresStore gives its mixins
+        def _transact(self, body: Callable[[Any], T], what: str = "graph") -> T: ...
+
     def _memories_written(self, conn: Any, ids: Sequence[int]) -> None:
         """Search upkeep for new memories (none needed beyond the tables' own)."""
 
@@ -263,25 +268,25 @@ class PostgresGraphWrites:
         """Search upkeep for changed entities (none needed beyond the tables' own)."""
 
     def create_entities(self, entities: Sequence[EntityInput], *, origin: str) -> list[CreatedEntity]:
-        with self._write() as conn:  # type: ignore[attr-defined]
-            return rules.create_entities(PostgresGraphTx(self, conn), self.schema, entities, origin)
+        return self._transact(lambda conn: rules.create_entities(PostgresGraphTx(self, conn), self.schema, entities,
+                                                                 origin))
 
     def create_relations(self, relations: Sequence[RelationInput], *, origin: str) -> rules.RelationsCreated:
-        with self._write() as conn:  # type: ignore[attr-defined]
-            return rules.create_relations(PostgresGraphTx(self, conn), self.schema, relations, origin)
+        return self._transact(lambda conn: rules.create_relations(PostgresGraphTx(self, conn), self.schema, relations,
+                                                                  origin))
 
     def add_observations(self, batches: Sequence[ObservationBatch], *, origin: str) -> list[AddedObservations]:
-        with self._write() as conn:  # type: ignore[attr-defined]
-            return rules.add_observations(PostgresGraphTx(self, conn), self.schema, batches, origin)
+        return self._transact(lambda conn: rules.add_observations(PostgresGraphTx(self, conn), self.schema, batches,
+                                                                  origin))
 
     def delete_entities(self, names: Sequence[str], *, origin: str) -> list[str]:
-        with self._write() as conn:  # type: ignore[attr-defined]
-            return rules.delete_entities(PostgresGraphTx(self, conn), self.schema, names, origin)
+        return self._transact(lambda conn: rules.delete_entities(PostgresGraphTx(self, conn), self.schema, names,
+                                                                 origin))
 
     def delete_observations(self, batches: Sequence[ObservationBatch], *, origin: str) -> list[RemovedObservations]:
-        with self._write() as conn:  # type: ignore[attr-defined]
-            return rules.delete_observations(PostgresGraphTx(self, conn), self.schema, batches, origin)
+        return self._transact(lambda conn: rules.delete_observations(PostgresGraphTx(self, conn), self.schema, batches,
+                                                                     origin))
 
     def delete_relations(self, relations: Sequence[RelationInput], *, origin: str) -> list[Relation]:
-        with self._write() as conn:  # type: ignore[attr-defined]
-            return rules.delete_relations(PostgresGraphTx(self, conn), self.schema, relations, origin)
+        return self._transact(lambda conn: rules.delete_relations(PostgresGraphTx(self, conn), self.schema, relations,
+                                                                  origin))

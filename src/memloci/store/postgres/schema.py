@@ -130,13 +130,27 @@ def migrate(conn: Any, schema: str, library: str, *, create: bool) -> int:
             current = _read_version(conn, schema)  # again, under the lock: another server may have done it
             if current > number:
                 continue
-            conn.execute(f"SET LOCAL search_path TO {q}, public")
+            # where the host keeps the extensions too (Supabase: `extensions`): found again in
+            # this transaction, since a migration may create them; functions pinning their
+            # search_path (SET search_path FROM CURRENT) then find vector and pg_trgm there
+            path = ", ".join([q, "public", *map(quoted, extension_schemas(conn))])
+            conn.execute(f"SET LOCAL search_path TO {path}")
             conn.execute(MIGRATIONS[number])
             if number == 0:
                 conn.execute(f"INSERT INTO {q}.meta VALUES ('created_at', %s) ON CONFLICT DO NOTHING", (now_iso(),))
             conn.execute(f"""INSERT INTO {q}.meta VALUES ('schema_version', %s)
                              ON CONFLICT (key) DO UPDATE SET value = excluded.value""", (str(number + 1),))
     return found
+
+
+def extension_schemas(conn: Any) -> list[str]:
+    """The schemas other than `public` holding the vector or pg_trgm extension: a host may keep
+    extensions in a schema of their own, where `CREATE EXTENSION IF NOT EXISTS ... SCHEMA public`
+    leaves them, and every transaction's search_path must then name it."""
+    rows = conn.execute("""SELECT DISTINCT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace
+                           WHERE e.extname IN ('vector', 'pg_trgm') AND n.nspname <> 'public'
+                           ORDER BY n.nspname""").fetchall()
+    return [r[0] for r in rows]
 
 
 def _version(conn: Any, schema: str) -> int:
