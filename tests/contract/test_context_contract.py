@@ -7,13 +7,6 @@ import pytest
 
 from memloci.errors import ValidationError
 
-from .conftest import ENGINES
-
-# Strict: the day context.md keeps an emptied list, the pass is reported as a failure and the mark goes.
-EMPTY_LIST_LOST = pytest.mark.xfail(strict=True, reason=(
-    "markdown: context.md renders no line for next_steps=[], so the library reads back no next_steps "
-    "where update_context answered next_steps: [] (SQLite and postgres keep it)"))
-
 
 def without_time(context: dict) -> dict:
     assert context == {} or context["updated_at"].endswith("Z")
@@ -35,8 +28,6 @@ def test_context_is_updated_field_by_field(engine):
     assert other.read_context() == s.read_context()
 
 
-@pytest.mark.parametrize("engine", [pytest.param(e, marks=EMPTY_LIST_LOST) if e == "markdown" else e for e in ENGINES],
-                         indirect=True)
 def test_an_emptied_list_reads_back_empty(engine):
     s = engine.service
     s.update_context(active_task="ship", next_steps=["tag"])

@@ -37,7 +37,7 @@ def render_context(ctx: dict[str, Any]) -> str:
         parts.append(f"\n## Active task\n{ctx['active_task'].strip()}\n")
     if ctx.get("reason"):
         parts.append(f"\n## Reason\n{ctx['reason'].strip()}\n")
-    if ctx.get("next_steps"):
+    if ctx.get("next_steps") is not None:  # an emptied list keeps its heading, so it reads back [] (not absent)
         parts.append("\n## Next steps\n" + "".join(f"- {s.strip()}\n" for s in ctx["next_steps"]))
     return "".join(parts)
 
