@@ -641,3 +641,319 @@ def test_rules_hold_when_the_database_defaults_to_repeatable_read(pg_url):
         assert s.stats().entities == 3 * count and s.stats().relations == count
     finally:
         s.close()
+
+
+def _wait_for(check, what: str, seconds: float = 30.0):
+    """Poll `check()` until it is true (a readiness wait, not a timing assert)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"never happened: {what}")
+
+
+def _advisory_waiters(url: str, key: int) -> int:
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        return conn.execute("""SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted
+                               AND ((classid::bigint << 32) | objid::bigint) = (%s::bigint & x'ffffffffffffffff'::bigint)""",
+                            (key,)).fetchone()[0]
+
+
+def test_writers_waiting_for_the_lock_leave_connections_to_reads(pg_library):
+    """Another server holds the library's write lock; six writers of this process wait for it.
+    Only one of them holds a connection meanwhile, so a read still answers at once from a pool
+    of two (before, every connection waited on the lock and the read failed after 30 s as
+    "cannot reach PostgreSQL"); once the lock is free every write lands."""
+    import threading
+
+    import psycopg
+
+    from memloci.store.postgres import PostgresStore
+
+    store = PostgresStore(pg_library.url, pg_library.name, pool_size=2)
+    store.create_entities([EntityInput("A", "t")], origin="test")
+    done: list[object] = []
+    with psycopg.connect(pg_library.url, autocommit=True) as other:
+        with other.transaction():
+            other.execute("SELECT pg_advisory_xact_lock(%s)", (store._lock_key,))
+            writers = [threading.Thread(target=lambda i=i: done.append(
+                store.create_entities([EntityInput(f"W{i}", "t")], origin="test"))) for i in range(6)]
+            for t in writers:
+                t.start()
+            _wait_for(lambda: _advisory_waiters(pg_library.url, store._lock_key) == 1, "a writer waits on the lock")
+            assert [e.name for e in store.read_graph(limit=10, offset=0, summary=True).entities] == ["A"]
+            assert done == [] and _advisory_waiters(pg_library.url, store._lock_key) == 1  # one waits on the server
+    for t in writers:
+        t.join(60)
+    try:
+        assert len(done) == 6 and store.stats().entities == 7
+    finally:
+        store.close()
+
+
+def test_a_lock_or_a_pool_not_free_in_time_is_busy(pg_library):
+    """A write that waits past lock_timeout for another server's lock, and a call that finds no
+    free connection in the pool in time, are CONFLICT "busy", not "cannot reach"; nothing is
+    written, and the next write goes through."""
+    import psycopg
+
+    from memloci.errors import ConflictError
+    from memloci.store.postgres import PostgresStore
+
+    store = PostgresStore(pg_library.url, pg_library.name, pool_size=1, pool_timeout=0.5, lock_timeout=0.5)
+    try:
+        store.open()
+        with psycopg.connect(pg_library.url, autocommit=True) as other:
+            with other.transaction():
+                other.execute("SELECT pg_advisory_xact_lock(%s)", (store._lock_key,))
+                with pytest.raises(ConflictError) as err:
+                    store.create_entities([EntityInput("A", "t")], origin="test")
+        assert f"library '{pg_library.name}' is busy: another server holds its write lock" in str(err.value)
+        with store._pool.connection():  # the only connection, taken
+            with pytest.raises(ConflictError) as err:
+                store.read_graph(limit=5, offset=0, summary=True)
+        assert "is busy" in str(err.value) and "cannot reach" not in str(err.value)
+        assert store.stats().entities == 0
+        store.create_entities([EntityInput("A", "t")], origin="test")
+        assert store.stats().entities == 1
+    finally:
+        store.close()
+
+
+def test_server_errors_are_named_for_what_they_are(pg_url):
+    """Real failures from the server, each mapped: a cancelled statement, a lock not granted, a
+    serialization failure, a deadlock, a terminated connection; only the last may say "cannot reach"."""
+    import threading
+    import uuid
+
+    import psycopg
+
+    from memloci.errors import ConflictError, LibraryUnreadableError
+    from memloci.store.postgres.connection import TransientError, engine_error
+
+    caught: dict[str, Exception] = {}
+
+    def catch(name, conn, sql):
+        try:
+            conn.execute(sql)
+        except psycopg.Error as exc:
+            caught[name] = exc
+
+    table = "t_" + uuid.uuid4().hex[:10]
+    with psycopg.connect(pg_url, autocommit=True) as a, psycopg.connect(pg_url, autocommit=True) as b:
+        with a.transaction():
+            a.execute("SET LOCAL statement_timeout = 50")
+            catch("cancel", a, "SELECT pg_sleep(5)")
+            raise psycopg.Rollback
+        with b.transaction():
+            b.execute("SELECT pg_advisory_xact_lock(4242)")
+            with a.transaction():
+                a.execute("SET LOCAL lock_timeout = 50")
+                catch("lock", a, "SELECT pg_advisory_xact_lock(4242)")
+                raise psycopg.Rollback
+        a.execute(f"CREATE TABLE {table} (id int PRIMARY KEY, v int)")
+        a.execute(f"INSERT INTO {table} VALUES (1, 0)")
+        with a.transaction():
+            a.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+            a.execute(f"SELECT v FROM {table}")
+            b.execute(f"UPDATE {table} SET v = 1")
+            catch("serialization", a, f"UPDATE {table} SET v = 2")
+            raise psycopg.Rollback
+        a.execute(f"DROP TABLE {table}")
+        with a.transaction(), b.transaction():
+            a.execute("SELECT pg_advisory_xact_lock(1001)")
+            b.execute("SELECT pg_advisory_xact_lock(1002)")
+            t = threading.Thread(target=catch, args=("deadlock", a, "SELECT pg_advisory_xact_lock(1002)"))
+            t.start()
+            _wait_for(lambda: _advisory_waiters(pg_url, 1002) == 1, "a waits")
+            catch("deadlock", b, "SELECT pg_advisory_xact_lock(1001)")
+            t.join(30)
+            raise psycopg.Rollback
+    victim = psycopg.connect(pg_url, autocommit=True)
+    with psycopg.connect(pg_url, autocommit=True) as a:
+        a.execute("SELECT pg_terminate_backend(%s)", (victim.info.backend_pid,))
+    catch("terminated", victim, "SELECT 1")
+    victim.close()
+
+    mapped = {name: engine_error("lib", pg_url, exc) for name, exc in caught.items()}
+    assert set(mapped) == {"cancel", "lock", "serialization", "deadlock", "terminated"}
+    assert isinstance(mapped["cancel"], ConflictError) and "cancelled or ran past statement_timeout" in str(mapped["cancel"])
+    assert isinstance(mapped["lock"], ConflictError) and "library 'lib' is busy" in str(mapped["lock"])
+    assert isinstance(mapped["serialization"], TransientError) and "serialization failure" in str(mapped["serialization"])
+    assert isinstance(mapped["deadlock"], TransientError) and "a deadlock" in str(mapped["deadlock"])
+    assert isinstance(mapped["terminated"], LibraryUnreadableError)
+    assert all("cannot reach" not in str(mapped[n]) for n in ("cancel", "lock", "serialization", "deadlock"))
+
+
+def test_a_write_chosen_to_break_a_deadlock_runs_once_more(pg_library):
+    """Another session holds a lock on an entity's row and then asks for the library's write
+    lock while this store's write (holding that lock) waits for the row: PostgreSQL rolls this
+    write back to break the deadlock, and the store runs it again by itself: the caller sees it
+    succeed, once."""
+    import threading
+
+    import psycopg
+
+    from memloci.store.postgres import PostgresStore
+
+    store = PostgresStore(pg_library.url, pg_library.name)
+    store.create_entities([EntityInput("A", "t")], origin="test")
+    result: list[object] = []
+    with psycopg.connect(pg_library.url, autocommit=True) as other:
+        with other.transaction():
+            other.execute("SET LOCAL deadlock_timeout = '20s'")  # so this store's backend finds the deadlock
+            other.execute(f"UPDATE {store.schema_name}.entities SET updated_at = updated_at WHERE name = 'A'")
+            writer = threading.Thread(target=lambda: result.append(
+                store.add_observations([ObservationBatch("A", ("new",))], origin="test")))
+            writer.start()
+            _wait_for(lambda: other.execute(
+                "SELECT count(*) FROM pg_locks WHERE NOT granted AND locktype = 'transactionid'").fetchone()[0] >= 1,
+                "the write waits for the row")
+            other.execute("SELECT pg_advisory_xact_lock(%s)", (store._lock_key,))  # the deadlock; we win it
+    writer.join(60)
+    try:
+        assert len(result) == 1 and [o.content for o in store.open_entities(["A"]).entities[0].observations] == ["new"]
+    finally:
+        store.close()
+
+
+def test_access_counts_tell_no_other_server(pg_library):
+    """A retrieval's access bookkeeping sends no change notice; a real write does."""
+    from memloci.store.postgres import PostgresStore
+
+    first, second = PostgresStore(pg_library.url, pg_library.name), PostgresStore(pg_library.url, pg_library.name)
+    try:
+        first.open()
+        second.open()
+        heard: list[str] = []
+        second.on_change(heard.append)
+        mark = first.change_mark()
+        first.touch_memories([1, 2])
+        assert first.change_mark() == mark  # nothing another process holds changed
+        first.create_entities([EntityInput("Marker", "t")], origin="test")
+        assert first.change_mark() != mark  # its own write is known at once
+        _wait_for(lambda: heard, "the marker's notice")
+        time.sleep(0.2)
+        assert heard == ["graph"]
+    finally:
+        first.close()
+        second.close()
+
+
+def test_the_listener_pings_reconnects_and_logs_no_password(pg_url, caplog):
+    import logging
+    import uuid
+
+    import psycopg
+
+    from memloci.store.postgres.connection import ChangeListener
+
+    channel = "memloci_" + uuid.uuid4().hex[:12]
+    listener = ChangeListener(pg_url, channel, keepalive=0.2)
+    listener.start()
+    try:
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            def backend():
+                return conn.execute("SELECT pid, query FROM pg_stat_activity WHERE application_name = 'memloci-listen' "
+                                    "AND query IN (%s, 'SELECT 1') AND pid <> pg_backend_pid()",
+                                    (f'LISTEN "{channel}"',)).fetchall()
+            # the connection is pinged while nothing is said on it (its last statement becomes the ping)
+            (pid, _), = _wait_for(lambda: [r for r in backend() if r[1] == "SELECT 1"], "a ping")
+            assert listener.listening and listener.count == 0
+            conn.execute("SELECT pg_terminate_backend(%s)", (pid,))
+            _wait_for(lambda: listener.count == 1 and listener.listening, "a reconnection, counted as a change")
+            conn.execute(f'NOTIFY "{channel}", \'graph\'')
+            _wait_for(lambda: listener.count == 2, "a notice on the new connection")
+    finally:
+        listener.stop()
+    caplog.set_level(logging.WARNING, logger="memloci.store.postgres.connection")
+    caplog.clear()
+    broken = ChangeListener("postgresql://me:s3cr/et@/memory?host=/nowhere&connect_timeout=1", "memloci_x")
+    broken.start()
+    try:
+        _wait_for(lambda: any("memloci_x" in r.getMessage() for r in caplog.records), "a warning")
+        assert not broken.listening
+    finally:
+        broken.stop()
+    text = "\n".join(r.getMessage() for r in caplog.records if "memloci_x" in r.getMessage())
+    assert "LISTEN memloci_x at postgresql://***@/memory" in text and "s3cr" not in text
+
+
+def test_passwords_are_masked_however_they_are_written():
+    from pathlib import Path
+
+    from memloci.libraries import masked_specs
+    from memloci.settings import Settings
+
+    assert masked_url("postgresql://me:p@ss@db/memory") == "postgresql://me:***@db/memory"
+    # an unencoded / or ? ends urlsplit's host part early: everything up to the last @ is hidden
+    assert masked_url("postgresql://me:s3cr/et@db/memory") == "postgresql://***@db/memory"
+    assert masked_url("postgresql://me:s3?cret@db/memory") == "postgresql://***@db/memory"
+    assert masked_url("postgresql://me:s3%2Fcret@db/memory") == "postgresql://me:***@db/memory"
+    assert masked_url("postgresql://postgres:@/postgres?host=/tmp/pg") == "postgresql://postgres:@/postgres?host=/tmp/pg"
+    assert masked_url("postgresql://me@db/x?host=/tmp/a&password=s3cret") == "postgresql://me@db/x?host=/tmp/a&password=***"
+    spec = "team:postgresql://me:s3cret@db/memory,ops:postgresql://u:s3cr/et@h/y,notes:notes"
+    assert masked_specs(spec) == "team:postgresql://me:***@db/memory,ops:postgresql://***@h/y,notes:notes"
+    settings = Settings(home=Path("/x"), libraries=spec)
+    assert "s3cr" not in repr(settings) and "s3cr" not in str(settings)
+    assert "libraries='team:postgresql://me:***@db/memory," in repr(settings)
+    assert settings.libraries == spec  # masked only where shown
+
+
+def test_each_transaction_sets_its_own_search_path(pg_url):
+    """A pooled session left pointing at another library's schema (as a pooler in transaction
+    mode hands sessions around) still reads and writes this library: the search_path is set by
+    each transaction, and none is left on the session."""
+    from memloci.store.postgres import PostgresStore
+
+    from pg import pg_library_url
+
+    mine, theirs = pg_library_url(pg_url), pg_library_url(pg_url)
+    a, b = PostgresStore(mine.url, mine.name, pool_size=1), PostgresStore(theirs.url, theirs.name)
+    try:
+        a.create_entities([EntityInput("Mine", "t")], origin="test")
+        b.create_entities([EntityInput("Theirs", "t")], origin="test")
+        with a._pool.connection() as conn:  # the pool's only session
+            assert conn.execute("SHOW search_path").fetchone()[0] == '"$user", public'
+            conn.execute(f"SET search_path TO {b.schema_name}, public")
+        assert [e.name for e in a.read_graph(limit=5, offset=0, summary=True).entities] == ["Mine"]
+        a.create_entities([EntityInput("Mine too", "t")], origin="test")
+        assert a.stats().entities == 2 and b.stats().entities == 1
+    finally:
+        a.close()
+        b.close()
+
+
+def test_extensions_kept_in_a_schema_of_their_own(pg_url):
+    """A host that keeps vector and pg_trgm in an `extensions` schema: the library is created,
+    written, searched (full text, fuzzy names) and given vectors."""
+    from memloci.store.postgres import PostgresStore
+
+    from pg import pg_library_url
+
+    lib = pg_library_url(_fresh_database(pg_url, extensions_in="extensions"))
+    s = _service(lib.spec)
+    try:
+        s.create_entities([EntityInput("Alice Wonderland", "person", ("likes tea",))])
+        assert [h.entity.name for h in s.search_nodes("alice").hits] == ["Alice Wonderland"]
+        assert [h.entity.name for h in s.search_nodes("Wonderlnd").hits] == ["Alice Wonderland"]
+        store = s.store()
+        assert isinstance(store, PostgresStore) and '"extensions"' in store._search_path
+        assert store.engine_health()["pgvector"] is not None
+        # vectors: the column's type and its HNSW index come from the extensions' schema
+        import numpy as np
+
+        from memloci.model import MemoryFilter, MemoryInput
+
+        stored = [store.store_memory(MemoryInput(text), origin="test").memory for text in ("tea time", "chess club")]
+        vectors = [np.array([1.0, 0.0, 0.0], dtype=np.float32), np.array([0.0, 1.0, 0.0], dtype=np.float32)]
+        saved = store.save_vectors([(m.id, m.content_hash, v) for m, v in zip(stored, vectors)], "test-model")
+        assert len(saved.ids) == 2
+        found = store.vector_candidates(np.array([0.1, 1.0, 0.0], dtype=np.float32), 1, MemoryFilter(), model="test-model")
+        assert max(found.scores, key=found.scores.get) == stored[1].id
+    finally:
+        s.close()

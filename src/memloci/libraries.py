@@ -83,6 +83,11 @@ def masked_url(url: str) -> str:
     return _QUERY_PASSWORD.sub(lambda m: m.group(1) + "***", url)
 
 
+def masked_specs(spec: str) -> str:
+    """A `--libraries` text (`name:path,name:url`) with the password of each URL masked."""
+    return ",".join(name + sep + masked_url(path) for name, sep, path in (p.partition(":") for p in spec.split(",")))
+
+
 def memloci_home(settings: Settings | None = None) -> Path:
     """The data directory: `settings.home`; without settings, as the environment says now
     (`$MEMLOCI_HOME`, else `$XDG_DATA_HOME/memloci`, else `~/.local/share/memloci`: settings.py)."""

@@ -28,7 +28,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from types import MappingProxyType
 
@@ -123,6 +123,18 @@ class Settings:
     http_port: int | None = None  # MCP_SERVER_PORT
     # The environment these were read from, for the processes memloci starts (child_env).
     environ: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}), repr=False, compare=False)
+
+    def __repr__(self) -> str:
+        # The generated repr, but the library URLs' passwords masked: a log line or a traceback
+        # may show the settings. (dataclass keeps a __repr__ the class defines itself.)
+        from .libraries import masked_specs
+
+        shown = []
+        for f in fields(self):
+            if f.repr:
+                value = getattr(self, f.name)
+                shown.append(f"{f.name}={masked_specs(value) if f.name == 'libraries' and value else value!r}")
+        return f"Settings({', '.join(shown)})"
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
