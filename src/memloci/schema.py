@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import json
 from dataclasses import asdict, dataclass, replace
@@ -93,7 +93,7 @@ def check_int(value: object, field: str, low: int, high: int) -> int:
 PROBLEMS_MAX = 20  # a batch with many bad items names this many, then "and N more"
 
 
-def each_item(items: Sequence, check) -> list:
+def each_item(items: Sequence, check: Callable[[int, Any], Any]) -> list:
     """`check(i, item)` for every item; the bad ones are reported together (up to PROBLEMS_MAX),
     so a caller fixes a batch in one round, and nothing is written."""
     out, problems = [], []

@@ -75,7 +75,7 @@ def _silence() -> int | None:
 class PrivateLog(RotatingFileHandler):
     """A rotated log whose files are 0600 from their first byte (the log names projects and tools)."""
 
-    def _open(self):  # type: ignore[override]
+    def _open(self):
         fd = os.open(self.baseFilename, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         return os.fdopen(fd, "a", encoding=self.encoding)
 

@@ -9,6 +9,8 @@ key must be written. Pure functions over LF text (the caller strips a BOM and CR
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+from typing import Any
 
 import yaml
 
@@ -119,7 +121,7 @@ def _as_text(item: str) -> str:
         return item
 
 
-def _load(text: str):
+def _load(text: str) -> Any:
     try:
         return yaml.safe_load(text)
     except yaml.YAMLError:
@@ -141,7 +143,8 @@ def _render_list(key: str, values: list[str], indent: str | None) -> str:
     return f"{key}:\n" + "".join(f"{indent}- {scalar(v)}\n" for v in values)
 
 
-def set_list(yaml_text: str, key: str, values: list[str], item_text=lambda s: s) -> str:
+def set_list(yaml_text: str, key: str, values: list[str],
+             item_text: Callable[[str], str] = lambda s: s) -> str:
     """Make `key` list exactly `values`: kept items keep their spelling and lines, dropped
     ones lose theirs, new ones are appended in the list's own style. `item_text` reads an
     item as the parser does (a tag `"#a"` is `a`), so a kept item is recognized."""
@@ -221,7 +224,7 @@ def has_key(yaml_text: str, key: str) -> bool:
     return any(b[0] == key for b in _blocks(yaml_text))
 
 
-def with_front_matter(text: str, edit) -> str:
+def with_front_matter(text: str, edit: Callable[..., str]) -> str:
     """Apply `edit(yaml_text) -> yaml_text` to the document's front matter, creating one at the
     top when there is none (and the edit writes something)."""
     parts = split(text)
@@ -258,7 +261,7 @@ def _item_relation(text: str) -> tuple[str, str] | None:
 
 
 def edit_relations(yaml_text: str, remove: list[tuple[str, str]], add: list[tuple[str, str]],
-                   key_of=str.casefold) -> str:
+                   key_of: Callable[[str], str] = str.casefold) -> str:
     """Drop the `relations` items naming (type, to) in `remove` (compared by key_of(to)) and
     append `add` in the style of the items already there."""
     lines = _LINES.findall(yaml_text)
@@ -314,7 +317,7 @@ def _like(template: str | None, rtype: str, to: str) -> str:
     return out if out.endswith("\n") else out + "\n"
 
 
-def rename_relation_targets(yaml_text: str, old: str, new: str, key_of=str.casefold) -> str:
+def rename_relation_targets(yaml_text: str, old: str, new: str, key_of: Callable[[str], str] = str.casefold) -> str:
     """Point `to: old` values in `relations` items at `new`, quoting kept."""
     lines = _LINES.findall(yaml_text)
     block = next((b for b in _blocks(yaml_text) if b[0] == "relations"), None)
@@ -339,12 +342,12 @@ def rename_relation_targets(yaml_text: str, old: str, new: str, key_of=str.casef
     return "".join(lines)
 
 
-def _holds_link(raw: str, key: str, target: str, key_of) -> bool:
+def _holds_link(raw: str, key: str, target: str, key_of: Callable[[str], str]) -> bool:
     """Whether one YAML value (`"[[Anna|A.]]"`) is a link to `target`."""
     return _is_link(_load(raw.strip()) if raw.strip() else None, key, target, key_of)
 
 
-def _is_link(loaded, key: str, target: str, key_of) -> bool:
+def _is_link(loaded: Any, key: str, target: str, key_of: Callable[[str], str]) -> bool:
     """Whether a parsed value is a link to `target`. A link to it with other text around it,
     or beside other links, is refused: removing it alone would rewrite a person's sentence."""
     if not isinstance(loaded, str):
@@ -360,7 +363,7 @@ def _is_link(loaded, key: str, target: str, key_of) -> bool:
     return True
 
 
-def _mapping(yaml_text: str):
+def _mapping(yaml_text: str) -> Any:
     """The front matter as the document parser reads it; None when it does not parse."""
     try:
         loaded = yaml.load(yaml_text, Loader=_LOADER)
@@ -393,7 +396,7 @@ def _scalar_end(lines: list[str], first: int, end: int) -> int:
     return stop
 
 
-def drop_link(yaml_text: str, key: str, target: str, key_of=str.casefold) -> str:
+def drop_link(yaml_text: str, key: str, target: str, key_of: Callable[[str], str] = str.casefold) -> str:
     """Remove the `[[target]]` link from the value of `key`, every other byte kept: the list
     item that holds it, or the whole key when it held only that link. Comment lines inside
     the value stay. The result is read back: unless it parses to exactly the old front
@@ -462,7 +465,7 @@ def drop_link(yaml_text: str, key: str, target: str, key_of=str.casefold) -> str
 
 
 def check_renamed_links(before: list[tuple[str, str]], after: list[tuple[str, str]] | None,
-                        old: str, new: str, key_of=str.casefold) -> None:
+                        old: str, new: str, key_of: Callable[[str], str] = str.casefold) -> None:
     """Refuse, naming the key, a rename whose edited front matter does not read back as the
     same value links with `old` turned into `new` (`after` None: it no longer parses, as when
     the new name holds the quote of a quoted value). The caller then writes nothing."""

@@ -103,8 +103,9 @@ def patch_document(text: str, want: Wanted, *, fallback_name: str, key_of: Calla
     moved = want.renames or (new_stem or fallback_name) != fallback_name
     if moved and parse_document(text, fallback_name=new_stem or fallback_name).name != want.doc.name:
         text = _set_title(text, want.doc.name)
-    if want.stamp and text != original and (parts := fm.split(text)) and fm.has_key(parts[1], "modified"):
-        text = fm.with_front_matter(text, lambda y: fm.set_scalar(y, "modified", want.stamp, timestamp=True))
+    stamp = want.stamp
+    if stamp and text != original and (parts := fm.split(text)) and fm.has_key(parts[1], "modified"):
+        text = fm.with_front_matter(text, lambda y: fm.set_scalar(y, "modified", stamp, timestamp=True))
     return text
 
 
@@ -159,7 +160,7 @@ def _patch_observations(text: str, wanted: list[str], dates: dict[str, str]) -> 
     return "".join(out + [line for i, line in enumerate(lines[at:], at) if i not in drop])
 
 
-def _patch_front_matter(text: str, want: Wanted, fallback_name: str, key_of) -> str:
+def _patch_front_matter(text: str, want: Wanted, fallback_name: str, key_of: Callable[[str], str]) -> str:
     have = parse_document(text, fallback_name=fallback_name)
     doc = want.doc
     parts = fm.split(text)
