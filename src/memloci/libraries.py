@@ -309,6 +309,7 @@ class LibraryRegistry:
         """The named library (opened on first use); the only one when `name` is left out."""
         if isinstance(name, ProjectRef):
             return self.project(name)[0]
+        found: Store | None
         if name is None or name == "":
             if len(self._stores) == 1:
                 found = next(iter(self._stores.values()))
@@ -326,6 +327,7 @@ class LibraryRegistry:
                     f"library '{name}' is not mounted; mounted: {', '.join(self._stores)}",
                     hint=f"Use one of: {', '.join(self._stores)}.",
                 )
+        store = found
         store.open(create=self.create_missing)
         return store
 
@@ -337,7 +339,6 @@ class LibraryRegistry:
         from .store.markdown import INDEX_DIR, MarkdownStore
 
         root = resolve_project_root(ref.path)
-        found: Store | None
         with self._projects_lock:
             store = self._projects.get(root)
             if store is not None:
@@ -355,7 +356,6 @@ class LibraryRegistry:
                 mark_journal_union(folder)
             store = MarkdownStore(folder, project_id(root))  # named by its id: the same in every clone
             if self.fallback_schema is not None:
-        store = found
                 store.schema = self.fallback_schema
             store.open()
             if self._watching:
