@@ -566,8 +566,8 @@ class MemoryService(DocumentService, ProjectService, HistoryService):
             raise ValidationError(f"embedder: '{self.embedder.spec}' is not available: {self.embedder.status().error}",
                                   hint="Set MEMLOCI_EMBEDDER to a working embedder (minilm, onnx:DIR, openai:URL#MODEL).")
         total = store.reset_vectors(embedder.model_id, embedder.dimension)
-        assert pair is not None  # the embedder has loaded (above)
         pair = self._vectors(store)
+        assert pair is not None  # the embedder has loaded (above)
         pair[1].error = None  # an error from before the reset (say, the model mismatch) is moot now
         pair[1].start()
         pair[1].poke()
