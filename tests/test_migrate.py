@@ -317,3 +317,38 @@ def test_a_source_the_target_schema_refuses_is_refused_whole_before_any_write(tm
     details = refused.value.details
     assert details["count"] == 14
     assert {p["what"] for p in details["violations"]} == {"name", "type", "observation", "relation"}
+
+
+def test_restore_dates_on_markdown_dates_the_files_it_created_and_no_others(tmp_path):
+    """restore_dates (migrate, `memloci import jsonl`) keeps a Markdown library's files and index
+    in agreement: a file memloci created takes the dates; a person's file keeps its bytes."""
+    from memloci.libraries import open_store
+
+    home = tmp_path / "home"
+    notes = LibrarySpec("notes", tmp_path / "notes", "markdown")
+    (tmp_path / "notes").mkdir()
+    mine = "---\ntype: person\n---\n# Carol\n\n- drinks coffee\n"
+    (tmp_path / "notes" / "Carol.md").write_text(mine)
+    service = _service(home, notes, "none")
+    service.create_entities([EntityInput("Bob", "person", ("plays chess",))])
+    store = service.store()
+    assert isinstance(store, Portable)
+    store.restore_dates({"bob": ("2024-01-01T08:00:00Z", "2024-03-01T08:00:00Z", ["plays chess"],
+                                 ["2024-01-02T08:00:00Z"]),
+                         "carol": ("2023-01-01T08:00:00Z", "2023-01-01T08:00:00Z", (), ())}, {}, origin="test")
+    service.close()
+    bob = (tmp_path / "notes" / "Bob.md").read_text()
+    assert "created: 2024-01-01T08:00:00Z" in bob and "2024-03-01T08:00:00Z" in bob, bob
+    assert "2024-01-02" in bob, bob
+    assert (tmp_path / "notes" / "Carol.md").read_text() == mine
+
+    # an index rebuilt from the files alone reads Bob's dates back
+    copy = open_store(notes, home)
+    copy.open(create=False)
+    try:
+        copy.rebuild_index()
+        (entity,) = copy.open_entities(["Bob"]).entities
+        assert (entity.created_at, entity.updated_at) == ("2024-01-01T08:00:00Z", "2024-03-01T08:00:00Z")
+        assert [o.created_at for o in entity.observations] == ["2024-01-02T08:00:00Z"]
+    finally:
+        copy.close()

@@ -14,6 +14,10 @@ any pair of engines works:
   (Migratable.replace_journal), and the vectors (VectorStore.save_vectors) when the target's
   embedder is the model that made them; otherwise the target embeds them anew.
 
+Before any write the whole source graph is checked against the target's schema
+(rules.graph_violations, as `memloci check` does): a source the target would refuse is refused
+whole, its violations named, nothing written.
+
 A copy is several transactions: a killed migration leaves part of a copy in the target, which
 is then refused as not empty (the message says so); the source is only read. Content hashes
 are not copied but recomputed by the target from the same text and entity name, and the

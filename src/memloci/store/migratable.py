@@ -8,7 +8,7 @@ the engine it is mixed into (its `_write`).
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..model import JournalEntry
@@ -18,6 +18,29 @@ def _rows(entries: Sequence[JournalEntry]) -> list[tuple[int, str, str, str, str
     """(id, at, tool, action, entities JSON, detail JSON) of each entry."""
     return [(e.id, e.at, e.tool, e.action, json.dumps(list(e.entities), ensure_ascii=False),
              json.dumps(e.detail, ensure_ascii=False) if e.detail is not None else None) for e in entries]
+
+
+def _dated(text: str, created: str, updated: str, dates: dict[str, str]) -> str:
+    """`text` with its date marks set: `created:`/`modified:` where its front matter has them
+    (no key added), and the `<!-- date -->` mark of each observation line that has one (the
+    observation's date from `dates`, by its text). Every other byte stays."""
+    from ..markdown import frontmatter as fm
+    from ..markdown.document import _analyze, _items, _observations_region, split_date
+
+    doc = _analyze(text)
+    lines = list(doc.lines)
+    region = _observations_region(doc)
+    for _, stop, item in _items(doc, region[0] + 1, region[1]) if region else []:
+        content, date = split_date(item)
+        want = dates.get(content)
+        if date and want and want != date:
+            lines[stop - 1] = lines[stop - 1].replace(f"<!-- {date} -->", f"<!-- {want} -->")
+    text = "".join(lines)
+    parts = fm.split(text)
+    for k, value in (("created", created), ("modified", updated)):
+        if parts and fm.has_key(parts[1], k):
+            text = fm.with_front_matter(text, lambda y, k=k, value=value: fm.set_scalar(y, k, value, timestamp=True))
+    return text
 
 
 class SQLiteMigratable:
@@ -52,26 +75,52 @@ class MarkdownMigratable:
         self.replace_files({JOURNAL: text.encode("utf-8")}, [])  # type: ignore[attr-defined]
         self.reload_journal()  # type: ignore[attr-defined]
 
+    def restore_dates(self, entities: Mapping[str, tuple[str, str, Sequence[str], Sequence[str]]],
+                      relations: Mapping[tuple[str, str, str], str], *, origin: str) -> None:
+        """As on SQLite, and in the same transaction the files this library created for those
+        entities are rendered again from the index, so their `created`/`modified` and observation
+        dates say what the index says (a file a person wrote keeps its bytes: its dates are its own)."""
+        store: Any = self
+        with store._write() as conn:
+            store._restore_dates_in(conn, entities, relations, origin)
+            ids = [row[0] for key in entities
+                   for row in conn.execute("SELECT id FROM entities WHERE name_key = ?", (key,)).fetchall()]
+            self._render_created(conn, ids)
+
+    def _render_created(self, conn: Any, entity_ids: Sequence[int] | None) -> None:
+        """Set the date marks of the files this library created for these entities (None: all)
+        to the index's dates, read by this transaction's flush: `created:` and `modified:` where
+        the front matter has them, and the `<!-- date -->` of each observation line that has one.
+        Nothing else in a file changes (its text may be a person's, brought in by an import)."""
+        from ..markdown import patch
+
+        store: Any = self
+        query = """SELECT e.id, e.name_key, e.created_at, e.updated_at, f.path FROM entities e
+                   JOIN md_files f ON f.entity_id = e.id JOIN md_created c ON c.path = f.path"""
+        rows = conn.execute(query).fetchall() if entity_ids is None else [
+            row for i in dict.fromkeys(entity_ids) for row in conn.execute(query + " WHERE e.id = ?", (i,)).fetchall()]
+        texts, stamps = dict(getattr(store._verbatim, "texts", {})), dict(getattr(store._verbatim, "stamps", {}))
+        for entity_id, key, created, updated, path in rows:
+            source = store._check_fresh(conn, path)
+            if source is None:
+                continue
+            dates = dict(conn.execute("SELECT content, created_at FROM memories WHERE entity_id = ? ORDER BY id",
+                                      (entity_id,)).fetchall())
+            text = patch.decode(source)[0]
+            dated = _dated(text, created, updated, dates)
+            if dated != text:
+                texts[key], stamps[key] = dated, updated
+                conn.execute("INSERT OR IGNORE INTO md_dirty VALUES (?)", (entity_id,))
+        store._verbatim.texts, store._verbatim.stamps = texts, stamps
+
     def finish_copy(self) -> None:
-        """The dates were restored in the index after the files were written (an entity's file
-        on its creation, a free memory into today's day file): render every file this library
-        created again from the index, as a new file is rendered, so the files hold the copied
-        dates too and a rebuilt index reads them back. A person's file is never rendered."""
-        from ..markdown.document import render_document
+        """Free memories were written into today's day file before restore_memory_state gave them
+        their dates: render every day file again from the index (emptied ones go). Entity files
+        took their dates with restore_dates."""
         from .markdown_files import MEMORIES_DIR
 
         store: Any = self
         with store._write() as conn:
-            stamps, texts = {}, {}
-            for entity_id, key, updated in conn.execute(
-                    """SELECT e.id, e.name_key, e.updated_at FROM entities e JOIN md_files f ON f.entity_id = e.id
-                       JOIN md_created c ON c.path = f.path""").fetchall():
-                doc = store._document(conn, entity_id)
-                doc.dates = dict(conn.execute("SELECT content, created_at FROM memories WHERE entity_id = ? "
-                                              "ORDER BY id", (entity_id,)).fetchall())
-                texts[key], stamps[key] = render_document(doc), updated
-                conn.execute("INSERT OR IGNORE INTO md_dirty VALUES (?)", (entity_id,))
-            store._verbatim.texts, store._verbatim.stamps = texts, stamps  # read by this transaction's flush
             # every day that holds free memories now, and every day file there is (emptied ones go)
             conn.execute("""INSERT OR IGNORE INTO md_dirty_days SELECT DISTINCT substr(created_at, 1, 10)
                             FROM memories WHERE entity_id IS NULL""")

@@ -334,20 +334,25 @@ class SQLiteUndo(SQLiteHost):
         """Give entities (name_key -> created, updated, observations, their dates) and relations
         ((from key, type, to key) -> created) the times a file says they have."""
         with self._write() as conn:
-            for key, (created, updated, contents, dates) in entities.items():
-                row = conn.execute("SELECT id FROM entities WHERE name_key = ?", (key,)).fetchone()
-                if row is None:
-                    continue
-                for content, at in zip(contents, dates):
-                    conn.execute("UPDATE memories SET created_at = ?, updated_at = ? WHERE entity_id = ? AND content = ?",
-                                 (at, at, row[0], content))
-                conn.execute("UPDATE entities SET created_at = ?, updated_at = ? WHERE id = ?", (created, updated, row[0]))
-            for (f, rt, t), at in relations.items():
-                conn.execute("""UPDATE relations SET created_at = ? WHERE relation_type = ?
-                                AND from_id = (SELECT id FROM entities WHERE name_key = ?)
-                                AND to_id = (SELECT id FROM entities WHERE name_key = ?)""", (at, rt, f, t))
-            if entities or relations:
-                self._journal(conn, origin, "restore_dates", [], {"entities": len(entities), "relations": len(relations)})
+            self._restore_dates_in(conn, entities, relations, origin)
+
+    def _restore_dates_in(self, conn: sqlite3.Connection, entities: Mapping[str, tuple[str, str, Sequence[str], Sequence[str]]],
+                          relations: Mapping[tuple[str, str, str], str], origin: str) -> None:
+        """restore_dates inside an open write transaction (a Markdown library renders its files in the same one)."""
+        for key, (created, updated, contents, dates) in entities.items():
+            row = conn.execute("SELECT id FROM entities WHERE name_key = ?", (key,)).fetchone()
+            if row is None:
+                continue
+            for content, at in zip(contents, dates):
+                conn.execute("UPDATE memories SET created_at = ?, updated_at = ? WHERE entity_id = ? AND content = ?",
+                             (at, at, row[0], content))
+            conn.execute("UPDATE entities SET created_at = ?, updated_at = ? WHERE id = ?", (created, updated, row[0]))
+        for (f, rt, t), at in relations.items():
+            conn.execute("""UPDATE relations SET created_at = ? WHERE relation_type = ?
+                            AND from_id = (SELECT id FROM entities WHERE name_key = ?)
+                            AND to_id = (SELECT id FROM entities WHERE name_key = ?)""", (at, rt, f, t))
+        if entities or relations:
+            self._journal(conn, origin, "restore_dates", [], {"entities": len(entities), "relations": len(relations)})
 
     @staticmethod
     def _insert_snapshot(conn: sqlite3.Connection, snap: dict[str, Any]) -> int:
