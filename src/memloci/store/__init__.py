@@ -359,7 +359,7 @@ class Migratable(Protocol):
         ...
     def finish_copy(self) -> None:
         """The copy is complete: bring what the engine derives from its data in line with it (a
-        Markdown library renders the files it created again, with the copied dates)."""
+        Markdown library redraws its day files, whose memories took their dates after them)."""
         ...
 
 
