@@ -3,6 +3,8 @@ through the real MCP client against `memloci serve` over stdio."""
 
 from __future__ import annotations
 
+import pytest
+
 import subprocess
 import sys
 import time
@@ -345,3 +347,31 @@ def test_reindex_rebuilds_a_markdown_index_from_its_files(tmp_path, home):
         assert "create_entities" in history.stdout and "store_memory" in history.stdout
 
     run_session(home, check, "--libraries", f"work:{work}")
+
+
+@pytest.mark.parametrize("spec, says", [
+    ("team:postgresql://postgres@localhost,127.0.0.1:55433/postgres", "ends at a comma before its database"),
+    ("t:postgresql:/postgres", "a library URL starts with postgresql://"),
+    ("t:postgresql://u:secret@h/db?bogus=1", 'invalid URI query parameter: "bogus"'),
+    ("t:postgresql://u@h:notaport/db", "port 'notaport' is not a number"),
+])
+def test_a_library_url_libpq_would_refuse_is_refused_at_start(spec, says):
+    """Refused when the server starts, naming the spec, never a folder made of its pieces and
+    never the password shown."""
+    from memloci.errors import ValidationError
+    from memloci.libraries import parse_library_specs
+
+    with pytest.raises(ValidationError, match="libraries\\[0\\]") as err:
+        parse_library_specs(spec)
+    assert says in str(err.value) and "secret" not in str(err.value)
+
+
+def test_a_library_url_keeps_its_hosts_and_a_lower_case_scheme(tmp_path):
+    from memloci.libraries import load_config, parse_library_specs
+
+    spec = parse_library_specs("t:POSTGRESQL://u@h/db,notes:" + str(tmp_path / "n"))
+    assert [(s.name, s.path, s.kind) for s in spec][0] == ("t", "postgresql://u@h/db", "postgres")
+    config = tmp_path / "c.toml"
+    config.write_text('[libraries]\nteam = "postgresql://u:pw@127.0.0.1:1,127.0.0.1:55433/postgres"\n')
+    (lib,) = load_config(config)["libraries"]
+    assert lib.kind == "postgres" and lib.path == "postgresql://u:pw@127.0.0.1:1,127.0.0.1:55433/postgres"

@@ -114,11 +114,21 @@ class LibrarySpec:
 def parse_library_specs(spec: str) -> list[LibrarySpec]:
     """Parse `work:/path/work.db,personal:/path/notes.db` into specs, with errors that say what is wrong."""
     specs: list[LibrarySpec] = []
-    for i, part in enumerate(p.strip() for p in spec.split(",")):
+    parts = [p.strip() for p in spec.split(",")]
+    for i, part in enumerate(parts):
         if not part:
             continue
         name, sep, path = part.partition(":")
         name, path = name.strip(), path.strip()
+        if _URL.match(path) and "/" not in path.partition("://")[2] and "?" not in path \
+                and any(parts[i + 1:]):
+            # A comma inside a URL's host list (postgresql://h1,h2/db) was split here, and what
+            # follows would be read as another library (`h2` at the folder `/db`): refused.
+            raise ValidationError(
+                f"libraries[{i}] '{masked_url(path)}': the URL ends at a comma before its database; "
+                "--libraries splits on commas, so a multi-host URL cannot be given here",
+                hint="Put this library in the config file ([libraries] team = \"postgresql://h1,h2/db\"), "
+                     "or end a one-host URL with its database (postgresql://user@host/db).")
         if not sep or not path:
             raise ValidationError(
                 f"libraries[{i}] '{part}': expected NAME:PATH",
@@ -143,6 +153,10 @@ def _spec(where: str, name: str, path: str, taken: list[LibrarySpec]) -> Library
         raise ValidationError(f"{where} name '{name}': mounted twice; library names must be unique")
     if _URL.match(path):
         return _url_spec(where, name, path)
+    if re.match(r"(?i)(postgresql|postgres):", path):  # one slash short: not a folder named `postgresql:`
+        raise ValidationError(f"{where} path '{masked_url(path)}': a library URL starts with "
+                              f"{' or '.join(s + '://' for s in URL_SCHEMES)}",
+                              hint="Example: --libraries 'team:postgresql://user@host/db'")
     p = Path(path).expanduser().resolve()
     if any(s.path == p for s in taken):
         raise ValidationError(f"{where} path '{path}': already mounted under another name")
@@ -159,17 +173,34 @@ def _url_spec(where: str, name: str, url: str) -> LibrarySpec:
     """A library stored on a server: PostgreSQL is the one served. Several libraries may share a
     URL (each has its own schema)."""
     scheme = url.partition(":")[0]
+    url = scheme.lower() + url[len(scheme):]  # libpq reads the scheme in lower case only
     if scheme.lower() not in URL_SCHEMES:
         raise ValidationError(
             f"{where} path '{masked_url(url)}': the URL scheme '{scheme}' is not served; "
             f"a library URL is {' or '.join(s + '://' for s in URL_SCHEMES)}",
             hint="Example: --libraries 'team:postgresql://user@host/db'; a folder or a .db file needs no scheme.")
-    parts = urllib.parse.urlsplit(url)
-    try:
-        parts.port  # noqa: B018  (raises on a port that is not a number)
-    except ValueError as exc:
-        raise ValidationError(f"{where} path '{masked_url(url)}': {exc}") from None
+    _check_conninfo(where, url)
     return LibrarySpec(name, url, "postgres")
+
+
+def _check_conninfo(where: str, url: str) -> None:
+    """Refuse at start-up what libpq would refuse at the first call: an unknown parameter, a
+    port that is not a number (one per host of a multi-host URL)."""
+    try:
+        from psycopg.conninfo import conninfo_to_dict
+    except ImportError:  # the store says how to install the engine when the library opens
+        return
+    try:
+        params = conninfo_to_dict(url)
+    except Exception as exc:  # psycopg.ProgrammingError: libpq's own words
+        text = str(exc).strip()
+        for secret in url_secrets(url):
+            text = text.replace(secret, "***")
+        raise ValidationError(f"{where} path '{masked_url(url)}': {text.replace(url, masked_url(url))}",
+                              hint="See libpq's connection URIs: postgresql://user@host:5432/db?sslmode=require") from None
+    for port in str(params.get("port") or "").split(","):
+        if port and not (port.isdigit() and 0 < int(port) < 65536):
+            raise ValidationError(f"{where} path '{masked_url(url)}': port '{port}' is not a number from 1 to 65535")
 
 
 def load_config(path: str | os.PathLike[str], settings: Settings | None = None) -> dict[str, Any]:

@@ -157,6 +157,8 @@ def validate_names(names: Sequence[str], field: str) -> list[str]:
 
 def validate_query(query: object, field: str = "query") -> str:
     text = _require_str(query, field).strip()
+    if "\x00" in text:  # no engine stores or searches it (SQLite's FTS and PostgreSQL both fail on it)
+        raise ValidationError(f"{field}: must not contain NUL (\\u0000)")
     if len(text) > QUERY_MAX:
         raise ValidationError(f"{field}: must be at most {QUERY_MAX} characters, got {len(text)}")
     return text
