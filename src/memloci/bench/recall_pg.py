@@ -23,7 +23,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -105,7 +105,13 @@ def run(*, size: int, queries: int, out: Path, console: Any, url: str | None,
     finds it holding `size` memories times it again without loading (a million take long)."""
     import anyio
     import numpy as np
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
 
     from ..search.embedder import EmbedderHandle
     from ..store.postgres import PostgresStore
@@ -163,7 +169,7 @@ def run(*, size: int, queries: int, out: Path, console: Any, url: str | None,
             if held == 0:
                 task = progress.add_task(f"loading {size} memories (COPY)", total=size)
                 started = time.perf_counter()
-                store.bulk_load_memories(rows(size, vectors_a, vectors_b, 5000, datetime.now(timezone.utc)),
+                store.bulk_load_memories(rows(size, vectors_a, vectors_b, 5000, datetime.now(UTC)),
                                          embedder.model_id, lambda n: progress.advance(task, n))
                 report["load_s"] = round(time.perf_counter() - started, 1)
                 report["load_memories_per_s"] = round(size / max(report["load_s"], 0.1))
@@ -219,8 +225,8 @@ def run(*, size: int, queries: int, out: Path, console: Any, url: str | None,
             try:
                 with store._write("drop") as conn:
                     conn.execute(f"DROP SCHEMA IF EXISTS {store.schema_name} CASCADE")
-            except Exception:  # the temporary server goes anyway; a given one keeps a stray schema
-                pass
+            except Exception as exc:  # noqa: BLE001 (the run's own error, if any, is the one to raise)
+                console.print(f"could not drop the bench's schema {store.schema_id}: {exc}")
         if store is not None:
             store.close()
         if pg is not None:
