@@ -957,3 +957,32 @@ def test_extensions_kept_in_a_schema_of_their_own(pg_url):
         assert max(found.scores, key=found.scores.get) == stored[1].id
     finally:
         s.close()
+
+
+# -- defects found in use ---------------------------------------------------------------------
+
+def _wordy(seed: int, size: int = 9000) -> str:
+    """About `size` characters of words no other call repeats (each a lexeme of its own)."""
+    words, length, i = [], 0, 0
+    while length < size:
+        word = f"w{seed}x{i:05d}q"
+        words.append(word)
+        length += len(word) + 1
+        i += 1
+    return " ".join(words)[:size]
+
+
+def test_a_large_entity_keeps_accepting_writes(pg_library):
+    """An entity whose observations pass a tsvector's 1 MB (120 x 9,000 characters of distinct
+    words) still takes writes, in one create and one observation at a time, and is still found
+    by its name and by a word of its first observation."""
+    s = _service(pg_library.spec)
+    try:
+        s.create_entities([EntityInput("Big Ledger", "log", tuple(_wordy(i) for i in range(120)))])
+        for i in range(120, 130):
+            s.add_observations([ObservationBatch("Big Ledger", (_wordy(i),))])
+        assert len(s.open_nodes(["Big Ledger"]).entities[0].observations) == 130
+        assert [h.entity.name for h in s.search_nodes("ledger").hits] == ["Big Ledger"]
+        assert [h.entity.name for h in s.search_nodes("w0x00007q").hits] == ["Big Ledger"]
+    finally:
+        s.close()

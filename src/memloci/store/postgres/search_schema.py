@@ -83,7 +83,10 @@ $f$;
 
 CREATE FUNCTION memloci_entity_index() RETURNS trigger LANGUAGE plpgsql SET search_path FROM CURRENT AS $f$
 DECLARE
-    said text := memloci_entity_text(NEW.id) || E'\n' || coalesce(NEW.body, '');
+    -- What the entity says, cut to its first 200,000 characters (30,000 for the CJK pieces, each making up to two):
+    -- a tsvector holds at most 1 MB, and an entity past it would refuse every later write.
+    -- The name, aliases, tags and type always go in whole; the trigram indexes find the rest.
+    said text := left(memloci_entity_text(NEW.id) || E'\n' || coalesce(NEW.body, ''), 200000);
 BEGIN
     NEW.search := setweight(to_tsvector('english', memloci_fold(NEW.name)), 'A')
                || setweight(to_tsvector('simple', memloci_fold(NEW.aliases::text || ' ' || NEW.tags::text)), 'B')
@@ -91,7 +94,7 @@ BEGIN
                || setweight(to_tsvector('english', memloci_fold(said)), 'D');
     NEW.grams := setweight(memloci_cjk_grams(NEW.name || ' ' || NEW.entity_type || ' ' || NEW.aliases::text
                                              || ' ' || NEW.tags::text), 'A')
-              || setweight(memloci_cjk_grams(said), 'D');
+              || setweight(memloci_cjk_grams(left(said, 30000)), 'D');
     RETURN NEW;
 END
 $f$;
