@@ -986,3 +986,27 @@ def test_a_large_entity_keeps_accepting_writes(pg_library):
         assert [h.entity.name for h in s.search_nodes("w0x00007q").hits] == ["Big Ledger"]
     finally:
         s.close()
+
+
+def test_an_unreachable_library_is_listed_with_its_error(tmp_path):
+    """A PostgreSQL library nobody answers for, beside a working SQLite one: list_libraries lists
+    both (the unreachable one with its error, password masked), health answers `unhealthy`."""
+    registry = LibraryRegistry(parse_library_specs(
+        f"notes:{tmp_path / 'notes.db'},team:postgresql://u:s3cret@127.0.0.1:1/db?connect_timeout=3"))
+    s = MemoryService(registry)
+    try:
+        s.create_entities([EntityInput("Alice", "person")], library="notes")
+        rows = {r["name"]: r for r in s.list_libraries()}
+        assert rows["notes"]["entities"] == 1 and "error" not in rows["notes"]
+        team = rows["team"]
+        assert team["kind"] == "postgres" and team["path"] == "postgresql://u:***@127.0.0.1:1/db?connect_timeout=3#memloci_team"
+        assert team["error"]["code"] == "INTERNAL_ERROR" and "cannot reach PostgreSQL" in team["error"]["message"]
+        assert "s3cret" not in repr(rows)
+        health = s.health(library="team")
+        assert health["status"] == "unhealthy" and health["backend"] == "postgres" and health["library"] == "team"
+        assert "cannot reach PostgreSQL" in health["problems"][0] and "s3cret" not in repr(health)
+        assert s.health(library="notes")["status"] in ("healthy", "degraded")
+        with pytest.raises(NotFoundError):  # a library not mounted is still the caller's mistake
+            s.health(library="nowhere")
+    finally:
+        s.close()

@@ -14,7 +14,7 @@ import threading
 from typing import Any
 
 from . import rules, schema
-from .errors import ConflictError, InternalError, NotFoundError, ValidationError
+from .errors import ConflictError, InternalError, MemlociError, NotFoundError, ValidationError
 from .libraries import LibraryRegistry, ProjectRef
 from .rules import RelationsCreated, graph_violations
 from .model import (
@@ -515,9 +515,15 @@ class MemoryService(DocumentService, ProjectService, HistoryService):
         return list(found.memories), found.total
 
     def health(self, *, library: str | ProjectRef | None = None) -> dict[str, Any]:
-        store = self.store(library)
-        stats = store.stats()
-        state = store.embedding_state()
+        try:
+            store = self.store(library)
+            stats = store.stats()
+            state = store.embedding_state()
+        except MemlociError as exc:
+            unreachable = self._unreachable_health(library, exc)
+            if unreachable is None:
+                raise
+            return unreachable
         status = self.embedder.status()
         pair = self._dense.get(library_key(store))
         worker_error = pair[1].error if pair else None
@@ -548,6 +554,33 @@ class MemoryService(DocumentService, ProjectService, HistoryService):
                 "search": "hybrid" if status.loaded and not mismatch else "lexical",
             },
             "problems": problems,
+        }
+
+    def _unreachable_health(self, library: str | ProjectRef | None, exc: MemlociError) -> dict[str, Any] | None:
+        """Health of a database-server library that cannot be opened or read (the server down,
+        a login refused, the database missing): `unhealthy` with the reason, since saying so is
+        health's job. None for any other library, whose failure stays the call's error."""
+        if isinstance(library, ProjectRef):
+            return None
+        try:
+            store = next(s for s in self.libraries.all()
+                         if library is None and len(self.libraries.all()) == 1
+                         or isinstance(library, str) and s.name.casefold() == library.casefold())
+        except StopIteration:
+            return None
+        if not isinstance(store, ServerEngine):
+            return None
+        status = self.embedder.status()
+        return {
+            "status": "unhealthy",
+            "backend": store.kind,
+            "library": store.name,
+            "statistics": {},
+            "embedder": {"model": status.model, "dimension": status.dimension, "loaded": status.loaded,
+                         "configured": status.spec, "state": status.state, "error": status.error,
+                         "library_model": None, "search": "unavailable"},
+            "problems": [exc.message],
+            **exc.to_dict(),
         }
 
     def reindex(self, *, library: str | ProjectRef | None = None, progress: Callable[[int, int], None] | None = None,

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from . import schema
-from .errors import NotFoundError, ValidationError
+from .errors import MemlociError, NotFoundError, ValidationError
 from .markdown import document as md
 from .markdown import frontmatter
 from .model import name_key
@@ -48,10 +48,16 @@ class DocumentService:
     # -- libraries -------------------------------------------------------------------
 
     def list_libraries(self) -> list[dict[str, Any]]:
+        """Every mounted library; one that cannot be opened or read (a PostgreSQL server down,
+        a login refused) is listed with its error, so it never hides the others."""
         out = []
         for name in self.libraries.names():
-            store = self.store(name)
-            s = store.stats()
+            try:
+                store = self.store(name)
+                s = store.stats()
+            except MemlociError as exc:
+                out.append(self._library_error(name, exc))
+                continue
             row = {"name": s.name, "kind": s.kind, "path": s.path, "entities": s.entities,
                    "observations": s.observations, "memories": s.memories, "relations": s.relations,
                    "schema": store.schema.describe()}
@@ -59,6 +65,12 @@ class DocumentService:
                 row["unparsed_files"] = store.problems()
             out.append(row)
         return out
+
+    def _library_error(self, name: str, exc: MemlociError) -> dict[str, Any]:
+        """A library's list_libraries entry when it cannot be read: its name, kind and path (a
+        URL's password masked: a store's `path` never holds one) and the error, as a tool reports it."""
+        store = next(s for s in self.libraries.all() if s.name == name)
+        return {"name": name, "kind": store.kind, "path": str(store.path), **exc.to_dict()}
 
     # -- reading -----------------------------------------------------------------------
 
