@@ -1010,3 +1010,28 @@ def test_an_unreachable_library_is_listed_with_its_error(tmp_path):
             s.health(library="nowhere")
     finally:
         s.close()
+
+
+def test_connections_the_server_closed_are_replaced(pg_library):
+    """The server ends the store's connections (as a restart does): the next read and the next
+    write answer, on connections made again."""
+    import psycopg
+
+    from memloci.store.postgres import PostgresStore
+
+    store = PostgresStore(pg_library.url, pg_library.name)
+    try:
+        store.create_entities([EntityInput("Alice", "person")], origin="test")
+        for _ in range(3):
+            with psycopg.connect(pg_library.url, autocommit=True) as admin:
+                ended = admin.execute("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                                      "WHERE application_name = %s", (f"memloci-{store.schema_id}",)).fetchone()[0]
+            assert ended >= 1
+            assert [e.name for e in store.read_graph(limit=5, offset=0, summary=True).entities][0] == "Alice"
+            with psycopg.connect(pg_library.url, autocommit=True) as admin:
+                admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = %s",
+                              (f"memloci-{store.schema_id}",))
+            store.add_observations([ObservationBatch("Alice", (f"seen {_}",))], origin="test")
+        assert store.stats().observations == 3
+    finally:
+        store.close()

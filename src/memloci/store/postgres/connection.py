@@ -146,10 +146,15 @@ def open_pool(url: str, schema: str, size: int, timeout: float = 30.0) -> Any:
     import psycopg_pool
 
     # min_size 1: an idle server holds one connection per library, not `size`. Autocommit, so
-    # each `conn.transaction()` is an explicit BEGIN ... COMMIT.
+    # each `conn.transaction()` is an explicit BEGIN ... COMMIT. `check`: a connection is tried
+    # (one empty round trip) before it is handed out, and one the server closed meanwhile (a
+    # restart, pg_terminate_backend, an idle timeout) is replaced, so the first call after a
+    # server restart answers instead of failing. The application name (unless the URL sets one)
+    # lets an administrator tell a library's connections in pg_stat_activity.
     return psycopg_pool.ConnectionPool(url, min_size=1, max_size=size, open=True,
-                                       kwargs={"autocommit": True}, timeout=timeout, num_workers=1,
-                                       name=f"memloci-{schema}")
+                                       kwargs={"autocommit": True, "fallback_application_name": f"memloci-{schema}"},
+                                       timeout=timeout, num_workers=1, name=f"memloci-{schema}",
+                                       check=psycopg_pool.ConnectionPool.check_connection)
 
 
 class ChangeListener:
