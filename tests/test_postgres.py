@@ -1035,3 +1035,60 @@ def test_connections_the_server_closed_are_replaced(pg_library):
         assert store.stats().observations == 3
     finally:
         store.close()
+
+
+def test_a_refused_login_or_a_missing_database_is_named(pg_url):
+    """A wrong password, an unknown role and a database that does not exist are told apart from
+    an internal error: PERMISSION_DENIED naming the user, NOT_FOUND naming the database; the
+    password never shows. A role that may not create `vector` is told a superuser must."""
+    import urllib.parse
+    import uuid
+
+    import psycopg
+
+    from memloci.errors import PermissionDeniedError
+    from memloci.store.postgres import PostgresStore
+
+    from pg import pg_library_url
+
+    role = "pw_" + uuid.uuid4().hex[:10]
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute(f"CREATE ROLE \"{role}\" LOGIN PASSWORD 'right-one'")
+        hba = conn.execute("SHOW hba_file").fetchone()[0]
+        # this role alone logs in with a password (every other keeps the test server's `trust`)
+        text = Path(hba).read_text()
+        Path(hba).write_text(f"local all {role} scram-sha-256\nhost all {role} 127.0.0.1/32 scram-sha-256\n" + text)
+        conn.execute("SELECT pg_reload_conf()")
+    parts = urllib.parse.urlsplit(pg_url)
+
+    def url_of(user: str, password: str, database: str = "postgres") -> str:
+        return urllib.parse.urlunsplit(parts._replace(netloc=f"{user}:{password}@", path="/" + database))
+
+    cases = [(url_of(role, "wrong-pw"), PermissionDeniedError, f"PostgreSQL refused the login of user '{role}'"),
+             (url_of("nobody_" + role, "wrong-pw"), PermissionDeniedError, "PostgreSQL refused the login of user"),
+             (url_of("postgres", "wrong-pw", "no_such_db"), NotFoundError,
+              "database 'no_such_db' does not exist on the server; create it, or fix the URL")]
+    for url, kind, words in cases:
+        lib = pg_library_url(url)
+        store = PostgresStore(lib.url, lib.name)
+        with pytest.raises(kind) as err:
+            store.open()
+        message = str(err.value)
+        assert words in message and f"library '{lib.name}'" in message and "***" in message, message
+        assert "wrong-pw" not in message + err.value.hint
+        store.close()
+    # the right password opens (the hba line works), so the refusal above was the password's
+    with psycopg.connect(url_of(role, "right-one")) as conn:
+        assert conn.execute("SELECT current_user").fetchone()[0] == role
+
+    # a role that may create schemas in a database but not the vector extension
+    db = urllib.parse.urlsplit(_fresh_database(pg_url)).path.lstrip("/")
+    with psycopg.connect(url_of("postgres", "", db), autocommit=True) as conn:
+        conn.execute(f'GRANT CREATE ON DATABASE "{db}" TO "{role}"')
+    lib = pg_library_url(url_of(role, "right-one", db))
+    store = PostgresStore(lib.url, lib.name)
+    with pytest.raises(PermissionDeniedError) as err:
+        store.open()
+    assert "may not create the extensions" in str(err.value) and "CREATE EXTENSION vector" in err.value.hint
+    assert "superuser" in err.value.hint and "right-one" not in str(err.value)
+    store.close()

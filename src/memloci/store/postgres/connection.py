@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ...errors import ConflictError, LibraryUnreadableError, PermissionDeniedError, StorageFullError
+from ...errors import ConflictError, LibraryUnreadableError, NotFoundError, PermissionDeniedError, StorageFullError
 from ...libraries import masked_url, url_secrets
 
 log = logging.getLogger(__name__)
@@ -115,6 +115,11 @@ def engine_error(library: str, url: str, exc: Exception) -> Exception:
     if isinstance(exc, psycopg.errors.ReadOnlySqlTransaction):
         return PermissionDeniedError(f"{where} is read-only: {exc}",
                                      hint="The URL names a read-only server (a standby?); point it at the primary.")
+    if isinstance(exc, psycopg.errors.InsufficientPrivilege) and "extension" in str(exc):
+        return PermissionDeniedError(f"{where}: the database user may not create the extensions memloci needs: "
+                                     f"{scrubbed(url, exc)}",
+                                     hint="A superuser must run `CREATE EXTENSION vector; CREATE EXTENSION pg_trgm;` "
+                                          "once in that database; then send the call again.")
     if isinstance(exc, psycopg.errors.InsufficientPrivilege):
         return PermissionDeniedError(f"{where}: the database user may not do this: {exc}",
                                      hint="Grant the user rights on the library's schema, or use another user.")
@@ -131,12 +136,48 @@ def engine_error(library: str, url: str, exc: Exception) -> Exception:
     if state in _SHUTDOWN:
         return LibraryUnreadableError(f"{where}: {_SHUTDOWN[state]}: {scrubbed(url, exc)}",
                                       hint="Send the call again in a moment; memloci connects again by itself.")
+    refused = login_error(library, url, exc, state)
+    if refused is not None:
+        return refused
     if state.startswith("08") or (isinstance(exc, psycopg.OperationalError) and not state):
         return connection_error(library, url, exc)
     if isinstance(exc, psycopg.OperationalError):  # resources (53...), system errors (58...): the server's words
         return LibraryUnreadableError(f"{where}: PostgreSQL refused the call (SQLSTATE {state}): {scrubbed(url, exc)}",
                                       hint="See the server's log; send the call again once it is fixed.")
     return exc
+
+
+# What the server says when it refuses a connection. libpq gives no SQLSTATE for a failed
+# connection (only its text), so the server's (English) words are read as well as the code.
+_NO_LOGIN = re.compile(r'password authentication failed for user "([^"]*)"|role "([^"]*)" does not exist'
+                       r'|role "([^"]*)" is not permitted to log in|no pg_hba\.conf entry for host .*? user "([^"]*)"'
+                       r'|fe_sendauth: no password supplied')
+_NO_DATABASE = re.compile(r'database "([^"]*)" does not exist')
+
+
+def login_error(library: str, url: str, exc: Exception, state: str) -> Exception | None:
+    """A connection the server refused: a login (wrong password, unknown role, not allowed:
+    28P01, 28000) is PERMISSION_DENIED, a database that does not exist (3D000) NOT_FOUND, each
+    naming the library and the URL (password masked). None for any other failure."""
+    text = str(exc)
+    where = f"library '{library}' at {masked_url(url)}"
+    # (the text is read only when no SQLSTATE came: a statement's error has one, and its words
+    # may quote anything)
+    database = _NO_DATABASE.search(text) if not state else None
+    if state == "3D000" or database:
+        named = database or _NO_DATABASE.search(text)
+        name = named.group(1) if named else "?"
+        return NotFoundError(f"{where}: database '{name}' does not exist on the server; create it, or fix the URL",
+                             hint=f"A user allowed to may run CREATE DATABASE \"{name}\"; or point the URL at an "
+                                  "existing database. memloci creates the library's schema there itself.")
+    login = _NO_LOGIN.search(text) if not state else None
+    if state in ("28P01", "28000") or login:
+        user = next((g for g in login.groups() if g), None) if login else None
+        who = f"user '{user}'" if user else "the user"
+        return PermissionDeniedError(f"{where}: PostgreSQL refused the login of {who}: {scrubbed(url, exc)}",
+                                     hint="Check the user and password in the URL (or PGPASSWORD, ~/.pgpass), and that "
+                                          "pg_hba.conf lets this user connect to this database.")
+    return None
 
 
 def open_pool(url: str, schema: str, size: int, timeout: float = 30.0) -> Any:
