@@ -141,6 +141,96 @@ def test_an_editor_save_just_before_the_swap_is_caught_and_kept(tmp_path, monkey
     assert b"second" not in path.read_bytes()
 
 
+@pytest.mark.parametrize("when", ["before the rollback", "during the put-back"])
+def test_an_editor_saving_twice_around_the_swap_loses_neither_save(tmp_path, monkeypatch, when):
+    """The editor saves just before memloci's swap (the change is refused and its file comes
+    back), then reads memloci's bytes and saves again before the rollback is done: the second
+    save's own line is merged into the first save, and the refused observation is in neither."""
+    from memloci.errors import ConflictError
+    from memloci.store import markdown_intent
+
+    root = tmp_path / "lib"
+    service = crash.service_for("markdown", root)
+    service.create_entities([EntityInput("a", "note", ("first",))])
+    service.close()
+    path = root / "a.md"
+    path.write_bytes(path.read_bytes() + b"\n## Hand\n")
+    service = crash.service_for("markdown", root)
+    real = markdown_intent._exchange
+    calls = []
+
+    def save(line: bytes) -> None:
+        tmp = root / ".a.md.swp"
+        tmp.write_bytes(path.read_bytes().replace(b"## Hand\n", b"## Hand\n" + line, 1))
+        os.replace(tmp, path)
+
+    def racing_editor(src_dir, src, dst_dir, dst):
+        calls.append(dst)
+        if len(calls) == 1:
+            save(b"hand line 1\n")
+            done = real(src_dir, src, dst_dir, dst)
+            if when == "before the rollback":
+                save(b"hand line 2\n")
+            return done
+        if len(calls) == 2 and when == "during the put-back":
+            save(b"hand line 2\n")
+        return real(src_dir, src, dst_dir, dst)
+
+    monkeypatch.setattr(markdown_intent, "_exchange", racing_editor)
+    try:
+        with pytest.raises(ConflictError, match="a.md"):
+            service.add_observations([ObservationBatch("a", ("second",))])
+    finally:
+        service.close()
+    if not markdown_intent._exchange_works:
+        pytest.skip("renameat2 RENAME_EXCHANGE is not available on this file system")
+    final = path.read_bytes()
+    assert b"hand line 1\n" in final and b"hand line 2\n" in final, final
+    assert b"second" not in final
+    assert not (root / ".memloci" / "conflicts").exists()
+
+
+def test_two_saves_that_clash_around_a_refused_change_keep_the_earlier_one_aside(tmp_path, monkeypatch):
+    """When the second save edits the very line the first one did, no merge is guessed: the
+    newest save stays in place and the earlier one is kept under .memloci/conflicts/."""
+    from memloci.errors import ConflictError
+    from memloci.store import markdown_intent
+
+    root = tmp_path / "lib"
+    service = crash.service_for("markdown", root)
+    service.create_entities([EntityInput("a", "note", ("first",))])
+    path = root / "a.md"
+    real = markdown_intent._exchange
+    calls = []
+
+    def save(old: bytes, new: bytes) -> None:
+        tmp = root / ".a.md.swp"
+        tmp.write_bytes(path.read_bytes().replace(old, new, 1))
+        os.replace(tmp, path)
+
+    def racing_editor(src_dir, src, dst_dir, dst):
+        calls.append(dst)
+        if len(calls) == 1:
+            save(b"- first", b"- the first save")
+            done = real(src_dir, src, dst_dir, dst)
+            save(b"- first", b"- the second save")
+            return done
+        return real(src_dir, src, dst_dir, dst)
+
+    monkeypatch.setattr(markdown_intent, "_exchange", racing_editor)
+    try:
+        with pytest.raises(ConflictError, match="a.md"):
+            service.add_observations([ObservationBatch("a", ("added",))])
+    finally:
+        service.close()
+    if not markdown_intent._exchange_works:
+        pytest.skip("renameat2 RENAME_EXCHANGE is not available on this file system")
+    assert b"- the second save" in path.read_bytes()
+    kept = list((root / ".memloci" / "conflicts").iterdir())
+    assert len(kept) == 1 and kept[0].name.startswith("a.md.")
+    assert b"- the first save" in kept[0].read_bytes() and b"added" not in kept[0].read_bytes()
+
+
 def test_reindex_while_two_servers_write_loses_nothing(tmp_path):
     root = tmp_path / "lib"
     service = crash.service_for("markdown", root)

@@ -12,8 +12,12 @@ under `.memloci/staging/`; deletes and appends are only noted. Just before the i
    hands back exactly the file it replaced; where there is none, a hard link or copy of the
    old file, then a rename), keeps the old one (`<id>.b<n>`) and checks that its bytes are
    those the change was computed from (an editor may have saved meanwhile, in place or by
-   rename: a conflict puts their file back); moves deleted files away, appends; fsyncs the
-   folders of a change of several files.
+   rename: a conflict puts their file back; the same check just before the swap refuses
+   most such saves before anything is touched); moves deleted files away, appends; fsyncs
+   the folders of a change of several files. An editor that saves again on the change's
+   bytes before they are taken back has its edits merged into its earlier save
+   (`markdown.merge3`), or, where both edited the same lines, its earlier save is kept
+   under `.memloci/conflicts/`.
 
 Then the index commits and `done()` drops the intent and the kept files (on a background
 thread: freeing a thousand old files takes seconds on a busy disk). A process killed anywhere in between
@@ -44,6 +48,7 @@ from pathlib import Path
 
 from .. import confine
 from ..errors import ConflictError, MemlociError, PermissionDeniedError, storage_error
+from ..markdown.merge3 import merge3
 from .markdown_files import INDEX_DIR, sha256_hex
 
 log = logging.getLogger(__name__)
@@ -301,6 +306,7 @@ class FileChange:
         if not stat.S_ISREG(old.st_mode):
             return False
         assert op.tmp is not None and op.backup is not None
+        self._precheck(op, d, name)
         os.chmod(op.tmp, stat.S_IMODE(old.st_mode), dir_fd=s)  # a person's file keeps its permissions
         if not _exchange(s, op.tmp, d, name):
             return False
@@ -324,6 +330,7 @@ class FileChange:
         if stat.S_ISLNK(old.st_mode):
             raise confine.LinkRefusedError(op.rel)
         assert op.tmp is not None and op.backup is not None
+        self._precheck(op, d, name)
         os.chmod(op.tmp, stat.S_IMODE(old.st_mode), dir_fd=s)  # a person's file keeps its permissions
         try:
             os.link(name, op.backup, src_dir_fd=d, dst_dir_fd=s, follow_symlinks=False)
@@ -335,6 +342,13 @@ class FileChange:
                     open(op.backup, "wb", opener=lambda p, f: os.open(p, f, 0o600, dir_fd=s)) as dst:
                 shutil.copyfileobj(src, dst)  # no hard links here: a copy does as well
             op.kept = True
+
+    def _precheck(self, op: FileOp, d: int, name: str) -> None:
+        """Refuse before touching the file when an editor saved since the change was computed.
+        The check after the swap stays the proof; this one narrows the moment in which an
+        editor's save can be replaced at all, from the whole staging to a few microseconds."""
+        if op.check and _sha_at(d, name) != op.expected:
+            raise self._conflict(op)
 
     def _check(self, op: FileOp, s: int, kept: str) -> None:
         if op.check and _sha_at(s, kept) != op.expected:
@@ -393,7 +407,8 @@ class FileChange:
             return
         self._rolled_back = True
         ops = [{"kind": op.kind, "rel": op.rel, "tmp": op.tmp, "backup": op.backup, "old_size": op.old_size,
-                "sha": sha256_hex(op.data) if op.kind == "put" else None} for op in self.ops.values()]
+                "sha": sha256_hex(op.data) if op.kind == "put" else None,
+                "data": op.data if op.kind == "put" else None} for op in self.ops.values()]
         undo(self.root, self.id, ops, self.library)
 
 
@@ -425,15 +440,63 @@ def _remove(paths: list[Path]) -> None:
             log.debug("could not remove %s: %s", p, exc)
 
 
-def _put_back(s: int, backup: str, d: int, name: str, sha: str | None) -> None:
+def _put_back(root: Path, s: int, backup: str, d: int, name: str, op: dict) -> None:
     """Move the kept old file back over `name`, which holds this change's bytes. By a swap
     where there is one: should a person have saved over `name` a moment before, what comes
-    back is theirs, and it is swapped back in place of the old file."""
+    back is theirs, and it is reconciled with the old file (`_reconcile`)."""
     if not _exchange(s, backup, d, name):
         os.replace(backup, name, src_dir_fd=s, dst_dir_fd=d)
         return
-    if _sha_at(s, backup) not in (sha, None):  # not this change's bytes: a person's save,
-        _exchange(s, backup, d, name)  # the newest; it goes back in place of the old file
+    if _sha_at(s, backup) not in (op.get("sha"), None):  # not this change's bytes: a person's save,
+        _exchange(s, backup, d, name)  # the newest; it goes back in place, the old file kept
+        _reconcile(root, s, backup, d, name, op)
+
+
+def _reconcile(root: Path, s: int, backup: str, d: int, name: str, op: dict) -> None:
+    """`name` holds a person's save made after this change's bytes were put in place; `backup`
+    the file the change replaced, which may be an earlier save of theirs. Both are kept: the
+    later save's own edits merged into the earlier file (`merge3`, on this change's bytes as
+    the base) when the process still knows them and the edits do not overlap; otherwise the
+    later save stays in place and the earlier file is kept under `.memloci/conflicts/`."""
+    newest = _read_at(d, name)
+    kept = _read_at(s, backup)
+    if newest is None or kept is None or kept == newest:
+        return
+    merged = merge3(op["data"], kept, newest) if op.get("data") is not None else None
+    if merged is not None and merged != newest:
+        tmp = f"{backup}.m"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600, dir_fd=s)
+        try:
+            os.write(fd, merged)
+            os.fchmod(fd, stat.S_IMODE(os.stat(name, dir_fd=d, follow_symlinks=False).st_mode))
+        finally:
+            os.close(fd)
+        if _exchange(s, tmp, d, name):
+            if _read_at(s, tmp) == newest:
+                os.unlink(tmp, dir_fd=s)
+                log.warning("%s: a save made during a refused change was merged with the save before it",
+                            op["rel"])
+                return
+            _exchange(s, tmp, d, name)  # yet another save: it stays in place
+        os.unlink(tmp, dir_fd=s)
+    if merged == newest:
+        return
+    conflicts = f"{INDEX_DIR}/conflicts"
+    kept_as = f"{op['rel'].replace('/', '%2F')}.{backup}"
+    confine.private_dir(root, conflicts)
+    with confine.dir_fd(root, [INDEX_DIR, "conflicts"]) as c:
+        os.rename(backup, kept_as, src_dir_fd=s, dst_dir_fd=c)
+    log.warning("%s changed twice while a change to it was refused; the earlier file is kept as %s/%s",
+                op["rel"], conflicts, kept_as)
+
+
+def _read_at(dir_fd: int, name: str) -> bytes | None:
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW, dir_fd=dir_fd)
+    except FileNotFoundError:
+        return None
+    with os.fdopen(fd, "rb") as f:
+        return f.read()
 
 
 def undo(root: Path, change_id: str, ops: list[dict], library: str) -> None:
@@ -470,12 +533,15 @@ def _undo_ops(root: Path, staging: Path, sfd: int, ops: list[dict], library: str
                         # killed between a swap and keeping what it handed back: the temp
                         # name holds the old file
                         placed, backup = True, tmp
-                    if placed and _sha_at(d, name) == op.get("sha"):
+                    here = _sha_at(d, name) if placed else None
+                    if placed and here == op.get("sha"):
                         if backup and (staging / backup).exists():
-                            _put_back(sfd, backup, d, name, op.get("sha"))  # the old inode: bytes and mtime
+                            _put_back(root, sfd, backup, d, name, op)  # the old inode: bytes and mtime
                         else:
                             os.unlink(name, dir_fd=d)  # a file this change created
-                    # else: not renamed yet, or a person saved over it since: their bytes stay
+                    elif here is not None and backup and (staging / backup).exists():
+                        _reconcile(root, sfd, backup, d, name, op)  # a person saved over it since
+                    # else: not renamed yet: nothing of it to undo
         except FileNotFoundError:
             pass  # the folder or the file is not there: nothing of this operation to undo
         except (OSError, MemlociError) as exc:

@@ -104,9 +104,23 @@ CREATE TRIGGER entity_names_log BEFORE INSERT OR UPDATE ON entities
 CREATE INDEX entities_name_seq ON entities (name_seq);
 """
 
+# Notes with bodies: a `[[link]]` (or a typed link) to a name that does not exist yet waits
+# here and becomes a relation when that entity appears, as in SQLite's pending_links.
+DOCUMENTS_MIGRATION = """
+CREATE TABLE pending_links (
+    from_id       bigint NOT NULL REFERENCES entities(id) ON DELETE CASCADE,
+    relation_type text NOT NULL,
+    target_key    text NOT NULL,           -- model.name_key of the missing name
+    target        text NOT NULL,           -- the name as written
+    PRIMARY KEY (from_id, relation_type, target_key)
+);
+CREATE INDEX pending_links_target ON pending_links (target_key);
+"""
+
 MIGRATIONS: list[str] = [
     CORE_MIGRATION,  # 1: entities, memories (observations are memories with an entity), relations, journal
     SEARCH_MIGRATION,  # 2: full text (tsvector, pg_trgm) and vectors (pgvector): search_schema.py
+    DOCUMENTS_MIGRATION,  # 3: pending links of notes with bodies
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
