@@ -161,3 +161,38 @@ def test_every_tool_set_reports_an_error_with_its_details(home):
         assert err["code"] == "INVALID_RELATION" and sorted(err["details"]["missing"]) == ["alpha", "beta"]
 
     run_session(home, graph)
+
+
+# -- content identity and query text belong to the engines' side ------------------------------
+
+def test_no_engine_imports_search_but_the_vector_protocol():
+    """Content identity (normalize_content, content_hash) is model.py's and the query-text syntax
+    store/query_text.py's: a module under store/ reaching into search/ for either is a second
+    path to the same rule (search/lexical.py keeps the old names by re-exporting these)."""
+    import ast
+    import pathlib
+
+    from memloci import model
+    from memloci.search import lexical
+    from memloci.store import query_text
+
+    store = pathlib.Path(model.__file__).parent / "store"
+    offenders = []
+    for path in sorted(store.rglob("*.py")):
+        package = "memloci." + ".".join(path.relative_to(store.parent).with_suffix("").parts)
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom):
+                base = package.rsplit(".", node.level)[0] if node.level else ""
+                target = ".".join(p for p in (base, node.module or "") if p)
+                names = [a.name for a in node.names]
+                modules = [target] if node.module else [f"{target}.{n}" for n in names]
+                for m in modules:
+                    if (m == "memloci.search" or m.startswith("memloci.search.")) and m != "memloci.search.vectors":
+                        offenders.append(f"{path.name}: {m}")
+            elif isinstance(node, ast.Import):
+                offenders += [f"{path.name}: {a.name}" for a in node.names
+                              if a.name.startswith("memloci.search") and a.name != "memloci.search.vectors"]
+    assert offenders == []
+    assert lexical.content_hash is model.content_hash and lexical.normalize_content is model.normalize_content
+    assert lexical.query_terms is query_text.query_terms and lexical.like_pattern is query_text.like_pattern
+    assert model.content_hash("  a  b ") == model.content_hash("a b") != model.content_hash("a b", "X")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import unicodedata
 from collections.abc import Iterator
 from dataclasses import dataclass, field, fields
@@ -339,3 +340,30 @@ def name_key(name: str) -> str:
     """The form under which entity names are compared: case-insensitive, and in NFC, so a
     name typed composed (`résumé`) and one read from a decomposed file name are one name."""
     return unicodedata.normalize("NFC", unicodedata.normalize("NFC", name).casefold())
+
+
+# -- content identity: when two texts are the same memory (every engine's, and the check tool's) --
+
+def normalize_content(text: str) -> str:
+    """The form under which two texts count as the same: trimmed and single-spaced.
+
+    Case is kept: "Uses Postgres" corrects "uses postgres" rather than duplicating it, and
+    deleting one must never remove the other."""
+    return " ".join(text.split())
+
+
+def owner_key(entity_name: str) -> str:
+    """The form of an entity's name an observation's hash covers: NFC, case-folded (so the
+    same name typed in another case or Unicode form gives the same hash)."""
+    return unicodedata.normalize("NFC", unicodedata.normalize("NFC", entity_name).casefold())
+
+
+def content_hash(text: str, entity_name: str | None = None) -> str:
+    """sha256 of the normalized text (as the MCP Memory Service does); an observation's hash also
+    covers its entity's name, so every memory has its own hash, even when two entities share a
+    fact. Never a row id: the hash of a memory is the same in a fresh clone, after a reindex and
+    on another engine (the handle update_memory and delete_memory take)."""
+    if entity_name is not None and not isinstance(entity_name, str):
+        raise TypeError("content_hash: the owner is the entity's name, not its row id")
+    owner = f"entity-name:{owner_key(entity_name)}\n" if entity_name is not None else ""
+    return hashlib.sha256((owner + normalize_content(text)).encode("utf-8")).hexdigest()

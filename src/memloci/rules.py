@@ -28,6 +28,7 @@ from .model import (
     RelationInput,
     RemovedObservations,
     name_key,
+    normalize_content,
 )
 from .schema import LibrarySchema
 
@@ -370,8 +371,6 @@ def graph_violations(schema: LibrarySchema, entities: Sequence[Entity], relation
     """Every way a graph as it stands breaks `schema`: what, where, value, rule (the schema's
     own message). For `memloci check`, and for `memloci migrate` to refuse a source its target's
     schema would refuse before writing anything (a copy must not stop half way at a rule)."""
-    from .search.lexical import normalize_content  # (the check tool's notion of a repeated observation)
-
     found: list[dict[str, str]] = []
 
     def report(what: str, where: str, value: str, exc: Exception) -> None:

@@ -23,8 +23,7 @@ from .. import schema
 from ..errors import MemlociError
 from ..markdown.document import EntityDocument, parse_document
 from ..markdown.memories import MemoryBlock, is_day, parse_day
-from ..model import name_key, now_iso
-from ..search import lexical
+from ..model import content_hash, name_key, now_iso
 from .markdown_files import (
     CONTEXT,
     JOURNAL,
@@ -280,7 +279,7 @@ class MarkdownScan(MarkdownHost):
             "SELECT id, content_hash FROM memories WHERE entity_id IS NULL AND substr(created_at, 1, 10) = ?", (day,))}
         wanted: dict[str, MemoryBlock] = {}
         for b in blocks:
-            wanted.setdefault(lexical.content_hash(b.content, None), b)
+            wanted.setdefault(content_hash(b.content, None), b)
         gone = [i for h, i in have.items() if h not in wanted]
         if gone:
             conn.execute(f"DELETE FROM memories WHERE id IN ({','.join('?' * len(gone))})", gone)

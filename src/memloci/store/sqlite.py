@@ -42,13 +42,13 @@ from ..model import (
     Relation,
     RelationInput,
     RemovedObservations,
+    content_hash,
     name_key,
     now_iso,
 )
 from .. import rules
 from ..rules import RelationsCreated
 from ..schema import DEFAULT_SCHEMA, LibrarySchema
-from ..search import lexical
 from .migratable import SQLiteMigratable
 from .sqlite_documents import SQLiteDocuments
 from .sqlite_graph_reads import SQLiteGraphReads, _chunks, _marks
@@ -138,7 +138,7 @@ class SQLiteStore(SQLiteGraphReads, SQLiteMemories, SQLitePassages, SQLiteDocume
         try:
             # For migrations and renames that recompute hashes in SQL (never used by a trigger,
             # so another tool can still open the file).
-            conn.create_function("memloci_content_hash", 2, lexical.content_hash, deterministic=True)
+            conn.create_function("memloci_content_hash", 2, content_hash, deterministic=True)
             conn.create_function("memloci_name_key", 1, name_key, deterministic=True)
             conn.create_function("memloci_cjk_grams", 1, cjk_grams, deterministic=True)
             conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")

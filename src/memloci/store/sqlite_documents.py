@@ -32,9 +32,8 @@ from ..markdown.document import (
 )
 from ..markdown.frontmatter import check_renamed_links
 from ..markdown.obsidian import all_tags, block_links, block_links_or_none, tag_text
-from ..model import DocumentEdit, ListedEntity, Relation, RelationInput, name_key, now_iso
+from ..model import DocumentEdit, ListedEntity, Relation, RelationInput, content_hash, name_key, now_iso
 from ..rules import check_distinct, cycle_path
-from ..search import lexical
 from .sqlite_memories import insert_memory, reindex_content
 from .sqlite_vault import BODY_TAGS, EXTRA_KEY, SQLiteVaultLinks
 
@@ -364,7 +363,7 @@ class SQLiteDocuments(SQLiteVaultLinks):
             rewritten = rewrite_wikilinks(content, old, new)
             if rewritten != content:
                 self._before(conn, [entity_id])
-                h = lexical.content_hash(rewritten, name)
+                h = content_hash(rewritten, name)
                 if conn.execute("SELECT 1 FROM memories WHERE entity_id = ? AND content_hash = ?", (entity_id, h)).fetchone():
                     conn.execute("DELETE FROM memories WHERE id = ?", (memory_id,))  # now the same as another
                     changed.append(name)
@@ -442,7 +441,7 @@ class SQLiteDocuments(SQLiteVaultLinks):
                 held = {h for (h,) in conn.execute("SELECT content_hash FROM memories WHERE entity_id = ?", (target_id,))}
                 for mid, content in conn.execute("SELECT id, content FROM memories WHERE entity_id = ? ORDER BY id",
                                                  (sid,)).fetchall():
-                    h = lexical.content_hash(content, target_name)
+                    h = content_hash(content, target_name)
                     if h in held:
                         conn.execute("DELETE FROM memories WHERE id = ?", (mid,))
                     else:

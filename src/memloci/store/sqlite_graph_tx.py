@@ -11,9 +11,8 @@ import sqlite3
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..model import Entity, Relation
+from ..model import Entity, Relation, content_hash
 from ..rules import EntityHead, EntityRef
-from ..search import lexical
 from .sqlite_graph_reads import _chunks, _marks
 from .sqlite_memories import insert_memory
 
@@ -61,7 +60,7 @@ class SQLiteGraphTx:
 
     def delete_observation(self, entity_id: int, content: str) -> str | None:
         row = self.conn.execute("DELETE FROM memories WHERE entity_id = ? AND content_hash = ? RETURNING content",
-                                (entity_id, lexical.content_hash(content, self._name(entity_id)))).fetchone()
+                                (entity_id, content_hash(content, self._name(entity_id)))).fetchone()
         return row[0] if row else None
 
     def touch(self, entity_ids: Sequence[int]) -> None:

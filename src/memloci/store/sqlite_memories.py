@@ -20,8 +20,8 @@ import numpy as np
 
 from ..errors import AlreadyExistsError, NotFoundError
 from ..model import (Memory, MemoryFilter, MemoryInput, MemoryPage, MemoryVectors, PendingMemory, SavedVectors,
-                     StoredMemory, name_key, now_iso)
-from ..search import lexical
+                     StoredMemory, content_hash, name_key, now_iso)
+from . import query_text
 from .sqlite_host import SQLiteHost
 from .sqlite_search import cjk_grams
 
@@ -61,8 +61,8 @@ def _memory(row: tuple) -> Memory:
 def memory_hash(conn: sqlite3.Connection, content: str, entity_id: int | None) -> str:
     """The content_hash of a memory of this owner: its text and its entity's name, never a row id."""
     if entity_id is None:
-        return lexical.content_hash(content)
-    return lexical.content_hash(content, conn.execute("SELECT name FROM entities WHERE id = ?", (entity_id,)).fetchone()[0])
+        return content_hash(content)
+    return content_hash(content, conn.execute("SELECT name FROM entities WHERE id = ?", (entity_id,)).fetchone()[0])
 
 
 def insert_memory(conn: sqlite3.Connection, entity_id: int | None, content: str, memory_type: str,
@@ -197,8 +197,8 @@ def lexical_candidates(conn: sqlite3.Connection, terms: list[str], grams: list[s
         sql = f"""SELECT f.rowid, {_BM25} AS s FROM memory_fts f
                   {"JOIN memories m ON m.id = f.rowid" if filtered else ""}
                   WHERE memory_fts MATCH ? {"AND " + where if filtered else ""} ORDER BY s LIMIT ?"""
-        for rowid, score in conn.execute(sql, (lexical.match_any(terms), *params, k) if filtered
-                                         else (lexical.match_any(terms), k)):
+        for rowid, score in conn.execute(sql, (query_text.match_any(terms), *params, k) if filtered
+                                         else (query_text.match_any(terms), k)):
             found[rowid] = -score
     # Runs of Chinese/Japanese: BM25 over the trigram index with every trigram of the run, so a
     # question finds a memory sharing part of its wording, and over the two-character index with

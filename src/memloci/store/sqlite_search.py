@@ -26,8 +26,8 @@ import re
 import sqlite3
 from dataclasses import dataclass
 
-from ..search import lexical
 from . import NameVocabulary
+from . import query_text as lexical  # (FTS5 syntax)
 
 # entity_fts columns (migration 7): name, aliases, tags, entity_type, text (observations and
 # body), name_grams and text_grams (the CJK two-character tokens of the first four, and of text).

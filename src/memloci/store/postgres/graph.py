@@ -25,10 +25,10 @@ from ...model import (
     Relation,
     RelationInput,
     RemovedObservations,
+    content_hash,
     name_key,
     now_iso,
 )
-from ...search import lexical
 
 T = TypeVar("T")
 
@@ -149,7 +149,7 @@ class PostgresGraphTx:
             """INSERT INTO memories (entity_id, content, content_hash, memory_type, created_at, updated_at)
                VALUES (%s, %s, %s, 'observation', %s, %s)
                ON CONFLICT ((coalesce(entity_id, 0)), content_hash) DO NOTHING RETURNING id""",
-            (entity_id, content, lexical.content_hash(content, self._name(entity_id)), self.at, self.at)).fetchone()
+            (entity_id, content, content_hash(content, self._name(entity_id)), self.at, self.at)).fetchone()
         if row is not None:
             self.store._memories_written(self.conn, [row[0]])
             if not _plain(content):
@@ -159,7 +159,7 @@ class PostgresGraphTx:
     def delete_observation(self, entity_id: int, content: str) -> str | None:
         row = self.conn.execute(
             "DELETE FROM memories WHERE entity_id = %s AND content_hash = %s RETURNING content",
-            (entity_id, lexical.content_hash(content, self._name(entity_id)))).fetchone()
+            (entity_id, content_hash(content, self._name(entity_id)))).fetchone()
         if row and not _plain(row[0]):
             self._retag.add(entity_id)
         return row[0] if row else None

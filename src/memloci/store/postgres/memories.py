@@ -30,10 +30,10 @@ from ...model import (
     PendingMemory,
     SavedVectors,
     StoredMemory,
+    content_hash,
     name_key,
     now_iso,
 )
-from ...search import lexical
 from ..sqlite_memories import tag_keys, thread_key
 from .graph import retag
 
@@ -114,8 +114,8 @@ def select_memories(conn: Any, where: str, params: Sequence[Any], order: str = "
 def memory_hash(conn: Any, content: str, entity_id: int | None) -> str:
     """The content_hash of a memory of this owner: its text and its entity's name, never a row id."""
     if entity_id is None:
-        return lexical.content_hash(content)
-    return lexical.content_hash(content, conn.execute("SELECT name FROM entities WHERE id = %s", (entity_id,)).fetchone()[0])
+        return content_hash(content)
+    return content_hash(content, conn.execute("SELECT name FROM entities WHERE id = %s", (entity_id,)).fetchone()[0])
 
 
 def _neighbours(conn: Any, memory_id: int, thread: str) -> list[tuple[int, str]]:
@@ -422,7 +422,7 @@ class PostgresMemories:
                 with conn.cursor().copy("""COPY memories (id, content, content_hash, memory_type, tags, metadata,
                                            created_at, updated_at, embedded) FROM STDIN""") as copy:
                     for memory_id, (content, tags, mtype, created, vector) in zip(ids, batch):
-                        copy.write_row((memory_id, content, lexical.content_hash(content), mtype,
+                        copy.write_row((memory_id, content, content_hash(content), mtype,
                                         json.dumps(list(tags), ensure_ascii=False), "{}", created, created,
                                         vector is not None))
                 with conn.cursor().copy("COPY memory_tags (tag, memory_id) FROM STDIN") as copy:

@@ -28,8 +28,8 @@ from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
 from ...model import MemoryFilter, SearchHit, SearchResult, name_key
-from ...search import lexical
 from .. import NameVocabulary
+from .. import query_text as lexical
 from ..sqlite_search import query_terms as entity_query_terms
 from .graph import load_entities, relations_touching, resolve
 from .memories import filter_sql, library_meta, vector_text
