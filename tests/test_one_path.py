@@ -196,3 +196,19 @@ def test_no_engine_imports_search_but_the_vector_protocol():
     assert lexical.content_hash is model.content_hash and lexical.normalize_content is model.normalize_content
     assert lexical.query_terms is query_text.query_terms and lexical.like_pattern is query_text.like_pattern
     assert model.content_hash("  a  b ") == model.content_hash("a b") != model.content_hash("a b", "X")
+
+
+def _source(module) -> str:
+    import inspect
+    return inspect.getsource(module)
+
+
+def test_engines_name_a_cycle_with_the_rules_walk():
+    """The path a refused relation names is found by rules.walk_path on every engine: an engine
+    walking relations breadth first itself is a second copy of that rule."""
+    from memloci.store import sqlite_graph_tx
+    from memloci.store.postgres import graph
+
+    for module in (sqlite_graph_tx, graph):
+        text = _source(module)
+        assert "walk_path(" in text and "frontier = " not in text and "parent[" not in text, module.__name__

@@ -99,22 +99,9 @@ class MemoryTx:
             self.g.entities[i]["updated_at"] = self.at
 
     def reachable(self, start: int, goal: int, types: tuple[str, ...]) -> list[str]:
-        parent = {start: start}
-        frontier = [start]
-        while frontier and goal not in parent:
-            nxt = []
-            for (f, t, to) in self.g.relations:
-                if f in frontier and (not types or t in types) and to not in parent:
-                    parent[to] = f
-                    nxt.append(to)
-            frontier = nxt
-        if goal not in parent:
-            return []
-        path, node = [goal], goal
-        while node != start:
-            node = parent[node]
-            path.append(node)
-        return [self.g.entities[i]["name"] for i in reversed(path)]
+        ids = rules.walk_path(start, goal, lambda frontier: [
+            (f, to) for (f, t, to) in sorted(self.g.relations) if f in frontier and (not types or t in types)])
+        return [self.g.entities[i]["name"] for i in ids]
 
     def insert_relation(self, from_id: int, relation_type: str, to_id: int) -> bool:
         if (from_id, relation_type, to_id) in self.g.relations:
@@ -400,3 +387,18 @@ def test_every_engine_answers_as_the_in_memory_graph(engine, tmp_path, request):
         ("App", "service", ("serves http", "runs")), ("http", "lib", ())]
     assert [(r.from_entity, r.relation_type, r.to_entity) for r in graph.relations] == [("http", "depends-on", "App")]
     store.close()
+
+
+def test_walk_path_is_breadth_first_and_asks_once_per_step():
+    edges = {(1, 2), (2, 3), (3, 4), (1, 5), (5, 4), (4, 6)}
+    asked: list[list[int]] = []
+
+    def neighbours(frontier):
+        asked.append(list(frontier))
+        return sorted(e for e in edges if e[0] in frontier)
+
+    assert rules.walk_path(1, 6, neighbours) == [1, 5, 4, 6]  # the shortest, not the first found
+    assert asked == [[1], [2, 5], [3, 4]]  # one call per step, no node asked twice
+    assert rules.walk_path(6, 1, neighbours) == []
+    assert rules.walk_path(3, 3, neighbours) == [3]
+    assert rules.walk_path(1, 1, lambda f: [(1, 2), (2, 1)]) == [1]

@@ -13,7 +13,7 @@ pending links, a Markdown file) are the engine's business behind the GraphTx.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -232,6 +232,31 @@ def cycle_error(field: str, from_name: str, relation_type: str, to_name: str, pa
         f"({' -> '.join([from_name, *path])}); schema '{schema.name}' keeps "
         f"{'relations' if not types else relation_type + ' relations'} acyclic (nothing was created)",
         hint="Drop or reverse one relation of the cycle.")
+
+
+def walk_path(start: int, goal: int, neighbours: Callable[[Sequence[int]], Iterable[tuple[int, int]]]) -> list[int]:
+    """Ids on a shortest path start..goal, breadth first, [] when goal is not reached ([start]
+    when start is goal). `neighbours(frontier)` gives the (from, to) edges out of a frontier: one
+    engine query per step. Every engine names a cycle's path with this one walk, so they agree."""
+    parent, frontier = {start: start}, [start]
+    while frontier and goal not in parent:
+        out: dict[int, list[int]] = {}
+        for a, b in neighbours(frontier):
+            out.setdefault(a, []).append(b)
+        nxt = []
+        for node in frontier:  # the frontier's order, then each node's edges in the engine's order
+            for to in out.get(node, ()):
+                if to not in parent:
+                    parent[to] = node
+                    nxt.append(to)
+        frontier = nxt
+    if goal not in parent:
+        return []
+    ids, node = [goal], goal
+    while node != start:
+        node = parent[node]
+        ids.append(node)
+    return ids[::-1]
 
 
 def cycle_path(tx: GraphTx, schema: LibrarySchema, from_id: int, relation_type: str, to_id: int) -> list[str]:

@@ -7,12 +7,13 @@ md_dirty, and the store writes those files when the transaction commits (markdow
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..model import Entity, Relation, content_hash
-from ..rules import EntityHead, EntityRef
+from ..rules import EntityHead, EntityRef, walk_path
 from .sqlite_graph_reads import _chunks, _marks
 from .sqlite_memories import insert_memory
 
@@ -118,18 +119,9 @@ def path(conn: sqlite3.Connection, start: int, goal: int, types: tuple[str, ...]
             {where}) SELECT 1 FROM reach WHERE id = ? LIMIT 1""", (start, *types, goal)).fetchone()
     if not reach:
         return []
-    parent, frontier = {start: start}, [start]  # rare (an error): walk again for a readable path
-    while frontier and goal not in parent:
-        nxt = []
-        for node in frontier:
-            for (to,) in conn.execute(f"SELECT r.to_id FROM relations r WHERE r.from_id = ? {where}", (node, *types)):
-                if to not in parent:
-                    parent[to] = node
-                    nxt.append(to)
-        frontier = nxt
-    ids, node = [goal], goal
-    while node != start:
-        node = parent[node]
-        ids.append(node)
+    # rare (an error): walk again for a readable path
+    ids = walk_path(start, goal, lambda frontier: conn.execute(
+        f"""SELECT r.from_id, r.to_id FROM relations r WHERE r.from_id IN (SELECT value FROM json_each(?)) {where}
+            ORDER BY r.from_id, r.relation_type, r.to_id""", (json.dumps(list(frontier)), *types)).fetchall())
     names = dict(conn.execute(f"SELECT id, name FROM entities WHERE id IN ({_marks(len(ids))})", ids).fetchall())
-    return [names[i] for i in reversed(ids)]
+    return [names[i] for i in ids]

@@ -176,27 +176,12 @@ class PostgresGraphTx:
                    SELECT r.to_id FROM relations r JOIN walk ON r.from_id = walk.id {where})"""
         if not self.conn.execute(f"{walk} SELECT EXISTS (SELECT 1 FROM walk WHERE id = %(goal)s)", params).fetchone()[0]:
             return []
-        # Rare (the write is refused): the edges of what start reaches, walked breadth first for a readable path.
-        out: dict[int, list[int]] = {}
-        for a, b in self.conn.execute(f"""{walk} SELECT r.from_id, r.to_id FROM relations r
-                                          WHERE r.from_id IN (SELECT id FROM walk) {where} ORDER BY r.from_id, r.relation_type, r.to_id""",
-                                      params):
-            out.setdefault(a, []).append(b)
-        parent, frontier = {start: start}, [start]
-        while frontier and goal not in parent:
-            nxt = []
-            for node in frontier:
-                for to in out.get(node, ()):
-                    if to not in parent:
-                        parent[to] = node
-                        nxt.append(to)
-            frontier = nxt
-        ids, node = [goal], goal
-        while node != start:
-            node = parent[node]
-            ids.append(node)
+        # Rare (the write is refused): walked again, breadth first, for a readable path.
+        ids = rules.walk_path(start, goal, lambda frontier: self.conn.execute(
+            f"""SELECT r.from_id, r.to_id FROM relations r WHERE r.from_id = ANY(%(frontier)s) {where}
+                ORDER BY r.from_id, r.relation_type, r.to_id""", {**params, "frontier": list(frontier)}).fetchall())
         names = dict(self.conn.execute("SELECT id, name FROM entities WHERE id = ANY(%s)", (ids,)).fetchall())
-        return [names[i] for i in reversed(ids)]
+        return [names[i] for i in ids]
 
     def insert_relation(self, from_id: int, relation_type: str, to_id: int) -> bool:
         return self.conn.execute(
