@@ -180,7 +180,12 @@ class MarkdownUndo(MarkdownHost):
         held = [r[0] for r in conn.execute(
             f"SELECT DISTINCT entity_id FROM md_files WHERE entity_id IS NOT NULL AND path IN ({','.join('?' * len(files))})",
             list(files))] if files else []
-        self._before(conn, held)  # this undo keeps its own undo record
+        days = [Path(rel).stem for rel in files if _kind(rel) == "day"]
+        # the free memories of the day files it rewrites too: their use counts live in the index only
+        dated = [r[0] for r in conn.execute(
+            f"SELECT id FROM memories WHERE entity_id IS NULL AND substr(created_at, 1, 10) IN ({','.join('?' * len(days))})",
+            days)] if days else []
+        self._before(conn, held, dated)  # this undo keeps its own undo record
         self._kept_now()["armed"] = True
         owners = dict(conn.execute(f"SELECT path, entity_id FROM md_files WHERE path IN ({','.join('?' * len(files))})",
                                    list(files)).fetchall()) if files else {}

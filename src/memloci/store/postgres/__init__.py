@@ -75,6 +75,7 @@ from ..migratable import PostgresMigratable
 from .portable import PostgresPortable
 from .search import PostgresSearch
 from .schema import SCHEMA_VERSION, extension_schemas, migrate
+from .undo import PostgresUndo
 
 log = logging.getLogger(__name__)
 
@@ -96,7 +97,7 @@ def _writers(url: str, schema: str) -> threading.RLock:
 
 
 class PostgresStore(PostgresMemories, PostgresSearch, PostgresGraphReads, PostgresGraphWrites, PostgresPortable,
-                    PostgresMigratable):
+                    PostgresMigratable, PostgresUndo):
     """A library kept in a schema of a PostgreSQL database."""
 
     kind = "postgres"
@@ -174,6 +175,7 @@ class PostgresStore(PostgresMemories, PostgresSearch, PostgresGraphReads, Postgr
         if not self._writers.acquire(timeout=self.lock_timeout):
             raise busy_error(self.name, f"this server's other calls held its write lock for {self.lock_timeout:g} s")
         try:
+            self._forget_kept()  # undo records are per transaction (a retried one starts again)
             with self._engine_errors(), self._pool.connection() as conn:
                 with conn.transaction():
                     # Isolation first (before any snapshot), then the transaction's own settings
@@ -182,11 +184,13 @@ class PostgresStore(PostgresMemories, PostgresSearch, PostgresGraphReads, Postgr
                                  f"{self._search_path}; SET LOCAL lock_timeout = '{int(self.lock_timeout * 1000)}ms'; "
                                  f"SELECT pg_advisory_xact_lock({int(self._lock_key)})")
                     yield conn
+                    self._seal_journal(conn)  # what a destructive change removed goes into its journal entry (undo.py)
                     if what not in QUIET:
                         conn.execute("SELECT pg_notify(%s, %s)", (self.schema_id, what))
             if what not in QUIET:
                 self._own_writes += 1
         finally:
+            self._forget_kept()
             self._writers.release()
 
     def _transact(self, body: Callable[[Any], T], what: str = "graph") -> T:
@@ -272,9 +276,11 @@ class PostgresStore(PostgresMemories, PostgresSearch, PostgresGraphReads, Postgr
         }
 
     def _journal(self, conn: Any, tool: str, action: str, entities: Any, detail: dict | None, at: str) -> None:
-        conn.execute("INSERT INTO journal (at, tool, action, entities, detail) VALUES (%s, %s, %s, %s, %s)",
-                     (at, tool, action, json.dumps(list(entities), ensure_ascii=False),
-                      json.dumps(detail, ensure_ascii=False) if detail is not None else None))
+        (row_id,) = conn.execute(
+            "INSERT INTO journal (at, tool, action, entities, detail) VALUES (%s, %s, %s, %s, %s) RETURNING id",
+            (at, tool, action, json.dumps(list(entities), ensure_ascii=False),
+             json.dumps(detail, ensure_ascii=False) if detail is not None else None)).fetchone()
+        self._note_journal_row(int(row_id))  # a change that kept undo records gets them at the commit
 
     # -- what this engine does not store yet -------------------------------------------
 
@@ -324,6 +330,7 @@ class PostgresStore(PostgresMemories, PostgresSearch, PostgresGraphReads, Postgr
         """Read, merge and write the context in one transaction (under the library's lock, so two
         servers' updates merge instead of one overwriting the other)."""
         def body(conn: Any) -> dict[str, Any]:
+            self._before_meta(conn, "context")  # undo puts it back
             row = conn.execute("SELECT value FROM meta WHERE key = 'context'").fetchone()
             before = json.loads(row[0]) if row else {}
             ctx = change(before)

@@ -203,7 +203,7 @@ class PostgresGraphTx:
         self.conn.execute("DELETE FROM entities WHERE id = ANY(%s)", (list(ids),))
 
     def before_change(self, ids: Sequence[int]) -> None:
-        """No undo records: this engine does not undo yet."""
+        self.store._before(self.conn, ids)  # the undo record keeps them as they are (undo.py)
 
     def entities_changed(self, ids: Sequence[int]) -> None:
         ids = list(dict.fromkeys(ids))

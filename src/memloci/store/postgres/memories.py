@@ -205,6 +205,7 @@ class PostgresMemories:
         def _write(self, what: str = "graph") -> AbstractContextManager[Any]: ...
         def _journal(self, conn: Any, tool: str, action: str, entities: Any, detail: dict | None, at: str) -> None: ...
         def _entities_written(self, conn: Any, ids: Sequence[int]) -> None: ...
+        def _before(self, conn: Any, entity_ids: Iterable[int] = (), memory_ids: Iterable[int] = ()) -> None: ...
 
     def store_memory(self, m: MemoryInput, *, origin: str) -> StoredMemory:
         """Store one memory; `created` False if its owner already holds the same text."""
@@ -259,6 +260,7 @@ class PostgresMemories:
             before = load_memories(conn, [memory_id]).get(memory_id)
             if before is None:
                 raise NotFoundError("content_hash: no such memory (deleted meanwhile?)")
+            self._before(conn, memory_ids=[memory_id])  # the undo record keeps it as it is (undo.py)
             (owner,) = conn.execute("SELECT entity_id FROM memories WHERE id = %s", (memory_id,)).fetchone()
             sets: list[str] = ["updated_at = %s"]
             params: list[Any] = [at]
@@ -301,6 +303,7 @@ class PostgresMemories:
         with self._write("memories") as conn:
             removed = list(load_memories(conn, ids).values())
             gone = [m.id for m in removed]
+            self._before(conn, memory_ids=gone)  # the undo record keeps them as they are (undo.py)
             around = {n for i in gone for n in neighbours(conn, i)} - set(gone)
             owners = [int(r[0]) for r in conn.execute(
                 "SELECT DISTINCT entity_id FROM memories WHERE entity_id IS NOT NULL AND id = ANY(%s)", (gone,))]

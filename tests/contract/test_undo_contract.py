@@ -1,0 +1,224 @@
+"""Undo on every engine: a destructive change keeps what it removed in its journal entry, `undo`
+puts it back exactly (dates, use counts and all), refuses (changing nothing) when a later
+change stands in the way and says which, and is itself journaled and undoable. Two services
+on one library (two servers) undoing the same change at once: one wins, the other is refused.
+
+Each undo is checked against a full dump of the library through the service: entities with
+every field and their observations with dates, relations with theirs, free memories with
+every field, the context.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+import pytest
+
+from memloci.errors import ConflictError, NotFoundError, ValidationError
+from memloci.model import EntityInput, ObservationBatch, RelationInput
+
+
+def dump(s) -> dict:
+    # (entities' updated_at is left out: a Markdown library's index takes it from the file's
+    # `modified:`, which a relation added to the front matter moves and the index does not)
+    graph = s.export_graph(order="name")
+    memories, _ = s.list_memories(page_size=1000)
+    return {
+        "entities": sorted((e.name, e.entity_type, tuple(e.aliases), tuple(e.tags), e.created_at,
+                            tuple((o.content, o.created_at) for o in e.observations)) for e in graph.entities),
+        "relations": sorted((r.from_entity, r.relation_type, r.to_entity, r.created_at) for r in graph.relations),
+        "memories": sorted((m.content, m.content_hash, m.tags, m.memory_type, m.importance,
+                            json.dumps(m.metadata, sort_keys=True), m.created_at, m.updated_at, m.access_count,
+                            m.last_accessed_at) for m in memories),
+        "context": s.read_context(),
+    }
+
+
+def populate(s) -> None:
+    s.create_entities([EntityInput("alpha", "project", ("uses FastAPI", "started 2024")),
+                       EntityInput("beta", "person", ("likes tea",)),
+                       EntityInput("gamma", "tool", ("fast",))])
+    s.create_relations([RelationInput("beta", "works_on", "alpha"), RelationInput("alpha", "uses", "gamma")])
+    s.store_memory("the deploy runs on Fridays", tags=["ops", "Deploy"], memory_type="fact",
+                   metadata={"source": "chat", "n": 3}, importance="high")
+    s.store_memory("lunch is at noon", tags=["social"])
+    s.retrieve_memory("deploy")  # a use count and a last access, which undo keeps too
+    counted(s, "the deploy runs on Fridays")
+    s.update_context(active_task="ship the beta", next_steps=["tag"])
+
+
+def counted(s, content: str) -> None:
+    """Wait until the retrieval of `content` is counted (a background thread records uses)."""
+    deadline = time.monotonic() + 30
+    while not any(m.content == content and m.access_count for m in s.list_memories(page_size=100)[0]):
+        assert time.monotonic() < deadline, "the retrieval was never counted"
+        s._accesses.drain()
+        time.sleep(0.05)
+
+
+def last_change(s) -> int:
+    return s.history(limit=1)[0].id
+
+
+def _hash(s, content: str) -> str:
+    return next(m.content_hash for m in s.list_memories(page_size=100)[0] if m.content == content)
+
+
+CHANGES = {
+    "delete_entities": lambda s: s.delete_entities(["alpha"]),
+    "delete_observations": lambda s: s.delete_observations([ObservationBatch("alpha", ("uses FastAPI",))]),
+    "delete_relations": lambda s: s.delete_relations([RelationInput("beta", "works_on", "alpha")]),
+    "update_memory": lambda s: s.update_memory(_hash(s, "the deploy runs on Fridays"), content="the deploy runs daily",
+                                               tags=["ops"], metadata={"n": 4}, importance="low"),
+    "delete_memory": lambda s: s.delete_memory(_hash(s, "the deploy runs on Fridays")),
+    "update_context": lambda s: s.update_context(active_task="fix the bug", status="blocked", reason="CI red"),
+}
+
+
+@pytest.mark.parametrize("change", list(CHANGES))
+def test_undo_puts_back_exactly_what_the_change_removed(engine, change):
+    s = engine.service
+    populate(s)
+    before = dump(s)
+    CHANGES[change](s)
+    changed = dump(s)
+    assert changed != before
+    change_id = last_change(s)
+    assert s.undo(change_id)["undid"] == change_id
+    assert dump(s) == before
+    entry = s.history(limit=1)[0]
+    assert entry.action == "undo" and entry.detail["undid"] == change_id
+    # the undo is a change like any other: undoing it makes the first change again
+    s.undo(entry.id)
+    assert dump(s) == changed
+    s.undo(last_change(s))
+    assert dump(s) == before
+
+
+def test_the_journal_keeps_whole_rows_with_dates(engine):
+    s = engine.service
+    populate(s)
+    alpha = s.open_nodes(["alpha"]).entities[0]
+    s.delete_entities(["alpha"])
+    kept = {e["name"]: e for e in s.history(limit=1)[0].detail["undo"]["entities"]}["alpha"]
+    assert [(o["content"], o["created_at"]) for o in kept["observations"]] == [
+        (o.content, o.created_at) for o in alpha.observations]
+    assert (kept["entity_type"], kept["created_at"], kept["updated_at"]) == (alpha.entity_type, alpha.created_at,
+                                                                            alpha.updated_at)
+    assert sorted(r[:3] for r in kept["relations"]) == [["alpha", "uses", "gamma"], ["beta", "works_on", "alpha"]]
+
+
+def test_a_later_change_blocks_the_undo_and_says_which(engine):
+    s = engine.service
+    populate(s)
+    s.delete_observations([ObservationBatch("alpha", ("uses FastAPI",))])
+    change_id = last_change(s)
+    s.delete_observations([ObservationBatch("alpha", ("started 2024",))])
+    later = last_change(s)
+    state = dump(s)
+    with pytest.raises(ConflictError) as err:
+        s.undo(change_id)
+    message = err.value.message
+    assert f"change #{change_id} (delete_observations) cannot be undone" in message
+    # (a Markdown library names the note's file: "alpha.md was changed since ...")
+    (blocker,) = err.value.details["blocked_by"]
+    assert "alpha" in blocker and blocker.endswith(f"was changed since by change #{later} (delete_observations)")
+    assert blocker in message and message.endswith("nothing was changed") and dump(s) == state
+    s.undo(later)  # newest first: then the older one goes back too
+    s.undo(change_id)
+    assert [o.content for o in s.open_nodes(["alpha"]).entities[0].observations] == ["uses FastAPI", "started 2024"]
+    # an addition since stands in the way as well
+    s.delete_observations([ObservationBatch("alpha", ("uses FastAPI",))])
+    change_id = last_change(s)
+    s.add_observations([ObservationBatch("alpha", ("now on Litestar",))])
+    with pytest.raises(ConflictError, match=rf"alpha.* was changed since by change #{last_change(s)} \(add_observations\)"):
+        s.undo(change_id)
+
+
+def test_a_new_entity_or_memory_in_the_way_blocks_the_undo(engine):
+    s = engine.service
+    populate(s)
+    s.delete_entities(["alpha"])
+    deleted = last_change(s)
+    s.create_entities([EntityInput("Alpha", "other", ("a new one",))])
+    taken = last_change(s)
+    s.delete_memory(_hash(s, "lunch is at noon"))
+    forgotten = last_change(s)
+    s.store_memory("lunch is at noon", tags=["again"])
+    state = dump(s)
+    # (a Markdown library names the note's file as well)
+    with pytest.raises(ConflictError, match=rf"(?i)alpha.* by change #{taken} \(create_entities\).*; nothing was changed$"):
+        s.undo(deleted)
+    with pytest.raises(ConflictError, match=r"the memory [0-9a-f]{12} was stored again since|memories/[0-9-]{10}\.md was changed since"):
+        s.undo(forgotten)
+    assert dump(s) == state
+
+
+def test_a_related_entity_deleted_since_blocks_the_undo(engine):
+    if engine.name == "markdown":
+        pytest.skip("a Markdown library puts the note's bytes back: its link to a deleted note waits for that note")
+    s = engine.service
+    populate(s)
+    s.delete_entities(["alpha"])
+    change_id = last_change(s)
+    s.delete_entities(["gamma"])
+    with pytest.raises(ConflictError, match="'gamma', related to 'alpha', no longer exists"):
+        s.undo(change_id)
+
+
+def test_a_context_changed_since_blocks_its_undo(engine):
+    s = engine.service
+    populate(s)
+    s.update_context(status="blocked")
+    change_id = last_change(s)
+    s.update_context(status="completed")
+    with pytest.raises(ConflictError, match=r"the library's context was changed since|context\.md was changed since"):
+        s.undo(change_id)
+
+
+def test_unknown_and_not_undoable_changes_are_refused(engine):
+    s = engine.service
+    populate(s)
+    with pytest.raises(NotFoundError, match="id: the journal has no change #999"):
+        s.undo(999)
+    first = s.history(limit=50)[-1]
+    assert first.action == "create_entities"
+    with pytest.raises(ValidationError, match=rf"id: change #{first.id} \(create_entities\) removed nothing"):
+        s.undo(first.id)
+    with pytest.raises(ValidationError):
+        s.undo("1")  # type: ignore[arg-type]
+
+
+def test_another_server_s_change_blocks_the_undo_and_two_undos_at_once_make_one(engine):
+    spec = engine.spec_text()
+    one, two = engine.open(spec), engine.open(spec)
+    populate(one)
+    one.delete_entities(["gamma"])
+    change_id = last_change(one)
+    # the other server's later write stands in the way
+    two.create_entities([EntityInput("gamma", "tool", ("slow",))])
+    with pytest.raises(ConflictError, match=rf"gamma.* by change #{last_change(two)} \(create_entities\)"):
+        one.undo(change_id)
+    two.delete_entities(["gamma"])
+    change_id = last_change(one)
+    wins: list[str] = []
+    refusals: list[str] = []
+
+    def undo(service) -> None:
+        try:
+            service.undo(change_id)
+            wins.append("undone")
+        except ConflictError as exc:
+            refusals.append(exc.message)
+
+    threads = [threading.Thread(target=undo, args=(s,)) for s in (one, two)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(wins) == 1 and len(refusals) == 1, (wins, refusals)
+    assert "gamma" in refusals[0] and "(undo)" in refusals[0]
+    gamma = two.open_nodes(["gamma"]).entities[0]
+    assert [o.content for o in gamma.observations] == ["slow"]
