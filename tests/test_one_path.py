@@ -212,3 +212,18 @@ def test_engines_name_a_cycle_with_the_rules_walk():
     for module in (sqlite_graph_tx, graph):
         text = _source(module)
         assert "walk_path(" in text and "frontier = " not in text and "parent[" not in text, module.__name__
+
+
+def test_engines_retag_with_one_function():
+    """The tags an entity's `#tags` give after its observations change are obsidian.retagged's
+    on every engine; an engine computing them from the body itself is a second copy."""
+    from memloci.markdown.obsidian import retagged
+    from memloci.store import sqlite_vault
+    from memloci.store.postgres import graph
+
+    for module in (sqlite_vault, graph):
+        text = _source(module)
+        assert "retagged(" in text and "all_tags(" not in text and "set_observations(" not in text, module.__name__
+    # given tags first, then the body's and observations' `#tags`, each once; a stale body tag goes
+    assert retagged(["ops", "Old"], ["old"], "text #Ops and #new\n", ["uses #jwt", "plain"]) == \
+        (["ops", "new", "jwt"], ["new", "jwt"])

@@ -7,7 +7,8 @@ import re
 
 import yaml
 
-from .document import KNOWN_KEYS, _LOADER, _WIKILINK, EntityDocument, _fold, _prose, _stem, _str_list, _target
+from .document import (KNOWN_KEYS, _LOADER, _WIKILINK, EntityDocument, _fold, _prose, _stem, _str_list, _target,
+                       set_observations)
 
 # An Obsidian tag: `#` after whitespace (or at a line's start), then letters, digits, `_`, `-`
 # and `/` (nested tags); `# Heading`, `a#b`, `url/#frag` and `[[note#heading]]` are not tags.
@@ -39,6 +40,15 @@ def all_tags(doc: EntityDocument) -> tuple[list[str], list[str]]:
     have = {t.casefold() for t in doc.tags}
     body_only = [t for t in inline_tags(doc.body) if t.casefold() not in have]
     return [*doc.tags, *body_only], body_only
+
+
+def retagged(tags: list[str], body_tags: list[str], body: str, observations: list[str]) -> tuple[list[str], list[str]]:
+    """An entity's tags after its observations changed (every engine's upkeep, written once):
+    (every tag, the ones only the body's `#tags` give). `tags` are its tags as stored, of which
+    `body_tags` came from the body before; the rest were given it and stay first."""
+    body_only = {t.casefold() for t in body_tags}
+    own = [t for t in tags if t.casefold() not in body_only]
+    return all_tags(EntityDocument("", tags=own, body=set_observations(body, observations)))
 
 
 def block_links(blocks: list[str]) -> list[tuple[str, str]]:

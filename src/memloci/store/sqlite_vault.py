@@ -9,9 +9,8 @@ import sqlite3
 from collections.abc import Sequence
 
 from ..errors import ValidationError
-from ..markdown.document import EntityDocument, set_observations
 from ..markdown.frontmatter import drop_link
-from ..markdown.obsidian import all_tags, block_links
+from ..markdown.obsidian import block_links, retagged
 from ..model import name_key
 from .sqlite_graph_reads import _chunks, _marks
 from .sqlite_host import SQLiteHost
@@ -32,11 +31,9 @@ class SQLiteVaultLinks(SQLiteHost):
             if row is None:
                 continue
             tags, meta, body = json.loads(row[0]), json.loads(row[1]), row[2]
-            body_only = {t.casefold() for t in meta.get(BODY_TAGS, [])}
             observations = [c for (c,) in conn.execute("SELECT content FROM memories WHERE entity_id = ? ORDER BY id",
                                                        (entity_id,))]
-            own = [t for t in tags if t.casefold() not in body_only]
-            every, inline = all_tags(EntityDocument("", tags=own, body=set_observations(body, observations)))
+            every, inline = retagged(tags, meta.get(BODY_TAGS, []), body, observations)
             if every != tags:
                 meta.pop(BODY_TAGS, None)
                 meta.update({BODY_TAGS: inline} if inline else {})

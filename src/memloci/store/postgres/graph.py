@@ -13,8 +13,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ... import rules
-from ...markdown.document import EntityDocument, set_observations
-from ...markdown.obsidian import all_tags
+from ...markdown.obsidian import retagged
 from ...model import (
     AddedObservations,
     CreatedEntity,
@@ -222,11 +221,9 @@ def retag(conn: Any, ids: Sequence[int]) -> None:
         if row is None:
             continue
         tags, meta, body = list(row[0]), dict(row[1]), row[2]
-        body_only = {t.casefold() for t in meta.get(BODY_TAGS, [])}
         observations = [c for (c,) in conn.execute(
             "SELECT content FROM memories WHERE entity_id = %s ORDER BY id", (entity_id,))]
-        own = [t for t in tags if t.casefold() not in body_only]
-        every, inline = all_tags(EntityDocument("", tags=own, body=set_observations(body, observations)))
+        every, inline = retagged(tags, meta.get(BODY_TAGS, []), body, observations)
         if every != tags:
             meta.pop(BODY_TAGS, None)
             meta.update({BODY_TAGS: inline} if inline else {})
