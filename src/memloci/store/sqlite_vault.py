@@ -8,6 +8,7 @@ import json
 import sqlite3
 from collections.abc import Sequence
 
+from ..documents_rules import BODY_TAGS, EXTRA_KEY
 from ..errors import ValidationError
 from ..markdown.frontmatter import drop_link
 from ..markdown.obsidian import block_links, retagged
@@ -15,8 +16,6 @@ from ..model import name_key
 from .sqlite_graph_reads import _chunks, _marks
 from .sqlite_host import SQLiteHost
 
-EXTRA_KEY = "frontmatter_extra"  # entity metadata: front matter keys memloci does not know, verbatim
-BODY_TAGS = "body_tags"  # entity metadata: the tags only the body's `#tags` give (not in front matter)
 
 
 class SQLiteVaultLinks(SQLiteHost):

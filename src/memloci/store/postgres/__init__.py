@@ -39,8 +39,9 @@ nothing another process holds). Each store LISTENs on its library's channel in a
 thread (connection.ChangeListener) and counts what it hears (`changes()`, `on_change()`), so
 what a process holds in memory can tell it is stale without asking the database.
 
-Notes with bodies (documents), undo and note passages are not stored by this engine yet:
-their calls are refused with an error that says so, never half answered.
+Notes with bodies (documents.py) are stored as in SQLite: body, front matter, `[[links]]` as
+relations and links waiting for their target. Renaming and merging notes and note passages are
+not there yet: their calls are refused with an error that says so, never half answered.
 """
 
 from __future__ import annotations
@@ -68,6 +69,7 @@ from .connection import (
     require_psycopg,
     schema_for,
 )
+from .documents import PostgresDocuments
 from .graph import PostgresGraphWrites
 from .graph_reads import PostgresGraphReads
 from .memories import PostgresMemories
@@ -96,8 +98,8 @@ def _writers(url: str, schema: str) -> threading.RLock:
         return _WRITERS.setdefault((url, schema), threading.RLock())
 
 
-class PostgresStore(PostgresMemories, PostgresSearch, PostgresGraphReads, PostgresGraphWrites, PostgresPortable,
-                    PostgresMigratable, PostgresUndo):
+class PostgresStore(PostgresMemories, PostgresSearch, PostgresGraphReads, PostgresGraphWrites, PostgresDocuments,
+                    PostgresPortable, PostgresMigratable, PostgresUndo):
     """A library kept in a schema of a PostgreSQL database."""
 
     kind = "postgres"
@@ -289,35 +291,11 @@ class PostgresStore(PostgresMemories, PostgresSearch, PostgresGraphReads, Postgr
                                hint="Use a SQLite or Markdown library for notes and undo; "
                                     "the graph and memory tools work here.")
 
-    def entity_documents(self, names: Any) -> Any:
-        raise self._unsupported("notes with bodies (read_entities)")
-
-    def list_entities(self, pattern: str = "*") -> Any:
-        raise self._unsupported("listing notes (list_entities)")
-
-    def find_relations(self, **_: Any) -> Any:
-        raise self._unsupported("notes with bodies (find_relations)")
-
-    def check_document(self, doc: Any, field: str) -> None:
-        raise self._unsupported("notes with bodies (add_entities)")
-
-    def apply_documents(self, docs: Any, **_: Any) -> Any:
-        raise self._unsupported("notes with bodies (add_entities)")
-
-    def edit_document(self, name: str, change: Any, **_: Any) -> Any:
-        raise self._unsupported("editing notes")
-
     def rename_entity(self, old: str, new: str, *, origin: str) -> Any:
         raise self._unsupported("rename_entity")
 
     def merge_entities(self, sources: Any, target: str, *, origin: str) -> Any:
         raise self._unsupported("merge_entities")
-
-    def manual_text(self) -> Any:
-        raise self._unsupported("a library manual")
-
-    def edit_manual(self, change: Any, **_: Any) -> Any:
-        raise self._unsupported("a library manual")
 
     # -- the hot context (kept in `meta`, as SQLite keeps it in library_meta) -------------
 

@@ -208,6 +208,7 @@ class PostgresGraphTx:
         ids = list(dict.fromkeys(ids))
         retag(self.conn, [i for i in ids if i in self._retag])
         self.store._entities_written(self.conn, ids)
+        self.store._link_pending(self.conn, ids, self.at)  # links waiting for these names (documents.py)
 
     def journal(self, tool: str, action: str, entities: Sequence[str], detail: dict[str, Any] | None) -> None:
         self.store._journal(self.conn, tool, action, entities, detail, self.at)
