@@ -5,8 +5,8 @@ PostgreSQL library, and every answer is compared with SQLite's (the reference en
 Compared: everything a caller reads, except what cannot be the same across libraries made at
 different moments (times, ids, hashes of timestamps) and what an engine may render its own
 way (a Markdown entity's body holds its observations as text). Search results are compared
-in order; scores are not (BM25 in FTS5 and in PostgreSQL weigh differently), the hits and
-their order are."""
+in order. Memories' word scores are compared too: one BM25 (search/bm25.py) scores them on every
+engine, so they are the same numbers; entities' scores are not compared, only their order."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ import pytest
 from memloci.errors import MemlociError
 from memloci.model import EntityInput, MemoryFilter, ObservationBatch, RelationInput
 from memloci.schema import STRICT
+from memloci.search.hybrid import word_candidates, word_terms
 
 from .conftest import ENGINES, Engine
 
@@ -138,14 +139,7 @@ def differences(other: str, answers: list, reference: list) -> str:
 OTHERS = [e for e in ENGINES if e != "sqlite"]
 
 
-# Strict: the day postgres ranks as SQLite does, the pass is reported as a failure and the mark goes.
-RANKED_APART = pytest.mark.xfail(strict=True, reason=(
-    "postgres: word scores weigh a text's length unlike SQLite's BM25 ('deploy' scores 'Deploy on Friday after "
-    "the freeze' 0.83 of 'Deploy on Monday' on postgres, 0.80 on SQLite), so with the decay of access counts "
-    "the two swap places in retrieve_memory"))
-
-
-@pytest.mark.parametrize("other", [pytest.param(e, marks=RANKED_APART) if e == "postgres" else e for e in OTHERS])
+@pytest.mark.parametrize("other", OTHERS)
 def test_every_answer_is_the_same_as_on_sqlite(engines, other):
     reference = script(engines["sqlite"].library())
     answers = script(engines[other].library())
@@ -161,3 +155,38 @@ def test_strict_answers_are_the_same_as_on_sqlite(engines, other):
     assert len(answers) == len(reference)
     diff = differences(other, answers, reference)
     assert not diff, diff
+
+
+# Lengths, repeated words, tags and threads (neighbours' words) all weigh in BM25. (Not here: words
+# the engines' stemmers cut apart, "deployment", and queries of stop words only, "the": SQLite's
+# porter keeps what PostgreSQL's english stemmer drops.)
+SAID = [
+    ("Deploy on Friday after the freeze", ["ops", "Risky"], {}),
+    ("Deploy on Monday", ["ops"], {}),
+    ("deploy deploy deploy: the deploy script deploys again", ["scripts"], {}),
+    ("Alice: shall we deploy the new search on Friday?", ["dia:D1:1"], {"session": 1}),
+    ("Bob: only after the freeze, and with a rollback plan", ["dia:D1:2"], {"session": 1}),
+    ("Alice: the freeze ends on Thursday", ["dia:D1:3"], {"session": 1}),
+    ("Lunch with the design team", ["social", "friday"], {}),
+    ("München office: the new printers arrive", ["office"], {}),
+]
+QUERIES = ["deploy", "friday freeze", "deploy rollback plan", "ops", "what did alice say about the freeze",
+           "munchen printers", "scripts deploy", "zeppelin"]
+
+
+@pytest.mark.parametrize("other", OTHERS)
+def test_memory_word_scores_are_sqlites(engines, other):
+    """The same memories get the same BM25 for the same query words, to the last digits, on every
+    engine (a change to how one engine counts lengths, holders or columns shows here)."""
+    scores = {}
+    for name, engine in engines.items():
+        s = engine.library()
+        for content, tags, metadata in SAID:
+            s.store_memory(content, tags=tags, metadata=metadata)
+        store = s.store()
+        hashes = {m.id: m.content for m in store.load_memories(range(1, 1000)).values()}
+        scores[name] = {q: {hashes[i]: round(v, 9) for i, v in word_candidates(
+            store, word_terms(q), [], 100, MemoryFilter()).items()} for q in QUERIES}
+    assert scores["sqlite"]["deploy"] and scores["sqlite"]["zeppelin"] == {}
+    differ = {q: (scores[other][q], scores["sqlite"][q]) for q in QUERIES if scores[other][q] != scores["sqlite"][q]}
+    assert not differ, "\n".join(f"{q!r}:\n  {other}: {mine}\n  sqlite: {theirs}" for q, (mine, theirs) in differ.items())

@@ -30,7 +30,8 @@ from datetime import datetime, timezone
 
 
 from ..model import Memory, MemoryFilter
-from . import cues, lexical
+from ..store import WordScores
+from . import bm25, cues, lexical
 from .decay import decay_factor, parse_time
 from .embedder import understands
 from .timephrases import TimeRange
@@ -87,6 +88,22 @@ def word_terms(query: str, stop_words_alone: bool = True) -> list[str]:
     return terms or (lexical.query_terms(query) if stop_words_alone else [])
 
 
+def word_candidates(store, terms: list[str], grams: list[str], k: int, filters: MemoryFilter) -> dict[int, float]:
+    """The best `k` memories by words (BM25, search/bm25.py: scored by the engine's index, or here
+    from the statistics it hands over), plus those found by CJK pieces."""
+    if isinstance(store, WordScores):
+        return store.lexical_memory_candidates(terms, grams, k, filters)
+    counted = store.memory_word_counts(terms, grams, k, filters)
+    corpus = bm25.Corpus(counted.documents, counted.tokens)
+    scores = {i: bm25.score(counts, counted.lengths[i], counted.holders, corpus, bm25.MEMORY_WEIGHTS)
+              for i, counts in counted.counts.items()}
+    # best first, ties by id (as FTS5 returns rows of equal score in rowid order)
+    found = {i: scores[i] for i in sorted(scores, key=lambda i: (-scores[i], i))[:k]}
+    for i, score in counted.grams.items():
+        found[i] = found.get(i, 0.0) + score
+    return found
+
+
 def retrieve(store, index, embedder, query: str, n: int, filters: MemoryFilter,
              time_range: TimeRange | None = None, min_similarity: float = 0.0,
              keywords: str | None = None, meaning_text: str | None = None) -> list[MemoryHit]:
@@ -99,7 +116,7 @@ def retrieve(store, index, embedder, query: str, n: int, filters: MemoryFilter,
     dense = index is not None and bool(meaning_text.strip()) and understands(embedder, meaning_text)  # not CJK to an English model
     # The model embeds the query on another thread while SQLite ranks words (both release the GIL).
     embedding = _POOL.submit(embedder.embed, [meaning_text]) if dense else None
-    words = store.lexical_memory_candidates(word_terms(lexical_text, keywords is None), grams, k, filters)
+    words = word_candidates(store, word_terms(lexical_text, keywords is None), grams, k, filters)
     meaning: dict[int, float] = {}
     low = high = 0.0
     if embedding is not None:

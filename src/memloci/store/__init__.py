@@ -13,6 +13,7 @@ dataclasses of model.py, never bare tuples.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ContextManager, Protocol, runtime_checkable
 
 from ..model import (
@@ -146,10 +147,6 @@ class MemoryStore(StoreBase, Protocol):
     def list_memories(self, *, offset: int, limit: int, filters: MemoryFilter) -> MemoryPage:
         """A page of the memories within `filters`, newest first, with their total."""
         ...
-    def lexical_memory_candidates(self, terms: list[str], grams: list[str], k: int,
-                                  filters: MemoryFilter) -> dict[int, float]:
-        """The best `k` memory ids within `filters` by words (`terms`) and CJK runs (`grams`), with BM25-like scores."""
-        ...
     def memory_ids(self, filters: MemoryFilter) -> set[int]:
         """Every memory id within `filters` (what a vector search may return)."""
         ...
@@ -259,6 +256,50 @@ class Store(GraphStore, MemoryStore, VectorStore, DocumentStore, ContextStore, M
 
 
 # -- optional capabilities: test with isinstance(store, X) -------------------------------
+
+# Words: an engine either scores memories by BM25 itself (WordScores: SQLite's FTS5 computes
+# the formula of search/bm25.py) or hands search/ the statistics BM25 needs (WordStatistics:
+# PostgreSQL), so both rank alike. Every store offers one of the two.
+
+
+@runtime_checkable
+class WordScores(Protocol):
+    """A store whose full-text index scores memories by BM25 as search/bm25.py defines it."""
+
+    def lexical_memory_candidates(self, terms: list[str], grams: list[str], k: int,
+                                  filters: MemoryFilter) -> dict[int, float]:
+        """The best `k` memory ids within `filters` by words (`terms`, BM25) and CJK runs (`grams`)."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryWordCounts:
+    """What BM25 needs to score memories by a query's words (search/bm25.py scores them).
+
+    `documents` and `tokens`: the library's memories and their tokens in all columns;
+    `holders[i]`: how many memories hold term i (exact, or for a term in very many
+    memories an estimate); `counts[id][i]`: how often term i occurs in each column of memory
+    `id` (content, context, labels), for the candidates only; `lengths[id]`: their tokens in
+    all columns; `grams`: the candidates found by CJK pieces, with their own score."""
+
+    documents: int
+    tokens: int
+    holders: tuple[int, ...]
+    counts: Mapping[int, Mapping[int, tuple[int, ...]]]
+    lengths: Mapping[int, int]
+    grams: Mapping[int, float]
+
+
+@runtime_checkable
+class WordStatistics(Protocol):
+    """A store that hands search/ the statistics BM25 needs, for search/bm25.py to score."""
+
+    def memory_word_counts(self, terms: list[str], grams: list[str], k: int,
+                           filters: MemoryFilter) -> MemoryWordCounts:
+        """Candidates within `filters` holding any of `terms` (every holder of a term few memories
+        hold, the newest holders of a common one), with their counts; CJK runs' best `k`."""
+        ...
+
 
 
 @runtime_checkable

@@ -20,7 +20,7 @@ from typing import Any
 from ...errors import LibraryMissingError, LibraryUnreadableError
 from ...model import now_iso
 from .connection import MIGRATION_LOCK, quoted
-from .search_schema import SEARCH_MIGRATION
+from .search_schema import BM25_MIGRATION, SEARCH_MIGRATION
 
 CORE_MIGRATION = """
 CREATE TABLE entities (
@@ -121,6 +121,7 @@ MIGRATIONS: list[str] = [
     CORE_MIGRATION,  # 1: entities, memories (observations are memories with an entity), relations, journal
     SEARCH_MIGRATION,  # 2: full text (tsvector, pg_trgm) and vectors (pgvector): search_schema.py
     DOCUMENTS_MIGRATION,  # 3: pending links of notes with bodies
+    BM25_MIGRATION,  # 4: memory lengths and library totals for one BM25 on every engine: search_schema.py
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

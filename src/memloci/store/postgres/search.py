@@ -3,11 +3,14 @@
 What each engine returns here are candidates with scores; the ranking (fusion, decay, cues)
 is search/hybrid.py's and search/entities.py's, the same for every engine.
 
-- Words: `search @@ query` over the weighted tsvectors of search_schema.py, scored with
-  ts_rank and the weights SQLite's BM25 gives its columns (memories: own words 1, tags and type
-  0.5, neighbours' words 0.4; entities: name 1, aliases and tags 0.8, type 0.4, text 0.2).
-  Each query word is looked up stemmed (`english`) and as written (`simple`), so a tag such as
-  "decisions" is found as typed.
+- Memories by words: `search @@ query` over the weighted tsvectors of search_schema.py picks a
+  bounded pool; for each pool memory this hands over how often each query word occurs in each
+  column (its lexemes' positions by weight), its length as FTS5 counts it, each word's holders
+  and the library's totals (migration 4), and search/bm25.py scores them: the same BM25 as
+  SQLite's FTS5, to the last digits, where the two stemmers agree. Each query word is looked up
+  stemmed (`english`) and as written (`simple`), so a tag such as "decisions" is found as typed.
+- Entities by words: ts_rank with weights like SQLite's columns (name 1, aliases and tags 0.8,
+  type 0.4, text 0.2); the order matches SQLite's on the contract script, not every score.
 - Chinese/Japanese: the query's runs as two- and three-character pieces against the `grams`
   tsvectors (pairs holding a hiragana character are left out: mostly particles and endings).
 - Vectors: pgvector's HNSW index (cosine), the filters in the same SQL (VectorSearch in
@@ -21,6 +24,7 @@ is search/hybrid.py's and search/entities.py's, the same for every engine.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import unicodedata
 from collections.abc import Iterable, Sequence
@@ -28,6 +32,7 @@ from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
 from ...model import MemoryFilter, SearchHit, SearchResult, name_key
+from .. import MemoryWordCounts
 from .. import NameVocabulary
 from .. import query_text as lexical
 from ..sqlite_search import query_terms as entity_query_terms
@@ -89,20 +94,18 @@ class PostgresSearch:
 
     # -- memories ------------------------------------------------------------------------
 
-    def lexical_memory_candidates(self, terms: list[str], grams: list[str], k: int,
-                                  filters: MemoryFilter) -> dict[int, float]:
-        """memory id -> relevance (higher is better) by words, plus CJK pieces, within `filters`."""
-        found: dict[int, float] = {}
+    def memory_word_counts(self, terms: list[str], grams: list[str], k: int,
+                           filters: MemoryFilter) -> MemoryWordCounts:
+        """The statistics BM25 needs for the memories within `filters` holding the query's words
+        (search/bm25.py scores them, as FTS5 scores them on SQLite), plus the best `k` by CJK pieces."""
         with self._read() as conn:
             where, params = filter_sql(filters, conn)
-            if terms:  # words (length-normalized, as BM25 is)
-                found.update(_pooled_rank(conn, "search", term_tsqueries(conn, terms), _MEMORY_WEIGHTS, 1,
-                                          k, where, params))
+            counted = _word_counts(conn, term_tsqueries(conn, terms), where, params) if terms else None
             # CJK pieces: the count of pieces held, added to the words' score
-            for memory_id, score in _pooled_rank(conn, "grams", cjk_pieces(grams), "{0.1, 0.2, 0.4, 1.0}", 0,
-                                                 k, where, params).items():
-                found[memory_id] = found.get(memory_id, 0.0) + score
-        return found
+            grams_found = _pooled_rank(conn, "grams", cjk_pieces(grams), "{0.1, 0.2, 0.4, 1.0}", 0, k, where, params)
+        if counted is None:
+            return MemoryWordCounts(0, 0, (), {}, {}, grams_found)
+        return dataclasses.replace(counted, grams=grams_found)
 
     def vector_candidates(self, query: Any, k: int, filters: MemoryFilter, *, model: str | None = None,
                           also: Sequence[int] = ()) -> Any:
@@ -190,14 +193,14 @@ class PostgresSearch:
             if kind == "cjk":
                 pieces = cjk_query([word]) if len(word) > 1 else f"'{word}':*"
                 cond, params, how = "e.grams @@ %s::tsquery", [pieces], "word"
-                held = _holders(conn, cond, params, ENTITY_COMMON + 1)
+                held = _entity_holders(conn, cond, params, ENTITY_COMMON + 1)
             else:
                 words = [word, *(names.complete(word) if names is not None and len(word) >= lexical.PREFIX_MIN else [])]
                 cond, params, how = "e.search @@ %s::tsquery", [any_of(term_tsqueries(conn, words))], "word"
-                held = _holders(conn, cond, params, ENTITY_COMMON + 1)
+                held = _entity_holders(conn, cond, params, ENTITY_COMMON + 1)
                 if not held and len(word) >= lexical.PREFIX_MIN:
                     params, how = [_prefix(word)], "prefix"
-                    held = _holders(conn, cond, params, ENTITY_COMMON + 1)
+                    held = _entity_holders(conn, cond, params, ENTITY_COMMON + 1)
                 if not held:
                     respelled = names.respell(word) if names is not None else None
                     if respelled:
@@ -205,7 +208,7 @@ class PostgresSearch:
                     elif len(word) >= 4:  # names within a few typos, by trigrams (pg_trgm)
                         cond, params, how = "%s <%% e.name_key AND word_similarity(%s, e.name_key) >= %s", \
                             [word, word, FUZZY_MIN], f"name ~ {word}"
-                    held = _holders(conn, cond, params, ENTITY_COMMON + 1)
+                    held = _entity_holders(conn, cond, params, ENTITY_COMMON + 1)
             if held:
                 plan.append((word, how, cond, params, held))
         return plan
@@ -295,73 +298,123 @@ class PostgresSearch:
         return min(len({i for i, _ in _substrings(conn, text, cap)}), cap) if text else 0
 
 
-def _pooled_rank(conn: Any, column: str, queries: Sequence[str], weights: str, normalization: int, k: int,
-                 where: str, params: Sequence[Any]) -> dict[int, float]:
-    """The best k memories by ts_rank of `column` against any of `queries` (tsquery texts, one
-    per word or piece), in a bounded pool: every memory holding a word that at most COMMON
-    memories hold, and of the newest COMMON holding the others those within the filter. ts_rank reads each matching row's
-    tsvector, so ranking every holder of a common word ("w0" in a fifth of a million memories)
-    would take seconds; a rare word decides the answer anyway."""
-    # A word the table's statistics (ANALYZE) show in far more than COMMON memories is common
-    # without counting: counting its holders up to COMMON + 1 reads some COMMON / share rows
-    # (20,000 for a word one memory in ten holds), the slowest step of a query of common words.
-    known = _common_by_statistics(conn, column, queries)
+def _holders(conn: Any, column: str, queries: Sequence[str]) -> list[int]:
+    """How many memories hold each query (tsquery text): counted up to COMMON + 1; a word the
+    table's statistics (ANALYZE) show in far more than COMMON memories is estimated from them
+    without counting (counting its holders up to COMMON + 1 reads some COMMON / share rows,
+    20,000 for a word one memory in ten holds: the slowest step of a query of common words)."""
+    known = _estimated_holders(conn, column, queries)
     unknown = [q for q in queries if q not in known]
     counted = dict(zip(unknown, conn.execute("SELECT " + ", ".join(
         f"(SELECT count(*) FROM (SELECT 1 FROM memories m WHERE m.{column} @@ %s::tsquery LIMIT {COMMON + 1}) x)"
         for _ in unknown), unknown).fetchone())) if unknown else {}
-    counts = [COMMON + 1 if q in known else counted[q] for q in queries]
-    rare = [q for q, n in zip(queries, counts) if 0 < n <= COMMON]
-    common = [q for q, n in zip(queries, counts) if n > COMMON]
+    return [int(known[q]) if q in known else int(counted[q]) for q in queries]
+
+
+def _pool(column: str, queries: Sequence[str], holders: Sequence[int], where: str,
+          params: Sequence[Any]) -> tuple[str, list[Any]] | None:
+    """SQL selecting the ids of a bounded pool of memories within the filter (`where`): every
+    memory holding a word that at most COMMON memories hold, and of the newest COMMON holding
+    the others those within the filter. Ranking every holder of a common word ("w0" in a fifth
+    of a million memories) would take seconds; a rare word decides the answer anyway."""
+    rare = [q for q, n in zip(queries, holders) if 0 < n <= COMMON]
+    common = [q for q, n in zip(queries, holders) if n > COMMON]
     if not rare and not common:
-        return {}
+        return None
     parts, pool_params = [], []
     if rare:
-        parts.append(f"SELECT m.id, m.{column} AS v FROM memories m WHERE m.{column} @@ %s::tsquery AND {where}")
+        parts.append(f"SELECT m.id FROM memories m WHERE m.{column} @@ %s::tsquery AND {where}")
         pool_params += [any_of(rare), *params]
     if common and where == "TRUE":
-        parts.append(f"(SELECT m.id, m.{column} AS v FROM memories m WHERE m.{column} @@ %s::tsquery "
-                     f"ORDER BY m.id DESC LIMIT {COMMON})")
+        parts.append(f"(SELECT m.id FROM memories m WHERE m.{column} @@ %s::tsquery ORDER BY m.id DESC LIMIT {COMMON})")
         pool_params.append(any_of(common))
     elif common:
         # Within a filter: the newest COMMON holders, of which those the filter lets through.
         # Asking for COMMON holders inside the filter walks back through COMMON / (the word's share
         # x the filter's share) memories: the whole table of 100,000 for a word and a tag one memory
         # in ten holds each (210 ms); this reads COMMON / the word's share, whatever the filter.
-        parts.append(f"""(SELECT m.id, m.{column} AS v FROM (SELECT id FROM memories WHERE {column} @@ %s::tsquery
-                                                            ORDER BY id DESC LIMIT {COMMON}) c
+        parts.append(f"""(SELECT m.id FROM (SELECT id FROM memories WHERE {column} @@ %s::tsquery
+                                            ORDER BY id DESC LIMIT {COMMON}) c
                           JOIN memories m ON m.id = c.id WHERE {where})""")
         pool_params += [any_of(common), *params]
+    return " UNION ".join(parts), pool_params
+
+
+# tsvector weights of memories.search (search_schema.py) -> BM25 columns (search/bm25.py:
+# content, context, labels)
+_COLUMN_OF_WEIGHT = {"A": 0, "C": 1, "B": 2}
+
+
+def _word_counts(conn: Any, queries: Sequence[str], where: str, params: Sequence[Any]) -> MemoryWordCounts:
+    """What BM25 needs of the pool's memories (_pool) for these queries (one per query term):
+    how often each term occurs in each column of each (the positions of its lexemes in
+    `search`, by weight), their lengths, the terms' holders and the library's totals."""
+    holders = _holders(conn, "search", queries)
+    documents, tokens = conn.execute("SELECT documents, tokens FROM search_totals").fetchone()
+    pool = _pool("search", queries, holders, where, params)
+    counts: dict[int, dict[int, list[int]]] = {}
+    lengths: dict[int, int] = {}
+    if pool is not None:
+        terms_of: dict[str, list[int]] = {}  # lexeme -> the query terms it stands for
+        for i, q in enumerate(queries):
+            for lexeme in dict.fromkeys(w.replace("''", "'") for w in _LEXEME.findall(q)):
+                terms_of.setdefault(lexeme, []).append(i)
+        sql, pool_params = pool
+        for memory_id, length, lexeme, weights in conn.execute(
+                f"""SELECT m.id, m.search_length, u.lexeme, u.weights FROM memories m, unnest(m.search) u
+                    WHERE m.id IN ({sql}) AND u.lexeme = ANY(%s)""", (*pool_params, list(terms_of))):
+            lengths[int(memory_id)] = int(length)
+            mine = counts.setdefault(int(memory_id), {})
+            for i in terms_of[lexeme]:
+                columns = mine.setdefault(i, [0, 0, 0])
+                for weight in weights:
+                    if weight in _COLUMN_OF_WEIGHT:
+                        columns[_COLUMN_OF_WEIGHT[weight]] += 1
+    return MemoryWordCounts(int(documents), int(tokens), tuple(max(n, 1) for n in holders),
+                            {m: {i: tuple(c) for i, c in terms.items()} for m, terms in counts.items()}, lengths, {})
+
+
+def _pooled_rank(conn: Any, column: str, queries: Sequence[str], weights: str, normalization: int, k: int,
+                 where: str, params: Sequence[Any]) -> dict[int, float]:
+    """The best k memories of the pool (_pool) by ts_rank of `column` against any of `queries`
+    (CJK pieces: how many a memory holds)."""
+    if not queries:
+        return {}
+    pool = _pool(column, queries, _holders(conn, column, queries), where, params)
+    if pool is None:
+        return {}
+    sql, pool_params = pool
     rows = conn.execute(
-        f"""SELECT p.id, ts_rank('{weights}', p.v, w.q, {int(normalization)}) AS s
-            FROM ({" UNION ".join(parts)}) AS p, (SELECT %s::tsquery) AS w(q) ORDER BY s DESC, p.id DESC LIMIT %s""",
-        (*pool_params, any_of(queries), k))
+        f"""SELECT m.id, ts_rank('{weights}', m.{column}, w.q, {int(normalization)}) AS s
+            FROM memories m, (SELECT %s::tsquery) AS w(q) WHERE m.id IN ({sql}) ORDER BY s DESC, m.id DESC LIMIT %s""",
+        (any_of(queries), *pool_params, k))
     return {int(i): float(score) for i, score in rows}
 
 
 _LEXEME = re.compile(r"'((?:[^']|'')*)'")
 
 
-def _common_by_statistics(conn: Any, column: str, queries: Sequence[str]) -> set[str]:
+def _estimated_holders(conn: Any, column: str, queries: Sequence[str]) -> dict[str, float]:
     """The tsquery texts holding a word that PostgreSQL's statistics of `memories.column` (its
-    most common elements, kept by ANALYZE and autovacuum) put in more than 4 x COMMON memories:
-    surely more than COMMON, even if the statistics are somewhat old. Nothing before the
-    first ANALYZE, or for words the statistics do not list (those are counted)."""
+    most common elements, kept by ANALYZE and autovacuum) put in more than 4 x COMMON memories
+    (surely more than COMMON, even if the statistics are somewhat old), with how many memories
+    those statistics say hold it. Nothing before the first ANALYZE, or for words the statistics
+    do not list (those are counted)."""
     if not queries:
-        return set()
+        return {}
     row = conn.execute(
         """SELECT s.most_common_elems::text::text[], s.most_common_elem_freqs, c.reltuples
            FROM pg_stats s JOIN pg_class c ON c.relname = s.tablename AND c.relnamespace = s.schemaname::regnamespace
            WHERE s.schemaname = current_schema() AND s.tablename = 'memories' AND s.attname = %s""",
         (column,)).fetchone()
     if not row or not row[0] or not row[1] or not row[2] or row[2] <= 0:
-        return set()
+        return {}
     holders = {lexeme: freq * row[2] for lexeme, freq in zip(row[0], row[1])}
-    return {q for q in queries
-            if max((holders.get(w.replace("''", "'"), 0.0) for w in _LEXEME.findall(q)), default=0.0) > 4 * COMMON}
+    found = {q: max((holders.get(w.replace("''", "'"), 0.0) for w in _LEXEME.findall(q)), default=0.0) for q in queries}
+    return {q: n for q, n in found.items() if n > 4 * COMMON}
 
 
-def _holders(conn: Any, cond: str, params: Sequence[Any], cap: int) -> int:
+def _entity_holders(conn: Any, cond: str, params: Sequence[Any], cap: int) -> int:
     """How many entities hold a word, counted up to `cap`."""
     return conn.execute(f"SELECT count(*) FROM (SELECT 1 FROM entities e WHERE {cond} LIMIT {int(cap)}) x",
                         list(params)).fetchone()[0]

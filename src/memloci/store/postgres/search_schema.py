@@ -108,3 +108,67 @@ CREATE INDEX entities_body_trgm ON entities USING gin (body gin_trgm_ops);
 CREATE INDEX entities_name_trgm ON entities USING gin (name_key gin_trgm_ops);
 UPDATE entities SET name = name;
 """
+
+
+# Migration 4: what one BM25 needs (search/bm25.py scores memories alike on every engine).
+# A memory's length is counted as SQLite's FTS5 counts it (runs of letters and digits in its
+# text, its neighbours' words and its labels: the distinct lower-case tags and type, stop words
+# included), in a column PostgreSQL keeps; the library's memories and their tokens in all are
+# one row kept by statement triggers (one update per statement, so a COPY of a million rows
+# costs one). Writes of a library are already one at a time (its advisory lock), so the row
+# adds no waiting.
+BM25_MIGRATION = r"""
+-- [[:alnum:]] with Unicode's letters and digits whatever the database's locale: pg_c_utf8 (PostgreSQL 17+)
+DO $d$ BEGIN
+    EXECUTE format($q$CREATE FUNCTION memloci_token_count(t text) RETURNS integer
+                      LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $b$
+                          SELECT count(*)::integer FROM regexp_matches(coalesce(t, '') %s, '[[:alnum:]]+', 'g')
+                      $b$$q$,
+                   CASE WHEN getdatabaseencoding() = 'UTF8' AND EXISTS (SELECT 1 FROM pg_collation WHERE collname = 'pg_c_utf8')
+                        THEN 'COLLATE pg_catalog.pg_c_utf8' ELSE '' END);
+END $d$;
+
+-- What SQLite's memory_fts.labels holds: the distinct lower-case tags and type.
+CREATE FUNCTION memloci_labels(tags jsonb, memory_type text) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $f$
+    SELECT coalesce(string_agg(DISTINCT lower(x), ' '), '')
+    FROM (SELECT jsonb_array_elements_text(tags) UNION ALL SELECT memory_type) s(x)
+$f$;
+
+ALTER TABLE memories ADD COLUMN search_length integer GENERATED ALWAYS AS (
+    memloci_token_count(content) + memloci_token_count(context)
+    + memloci_token_count(memloci_labels(tags, memory_type))) STORED;
+
+CREATE TABLE search_totals (
+    one       boolean PRIMARY KEY DEFAULT true CHECK (one),
+    documents bigint NOT NULL,
+    tokens    bigint NOT NULL
+);
+INSERT INTO search_totals SELECT true, count(*), coalesce(sum(search_length), 0) FROM memories;
+
+CREATE FUNCTION memloci_totals_added() RETURNS trigger LANGUAGE plpgsql SET search_path FROM CURRENT AS $f$
+BEGIN
+    UPDATE search_totals s SET documents = s.documents + a.n, tokens = s.tokens + a.t
+    FROM (SELECT count(*) AS n, coalesce(sum(search_length), 0) AS t FROM added) a WHERE a.n > 0;
+    RETURN NULL;
+END $f$;
+CREATE FUNCTION memloci_totals_removed() RETURNS trigger LANGUAGE plpgsql SET search_path FROM CURRENT AS $f$
+BEGIN
+    UPDATE search_totals s SET documents = s.documents - r.n, tokens = s.tokens - r.t
+    FROM (SELECT count(*) AS n, coalesce(sum(search_length), 0) AS t FROM removed) r WHERE r.n > 0;
+    RETURN NULL;
+END $f$;
+CREATE FUNCTION memloci_totals_changed() RETURNS trigger LANGUAGE plpgsql SET search_path FROM CURRENT AS $f$
+BEGIN
+    UPDATE search_totals s SET tokens = s.tokens + c.t
+    FROM (SELECT coalesce(sum(search_length), 0) - (SELECT coalesce(sum(search_length), 0) FROM removed) AS t
+          FROM added) c WHERE c.t <> 0;
+    RETURN NULL;
+END $f$;
+CREATE TRIGGER memories_totals_added AFTER INSERT ON memories REFERENCING NEW TABLE AS added
+    FOR EACH STATEMENT EXECUTE FUNCTION memloci_totals_added();
+CREATE TRIGGER memories_totals_removed AFTER DELETE ON memories REFERENCING OLD TABLE AS removed
+    FOR EACH STATEMENT EXECUTE FUNCTION memloci_totals_removed();
+CREATE TRIGGER memories_totals_changed AFTER UPDATE ON memories REFERENCING OLD TABLE AS removed NEW TABLE AS added
+    FOR EACH STATEMENT EXECUTE FUNCTION memloci_totals_changed();
+"""

@@ -1,0 +1,56 @@
+"""search/bm25.py is FTS5's bm25(): the same numbers for the same documents, so an engine that
+hands over statistics (PostgreSQL) ranks as SQLite's FTS5 does."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections import Counter
+
+import pytest
+
+from memloci.search import bm25
+from memloci.store import sqlite_memories
+
+DOCS = [  # (content, context, labels)
+    ("deploy on friday after the freeze", "", "decision ops risky"),
+    ("deploy on monday", "lunch on friday", "note ops"),
+    ("deploy deploy deploy the script deploys again", "", "note scripts"),
+    ("alice shall we deploy the new search on friday", "bob only after the freeze", "dia d1 1 note"),
+    ("lunch with the design team", "", "friday note social"),
+    ("a b c d e f g h i j k l m n o p", "q r s", "t"),
+]
+QUERIES = [["deploy"], ["friday", "freeze"], ["ops"], ["deploy", "lunch", "team"], ["friday"], ["zeppelin", "note"]]
+
+
+def test_sqlite_scores_memories_with_these_weights():
+    assert sqlite_memories._BM25 == bm25.fts5_weights("memory_fts", bm25.MEMORY_WEIGHTS)
+
+
+@pytest.mark.parametrize("terms", QUERIES)
+def test_the_score_is_fts5s(tmp_path, terms):
+    conn = sqlite3.connect(tmp_path / "t.db")
+    # no stemmer: the words of DOCS are their own terms, so the counts below are FTS5's
+    conn.execute("CREATE VIRTUAL TABLE t USING fts5 (content, context, labels, tokenize = 'unicode61')")
+    conn.executemany("INSERT INTO t (rowid, content, context, labels) VALUES (?, ?, ?, ?)",
+                     [(i, *d) for i, d in enumerate(DOCS, 1)])
+    expected = {rowid: -s for rowid, s in conn.execute(
+        f"SELECT rowid, {bm25.fts5_weights('t', bm25.MEMORY_WEIGHTS)} FROM t WHERE t MATCH ?",
+        (" OR ".join(terms),))}
+    assert expected  # every query matches something
+    corpus = bm25.Corpus(len(DOCS), sum(bm25.token_count(" ".join(d)) for d in DOCS))
+    holders = [sum(1 for d in DOCS if t in " ".join(d).split()) for t in terms]
+    mine = {}
+    for rowid, doc in enumerate(DOCS, 1):
+        columns = [Counter(text.split()) for text in doc]
+        counts = {i: tuple(c[t] for c in columns) for i, t in enumerate(terms) if any(c[t] for c in columns)}
+        if counts:
+            mine[rowid] = bm25.score(counts, bm25.token_count(" ".join(doc)), holders, corpus, bm25.MEMORY_WEIGHTS)
+    assert mine.keys() == expected.keys()
+    for rowid, value in expected.items():
+        assert mine[rowid] == pytest.approx(value, rel=1e-12, abs=1e-15)
+
+
+def test_token_count_is_fts5s_unicode61():
+    assert bm25.token_count("Deploy on Friday, after the freeze!") == 6
+    assert bm25.token_count("dia:D1:3 snake_case don't München 東京の旅行") == 9
+    assert bm25.token_count("") == 0
