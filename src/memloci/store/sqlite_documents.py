@@ -4,39 +4,25 @@ A document (front matter + Markdown body, see markdown/document.py) is one more 
 entity. Applying one replaces the entity's type, aliases, tags, body, observations and
 outgoing relations with the document's; `[[wikilinks]]` in the body are `links_to`
 relations. A link to a name that does not exist yet waits in `pending_links` and becomes a
-relation when that entity appears.
+relation when that entity appears. What a document means is documents_rules.py's (shared with
+the postgres engine); this module reads and writes it in SQLite.
 """
 
 from __future__ import annotations
 
-import fnmatch
 import json
 import sqlite3
-import unicodedata
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .. import rename_rules
-from ..errors import (
-    AlreadyExistsError,
-    InvalidRelationError,
-    NotFoundError,
-    ValidationError,
-)
-from ..markdown.document import (
-    EntityDocument,
-    parse_document,
-    render_document,
-    wikilinks,
-)
-from ..markdown.obsidian import all_tags, block_links, tag_text
-from ..model import DocumentEdit, ListedEntity, Relation, RelationInput, name_key, now_iso
-from ..rules import check_distinct, cycle_path
+from .. import documents_rules, rename_rules
+from ..markdown.document import EntityDocument, render_document
+from ..model import DocumentEdit, ListedEntity, Relation, name_key, now_iso
 from .sqlite_memories import insert_memory
 from .sqlite_rename import SQLiteRenameTx
-from .sqlite_vault import BODY_TAGS, EXTRA_KEY, SQLiteVaultLinks
+from .sqlite_vault import SQLiteVaultLinks
 
-LINKS_TO = "links_to"
+LINKS_TO = documents_rules.LINKS_TO
 
 
 def _marks(n: int) -> str:
@@ -56,10 +42,9 @@ class SQLiteDocuments(SQLiteVaultLinks):
 
     def list_entities(self, pattern: str = "*") -> list[ListedEntity]:
         """The entities whose name matches a glob, case-insensitively, by name."""
-        glob = unicodedata.normalize("NFC", pattern).casefold() or "*"  # `Café` typed or decomposed is one name
         with self._read() as conn:
             rows = conn.execute("SELECT name, entity_type FROM entities ORDER BY name_key").fetchall()
-        return [ListedEntity(n, t) for n, t in rows if fnmatch.fnmatchcase(unicodedata.normalize("NFC", n).casefold(), glob)]
+        return documents_rules.listed(rows, pattern)
 
     def find_relations(self, *, to_entity: str | None, relation_type: str | None,
                        from_entity: str | None) -> list[Relation]:
@@ -71,8 +56,7 @@ class SQLiteDocuments(SQLiteVaultLinks):
                     found = self._resolve(conn, [name])
                     if not found:
                         field = "to_entity" if column == "r.to_id" else "from_entity"
-                        raise NotFoundError(f"{field}: entity '{name}' does not exist",
-                                            hint="Check the name with list_entities or search_nodes.")
+                        raise documents_rules.relations_filter_missing(field, name)
                     where.append(f"{column} = ?")
                     params.append(next(iter(found.values()))[0])
             if relation_type:
@@ -82,44 +66,16 @@ class SQLiteDocuments(SQLiteVaultLinks):
 
     def _document(self, conn: sqlite3.Connection, entity_id: int) -> EntityDocument:
         entity = self._load_entities(conn, [entity_id])[entity_id]
-        linked = {name_key(t) for t in wikilinks(entity.body)}
-        extra = list(entity.metadata.get(EXTRA_KEY, []))
-        links = block_links(extra)
-        in_values = {(k, name_key(t)) for k, t in links}
         relations = [(t, to) for t, to in conn.execute(
             """SELECT r.relation_type, e.name FROM relations r JOIN entities e ON e.id = r.to_id
                WHERE r.from_id = ? ORDER BY r.created_at, r.relation_type, e.name_key""", (entity_id,))]
         relations += conn.execute("SELECT relation_type, target FROM pending_links WHERE from_id = ? "
                                   "ORDER BY relation_type, target_key", (entity_id,)).fetchall()
-        # A link written in the body is not repeated in the front matter.
-        # Nor one held by a front-matter value (`company: "[[Acme]]"`): its key's text carries it.
-        # A text that reaches its entity through an alias (`[[Anna]]`) counts as that entity's name.
-        named = {name_key(to) for _, to in relations}
-        texts = [t for t in [*wikilinks(entity.body), *(t for _, t in links)] if name_key(t) not in named]
-        alias = self._alias_keys(conn, texts) if texts else {}
-        linked |= {alias[k] for k in linked if k in alias}
-        in_values |= {(rt, alias[k]) for rt, k in in_values if k in alias}
-        relations = [(t, to) for t, to in relations
-                     if not (t == LINKS_TO and name_key(to) in linked) and (t, name_key(to)) not in in_values]
-        body_only = {t.casefold() for t in entity.metadata.get(BODY_TAGS, [])}
-        return EntityDocument(
-            name=entity.name, entity_type=entity.entity_type, aliases=list(entity.aliases),
-            # (tag_text: an index written before `#` was read off front-matter tags agrees with the file)
-            tags=list(dict.fromkeys(tag_text(t) for t in entity.tags if t.casefold() not in body_only)),
-            relations=relations, observations=[o.content for o in entity.observations], body=entity.body,
-            created=entity.created_at, modified=entity.updated_at, extra=extra, links=links,
-        )
+        return documents_rules.document_of(entity, relations, lambda texts: self._alias_keys(conn, texts))
 
     def check_document(self, doc: EntityDocument, field: str) -> None:
         """The library schema's rules, for a document about to be applied."""
-        rules = self.schema
-        rules.check_name(doc.name, f"{field}.name")
-        rules.check_type(doc.entity_type, f"{field}.entity_type")
-        for j, o in enumerate(doc.observations):
-            rules.check_observation(o, f"{field}.observations[{j}]")
-        check_distinct(rules, doc.observations, f"{field}.observations")
-        for j, (rt, to) in enumerate(doc.relations):
-            rules.check_relation(RelationInput(doc.name, rt, to), f"{field}.relations[{j}]")
+        documents_rules.check_document(self.schema, doc, field)
 
     # -- the library manual --------------------------------------------------------------
 
@@ -147,22 +103,13 @@ class SQLiteDocuments(SQLiteVaultLinks):
         with self._write() as conn:
             found = self._resolve(conn, [name])
             if not found:
-                raise NotFoundError(f"entity_name: '{name}' does not exist", hint="Check the name with list_entities.")
+                raise documents_rules.edit_missing(name)
             entity_id, stored = next(iter(found.values()))
             text = self._document_text(conn, entity_id)
             new_text = change(text)
             if new_text == text:
                 return DocumentEdit(stored, False)
-            doc = parse_document(new_text, fallback_name="\x00")
-            if doc.name == "\x00" and parse_document(text, fallback_name="\x00").name == "\x00":
-                doc.name = stored  # the name was never in the text: it is the file's name
-            elif doc.name == "\x00":
-                raise ValidationError(f"the edit would remove the title line '# {stored}', which holds the entity's name",
-                                      hint="Keep the title; rename entities with rename_entity.")
-            if name_key(doc.name) != name_key(stored):
-                raise ValidationError(f"new_content: the edit would rename '{stored}' to '{doc.name}'",
-                                      hint="Rename entities with rename_entity, which also repairs every link.")
-            doc.name = stored
+            doc = documents_rules.edited_document(text, new_text, stored)
             self.check_document(doc, "entity")
             self._before(conn, [entity_id])
             at = now_iso()
@@ -215,15 +162,7 @@ class SQLiteDocuments(SQLiteVaultLinks):
         at = now_iso()
         with self._write() as conn:
             existing = self._resolve(conn, [d.name for d in docs])
-            if create is True and existing:
-                taken = [name for _, name in existing.values()]
-                raise AlreadyExistsError(f"entities.name: {', '.join(taken)} already exist(s)",
-                                         hint="Edit them with the entity content tools, or pick another name.")
-            if create is False:
-                missing = [d.name for d in docs if name_key(d.name) not in existing]
-                if missing:
-                    raise NotFoundError(f"entity not found: {', '.join(missing)}",
-                                        hint="Check the name with list_entities.")
+            documents_rules.check_create(create, docs, {k: name for k, (_, name) in existing.items()})
             self._before(conn, [i for i, _ in existing.values()])
             ids = [self._apply_document(conn, d, at) for d in docs]
             self._link_pending(conn)
@@ -241,15 +180,7 @@ class SQLiteDocuments(SQLiteVaultLinks):
         is read, never invented into the file."""
         key = name_key(doc.name)
         row = conn.execute("SELECT id, metadata FROM entities WHERE name_key = ?", (key,)).fetchone()
-        metadata = json.loads(row[1]) if row else {}
-        # The entity's tags are its front matter's and its body's `#tags`; which came from the body
-        # alone is kept, so the document (front matter) is rendered with its own tags only.
-        tags, body_only = all_tags(doc)
-        for meta_key, value in ((EXTRA_KEY, doc.extra), (BODY_TAGS, body_only)):
-            if value:
-                metadata[meta_key] = list(value)
-            else:
-                metadata.pop(meta_key, None)
+        tags, metadata = documents_rules.entity_fields(doc, json.loads(row[1]) if row else {})
         values = (doc.name, doc.entity_type, json.dumps(list(doc.aliases), ensure_ascii=False),
                   json.dumps(tags, ensure_ascii=False), json.dumps(metadata, ensure_ascii=False), doc.body)
         if row:
@@ -272,34 +203,19 @@ class SQLiteDocuments(SQLiteVaultLinks):
             if content not in have:
                 insert_memory(conn, entity_id, content, "observation", (), None, {},
                               doc.dates.get(content) or file_time or at)
-        # Outgoing relations: the front matter's, the body's links and the links in front-matter
-        # values (typed by their key). A schema that lists its relation types makes links plain
-        # text, and (unless the text comes from files being read, which are never refused) wants
+        # Outgoing relations (documents_rules.wanted_links). A schema that lists its relation
+        # types (unless the text comes from files being read, which are never refused) wants
         # both ends to exist and its cycles kept out.
         typed = self.schema.relation_types is not None
         refusing = typed and not getattr(getattr(self, "_syncing", None), "on", False)
-        wanted_rel: dict[tuple[str, str], str] = {}
-        links = () if typed else [*((LINKS_TO, t) for t in wikilinks(doc.body)), *doc.links]
-        for relation_type, target in [*doc.relations, *links]:
-            if relation_type == LINKS_TO and name_key(target) == key:
-                continue  # a note linking to itself is no relation
-            wanted_rel.setdefault((relation_type, name_key(target)), target)
+        wanted_rel = documents_rules.wanted_links(doc, self.schema)
         targets = self._resolve(conn, [t for t in wanted_rel.values()])
         resolved = {(rt, targets[k][0]) for (rt, k) in wanted_rel if k in targets}
         if refusing:
-            missing = [t for (rt, k), t in wanted_rel.items() if k not in targets]
-            if missing:
-                raise InvalidRelationError(f"relations: '{missing[0]}' does not exist; schema '{self.schema.name}' "
-                                           "relates existing entities only (nothing was changed)")
+            documents_rules.check_targets(self.schema, wanted_rel, targets)
         current = set(conn.execute("SELECT relation_type, to_id FROM relations WHERE from_id = ?", (entity_id,)).fetchall())
         if refusing:
-            tx = self._graph_tx(conn, at)
-            for rt, to in resolved - current:
-                path = cycle_path(tx, self.schema, entity_id, rt, to)
-                if path:
-                    raise InvalidRelationError(f"relations: {doc.name} -{rt}-> {path[0]} would close a cycle "
-                                               f"({' -> '.join([doc.name, *path])}); nothing was changed",
-                                               hint="Drop or reverse one relation of the cycle.")
+            documents_rules.check_cycles(self._graph_tx(conn, at), self.schema, doc.name, entity_id, resolved - current)
         conn.executemany("DELETE FROM relations WHERE from_id = ? AND relation_type = ? AND to_id = ?",
                          [(entity_id, rt, to) for rt, to in current - resolved])
         conn.executemany("INSERT OR IGNORE INTO relations (from_id, relation_type, to_id, created_at) VALUES (?, ?, ?, ?)",
