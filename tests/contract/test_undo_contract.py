@@ -77,6 +77,41 @@ CHANGES = {
 }
 
 
+# Changes of notes with bodies: each undo gives the notes' text back too.
+NOTE_CHANGES = {
+    "document edit": lambda s: s.replace_entity_content("beta", "likes tea", "likes coffee"),
+}
+
+
+@pytest.mark.parametrize("change", list(NOTE_CHANGES))
+def test_undo_of_a_note_change_gives_back_every_note(engine, change):
+    s = engine.service
+    populate(s)
+    before = dump(s), notes(s)
+    NOTE_CHANGES[change](s)
+    assert (dump(s), notes(s)) != before
+    s.undo(last_change(s))
+    assert (dump(s), notes(s)) == before
+
+
+def notes(s) -> list[str]:
+    """The text of every note (entity document), by name."""
+    names = sorted(e.name for e in s.export_graph().entities)
+    return [e["content"] for e in s.read_entities(names)["entities"]]
+
+
+def test_a_manual_edit_is_undone(engine):
+    s = engine.service
+    s.add_manual_section("## Conventions", "Names are lowercase.")
+    before = s.read_manual()["content"]
+    s.delete_manual_section("## Conventions", "Names are lowercase.")
+    assert "lowercase" not in s.read_manual()["content"]
+    s.undo(last_change(s))
+    assert s.read_manual()["content"] == before
+    s.undo(last_change(s))
+    assert "lowercase" not in s.read_manual()["content"]
+
+
 @pytest.mark.parametrize("change", list(CHANGES))
 def test_undo_puts_back_exactly_what_the_change_removed(engine, change):
     s = engine.service

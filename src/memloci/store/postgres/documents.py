@@ -47,6 +47,7 @@ class PostgresDocuments:
         def _transact(self, body: Callable[[Any], T], what: str = "graph") -> T: ...
         def _entities_written(self, conn: Any, ids: Sequence[int]) -> None: ...
         def _journal(self, conn: Any, tool: str, action: str, entities: Any, detail: dict | None, at: str) -> None: ...
+        def _before_meta(self, conn: Any, key: str) -> None: ...
 
     # -- reading ---------------------------------------------------------------------
 
@@ -121,6 +122,7 @@ class PostgresDocuments:
         """Read, change and write the manual in one transaction (no edit is lost to another writer)."""
         def body(conn: Any) -> str:
             tx = PostgresGraphTx(self, conn)
+            self._before_meta(conn, "manual")  # undo puts it back (undo.py)
             row = conn.execute("SELECT value FROM meta WHERE key = 'manual'").fetchone()
             text = change(row[0] if row else None)
             conn.execute("""INSERT INTO meta VALUES ('manual', %s)
