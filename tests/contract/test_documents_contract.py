@@ -11,8 +11,9 @@ import re
 
 import pytest
 
-from memloci.errors import MemlociError, NotFoundError, ValidationError
+from memloci.errors import InvalidRelationError, MemlociError, NotFoundError, ValidationError
 from memloci.model import EntityInput, ObservationBatch, RelationInput
+from memloci.schema import STRICT
 from memloci.service_documents import NewEntityDocument
 
 REFUSAL = r"\(postgres\) does not support"
@@ -118,3 +119,49 @@ def test_merge_moves_observations_and_links_to_the_target(engine):
     assert [e.name for e in s.open_nodes(["src"]).entities] == ["target"], "the old name opens the target"
     assert "About [[target]]." in text_of(s, "linker")
     assert {(r.from_entity, r.to_entity) for r in s.find_relations(to_entity="target")} >= {("linker", "target")}
+
+
+def test_links_wait_for_their_target_and_land_when_it_appears(engine):
+    s = engine.service
+    s.add_entities([NewEntityDocument("diary", content="Met [[Later]] and [[Anna]] today.\n")])
+    assert s.find_relations(from_entity="diary") == [], "a link to a name no entity has is no relation yet"
+    before = text_of(s, "diary")
+    assert "relations:" not in before, "a body's link is not repeated in the front matter"
+    s.create_entities([EntityInput("later", "person")])  # a graph write: the waiting link lands
+    s.add_entities([NewEntityDocument("Anna Smith", "person", aliases=("Anna",))])  # reached through its alias
+    assert {(r.from_entity, r.relation_type, r.to_entity) for r in s.find_relations(from_entity="diary")} == {
+        ("diary", "links_to", "later"), ("diary", "links_to", "Anna Smith")}
+    assert text_of(s, "diary") == before, "the note reads as it was written"
+    assert [r.from_entity for r in s.find_relations(to_entity="anna smith", relation_type="links_to")] == ["diary"]
+    assert s.find_relations(to_entity="later", relation_type="uses") == []
+    with pytest.raises(NotFoundError, match="to_entity: entity 'ghost' does not exist"):
+        s.find_relations(to_entity="ghost")
+    assert [e["name"] for e in s.list_entities("ANNA*")] == ["Anna Smith"]
+    assert [e["name"] for e in s.list_entities()] == ["Anna Smith", "diary", "later"]
+    # an edit that drops the link drops its relation; one that adds a link to a missing name waits again
+    s.replace_entity_content("diary", "Met [[Later]] and [[Anna]] today.", "Met [[Anna]]; [[Someone]] soon.")
+    assert {r.to_entity for r in s.find_relations(from_entity="diary")} == {"Anna Smith"}
+    s.create_entities([EntityInput("Someone", "person")])
+    assert {r.to_entity for r in s.find_relations(from_entity="diary")} == {"Anna Smith", "Someone"}
+
+
+def test_a_refused_document_changes_nothing(engine):
+    s = engine.library(schema=STRICT)
+    s.create_entities([EntityInput("a", "concept"), EntityInput("b", "concept")])
+    s.create_relations([RelationInput("a", "uses", "b")])
+    before = s.export_graph()
+    with pytest.raises(InvalidRelationError, match="'ghost' does not exist"):
+        s.add_entities([NewEntityDocument("c", "concept", relations=(("uses", "ghost"),))])
+    with pytest.raises(InvalidRelationError, match=r"b -uses-> a would close a cycle \(b -> a -> b\)"):
+        s.replace_entity_content("b", "type: concept\n", "type: concept\nrelations:\n  - {type: uses, to: a}\n")
+    assert s.export_graph() == before
+
+
+def test_the_library_manual(engine):
+    s = engine.service
+    assert s.read_manual() == {"content": "", "toc": [], "exists": False}
+    s.add_manual_section("Conventions", "- names are kebab-case")
+    manual = s.read_manual()
+    assert manual["exists"] and manual["content"] == "# Library manual\n\n## Conventions\n\n- names are kebab-case\n"
+    s.update_manual_section("Conventions", "kebab-case", "lower case")
+    assert "- names are lower case" in s.read_manual()["content"]
