@@ -260,7 +260,7 @@ def migrate(source: Store, target: Store, *, embedder_model: tuple[str, int] | N
     # What the target must hold beyond the graph; refused before anything is written if it cannot.
     documents = [e.name for e in graph.entities if _has_document(e)]
     docs = source.entity_documents(documents) if documents else {}  # name_key -> document
-    for doc in docs.values():  # the engine's refusal (postgres keeps no bodies yet) or the target schema's
+    for doc in docs.values():  # the target schema's refusal, before any write
         try:
             target.check_document(doc, "entities")
         except ValidationError as exc:
