@@ -20,7 +20,12 @@ import unicodedata
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from .errors import AlreadyExistsError, InvalidRelationError, NotFoundError, ValidationError
+from .errors import (
+    AlreadyExistsError,
+    InvalidRelationError,
+    NotFoundError,
+    ValidationError,
+)
 from .markdown.document import EntityDocument, parse_document, wikilinks
 from .markdown.obsidian import all_tags, block_links, tag_text
 from .model import Entity, ListedEntity, RelationInput, name_key

@@ -24,7 +24,13 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from ... import documents_rules
 from ...markdown.document import EntityDocument, render_document
 from ...model import DocumentEdit, ListedEntity, Relation, name_key
-from .graph import PostgresGraphTx, alias_holders, load_entities, relations_where, resolve
+from .graph import (
+    PostgresGraphTx,
+    alias_holders,
+    load_entities,
+    relations_where,
+    resolve,
+)
 from .memories import _json, _jsonb, insert_memory
 
 if TYPE_CHECKING:
