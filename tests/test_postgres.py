@@ -256,14 +256,15 @@ def test_long_and_dotted_library_names_get_distinct_schemas(pg_url):
             store.close()
 
 
-def test_what_postgres_does_not_store_yet_is_refused_clearly(pg_library):
+def test_rename_and_merge_of_missing_names_answer_as_on_sqlite(pg_library):
+    """Renaming and merging answer here with SQLite's errors (the contract suite,
+    test_rename_merge_contract.py, checks what they change)."""
     s = _service(pg_library.spec)
     try:
-        for call in (lambda: s.rename_entity("a", "b"),):
-            with pytest.raises(Exception) as err:
-                call()
-            assert "(postgres) does not support" in str(err.value) or "undo" in str(err.value).lower()
-            assert not isinstance(err.value, (AttributeError, TypeError))
+        with pytest.raises(NotFoundError, match="old_name: entity 'a' does not exist"):
+            s.rename_entity("a", "b")
+        with pytest.raises(NotFoundError, match="not found: source_names: 'a', target_name: 'b'"):
+            s.merge_entities(["a"], "b")
     finally:
         s.close()
 

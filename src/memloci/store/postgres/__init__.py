@@ -40,8 +40,9 @@ thread (connection.ChangeListener) and counts what it hears (`changes()`, `on_ch
 what a process holds in memory can tell it is stale without asking the database.
 
 Notes with bodies (documents.py) are stored as in SQLite: body, front matter, `[[links]]` as
-relations and links waiting for their target. Renaming and merging notes and note passages are
-not there yet: their calls are refused with an error that says so, never half answered.
+relations and links waiting for their target; renamed and merged with every link repaired
+(rename.py, the rules in rename_rules.py). Note passages are not there yet: their calls are
+refused with an error that says so, never half answered.
 """
 
 from __future__ import annotations
@@ -75,6 +76,7 @@ from .graph_reads import PostgresGraphReads
 from .memories import PostgresMemories
 from ..migratable import PostgresMigratable
 from .portable import PostgresPortable
+from .rename import PostgresRename
 from .search import PostgresSearch
 from .schema import SCHEMA_VERSION, extension_schemas, migrate
 from .undo import PostgresUndo
@@ -99,7 +101,7 @@ def _writers(url: str, schema: str) -> threading.RLock:
 
 
 class PostgresStore(PostgresMemories, PostgresSearch, PostgresGraphReads, PostgresGraphWrites, PostgresDocuments,
-                    PostgresPortable, PostgresMigratable, PostgresUndo):
+                    PostgresRename, PostgresPortable, PostgresMigratable, PostgresUndo):
     """A library kept in a schema of a PostgreSQL database."""
 
     kind = "postgres"
@@ -290,12 +292,6 @@ class PostgresStore(PostgresMemories, PostgresSearch, PostgresGraphReads, Postgr
         return ValidationError(f"library '{self.name}' (postgres) does not support {what} yet",
                                hint="Use a SQLite or Markdown library for notes and undo; "
                                     "the graph and memory tools work here.")
-
-    def rename_entity(self, old: str, new: str, *, origin: str) -> Any:
-        raise self._unsupported("rename_entity")
-
-    def merge_entities(self, sources: Any, target: str, *, origin: str) -> Any:
-        raise self._unsupported("merge_entities")
 
     # -- the hot context (kept in `meta`, as SQLite keeps it in library_meta) -------------
 
