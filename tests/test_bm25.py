@@ -54,3 +54,33 @@ def test_token_count_is_fts5s_unicode61():
     assert bm25.token_count("Deploy on Friday, after the freeze!") == 6
     assert bm25.token_count("dia:D1:3 snake_case don't München 東京の旅行") == 9
     assert bm25.token_count("") == 0
+
+
+def test_postgres_totals_follow_every_write(pg_library):
+    """The library totals BM25 reads on PostgreSQL (search_totals, kept by triggers) stay those
+    of the memories there after stores, updates, a thread's neighbours' words, deletions and an
+    entity's observations deleted with it (a cascade)."""
+    from memloci.search.embedder import EmbedderHandle
+    from memloci.libraries import LibraryRegistry, parse_library_specs
+    from memloci.model import EntityInput
+    from memloci.service import MemoryService
+
+    service = MemoryService(LibraryRegistry(parse_library_specs(pg_library.arg)), EmbedderHandle("none"))
+    try:
+        service.create_entities([EntityInput("Alice", "person", ("Works at Acme", "Likes green tea"))])
+        for i in range(5):
+            service.store_memory(f"Turn {i}: we talk about deploys", tags=["chat", f"t{i}"], metadata={"session": 1})
+        service.update_memory(service.search_by_tag(["t2"])[0].content_hash, content="Turn two, longer now than before")
+        service.delete_memory(service.search_by_tag(["t3"])[0].content_hash)
+        service.delete_entities(["Alice"])
+        store = service.store()
+        with store._read() as conn:  # the engine's own connection: what its search reads
+            totals = conn.execute("SELECT documents, tokens FROM search_totals").fetchone()
+            actual = conn.execute("SELECT count(*), coalesce(sum(search_length), 0) FROM memories").fetchone()
+            rows = conn.execute("SELECT content, context, tags, memory_type, search_length FROM memories").fetchall()
+        assert tuple(totals) == tuple(actual) and actual[0] == 4
+        for content, context, tags, memory_type, length in rows:  # lengths as FTS5 counts them
+            labels = " ".join(sorted({t.lower() for t in tags} | {memory_type.lower()}))
+            assert length == bm25.token_count(content) + bm25.token_count(context) + bm25.token_count(labels)
+    finally:
+        service.close()
