@@ -80,6 +80,8 @@ CHANGES = {
 # Changes of notes with bodies: each undo gives the notes' text back too.
 NOTE_CHANGES = {
     "document edit": lambda s: s.replace_entity_content("beta", "likes tea", "likes coffee"),
+    "rename_entity": lambda s: s.rename_entity("alpha", "omega"),
+    "merge_entities": lambda s: s.merge_entities(["gamma"], "alpha"),
 }
 
 
