@@ -41,7 +41,9 @@ what a process holds in memory can tell it is stale without asking the database.
 
 Notes with bodies (documents.py) are stored as in SQLite: body, front matter, `[[links]]` as
 relations and links waiting for their target; renamed and merged with every link repaired
-(rename.py, the rules in rename_rules.py). Note passages are not there yet: their calls are
+(rename.py, the rules in rename_rules.py). Undo works as in SQLite (undo.py, the rules in
+memloci/undo.py): a destructive write keeps what it removed in its journal entry, sealed
+under the library's lock just before the commit. Note passages are not there yet: their calls are
 refused with an error that says so, never half answered.
 """
 
