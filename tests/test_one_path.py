@@ -241,3 +241,18 @@ def test_the_benches_share_percentiles_and_the_postgres_start():
     assert common.percentiles([5.0, 1.0, 3.0]) == {"calls": 3, "p50_ms": 3.0, "p95_ms": 5.0, "p99_ms": 5.0}
     assert common.percentiles([]) == {"calls": 0}
     assert graph._percentiles([1.23456]) == {"calls": 1, "p50_ms": 1.235, "p95_ms": 1.235, "p99_ms": 1.235}
+
+
+def test_free_memory_answers_are_the_rules_on_every_engine():
+    """What a memory told again gains, and update_memory's and store_memory's refusals, are
+    rules.py's: an engine spelling one of those errors or that tag rule itself is a second copy."""
+    from memloci import rules
+    from memloci.store import sqlite_memories
+    from memloci.store.postgres import memories
+
+    for module in (sqlite_memories, memories):
+        text = _source(module)
+        assert "rules.tags_told_again(" in text and "rules.memory_text_taken()" in text, module.__name__
+        assert "a memory with this text already exists" not in text and "no such memory" not in text, module.__name__
+    assert rules.tags_told_again(["decision", "ops"], ["Decision", "new", "new", "OPS", "x"]) == ["new", "x"]
+    assert rules.memory_text_taken().message == "content: a memory with this text already exists"

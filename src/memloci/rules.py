@@ -472,3 +472,26 @@ def find_cycles(relations: Sequence[Relation], schema: LibrarySchema, most: int 
                     stack.append((nxt, iter(out.get(nxt, ()))))
                     path.append(nxt)
     return cycles
+
+
+# -- free memories: what both engines' store_memory and update_memory answer ------------
+
+def tags_told_again(held: Sequence[str], told: Sequence[str]) -> list[str]:
+    """The tags a memory told again (same owner, same text: one memory) gains: those it does not
+    hold yet, compared as names are ("Decision" is not a new tag beside "decision"), each once."""
+    have = {name_key(t) for t in held}
+    return list(dict.fromkeys(t for t in told if name_key(t) not in have))
+
+
+def memory_owner_missing(name: str) -> NotFoundError:
+    return NotFoundError(f"entity: '{name}' does not exist", hint="Create it with create_entities, or leave entity out.")
+
+
+def memory_gone() -> NotFoundError:
+    return NotFoundError("content_hash: no such memory (deleted meanwhile?)")
+
+
+def memory_text_taken() -> AlreadyExistsError:
+    """update_memory's new text is another memory's of the same owner: refused, nothing changed."""
+    return AlreadyExistsError("content: a memory with this text already exists",
+                              hint="Delete one of them, or update the other one.")

@@ -18,7 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import AlreadyExistsError, NotFoundError
+from .. import rules
+from ..errors import NotFoundError
 from ..model import (Memory, MemoryFilter, MemoryInput, MemoryPage, MemoryVectors, PendingMemory, SavedVectors,
                      StoredMemory, content_hash, name_key, now_iso)
 from . import query_text
@@ -270,8 +271,7 @@ class SQLiteMemories(SQLiteHost):
                     "SELECT id FROM memories WHERE ifnull(entity_id, 0) = ? AND content_hash = ?",
                     (entity_id or 0, memory_hash(conn, m.content, entity_id))).fetchone()
                 memory = load_memories(conn, [existing])[existing]
-                have = set(tag_keys(memory.tags))  # "Decision" told again is not a new tag beside "decision"
-                new_tags = [t for t in m.tags if name_key(t) not in have]
+                new_tags = rules.tags_told_again(memory.tags, m.tags)
                 if new_tags:  # the same memory, told again with more tags: keep them all
                     tags = [*memory.tags, *new_tags]
                     conn.execute("UPDATE memories SET tags = ?, updated_at = ? WHERE id = ?",
@@ -294,7 +294,7 @@ class SQLiteMemories(SQLiteHost):
             return None
         found = self._resolve(conn, [name])
         if not found:
-            raise NotFoundError(f"entity: '{name}' does not exist", hint="Create it with create_entities, or leave entity out.")
+            raise rules.memory_owner_missing(name)
         return next(iter(found.values()))[0]
 
     def memories_by_hash(self, content_hash: str) -> list[Memory]:
@@ -307,7 +307,7 @@ class SQLiteMemories(SQLiteHost):
         with self._write() as conn:
             before = load_memories(conn, [memory_id]).get(memory_id)
             if before is None:
-                raise NotFoundError("content_hash: no such memory (deleted meanwhile?)")
+                raise rules.memory_gone()
             self._before(conn, memory_ids=[memory_id])
             sets, params = ["updated_at = ?"], [at]
             if content is not None and content != before.content:
@@ -317,8 +317,7 @@ class SQLiteMemories(SQLiteHost):
                                      "FROM memories WHERE id = ?) AND content_hash = ? AND id != ?",
                                      (memory_id, new_hash, memory_id)).fetchone()
                 if clash:
-                    raise AlreadyExistsError("content: a memory with this text already exists",
-                                             hint="Delete one of them, or update the other one.")
+                    raise rules.memory_text_taken()
                 sets += ["content = ?", "content_hash = ?", "embedded = 0"]
                 params += [content, new_hash]
                 conn.execute("DELETE FROM memory_vectors WHERE memory_id = ?", (memory_id,))

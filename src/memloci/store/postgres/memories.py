@@ -20,7 +20,8 @@ from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
-from ...errors import AlreadyExistsError, NotFoundError
+from ... import rules
+from ...errors import NotFoundError
 from ...model import (
     Memory,
     MemoryFilter,
@@ -218,8 +219,7 @@ class PostgresMemories:
                     "SELECT id FROM memories WHERE coalesce(entity_id, 0) = %s AND content_hash = %s",
                     (entity_id or 0, memory_hash(conn, m.content, entity_id))).fetchone()
                 memory = load_memories(conn, [existing])[existing]
-                have = {name_key(t) for t in memory.tags}  # "Decision" told again is not a new tag beside "decision"
-                new_tags = list(dict.fromkeys(t for t in m.tags if name_key(t) not in have))
+                new_tags = rules.tags_told_again(memory.tags, m.tags)
                 if new_tags:  # the same memory, told again with more tags: keep them all
                     conn.execute("UPDATE memories SET tags = %s, updated_at = %s WHERE id = %s",
                                  (_jsonb([*memory.tags, *new_tags]), at, existing))
@@ -239,7 +239,7 @@ class PostgresMemories:
             return None
         row = conn.execute("SELECT id FROM entities WHERE name_key = %s", (name_key(name),)).fetchone()
         if not row:
-            raise NotFoundError(f"entity: '{name}' does not exist", hint="Create it with create_entities, or leave entity out.")
+            raise rules.memory_owner_missing(name)
         return int(row[0])
 
     def _observations_changed(self, conn: Any, entity_ids: Sequence[int]) -> None:
@@ -259,7 +259,7 @@ class PostgresMemories:
         with self._write("memories") as conn:
             before = load_memories(conn, [memory_id]).get(memory_id)
             if before is None:
-                raise NotFoundError("content_hash: no such memory (deleted meanwhile?)")
+                raise rules.memory_gone()
             self._before(conn, memory_ids=[memory_id])  # the undo record keeps it as it is (undo.py)
             (owner,) = conn.execute("SELECT entity_id FROM memories WHERE id = %s", (memory_id,)).fetchone()
             sets: list[str] = ["updated_at = %s"]
@@ -271,8 +271,7 @@ class PostgresMemories:
                 clash = conn.execute("SELECT 1 FROM memories WHERE coalesce(entity_id, 0) = %s AND content_hash = %s "
                                      "AND id <> %s", (owner or 0, new_hash, memory_id)).fetchone()
                 if clash:
-                    raise AlreadyExistsError("content: a memory with this text already exists",
-                                             hint="Delete one of them, or update the other one.")
+                    raise rules.memory_text_taken()
                 sets += ["content = %s", "content_hash = %s", "embedded = false"]
                 params += [content, new_hash]
                 self._drop_vectors(conn, [memory_id])
