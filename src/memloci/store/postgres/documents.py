@@ -9,7 +9,8 @@ one note both land, and a refused document leaves nothing behind.
 
 A `[[link]]` (or a typed link) to a name no entity has waits in `pending_links` (migration 3) and
 becomes a relation when an entity of that name appears, or one listing it as its only holder's
-alias: `_link_pending`, which the graph writes call too (PostgresGraphTx.entities_changed).
+alias: `_link_pending`, which the graph writes call too for the entities they create
+(PostgresGraphTx.entities_changed).
 
 Helpers another part of the engine may call, each inside a write transaction (`conn`):
 `_document(conn, id)`, `_document_text(conn, id)`, `_apply_document(conn, tx, doc, stamp=)`,
@@ -152,7 +153,8 @@ class PostgresDocuments:
             documents_rules.check_create(create, docs, {k: ref.name for k, ref in existing.items()})
             tx.before_change([ref.id for ref in existing.values()])
             ids = [self._apply_document(conn, tx, d) for d in docs]
-            tx.entities_changed(ids)  # search index, and links waiting for these names
+            self._link_pending(conn, ids, tx.at)  # links waiting for these names or aliases
+            tx.entities_changed(ids)  # the search index
             names = [d.name for d in docs]
             tx.journal(origin, action, names, detail)
             return names
@@ -178,6 +180,7 @@ class PostgresDocuments:
             tx = PostgresGraphTx(self, conn)
             tx.before_change([ref.id])
             self._apply_document(conn, tx, doc, stamp=stamp)
+            self._link_pending(conn, [ref.id], tx.at)  # a new alias may reach links waiting for it
             tx.entities_changed([ref.id])
             tx.journal(origin, origin, [ref.name], {"entity": ref.name, **detail})
             return DocumentEdit(ref.name, True)

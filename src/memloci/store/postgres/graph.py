@@ -116,6 +116,7 @@ class PostgresGraphTx:
         # Entities one of whose added or removed observations could change their `#tags`: only
         # those are retagged (retagging reads every observation, costly on a busy entity).
         self._retag: set[int] = set()
+        self._inserted: list[int] = []  # entities created here: links may be waiting for their names
 
     def resolve(self, names: Iterable[str], *, aliases: bool = False) -> dict[str, rules.EntityRef]:
         names = list(names)
@@ -141,6 +142,7 @@ class PostgresGraphTx:
             """INSERT INTO entities (name, name_key, entity_type, created_at, updated_at)
                VALUES (%s, %s, %s, %s, %s) RETURNING id""", (name, key, entity_type, self.at, self.at)).fetchone()[0]
         self._names[entity_id] = name
+        self._inserted.append(entity_id)
         return entity_id
 
     def insert_observation(self, entity_id: int, content: str) -> bool:
@@ -208,7 +210,9 @@ class PostgresGraphTx:
         ids = list(dict.fromkeys(ids))
         retag(self.conn, [i for i in ids if i in self._retag])
         self.store._entities_written(self.conn, ids)
-        self.store._link_pending(self.conn, ids, self.at)  # links waiting for these names (documents.py)
+        if self._inserted:  # links waiting for the new names become relations (documents.py)
+            self.store._link_pending(self.conn, self._inserted, self.at)
+            self._inserted = []
 
     def journal(self, tool: str, action: str, entities: Sequence[str], detail: dict[str, Any] | None) -> None:
         self.store._journal(self.conn, tool, action, entities, detail, self.at)
