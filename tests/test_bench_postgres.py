@@ -79,3 +79,44 @@ def test_bench_engines_refuse_unknown(tmp_path):
 
     with pytest.raises(ValueError, match="--url"):
         recall.run(size=1, queries=1, out=tmp_path / "r.json", console=_console(), url="postgresql://x/y")
+
+
+def _indexes(store: PostgresStore) -> set[str]:
+    with store._read() as conn:
+        return {r[0] for r in conn.execute(
+            """SELECT indexname FROM pg_indexes WHERE schemaname = current_schema()
+               AND tablename IN ('memories', 'memory_tags', 'memory_vectors')""")}
+
+
+def test_bulk_load_rebuilds_every_index_and_is_all_or_nothing(pg_library):
+    store = PostgresStore(pg_library.url, pg_library.name)
+    try:
+        before = _indexes(store)
+        vector = np.ones(8, dtype=np.float32) / np.sqrt(8)
+        duplicate = [[("same text", ["a"], "note", "2026-01-01T00:00:00Z", vector),
+                      ("same text", ["a"], "note", "2026-01-02T00:00:00Z", vector)]]
+        with pytest.raises(Exception):  # the rebuilt unique index refuses the repeated text
+            store.bulk_load_memories(iter(duplicate), "test-model")
+        assert store.stats().memories == 0 and _indexes(store) == before  # nothing half-applied
+        steps: dict[str, float] = {}
+        rows = [[(f"Café {i} in München", ["x"], "note", "2026-01-01T00:00:00Z", vector) for i in range(5)]]
+        assert store.bulk_load_memories(iter(rows), "test-model", timings=steps) == 5
+        assert _indexes(store) == before | {"memory_vectors_hnsw"}  # each index built again after the load
+        assert "index memories_search_s" in steps and "copy memories_s" in steps
+        with store._read() as conn:  # the accent-folding search column, as a single store_memory writes it
+            (found,) = conn.execute("SELECT count(*) FROM memories WHERE search @@ "
+                                    "plainto_tsquery('english', memloci_fold('munchen'))").fetchone()
+        assert found == 5
+    finally:
+        store.close()
+
+
+def test_fold_answers_ascii_and_accented_text_alike(pg_library):
+    store = PostgresStore(pg_library.url, pg_library.name)
+    try:
+        with store._read() as conn:
+            got = conn.execute("SELECT memloci_fold('plain ASCII'), memloci_fold('München Café'), "
+                               "memloci_fold(NULL)").fetchone()
+        assert got == ("plain ASCII", "Munchen Cafe", "")
+    finally:
+        store.close()
