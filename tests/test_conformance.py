@@ -422,7 +422,8 @@ PG_INSPECTOR_CALLS = [  # in order, on one PostgreSQL library, the server's only
     ("retrieve_memory", ["query=anything", "min_similarity=5"], True),
     ("check_database_health", [], False),
     ("read_graph", ["library=nowhere"], True),
-    ("read_entities", ['entity_names=["Alice"]'], None),  # None: its real reply, or the engine's refusal
+    ("read_entities", ['entity_names=["Alice"]'], False),
+    ("rename_entity", ["old_name=Alice", "new_name=Alicia"], None),  # None: its real reply, or the engine's refusal
 ]
 
 
