@@ -12,8 +12,7 @@ create` holding every library at admin level (so every tool is listed), and stop
 
 Every scenario but n2n runs twice: with `main` a SQLite file and `notes` a Markdown folder, and
 (the `pg-` scenarios) with both in a PostgreSQL database of their own on the session's server
-(tests/pg.py). A tool that engine does not store yet may answer its clean refusal instead
-(calls.PG_NOT_YET); every other reply is judged the same on both engines.
+(tests/pg.py); every reply is judged the same on both engines.
 
 Without node or the npm packages (`make test` installs them) the Node-driven tests are
 skipped with the reason; under CI=true that is a failure, since CI has npm.
@@ -43,7 +42,7 @@ from mcp.client.stdio import stdio_client
 from mcp.shared.exceptions import MCPError
 
 from conftest import server_env
-from conformance.calls import PG_NOT_YET, PG_REFUSAL, SCENARIOS, Scenario, fill
+from conformance.calls import PG_REFUSAL, SCENARIOS, Scenario, fill
 from conformance.databases import fresh_database
 from memloci.bench.http import create_token, http_session, loopback_server
 
@@ -288,10 +287,7 @@ def test_call(run, client, transport, scenario, index):
     assert problem is None, f"{where}: {problem}"
     foreign = foreign_tools(record["tools"] or [], got["text"])
     assert not foreign, f"{where}: the reply names tools this server does not expose: {foreign}: {got['text'][:600]}"
-    if PG_REFUSAL in (got["text"] or ""):  # the engine does not store this yet: a clean refusal
-        assert scenario.startswith("pg-") and step.tool in PG_NOT_YET, f"{where}: refused: {got['text'][:600]}"
-        assert got["isError"] is True and error_code(got["text"]) == "VALIDATION_ERROR", f"{where}: {got['text'][:600]}"
-        return
+    assert PG_REFUSAL not in (got["text"] or ""), f"{where}: the engine refused it: {got['text'][:600]}"
     missing = [w for w in step.says if w not in (got["text"] or "")]
     assert not missing, f"{where}: the reply should name {missing}: {(got['text'] or '')[:600]}"
     present = [w for w in step.never if w in (got["text"] or "")]
@@ -423,7 +419,8 @@ PG_INSPECTOR_CALLS = [  # in order, on one PostgreSQL library, the server's only
     ("check_database_health", [], False),
     ("read_graph", ["library=nowhere"], True),
     ("read_entities", ['entity_names=["Alice"]'], False),
-    ("rename_entity", ["old_name=Alice", "new_name=Alicia"], None),  # None: its real reply, or the engine's refusal
+    ("rename_entity", ["old_name=Alice", "new_name=Alicia"], False),
+    ("open_nodes", ['names=["Alicia"]'], False),
 ]
 
 
@@ -434,11 +431,9 @@ def test_inspector_cli_on_postgres(tmp_path, pg_library):
     serve_args = ("--libraries", pg_library.arg)
     for tool, tool_args, expect_error in PG_INSPECTOR_CALLS:
         proc = inspector(tmp_path / "home", tool, tool_args, serve_args)
-        if expect_error is None:
-            expect_error = PG_REFUSAL in proc.stdout and tool in PG_NOT_YET
         text = inspector_reply(proc, expect_error)["content"][0]["text"]
         wanted = {"search_nodes": "Alice", "retrieve_memory": "We chose PostgreSQL", "read_entities": "Alice",
-                  "check_database_health": "postgres"}.get(tool)
+                  "check_database_health": "postgres", "open_nodes": "Alicia"}.get(tool)
         if wanted and not expect_error:
             assert wanted in text, f"{tool}: the reply should name {wanted}: {text[:600]}"
 

@@ -322,13 +322,9 @@ SCENARIOS: tuple[Scenario, ...] = (
 # own SQLite file whatever the libraries are, so it has no PostgreSQL twin.)
 SCENARIOS += tuple(replace(s, name=f"pg-{s.name}", engine="postgres") for s in SCENARIOS if s.name != "n2n")
 
-# What the postgres engine does not store yet: a call that needs it is refused whole, isError
-# with a VALIDATION_ERROR whose message says "library 'x' (postgres) does not support ... yet".
-# On a pg- scenario a step to one of these tools may get that refusal instead of its expected
-# reply (the clients must still accept it); any other tool refused so fails. A tool whose real
-# reply arrives is judged like on SQLite, so support landing needs no change here.
+# How the postgres engine refused what it did not store yet (notes with bodies, the manual,
+# rename and merge): it stores them all now, so no reply on a pg- scenario may say this.
 PG_REFUSAL = "(postgres) does not support"
-PG_NOT_YET = frozenset({"rename_entity", "merge_entities"})  # notes with bodies and the manual are stored there
 
 
 def fill(value: Any, places: dict[str, Path]) -> Any:
