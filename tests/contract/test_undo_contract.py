@@ -259,3 +259,19 @@ def test_another_server_s_change_blocks_the_undo_and_two_undos_at_once_make_one(
     assert "gamma" in refusals[0] and "(undo)" in refusals[0]
     gamma = two.open_nodes(["gamma"]).entities[0]
     assert [o.content for o in gamma.observations] == ["slow"]
+
+
+def test_an_undone_delete_links_what_its_note_was_waiting_for(engine):
+    """A note linking to a name that did not exist is deleted, that name is created, and the
+    delete is undone: the note's waiting link becomes a relation, as on creating it now would."""
+    from memloci.service_documents import NewEntityDocument
+
+    s = engine.service
+    s.add_entities([NewEntityDocument("plan", content="Ask [[Bob]] first.")])
+    assert not s.export_graph().relations
+    s.delete_entities(["plan"])
+    deleted = last_change(s)
+    s.create_entities([EntityInput("Bob", "person", ())])
+    s.undo(deleted)
+    assert [(r.from_entity, r.relation_type, r.to_entity) for r in s.export_graph().relations] == \
+        [("plan", "links_to", "Bob")]

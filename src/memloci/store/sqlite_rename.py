@@ -56,8 +56,9 @@ class SQLiteRenameTx:
         self.store._note_rename(old, new)
 
     def extra_holders(self, old: str) -> list[tuple[int, str, list[str]]]:
-        rows = self.conn.execute("SELECT id, name, metadata FROM entities WHERE metadata LIKE ? ESCAPE '\\'",
-                                 (_like(old),)).fetchall()
+        # every value that may hold a link (the name as stored in JSON may be escaped or in
+        # another case): the rule reads each and rewrites only the links to `old`
+        rows = self.conn.execute("SELECT id, name, metadata FROM entities WHERE instr(metadata, '[[') > 0").fetchall()
         return [(i, name, list(json.loads(meta).get(EXTRA_KEY, []))) for i, name, meta in rows]
 
     def set_extra(self, entity_id: int, blocks: list[str]) -> None:

@@ -43,8 +43,8 @@ Notes with bodies (documents.py) are stored as in SQLite: body, front matter, `[
 relations and links waiting for their target; renamed and merged with every link repaired
 (rename.py, the rules in rename_rules.py). Undo works as in SQLite (undo.py, the rules in
 memloci/undo.py): a destructive write keeps what it removed in its journal entry, sealed
-under the library's lock just before the commit. Note passages are not there yet: their calls are
-refused with an error that says so, never half answered.
+under the library's lock just before the commit. Note passages are not there yet (the store
+is not `Passages`): a search by meaning does not look inside note bodies, whose words are found.
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
-from ...errors import LibraryUnreadableError, ValidationError
+from ...errors import LibraryUnreadableError
 from ...libraries import masked_url
 from ...model import LibraryStats, now_iso
 from ...schema import DEFAULT_SCHEMA, LibrarySchema
@@ -287,13 +287,6 @@ class PostgresStore(PostgresMemories, PostgresSearch, PostgresGraphReads, Postgr
             (at, tool, action, json.dumps(list(entities), ensure_ascii=False),
              json.dumps(detail, ensure_ascii=False) if detail is not None else None)).fetchone()
         self._note_journal_row(int(row_id))  # a change that kept undo records gets them at the commit
-
-    # -- what this engine does not store yet -------------------------------------------
-
-    def _unsupported(self, what: str) -> ValidationError:
-        return ValidationError(f"library '{self.name}' (postgres) does not support {what} yet",
-                               hint="Use a SQLite or Markdown library for notes and undo; "
-                                    "the graph and memory tools work here.")
 
     # -- the hot context (kept in `meta`, as SQLite keeps it in library_meta) -------------
 

@@ -28,6 +28,7 @@ from ...model import DocumentEdit, ListedEntity, Relation, name_key
 from .graph import (
     PostgresGraphTx,
     alias_holders,
+    drop_vectors_of,
     load_entities,
     relations_where,
     resolve,
@@ -208,6 +209,7 @@ class PostgresDocuments:
         have = dict(conn.execute("SELECT content, id FROM memories WHERE entity_id = %s", (entity_id,)).fetchall())
         gone = [have[c] for c in have if c not in set(wanted)]
         if gone:
+            drop_vectors_of(conn, "id = ANY(%s)", (gone,))
             conn.execute("DELETE FROM memories WHERE id = ANY(%s)", (gone,))
         for content in wanted:
             if content not in have:
@@ -247,14 +249,16 @@ class PostgresDocuments:
     def _link_pending(self, conn: Any, ids: Sequence[int], at: str) -> list[int]:
         """Links waiting for one of the entities `ids` (written in this transaction) become
         relations: by its name, or by an alias no entity is named and only one entity holds;
-        and links these entities left waiting that reach an entity through such an alias. The
+        and links these entities left waiting that now reach an entity by its name (an undo
+        brings back an entity whose target appeared meanwhile) or through such an alias. The
         ids of the links' sources."""
         ids = list(dict.fromkeys(ids))
         if not ids:
             return []
         rows = [(int(f), rt, int(to), k) for f, rt, to, k in conn.execute(
             """SELECT p.from_id, p.relation_type, e.id, p.target_key FROM pending_links p
-               JOIN entities e ON e.name_key = p.target_key WHERE e.id = ANY(%s)""", (ids,))]
+               JOIN entities e ON e.name_key = p.target_key WHERE e.id = ANY(%s) OR p.from_id = ANY(%s)""",
+            (ids, ids))]
         # Names that may newly meet through an alias: these entities' aliases, and the targets they wait for.
         names = [str(a) for (aliases,) in conn.execute(
             "SELECT aliases FROM entities WHERE id = ANY(%s) AND aliases <> '[]'::jsonb", (ids,)) for a in aliases]

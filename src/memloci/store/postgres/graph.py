@@ -31,6 +31,23 @@ from ...model import (
 
 T = TypeVar("T")
 
+def bump_vectors(conn: Any, by: int = 1) -> int:
+    """Move the vectors' counter (an in-process index elsewhere knows to reload)."""
+    row = conn.execute("""INSERT INTO library_meta (key, value) VALUES ('vectors_version', %s)
+                          ON CONFLICT (key) DO UPDATE SET value = (library_meta.value::bigint + %s)::text
+                          RETURNING value""", (str(by), by)).fetchone()
+    return int(row[0])
+
+
+def drop_vectors_of(conn: Any, memories_where: str, params: Sequence[Any]) -> None:
+    """Delete the vectors of the memories `memories_where` selects before those go, moving the
+    counter when any went (as SQLite's trigger does on every vector delete)."""
+    gone = conn.execute(f"DELETE FROM memory_vectors WHERE memory_id IN (SELECT id FROM memories WHERE {memories_where})",
+                        params).rowcount
+    if gone:
+        bump_vectors(conn)
+
+
 BODY_TAGS = "body_tags"  # entity metadata: the tags only the body's `#tags` give (as store/sqlite_vault.py)
 
 _ENTITY_COLUMNS = "id, name, entity_type, aliases, tags, metadata, body, created_at, updated_at"
@@ -158,6 +175,8 @@ class PostgresGraphTx:
         return row is not None
 
     def delete_observation(self, entity_id: int, content: str) -> str | None:
+        drop_vectors_of(self.conn, "entity_id = %s AND content_hash = %s",
+                        (entity_id, content_hash(content, self._name(entity_id))))
         row = self.conn.execute(
             "DELETE FROM memories WHERE entity_id = %s AND content_hash = %s RETURNING content",
             (entity_id, content_hash(content, self._name(entity_id)))).fetchone()
@@ -201,6 +220,7 @@ class PostgresGraphTx:
 
     def delete_entities(self, ids: Sequence[int]) -> None:
         # memories and relations go with them (ON DELETE CASCADE)
+        drop_vectors_of(self.conn, "entity_id = ANY(%s)", (list(ids),))
         self.conn.execute("DELETE FROM entities WHERE id = ANY(%s)", (list(ids),))
 
     def before_change(self, ids: Sequence[int]) -> None:

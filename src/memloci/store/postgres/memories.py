@@ -37,7 +37,7 @@ from ...model import (
 )
 from ..sqlite_memories import tag_keys, thread_key
 from .connection import quoted
-from .graph import retag
+from .graph import bump_vectors, retag
 
 # One row of bulk_load_memories: content, tags, memory_type, created_at, vector (or None).
 BulkMemory = tuple[str, Sequence[str], str, str, Any]
@@ -176,14 +176,6 @@ def _add_tags(conn: Any, memory_id: int, tags: Sequence[str]) -> None:
 def vectors_version(conn: Any) -> int:
     row = conn.execute("SELECT value FROM library_meta WHERE key = 'vectors_version'").fetchone()
     return int(row[0]) if row else 0
-
-
-def bump_vectors(conn: Any, by: int = 1) -> int:
-    """Move the vectors' counter (an in-process index elsewhere knows to reload)."""
-    row = conn.execute("""INSERT INTO library_meta (key, value) VALUES ('vectors_version', %s)
-                          ON CONFLICT (key) DO UPDATE SET value = (library_meta.value::bigint + %s)::text
-                          RETURNING value""", (str(by), by)).fetchone()
-    return int(row[0])
 
 
 def library_meta(conn: Any, key: str) -> str | None:

@@ -178,11 +178,7 @@ class PostgresUndo:
         def _transact(self, body: Callable[[Any], T], what: str = "graph") -> T: ...
         def _journal(self, conn: Any, tool: str, action: str, entities: Any, detail: dict | None, at: str) -> None: ...
         def _entities_written(self, conn: Any, ids: Sequence[int]) -> None: ...
-
-    def _link_pending(self, conn: Any, ids: Sequence[int], at: str) -> list[int]:
-        """Links waiting for one of these entities become relations: the documents part of the
-        store (documents.py, before this class among PostgresStore's bases) gives the real one."""
-        return []
+        def _link_pending(self, conn: Any, ids: Sequence[int], at: str) -> list[int]: ...  # documents.py
 
     def _kept_now(self) -> dict[str, Any]:
         """This thread's undo record for the write transaction under way (undo.new_record)."""
