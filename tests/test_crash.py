@@ -141,49 +141,55 @@ def test_an_editor_save_just_before_the_swap_is_caught_and_kept(tmp_path, monkey
     assert b"second" not in path.read_bytes()
 
 
+def _refused_amid_saves(service, monkeypatch, saves: dict[int, tuple], text: str) -> None:
+    """Run add_observations(a, text) with an editor saving a.md by rename around memloci's swaps:
+    `saves[n]` = (before, after) edits made just before and just after the n-th swap (None: no
+    save); each edit is (old bytes, new bytes), replaced once. The call must be refused."""
+    from memloci.errors import ConflictError
+    from memloci.store import markdown_intent
+
+    real = markdown_intent._exchange
+    calls = []
+    path = service.store().root / "a.md"
+
+    def save(edit) -> None:
+        if edit:
+            tmp = path.with_name(".a.md.swp")
+            tmp.write_bytes(path.read_bytes().replace(edit[0], edit[1], 1))
+            os.replace(tmp, path)
+
+    def racing_editor(src_dir, src, dst_dir, dst):
+        calls.append(dst)
+        before, after = saves.get(len(calls), (None, None))
+        save(before)
+        done = real(src_dir, src, dst_dir, dst)
+        save(after)
+        return done
+
+    monkeypatch.setattr(markdown_intent, "_exchange", racing_editor)
+    try:
+        with pytest.raises(ConflictError, match="a.md"):
+            service.add_observations([ObservationBatch("a", (text,))])
+    finally:
+        service.close()
+    if not markdown_intent._exchange_works:
+        pytest.skip("renameat2 RENAME_EXCHANGE is not available on this file system")
+
+
 @pytest.mark.parametrize("when", ["before the rollback", "during the put-back"])
 def test_an_editor_saving_twice_around_the_swap_loses_neither_save(tmp_path, monkeypatch, when):
     """The editor saves just before memloci's swap (the change is refused and its file comes
     back), then reads memloci's bytes and saves again before the rollback is done: the second
     save's own line is merged into the first save, and the refused observation is in neither."""
-    from memloci.errors import ConflictError
-    from memloci.store import markdown_intent
-
     root = tmp_path / "lib"
     service = crash.service_for("markdown", root)
     service.create_entities([EntityInput("a", "note", ("first",))])
     service.close()
     path = root / "a.md"
     path.write_bytes(path.read_bytes() + b"\n## Hand\n")
-    service = crash.service_for("markdown", root)
-    real = markdown_intent._exchange
-    calls = []
-
-    def save(line: bytes) -> None:
-        tmp = root / ".a.md.swp"
-        tmp.write_bytes(path.read_bytes().replace(b"## Hand\n", b"## Hand\n" + line, 1))
-        os.replace(tmp, path)
-
-    def racing_editor(src_dir, src, dst_dir, dst):
-        calls.append(dst)
-        if len(calls) == 1:
-            save(b"hand line 1\n")
-            done = real(src_dir, src, dst_dir, dst)
-            if when == "before the rollback":
-                save(b"hand line 2\n")
-            return done
-        if len(calls) == 2 and when == "during the put-back":
-            save(b"hand line 2\n")
-        return real(src_dir, src, dst_dir, dst)
-
-    monkeypatch.setattr(markdown_intent, "_exchange", racing_editor)
-    try:
-        with pytest.raises(ConflictError, match="a.md"):
-            service.add_observations([ObservationBatch("a", ("second",))])
-    finally:
-        service.close()
-    if not markdown_intent._exchange_works:
-        pytest.skip("renameat2 RENAME_EXCHANGE is not available on this file system")
+    first, second = (b"## Hand\n", b"## Hand\nhand line 1\n"), (b"## Hand\n", b"## Hand\nhand line 2\n")
+    saves = {1: (first, second)} if when == "before the rollback" else {1: (first, None), 2: (second, None)}
+    _refused_amid_saves(crash.service_for("markdown", root), monkeypatch, saves, "second")
     final = path.read_bytes()
     assert b"hand line 1\n" in final and b"hand line 2\n" in final, final
     assert b"second" not in final
@@ -193,39 +199,12 @@ def test_an_editor_saving_twice_around_the_swap_loses_neither_save(tmp_path, mon
 def test_two_saves_that_clash_around_a_refused_change_keep_the_earlier_one_aside(tmp_path, monkeypatch):
     """When the second save edits the very line the first one did, no merge is guessed: the
     newest save stays in place and the earlier one is kept under .memloci/conflicts/."""
-    from memloci.errors import ConflictError
-    from memloci.store import markdown_intent
-
     root = tmp_path / "lib"
     service = crash.service_for("markdown", root)
     service.create_entities([EntityInput("a", "note", ("first",))])
-    path = root / "a.md"
-    real = markdown_intent._exchange
-    calls = []
-
-    def save(old: bytes, new: bytes) -> None:
-        tmp = root / ".a.md.swp"
-        tmp.write_bytes(path.read_bytes().replace(old, new, 1))
-        os.replace(tmp, path)
-
-    def racing_editor(src_dir, src, dst_dir, dst):
-        calls.append(dst)
-        if len(calls) == 1:
-            save(b"- first", b"- the first save")
-            done = real(src_dir, src, dst_dir, dst)
-            save(b"- first", b"- the second save")
-            return done
-        return real(src_dir, src, dst_dir, dst)
-
-    monkeypatch.setattr(markdown_intent, "_exchange", racing_editor)
-    try:
-        with pytest.raises(ConflictError, match="a.md"):
-            service.add_observations([ObservationBatch("a", ("added",))])
-    finally:
-        service.close()
-    if not markdown_intent._exchange_works:
-        pytest.skip("renameat2 RENAME_EXCHANGE is not available on this file system")
-    assert b"- the second save" in path.read_bytes()
+    saves = {1: ((b"- first", b"- the first save"), (b"- first", b"- the second save"))}
+    _refused_amid_saves(service, monkeypatch, saves, "added")
+    assert b"- the second save" in (root / "a.md").read_bytes()
     kept = list((root / ".memloci" / "conflicts").iterdir())
     assert len(kept) == 1 and kept[0].name.startswith("a.md.")
     assert b"- the first save" in kept[0].read_bytes() and b"added" not in kept[0].read_bytes()

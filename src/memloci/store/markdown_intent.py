@@ -139,12 +139,8 @@ def _fsync_fd(fd: int) -> None:
 
 def _sha_at(dir_fd: int, name: str) -> str | None:
     """The sha256 of a file in an open folder (None: no such file); never through a link."""
-    try:
-        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW, dir_fd=dir_fd)
-    except FileNotFoundError:
-        return None
-    with os.fdopen(fd, "rb") as f:
-        return sha256_hex(f.read())
+    data = _read_at(dir_fd, name)
+    return None if data is None else sha256_hex(data)
 
 
 class FileChange:
@@ -491,6 +487,7 @@ def _reconcile(root: Path, s: int, backup: str, d: int, name: str, op: dict) -> 
 
 
 def _read_at(dir_fd: int, name: str) -> bytes | None:
+    """The bytes of a file in an open folder (None: no such file); never through a link."""
     try:
         fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW, dir_fd=dir_fd)
     except FileNotFoundError:
