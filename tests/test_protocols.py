@@ -50,7 +50,8 @@ STORE = frozenset({"store"})
 STORE_NAMES = {"migrate.py": frozenset({"store", "source", "target"})}  # elsewhere they are paths
 # Optional abilities, tested with isinstance; VectorSearch sits beside the vector index it replaces.
 CAPABILITIES = (protocols.Undoable, protocols.Passages, protocols.GraphBatches, protocols.Portable,
-                protocols.Migratable, protocols.FolderLibrary, protocols.ServerEngine, VectorSearch)
+                protocols.Migratable, protocols.FolderLibrary, protocols.ServerEngine, protocols.WordScores,
+                protocols.WordStatistics, VectorSearch)
 NARROW = (protocols.GraphStore, protocols.MemoryStore, protocols.VectorStore, protocols.DocumentStore,
           protocols.ContextStore, protocols.Maintenance)
 
