@@ -7,8 +7,6 @@ engine that answers differently fails."""
 
 from __future__ import annotations
 
-import re
-
 import pytest
 
 from memloci.errors import (
@@ -21,11 +19,7 @@ from memloci.model import EntityInput, ObservationBatch, RelationInput
 from memloci.schema import LibrarySchema
 from memloci.service_documents import NewEntityDocument
 
-
-def text_of(service, name: str) -> str:
-    """The entity's document without its timestamps (which differ from run to run)."""
-    (doc,) = service.read_entities([name])["entities"]
-    return re.sub(r"(?m)^(created|modified): .*\n", "", doc["content"])
+from .test_documents_contract import text_of
 
 
 def triples(service, **where) -> set[tuple[str, str, str]]:
