@@ -15,7 +15,7 @@ import pytest
 
 from conftest import server_env
 
-from memloci.hooks.capture import LOG_BYTES, MAX_INPUT, PrivateLog, _memloci_home
+from memloci.hooks.capture import LOG_BYTES, MAX_INPUT, PrivateLog
 from memloci.hooks.classify import MAX_CHARS, classify, noise_command, own_tool
 from memloci.libraries import LibraryRegistry, LibrarySpec, ProjectRef
 from memloci.mcp.server import KNOWN_TOOLS
@@ -461,18 +461,6 @@ def test_a_stale_spool_file_is_logged_and_dropped(places):
     quiet(hook(home, "claude-code", claude_bash(plain, "pytest -x", LONG_OUTPUT)))
     assert _spooled(home) == [] and "days old" in log_text(home)
     assert [m.content[:10] for m in memories(home)] == ["$ pytest -"]
-
-
-def test_the_hook_finds_home_as_the_libraries_do(tmp_path, monkeypatch):
-    from memloci.libraries import memloci_home
-
-    for env in ({"MEMLOCI_HOME": str(tmp_path / "h")}, {"XDG_DATA_HOME": str(tmp_path / "x")},
-                {"XDG_DATA_HOME": "relative"}, {}):
-        monkeypatch.delenv("MEMLOCI_HOME", raising=False)
-        monkeypatch.delenv("XDG_DATA_HOME", raising=False)
-        for key, value in env.items():
-            monkeypatch.setenv(key, value)
-        assert _memloci_home() == memloci_home()
 
 
 def test_a_broken_library_is_logged_not_shown(places):

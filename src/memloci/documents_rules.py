@@ -46,11 +46,6 @@ def listed(rows: Iterable[tuple[str, str]], pattern: str) -> list[ListedEntity]:
     return [ListedEntity(n, t) for n, t in rows if fnmatch.fnmatchcase(unicodedata.normalize("NFC", n).casefold(), glob)]
 
 
-def link_texts(entity: Entity) -> list[str]:
-    """Every link text the entity's body and front-matter values hold (for alias lookups)."""
-    return [*wikilinks(entity.body), *(t for _, t in block_links(list(entity.metadata.get(EXTRA_KEY, []))))]
-
-
 def document_of(entity: Entity, relations: Sequence[tuple[str, str]],
                 alias_keys: Callable[[list[str]], dict[str, str]]) -> EntityDocument:
     """The entity's document. `relations`: its outgoing (type, target name), resolved ones in

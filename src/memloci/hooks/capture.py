@@ -432,9 +432,3 @@ def _settings(home: Path | None, config: Path | None) -> tuple[Settings | None, 
         return Settings.from_env().with_flags(home=home, config=config), None
     except MemlociError as exc:
         return None, exc
-
-
-def _memloci_home() -> Path:
-    """libraries.memloci_home's rule (settings.data_home), without importing the stores (seconds
-    on a busy machine). A test keeps the two equal."""
-    return data_home()

@@ -23,7 +23,7 @@ from ..service_projects import CONTEXT_HINT
 from ..http import scopes
 from . import documents, graph, memory, n2n, project, strict
 from .replies import as_json, error_reply
-from .roots import ClientRoots
+from .roots import ClientRoots, connection_of
 from .surface import accepted_schema, describe_validation_error, fit_hint, harden, tool_size
 
 log = logging.getLogger("memloci.mcp")
@@ -93,11 +93,11 @@ class MemlociServer(MCPServer):
 
     async def _subscribe(self, ctx: Any, params: Any) -> mcp_types.EmptyResult:
         scopes.check_resource(self, str(params.uri))  # the scope reading it needs (HTTP)
-        self._subscribers.setdefault(_canonical(str(params.uri)), set()).add(_connection(ctx))
+        self._subscribers.setdefault(_canonical(str(params.uri)), set()).add(connection_of(ctx))
         return mcp_types.EmptyResult()
 
     async def _unsubscribe(self, ctx: Any, params: Any) -> mcp_types.EmptyResult:
-        self._subscribers.get(_canonical(str(params.uri)), set()).discard(_connection(ctx))
+        self._subscribers.get(_canonical(str(params.uri)), set()).discard(connection_of(ctx))
         return mcp_types.EmptyResult()
 
     strict_tools: set[str] = set()
@@ -212,11 +212,6 @@ def _canonical(uri: str) -> str:
     with suppress(MemlociError, OSError):
         path = str(resolve_project_root(path))
     return prefix + quote(path, safe="/")
-
-
-def _connection(ctx: Any) -> Any:
-    """The client's connection: a request's session object is new per request, its connection is not."""
-    return getattr(ctx.session, "_connection", ctx.session)
 
 
 def _with_hint(result: CallToolResult) -> CallToolResult:

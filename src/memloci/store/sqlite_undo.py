@@ -18,7 +18,6 @@ from typing import Any
 
 from .. import undo
 from ..model import ImportedMemories, name_key
-from ..undo import UNDOABLE  # noqa: F401  (where it was defined before undo.py)
 from .sqlite_host import SQLiteHost
 from .sqlite_memories import insert_memory, select_memories
 
