@@ -1,7 +1,8 @@
 """Passages of note bodies in the SQLite engine, so a note's own words carry meaning.
 
-An entity's Markdown body is cut into passages (paragraphs, merged or split to at most
-PASSAGE_WORDS words, each carrying the heading it sits under) and every passage gets a
+An entity's Markdown body is cut into passages by the rule every engine shares
+(memloci/passages.py: paragraphs, merged or split to at most PASSAGE_WORDS words, each
+carrying the heading it sits under) and every passage gets a
 vector from the same background worker that embeds memories. Observations are memories and
 have vectors already; the body had none.
 
@@ -15,131 +16,26 @@ paragraph of a long note re-embeds one passage. Writes never wait for any of thi
 
 from __future__ import annotations
 
-import hashlib
-import re
 import sqlite3
 from collections.abc import Sequence
 
 import numpy as np
 
-from ..markdown.document import normalize_heading
 from ..model import PassageVectors, PendingPassage, SavedVectors, name_key
+# The splitting rule is the same on every engine (memloci/passages.py); its names stay importable from here.
+from ..passages import (  # noqa: F401
+    MEANING_WORDS,
+    MIN_WORDS,
+    PASSAGE_WORDS,
+    SHORT_CHARS,
+    plan_passages,
+    says_something,
+    size,
+    split_passages,
+    still_says_something,
+)
 from .sqlite_host import SQLiteHost
 from .sqlite_memories import claim_model, library_meta, pack, unpack_many
-
-PASSAGE_WORDS = 180  # the default model reads 256 word pieces; ~180 English words fill them
-MIN_WORDS = 40  # a passage this short takes in the next section rather than standing alone
-# A body of fewer words than this ("Dmitri.") says nothing its note's name does not: it gets no
-# passage, since its vector would sit near everything (0.3-0.4 for "music", "alpha" ...).
-# Headings are not counted; Chinese/Japanese characters count half a word each.
-MEANING_WORDS = 4
-SHORT_CHARS = 160  # a passage at least this long has MEANING_WORDS (checked when vectors load)
-
-_HEADING = re.compile(r"^#{1,6}\s+\S")
-_FENCE = re.compile(r"^\s*(```|~~~)")
-_COMMENT = re.compile(r"<!--.*?-->", re.S)
-_SENTENCE_END = re.compile(r"(?<=[.!?。！？])\s+|(?<=[。！？])")
-_CJK_CHAR = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
-_WORD = re.compile(r"\w+")
-
-
-def size(text: str) -> int:
-    """Words, counting each Chinese/Japanese/Korean character as one (they are written unspaced)."""
-    return len(_CJK_CHAR.sub(" ", text).split()) + len(_CJK_CHAR.findall(text))
-
-
-def says_something(passage: str) -> bool:
-    """Whether a passage has words enough to carry meaning beyond its note's name (MEANING_WORDS)."""
-    text = _CJK_CHAR.sub(" ", "\n".join(line for line in passage.splitlines() if not _HEADING.match(line)))
-    cjk = len(_CJK_CHAR.findall(passage)) - sum(len(_CJK_CHAR.findall(line)) for line in passage.splitlines()
-                                                 if _HEADING.match(line))
-    return len(_WORD.findall(text)) + cjk / 2 >= MEANING_WORDS
-
-
-def _blocks(body: str) -> list[tuple[str, str]]:
-    """(heading, block) for each paragraph, list or code block, with the heading it sits under.
-    The list of the `## Observations` section is left out: each observation is a memory with a
-    vector of its own (a Markdown library keeps them in the body too). HTML comments (the
-    dates of observations) carry no meaning and are dropped."""
-    blocks: list[tuple[str, str]] = []
-    heading, lines, fenced = "", list[str](), False
-    observations = False
-
-    def close() -> None:
-        text = _COMMENT.sub("", "\n".join(lines)).strip()
-        if text and not (observations and text[:2] in ("- ", "* ")):
-            blocks.append((heading, text))
-        lines.clear()
-
-    for line in body.splitlines():
-        if _FENCE.match(line):
-            fenced = not fenced
-            lines.append(line)
-            continue
-        if fenced:
-            lines.append(line)
-        elif _HEADING.match(line):
-            close()
-            heading = line.strip()
-            level, title = len(heading) - len(heading.lstrip("#")), heading.lstrip("#")
-            observations = level >= 2 and normalize_heading(title) == "observations"
-        elif not line.strip():
-            close()
-        else:
-            lines.append(line)
-    close()
-    return blocks
-
-
-def _pieces(text: str, most: int) -> list[str]:
-    """A block cut at sentence ends (at words inside a sentence too long) into runs of <= most words."""
-    if size(text) <= most:
-        return [text]
-    units: list[str] = []
-    for sentence in (s for s in _SENTENCE_END.split(text) if s.strip()):
-        if size(sentence) <= most:
-            units.append(sentence)
-        elif sentence.split() and len(sentence.split()) > 1:
-            words = sentence.split()
-            units += [" ".join(words[i:i + most]) for i in range(0, len(words), most)]
-        else:  # unspaced CJK text
-            units += [sentence[i:i + most] for i in range(0, len(sentence), most)]
-    out: list[str] = []
-    run: list[str] = []
-    for unit in units:
-        if run and size(" ".join(run + [unit])) > most:
-            out.append(" ".join(run))
-            run = []
-        run.append(unit)
-    if run:
-        out.append(" ".join(run))
-    return out
-
-
-def split_passages(body: str, most: int = PASSAGE_WORDS) -> list[str]:
-    """A note body as passages of at most `most` words: paragraphs merged while they fit,
-    long ones cut at sentences; a passage that starts inside a section repeats its heading,
-    so "## Risks" still says what the paragraph under it is about. Headings alone are no passage,
-    nor is a body too short to say anything (says_something)."""
-    passages: list[str] = []
-    current: list[str] = []
-    words = 0
-    current_heading = ""
-    for heading, block in _blocks(body):
-        for piece in _pieces(block, most):
-            n = size(piece)
-            starts_section = heading != current_heading
-            if current and (words + n > most or (starts_section and words >= MIN_WORDS)):
-                passages.append("\n\n".join(current))
-                current, words = [], 0
-            if heading and (not current or starts_section):
-                current.append(heading)  # leads the passage, or opens its section inside it
-            current.append(piece)
-            words += n
-            current_heading = heading
-    if current:
-        passages.append("\n\n".join(current))
-    return [p for p in passages if says_something(p)]
 
 
 class SQLitePassages(SQLiteHost):
@@ -187,8 +83,7 @@ class SQLitePassages(SQLiteHost):
             rows = conn.execute("SELECT id, entity_id, vector, CASE WHEN length(text) < ? THEN text END FROM passages "
                                 "WHERE vector IS NOT NULL ORDER BY id", (SHORT_CHARS,)).fetchall()
             version = passages_version(conn)
-        # Vectors stored before short bodies got no passage are left out until the body is split again.
-        rows = [r for r in rows if r[3] is None or says_something(r[3])]
+        rows = [r for r in rows if still_says_something(r[3])]
         ids = np.array([r[0] for r in rows], dtype=np.int64)
         owners = np.array([r[1] for r in rows], dtype=np.int64)
         return PassageVectors(ids, owners, unpack_many([r[2] for r in rows], dimension or 1), version, model)
@@ -222,17 +117,11 @@ class SQLitePassages(SQLiteHost):
 
 def remake_passages(conn: sqlite3.Connection, entity_id: int, texts: list[str]) -> None:
     """Make the entity's passages `texts`, keeping the rows (and vectors) of texts it already has."""
-    kept: dict[str, list[int]] = {}
-    for passage_id, text_hash in conn.execute("SELECT id, text_hash FROM passages WHERE entity_id = ? ORDER BY id",
-                                              (entity_id,)):
-        kept.setdefault(text_hash, []).append(passage_id)
-    for text in texts:
-        text_hash = hashlib.sha256(text.encode("utf-8")).hexdigest()
-        if kept.get(text_hash):
-            kept[text_hash].pop(0)
-        else:
-            conn.execute("INSERT INTO passages (entity_id, text, text_hash) VALUES (?, ?, ?)", (entity_id, text, text_hash))
-    conn.executemany("DELETE FROM passages WHERE id = ?", [(i,) for ids in kept.values() for i in ids])
+    added, dropped = plan_passages(conn.execute("SELECT id, text_hash FROM passages WHERE entity_id = ? ORDER BY id",
+                                                (entity_id,)), texts)
+    conn.executemany("INSERT INTO passages (entity_id, text, text_hash) VALUES (?, ?, ?)",
+                     [(entity_id, text, digest) for text, digest in added])
+    conn.executemany("DELETE FROM passages WHERE id = ?", [(i,) for i in dropped])
 
 
 def passages_version(conn: sqlite3.Connection) -> int:

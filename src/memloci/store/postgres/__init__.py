@@ -43,8 +43,9 @@ Notes with bodies (documents.py) are stored as in SQLite: body, front matter, `[
 relations and links waiting for their target; renamed and merged with every link repaired
 (rename.py, the rules in rename_rules.py). Undo works as in SQLite (undo.py, the rules in
 memloci/undo.py): a destructive write keeps what it removed in its journal entry, sealed
-under the library's lock just before the commit. Note passages are not there yet (the store
-is not `Passages`): a search by meaning does not look inside note bodies, whose words are found.
+under the library's lock just before the commit. Note bodies carry meaning as in SQLite
+(passages.py): cut into passages, kept in step with every body by triggers, embedded by the
+background worker into pgvector columns, and searched by meaning through search_nodes.
 """
 
 from __future__ import annotations
@@ -77,6 +78,7 @@ from .graph import PostgresGraphWrites
 from .graph_reads import PostgresGraphReads
 from .memories import PostgresMemories
 from ..migratable import PostgresMigratable
+from .passages import PostgresPassages
 from .portable import PostgresPortable
 from .rename import PostgresRename
 from .search import PostgresSearch
@@ -103,7 +105,7 @@ def _writers(url: str, schema: str) -> threading.RLock:
 
 
 class PostgresStore(PostgresMemories, PostgresSearch, PostgresGraphReads, PostgresGraphWrites, PostgresDocuments,
-                    PostgresRename, PostgresPortable, PostgresMigratable, PostgresUndo):
+                    PostgresRename, PostgresPortable, PostgresMigratable, PostgresUndo, PostgresPassages):
     """A library kept in a schema of a PostgreSQL database."""
 
     kind = "postgres"

@@ -312,10 +312,10 @@ class PostgresMemories:
                                             "metadata": m.metadata} for m in removed]}, at)
         return removed
 
-    def list_memories(self, *, offset: int, limit: int, filters: MemoryFilter) -> MemoryPage:
+    def list_memories(self, *, offset: int, limit: int, filters: MemoryFilter, count: bool = True) -> MemoryPage:
         with self._read() as conn:
             where, params = filter_sql(filters, conn)
-            (total,) = conn.execute(f"SELECT count(*) FROM memories m WHERE {where}", params).fetchone()
+            (total,) = conn.execute(f"SELECT count(*) FROM memories m WHERE {where}", params).fetchone() if count else (-1,)
             return MemoryPage(tuple(select_memories(conn, where, params, "m.created_at DESC, m.id DESC", limit, offset)),
                               int(total))
 
@@ -482,28 +482,35 @@ class PostgresMemories:
             return library_meta(conn, "embedding_model")
 
     def reset_vectors(self, model: str, dimension: int) -> int:
-        """Forget every vector (the library switches to `model`); returns how many memories wait."""
+        """Forget every vector (the library switches to `model`); returns how many memories and
+        note passages wait."""
+        from .passages import reset_passage_vectors  # (that module builds on this one)
+
         at = now_iso()
         with self._write("vectors") as conn:
             conn.execute("DELETE FROM memory_vectors")
             conn.execute("UPDATE memories SET embedded = false WHERE embedded")
+            passages = reset_passage_vectors(conn)  # note bodies' passages wait for the new model too
             set_vector_column(conn, dimension)
             set_library_meta(conn, "embedding_model", model)
             set_library_meta(conn, "embedding_dimension", str(dimension))
             bump_vectors(conn)
             self._journal(conn, "reindex", "reset_vectors", [], {"model": model, "dimension": dimension}, at)
-            return int(conn.execute("SELECT count(*) FROM memories").fetchone()[0])
+            return int(conn.execute("SELECT count(*) FROM memories").fetchone()[0]) + passages
 
     def pending_count(self) -> int:
         with self._read() as conn:
             return int(conn.execute("SELECT count(*) FROM memories WHERE NOT embedded").fetchone()[0])
 
     def embedding_state(self) -> dict[str, Any]:
+        from .passages import pending_passage_count
+
         with self._read() as conn:
             return {
                 "model": library_meta(conn, "embedding_model"),
                 "dimension": int(library_meta(conn, "embedding_dimension") or 0) or None,
-                "pending": int(conn.execute("SELECT count(*) FROM memories WHERE NOT embedded").fetchone()[0]),
+                "pending": int(conn.execute("SELECT count(*) FROM memories WHERE NOT embedded").fetchone()[0])
+                + pending_passage_count(conn),
                 "tags": int(conn.execute("SELECT count(DISTINCT tag) FROM memory_tags").fetchone()[0]),
             }
 

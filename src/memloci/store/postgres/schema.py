@@ -20,6 +20,7 @@ from typing import Any
 from ...errors import LibraryMissingError, LibraryUnreadableError
 from ...model import now_iso
 from .connection import MIGRATION_LOCK, quoted
+from .passages import PASSAGES_MIGRATION
 from .search_schema import BM25_MIGRATION, SEARCH_MIGRATION
 
 CORE_MIGRATION = """
@@ -136,6 +137,7 @@ MIGRATIONS: list[str] = [
     DOCUMENTS_MIGRATION,  # 3: pending links of notes with bodies
     BM25_MIGRATION,  # 4: memory lengths and library totals for one BM25 on every engine: search_schema.py
     RECALL_MIGRATION,  # 5: loads at a million memories: memloci_fold answers ASCII text at once
+    PASSAGES_MIGRATION,  # 6: note bodies carry meaning: their passages and vectors (passages.py)
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
