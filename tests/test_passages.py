@@ -266,3 +266,37 @@ def test_a_running_server_embeds_a_note_a_person_edited_without_being_told(tmp_p
         assert not any("puppies" in t for t in vectors)
     finally:
         service.close()
+
+
+# -- PostgreSQL: a library made before passages ----------------------------------------------
+
+def test_a_postgres_library_made_before_passages_splits_its_bodies_once_migrated(pg_library):
+    """Migration 6 marks every body already stored, so notes written before it gain meaning too."""
+    import psycopg
+
+    from memloci.store.postgres import PostgresStore
+    from memloci.store.postgres.connection import quoted, schema_for
+    from memloci.store.postgres.schema import SCHEMA_VERSION
+
+    service = MemoryService(LibraryRegistry([pg_library.spec]), EmbedderHandle("none"))
+    try:
+        service.add_entities([NewEntityDocument("Pets", content=PUPPIES)])
+    finally:
+        service.close()
+    # Back to the schema as version 5 left it: no passage tables, no triggers.
+    q = quoted(schema_for(pg_library.name))
+    with psycopg.connect(pg_library.url, autocommit=True) as conn:
+        conn.execute(f"DROP TRIGGER passages_body_insert ON {q}.entities")
+        conn.execute(f"DROP TRIGGER passages_body_update ON {q}.entities")
+        conn.execute(f"DROP TABLE {q}.passages, {q}.passages_stale")
+        conn.execute(f"DROP FUNCTION {q}.memloci_body_changed(), {q}.memloci_passages_removed()")
+        conn.execute(f"DELETE FROM {q}.library_meta WHERE key = 'passages_version'")
+        conn.execute(f"UPDATE {q}.meta SET value = '5' WHERE key = 'schema_version'")
+    store = PostgresStore(pg_library.url, pg_library.name)
+    store.open()
+    try:
+        assert store.stats().schema_version == SCHEMA_VERSION
+        assert store.passage_pending_count() == 1 and store.refresh_passages() == 1
+        assert store.passages_of("Pets") == [PUPPIES] and store.passages_version() == 0
+    finally:
+        store.close()

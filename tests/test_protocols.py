@@ -155,7 +155,7 @@ def test_the_postgres_engine_implements_the_protocols_it_serves():
                 {"name", "kind", "path", "schema"}]
     for proto in (protocols.GraphStore, protocols.MemoryStore, protocols.VectorStore, protocols.ContextStore,
                   protocols.Maintenance, protocols.ServerEngine, VectorSearch, protocols.Portable,
-                  protocols.Migratable):
+                  protocols.Migratable, protocols.Passages):
         assert not _signature_problems(cls, proto), (proto.__name__, _signature_problems(cls, proto))
 
 

@@ -144,8 +144,9 @@ class MemoryStore(StoreBase, Protocol):
     def delete_memories(self, ids: Sequence[int], *, origin: str) -> list[Memory]:
         """Delete memories by id; the ones that were there."""
         ...
-    def list_memories(self, *, offset: int, limit: int, filters: MemoryFilter) -> MemoryPage:
-        """A page of the memories within `filters`, newest first, with their total."""
+    def list_memories(self, *, offset: int, limit: int, filters: MemoryFilter, count: bool = True) -> MemoryPage:
+        """A page of the memories within `filters`, newest first, with their total (-1 when
+        `count` is False: a search filling its page with the newest needs no total)."""
         ...
     def memory_ids(self, filters: MemoryFilter) -> set[int]:
         """Every memory id within `filters` (what a vector search may return)."""
@@ -314,7 +315,8 @@ class Undoable(Protocol):
 
 @runtime_checkable
 class Passages(Protocol):
-    """A store that cuts note bodies into passages for the embedder (sqlite_passages.py)."""
+    """A store that cuts note bodies into passages for the embedder (the rule: memloci/passages.py;
+    kept by sqlite_passages.py, and postgres/passages.py in pgvector columns)."""
 
     def refresh_passages(self, limit: int = 64) -> int:
         """Split again up to `limit` bodies changed since their passages were made; how many."""
