@@ -39,7 +39,7 @@ from .search.embedder import EmbedderHandle, understands
 from .search.entities import OBSERVATION_WEIGHT, count_entities, find_entities, meaning_signals
 from .search.hybrid import _CJK, WEAK_MEANING, MemoryHit, retrieve, word_terms
 from .search.timephrases import TimeRange, parse_time_phrase, split_time_phrase
-from .search.vectors import EmbeddingWorker, PassageIndex, VectorIndex, library_key
+from .search.vectors import EmbeddingWorker, PassageIndex, VectorIndex, VectorSearch, library_key
 from .service_documents import DocumentService
 from .service_history import HistoryService
 from .service_projects import ProjectService
@@ -393,7 +393,7 @@ class MemoryService(DocumentService, ProjectService, HistoryService):
         if not text.strip() or (keywords is not None and not _has_words(keywords)):
             if not (latest or filtered or inside is not None):
                 raise ValidationError("query: must not be empty", hint="Say what to look for, or use list_memories.")
-            listed = store.list_memories(offset=0, limit=n_results, filters=inside or filters).memories
+            listed = store.list_memories(offset=0, limit=n_results, filters=inside or filters, count=False).memories
             hits = [MemoryHit(m, 1.0, "newest" if latest else "in range") for m in listed]
             matched = len(hits)
         else:
@@ -750,8 +750,10 @@ def _narrowed(filters: MemoryFilter, phrase: TimeRange) -> MemoryFilter | None:
 
 def _untimed(store: Store, filters: MemoryFilter) -> MemoryFilter:
     """The filters without their time bounds when those exclude nothing ("this year" in a library
-    started this month): the same memories, searched without first listing every id in range."""
-    if not (filters.after or filters.before):
+    started this month): the same memories, searched without first listing every id in range.
+    A store that searches its own vectors (VectorSearch) puts the range into its queries, where
+    an index answers it: counting both (a million rows each) would cost more than it saves."""
+    if not (filters.after or filters.before) or isinstance(store, VectorSearch):
         return filters
     untimed = replace(filters, after=None, before=None)
     counts = [store.list_memories(offset=0, limit=0, filters=f).total for f in (filters, untimed)]
@@ -795,7 +797,7 @@ def _newest(store: Store, filters: MemoryFilter, n: int, hits: list[MemoryHit]) 
     if n <= 0:
         return []
     seen = {h.memory.id for h in hits}
-    listed = store.list_memories(offset=0, limit=n + len(seen), filters=filters).memories
+    listed = store.list_memories(offset=0, limit=n + len(seen), filters=filters, count=False).memories
     return [MemoryHit(m, 0.0, "in range, newest (no word or meaning match)") for m in listed if m.id not in seen][:n]
 
 

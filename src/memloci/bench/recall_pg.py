@@ -68,6 +68,15 @@ PHRASES = 1000
 MODEL = "minilm"
 
 
+def shared_buffers_mb() -> int:
+    """A quarter of this machine's memory, at most 8 GB, at least 128 MB (PostgreSQL's default)."""
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):  # no sysconf here: PostgreSQL's default
+        return 128
+    return max(128, min(8192, total // 4 // 2**20))
+
+
 def phrases() -> tuple[list[tuple[str, str]], list[str]]:
     """The 1,000 A phrases (with their topic) and the 1,000 B phrases."""
     a = [(topic, f"The {noun} {event}") for topic, nouns in TOPICS.items() for noun in nouns for event in EVENTS]
@@ -129,7 +138,12 @@ def run(*, size: int, queries: int, out: Path, console: Any, url: str | None,
     name = library or f"recall{os.getpid()}x{int(time.time())}"  # a fresh schema each run, dropped at the end
     store = None
     try:
-        url, _ = server.enter_context(postgres_url(url, tmp / "pgdata"))
+        # A temporary server gets the memory a PostgreSQL serving this library would be given:
+        # shared_buffers a quarter of RAM (the usual advice), at most 8 GB, so the HNSW index
+        # (2 GB at a million) is searched in PostgreSQL's own cache, not copied from the OS's.
+        settings = None if url else {"shared_buffers": f"{shared_buffers_mb()}MB"}
+        report["server_settings"] = settings or "as the given server has them"
+        url, _ = server.enter_context(postgres_url(url, tmp / "pgdata", settings))
         embedder = EmbedderHandle(MODEL).get()
         if embedder is None:
             raise ValueError(f"the {MODEL} embedder could not load: {EmbedderHandle(MODEL).status()}")

@@ -27,7 +27,7 @@ import re
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timezone
-
+from typing import Any
 
 from ..model import Memory, MemoryFilter
 from ..store import WordScores
@@ -114,19 +114,33 @@ def retrieve(store, index, embedder, query: str, n: int, filters: MemoryFilter,
     meaning_text = query if meaning_text is None else meaning_text
     grams = _CJK.findall(lexical_text)
     dense = index is not None and bool(meaning_text.strip()) and understands(embedder, meaning_text)  # not CJK to an English model
-    # The model embeds the query on another thread while SQLite ranks words (both release the GIL).
-    embedding = _POOL.submit(embedder.embed, [meaning_text]) if dense else None
+    # The model embeds the query on another thread while the engine ranks words (both release
+    # the GIL). A store that searches its own vectors (VectorSearch: pgvector, the filter in its
+    # query) is asked on that thread too, on a connection of its own, so words and meaning are
+    # searched at once; the word matches it did not return are looked up after.
+    delegated = isinstance(store, VectorSearch)
+
+    def embed_and_search() -> tuple[Any, tuple[dict[int, float], float, float] | None]:
+        vector = embedder.embed([meaning_text])[0]
+        return vector, index.search(vector, k, filters=filters) if delegated else None
+
+    embedding = _POOL.submit(embed_and_search) if dense else None
     words = word_candidates(store, word_terms(lexical_text, keywords is None), grams, k, filters)
     meaning: dict[int, float] = {}
     low = high = 0.0
     if embedding is not None:
         try:
-            vector = embedding.result()[0]
+            vector, searched = embedding.result()
         except Exception as exc:  # the model or endpoint failed now: words still answer
             log.warning("query embedding failed, searching by words only: %s", exc)
-            vector = None
-        if vector is not None and isinstance(store, VectorSearch):  # pgvector: the filter goes into its query
-            meaning, low, high = index.search(vector, k, also=list(words), filters=filters)
+            vector, searched = None, None
+        if searched is not None:
+            meaning, low, high = searched
+            missing = [i for i in words if i not in meaning]
+            if missing:  # the word matches' own similarities, so fusion weighs them too
+                more, _, more_high = index.search(vector, 0, also=missing, filters=filters)
+                meaning.update(more)
+                high = max(high, more_high)
         elif vector is not None:
             allowed = None if filters.empty else store.memory_ids(filters)
             if allowed is None or allowed:

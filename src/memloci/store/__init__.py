@@ -144,8 +144,9 @@ class MemoryStore(StoreBase, Protocol):
     def delete_memories(self, ids: Sequence[int], *, origin: str) -> list[Memory]:
         """Delete memories by id; the ones that were there."""
         ...
-    def list_memories(self, *, offset: int, limit: int, filters: MemoryFilter) -> MemoryPage:
-        """A page of the memories within `filters`, newest first, with their total."""
+    def list_memories(self, *, offset: int, limit: int, filters: MemoryFilter, count: bool = True) -> MemoryPage:
+        """A page of the memories within `filters`, newest first, with their total (-1 when
+        `count` is False: a search filling its page with the newest needs no total)."""
         ...
     def memory_ids(self, filters: MemoryFilter) -> set[int]:
         """Every memory id within `filters` (what a vector search may return)."""

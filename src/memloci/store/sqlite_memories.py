@@ -366,10 +366,10 @@ class SQLiteMemories(SQLiteHost):
                                             "metadata": m.metadata} for m in removed]})
         return removed
 
-    def list_memories(self, *, offset: int, limit: int, filters: MemoryFilter) -> MemoryPage:
+    def list_memories(self, *, offset: int, limit: int, filters: MemoryFilter, count: bool = True) -> MemoryPage:
         with self._read() as conn:
             where, params = filter_sql(filters, conn)
-            total = conn.execute(f"SELECT count(*) FROM memories m WHERE {where}", params).fetchone()[0]
+            total = conn.execute(f"SELECT count(*) FROM memories m WHERE {where}", params).fetchone()[0] if count else -1
             return MemoryPage(tuple(select_memories(conn, where, params, "m.created_at DESC, m.id DESC", limit, offset)),
                               total)
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import time
 import unicodedata
 from collections.abc import Iterable, Sequence
 from contextlib import AbstractContextManager
@@ -46,6 +47,7 @@ _ENTITY_WEIGHTS = "{0.2, 0.4, 0.8, 1.0}"  # A name, B aliases and tags, C type, 
 NEIGHBOUR_WEIGHT = 0.3  # as search/vectors.py: a share of each thread neighbour's similarity
 EF_SEARCH = 100  # HNSW candidates looked at per query (pgvector's default is 40)
 EF_SEARCH_MAX = 1000  # the most pgvector accepts
+MAX_SCAN = 2000  # index entries a filtered HNSW walk looks at, at most (pgvector's default: 20,000)
 # A filter letting at most this many memories through is searched exactly. Measured at 100,000
 # memories: comparing 10,000 vectors one by one took 197 ms, the HNSW index with an iterative
 # scan 40-75 ms for the same 40 hits; about 20 microseconds a vector, so 4,000 stay near 80 ms.
@@ -53,6 +55,7 @@ EXACT_MAX = 4000
 FUZZY_MIN = 0.5  # word_similarity of a misspelled word to a name, at least
 POOL = 300  # entities ranked for a page at most (as store/sqlite_search.py)
 COMMON = 2000  # a word more memories hold is common: only its newest holders are ranked
+COMMON_POOL = 500  # how many of a common word's newest holders are ranked
 ENTITY_COMMON = 500  # the same for entities (as store/sqlite_search.py)
 
 
@@ -86,6 +89,39 @@ def cjk_query(runs: Sequence[str]) -> str | None:
     return any_of(cjk_pieces(runs)) or None
 
 
+def _nearest(conn: Any, vector: str, k: int, where: str, params: Sequence[Any]) -> tuple[dict[int, float], bool]:
+    """The best `k` memories within the filter (`where`) by cosine similarity to `vector`, and
+    whether every vector the filter allows was seen (then the lowest similarity is known)."""
+    filtered = where != "TRUE"
+    narrow = filtered and conn.execute(
+        f"SELECT count(*) FROM (SELECT 1 FROM memories m WHERE {where} LIMIT {EXACT_MAX + 1}) x",
+        params).fetchone()[0] <= EXACT_MAX
+    if narrow:
+        # Few memories pass the filter: compare with each of them (exact, as the in-process
+        # index is). Ordering by similarity, not by distance, keeps the HNSW index out: a
+        # graph walk would look at many rows the filter then drops, and could miss some.
+        rows = conn.execute(f"""SELECT v.memory_id, 1 - (v.embedding <=> %s::vector) AS sim FROM memories m
+                                JOIN memory_vectors v ON v.memory_id = m.id WHERE {where} ORDER BY sim DESC LIMIT %s""",
+                            (vector, *params, k)).fetchall()
+        return {int(i): float(sim) for i, sim in rows}, len(rows) < k
+    # The HNSW index. With a filter, pgvector's iterative scan keeps walking the graph until k
+    # rows pass, but at most MAX_SCAN index entries: a filter whose memories lie far from the
+    # query (a tag about hiring, a question about invoices) would otherwise walk tens of
+    # thousands (2 s at a million). What it found then is the best of the nearest MAX_SCAN;
+    # the word matches' own similarities are added by the caller.
+    conn.execute("SELECT set_config('hnsw.ef_search', %s, true)", (str(min(EF_SEARCH_MAX, max(EF_SEARCH, k))),))
+    if filtered:
+        conn.execute("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true), "
+                     "set_config('hnsw.max_scan_tuples', %s, true)", (str(MAX_SCAN),))
+    rows = conn.execute(
+        f"""SELECT v.memory_id, 1 - (v.embedding <=> %s::vector) FROM memory_vectors v
+            {"JOIN memories m ON m.id = v.memory_id WHERE " + where if filtered else ""}
+            ORDER BY v.embedding <=> %s::vector LIMIT %s""", (vector, *params, vector, k)).fetchall()
+    # unfiltered, fewer than k rows means the library holds fewer vectors; filtered, the walk
+    # may have stopped at MAX_SCAN
+    return {int(i): float(sim) for i, sim in rows}, not filtered and len(rows) < k
+
+
 class PostgresSearch:
     """The search half of PostgresStore (mixed in; uses its _read)."""
 
@@ -100,9 +136,10 @@ class PostgresSearch:
         (search/bm25.py scores them, as FTS5 scores them on SQLite), plus the best `k` by CJK pieces."""
         with self._read() as conn:
             where, params = filter_sql(filters, conn)
-            counted = _word_counts(conn, term_tsqueries(conn, terms), where, params) if terms else None
+            counted = _word_counts(conn, term_tsqueries(conn, terms), filters, where, params) if terms else None
             # CJK pieces: the count of pieces held, added to the words' score
-            grams_found = _pooled_rank(conn, "grams", cjk_pieces(grams), "{0.1, 0.2, 0.4, 1.0}", 0, k, where, params)
+            grams_found = _pooled_rank(conn, "grams", cjk_pieces(grams), "{0.1, 0.2, 0.4, 1.0}", 0, k,
+                                       filters, where, params)
         if counted is None:
             return MemoryWordCounts(0, 0, (), {}, {}, grams_found)
         return dataclasses.replace(counted, grams=grams_found)
@@ -122,30 +159,7 @@ class PostgresSearch:
                 return VectorCandidates({}, 0.0, 0.0)
             where, params = filter_sql(filters, conn)
             vector = vector_text(query)
-            filtered = where != "TRUE"
-            narrow = filtered and conn.execute(
-                f"SELECT count(*) FROM (SELECT 1 FROM memories m WHERE {where} LIMIT {EXACT_MAX + 1}) x",
-                params).fetchone()[0] <= EXACT_MAX
-            if narrow:
-                # Few memories pass the filter: compare with each of them (exact, as the in-process
-                # index is). Ordering by similarity, not by distance, keeps the HNSW index out: a
-                # graph walk would look at many rows the filter then drops, and could miss some.
-                sql = f"""SELECT v.memory_id, 1 - (v.embedding <=> %s::vector) AS sim FROM memories m
-                          JOIN memory_vectors v ON v.memory_id = m.id WHERE {where} ORDER BY sim DESC LIMIT %s"""
-                rows = conn.execute(sql, (vector, *params, k))
-            else:
-                # The HNSW index; with a filter it looks at more candidates and keeps walking the
-                # graph until k rows pass (pgvector 0.8 iterative scans).
-                ef_search = min(EF_SEARCH_MAX, max(EF_SEARCH, k) * (4 if filtered else 1))
-                conn.execute("SELECT set_config('hnsw.ef_search', %s, true)", (str(ef_search),))
-                if filtered:
-                    conn.execute("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true)")
-                rows = conn.execute(
-                    f"""SELECT v.memory_id, 1 - (v.embedding <=> %s::vector) FROM memory_vectors v
-                        {"JOIN memories m ON m.id = v.memory_id WHERE " + where if filtered else ""}
-                        ORDER BY v.embedding <=> %s::vector LIMIT %s""", (vector, *params, vector, k))
-            own = {int(i): float(sim) for i, sim in rows}
-            exhausted = len(own) < k  # every vector the filter allows was seen
+            own, exhausted = _nearest(conn, vector, k, where, params) if k > 0 else ({}, False)
             extra = [i for i in dict.fromkeys(also) if i not in own]
             if extra:
                 own.update({int(i): float(s) for i, s in conn.execute(
@@ -311,87 +325,96 @@ def _holders(conn: Any, column: str, queries: Sequence[str]) -> list[int]:
     return [int(known[q]) if q in known else int(counted[q]) for q in queries]
 
 
-def _pool(column: str, queries: Sequence[str], holders: Sequence[int], where: str,
-          params: Sequence[Any]) -> tuple[str, list[Any]] | None:
-    """SQL selecting the ids of a bounded pool of memories within the filter (`where`): every
-    memory holding a word that at most COMMON memories hold, and of the newest COMMON holding
-    the others those within the filter. Ranking every holder of a common word ("w0" in a fifth
-    of a million memories) would take seconds; a rare word decides the answer anyway."""
+def _pool_ids(conn: Any, column: str, queries: Sequence[str], holders: Sequence[int], filters: MemoryFilter,
+              where: str, params: Sequence[Any]) -> list[int]:
+    """The ids of a bounded pool of memories within the filter (`where`): every memory holding a
+    word that at most COMMON memories hold, and of the newest COMMON_POOL holding the others (in
+    the filter's time range) those the whole filter lets through. Ranking every holder of a
+    common word ("upgrade" in a tenth of a million memories) would take seconds; a rare word
+    decides the answer anyway, and among common words the newest holders stand for the rest.
+
+    The ids are fetched before any row is read: a query joining the pool's subquery back to
+    `memories` left the plan to estimates, and one such plan unnested every tsvector of a
+    million memories (91 s). Each step here is an index probe whatever the estimates say."""
     rare = [q for q, n in zip(queries, holders) if 0 < n <= COMMON]
     common = [q for q, n in zip(queries, holders) if n > COMMON]
-    if not rare and not common:
-        return None
-    parts, pool_params = [], []
-    if rare:
-        parts.append(f"SELECT m.id FROM memories m WHERE m.{column} @@ %s::tsquery AND {where}")
-        pool_params += [any_of(rare), *params]
-    if common and where == "TRUE":
-        parts.append(f"(SELECT m.id FROM memories m WHERE m.{column} @@ %s::tsquery ORDER BY m.id DESC LIMIT {COMMON})")
-        pool_params.append(any_of(common))
-    elif common:
-        # Within a filter: the newest COMMON holders, of which those the filter lets through.
-        # Asking for COMMON holders inside the filter walks back through COMMON / (the word's share
-        # x the filter's share) memories: the whole table of 100,000 for a word and a tag one memory
-        # in ten holds each (210 ms); this reads COMMON / the word's share, whatever the filter.
-        parts.append(f"""(SELECT m.id FROM (SELECT id FROM memories WHERE {column} @@ %s::tsquery
-                                            ORDER BY id DESC LIMIT {COMMON}) c
-                          JOIN memories m ON m.id = c.id WHERE {where})""")
-        pool_params += [any_of(common), *params]
-    return " UNION ".join(parts), pool_params
+    found: list[int] = []
+    if rare:  # at most COMMON a word: the GIN index gives them all
+        found += [r[0] for r in conn.execute(
+            f"SELECT id FROM memories WHERE {column} @@ %s::tsquery", (any_of(rare),))]
+    if common:
+        # The newest holders within the time range (a per-row check on the walk back through
+        # ids); tags, type and entity are checked after, on these few.
+        timed, timed_params = filter_sql(MemoryFilter(after=filters.after, before=filters.before), conn)
+        found += [r[0] for r in conn.execute(
+            f"""SELECT m.id FROM memories m WHERE m.{column} @@ %s::tsquery AND {timed}
+                ORDER BY m.id DESC LIMIT {COMMON_POOL}""", (any_of(common), *timed_params))]
+    if not found or where == "TRUE":
+        return list(dict.fromkeys(found))
+    return [r[0] for r in conn.execute(f"SELECT m.id FROM memories m WHERE m.id = ANY(%s) AND {where}",
+                                        (list(dict.fromkeys(found)), *params))]
 
 
 # tsvector weights of memories.search (search_schema.py) -> BM25 columns (search/bm25.py:
-# content, context, labels)
+# content, context, labels); D (no letter) is not one of them
 _COLUMN_OF_WEIGHT = {"A": 0, "C": 1, "B": 2}
 
 
-def _word_counts(conn: Any, queries: Sequence[str], where: str, params: Sequence[Any]) -> MemoryWordCounts:
-    """What BM25 needs of the pool's memories (_pool) for these queries (one per query term):
+def _word_counts(conn: Any, queries: Sequence[str], filters: MemoryFilter, where: str,
+                 params: Sequence[Any]) -> MemoryWordCounts:
+    """What BM25 needs of the pool's memories (_pool_ids) for these queries (one per query term):
     how often each term occurs in each column of each (the positions of its lexemes in
-    `search`, by weight), their lengths, the terms' holders and the library's totals."""
+    `search`, by weight), their lengths, the terms' holders and the library's totals.
+
+    The positions are read from each pool memory's tsvector as text, `'lexeme':1A,5,7B ...`
+    (the query's lexemes are matched in the same escaped form tsquery text gives them): half
+    the time of unnesting every tsvector in SQL."""
     holders = _holders(conn, "search", queries)
     documents, tokens = conn.execute("SELECT documents, tokens FROM search_totals").fetchone()
-    pool = _pool("search", queries, holders, where, params)
+    ids = _pool_ids(conn, "search", queries, holders, filters, where, params)
     counts: dict[int, dict[int, list[int]]] = {}
     lengths: dict[int, int] = {}
-    if pool is not None:
-        terms_of: dict[str, list[int]] = {}  # lexeme -> the query terms it stands for
-        for i, q in enumerate(queries):
-            for lexeme in dict.fromkeys(w.replace("''", "'") for w in _LEXEME.findall(q)):
-                terms_of.setdefault(lexeme, []).append(i)
-        sql, pool_params = pool
-        for memory_id, length, lexeme, weights in conn.execute(
-                f"""SELECT m.id, m.search_length, u.lexeme, u.weights FROM memories m, unnest(m.search) u
-                    WHERE m.id IN ({sql}) AND u.lexeme = ANY(%s)""", (*pool_params, list(terms_of))):
+    terms_of: dict[str, list[int]] = {}  # lexeme (escaped, as in tsvector text) -> its query terms
+    for i, q in enumerate(queries):
+        for lexeme in dict.fromkeys(_LEXEME.findall(q)):
+            terms_of.setdefault(lexeme, []).append(i)
+    if ids and terms_of:
+        # a lexeme starts the text or follows a space (lexemes hold no spaces); '' is a quote
+        found = re.compile("(?:^| )'(" + "|".join(map(re.escape, terms_of)) + r")':([0-9A-D,]+)")
+        for memory_id, length, text in conn.execute(
+                "SELECT id, search_length, search::text FROM memories WHERE id = ANY(%s)", (ids,)):
             lengths[int(memory_id)] = int(length)
-            mine = counts.setdefault(int(memory_id), {})
-            for i in terms_of[lexeme]:
-                columns = mine.setdefault(i, [0, 0, 0])
-                for weight in weights:
-                    if weight in _COLUMN_OF_WEIGHT:
-                        columns[_COLUMN_OF_WEIGHT[weight]] += 1
+            for lexeme, positions in found.findall(text):
+                mine = counts.setdefault(int(memory_id), {})
+                columns_of = [_COLUMN_OF_WEIGHT.get(p[-1]) for p in positions.split(",")]
+                for i in terms_of[lexeme]:
+                    columns = mine.setdefault(i, [0, 0, 0])
+                    for column in columns_of:
+                        if column is not None:
+                            columns[column] += 1
     return MemoryWordCounts(int(documents), int(tokens), tuple(max(n, 1) for n in holders),
                             {m: {i: tuple(c) for i, c in terms.items()} for m, terms in counts.items()}, lengths, {})
 
 
 def _pooled_rank(conn: Any, column: str, queries: Sequence[str], weights: str, normalization: int, k: int,
-                 where: str, params: Sequence[Any]) -> dict[int, float]:
-    """The best k memories of the pool (_pool) by ts_rank of `column` against any of `queries`
+                 filters: MemoryFilter, where: str, params: Sequence[Any]) -> dict[int, float]:
+    """The best k memories of the pool (_pool_ids) by ts_rank of `column` against any of `queries`
     (CJK pieces: how many a memory holds)."""
     if not queries:
         return {}
-    pool = _pool(column, queries, _holders(conn, column, queries), where, params)
-    if pool is None:
+    ids = _pool_ids(conn, column, queries, _holders(conn, column, queries), filters, where, params)
+    if not ids:
         return {}
-    sql, pool_params = pool
     rows = conn.execute(
         f"""SELECT m.id, ts_rank('{weights}', m.{column}, w.q, {int(normalization)}) AS s
-            FROM memories m, (SELECT %s::tsquery) AS w(q) WHERE m.id IN ({sql}) ORDER BY s DESC, m.id DESC LIMIT %s""",
-        (any_of(queries), *pool_params, k))
+            FROM memories m, (SELECT %s::tsquery) AS w(q) WHERE m.id = ANY(%s) ORDER BY s DESC, m.id DESC LIMIT %s""",
+        (any_of(queries), ids, k))
     return {int(i): float(score) for i, score in rows}
 
 
 _LEXEME = re.compile(r"'((?:[^']|'')*)'")
+_STATISTICS_TTL = 30.0  # seconds a library's most-common-words statistics are reused
+_statistics: dict[tuple[str, str], tuple[float, dict[str, float]]] = {}
 
 
 def _estimated_holders(conn: Any, column: str, queries: Sequence[str]) -> dict[str, float]:
@@ -399,17 +422,23 @@ def _estimated_holders(conn: Any, column: str, queries: Sequence[str]) -> dict[s
     most common elements, kept by ANALYZE and autovacuum) put in more than 4 x COMMON memories
     (surely more than COMMON, even if the statistics are somewhat old), with how many memories
     those statistics say hold it. Nothing before the first ANALYZE, or for words the statistics
-    do not list (those are counted)."""
+    do not list (those are counted). The statistics change only at an ANALYZE, so each
+    process reuses them for _STATISTICS_TTL seconds."""
     if not queries:
         return {}
-    row = conn.execute(
-        """SELECT s.most_common_elems::text::text[], s.most_common_elem_freqs, c.reltuples
-           FROM pg_stats s JOIN pg_class c ON c.relname = s.tablename AND c.relnamespace = s.schemaname::regnamespace
-           WHERE s.schemaname = current_schema() AND s.tablename = 'memories' AND s.attname = %s""",
-        (column,)).fetchone()
-    if not row or not row[0] or not row[1] or not row[2] or row[2] <= 0:
-        return {}
-    holders = {lexeme: freq * row[2] for lexeme, freq in zip(row[0], row[1])}
+    (schema,) = conn.execute("SELECT current_schema()").fetchone()
+    cached = _statistics.get((schema, column))
+    if cached is None or time.monotonic() - cached[0] > _STATISTICS_TTL:
+        row = conn.execute(
+            """SELECT s.most_common_elems::text::text[], s.most_common_elem_freqs, c.reltuples
+               FROM pg_stats s JOIN pg_class c ON c.relname = s.tablename AND c.relnamespace = s.schemaname::regnamespace
+               WHERE s.schemaname = current_schema() AND s.tablename = 'memories' AND s.attname = %s""",
+            (column,)).fetchone()
+        holders: dict[str, float] = {}
+        if row and row[0] and row[1] and row[2] and row[2] > 0:
+            holders = {lexeme: freq * row[2] for lexeme, freq in zip(row[0], row[1])}
+        cached = _statistics[(schema, column)] = (time.monotonic(), holders)
+    holders = cached[1]
     found = {q: max((holders.get(w.replace("''", "'"), 0.0) for w in _LEXEME.findall(q)), default=0.0) for q in queries}
     return {q: n for q, n in found.items() if n > 4 * COMMON}
 
