@@ -201,16 +201,17 @@ def test_a_link_that_cannot_be_removed_exactly_is_refused(vault):
 
 
 def test_a_rename_the_value_cannot_hold_is_refused(vault):
-    """`'[[Ideas]]'` cannot become `'[[Bob's ideas]]'`: the quote would end the value."""
+    """`see [[Ideas]]` cannot become `see [[Ideas: big]]`: unquoted, `: ` would start a mapping."""
     service, folder, original = vault
-    note = b"---\nsource: '[[Ideas]]'\n---\nA note.\n"
+    note = b"---\nsource: '[[Ideas]]'\nsee: see [[Ideas]]\n---\nA note.\n"
     (folder / "Quoted.md").write_bytes(note)
     service.store("v").sync()
-    with pytest.raises(ValidationError, match="^source: the link"):
-        service.rename_entity("Ideas", "Bob's ideas")
+    with pytest.raises(ValidationError, match="^see: the link"):
+        service.rename_entity("Ideas", "Ideas: big")
     check(folder, {**original, "Quoted.md": note})
-    service.rename_entity("Ideas", "Big ideas")
-    assert files(folder)["Quoted.md"] == b"---\nsource: '[[Big ideas]]'\n---\nA note.\n"
+    # a quote in single quotes is written twice, as YAML reads it
+    service.rename_entity("Ideas", "Bob's ideas")
+    assert files(folder)["Quoted.md"] == b"---\nsource: '[[Bob''s ideas]]'\nsee: see [[Bob's ideas]]\n---\nA note.\n"
 
 
 def test_a_link_inside_text_is_refused_naming_its_key(vault):
@@ -350,9 +351,9 @@ def test_sqlite_deletes_links_on_continuation_lines(sqlite):
     assert rels(service, from_entity="Layouts") == {("Layouts", "team", "Bob")}
     service.undo(next(e for e in service.history() if e.action == "delete_relations").id)
     assert service.read_entities(["Layouts"])["entities"][0]["content"] == before
-    service.add_entities([NewEntityDocument("Quoted", content="---\nsource: '[[Ideas]]'\n---\nA note.\n")])
+    service.add_entities([NewEntityDocument("Quoted", content="---\nsource: see [[Ideas]]\n---\nA note.\n")])
     with pytest.raises(ValidationError, match="^source: the link"):
-        service.rename_entity("Ideas", "Bob's ideas")
+        service.rename_entity("Ideas", "Ideas: big")
     assert ("Quoted", "source", "Ideas") in rels(service, from_entity="Quoted")
 
 

@@ -24,6 +24,7 @@ from .errors import (
 from .markdown.document import EntityDocument, normalize_heading, rewrite_wikilinks
 from .markdown.frontmatter import check_renamed_links
 from .markdown.obsidian import all_tags, block_links, block_links_or_none
+from .markdown.value_links import rename_value_links
 from .model import content_hash, name_key
 from .rules import EntityRef, GraphTx, cycle_path
 
@@ -169,7 +170,7 @@ def rewrite_links(tx: RenameTx, old: str, new: str, target_id: int) -> list[str]
     tx.note_rename(old, new)
     # Front matter keys memloci does not know (`company: "[[Acme]]"`) hold links as text too.
     for entity_id, name, blocks in tx.extra_holders(old):
-        new_blocks = [rewrite_wikilinks(b, old, new) for b in blocks]
+        new_blocks = [rename_value_links(b, old, new) for b in blocks]  # each in its quoting
         if new_blocks != blocks:  # read back: the same links, old -> new, or refused
             check_renamed_links(block_links(blocks), block_links_or_none(new_blocks), old, new, name_key)
             tx.before_change([entity_id])
@@ -216,7 +217,10 @@ def merge_entities(tx: RenameTx, schema: LibrarySchema, sources: Sequence[str], 
     target_id, target_name = found[name_key(target)].id, found[name_key(target)].name
     source_ids = list(dict.fromkeys(found[name_key(s)].id for s in sources))
     pointing = tx.pointing_at(source_ids)  # their front matter will name the target instead
-    tx.before_change([target_id, *source_ids])
+    # Every entity whose relations move is kept as it was before any moves (an undo puts back
+    # the first state kept; one kept after its relation moved would keep the moved one too).
+    neighbours = [i for sid in source_ids for f, _, t, _ in tx.relations_of(sid) for i in (f, t)]
+    tx.before_change(list(dict.fromkeys([target_id, *source_ids, *neighbours])))
     docs = {i: tx.document(i) for i in [target_id, *source_ids]}
     into = docs[target_id]
     aliases, tags, body = folded_document(into, [docs[i] for i in source_ids])

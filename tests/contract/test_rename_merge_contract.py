@@ -89,15 +89,15 @@ def test_rename_resolves_links_waiting_for_the_new_name(engine):
 def test_rename_refuses_a_missing_or_taken_name_and_changes_nothing(engine):
     s = engine.service
     s.create_entities([EntityInput("api", "service"), EntityInput("db", "database", ("holds data",))])
-    s.add_entities([NewEntityDocument("owner", content="---\nsystem: '[[db]]'\n---\nUses [[db]].\n")])
+    s.add_entities([NewEntityDocument("owner", content="---\nsystem: see [[db]]\n---\nUses [[db]].\n")])
     before = snapshot(s)
     with pytest.raises(NotFoundError, match="old_name: entity 'ghost' does not exist"):
         s.rename_entity("ghost", "spirit")
     with pytest.raises(AlreadyExistsError, match="new_name: 'api' is taken"):
         s.rename_entity("db", "API")
-    # A single-quoted front-matter value cannot hold a name with a quote without saying something else.
+    # An unquoted front-matter value cannot hold `: ` without saying something else.
     with pytest.raises(ValidationError, match=r"system: the link \[\[db\]\] in this front-matter value"):
-        s.rename_entity("db", "Bob's db")
+        s.rename_entity("db", "db: main")
     with pytest.raises(ValidationError, match="new_name"):
         s.rename_entity("db", "a [[b]]")
     assert snapshot(s) == before, "a refused rename leaves everything as it was"
@@ -154,3 +154,96 @@ def test_merge_refuses_and_changes_nothing(engine):
     with pytest.raises(InvalidRelationError, match=r"merging into 'b' would close a cycle \(b -> a -> b\)"):
         s.merge_entities(["c"], "b")
     assert snapshot(s) == before, "a refused merge leaves everything as it was"
+
+
+# -- names with quotes: each front-matter value keeps its quoting, escaped as it needs ----------
+
+QUOTED = ('---\nrelated: "[[Bob \\"The Builder\\"]]"\nsource: \'[[O\'\'Brien]]\'\n'
+          'both: ["[[Bob \\"The Builder\\"|Bob]]", \'[[O\'\'Brien#Early]]\']\n---\n'
+          'Met [[Bob "The Builder"|Bob]] and [[O\'Brien#Early life]].\n')
+
+
+def test_rename_rewrites_links_whose_names_are_escaped_in_front_matter(engine):
+    s = engine.service
+    s.create_entities([EntityInput('Bob "The Builder"', "person"), EntityInput("O'Brien", "person")])
+    s.add_entities([NewEntityDocument("notes", content=QUOTED)])
+    before = text_of(s, "notes")
+    first = s.rename_entity('Bob "The Builder"', 'Bob "Builder" O\'Neil')
+    assert first["links_rewritten_in"] == ["notes"]
+    second = s.rename_entity("O'Brien", 'Ed "O\'Brien"')
+    assert second["links_rewritten_in"] == ["notes"]
+    # Only the bytes of each link changed, each in its value's quoting: `\"` in double quotes, `''` in single.
+    assert text_of(s, "notes") == before.replace(
+        '"[[Bob \\"The Builder\\"]]"', '"[[Bob \\"Builder\\" O\'Neil]]"').replace(
+        '"[[Bob \\"The Builder\\"|Bob]]"', '"[[Bob \\"Builder\\" O\'Neil|Bob]]"').replace(
+        "'[[O''Brien]]'", "'[[Ed \"O''Brien\"]]'").replace(
+        "'[[O''Brien#Early]]'", "'[[Ed \"O''Brien\"#Early]]'").replace(
+        '[[Bob "The Builder"|Bob]] and', '[[Bob "Builder" O\'Neil|Bob]] and').replace(
+        "[[O'Brien#Early life]]", "[[Ed \"O'Brien\"#Early life]]")
+    assert triples(s, from_entity="notes") == {
+        ("notes", "related", 'Bob "Builder" O\'Neil'), ("notes", "both", 'Bob "Builder" O\'Neil'),
+        ("notes", "links_to", 'Bob "Builder" O\'Neil'), ("notes", "source", 'Ed "O\'Brien"'),
+        ("notes", "both", 'Ed "O\'Brien"'), ("notes", "links_to", 'Ed "O\'Brien"')}
+    # Undo puts the old bytes back exactly.
+    for entry in [e for e in s.history(limit=20) if e.action == "rename_entity"]:  # newest first
+        s.undo(entry.id)
+    assert text_of(s, "notes") == before
+
+
+def test_merge_rewrites_links_whose_names_are_escaped_in_front_matter(engine):
+    s = engine.service
+    s.create_entities([EntityInput('Bob "The Builder"', "person"), EntityInput("O'Brien", "person")])
+    s.add_entities([NewEntityDocument("notes", content=QUOTED)])
+    before = text_of(s, "notes")
+    result = s.merge_entities(['Bob "The Builder"'], "O'Brien")
+    assert result["links_rewritten_in"] == ["notes"]
+    assert text_of(s, "notes") == before.replace(
+        '"[[Bob \\"The Builder\\"]]"', '"[[O\'Brien]]"').replace(
+        '"[[Bob \\"The Builder\\"|Bob]]"', '"[[O\'Brien|Bob]]"').replace(
+        '[[Bob "The Builder"|Bob]] and', "[[O'Brien|Bob]] and")
+    assert triples(s, from_entity="notes") == {("notes", "related", "O'Brien"), ("notes", "both", "O'Brien"),
+                                               ("notes", "links_to", "O'Brien"), ("notes", "source", "O'Brien")}
+    (entry,) = [e for e in s.history(limit=20) if e.action == "merge_entities"]
+    s.undo(entry.id)
+    assert text_of(s, "notes") == before
+
+
+def test_a_refused_rename_lists_nothing_and_leaves_every_value(engine):
+    s = engine.service
+    s.create_entities([EntityInput("db", "database")])
+    s.add_entities([NewEntityDocument("a", content='---\nsystem: "[[db]]"\n---\nUses [[db]].\n'),
+                    NewEntityDocument("b", content="---\nnote: see [[db]] first\n---\n")])
+    before = snapshot(s)
+    with pytest.raises(ValidationError, match=r"^note: the link \[\[db\]\] in this front-matter value cannot be "
+                                              r"rewritten as \[\[db: main\]\]"):
+        s.rename_entity("db", "db: main")
+    assert snapshot(s) == before, "nothing half-applied: not the quoted value, not the body"
+
+
+PERSON = ('---\r\nrelated: "[[Bob \\"The Builder\\"]]"   # who built it\r\nsource: \'[[o\'\'brien]]\'\r\n'
+          'relations:\r\n  - {type: knows, to: "Bob \\"The Builder\\""}\r\n---\r\n'
+          '# notes\r\n\r\nMet [[Bob "The Builder"#Work|him]] and `[[Bob "The Builder"]]` in code.\r\n')
+
+
+def test_a_markdown_file_a_person_wrote_changes_by_the_bytes_of_its_links(tmp_path):
+    from memloci.libraries import LibraryRegistry, LibrarySpec
+    from memloci.service import MemoryService
+
+    folder = tmp_path / "lib"
+    folder.mkdir()
+    (folder / "notes.md").write_bytes(PERSON.encode())
+    s = MemoryService(LibraryRegistry([LibrarySpec("lib", folder, "markdown")]))
+    try:
+        s.create_entities([EntityInput('Bob "The Builder"', "person"), EntityInput("O'Brien", "person")])
+        assert s.rename_entity('Bob "The Builder"', 'Bob "Builder" \\ Jr')["links_rewritten_in"] == ["notes"]
+        assert s.rename_entity("O'Brien", "O'Neil")["links_rewritten_in"] == ["notes"]
+        assert (folder / "notes.md").read_bytes() == PERSON.replace(
+            '"[[Bob \\"The Builder\\"]]"', '"[[Bob \\"Builder\\" \\\\ Jr]]"').replace(
+            "'[[o''brien]]'", "'[[O''Neil]]'").replace(
+            'to: "Bob \\"The Builder\\""', 'to: "Bob \\"Builder\\" \\\\ Jr"').replace(
+            '[[Bob "The Builder"#Work|him]]', '[[Bob "Builder" \\ Jr#Work|him]]').encode()
+        for entry in [e for e in s.history(limit=20) if e.action == "rename_entity"]:  # newest first
+            s.undo(entry.id)
+        assert (folder / "notes.md").read_bytes() == PERSON.encode(), "undo puts back the person's bytes"
+    finally:
+        s.close()

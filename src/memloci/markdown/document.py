@@ -479,20 +479,28 @@ def _stem(target: str) -> str:
 def rewrite_wikilinks(text: str, old: str, new: str) -> str:
     """Point links to `old` (case-insensitive) at `new`, keeping `#heading`, `|label` and
     every other byte; links inside code stay as they are."""
+    parts, last = [], 0
+    for at, end in renamed_spans(text, old, new):
+        parts += [text[last:at], new.strip()]
+        last = end
+    return "".join(parts) + text[last:]
+
+
+def renamed_spans(text: str, old: str, new: str) -> list[tuple[int, int]]:
+    """(start, end) in `text` of the name part of each link to `old` that a rename to `new`
+    replaces (`[[dir/old.md#h|label]]`: just `old`), in order; links inside code are not links."""
     if not old.strip():
         raise ValidationError("old: must not be empty")
     if not new.strip() or any(c in new for c in "[]|#\n"):
         raise ValidationError("new: must be a non-empty name without [ ] | # or line breaks")
-    want, parts, last = _fold(old.strip()), [], 0
+    want, spans = _fold(old.strip()), []
     for m in _links(text):
         lead, t = _target(m.group(1))
         if _fold(_stem(t)) == want:  # only the name: [[dir/old.md]] -> [[dir/new.md]]
             suffix = 3 if t.casefold().endswith(".md") else 0
             prefix = t[:len(t) - suffix].rsplit("/", 1)[0] + "/" if "/" in t[:len(t) - suffix] else ""
-            at = m.start(1) + lead + len(prefix)
-            parts += [text[last:at], new.strip()]
-            last = m.start(1) + lead + len(t) - suffix
-    return "".join(parts) + text[last:]
+            spans.append((m.start(1) + lead + len(prefix), m.start(1) + lead + len(t) - suffix))
+    return spans
 
 
 def toc(text: str) -> list[dict]:

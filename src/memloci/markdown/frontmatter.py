@@ -16,10 +16,12 @@ import yaml
 
 from ..errors import ValidationError
 from .document import _LOADER, _WIKILINK, _scalar, _stem, _target, _text
+from .value_links import refused
 
 _LINES = re.compile(r"[^\n]*\n|[^\n]+")
 _KEY_LINE = re.compile(r"(\"[^\"\n]*\"|'[^'\n]*'|[^\s:#\-][^:\n]*):(?:[ \t]|$)")
 _ITEM = re.compile(r"([ \t]*)-(?:[ \t]|$)")
+_QUOTED = r"\"(?:[^\"\\\n]|\\.)*\"|'(?:[^'\n]|'')*'"  # a quoted scalar on one line, escapes and all
 
 
 def split(text: str) -> tuple[str, str, str] | None:
@@ -58,10 +60,10 @@ scalar = _scalar  # one quoting rule for rendered and edited front matter
 def _quoted_like(old: str, value: str) -> str:
     """`value` written with the quoting `old` used (when that quoting can hold it)."""
     old = old.strip()
-    if old.startswith('"') and "\\" not in value and '"' not in value and "\n" not in value:
-        return f'"{value}"'
-    if old.startswith("'") and "'" not in value and "\n" not in value:
-        return f"'{value}'"
+    if old.startswith('"') and "\n" not in value:  # escaped as double quotes need
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if old.startswith("'") and "\n" not in value:  # a quote in single quotes is written twice
+        return "'" + value.replace("'", "''") + "'"
     return scalar(value)
 
 
@@ -310,9 +312,9 @@ def _like(template: str | None, rtype: str, to: str) -> str:
     """A relations item for (rtype, to), laid out as `template` is."""
     if template is None:
         return f"  - {{type: {scalar(rtype)}, to: {scalar(to)}}}\n"
-    out = re.sub(r"((?:type|relation_type|relationType)\s*:\s*)(\"[^\"]*\"|'[^']*'|[^,}\n#]+?)(\s*(?:[,}]|#|\n|$))",
+    out = re.sub(r"((?:type|relation_type|relationType)\s*:\s*)(" + _QUOTED + r"|[^,}\n#]+?)(\s*(?:[,}]|#|\n|$))",
                  lambda m: m.group(1) + _quoted_like(m.group(2), rtype) + m.group(3), template, count=1)
-    out = re.sub(r"(\bto\s*:\s*)(\"[^\"]*\"|'[^']*'|[^,}\n#]+?)(\s*(?:[,}]|#|\n|$))",
+    out = re.sub(r"(\bto\s*:\s*)(" + _QUOTED + r"|[^,}\n#]+?)(\s*(?:[,}]|#|\n|$))",
                  lambda m: m.group(1) + _quoted_like(m.group(2), to) + m.group(3), out, count=1)
     return out if out.endswith("\n") else out + "\n"
 
@@ -335,10 +337,10 @@ def rename_relation_targets(yaml_text: str, old: str, new: str, key_of: Callable
     by_type = isinstance(mapping, dict) and isinstance(mapping.get("relations"), dict)
     for i in range(first, end):  # the key line too: `relations: [{type: x, to: y}]`
         if by_type and i > first:  # `relations: {uses: [a, b]}` written as `  uses: [a, b]` / `    - a`
-            lines[i] = re.sub(r"((?:^[ \t]+-[ \t]+|^[ \t]+[^:#\n]+:[ \t]+\[?|,[ \t]*))(\"[^\"]*\"|'[^']*'|[^,\]\n#]+?)"
+            lines[i] = re.sub(r"((?:^[ \t]+-[ \t]+|^[ \t]+[^:#\n]+:[ \t]+\[?|,[ \t]*))(" + _QUOTED + r"|[^,\]\n#]+?)"
                               r"((?:))(?=\s*(?:[,\]]|#|\n|$))", swap, lines[i])
         else:
-            lines[i] = re.sub(r"(\bto\s*:\s*)(\"[^\"]*\"|'[^']*'|[^,}\n#]+?)(\s*(?:[,}]|#|\n|$))", swap, lines[i])
+            lines[i] = re.sub(r"(\bto\s*:\s*)(" + _QUOTED + r"|[^,}\n#]+?)(\s*(?:[,}]|#|\n|$))", swap, lines[i])
     return "".join(lines)
 
 
@@ -473,8 +475,4 @@ def check_renamed_links(before: list[tuple[str, str]], after: list[tuple[str, st
         return
     want = {(k, key_of(new) if key_of(to) == key_of(old) else key_of(to)) for k, to in before}
     if after is None or {(k, key_of(to)) for k, to in after} != want:
-        key = next(k for k, to in before if key_of(to) == key_of(old))
-        raise ValidationError(
-            f"{key}: the link [[{old}]] in this front-matter value cannot be rewritten as [[{new}]] "
-            "without changing what the value says (nothing was changed)",
-            hint=f"Edit the '{key}:' value by hand, or choose a name the value's quoting can hold.")
+        raise refused(next(k for k, to in before if key_of(to) == key_of(old)), old, new)

@@ -27,6 +27,7 @@ from .document import (
     wikilinks,
 )
 from .obsidian import tag_text
+from .value_links import rename_value_links
 
 LINKS_TO = "links_to"
 
@@ -86,10 +87,11 @@ def patch_document(text: str, want: Wanted, *, fallback_name: str, key_of: Calla
     for old, new in want.renames:
         if titled and key_of(before.name) == key_of(old):
             text = _set_title(text, new)
-        try:
-            text = rewrite_wikilinks(text, old, new)
-        except Exception:  # a name no link can carry: nothing to rewrite
-            pass
+        if new.strip() and not any(c in new for c in "[]|#\n"):  # else a name no link can carry
+            # the body's links as text; the front matter's in each value's YAML quoting
+            parts = fm.split(text)
+            text = rewrite_wikilinks(text, old, new) if parts is None else \
+                parts[0] + rename_value_links(parts[1], old, new) + rewrite_wikilinks(parts[2], old, new)
         text = fm.with_front_matter(text, lambda y: fm.rename_relation_targets(y, old, new, key_of) if y else y)
         if links:  # a link in a value must read back renamed, or nothing is written
             after = _links_or_none(text, fallback_name)
