@@ -12,7 +12,7 @@ import pytest
 
 from memloci.libraries import LibraryRegistry, LibrarySpec
 from memloci.search.embedder import EmbedderHandle, cjk_share, create_embedder, understands
-from memloci.service import MemoryService
+from memloci.service import MemoryService, _QueryEmbedding
 from memloci.service_documents import NewEntityDocument
 from memloci.store.sqlite_passages import says_something, split_passages
 
@@ -42,30 +42,23 @@ ENGLISH = [
 ]
 
 
-def test_language_reach_is_declared_and_read_from_the_letters(monkeypatch):
+def test_language_reach_is_declared_and_read_from_the_letters():
     assert cjk_share("証明書") == 1.0 and cjk_share("the TLS certificate") == 0.0 and cjk_share("42 !") == 0.0
     assert cjk_share("APIの証明書") > 0.5 and cjk_share("when does the 証明書 expire") < 0.3
 
     class Model:
+        model_id, dimension = "m", 2
+
         def __init__(self, multilingual):
             self.multilingual = multilingual
 
-    class Wrapper:  # forwards embed only, like the service's once-per-search wrapper
-        def __init__(self, embedder):
-            self.embedder = embedder
-
     english, multilingual = Model(False), Model(True)
+    Wrapper = _QueryEmbedding  # the service's once-per-search wrapper says what its model does
     assert not understands(english, "証明書") and not understands(english, "삼성 보고서")
     assert not understands(Wrapper(english), "東京の旅行計画")
     assert understands(english, "when does the certificate expire") and understands(english, "Kenji 健")
     assert understands(multilingual, "証明書") and understands(Wrapper(multilingual), "証明書")
     assert not understands(None, "anything")
-    monkeypatch.setenv("MEMLOCI_EMBEDDER_MULTILINGUAL", "0")
-    from memloci.search.embedder import _declared_multilingual
-
-    assert _declared_multilingual() is False
-    monkeypatch.setenv("MEMLOCI_EMBEDDER_MULTILINGUAL", "yes")
-    assert _declared_multilingual() is True
 
 
 def test_the_default_model_says_it_is_english_only():

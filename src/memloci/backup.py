@@ -25,17 +25,21 @@ import tarfile
 import tempfile
 import time
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import Any, Protocol
 
 from . import confine
 from .errors import AlreadyExistsError, ConflictError, ValidationError, storage_error
 from .model import now_iso
-from .store import FolderLibrary
+from .store import FolderLibrary, Portable, Store
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 GZIP_MAGIC = b"\x1f\x8b"
 INDEX_MEMBER = ".memloci/index.db"
 SKIPPED_DIRS = {".memloci", ".git"}
+
+
+class PortableStore(Store, Portable, Protocol):
+    """A store whose library can be copied out whole and put back: what a backup reads and writes."""
 
 
 def _connect_ro(path: Path) -> sqlite3.Connection:
@@ -92,7 +96,7 @@ def _fresh_target(dest: Path) -> Path:
     return dest
 
 
-def backup_library(store: Any, dest: Path) -> dict[str, Any]:
+def backup_library(store: PortableStore, dest: Path) -> dict[str, Any]:
     """Write a backup of `store` to the new file `dest`; what was written."""
     dest = _fresh_target(dest)
     # Not confine.atomic_write: SQLite's backup API and tarfile write the copy to a path, and a
@@ -105,7 +109,7 @@ def backup_library(store: Any, dest: Path) -> dict[str, Any]:
             store.open()
             copy_database(Path(store.path), tmp)
         elif isinstance(store, FolderLibrary):
-            _tar_library(store, tmp)
+            _tar_library(store, Path(store.path), tmp)
         else:
             raise ValidationError(f"library '{store.name}': a {store.kind} library is backed up with its server's tools")
         with open(tmp, "rb") as f:
@@ -122,7 +126,7 @@ def backup_library(store: Any, dest: Path) -> dict[str, Any]:
     return {"library": store.name, "kind": store.kind, "path": str(dest), "at": at, "bytes": dest.stat().st_size}
 
 
-def _tar_library(store: Any, target: Path) -> None:
+def _tar_library(store: FolderLibrary, database: Path, target: Path) -> None:
     root = Path(store.root)
     with tempfile.TemporaryDirectory() as scratch:
         index = Path(scratch) / "index.db"
@@ -130,7 +134,7 @@ def _tar_library(store: Any, target: Path) -> None:
             for rel in library_files(root):
                 data = confine.read_bytes(root, rel)  # never through a link
                 _add_member(tar, rel, data, os.lstat(root / rel).st_mtime)  # a note's mtime can be its date
-            copy_database(Path(store.path), index)  # under the same lock: it agrees with the files
+            copy_database(database, index)  # under the same lock: it agrees with the files
             _add_member(tar, INDEX_MEMBER, index.read_bytes(), time.time())
 
 
@@ -185,7 +189,7 @@ def _check_database(path: Path) -> None:
         raise ValidationError(f"path: {path} is not a sound memloci library ({ok if ok != 'ok' else 'tables missing'})")
 
 
-def restore_library(store: Any, source: Path, *, force: bool = False) -> dict[str, Any]:
+def restore_library(store: PortableStore, source: Path, *, force: bool = False) -> dict[str, Any]:
     """Put the backup `source` back into `store`; refused if the library holds data, unless `force`."""
     source = source.expanduser().absolute()
     if not source.is_file():
@@ -197,14 +201,15 @@ def restore_library(store: Any, source: Path, *, force: bool = False) -> dict[st
     if kind == "sqlite":
         _check_database(source)
     store.open()
-    held = store.holds_data() + (len(library_files(Path(store.root))) if kind == "markdown" else 0)
+    folder = store if isinstance(store, FolderLibrary) else None  # a Markdown library, checked above
+    held = store.holds_data() + (len(library_files(Path(folder.root))) if folder is not None else 0)
     saved = None
     if held:
         if not force:
             raise ConflictError(f"library '{store.name}' holds data; a restore would replace it (nothing was changed)",
                                 hint="Pass --force: the current data is first saved to a pre-restore backup, named in the output.")
         stamp = time.strftime("%Y%m%dT%H%M%S")
-        where = Path(store.path) if kind == "sqlite" else Path(store.root)
+        where = Path(folder.root) if folder is not None else Path(store.path)
         suffix = ".db" if kind == "sqlite" else ".tar.gz"
         name = f"{where.name}.pre-restore-{stamp}"
         n = 1
@@ -213,15 +218,16 @@ def restore_library(store: Any, source: Path, *, force: bool = False) -> dict[st
             name = f"{where.name}.pre-restore-{stamp}-{n}"
         saved = backup_library(store, where.parent / f"{name}{suffix}")["path"]
     version = store.vectors_version()
-    if kind == "sqlite":
+    if folder is None:
         copy_database(source, Path(store.path), new_file=False)
     else:
-        _restore_folder(store, files, index)
+        _restore_folder(folder, Path(store.path), files, index)
     store.note_event("restore", {"from": str(source), "saved_before": saved}, vectors_floor=version)
     return {"library": store.name, "kind": kind, "from": str(source), "saved_before": saved}
 
 
-def _restore_folder(store: Any, files: dict[str, tuple[bytes, float]], index: bytes | None) -> None:
+def _restore_folder(store: FolderLibrary, database: Path, files: dict[str, tuple[bytes, float]],
+                    index: bytes | None) -> None:
     root = Path(store.root)
     store.replace_files({rel: data for rel, (data, _) in files.items()},
                         [rel for rel in library_files(root) if rel not in files])  # one change: all or none
@@ -231,7 +237,7 @@ def _restore_folder(store: Any, files: dict[str, tuple[bytes, float]], index: by
         with tempfile.TemporaryDirectory() as scratch:
             snapshot = Path(scratch) / "index.db"
             snapshot.write_bytes(index)
-            copy_database(snapshot, Path(store.path), new_file=False)
+            copy_database(snapshot, database, new_file=False)
     store.sync()  # the files' new mtimes; anything the index does not hold
     if index is None:
         store.rebuild_index()

@@ -35,7 +35,7 @@ from .model import (
     SearchResult,
     name_key,
 )
-from .search.embedder import EmbedderHandle, understands
+from .search.embedder import Embedder, EmbedderHandle, understands
 from .search.entities import OBSERVATION_WEIGHT, count_entities, find_entities, meaning_signals
 from .search.hybrid import _CJK, WEAK_MEANING, MemoryHit, retrieve, word_terms
 from .search.timephrases import TimeRange, parse_time_phrase, split_time_phrase
@@ -805,9 +805,10 @@ class _QueryEmbedding:
     """An embedder that embeds each text once: one search asks for the query's vector for
     observations and for note bodies."""
 
-    def __init__(self, embedder):
+    def __init__(self, embedder: Embedder):
         self.embedder = embedder
         self.model_id, self.dimension = embedder.model_id, embedder.dimension
+        self.multilingual = embedder.multilingual  # what understands() reads
         self._done: dict[tuple[str, ...], Any] = {}
 
     def embed(self, texts: list[str]):

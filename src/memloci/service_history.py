@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from . import schema
-from .backup import backup_library, restore_library
+from .backup import PortableStore, backup_library, restore_library
 from .errors import ValidationError
 from .interop import OfficialFile
 from .libraries import ProjectRef
@@ -17,7 +17,7 @@ from .model import Graph, ImportedMemories, JournalEntry, Memory, name_key
 from .store import Portable, Store, Undoable
 
 
-def _portable(store: Store) -> Portable:
+def _portable(store: Store) -> PortableStore:
     if not isinstance(store, Portable):
         raise ValidationError(f"library '{store.name}': a {store.kind} library cannot export free memories yet")
     return store

@@ -160,7 +160,7 @@ class ProjectService:
         skipped = list(dict.fromkeys(b.entity_name for b in clean if name_key(b.entity_name) not in found))
         return (self.add_observations(kept, library=library, origin=origin) if kept else []), skipped
 
-    def _carry_over_n2n(self, store: Any, folder: Path, project: ProjectRef) -> None:
+    def _carry_over_n2n(self, store: Store, folder: Path, project: ProjectRef) -> None:
         """Read n2n-memory's files in a project's `.mcp/` into its new library, through the import
         every importer takes (importers/n2n.py); the files stay as they were."""
         source = read_n2n_graph(folder)

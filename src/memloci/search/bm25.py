@@ -24,10 +24,9 @@ K1 = 1.2
 B = 0.75
 IDF_FLOOR = 1e-6  # FTS5 gives a term held by half the documents or more this much, not less
 
-# A memory's columns: its own words, its thread neighbours' words, its tags and type. A label
-# counts as a word of its own, below the text, so machine tags ("dia:D1:3") never outweigh
-# what a memory says.
-MEMORY_COLUMNS = ("content", "context", "labels")
+# A memory's columns, weighted in this order: `content` (its own words), `context` (its thread
+# neighbours' words), `labels` (its tags and type). A label counts as a word of its own, below
+# the text, so machine tags ("dia:D1:3") never outweigh what a memory says.
 MEMORY_WEIGHTS = (1.0, 0.4, 0.5)
 
 # FTS5's unicode61 tokenizer: a token is a run of letters and digits; `_` and punctuation separate.

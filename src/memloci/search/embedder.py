@@ -184,25 +184,13 @@ def cjk_share(text: str) -> float:
     return sum(map(_is_cjk, letters)) / len(letters) if letters else 0.0
 
 
-def understands(embedder, text: str) -> bool:
+def understands(embedder: Embedder | None, text: str) -> bool:
     """Whether `embedder`'s meaning of `text` counts: always for a multilingual model, and for an
-    English-only one unless the text's letters are mostly CJK (more than CJK_SHARE).
-    A wrapper that only forwards `embed` (and keeps the model as `.embedder`) is looked through."""
+    English-only one unless the text's letters are mostly CJK (more than CJK_SHARE). Every
+    Embedder declares `multilingual`; a wrapper forwards its model's."""
     if embedder is None:
         return False
-    declared = getattr(embedder, "multilingual", None)
-    inner = getattr(embedder, "embedder", None)
-    if declared is None and inner is not None:
-        declared = getattr(inner, "multilingual", None)
-    if declared is None or declared:  # a model that declares nothing is taken at its word
-        return True
-    return cjk_share(text) <= CJK_SHARE
-
-
-def _declared_multilingual(settings: Settings | None = None) -> bool:
-    """For models memloci does not know (onnx:DIR, openai:...): multilingual unless
-    MEMLOCI_EMBEDDER_MULTILINGUAL says 0/false/no (without settings: as the environment says now)."""
-    return (settings if settings is not None else Settings.from_env()).embedder_multilingual
+    return embedder.multilingual or cjk_share(text) <= CJK_SHARE
 
 
 def _session(ort, model_path: Path, threads: int):
