@@ -211,6 +211,30 @@ def test_bench_notes_runs_through_the_server(tmp_path):
     assert report["systems"]["BM25"]["ndcg@10"] == 1.0 and "meaning alone" not in report["systems"]
 
 
+def test_bench_notes_runs_on_postgres(tmp_path, pg_url):
+    import json
+    import subprocess
+    import sys
+
+    data = tmp_path / "notes.json"
+    data.write_text(json.dumps({
+        "notes": [{"id": "pets", "text": PUPPIES}, *({"id": n, "text": t} for n, t in OTHERS.items())],
+        "questions": [{"id": "q1", "text": "who adopted puppies?", "relevant": {"pets": 2}}]}))
+    out = tmp_path / "notes-result.json"
+    env = {k: v for k, v in __import__("os").environ.items() if not k.startswith("MEMLOCI_")}
+    env["MEMLOCI_HOME"] = str(tmp_path / "home")
+    done = subprocess.run([sys.executable, "-m", "memloci", "bench", "notes", "--data", str(data), "--embedder", "none",
+                           "--engine", "postgres", "--url", pg_url, "--out", str(out)],
+                          env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(out.read_text())
+    assert report["engine"] == "postgres" and report["notes"] == 4
+    assert report["systems"]["search_nodes"] == {"ndcg@10": 1.0, "recall@10": 1.0}
+    refused = subprocess.run([sys.executable, "-m", "memloci", "bench", "notes", "--data", str(data), "--embedder", "none",
+                              "--url", pg_url], env=env, capture_output=True, text=True, timeout=120)
+    assert refused.returncode == 1 and "--url: only with --engine postgres" in refused.stderr
+
+
 def test_the_passage_index_appends_and_reloads_when_others_write(tmp_path):
     import numpy as np
 
