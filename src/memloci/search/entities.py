@@ -25,6 +25,7 @@ import weakref
 from collections.abc import Callable, Sequence
 
 from ..schema import SEARCH_LIMIT_MAX
+from ..store import ChangeNotices
 from .embedder import understands
 from .hybrid import STOP_WORDS
 
@@ -47,6 +48,7 @@ class NameWords:
 
     def __init__(self) -> None:
         self.seq = -1
+        self.mark: int | None = None  # the store's change mark at the last read of the name log
         self.words: set[str] = set()
         self.sorted: list[str] = []  # for prefixes
         self.by_length: dict[int, list[str]] = {}  # for typos: only words of about the same length
@@ -54,9 +56,17 @@ class NameWords:
 
     def refresh(self, store) -> None:
         """Take in what the name log holds since the last refresh (everything the first time).
-        Searches may read meanwhile: words are only added (a full reload swaps in new lists)."""
+        Searches may read meanwhile: words are only added (a full reload swaps in new lists).
+        A store that hears of every write (ChangeNotices: a PostgreSQL library, whose other
+        servers' writes arrive by LISTEN/NOTIFY) is not asked while its change mark stands
+        still; the mark is read before the log, so a change that lands in between moves it
+        and is read the next time."""
         with self.lock:
+            mark = store.change_mark() if isinstance(store, ChangeNotices) else None
+            if mark is not None and mark == self.mark:
+                return
             changes = store.name_changes(self.seq)
+            self.mark = mark
             seq, full = changes.position, changes.complete
             if not full and not changes.names and seq == self.seq:
                 return

@@ -443,6 +443,17 @@ class FolderLibrary(Protocol):
 
 
 @runtime_checkable
+class ChangeNotices(Protocol):
+    """A library that hears of every write to it, other servers' included (postgres: LISTEN/NOTIFY),
+    so what a process keeps from it in memory is read again only when something changed."""
+
+    def change_mark(self) -> int | None:
+        """A number that moves whenever the library may have changed; None while nothing can be
+        known without asking the database (no connection listens)."""
+        ...
+
+
+@runtime_checkable
 class ServerEngine(Protocol):
     """A library kept on a database server (postgres): its health is the server's, not a disk's."""
 

@@ -63,6 +63,7 @@ from ...model import LibraryStats, now_iso
 from ...schema import DEFAULT_SCHEMA, LibrarySchema
 from .connection import (
     ChangeListener,
+    EmbeddingClaims,
     TransientError,
     busy_error,
     connection_error,
@@ -130,6 +131,7 @@ class PostgresStore(PostgresMemories, PostgresSearch, PostgresGraphReads, Postgr
         self._open_lock = threading.Lock()
         self._search_path = f"SET LOCAL search_path TO {self.schema_name}, public"  # and the extensions' (open)
         self._own_writes = 0  # committed by this store: its own changes are known at once
+        self._claims: EmbeddingClaims | None = None  # the pending memories this process embeds (memories.py)
 
     # -- connections -------------------------------------------------------------------
 
@@ -160,6 +162,9 @@ class PostgresStore(PostgresMemories, PostgresSearch, PostgresGraphReads, Postgr
             if self._listener is not None:
                 self._listener.stop()
                 self._listener = None
+            if self._claims is not None:
+                self._claims.close()
+                self._claims = None
             if self._pool is not None:
                 self._pool.close()
                 self._pool = None

@@ -267,3 +267,111 @@ class ChangeListener:
                 self._stop.wait(backoff)
                 backoff = min(backoff * 2, 30.0)
         self.listening = False
+
+
+def claim_key(schema: str) -> int:
+    """The first half of the two-number advisory-lock keys that claim a library's pending
+    memories (the second is the memory's id): a signed 32-bit number from the schema's name.
+    PostgreSQL keeps two-number keys apart from the one-number keys of lock_key."""
+    return int.from_bytes(hashlib.sha256(b"memloci:embedding:" + schema.encode()).digest()[:4], "big", signed=True)
+
+
+class EmbeddingClaims:
+    """Which pending memories this process is embedding, so that several servers on one
+    library never embed the same memory at once.
+
+    A batch is claimed by transaction-level advisory locks (claim_key, memory id) taken on a
+    connection of its own, whose transaction stays open while the batch is embedded and ends
+    (ROLLBACK: it wrote nothing) once its vectors are committed. A server killed mid-batch
+    leaves nothing behind: its transaction dies with its connection, and the locks with it.
+    No row is written to claim, and a transaction-level lock also holds through a pooler in
+    transaction mode (the server session stays with the open transaction).
+
+    Locks are tried (pg_try_advisory_xact_lock), never waited for: a memory another server
+    holds is skipped, and the next candidates in id order are tried instead. Once locked, a
+    memory is read again in a new statement (READ COMMITTED: a new snapshot), since the
+    server that held it may have saved its vector just before letting it go."""
+
+    PAGE_TRIES = 8  # pages of candidates tried before a claim settles for what it has
+
+    def __init__(self, url: str, schema: str, search_path: str):
+        """`search_path`: the store's SET LOCAL search_path statement (its schema first)."""
+        self.url = url
+        self.key = claim_key(schema)
+        self.search_path = search_path
+        self.claimed: frozenset[int] = frozenset()
+        self._conn: Any = None
+        self._lock = threading.Lock()
+
+    def claim(self, limit: int) -> list[tuple[int, str, str, str]]:
+        """Up to `limit` pending memories (id, content, content_hash, thread), in id order, now
+        held by this process until release(); a batch claimed before and never released (its
+        embedding failed) is let go first."""
+        import psycopg
+
+        with self._lock:
+            self._end()
+            if self._conn is None or self._conn.closed:
+                self._conn = psycopg.connect(self.url, autocommit=False, connect_timeout=10,
+                                             application_name="memloci-embed-claims")
+            conn = self._conn
+            try:
+                conn.execute(f"SET TRANSACTION ISOLATION LEVEL READ COMMITTED; {self.search_path}")
+                held: list[int] = []
+                after = 0
+                for _ in range(self.PAGE_TRIES):
+                    # The candidates first (MATERIALIZED: a lock is tried once for each of
+                    # them, and only for them), then a lock tried on each: every lock taken is
+                    # returned, so none is held unknown to us.
+                    want = limit - len(held)
+                    rows = conn.execute(
+                        """WITH candidates AS MATERIALIZED (
+                               SELECT id FROM memories WHERE NOT embedded AND id > %(after)s ORDER BY id LIMIT %(n)s)
+                           SELECT id, pg_try_advisory_xact_lock(%(key)s, (id %% 4294967296 - 2147483648)::int)
+                           FROM candidates ORDER BY id""",
+                        {"after": after, "n": want, "key": self.key}).fetchall()
+                    held += [int(i) for i, got in rows if got]
+                    if len(rows) < want or len(held) >= limit:
+                        break  # no more candidates, or enough
+                    after = int(rows[-1][0])
+                if not held:
+                    conn.rollback()
+                    return []
+                found = conn.execute("""SELECT id, content, content_hash, thread FROM memories
+                                        WHERE id = ANY(%s) AND NOT embedded ORDER BY id""", (held,)).fetchall()
+            except BaseException:
+                self._drop()
+                raise
+            self.claimed = frozenset(int(r[0]) for r in found)
+            if not found:
+                self._end()
+            return [(int(i), c, h, t) for i, c, h, t in found]
+
+    def release(self, ids: Any = None) -> None:
+        """Let the claimed batch go (its vectors are committed): `ids`, if given, must be some
+        of the claimed ones, or nothing is released (vectors saved by another caller)."""
+        with self._lock:
+            if ids is not None and not self.claimed.intersection(int(i) for i in ids):
+                return
+            self._end()
+
+    def _end(self) -> None:
+        self.claimed = frozenset()
+        if self._conn is not None and not self._conn.closed:
+            try:
+                self._conn.rollback()
+            except Exception:  # a broken connection has let its locks go already
+                self._drop()
+
+    def _drop(self) -> None:
+        self.claimed = frozenset()
+        if self._conn is not None:
+            try:
+                self._conn.close()
+            except Exception:
+                pass
+            self._conn = None
+
+    def close(self) -> None:
+        with self._lock:
+            self._drop()

@@ -36,7 +36,7 @@ from ...model import (
     now_iso,
 )
 from ..sqlite_memories import tag_keys, thread_key
-from .connection import quoted
+from .connection import EmbeddingClaims, quoted
 from .graph import bump_vectors, retag
 
 # One row of bulk_load_memories: content, tags, memory_type, created_at, vector (or None).
@@ -194,7 +194,14 @@ class PostgresMemories:
 
     if TYPE_CHECKING:  # what PostgresStore gives its mixins
         name: str
+        url: str
+        schema_id: str
+        _search_path: str
+        _open_lock: Any
+        _claims: EmbeddingClaims | None
 
+        def open(self, *, create: bool = True) -> None: ...
+        def _engine_errors(self) -> AbstractContextManager[None]: ...
         def _read(self) -> AbstractContextManager[Any]: ...
         def _write(self, what: str = "graph") -> AbstractContextManager[Any]: ...
         def _journal(self, conn: Any, tool: str, action: str, entities: Any, detail: dict | None, at: str) -> None: ...
@@ -348,11 +355,19 @@ class PostgresMemories:
         return conn.execute("DELETE FROM memory_vectors WHERE memory_id = ANY(%s)", (list(ids),)).rowcount
 
     def pending_embeddings(self, limit: int) -> list[PendingMemory]:
-        """Memories still waiting for a vector, in id order."""
-        with self._read() as conn:
-            return [PendingMemory(int(i), c, h, t) for i, c, h, t in conn.execute(
-                "SELECT id, content, content_hash, thread FROM memories WHERE NOT embedded ORDER BY id LIMIT %s",
-                (limit,))]
+        """Memories still waiting for a vector, in id order, claimed by this process until
+        save_vectors commits theirs (connection.EmbeddingClaims): another server on the library
+        skips them, so no memory is embedded twice at once. The batch claimed before, if never
+        saved, is let go first."""
+        with self._engine_errors():
+            return [PendingMemory(*row) for row in self._embedding_claims().claim(limit)]
+
+    def _embedding_claims(self) -> EmbeddingClaims:
+        self.open()
+        with self._open_lock:
+            if self._claims is None:
+                self._claims = EmbeddingClaims(self.url, self.schema_id, self._search_path)
+            return self._claims
 
     def save_vectors(self, items: Sequence[tuple[int, str, Any]], model: str) -> SavedVectors:
         """Store vectors of (id, content_hash it was computed from, vector); a memory whose text
@@ -373,7 +388,9 @@ class PostgresMemories:
                                 ON CONFLICT (memory_id) DO UPDATE SET embedding = excluded.embedding""",
                              (ids, [vector_text(v) for _, _, v in items], saved))
             version = bump_vectors(conn, len(saved)) if saved else vectors_version(conn)
-            return SavedVectors(tuple(saved), version)
+        if self._claims is not None:  # committed: the batch may go (another server would find it embedded)
+            self._claims.release([i for i, _, _ in items])
+        return SavedVectors(tuple(saved), version)
 
     def load_vectors(self) -> MemoryVectors:
         """Every stored vector, in id order. The postgres engine searches its vectors in SQL
