@@ -461,13 +461,13 @@ def _reconcile(root: Path, s: int, backup: str, d: int, name: str, op: dict) -> 
     merged = merge3(op["data"], kept, newest) if op.get("data") is not None else None
     if merged is not None and merged != newest:
         tmp = f"{backup}.m"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600, dir_fd=s)
-        try:
-            os.write(fd, merged)
-            os.fchmod(fd, stat.S_IMODE(os.stat(name, dir_fd=d, follow_symlinks=False).st_mode))
-        finally:
-            os.close(fd)
+        # The merged bytes are on disk before they replace a person's file, as every write's are:
+        # memloci's one atomic write (fsynced, and its folder), then the swap, then the folder
+        # of the note fsynced so the swap survives a power cut too.
+        confine.write_atomic(root, f"{INDEX_DIR}/{STAGING}/{tmp}", merged, mode=0o600)
+        os.chmod(tmp, stat.S_IMODE(os.stat(name, dir_fd=d, follow_symlinks=False).st_mode), dir_fd=s)
         if _exchange(s, tmp, d, name):
+            _fsync_fd(d)
             if _read_at(s, tmp) == newest:
                 os.unlink(tmp, dir_fd=s)
                 log.warning("%s: a save made during a refused change was merged with the save before it",
