@@ -266,7 +266,7 @@ class MarkdownStore(MarkdownMigratable, MarkdownImport, MarkdownUndo, MarkdownSc
             with super()._write() as conn:
                 recover(self.root, conn, self.name)  # a killed writer's half-done change, first
                 yield conn
-                if getattr(self._syncing, "on", False):  # what came from the files needs no writing back
+                if self._reading_files():  # what came from the files needs no writing back
                     for table in ("md_dirty", "md_dirty_days", "md_new_memories"):
                         conn.execute(f"DELETE FROM {table}")
                     # Nor into journal.md: reading files must not change the working tree (git keeps
@@ -285,6 +285,9 @@ class MarkdownStore(MarkdownMigratable, MarkdownImport, MarkdownUndo, MarkdownSc
             self._undo.change = None
             self._verbatim.texts, self._verbatim.renames, self._verbatim.tails, self._verbatim.stamps = {}, [], {}, {}
 
+    def _reading_files(self) -> bool:
+        return getattr(self._syncing, "on", False)  # set per thread by the scan and undo; unset: no
+
     def _after_rollback(self) -> None:
         change = getattr(self._undo, "change", None)
         if change is not None:
@@ -293,7 +296,7 @@ class MarkdownStore(MarkdownMigratable, MarkdownImport, MarkdownUndo, MarkdownSc
     def _before_commit(self, conn: sqlite3.Connection) -> None:
         """Put the staged files in place: the last step before the index commits (its journal
         entry is complete by now, so journal.md gets all of it)."""
-        if not getattr(self._syncing, "on", False):
+        if not self._reading_files():
             self._append_journal(conn)
         for op, st in self._staged().apply(conn):  # appended files: their index rows follow their new size
             if op.record is not None:

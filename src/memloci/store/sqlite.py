@@ -228,6 +228,11 @@ class SQLiteStore(SQLiteGraphReads, SQLiteMemories, SQLitePassages, SQLiteDocume
         """Right after a write transaction rolled back, before its lock is released (a Markdown
         library puts its files back here)."""
 
+    def _reading_files(self) -> bool:
+        """Whether this thread's write takes in files people wrote (a Markdown library's scan):
+        what comes from a file is indexed as it is, never refused by the schema."""
+        return False
+
     @contextmanager
     def _read(self) -> Iterator[sqlite3.Connection]:
         """A consistent snapshot for several SELECTs."""

@@ -207,7 +207,7 @@ class SQLiteDocuments(SQLiteVaultLinks):
         # types (unless the text comes from files being read, which are never refused) wants
         # both ends to exist and its cycles kept out.
         typed = self.schema.relation_types is not None
-        refusing = typed and not getattr(getattr(self, "_syncing", None), "on", False)
+        refusing = typed and not self._reading_files()
         wanted_rel = documents_rules.wanted_links(doc, self.schema)
         targets = self._resolve(conn, [t for t in wanted_rel.values()])
         resolved = {(rt, targets[k][0]) for (rt, k) in wanted_rel if k in targets}
