@@ -151,16 +151,29 @@ def rename_entity(tx: RenameTx, old: str, new: str, origin: str) -> dict[str, An
         raise AlreadyExistsError(f"new_name: '{clash.name}' is taken",
                                  hint="Pick another name, or merge the two with merge_entities.")
     tx.before_change([entity_id])
-    tx.set_name(entity_id, new)
-    rewritten = rewrite_links(tx, stored, new, entity_id)
     # Relations follow the entity by id, but the documents of their sources name it in their
     # front matter (`to:`): those are rewritten too, and the reply lists every one.
-    rewritten = list(dict.fromkeys(rewritten + tx.pointing_at([entity_id])))
+    naming = naming_in_relations(tx, [entity_id], {name_key(stored)})
+    tx.set_name(entity_id, new)
+    rewritten = rewrite_links(tx, stored, new, entity_id)
+    rewritten = list(dict.fromkeys(rewritten + naming))
     tx.link_pending([entity_id])  # links waiting for the new name resolve
     tx.entities_changed([entity_id])
     result = {"old_name": stored, "new_name": new, "links_rewritten_in": rewritten}
     tx.journal(origin, "rename_entity", [stored, new], dict(result))
     return result
+
+
+def naming_in_relations(tx: RenameTx, ids: Sequence[int], keys: set[str]) -> list[str]:
+    """The other entities whose documents name one of `keys` (the entities `ids`) in their
+    front matter's `relations:`, whose bytes a rename of it changes. A relation carried by a
+    link in the body or a value is not among them (its text is rewritten, or it reaches the
+    entity through an alias, `[[Ally]]`, and no byte changes): the reply lists only files
+    whose bytes changed."""
+    names = tx.pointing_at(ids)
+    found = tx.resolve(names)
+    return [n for n in names if (ref := found.get(name_key(n))) is not None
+            and any(name_key(to) in keys for _, to in tx.document(ref.id).relations)]
 
 
 def rewrite_links(tx: RenameTx, old: str, new: str, target_id: int) -> list[str]:
@@ -216,12 +229,13 @@ def merge_entities(tx: RenameTx, schema: LibrarySchema, sources: Sequence[str], 
                             hint="Every source and the target must exist; nothing was merged.")
     target_id, target_name = found[name_key(target)].id, found[name_key(target)].name
     source_ids = list(dict.fromkeys(found[name_key(s)].id for s in sources))
-    pointing = tx.pointing_at(source_ids)  # their front matter will name the target instead
+    docs = {i: tx.document(i) for i in [target_id, *source_ids]}
+    # their front matter will name the target instead
+    pointing = naming_in_relations(tx, source_ids, {name_key(docs[i].name) for i in source_ids})
     # Every entity whose relations move is kept as it was before any moves (an undo puts back
     # the first state kept; one kept after its relation moved would keep the moved one too).
     neighbours = [i for sid in source_ids for f, _, t, _ in tx.relations_of(sid) for i in (f, t)]
     tx.before_change(list(dict.fromkeys([target_id, *source_ids, *neighbours])))
-    docs = {i: tx.document(i) for i in [target_id, *source_ids]}
     into = docs[target_id]
     aliases, tags, body = folded_document(into, [docs[i] for i in source_ids])
     for sid in source_ids:

@@ -116,8 +116,9 @@ def test_merge_folds_observations_relations_aliases_and_links(engine):
                         RelationInput("al", "knows", "alice"), RelationInput("alice", "knows", "bob"),
                         RelationInput("alicia", "mentors", "bob")])
     result = s.merge_entities(["al", "Alicia"], "Alice")
+    # (not `later`: its link reaches alicia through an alias the target now holds; no byte of it changes)
     assert result == {"target": "alice", "merged": ["al", "alicia"], "aliases": ["al", "alicia", "Ally"],
-                      "links_rewritten_in": ["bob", "later", "notes"]}
+                      "links_rewritten_in": ["bob", "notes"]}
     assert observations(s, "alice") == ["likes tea", "plays chess"], "one copy of a text the target holds"
     assert triples(s, from_entity="alice") | triples(s, to_entity="alice") == {
         ("alice", "knows", "bob"), ("bob", "knows", "alice"), ("alice", "mentors", "bob"),
@@ -133,7 +134,7 @@ def test_merge_folds_observations_relations_aliases_and_links(engine):
     assert list(added[0].added) == [], "a moved observation is recognised as the target's"
     (entry,) = [e for e in s.history(limit=20) if e.action == "merge_entities"]
     assert (entry.tool, list(entry.entities)) == ("merge_entities", ["alice", "al", "alicia"])
-    assert entry.detail["target"] == "alice" and entry.detail["links_rewritten_in"] == ["bob", "later", "notes"]
+    assert entry.detail["target"] == "alice" and entry.detail["links_rewritten_in"] == ["bob", "notes"]
     sources = {d["name"]: d for d in entry.detail["sources"]}
     assert sources["al"]["observations"] == ["likes tea", "plays chess"]
     assert [list(r) for r in sources["al"]["relations"]] == [["knows", "alice"], ["knows", "bob"]]
@@ -208,15 +209,17 @@ def test_merge_rewrites_links_whose_names_are_escaped_in_front_matter(engine):
     assert text_of(s, "notes") == before
 
 
-def test_a_refused_rename_lists_nothing_and_leaves_every_value(engine):
+def test_a_rename_or_merge_a_value_cannot_hold_is_refused_whole(engine):
     s = engine.service
-    s.create_entities([EntityInput("db", "database")])
+    s.create_entities([EntityInput("db", "database"), EntityInput("db: main", "database")])
     s.add_entities([NewEntityDocument("a", content='---\nsystem: "[[db]]"\n---\nUses [[db]].\n'),
                     NewEntityDocument("b", content="---\nnote: see [[db]] first\n---\n")])
     before = snapshot(s)
     with pytest.raises(ValidationError, match=r"^note: the link \[\[db\]\] in this front-matter value cannot be "
-                                              r"rewritten as \[\[db: main\]\]"):
-        s.rename_entity("db", "db: main")
+                                              r"rewritten as \[\[db: old\]\]"):
+        s.rename_entity("db", "db: old")
+    with pytest.raises(ValidationError, match=r"^note: the link \[\[db\]\] in this front-matter value"):
+        s.merge_entities(["db"], "db: main")
     assert snapshot(s) == before, "nothing half-applied: not the quoted value, not the body"
 
 
@@ -247,3 +250,19 @@ def test_a_markdown_file_a_person_wrote_changes_by_the_bytes_of_its_links(tmp_pa
         assert (folder / "notes.md").read_bytes() == PERSON.encode(), "undo puts back the person's bytes"
     finally:
         s.close()
+
+
+def test_rename_lists_exactly_the_documents_whose_text_changed(engine):
+    s = engine.service
+    s.add_entities([NewEntityDocument("alicia", "person", aliases=("Ally",), content="Hi.\n"),
+                    NewEntityDocument("later", content="Ask [[Ally]].\n"),
+                    NewEntityDocument("boss", content="---\nmanages: '[[ally]]'\n---\n"),
+                    NewEntityDocument("team", content="Lead.\n", relations=(("has", "alicia"),))])
+    texts = {n: text_of(s, n) for n in ("later", "boss", "team")}
+    result = s.rename_entity("alicia", "Alice")
+    # `later` and `boss` reach her through an alias: a relation each, but not a byte changes
+    assert result["links_rewritten_in"] == ["team"]
+    assert {n: text_of(s, n) for n in ("later", "boss")} == {n: texts[n] for n in ("later", "boss")}
+    assert text_of(s, "team") == texts["team"].replace("to: alicia}", "to: Alice}")
+    assert triples(s, to_entity="Alice") == {("later", "links_to", "Alice"), ("boss", "manages", "Alice"),
+                                             ("team", "has", "Alice")}
