@@ -48,6 +48,7 @@ NEIGHBOUR_WEIGHT = 0.3  # as search/vectors.py: a share of each thread neighbour
 EF_SEARCH = 100  # HNSW candidates looked at per query (pgvector's default is 40)
 EF_SEARCH_MAX = 1000  # the most pgvector accepts
 MAX_SCAN = 2000  # index entries a filtered HNSW walk looks at, at most (pgvector's default: 20,000)
+RECENT = 500  # a broad filter's newest memories compared one by one when that walk falls short
 # A filter letting at most this many memories through is searched exactly. Measured at 100,000
 # memories: comparing 10,000 vectors one by one took 197 ms, the HNSW index with an iterative
 # scan 40-75 ms for the same 40 hits; about 20 microseconds a vector, so 4,000 stay near 80 ms.
@@ -139,9 +140,18 @@ def _nearest(conn: Any, vector: str, k: int, filters: MemoryFilter, where: str,
         f"""SELECT v.memory_id, 1 - (v.embedding <=> %s::vector) FROM memory_vectors v
             {"JOIN memories m ON m.id = v.memory_id WHERE " + where if filtered else ""}
             ORDER BY v.embedding <=> %s::vector LIMIT %s""", (vector, *params, vector, k)).fetchall()
+    found = {int(i): float(sim) for i, sim in rows}
+    if filtered and len(found) < k:
+        # The walk stopped at MAX_SCAN short of k: the filter's newest RECENT memories are
+        # compared one by one too (10 ms), so a filter far from the query still has its
+        # nearest-in-meaning among the memories decay favours anyway.
+        found.update({int(i): float(sim) for i, sim in conn.execute(
+            f"""SELECT v.memory_id, 1 - (v.embedding <=> %s::vector) AS sim
+                FROM (SELECT m.id FROM memories m WHERE {where} ORDER BY m.id DESC LIMIT {RECENT}) r
+                JOIN memory_vectors v ON v.memory_id = r.id ORDER BY sim DESC LIMIT %s""", (vector, *params, k))})
     # unfiltered, fewer than k rows means the library holds fewer vectors; filtered, the walk
     # may have stopped at MAX_SCAN
-    return {int(i): float(sim) for i, sim in rows}, not filtered and len(rows) < k
+    return found, not filtered and len(found) < k
 
 
 class PostgresSearch:
