@@ -121,7 +121,12 @@ def retrieve(store, index, embedder, query: str, n: int, filters: MemoryFilter,
     delegated = isinstance(store, VectorSearch)
 
     def embed_and_search() -> tuple[Any, tuple[dict[int, float], float, float] | None]:
-        vector = embedder.embed([meaning_text])[0]
+        try:
+            vector = embedder.embed([meaning_text])[0]
+        except Exception as exc:  # the model or endpoint failed now: words still answer
+            log.warning("query embedding failed, searching by words only: %s", exc)
+            return None, None
+        # (the store's own errors are the caller's, as from any other query)
         return vector, index.search(vector, k, filters=filters) if delegated else None
 
     embedding = _POOL.submit(embed_and_search) if dense else None
@@ -129,11 +134,7 @@ def retrieve(store, index, embedder, query: str, n: int, filters: MemoryFilter,
     meaning: dict[int, float] = {}
     low = high = 0.0
     if embedding is not None:
-        try:
-            vector, searched = embedding.result()
-        except Exception as exc:  # the model or endpoint failed now: words still answer
-            log.warning("query embedding failed, searching by words only: %s", exc)
-            vector, searched = None, None
+        vector, searched = embedding.result()
         if searched is not None:
             meaning, low, high = searched
             missing = [i for i in words if i not in meaning]
