@@ -266,3 +266,24 @@ def test_rename_lists_exactly_the_documents_whose_text_changed(engine):
     assert text_of(s, "team") == texts["team"].replace("to: alicia}", "to: Alice}")
     assert triples(s, to_entity="Alice") == {("later", "links_to", "Alice"), ("boss", "manages", "Alice"),
                                              ("team", "has", "Alice")}
+
+
+def test_a_markdown_relations_mapping_on_one_line_is_renamed_in_place(tmp_path):
+    from memloci.libraries import LibraryRegistry, LibrarySpec
+    from memloci.service import MemoryService
+
+    folder = tmp_path / "lib"
+    folder.mkdir()
+    note = b"---\nrelations: {knows: [bob, ann], bob: bob}  # by type\n---\nx\n"
+    (folder / "x.md").write_bytes(note)
+    s = MemoryService(LibraryRegistry([LibrarySpec("lib", folder, "markdown")]))
+    try:
+        s.create_entities([EntityInput("Bob", "person"), EntityInput("ann", "person")])
+        assert s.rename_entity("Bob", "Rob's, Jr")["links_rewritten_in"] == ["x"]
+        # (a relation type named like the entity is no link; the value takes the quoting it needs)
+        assert (folder / "x.md").read_bytes() == note.replace(b"[bob,", b"['Rob''s, Jr',").replace(
+            b"bob: bob}", b"bob: 'Rob''s, Jr'}")
+        assert triples(s, from_entity="x") == {("x", "knows", "Rob's, Jr"), ("x", "knows", "ann"),
+                                               ("x", "bob", "Rob's, Jr")}
+    finally:
+        s.close()

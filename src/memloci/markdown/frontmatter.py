@@ -336,7 +336,12 @@ def rename_relation_targets(yaml_text: str, old: str, new: str, key_of: Callable
     mapping = _load("".join(lines[first:end]))
     by_type = isinstance(mapping, dict) and isinstance(mapping.get("relations"), dict)
     for i in range(first, end):  # the key line too: `relations: [{type: x, to: y}]`
-        if by_type and i > first:  # `relations: {uses: [a, b]}` written as `  uses: [a, b]` / `    - a`
+        if by_type and i == first:  # `relations: {uses: [a, b], knows: c}` on one line
+            head, colon, rest = lines[i].partition(":")
+            lines[i] = head + colon + re.sub(
+                r"((?:[{,][ \t]*[^:#\n,{}\[\]]+:[ \t]*\[?[ \t]*|,[ \t]*))(" + _QUOTED + r"|[^,\]}\n#]+?)"
+                r"((?:))(?=\s*(?:[,\]}]|#|\n|$))", swap, rest)
+        elif by_type:  # `relations: {uses: [a, b]}` written as `  uses: [a, b]` / `    - a`
             lines[i] = re.sub(r"((?:^[ \t]+-[ \t]+|^[ \t]+[^:#\n]+:[ \t]+\[?|,[ \t]*))(" + _QUOTED + r"|[^,\]\n#]+?)"
                               r"((?:))(?=\s*(?:[,\]]|#|\n|$))", swap, lines[i])
         else:
