@@ -287,3 +287,24 @@ def test_a_markdown_relations_mapping_on_one_line_is_renamed_in_place(tmp_path):
                                                ("x", "bob", "Rob's, Jr")}
     finally:
         s.close()
+
+
+def test_a_markdown_merge_target_keeps_its_escaped_aliases_and_comments(tmp_path):
+    from memloci.libraries import LibraryRegistry, LibrarySpec
+    from memloci.service import MemoryService
+
+    folder = tmp_path / "lib"
+    folder.mkdir()
+    target = b'---\naliases: ["Bob \\"B\\", the builder", \'it\'\'s bob\']  # names, "quoted"\n---\n# bob\n\nBuilds.\n'
+    (folder / "bob.md").write_bytes(target)
+    s = MemoryService(LibraryRegistry([LibrarySpec("lib", folder, "markdown")]))
+    try:
+        s.create_entities([EntityInput("O'Brien", "person")])
+        assert s.merge_entities(["O'Brien"], "bob")["aliases"] == ['Bob "B", the builder', "it's bob", "O'Brien"]
+        text = (folder / "bob.md").read_bytes()
+        assert text.startswith(b'---\naliases: ["Bob \\"B\\", the builder", \'it\'\'s bob\', O\'Brien]  # names, "quoted"\n'
+                               b"---\n# bob\n\nBuilds.\n"), text
+        s.undo(next(e for e in s.history() if e.action == "merge_entities").id)
+        assert (folder / "bob.md").read_bytes() == target
+    finally:
+        s.close()

@@ -74,39 +74,61 @@ def _split_key(head: str) -> tuple[str, str]:
     return head[:colon + 1], head[colon + 1:].rstrip("\n")
 
 
+def _quoted_end(text: str, i: int) -> int:
+    """The index just past the quoted scalar opening at `text[i]` (`"..."` with its `\\`
+    escapes, `'...'` with `''` for a quote), or len(text) when it does not close on this text."""
+    quote, j = text[i], i + 1
+    while j < len(text):
+        if quote == '"' and text[j] == "\\":
+            j += 2
+            continue
+        if text[j] == quote:
+            if quote == "'" and text[j + 1:j + 2] == "'":
+                j += 2
+                continue
+            return j + 1
+        j += 1
+    return len(text)
+
+
 def _value_and_comment(rest: str) -> tuple[str, str]:
     """Split the text after `key:` into (value, ` # comment` or '') outside quotes."""
-    quote = None
-    for i, c in enumerate(rest):
-        if quote:
-            quote = None if c == quote else quote
-        elif c in "\"'" and not rest[:i].strip():
-            quote = c
-        elif c == "#" and i and rest[i - 1] in " \t":
+    i = 0
+    while i < len(rest):
+        c = rest[i]
+        if c in "\"'" and not rest[:i].strip():
+            i = _quoted_end(rest, i)
+            continue
+        if c == "#" and i and rest[i - 1] in " \t":
             j = i
             while j and rest[j - 1] in " \t":
                 j -= 1
             return rest[:j], rest[j:]
+        i += 1
     return rest, ""
 
 
 def _flow_items(inner: str) -> list[str]:
     """The raw item texts of a flow list's inside, split at top-level commas."""
-    items, depth, quote, cur = [], 0, None, ""
-    for c in inner:
-        if quote:
-            quote = None if c == quote else quote
-        elif c in "\"'":
-            quote = c
-        elif c in "[{":
+    items, depth, cur, i = [], 0, "", 0
+    while i < len(inner):
+        c = inner[i]
+        if c in "\"'" and not cur.strip():  # a quoted item: commas and brackets in it are text
+            stop = _quoted_end(inner, i)
+            cur += inner[i:stop]
+            i = stop
+            continue
+        if c in "[{":
             depth += 1
         elif c in "]}":
             depth -= 1
         elif c == "," and depth == 0:
             items.append(cur)
             cur = ""
+            i += 1
             continue
         cur += c
+        i += 1
     if cur.strip():
         items.append(cur)
     return items
