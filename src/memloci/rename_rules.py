@@ -183,7 +183,7 @@ def rewrite_links(tx: RenameTx, old: str, new: str, target_id: int) -> list[str]
     tx.note_rename(old, new)
     # Front matter keys memloci does not know (`company: "[[Acme]]"`) hold links as text too.
     for entity_id, name, blocks in tx.extra_holders(old):
-        new_blocks = [rename_value_links(b, old, new) for b in blocks]  # each in its quoting
+        new_blocks = [rename_value_links(b, old, new, name) for b in blocks]  # each in its quoting
         if new_blocks != blocks:  # read back: the same links, old -> new, or refused
             check_renamed_links(block_links(blocks), block_links_or_none(new_blocks), old, new, name_key)
             tx.before_change([entity_id])

@@ -91,7 +91,7 @@ def patch_document(text: str, want: Wanted, *, fallback_name: str, key_of: Calla
             # the body's links as text; the front matter's in each value's YAML quoting
             parts = fm.split(text)
             text = rewrite_wikilinks(text, old, new) if parts is None else \
-                parts[0] + rename_value_links(parts[1], old, new) + rewrite_wikilinks(parts[2], old, new)
+                parts[0] + rename_value_links(parts[1], old, new, want.doc.name) + rewrite_wikilinks(parts[2], old, new)
         text = fm.with_front_matter(text, lambda y: fm.rename_relation_targets(y, old, new, key_of) if y else y)
         if links:  # a link in a value must read back renamed, or nothing is written
             after = _links_or_none(text, fallback_name)

@@ -28,12 +28,15 @@ _ESCAPES = {"0": "\0", "a": "\x07", "b": "\x08", "t": "\t", "\t": "\t", "n": "\n
 _HEX = {"x": 2, "u": 4, "U": 8}
 
 
-def refused(key: str, old: str, new: str) -> ValidationError:
-    """The one refusal of a rename a front-matter value cannot hold (its text is pinned by tests)."""
+def refused(key: str, old: str, new: str, note: str | None = None) -> ValidationError:
+    """The one refusal of a rename a front-matter value cannot hold, naming the key and, where
+    known, the note that holds it."""
+    where = f"in '{note}'; " if note else ""
     return ValidationError(
         f"{key}: the link [[{old}]] in this front-matter value cannot be rewritten as [[{new}]] "
-        "without changing what the value says (nothing was changed)",
-        hint=f"Edit the '{key}:' value by hand, or choose a name the value's quoting can hold.")
+        f"without changing what the value says ({where}nothing was changed)",
+        hint=f"Edit the '{key}:' value{f' of {note!r}' if note else ''} by hand, or choose a name "
+             "the value's quoting can hold.")
 
 
 def _positions(raw: str, style: str | None) -> tuple[str, list[int]] | None:
@@ -130,10 +133,10 @@ def _shape(events: list[yaml.Event], values: dict[int, str]) -> list[tuple[Any, 
     return out
 
 
-def rename_value_links(yaml_text: str, old: str, new: str) -> str:
+def rename_value_links(yaml_text: str, old: str, new: str, note: str | None = None) -> str:
     """`yaml_text` (front matter, or one key's block of it) with every link to `old` in its
     values pointed at `new`, in each value's quoting. Raises ValidationError naming the key
-    when a value cannot hold the new name."""
+    (and `note`, the document it is in) when a value cannot hold the new name."""
     if "[[" not in yaml_text:
         return yaml_text
     try:
@@ -185,7 +188,7 @@ def rename_value_links(yaml_text: str, old: str, new: str) -> str:
         # the key to name: the first value that cannot take the new name on its own
         bad = next((n for n in edits if not _reads_as(_applied(yaml_text, edits[n]), events, {n: expected[n]})),
                    min(edits))
-        raise refused(where[bad], old, new)
+        raise refused(where[bad], old, new, note)
     return out
 
 
