@@ -386,3 +386,21 @@ def test_no_dead_code():
                  and name not in OVERRIDES | NOT_YET_REMOVED]
     assert named["_validate_host"] == 1  # the scan sees a name used nowhere (an override, listed)
     assert not dead, dead
+
+
+def test_engines_keep_undo_records_with_one_mixin():
+    """Each thread's undo record is undo.KeptRecords' on every engine: an engine keeping its
+    own per-thread record is a second copy of when a record begins and ends."""
+    from memloci import undo
+    from memloci.store.markdown import MarkdownStore
+    from memloci.store.postgres import PostgresStore
+    from memloci.store.sqlite import SQLiteStore
+
+    for store in (SQLiteStore, MarkdownStore, PostgresStore):
+        assert store._kept_now is undo.KeptRecords._kept_now, store.__name__
+        assert store._forget_kept is undo.KeptRecords._forget_kept, store.__name__
+    holder = undo.KeptRecords()
+    first = holder._kept_now()
+    assert holder._kept_now() is first and first == undo.new_record()
+    holder._forget_kept()
+    assert holder._kept_now() is not first

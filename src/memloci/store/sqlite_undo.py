@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import threading
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -161,19 +160,8 @@ class SQLiteUndoRows:
         self.store._refresh_fts(self.conn, entity_ids)
 
 
-class SQLiteUndo(SQLiteHost):
+class SQLiteUndo(undo.KeptRecords, SQLiteHost):
     """Undo records of SQLiteStore (uses its _write, _read, _resolve, _refresh_fts, _journal)."""
-
-    def _kept_now(self) -> dict[str, Any]:
-        """This thread's undo record for the transaction under way (undo.new_record)."""
-        local = self.__dict__.setdefault("_kept", threading.local())
-        kept = getattr(local, "tx", None)
-        if kept is None:
-            kept = local.tx = undo.new_record()
-        return kept
-
-    def _forget_kept(self) -> None:
-        self.__dict__.setdefault("_kept", threading.local()).tx = None
 
     def _before(self, conn: sqlite3.Connection, entity_ids: Iterable[int] = (), memory_ids: Iterable[int] = ()) -> None:
         """Keep the state of these entities and memories before this transaction changes them."""

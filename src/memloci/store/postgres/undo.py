@@ -13,7 +13,6 @@ server on whichever host writes next.
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -171,7 +170,7 @@ class PostgresUndoRows:
                                                 memory_id))
 
 
-class PostgresUndo:
+class PostgresUndo(undo.KeptRecords):
     """Undo records of PostgresStore (uses its _write, _journal, _entities_written, _link_pending)."""
 
     if TYPE_CHECKING:  # what PostgresStore gives its mixins
@@ -179,17 +178,6 @@ class PostgresUndo:
         def _journal(self, conn: Any, tool: str, action: str, entities: Any, detail: dict | None, at: str) -> None: ...
         def _entities_written(self, conn: Any, ids: Sequence[int]) -> None: ...
         def _link_pending(self, conn: Any, ids: Sequence[int], at: str) -> list[int]: ...  # documents.py
-
-    def _kept_now(self) -> dict[str, Any]:
-        """This thread's undo record for the write transaction under way (undo.new_record)."""
-        local = self.__dict__.setdefault("_kept", threading.local())
-        kept = getattr(local, "tx", None)
-        if kept is None:
-            kept = local.tx = undo.new_record()
-        return kept
-
-    def _forget_kept(self) -> None:
-        self.__dict__.setdefault("_kept", threading.local()).tx = None
 
     def _before(self, conn: Any, entity_ids: Iterable[int] = (), memory_ids: Iterable[int] = ()) -> None:
         """Keep the state of these entities and memories before this transaction changes them."""
