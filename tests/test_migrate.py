@@ -18,6 +18,7 @@ from memloci.interop import MemoryLine
 from memloci.libraries import LibraryRegistry, LibrarySpec
 from memloci.model import EntityInput, ObservationBatch, RelationInput
 from memloci.search.embedder import EmbedderHandle
+from memloci.errors import ValidationError
 from memloci.service import MemoryService
 from memloci.service_documents import NewEntityDocument
 from memloci.settings import Settings
@@ -348,3 +349,66 @@ def test_restore_dates_on_markdown_dates_the_files_it_created_and_no_others(tmp_
         assert [o.created_at for o in entity.observations] == ["2024-01-02T08:00:00Z"]
     finally:
         copy.close()
+
+
+def _rows(url: str, schema: str, query: str) -> list[tuple]:
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(f'SET search_path TO "{schema}", public')
+        return [tuple(r) for r in conn.execute(query).fetchall()]
+
+
+def test_into_postgres_memories_go_whole_as_each_write_would_leave_them(tmp_path, pg_url):
+    """The copy into PostgreSQL (one transaction of COPYs, store.MemoryCopies) leaves what the
+    writes one by one leave: the same hashes, thread contexts, tag keys, entity tags and full
+    text, and every index of a library made by its writes."""
+    from pg import pg_library_url
+
+    from memloci.store.postgres import PostgresStore
+    from memloci.store.postgres.connection import schema_for
+
+    home = tmp_path / "home"
+    made, copied = pg_library_url(pg_url), pg_library_url(pg_url)
+    # the same library written twice: once call by call on PostgreSQL, once on SQLite then copied
+    for spec in (made.spec, LibrarySpec("old", tmp_path / "old.db")):
+        service = _service(home, spec, "none")
+        _fill(service)
+        for turn in ("Did you book the hotel?", "Yes, the one by the lake.", "Great, see you there"):
+            service.store_memory(turn, memory_type="dialogue", metadata={"session": 7}, tags=["Trip"])
+        service.store_memory("ships #tea from #Lisbon", entity="Bob", memory_type="fact", tags=["x"])
+        service.close()
+    source, target = mig.open_pair(LibrarySpec("old", tmp_path / "old.db"), copied.spec,
+                                   Settings.from_env().with_flags(home=str(home)))
+    assert isinstance(target, PostgresStore)
+    report = mig.migrate(source, target, embedder_model=None)
+    assert report.ok, [r for r in report.rows if not r["equal"]]
+    source.close()
+    # a second copy into it is refused whole: it holds memories now
+    with pytest.raises(ValidationError, match="holds memories already"):
+        target.copy_memories([], {}, None, origin="test")
+    target.close()
+
+    def memories(lib) -> list[tuple]:
+        return _rows(pg_url, schema_for(lib.name), """
+            SELECT m.content, m.content_hash, m.thread, m.context, m.search::text, m.search_length,
+                   (SELECT array_agg(t.tag ORDER BY t.tag) FROM memory_tags t WHERE t.memory_id = m.id)
+            FROM memories m ORDER BY m.content_hash""")
+
+    def entities(lib) -> list[tuple]:
+        return _rows(pg_url, schema_for(lib.name), "SELECT name, tags::text, search::text FROM entities ORDER BY name")
+
+    def indexes(lib) -> list[str]:
+        return [d.replace(schema_for(lib.name), "S") for (d,) in _rows(
+            pg_url, schema_for(lib.name), "SELECT indexdef FROM pg_indexes WHERE schemaname = current_schema() "
+                                          "ORDER BY indexname")]
+
+    assert memories(copied) == memories(made)
+    assert [r for r in memories(copied) if r[0] == "Yes, the one by the lake."][0][3] == \
+        "Did you book the hotel?\nGreat, see you there"
+    assert entities(copied) == entities(made)
+    assert "tea" in dict((n, t) for n, t, _ in entities(copied))["Bob"]
+    assert indexes(copied) == indexes(made)
+    # the totals one BM25 reads are kept by the tables' own triggers, COPY or not
+    totals = "SELECT documents, tokens FROM search_totals"
+    assert _rows(pg_url, schema_for(copied.name), totals) == _rows(pg_url, schema_for(made.name), totals)

@@ -13,6 +13,9 @@ any pair of engines works:
   and relations, Migratable.restore_memory_state for memories), the journal as it was
   (Migratable.replace_journal), and the vectors (VectorStore.save_vectors) when the target's
   embedder is the model that made them; otherwise the target embeds them anew.
+- A target that takes memories whole (store.MemoryCopies: PostgreSQL) gets every memory,
+  observations included, with its dates, use counts and vector, in one call: one transaction
+  of COPYs instead of a write per memory, which on a database server costs a round trip each.
 
 Before any write the whole source graph is checked against the target's schema
 (rules.graph_violations, as `memloci check` does): a source the target would refuse is refused
@@ -37,7 +40,7 @@ from .errors import LibraryMissingError, MemlociError, ValidationError
 from .interop import MemoryLine
 from .libraries import LibrarySpec, masked_url, open_store, parse_library_specs
 from .model import Entity, EntityInput, JournalEntry, Memory, MemoryFilter, MemoryInput, RelationInput, name_key
-from .store import Migratable, Portable, Store
+from .store import MemoryCopies, Migratable, Portable, Store
 
 ORIGIN = "migrate"
 BATCH = 500  # items per write transaction
@@ -313,9 +316,12 @@ def _copy(source: Store, target: Any, graph: Any, by_entity: dict[str, list[Memo
           memories: list[Memory], journal: list[JournalEntry], manual: str | None,
           copy_vectors: bool, vectors_model: str | None, progress: Progress) -> None:
     # entities, each with its plain observations (the rest come with the memories); one that
-    # holds a body, aliases, tags or metadata is written whole as its document
+    # holds a body, aliases, tags or metadata is written whole as its document. A target that
+    # copies memories whole (MemoryCopies) takes every observation with the memories instead.
+    bulk = isinstance(target, MemoryCopies)
+
     def plain(key: str) -> list[str]:
-        return [m.content for m in by_entity.get(key, []) if _plain(m)]
+        return [] if bulk else [m.content for m in by_entity.get(key, []) if _plain(m)]
 
     from dataclasses import replace
 
@@ -343,7 +349,48 @@ def _copy(source: Store, target: Any, graph: Any, by_entity: dict[str, list[Memo
     if manual is not None:
         target.edit_manual(lambda _: manual, origin=ORIGIN, detail={})
 
-    # memories, in the source's order: runs of free ones in one transaction each
+    if bulk:
+        _copy_whole(source, target, memories, copy_vectors, vectors_model, progress)
+    else:
+        _copy_each(source, target, memories, copy_vectors, vectors_model, progress)
+    target.restore_dates({name_key(e.name): (e.created_at, e.updated_at, (), ()) for e in entities},
+                         {(name_key(r.from_entity), r.relation_type, name_key(r.to_entity)): r.created_at
+                          for r in relations}, origin=ORIGIN)
+    target.finish_copy()
+    # the journal last: every write above journaled itself, and this replaces all of that
+    undo_kept = source.kind == target.kind
+    copied = [e if undo_kept or not (e.detail and "undo" in e.detail)
+              else JournalEntry(e.id, e.at, e.tool, e.action, e.entities,
+                                {k: v for k, v in e.detail.items() if k != "undo"})
+              for e in journal]
+    target.replace_journal(copied)
+    progress("journal", len(copied), len(copied))
+
+
+def _copy_whole(source: Store, target: MemoryCopies, memories: list[Memory], copy_vectors: bool,
+                vectors_model: str | None, progress: Progress) -> None:
+    """Every memory with its dates, use counts and vectors in one call (one transaction)."""
+    vectors: dict[int, Any] = {}
+    if copy_vectors:
+        loaded = source.load_vectors()
+        wanted = {m.id for m in memories}
+        vectors = {int(i): row for i, row in zip(loaded.ids, loaded.matrix) if int(i) in wanted}
+    done = 0
+
+    def step(n: int) -> None:
+        nonlocal done
+        done += n
+        progress("memories", done, len(memories))
+
+    target.copy_memories(memories, vectors, vectors_model if vectors else None, origin=ORIGIN, on_batch=step)
+    progress("memories", len(memories), len(memories))
+    progress("vectors", len(vectors), len(vectors))
+
+
+def _copy_each(source: Store, target: Any, memories: list[Memory], copy_vectors: bool,
+               vectors_model: str | None, progress: Progress) -> None:
+    """The memories through the calls every engine has: runs of free ones in one transaction
+    each, the others one by one; then their dates and use counts, then their vectors."""
     done, run = 0, []
     for m in memories:
         if m.entity is None:
@@ -368,9 +415,6 @@ def _copy(source: Store, target: Any, graph: Any, by_entity: dict[str, list[Memo
              for m in memories if _key(m) in ids]
     for start in range(0, len(state), BATCH):
         target.restore_memory_state(state[start:start + BATCH])
-    target.restore_dates({name_key(e.name): (e.created_at, e.updated_at, (), ()) for e in entities},
-                         {(name_key(r.from_entity), r.relation_type, name_key(r.to_entity)): r.created_at
-                          for r in relations}, origin=ORIGIN)
 
     if copy_vectors:
         assert vectors_model is not None
@@ -384,15 +428,6 @@ def _copy(source: Store, target: Any, graph: Any, by_entity: dict[str, list[Memo
         progress("vectors", len(items), len(items))
     else:
         progress("vectors", 0, 0)
-    target.finish_copy()
-    # the journal last: every write above journaled itself, and this replaces all of that
-    undo_kept = source.kind == target.kind
-    copied = [e if undo_kept or not (e.detail and "undo" in e.detail)
-              else JournalEntry(e.id, e.at, e.tool, e.action, e.entities,
-                                {k: v for k, v in e.detail.items() if k != "undo"})
-              for e in journal]
-    target.replace_journal(copied)
-    progress("journal", len(copied), len(copied))
 
 
 def render_table(report: Report) -> list[list[str]]:

@@ -388,6 +388,19 @@ class Portable(Protocol):
 
 
 @runtime_checkable
+class MemoryCopies(Protocol):
+    """A store that takes every memory of a library in one transaction, as the source holds
+    them (migrate.py): far faster than a write per memory on a database server."""
+
+    def copy_memories(self, memories: Sequence[Memory], vectors: Mapping[int, Any], model: str | None,
+                      *, origin: str, on_batch: Callable[[int], None] | None = None) -> int:
+        """Copy `memories` (observations included, their entities already here; dates, use
+        counts and fields as given, in this order) and their vectors (source memory id ->
+        vector of `model`) into a library holding no memories; returns how many."""
+        ...
+
+
+@runtime_checkable
 class Migratable(Protocol):
     """A store `memloci migrate` can fill exactly (migrate.py, store/migratable.py): the parts
     the tools have no call for, set as another library holds them."""

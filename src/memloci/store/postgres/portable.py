@@ -5,11 +5,23 @@ answers as the SQLite engine's (store/sqlite_undo.py), each one transaction."""
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from ...model import ImportedMemories, Memory, now_iso
-from .memories import bump_vectors, insert_memory, select_memories
+from ...errors import NotFoundError, ValidationError
+from ...model import ImportedMemories, Memory, content_hash, name_key, now_iso
+from ..sqlite_memories import tag_keys, thread_key
+from .graph import retag
+from .memories import (
+    bump_vectors,
+    claim_model,
+    drop_secondary_indexes,
+    insert_memory,
+    select_memories,
+    vectors_copy_data,
+)
+
+COPY_BATCH = 5000  # rows per COPY (and per progress step) of copy_memories
 
 
 class PostgresPortable:
@@ -56,6 +68,82 @@ class PostgresPortable:
                 self._journal(conn, origin, "restore_dates", [],  # type: ignore[attr-defined]
                               {"entities": len(entities), "relations": len(relations)}, now_iso())
 
+    def copy_memories(self, memories: Sequence[Memory], vectors: Mapping[int, Any], model: str | None,
+                      *, origin: str, on_batch: Callable[[int], None] | None = None) -> int:
+        """Every memory of a library, observations included (store.MemoryCopies): each as the
+        source holds it (its type, tags, importance, metadata, dates and use counts), in the
+        given order (conversation threads keep their neighbours), with its vector where
+        `vectors` (source memory id -> vector, of `model`) has one; the owners are the entities
+        already here, by name. One write transaction, the rows by COPY: one INSERT a memory
+        costs a round trip each, and keeping the full-text, trigram and HNSW indexes row by row
+        far more than building them once, so they are dropped and built again at the end
+        (the unique index of texts per owner with them: a text given twice for one owner fails
+        it, rolling the whole copy back). Into a library whose memories table is empty only
+        (migrate.py's target). Content hashes are computed here from the text and the owner's
+        name, as every write computes them. Returns how many memories were copied."""
+        at = now_iso()
+        with self._write("memories") as conn:  # type: ignore[attr-defined]
+            if conn.execute("SELECT EXISTS (SELECT 1 FROM memories)").fetchone()[0]:
+                raise ValidationError(f"library '{self.name}' holds memories already: "  # type: ignore[attr-defined]
+                                      "memories are copied only into a library that has none")
+            owners = {key: (int(i), name) for i, key, name in conn.execute("SELECT id, name_key, name FROM entities")}
+            missing = sorted({m.entity for m in memories if m.entity and name_key(m.entity) not in owners})
+            if missing:
+                raise NotFoundError(f"entity: '{missing[0]}' does not exist ({len(missing)} owner(s) missing)")
+            deferred = drop_secondary_indexes(conn)
+            if vectors:
+                if model is None:
+                    raise ValueError("model: vectors given without the model that made them")
+                claim_model(conn, self.name, model, len(next(iter(vectors.values()))))  # type: ignore[attr-defined]
+                deferred.update(drop_secondary_indexes(conn))  # (claim_model made the HNSW index)
+            sequence = conn.execute("SELECT pg_get_serial_sequence('memories', 'id')").fetchone()[0]
+            ids = [int(r[0]) for r in conn.execute("SELECT nextval(%s) FROM generate_series(1, %s)",
+                                                   (sequence, len(memories)))] if memories else []
+            threads = [thread_key(owners[name_key(m.entity)][0] if m.entity else None, m.memory_type, m.metadata)
+                       for m in memories]
+            contexts = _thread_contexts(memories, threads)
+            for start in range(0, len(memories), COPY_BATCH):
+                chunk = range(start, min(start + COPY_BATCH, len(memories)))
+                with conn.cursor().copy("""COPY memories (id, entity_id, content, content_hash, memory_type, tags,
+                                           importance, metadata, created_at, updated_at, access_count,
+                                           last_accessed_at, thread, context, embedded) FROM STDIN""") as copy:
+                    for k in chunk:
+                        m = memories[k]
+                        owner = owners[name_key(m.entity)] if m.entity else None
+                        copy.write_row((ids[k], owner[0] if owner else None, m.content,
+                                        content_hash(m.content, owner[1] if owner else None), m.memory_type,
+                                        json.dumps(list(m.tags), ensure_ascii=False),
+                                        None if m.importance == "medium" else m.importance,
+                                        json.dumps(m.metadata, ensure_ascii=False), m.created_at, m.updated_at,
+                                        m.access_count, m.last_accessed_at, threads[k], contexts[k],
+                                        m.id in vectors))
+                with conn.cursor().copy("COPY memory_tags (tag, memory_id) FROM STDIN") as copy:
+                    for k in chunk:
+                        for key in tag_keys(memories[k].tags):
+                            copy.write_row((key, ids[k]))
+                with_vectors = [k for k in chunk if memories[k].id in vectors]
+                if with_vectors:
+                    with conn.cursor().copy("COPY memory_vectors (memory_id, embedding) FROM STDIN (FORMAT binary)") as copy:
+                        copy.write(vectors_copy_data([ids[k] for k in with_vectors],
+                                                     [vectors[memories[k].id] for k in with_vectors]))
+                if on_batch is not None:
+                    on_batch(len(chunk))
+            # as every other write leaves them: each index built once now, over every row
+            conn.execute(f"SET LOCAL maintenance_work_mem = '{min(4096, max(256, len(memories) // 400))}MB'")
+            for ddl in deferred.values():
+                conn.execute(ddl)
+            conn.execute("ANALYZE memories, memory_tags, memory_vectors")
+            # the owners: their #tags and their full text take in their observations
+            held = sorted({owners[name_key(m.entity)][0] for m in memories if m.entity})
+            retag(conn, sorted({owners[name_key(m.entity)][0] for m in memories if m.entity and "#" in m.content}))
+            self._entities_written(conn, held)  # type: ignore[attr-defined]
+            copied = sum(1 for m in memories if m.id in vectors)
+            if copied:
+                bump_vectors(conn, copied)
+            self._journal(conn, origin, "copy_memories", [],  # type: ignore[attr-defined]
+                          {"memories": len(memories), "vectors": copied}, at)
+        return len(memories)
+
     # -- backups ---------------------------------------------------------------------------
 
     def note_backup(self, at: str, path: str) -> None:
@@ -84,3 +172,19 @@ class PostgresPortable:
         with self._read() as conn:  # type: ignore[attr-defined]
             return conn.execute("SELECT (SELECT count(*) FROM entities) + (SELECT count(*) FROM memories) "
                                 "+ (SELECT count(*) FROM relations)").fetchone()[0]
+
+
+def _thread_contexts(memories: Sequence[Memory], threads: Sequence[str]) -> list[str]:
+    """Each memory's context: the texts of the memories just before and after it in its thread
+    (in the given order, which is id order once copied), as insert_memory keeps it."""
+    contexts = [""] * len(memories)
+    last: dict[str, int] = {}
+    for k, thread in enumerate(threads):
+        if not thread:
+            continue
+        before = last.get(thread)
+        if before is not None:
+            contexts[k] = memories[before].content
+            contexts[before] = "\n".join(t for t in (contexts[before], memories[k].content) if t)
+        last[thread] = k
+    return contexts
