@@ -214,18 +214,20 @@ def _count(index: sqlite3.Connection, sql: str, *args: Any) -> int:
     return index.execute(sql, args).fetchone()[0]
 
 
-def _all_or_nothing(kind: str, index: sqlite3.Connection, files: dict[str, bytes] | None, n: int) -> str:
-    def one_of(what: str, value: int, nothing: int, everything: int) -> str:
-        assert value in (nothing, everything), f"{what}: {value}, neither {nothing} (nothing) nor {everything} (all)"
-        return "none" if value == nothing else "all"
+def _one_of(what: str, value: int, nothing: int, everything: int) -> str:
+    """"none" or "all": a count after a kill must be one of the two, never in between."""
+    assert value in (nothing, everything), f"{what}: {value}, neither {nothing} (nothing) nor {everything} (all)"
+    return "none" if value == nothing else "all"
 
+
+def _all_or_nothing(kind: str, index: sqlite3.Connection, files: dict[str, bytes] | None, n: int) -> str:
     entity = "SELECT count(*) FROM entities WHERE name GLOB ?"
     if kind == "create":
-        got = one_of("new entities", _count(index, entity, "new*"), 0, n)
-        one_of("their observations", _count(index, "SELECT count(*) FROM memories m JOIN entities e ON e.id = m.entity_id "
+        got = _one_of("new entities", _count(index, entity, "new*"), 0, n)
+        _one_of("their observations", _count(index, "SELECT count(*) FROM memories m JOIN entities e ON e.id = m.entity_id "
                                                     "WHERE e.name GLOB 'new*'"), 0, 2 * n if got == "all" else 0)
         if files is not None:
-            one_of("new files", sum(rel.startswith("new") for rel in files), 0, n if got == "all" else 0)
+            _one_of("new files", sum(rel.startswith("new") for rel in files), 0, n if got == "all" else 0)
         return got
     if kind == "rename":
         hub, hub2 = _count(index, entity, "hub"), _count(index, entity, "hub2")
@@ -241,7 +243,7 @@ def _all_or_nothing(kind: str, index: sqlite3.Connection, files: dict[str, bytes
             assert linked == n, f"relations to the note: {linked}, not {n}"
         return got
     if kind == "merge":
-        got = one_of("sources left", _count(index, entity, "src*"), n, 0)  # none left: merged
+        got = _one_of("sources left", _count(index, entity, "src*"), n, 0)  # none left: merged
         target = _count(index, "SELECT count(*) FROM memories m JOIN entities e ON e.id = m.entity_id WHERE e.name = 'target'")
         assert target == (1 + n * N_SOURCE_OBS if got == "all" else 1), f"target observations: {target}"
         if files is not None:
@@ -252,16 +254,16 @@ def _all_or_nothing(kind: str, index: sqlite3.Connection, files: dict[str, bytes
         return got
     if kind == "delete":
         left = _count(index, entity, "e*")
-        got = one_of("entities left", left, n, 0)
+        got = _one_of("entities left", left, n, 0)
         got = "all" if left == 0 else "none"
         if files is not None:
             assert sum(rel.startswith("e") for rel in files) == left, "entity files and entities differ"
         return got
     if kind == "add_observations":
-        got = one_of("added observations", _count(index, "SELECT count(*) FROM memories WHERE content GLOB 'extra fact *'"),
+        got = _one_of("added observations", _count(index, "SELECT count(*) FROM memories WHERE content GLOB 'extra fact *'"),
                      0, n)
         if files is not None:
-            one_of("files holding them", sum(b"extra fact" in data for data in files.values()), 0,
+            _one_of("files holding them", sum(b"extra fact" in data for data in files.values()), 0,
                    n if got == "all" else 0)
         return got
     raise ValueError(kind)
@@ -276,21 +278,17 @@ def _graph_all_or_nothing(kind: str, path: str, n: int) -> str:
     finally:
         s.close()
 
-    def one_of(what: str, value: int, nothing: int, everything: int) -> str:
-        assert value in (nothing, everything), f"{what}: {value}, neither {nothing} (nothing) nor {everything} (all)"
-        return "none" if value == nothing else "all"
-
     def named(prefix: str) -> list:
         return [e for e in graph.entities if e.name.startswith(prefix)]
 
     if kind == "create":
-        got = one_of("new entities", len(named("new")), 0, n)
-        one_of("their observations", sum(len(e.observations) for e in named("new")), 0, 2 * n if got == "all" else 0)
+        got = _one_of("new entities", len(named("new")), 0, n)
+        _one_of("their observations", sum(len(e.observations) for e in named("new")), 0, 2 * n if got == "all" else 0)
         return got
     if kind == "delete":
-        return one_of("entities left", len(named("e")), n, 0)
+        return _one_of("entities left", len(named("e")), n, 0)
     if kind == "add_observations":
-        return one_of("added observations", sum(o.content.startswith("extra fact ") for e in graph.entities
+        return _one_of("added observations", sum(o.content.startswith("extra fact ") for e in graph.entities
                                                 for o in e.observations), 0, n)
     raise ValueError(f"{kind}: not a write kind postgres runs ({', '.join(POSTGRES_KINDS)})")
 

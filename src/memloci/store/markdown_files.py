@@ -19,10 +19,8 @@ _UNSAFE = re.compile(r'[\\/:*?"<>|\x00-\x1f]')
 class SyncReport:
     indexed: int = 0
     removed: int = 0
-    unchanged: int = 0
     skipped: int = 0  # read, but changed again before they could be applied (the next scan takes them)
     problems: dict[str, str] = field(default_factory=dict)  # path -> why it is not indexed
-    seconds: float = 0.0
     index_moved_to: str | None = None  # a corrupt index was moved here before this rebuild
 
 

@@ -14,7 +14,6 @@ import json
 import logging
 import os
 import sqlite3
-import time
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -97,7 +96,6 @@ class MarkdownScan(MarkdownHost):
             return self._scan()
 
     def _scan(self) -> SyncReport:
-        started = time.perf_counter()
         files = self._walk()
         with self._read() as conn:
             known = {p: (e, m, s, h) for p, e, m, s, h in
@@ -107,12 +105,11 @@ class MarkdownScan(MarkdownHost):
                    if (p not in known or known[p][1:3] != st) and broken.get(p) != st]
         gone = [p for p in known if p not in files]
         gone_broken = [p for p in broken if p not in files]
-        report = SyncReport(unchanged=len(files) - len(changed))
+        report = SyncReport()
         if not changed and not gone and not gone_broken:
             return report
         docs, days, touched = self._parse(sorted(changed), files, known, report)
         self._apply_files(docs, days, touched, gone, gone_broken, known, files, report)
-        report.seconds = time.perf_counter() - started
         for rel, error in report.problems.items():
             log.warning("library %s: %s is not indexed: %s", self.name, rel, error)
         self.last_sync = report
@@ -312,7 +309,6 @@ class MarkdownScan(MarkdownHost):
             self._syncing.on = True
             try:
                 with self._write() as conn:
-                    started = time.perf_counter()
                     report = SyncReport()
                     files = self._walk()
                     docs, days, _ = self._parse(sorted(files), files, {}, report)
@@ -332,8 +328,6 @@ class MarkdownScan(MarkdownHost):
                     conn.execute(f"""DELETE FROM memories WHERE entity_id IS NULL AND
                                      '{MEMORIES_DIR}/' || substr(created_at, 1, 10) || '.md' NOT IN (SELECT path FROM md_files)""")
                     report.removed += len(orphans)
-                    report.unchanged = 0
-                    report.seconds = time.perf_counter() - started
             finally:
                 self._syncing.on = False
         report.index_moved_to = self.index_moved_to
