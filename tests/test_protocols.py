@@ -51,7 +51,7 @@ STORE_NAMES = {"migrate.py": frozenset({"store", "source", "target"})}  # elsewh
 # Optional abilities, tested with isinstance; VectorSearch sits beside the vector index it replaces.
 CAPABILITIES = (protocols.Undoable, protocols.Passages, protocols.GraphBatches, protocols.Portable,
                 protocols.Migratable, protocols.FolderLibrary, protocols.ServerEngine, protocols.WordScores,
-                protocols.WordStatistics, VectorSearch)
+                protocols.WordStatistics, protocols.ChangeNotices, protocols.MemoryCopies, VectorSearch)
 NARROW = (protocols.GraphStore, protocols.MemoryStore, protocols.VectorStore, protocols.DocumentStore,
           protocols.ContextStore, protocols.Maintenance)
 
