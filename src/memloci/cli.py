@@ -384,7 +384,7 @@ def stats(libraries: LibrariesOpt = None) -> None:
     table = Table("library", "kind", "entities", "observations", "memories", "relations", "journal", "size", "path")
     for s in rows:
         if isinstance(s, LibrarySpec):
-            table.add_row(s.name, s.kind, "0", "0", "0", "0", "0", "not created yet", str(s.path))
+            table.add_row(s.name, s.kind, "0", "0", "0", "0", "0", "not created yet", s.shown_path)
             continue
         table.add_row(s.name, s.kind, str(s.entities), str(s.observations), str(s.memories), str(s.relations),
                       str(s.journal_entries), f"{s.size_bytes / 1024:.0f} KiB", s.path)

@@ -5,8 +5,9 @@ A library spec is `name:path[,name:path...]` (flag `--libraries`, variable
 (`.sqlite`, `.sqlite3`) is a SQLite library; a `postgresql://` (or `postgres://`) URL is a
 library in PostgreSQL, kept in a schema of its own named after the library; any other path
 is a folder holding a Markdown library. A path that looks like a URL of any other scheme is
-refused (it would otherwise become a folder named `http:`). With none given, one library
-named `default` lives in `default.db` of the data
+refused (it would otherwise become a folder named `http:`), and so is a URL with no name
+before it (`postgresql://u@host/db` alone would be the library `postgresql` in the folder
+`//u@host/db`). With none given, one library named `default` lives in `default.db` of the data
 folder (`memloci_home()`). Stores open lazily, on first use, so start-up stays fast
 and a broken library is reported by the call that needs it, not by a crashed server.
 """
@@ -40,6 +41,16 @@ URL_SCHEMES = ("postgresql", "postgres")  # the schemes a library URL may have (
 _QUERY_PASSWORD = re.compile(r"([?&]password=)([^&#]*)")
 
 
+def _netloc(url: str) -> str:
+    """The host part of `url` as urlsplit reads it; "" when urlsplit refuses the URL (an
+    unclosed `[` of an IPv6 host raises ValueError): masking must work on any text, above all
+    on the malformed URL an error message is about, so a refusal means "in doubt"."""
+    try:
+        return urllib.parse.urlsplit(url).netloc
+    except ValueError:
+        return ""
+
+
 def _userinfo(url: str) -> tuple[str, str, str] | None:
     """(what precedes, the user part, what follows) of a URL with a user part, else None. A
     password holding an unencoded `/`, `?` or `#` ends the host part early for urlsplit (the
@@ -48,7 +59,7 @@ def _userinfo(url: str) -> tuple[str, str, str] | None:
     scheme, sep, rest = url.partition("://")
     if not sep:
         return None
-    netloc = urllib.parse.urlsplit(url).netloc
+    netloc = _netloc(url)
     if "@" in netloc:  # the ordinary case; the password may still hold an unencoded `@`
         at = netloc.rfind("@")
     elif "@" in rest:
@@ -76,7 +87,7 @@ def masked_url(url: str) -> str:
     if parts is not None:
         head, userinfo, tail = parts
         user, colon, password = userinfo.partition(":")
-        if "@" not in urllib.parse.urlsplit(url).netloc:  # in doubt (see _userinfo): hide the whole user part
+        if "@" not in _netloc(url):  # in doubt (see _userinfo): hide the whole user part
             url = head + "***" + tail
         elif colon and password:  # an empty one (`user:@host`) hides nothing
             url = head + user + ":***" + tail
@@ -110,6 +121,11 @@ class LibrarySpec:
     kind: str = "sqlite"
     schema: Any = None  # a schema.LibrarySchema; None: MEMLOCI_SCHEMA, else the default
 
+    @property
+    def shown_path(self) -> str:
+        """Where the library lives, as a user may see it: a URL's password masked."""
+        return masked_url(str(self.path)) if self.kind == "postgres" else str(self.path)
+
 
 def parse_library_specs(spec: str) -> list[LibrarySpec]:
     """Parse `work:/path/work.db,personal:/path/notes.db` into specs, with errors that say what is wrong."""
@@ -118,6 +134,13 @@ def parse_library_specs(spec: str) -> list[LibrarySpec]:
     for i, part in enumerate(parts):
         if not part:
             continue
+        if _URL.match(part):
+            # A URL with no name before it: `postgresql` would be read as the name and
+            # `//u@host/db` as a Markdown folder at the filesystem's root.
+            raise ValidationError(
+                f"libraries[{i}] '{masked_url(part)}': a URL needs a library name before it; "
+                f"expected NAME:{URL_SCHEMES[0]}://...",
+                hint="Example: --libraries 'team:postgresql://user@host/db'")
         name, sep, path = part.partition(":")
         name, path = name.strip(), path.strip()
         if _URL.match(path) and "/" not in path.partition("://")[2] and "?" not in path \
