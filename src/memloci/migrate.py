@@ -150,11 +150,13 @@ BODY_TAGS = "body_tags"  # entity metadata the engines derive from #tags (store/
 
 
 def prose(body: str) -> str:
-    """A body without the observations list a Markdown library renders into it: what the
-    person wrote. Engines differ on keeping that list in the body, so bodies compare so."""
-    from .markdown.document import remove_empty_section, set_observations
+    """A body as every engine keeps it, so bodies compare so: without the observations list a
+    Markdown library renders into it (engines differ on keeping that list in the body), and
+    as the entity document holds it (`kept_body`: a Markdown file ends in one line break where
+    SQLite and PostgreSQL keep the body's end as given)."""
+    from .markdown.document import kept_body, remove_empty_section, set_observations
 
-    return remove_empty_section(set_observations(body, []), "Observations")
+    return kept_body(remove_empty_section(set_observations(body, []), "Observations"))
 
 
 def _has_document(e: Entity) -> bool:

@@ -218,6 +218,17 @@ def _blank_lead(text: str) -> int:
     return m.end()
 
 
+def kept_body(body: str) -> str:
+    """`body` as an entity document holds it: what `render_document` writes and `parse_document`
+    reads back. The blank lines that lead it are dropped (the blank line after the title is the
+    separator, so parse cannot tell them apart) and it ends in exactly one line break (a file
+    memloci renders ends so); "" when it holds nothing else. SQLite and PostgreSQL store a body
+    as given and a Markdown library as its file holds it: every engine's document shows this."""
+    body = body.rstrip("\n")
+    body = body[_blank_lead(body):]
+    return body + "\n" if body else ""
+
+
 def _text(value: object, where: str) -> str:
     if isinstance(value, bool):  # YAML 1.1 reads `yes`/`on` as booleans
         return "true" if value else "false"
@@ -385,8 +396,7 @@ def render_document(doc: EntityDocument) -> str:
     heading = _heading(f"# {title}")
     if heading is None:
         raise ValidationError(f"name: {doc.name!r} cannot be a Markdown title; give a name with text in it")
-    body = set_observations(doc.body, doc.observations, doc.dates).rstrip("\n")
-    body = body[_blank_lead(body):]  # parse drops leading blank lines too
+    body = kept_body(set_observations(doc.body, doc.observations, doc.dates))
     first = body.split("\n", 1)[0]
     own = _heading(first) if first.startswith("# ") else None
     if own and own[1].casefold() == doc.name.casefold():
@@ -406,8 +416,8 @@ def render_document(doc: EntityDocument) -> str:
             fm.append(f"{key}: {_timestamp(value)}\n")
     fm.extend(b if b.endswith("\n") else b + "\n" for b in doc.extra)
     if own:  # content that brought its own H1 keeps it as the only title
-        return "".join(fm) + f"---\n{body}\n"
-    return "".join(fm) + f"---\n# {title}\n" + (f"\n{body}\n" if body else "")
+        return "".join(fm) + f"---\n{body}"
+    return "".join(fm) + f"---\n# {title}\n" + (f"\n{body}" if body else "")
 
 
 def _prose(text: str) -> Iterator[tuple[int, int]]:
