@@ -8,8 +8,7 @@ from collections import Counter
 
 import pytest
 
-from memloci.search import bm25
-from memloci.store import sqlite_memories
+from memloci import bm25
 
 DOCS = [  # (content, context, labels)
     ("deploy on friday after the freeze", "", "decision ops risky"),
@@ -20,10 +19,6 @@ DOCS = [  # (content, context, labels)
     ("a b c d e f g h i j k l m n o p", "q r s", "t"),
 ]
 QUERIES = [["deploy"], ["friday", "freeze"], ["ops"], ["deploy", "lunch", "team"], ["friday"], ["zeppelin", "note"]]
-
-
-def test_sqlite_scores_memories_with_these_weights():
-    assert sqlite_memories._BM25 == bm25.fts5_weights("memory_fts", bm25.MEMORY_WEIGHTS)
 
 
 @pytest.mark.parametrize("terms", QUERIES)

@@ -8,7 +8,7 @@ import pytest
 
 from memloci.libraries import LibraryRegistry
 from memloci.model import MemoryFilter
-from memloci.search import bm25
+from memloci import bm25
 from memloci.search.hybrid import word_terms
 from memloci.service import MemoryService
 from memloci.store.postgres import search as pg_search

@@ -6,11 +6,10 @@
 
 |D| counts every token of every column (stop words too), avgdl is the mean |D| over the N
 documents, n(t) how many documents hold t. This is FTS5's bm25() (fts5_aux.c), so SQLite,
-which computes it inside FTS5 (store.WordScores), and an engine that hands over these
-statistics (store.WordStatistics, PostgreSQL: store/postgres/search.py), which this module
-scores (search/hybrid.py word_candidates), score and order the same documents alike. The
-column weights are declared here; SQLite's SQL (no engine imports search/) carries the same
-numbers, and tests/test_bm25.py fails if the two part.
+which computes it inside FTS5, and PostgreSQL, whose statistics this module scores (memories:
+store.WordStatistics, scored by search/hybrid.py; entities: store/postgres/search.py), score
+and order the same documents alike. The column weights are declared here, once: SQLite's SQL
+is built from them (fts5_weights). Pure arithmetic, no I/O: engines and search/ both use it.
 """
 
 from __future__ import annotations
@@ -28,6 +27,14 @@ IDF_FLOOR = 1e-6  # FTS5 gives a term held by half the documents or more this mu
 # neighbours' words), `labels` (its tags and type). A label counts as a word of its own, below
 # the text, so machine tags ("dia:D1:3") never outweigh what a memory says.
 MEMORY_WEIGHTS = (1.0, 0.4, 0.5)
+
+# An entity's columns: name, aliases, tags, type, text (observations and body), and the CJK
+# two-character tokens of the first four (name grams) and of the text (text grams).
+ENTITY_WEIGHTS = (5.0, 4.0, 2.5, 2.0, 1.0, 4.0, 1.0)
+# A word more than 500 entities hold is common: its BM25 would read every holder's positions,
+# so it adds its IDF to the pooled entities holding it instead, times what one match in a
+# column of weight 5 (a name) weighs against one of weight 1 in a document of average length.
+LABEL_GAIN = 5.0 * (K1 + 1.0) / (5.0 + K1)
 
 # FTS5's unicode61 tokenizer: a token is a run of letters and digits; `_` and punctuation separate.
 _TOKEN = re.compile(r"[^\W_]+")

@@ -31,7 +31,8 @@ from typing import Any
 
 from ..model import Memory, MemoryFilter
 from ..store import WordScores
-from . import bm25, cues, lexical
+from .. import bm25
+from . import cues, lexical
 from .decay import decay_factor, parse_time
 from .embedder import understands
 from .timephrases import TimeRange

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import rules
+from .. import bm25, rules
 from ..errors import NotFoundError
 from ..model import (Memory, MemoryFilter, MemoryInput, MemoryPage, MemoryVectors, PendingMemory, SavedVectors,
                      StoredMemory, content_hash, name_key, now_iso)
@@ -30,7 +30,7 @@ _MEMORY_COLUMNS = """m.id, m.content, m.content_hash, m.tags, m.memory_type, m.i
     m.created_at, m.updated_at, m.access_count, m.last_accessed_at, e.name"""
 # own words, neighbours' words, tags and type: a label counts as a word of its own, below the text,
 # so machine tags ("dia:D1:3") never outweigh what a memory says
-_BM25 = "bm25(memory_fts, 1.0, 0.4, 0.5)"
+_BM25 = bm25.fts5_weights("memory_fts", bm25.MEMORY_WEIGHTS)
 _HIRAGANA = re.compile(r"[\u3040-\u309f]")
 
 

@@ -21,24 +21,21 @@ matches, as the official server's search would (trigram indexes for three charac
 from __future__ import annotations
 
 import json
-import math
 import re
 import sqlite3
 from dataclasses import dataclass
 
+from .. import bm25
 from . import NameVocabulary
 from . import query_text as lexical  # (FTS5 syntax)
 
 # entity_fts columns (migration 7): name, aliases, tags, entity_type, text (observations and
 # body), name_grams and text_grams (the CJK two-character tokens of the first four, and of text).
-_BM25 = "bm25(entity_fts, 5.0, 4.0, 2.5, 2.0, 1.0, 4.0, 1.0)"
+_BM25 = bm25.fts5_weights("entity_fts", bm25.ENTITY_WEIGHTS)
 _LABELS = "{name aliases tags entity_type name_grams}"
 _GRAMS = "{name_grams text_grams}"
 COMMON = 500  # a term held by more entities than this is common: its matches are not all scored
 POOL = 300  # entities ranked for a page (at least twice the page asked for)
-# BM25's weight of one match in a column of weight 5 against one of weight 1 (k1 = 1.2, a
-# document of average length): what a common term found in a name adds over one in the text.
-_LABEL_GAIN = 5.0 * 2.2 / (5.0 + 1.2)
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]+")
 _WORD = re.compile(r"\w+")
 
@@ -174,10 +171,10 @@ def _rank_words(conn: sqlite3.Connection, plan: list[_Term], want: int, scored: 
     pool_size = max(POOL, 2 * want)
     score: dict[int, float] = {}
     if rare:
-        for rowid, bm25 in conn.execute(
+        for rowid, value in conn.execute(
                 f"SELECT rowid, {_BM25} AS s FROM entity_fts WHERE entity_fts MATCH ? ORDER BY s LIMIT ?",
                 (" OR ".join(t.expr for t in rare), pool_size)):
-            score[rowid] = -bm25
+            score[rowid] = -value
     held = {rowid: [t for t in rare if rowid in t.ids] for rowid in score}
     if common:
         for term in common:
@@ -200,12 +197,12 @@ def _rank_words(conn: sqlite3.Connection, plan: list[_Term], want: int, scored: 
             df, inside = conn.execute(
                 """SELECT count(*), json_group_array(rowid) FILTER (WHERE +rowid IN (SELECT value FROM json_each(?)))
                    FROM entity_fts WHERE entity_fts MATCH ?""", (pool, term.expr)).fetchone()
-            idf = max(1e-6, math.log((total - df + 0.5) / (df + 0.5)))  # FTS5's bm25 IDF
+            idf = bm25.idf(df, total)
             labelled = {r for (r,) in conn.execute(
                 "SELECT rowid FROM entity_fts WHERE entity_fts MATCH ? AND +rowid IN (SELECT value FROM json_each(?))",
                 (f"{_LABELS} : ({term.expr})", pool))}
             for rowid in json.loads(inside):
-                score[rowid] += idf * (_LABEL_GAIN if rowid in labelled else 1.0)
+                score[rowid] += idf * (bm25.LABEL_GAIN if rowid in labelled else 1.0)
                 held[rowid].append(term)
     ranked = sorted(score, key=lambda r: (-score[r], -r))[:want]
     n = len(plan)
@@ -214,7 +211,7 @@ def _rank_words(conn: sqlite3.Connection, plan: list[_Term], want: int, scored: 
         scored[rowid] = Score(len(terms), -score[rowid], _why(terms, n, -score[rowid]))
 
 
-def _why(terms: list[_Term], n: int, bm25: float) -> str:
+def _why(terms: list[_Term], n: int, value: float) -> str:
     """"all 3 words, bm25 7.2" / "1 of 2 words (postgre as prefix)" / "... name ~ alcie→alice"."""
     k = len(terms)
     what = (f"all {n} words" if n > 1 else "word") if k == n else f"{k} of {n} words"
@@ -224,7 +221,7 @@ def _why(terms: list[_Term], n: int, bm25: float) -> str:
     respelled = [t.note for t in terms if t.how == "respelled"]
     if respelled:
         what += ", name ~ " + " ".join(respelled)
-    return f"{what}, bm25 {-bm25:.3g}"
+    return f"{what}, bm25 {-value:.3g}"
 
 
 def _substrings(conn: sqlite3.Connection, text: str, limit: int) -> list[tuple[int, str]]:

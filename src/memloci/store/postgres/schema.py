@@ -21,7 +21,7 @@ from ...errors import LibraryMissingError, LibraryUnreadableError
 from ...model import now_iso
 from .connection import MIGRATION_LOCK, quoted
 from .passages import PASSAGES_MIGRATION
-from .search_schema import BM25_MIGRATION, SEARCH_MIGRATION
+from .search_schema import BM25_MIGRATION, ENTITY_BM25_MIGRATION, SEARCH_MIGRATION
 
 CORE_MIGRATION = """
 CREATE TABLE entities (
@@ -138,6 +138,7 @@ MIGRATIONS: list[str] = [
     BM25_MIGRATION,  # 4: memory lengths and library totals for one BM25 on every engine: search_schema.py
     RECALL_MIGRATION,  # 5: loads at a million memories: memloci_fold answers ASCII text at once
     PASSAGES_MIGRATION,  # 6: note bodies carry meaning: their passages and vectors (passages.py)
+    ENTITY_BM25_MIGRATION,  # 7: entity lengths and totals: search_nodes ranked by one BM25 too (search_schema.py)
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -9,17 +9,12 @@ is search/hybrid.py's and search/entities.py's, the same for every engine.
   and the library's totals (migration 4), and search/bm25.py scores them: the same BM25 as
   SQLite's FTS5, to the last digits, where the two stemmers agree. Each query word is looked up
   stemmed (`english`) and as written (`simple`), so a tag such as "decisions" is found as typed.
-- Entities by words: ts_rank with weights like SQLite's columns (name 1, aliases and tags 0.8,
-  type 0.4, text 0.2); the order matches SQLite's on the contract script, not every score.
+- Entities: entity_search.py, by the BM25 SQLite's FTS5 computes (memloci/bm25.py).
 - Chinese/Japanese: the query's runs as two- and three-character pieces against the `grams`
   tsvectors (pairs holding a hiragana character are left out: mostly particles and endings).
 - Vectors: pgvector's HNSW index (cosine), the filters in the same SQL (VectorSearch in
   search/vectors.py); each candidate is lifted by its thread neighbours' similarity, as the
   in-process index does.
-- Entities: words (a word that begins words of names stands for them, one found nowhere is
-  tried as a prefix, then respelled from the words of names, then by pg_trgm similarity to
-  names), then substrings of names, types, aliases, tags, notes and observations (pg_trgm
-  indexes), as store/sqlite_search.py ranks them.
 """
 
 from __future__ import annotations
@@ -35,15 +30,13 @@ from typing import TYPE_CHECKING, Any
 from ...model import MemoryFilter, SearchHit, SearchResult, name_key
 from .. import MemoryWordCounts
 from .. import NameVocabulary
-from .. import query_text as lexical
-from ..sqlite_search import query_terms as entity_query_terms
+from . import entity_search
 from .graph import load_entities, relations_touching, resolve
 from .memories import filter_sql, library_meta, tag_keys, vector_text
+from .tsquery import any_of, cjk_pieces, term_tsqueries
 
-_HIRAGANA = re.compile(r"[\u3040-\u309f]")
 # ts_rank's weights are {D, C, B, A}
 _MEMORY_WEIGHTS = "{0.1, 0.4, 0.5, 1.0}"  # A own words, B tags and type, C neighbours' words
-_ENTITY_WEIGHTS = "{0.2, 0.4, 0.8, 1.0}"  # A name, B aliases and tags, C type, D observations and body
 NEIGHBOUR_WEIGHT = 0.3  # as search/vectors.py: a share of each thread neighbour's similarity
 EF_SEARCH = 100  # HNSW candidates looked at per query (pgvector's default is 40)
 EF_SEARCH_MAX = 1000  # the most pgvector accepts
@@ -53,41 +46,8 @@ RECENT = 500  # a broad filter's newest memories compared one by one when that w
 # memories: comparing 10,000 vectors one by one took 197 ms, the HNSW index with an iterative
 # scan 40-75 ms for the same 40 hits; about 20 microseconds a vector, so 4,000 stay near 80 ms.
 EXACT_MAX = 4000
-FUZZY_MIN = 0.5  # word_similarity of a misspelled word to a name, at least
-POOL = 300  # entities ranked for a page at most (as store/sqlite_search.py)
 COMMON = 2000  # a word more memories hold is common: only its newest holders are ranked
 COMMON_POOL = 500  # how many of a common word's newest holders are ranked
-ENTITY_COMMON = 500  # the same for entities (as store/sqlite_search.py)
-
-
-def term_tsqueries(conn: Any, terms: Sequence[str]) -> list[str]:
-    """Each term as tsquery text: stemmed (`english`) or as written (`simple`), once if both are
-    the same ('' for a word neither keeps, a stop word). One round trip; the queries that use
-    them then hold constants, which GIN indexes and the planner's estimates take best."""
-    if not terms:
-        return []
-    row = conn.execute("SELECT " + ", ".join(
-        "plainto_tsquery('english', memloci_fold(%s))::text, plainto_tsquery('simple', memloci_fold(%s))::text"
-        for _ in terms), [t for term in terms for t in (term, term)]).fetchone()
-    return [any_of(dict.fromkeys(q for q in row[2 * i: 2 * i + 2] if q)) for i in range(len(terms))]
-
-
-def any_of(queries: Iterable[str]) -> str:
-    """tsquery text matching any of these tsquery texts."""
-    return " | ".join(f"({q})" for q in queries if q)
-
-
-def cjk_pieces(runs: Sequence[str]) -> list[str]:
-    """The two- and three-character pieces of CJK runs, each as tsquery text (pairs holding a
-    hiragana character are left out: mostly particles and endings, "の旅")."""
-    trigrams = [run[i:i + 3] for run in runs if len(run) >= 3 for i in range(len(run) - 2)]
-    pairs = [p for run in runs for p in (run[i:i + 2] for i in range(len(run) - 1)) if not _HIRAGANA.search(p)]
-    return ["'" + p.replace("\\", "\\\\").replace("'", "''") + "'" for p in dict.fromkeys(trigrams + pairs)]
-
-
-def cjk_query(runs: Sequence[str]) -> str | None:
-    """A tsquery (text) matching any two- or three-character piece of the runs."""
-    return any_of(cjk_pieces(runs)) or None
 
 
 def _at_most(conn: Any, filters: MemoryFilter, where: str, params: Sequence[Any], cap: int) -> bool:
@@ -228,85 +188,17 @@ class PostgresSearch:
         if ids:
             conn.execute("UPDATE entities SET name = name WHERE id = ANY(%s)", (list(dict.fromkeys(ids)),))
 
-    def _entity_terms(self, conn: Any, query: str, stop_words: frozenset[str],
-                      names: NameVocabulary | None) -> list[tuple[str, str, str, list[Any], int]]:
-        """(label, how, SQL condition on `e`, its parameters, holders up to ENTITY_COMMON + 1) for
-        each query word that matches any entity: whole (or a word of names it begins), else as a
-        prefix, else respelled."""
-        plan = []
-        params: list[Any]
-        for word, kind in entity_query_terms(query, stop_words):
-            if kind == "cjk":
-                pieces = cjk_query([word]) if len(word) > 1 else f"'{word}':*"
-                cond, params, how = "e.grams @@ %s::tsquery", [pieces], "word"
-                held = _entity_holders(conn, cond, params, ENTITY_COMMON + 1)
-            else:
-                words = [word, *(names.complete(word) if names is not None and len(word) >= lexical.PREFIX_MIN else [])]
-                cond, params, how = "e.search @@ %s::tsquery", [any_of(term_tsqueries(conn, words))], "word"
-                held = _entity_holders(conn, cond, params, ENTITY_COMMON + 1)
-                if not held and len(word) >= lexical.PREFIX_MIN:
-                    params, how = [_prefix(word)], "prefix"
-                    held = _entity_holders(conn, cond, params, ENTITY_COMMON + 1)
-                if not held:
-                    respelled = names.respell(word) if names is not None else None
-                    if respelled:
-                        params, how = [any_of(term_tsqueries(conn, respelled[0]))], f"respelled {respelled[1]}"
-                    elif len(word) >= 4:  # names within a few typos, by trigrams (pg_trgm)
-                        cond, params, how = "%s <%% e.name_key AND word_similarity(%s, e.name_key) >= %s", \
-                            [word, word, FUZZY_MIN], f"name ~ {word}"
-                    held = _entity_holders(conn, cond, params, ENTITY_COMMON + 1)
-            if held:
-                plan.append((word, how, cond, params, held))
-        return plan
-
-    def _rank_entities(self, conn: Any, query: str, want: int, stop_words: frozenset[str],
-                       names: NameVocabulary | None) -> dict[int, tuple[float, int, str]]:
-        """entity id -> (score 0..1, query words held, why): word matches by rank, then substrings."""
-        plan = self._entity_terms(conn, query, stop_words, names)
-        scored: dict[int, tuple[float, int, str]] = {}
-        if plan:
-            # A bounded pool, as store/sqlite_search.py keeps one: every holder of a word few
-            # entities hold, and the newest holders of a common one (ts_rank reads each row).
-            rare = [t for t in plan if t[4] <= ENTITY_COMMON]
-            common = [t for t in plan if t[4] > ENTITY_COMMON]
-            pool, pool_params = [], []
-            if rare:
-                pool.append("SELECT e.id FROM entities e WHERE " + " OR ".join(f"({t[2]})" for t in rare))
-                pool_params += [p for t in rare for p in t[3]]
-            if common:
-                pool.append("(SELECT e.id FROM entities e WHERE " + " OR ".join(f"({t[2]})" for t in common)
-                            + f" ORDER BY e.id DESC LIMIT {max(POOL, 2 * want)})")
-                pool_params += [p for t in common for p in t[3]]
-            held = " + ".join(f"({cond})::int" for _, _, cond, _, _ in plan)
-            held_params = [p for t in plan for p in t[3]]
-            words = [t[3][0] for t in plan if t[2].startswith("e.search")]  # (their tsquery texts)
-            rank = "0"
-            rank_params: list[Any] = []
-            if words:
-                rank, rank_params = f"ts_rank('{_ENTITY_WEIGHTS}', e.search, %s::tsquery)", [any_of(words)]
-            rows = conn.execute(
-                f"""SELECT e.id, {rank} + 0.1 * ({held}) AS s, {held} AS n FROM entities e
-                    WHERE e.id IN ({" UNION ".join(pool)}) ORDER BY s DESC, e.id DESC LIMIT %s""",
-                (*rank_params, *held_params, *held_params, *pool_params, max(want, 1))).fetchall()
-            best = max((float(r[1]) for r in rows), default=0.0) or 1.0
-            for entity_id, score, n in rows:
-                scored[int(entity_id)] = (float(score) / best, int(n), _why(plan, int(n), float(score)))
-        text = query.strip()
-        if len(scored) < want and text:
-            for entity_id, why in _substrings(conn, text, want + len(scored)):
-                if entity_id not in scored and len(scored) < want:
-                    scored[entity_id] = (0.0, 0, why)
-        return scored
-
     def search_entities(self, query: str, *, limit: int, extra: Sequence[tuple[str, float, str]] = (),
                         stop_words: frozenset[str] = frozenset(), names: NameVocabulary | None = None,
                         count_cap: int = 0) -> SearchResult:
-        """Entities ranked by their words' rank, substring matches after them; `extra` (name,
-        score 0..1, why) found by other signals (meaning) fused in: a word match scores its rank
-        over the best one's, plus its signal. With `count_cap`, a truncated result's
+        """Entities ranked by BM25 over the query's words (entity_search.py), substring matches
+        after them; `extra` (name, score 0..1, why) found by other signals (meaning) fused in: a
+        word match scores its BM25 over the best one's, plus its signal. With `count_cap`, a truncated result's
         total_count is every match up to it."""
         with self._read() as conn:
-            fused = self._rank_entities(conn, query, limit + 1, stop_words, names)  # one extra: truncated?
+            words = entity_search.rank(conn, query, limit + 1, stop_words, names)  # one extra: truncated?
+            best = max((score for score, _, _ in words.values()), default=0.0) or 1.0
+            fused = {i: (score / best, n, why) for i, (score, n, why) in words.items()}
             if extra:
                 ids = resolve(conn, [name for name, _, _ in extra])
                 boosted: set[int] = set()
@@ -315,33 +207,22 @@ class PostgresSearch:
                     if ref is None or ref.id in boosted:  # an entity's best signal counts, once
                         continue
                     boosted.add(ref.id)
-                    words, matched, said = fused.get(ref.id, (0.0, 0, ""))
-                    fused[ref.id] = (words + score, matched, f"{said}; {why}" if said else why)
+                    own, matched, said = fused.get(ref.id, (0.0, 0, ""))
+                    fused[ref.id] = (own + score, matched, f"{said}; {why}" if said else why)
             ranked = sorted(fused, key=lambda i: -fused[i][0])
             truncated = len(ranked) > limit
             ranked = ranked[:limit]
             entities = load_entities(conn, ranked)
             hits = tuple(SearchHit(entities[i], *fused[i]) for i in ranked if i in entities)
             relations = relations_touching(conn, list(entities))
-            total = self._count(conn, query, count_cap, stop_words, names) if truncated and count_cap else None
+            total = entity_search.count(conn, query, count_cap, stop_words, names) if truncated and count_cap else None
         return SearchResult(hits, tuple(relations), truncated, total)
 
     def count_entities(self, query: str, *, cap: int, stop_words: frozenset[str] = frozenset(),
                        names: NameVocabulary | None = None) -> int:
         """How many entities search_entities finds by words and substrings, up to `cap`."""
         with self._read() as conn:
-            return self._count(conn, query, cap, stop_words, names)
-
-    def _count(self, conn: Any, query: str, cap: int, stop_words: frozenset[str], names: NameVocabulary | None) -> int:
-        plan = self._entity_terms(conn, query, stop_words, names)
-        if plan:
-            anyof = " OR ".join(f"({t[2]})" for t in plan)
-            (n,) = conn.execute(f"SELECT count(*) FROM (SELECT 1 FROM entities e WHERE {anyof} LIMIT %s) x",
-                                (*[p for t in plan for p in t[3]], cap)).fetchone()
-            if n:
-                return min(int(n), cap)
-        text = query.strip()
-        return min(len({i for i, _ in _substrings(conn, text, cap)}), cap) if text else 0
+            return entity_search.count(conn, query, cap, stop_words, names)
 
 
 def _holders(conn: Any, column: str, queries: Sequence[str]) -> list[int]:
@@ -473,51 +354,3 @@ def _estimated_holders(conn: Any, column: str, queries: Sequence[str]) -> dict[s
     holders = cached[1]
     found = {q: max((holders.get(w.replace("''", "'"), 0.0) for w in _LEXEME.findall(q)), default=0.0) for q in queries}
     return {q: n for q, n in found.items() if n > 4 * COMMON}
-
-
-def _entity_holders(conn: Any, cond: str, params: Sequence[Any], cap: int) -> int:
-    """How many entities hold a word, counted up to `cap`."""
-    return conn.execute(f"SELECT count(*) FROM (SELECT 1 FROM entities e WHERE {cond} LIMIT {int(cap)}) x",
-                        list(params)).fetchone()[0]
-
-
-def _prefix(word: str) -> str:
-    """A prefix tsquery for one word as the index holds words (lower case, no accents), quoted:
-    the word never reaches tsquery syntax."""
-    folded = unicodedata.normalize("NFD", word.lower())
-    folded = unicodedata.normalize("NFC", "".join(c for c in folded if not 0x300 <= ord(c) <= 0x36F))
-    return "'" + folded.replace("\\", "\\\\").replace("'", "''") + "':*"
-
-
-def _why(plan: list[tuple[str, str, str, list[Any], int]], held: int, score: float) -> str:
-    """"all 3 words, rank 0.61" / "1 of 2 words (postgre as prefix)" / "... respelled alcie→alice"."""
-    n = len(plan)
-    what = (f"all {n} words" if n > 1 else "word") if held == n else f"{held} of {n} words"
-    prefixes = [t[0] for t in plan if t[1] == "prefix"]
-    if prefixes:
-        what += f" ({', '.join(prefixes)} as prefix)"
-    fixes = [t[1].split(" ", 1)[1] for t in plan if t[1].startswith("respelled ")]
-    fixes += [t[1] for t in plan if t[1].startswith("name ~ ")]
-    if fixes:
-        what += ", name ~ " + " ".join(f.removeprefix("name ~ ") for f in fixes)
-    return f"{what}, rank {score:.3g}"
-
-
-def _substrings(conn: Any, text: str, limit: int) -> list[tuple[int, str]]:
-    """Entities holding `text` as a substring (case-insensitive): of a name, type, alias or tag,
-    of the note's body, then of an observation (the official server's guarantee; pg_trgm
-    indexes answer for three characters or more)."""
-    pattern = lexical.like_pattern(text.lower())
-    found = [(int(r[0]), "substring of name, type or alias") for r in conn.execute(
-        r"SELECT id FROM entities WHERE labels LIKE %s ESCAPE '\' LIMIT %s", (pattern, limit))]
-    if len(found) < limit:
-        found += [(int(r[0]), "substring of the note") for r in conn.execute(
-            r"SELECT id FROM entities WHERE body ILIKE %s ESCAPE '\' LIMIT %s", (pattern, limit))]
-    if len(found) < limit:
-        found += [(int(r[0]), "substring of an observation") for r in conn.execute(
-            r"""SELECT DISTINCT entity_id FROM memories WHERE entity_id IS NOT NULL AND content ILIKE %s ESCAPE '\'
-                LIMIT %s""", (pattern, limit))]
-    seen: dict[int, str] = {}
-    for entity_id, why in found:
-        seen.setdefault(entity_id, why)
-    return list(seen.items())[:limit]

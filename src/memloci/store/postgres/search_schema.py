@@ -172,3 +172,85 @@ CREATE TRIGGER memories_totals_removed AFTER DELETE ON memories REFERENCING OLD 
 CREATE TRIGGER memories_totals_changed AFTER UPDATE ON memories REFERENCING OLD TABLE AS removed NEW TABLE AS added
     FOR EACH STATEMENT EXECUTE FUNCTION memloci_totals_changed();
 """
+
+
+# Migration 7: one BM25 for entities too (search.py ranks search_nodes by search/bm25.py's
+# formula and weights, as SQLite's FTS5 ranks entity_fts). An entity's length is counted as
+# FTS5 counts its seven columns: the tokens of its name, aliases, tags, type and text
+# (observations and body, cut where the word index cuts them), plus the CJK two-character
+# tokens SQLite's name_grams and text_grams columns hold (store/sqlite_search.py cjk_grams:
+# each run of n characters makes n - 1 of them, a lone character one, and the other letters of
+# a word that mixes scripts count as their own tokens). The library's entities and their tokens
+# in all are one row kept by statement triggers, as search_totals is for memories.
+ENTITY_BM25_MIGRATION = r"""
+DO $d$ BEGIN
+    EXECUTE format($q$CREATE FUNCTION memloci_cjk_token_count(t text) RETURNS integer
+                      LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $b$
+                          SELECT CASE WHEN coalesce(t, '') !~ %1$s THEN 0 ELSE (
+                              SELECT coalesce(sum((SELECT sum(greatest(length(r[1]) - 1, 1)) FROM regexp_matches(w[1], %1$s, 'g') r)
+                                                  + memloci_token_count(regexp_replace(w[1], %1$s, ' ', 'g'))), 0)::integer
+                              FROM regexp_matches(t %2$s, '[[:alnum:]_]+', 'g') w
+                              WHERE w[1] ~ %1$s) END
+                      $b$$q$,
+                   quote_literal('[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]+'),
+                   CASE WHEN getdatabaseencoding() = 'UTF8' AND EXISTS (SELECT 1 FROM pg_collation WHERE collname = 'pg_c_utf8')
+                        THEN 'COLLATE pg_catalog.pg_c_utf8' ELSE '' END);
+END $d$;
+
+ALTER TABLE entities ADD COLUMN search_length integer NOT NULL DEFAULT 0;
+
+CREATE OR REPLACE FUNCTION memloci_entity_index() RETURNS trigger LANGUAGE plpgsql SET search_path FROM CURRENT AS $f$
+DECLARE
+    -- What the entity says, cut to its first 200,000 characters (30,000 for the CJK pieces, each making up to two):
+    -- a tsvector holds at most 1 MB, and an entity past it would refuse every later write.
+    -- The name, aliases, tags and type always go in whole; the trigram indexes find the rest.
+    said text := left(memloci_entity_text(NEW.id) || E'\n' || coalesce(NEW.body, ''), 200000);
+    labels text := NEW.name || E'\n' || NEW.aliases::text || E'\n' || NEW.tags::text || E'\n' || NEW.entity_type;
+BEGIN
+    NEW.search := setweight(to_tsvector('english', memloci_fold(NEW.name)), 'A')
+               || setweight(to_tsvector('simple', memloci_fold(NEW.aliases::text || ' ' || NEW.tags::text)), 'B')
+               || setweight(to_tsvector('english', memloci_fold(NEW.entity_type)), 'C')
+               || setweight(to_tsvector('english', memloci_fold(said)), 'D');
+    NEW.grams := setweight(memloci_cjk_grams(NEW.name || ' ' || NEW.entity_type || ' ' || NEW.aliases::text
+                                             || ' ' || NEW.tags::text), 'A')
+              || setweight(memloci_cjk_grams(left(said, 30000)), 'D');
+    NEW.search_length := memloci_token_count(labels) + memloci_token_count(said)
+                         + memloci_cjk_token_count(labels) + memloci_cjk_token_count(said);
+    RETURN NEW;
+END
+$f$;
+UPDATE entities SET name = name;
+
+CREATE TABLE entity_totals (
+    one       boolean PRIMARY KEY DEFAULT true CHECK (one),
+    documents bigint NOT NULL,
+    tokens    bigint NOT NULL
+);
+INSERT INTO entity_totals SELECT true, count(*), coalesce(sum(search_length), 0) FROM entities;
+
+CREATE FUNCTION memloci_entity_totals_added() RETURNS trigger LANGUAGE plpgsql SET search_path FROM CURRENT AS $f$
+BEGIN
+    UPDATE entity_totals s SET documents = s.documents + a.n, tokens = s.tokens + a.t
+    FROM (SELECT count(*) AS n, coalesce(sum(search_length), 0) AS t FROM added) a WHERE a.n > 0;
+    RETURN NULL;
+END $f$;
+CREATE FUNCTION memloci_entity_totals_removed() RETURNS trigger LANGUAGE plpgsql SET search_path FROM CURRENT AS $f$
+BEGIN
+    UPDATE entity_totals s SET documents = s.documents - r.n, tokens = s.tokens - r.t
+    FROM (SELECT count(*) AS n, coalesce(sum(search_length), 0) AS t FROM removed) r WHERE r.n > 0;
+    RETURN NULL;
+END $f$;
+CREATE FUNCTION memloci_entity_totals_changed() RETURNS trigger LANGUAGE plpgsql SET search_path FROM CURRENT AS $f$
+BEGIN
+    UPDATE entity_totals s SET tokens = s.tokens + c.t
+    FROM (SELECT coalesce(sum(search_length), 0) - (SELECT coalesce(sum(search_length), 0) FROM removed) AS t
+          FROM added) c WHERE c.t <> 0;
+    RETURN NULL;
+END $f$;
+CREATE TRIGGER entities_totals_added AFTER INSERT ON entities REFERENCING NEW TABLE AS added
+    FOR EACH STATEMENT EXECUTE FUNCTION memloci_entity_totals_added();
+CREATE TRIGGER entities_totals_removed AFTER DELETE ON entities REFERENCING OLD TABLE AS removed
+    FOR EACH STATEMENT EXECUTE FUNCTION memloci_entity_totals_removed();
+CREATE TRIGGER entities_totals_changed AFTER UPDATE ON entities REFERENCING OLD TABLE AS removed NEW TABLE AS added
+    FOR EACH STATEMENT EXECUTE FUNCTION memloci_entity_totals_changed();
+"""

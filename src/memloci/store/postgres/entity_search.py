@@ -1,0 +1,328 @@
+"""Ranking entities on PostgreSQL (search_nodes) by the BM25 SQLite's FTS5 computes.
+
+store/sqlite_search.py ranks entities inside FTS5; this module ranks them the same way from
+what PostgreSQL keeps, scoring with memloci/bm25.py, so both engines put the same entities in
+the same order:
+- Each query word is a term. A term is one or more phrases, as FTS5 sees them: the word (with
+  the words of names it begins: "ali" -> ali, alice), else the word as a prefix, else its
+  respellings from the words of names. Each phrase has its own holders and IDF, as in FTS5.
+- A term at most COMMON entities hold is rare: every holder is scored by BM25 over the rare
+  terms' phrases, from each phrase's count in each of the seven columns (read from the
+  entity's weighted tsvector: A name, B aliases and tags, told apart by the aliases' own
+  tsvector, C type, D text; CJK pieces from `grams`), the entity's length (`search_length`,
+  migration 7) and the library's totals (`entity_totals`); the best POOL are kept.
+- A common term fills the pool, if room is left, with its holders in a name, alias, tag or
+  type (oldest first), then its newest holders, and adds its IDF (N: the largest id) to every
+  pooled entity holding it, times bm25.LABEL_GAIN where a label holds it.
+- Entities holding the query as a substring (pg_trgm indexes) come after the word matches.
+
+Where the engines still part: PostgreSQL stems text with Snowball (`english`), SQLite with
+Porter, and leaves aliases and tags unstemmed; a Chinese or Japanese term counts once per
+place it is found (labels, text), not per occurrence; a tsvector keeps at most 256 positions
+of a lexeme and none past 16,383; a word found nowhere, not even respelled, is also tried
+against names by pg_trgm similarity (SQLite has no such step).
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ... import bm25
+from .. import NameVocabulary
+from .. import query_text as lexical
+from ..sqlite_search import query_terms
+from .tsquery import cjk_query
+
+COMMON = 500  # a term more entities hold is common (as store/sqlite_search.py)
+POOL = 300  # entities ranked for a page at least (as store/sqlite_search.py)
+FUZZY_MIN = 0.5  # word_similarity of a misspelled word to a name, at least
+_LEXEME = re.compile(r"'((?:[^']|'')*)'")
+_COLUMN = {"A": 0, "C": 3}  # tsvector weight -> BM25 column (B: aliases 1 or tags 2; D, no letter: text 4)
+_NAME, _ALIASES, _TAGS, _TEXT, _NAME_GRAMS, _TEXT_GRAMS = 0, 1, 2, 4, 5, 6
+
+
+@dataclass(frozen=True, slots=True)
+class _Phrase:
+    """One FTS5 phrase: lexemes as tsquery text writes them (escaped), any of which is a hit."""
+
+    lexemes: tuple[str, ...]
+    prefix: bool = False
+
+    def tsquery(self, weights: str = "") -> str:
+        mark = (":*" if self.prefix else ":") + weights if self.prefix or weights else ""
+        return " | ".join(f"'{lexeme}'{mark}" for lexeme in self.lexemes)
+
+
+@dataclass(slots=True, eq=False)  # one term is itself only: held and counted by identity
+class _Term:
+    label: str  # the query's word, as the why string names it
+    kind: str  # word, cjk or fuzzy (a name within a few typos, by pg_trgm)
+    how: str = "word"  # word, prefix or respelled
+    note: str = ""  # e.g. "alcie→alice"
+    phrases: list[_Phrase] = field(default_factory=list)
+    query: str = ""  # cjk: the pieces' tsquery; fuzzy: the word
+    held: int = 0  # entities holding it, counted up to COMMON + 1
+
+    def condition(self, weights: str = "") -> tuple[str, list[Any]]:
+        """SQL on `e` true for the entities holding the term (in a name, alias, tag or type
+        only, given weights "ABC")."""
+        if self.kind == "cjk":
+            if weights:
+                return ("e.grams @@ %s::tsquery AND memloci_cjk_grams(e.name || ' ' || e.entity_type || ' ' "
+                        "|| e.aliases::text || ' ' || e.tags::text) @@ %s::tsquery", [self.query, self.query])
+            return "e.grams @@ %s::tsquery", [self.query]
+        if self.kind == "fuzzy":
+            return "%s <% e.name_key AND word_similarity(%s, e.name_key) >= %s", [self.query, self.query, FUZZY_MIN]
+        return "e.search @@ %s::tsquery", [" | ".join(f"({p.tsquery(weights)})" for p in self.phrases)]
+
+
+def _lexemes(conn: Any, words: Sequence[str]) -> list[tuple[str, ...]]:
+    """Each word's lexemes as the index holds it: stemmed (`english`, names, types and text) and
+    as written (`simple`, aliases and tags); none for a stop word that is not a tag either."""
+    if not words:
+        return []
+    row = conn.execute("SELECT " + ", ".join(
+        "plainto_tsquery('english', memloci_fold(%s))::text || ' ' || plainto_tsquery('simple', memloci_fold(%s))::text"
+        for _ in words), [w for word in words for w in (word, word)]).fetchone()
+    return [tuple(dict.fromkeys(_LEXEME.findall(text))) for text in row]
+
+
+def _prefix(word: str) -> _Phrase:
+    """The word as a prefix, folded as the index folds words (lower case, no accents)."""
+    folded = unicodedata.normalize("NFD", word.lower())
+    folded = unicodedata.normalize("NFC", "".join(c for c in folded if not 0x300 <= ord(c) <= 0x36F))
+    return _Phrase((folded.replace("\\", "\\\\").replace("'", "''"),), prefix=True)
+
+
+def _holders(conn: Any, term: _Term, cap: int) -> int:
+    cond, params = term.condition()
+    return conn.execute(f"SELECT count(*) FROM (SELECT 1 FROM entities e WHERE {cond} LIMIT {int(cap)}) x",
+                        params).fetchone()[0]
+
+
+def plan(conn: Any, query: str, stop_words: frozenset[str], names: NameVocabulary | None) -> list[_Term]:
+    """The query's terms that some entity holds, each with its phrases and holders (up to COMMON + 1):
+    whole (with the words of names it begins), else as a prefix, else respelled, else (four
+    letters or more) a name within a few typos."""
+    found: list[_Term] = []
+    terms = query_terms(query, stop_words)
+    words = [w for w, kind in terms if kind == "word"]
+    completions = {w: names.complete(w) if names is not None and len(w) >= lexical.PREFIX_MIN else [] for w in words}
+    alternatives = [a for w in words for a in dict.fromkeys([w, *completions[w]])]
+    lexemes = dict(zip(alternatives, _lexemes(conn, alternatives)))
+    for word, kind in terms:
+        if kind == "cjk":
+            term = _Term(word, "cjk", query=(cjk_query([word]) if len(word) > 1 else None) or f"'{word}':*")
+        else:
+            term = _Term(word, "word", phrases=[_Phrase(lexemes[a]) for a in dict.fromkeys([word, *completions[word]])
+                                                if lexemes[a]])
+            if not term.phrases:  # a stop word: neither configuration keeps it
+                continue
+        term.held = _holders(conn, term, COMMON + 1)
+        if not term.held and kind == "word" and len(word) >= lexical.PREFIX_MIN:
+            term.phrases, term.how = [_prefix(word)], "prefix"
+            term.held = _holders(conn, term, COMMON + 1)
+        if not term.held and kind == "word":
+            respelled = names.respell(word) if names is not None else None
+            if respelled:
+                term.phrases = [_Phrase(lx) for lx in _lexemes(conn, respelled[0]) if lx]
+                term.how, term.note = "respelled", respelled[1]
+            elif len(word) >= 4:
+                term.kind, term.query, term.how, term.note = "fuzzy", word, "respelled", word
+            if term.phrases or term.kind == "fuzzy":
+                term.held = _holders(conn, term, COMMON + 1)
+        if term.held:
+            found.append(term)
+    return found
+
+
+def rank(conn: Any, query: str, want: int, stop_words: frozenset[str],
+         names: NameVocabulary | None) -> dict[int, tuple[float, int, str]]:
+    """Up to `want` entity ids -> (BM25, query words held, why), best first; entities holding
+    the query as a substring after them, with 0."""
+    terms = plan(conn, query, stop_words, names)
+    ranked: dict[int, tuple[float, int, str]] = {}
+    if terms:
+        ranked = _rank_words(conn, terms, want)
+    text = query.strip()
+    if len(ranked) < want and text:
+        for entity_id, why in substrings(conn, text, want + len(ranked)):
+            if entity_id not in ranked and len(ranked) < want:
+                ranked[entity_id] = (0.0, 0, why)
+    return ranked
+
+
+def _rank_words(conn: Any, terms: list[_Term], want: int) -> dict[int, tuple[float, int, str]]:
+    rare = [t for t in terms if t.held <= COMMON]
+    common = sorted((t for t in terms if t.held > COMMON), key=lambda t: t.held)
+    pool_size = max(POOL, 2 * want)
+    score: dict[int, float] = {}
+    held: dict[int, list[_Term]] = {}
+    if rare:
+        conditions = [t.condition() for t in rare]
+        ids = [int(r[0]) for r in conn.execute(
+            "SELECT e.id FROM entities e WHERE " + " OR ".join(f"({c})" for c, _ in conditions),
+            [p for _, params in conditions for p in params])]
+        scored = _bm25(conn, rare, ids)
+        for entity_id in sorted(scored, key=lambda i: (-scored[i][0], i))[:pool_size]:
+            score[entity_id], held[entity_id] = scored[entity_id]
+    if common:
+        for term in common:
+            if len(score) >= pool_size:
+                break
+            # Room left: those holding the common term in a name, alias, tag or type, then the newest.
+            for cond, params, order in (*term.condition("ABC"), "e.id"), (*term.condition(), "e.id DESC"):
+                for (entity_id,) in conn.execute(f"SELECT e.id FROM entities e WHERE {cond} ORDER BY {order} LIMIT %s",
+                                                 (*params, pool_size - len(score))):
+                    if entity_id not in score:
+                        score[entity_id], held[entity_id] = 0.0, []
+                if len(score) >= pool_size:
+                    break
+        pool = list(score)
+        # N for the IDF as SQLite takes it for a common term: the largest id
+        total = conn.execute("SELECT coalesce(max(id), 1) FROM entities").fetchone()[0]
+        for term in common:
+            cond, params = term.condition()
+            label_cond, label_params = term.condition("ABC")
+            df, inside, labelled = conn.execute(
+                f"""SELECT (SELECT count(*) FROM entities e WHERE {cond}),
+                           (SELECT coalesce(array_agg(e.id), '{{}}') FROM entities e WHERE e.id = ANY(%s) AND {cond}),
+                           (SELECT coalesce(array_agg(e.id), '{{}}') FROM entities e WHERE e.id = ANY(%s) AND {label_cond})""",
+                (*params, pool, *params, pool, *label_params)).fetchone()
+            idf = bm25.idf(int(df), int(total))
+            on_labels = set(labelled)
+            for entity_id in inside:
+                score[entity_id] += idf * (bm25.LABEL_GAIN if entity_id in on_labels else 1.0)
+                held[entity_id].append(term)
+    best = sorted(score, key=lambda i: (-score[i], -i))[:want]
+    return {i: (score[i], len(held[i]), _why(held[i], len(terms), score[i])) for i in best}
+
+
+def _bm25(conn: Any, rare: list[_Term], ids: list[int]) -> dict[int, tuple[float, list[_Term]]]:
+    """BM25 of these entities over the rare terms' phrases, and the terms each holds."""
+    if not ids:
+        return {}
+    documents, tokens = conn.execute("SELECT documents, tokens FROM entity_totals").fetchone()
+    corpus = bm25.Corpus(int(documents), int(tokens))
+    # the phrases, as FTS5 sees them (a CJK or typo term: one phrase of its own, None)
+    phrases: list[tuple[_Term, _Phrase | None]] = [(t, p) for t in rare for p in ([*t.phrases] if t.phrases else [None])]
+    # each phrase's holders (each is part of a rare term, so at most COMMON: an index count)
+    counted = []
+    for term, phrase in phrases:
+        if phrase is None:
+            counted.append(("(SELECT count(*) FROM entities e WHERE " + term.condition()[0] + ")", term.condition()[1]))
+        else:
+            counted.append(("(SELECT count(*) FROM entities e WHERE e.search @@ %s::tsquery)", [phrase.tsquery()]))
+    holders = [int(n) for n in conn.execute("SELECT " + ", ".join(sql for sql, _ in counted),
+                                            [p for _, params in counted for p in params]).fetchone()]
+    # the CJK and typo terms' hits, in labels and text, per entity
+    extra_sql, extra_params = [], []
+    for term, _ in phrases:
+        if term.kind == "cjk":
+            label_cond, label_params = term.condition("ABC")
+            extra_sql.append(f"({label_cond})::int, (e.grams @@ %s::tsquery)::int")
+            extra_params += [*label_params, term.query]
+        elif term.kind == "fuzzy":
+            cond, params = term.condition()
+            extra_sql.append(f"({cond})::int, 0")
+            extra_params += params
+    rows = conn.execute(
+        f"""SELECT e.id, e.search_length, e.search::text, to_tsvector('simple', memloci_fold(e.aliases::text))::text
+                   {''.join(', ' + s for s in extra_sql)}
+            FROM entities e WHERE e.id = ANY(%s)""", (*extra_params, ids)).fetchall()
+    exact: dict[str, list[int]] = {}
+    prefixes: list[tuple[str, int]] = []
+    for i, (_, phrase) in enumerate(phrases):
+        for lexeme in phrase.lexemes if phrase is not None else ():
+            if phrase is not None and phrase.prefix:
+                prefixes.append((lexeme, i))
+            else:
+                exact.setdefault(lexeme, []).append(i)
+    wanted = "|".join([*map(re.escape, exact), *(re.escape(p) + "(?:[^']|'')*" for p, _ in prefixes)])
+    found = re.compile("(?:^| )'(" + wanted + r")':([0-9A-D,]+)") if wanted else None
+    out: dict[int, tuple[float, list[_Term]]] = {}
+    for row in rows:
+        entity_id, length, search, aliases = int(row[0]), int(row[1]), row[2], row[3]
+        counts: dict[int, list[int]] = {}
+        if found is not None:
+            in_aliases = {lexeme: len(positions.split(",")) for lexeme, positions in found.findall(aliases) if positions}
+            for lexeme, positions in found.findall(search):
+                columns = [0] * 7
+                for position in positions.split(",") if positions else ():
+                    weight = position[-1] if position[-1] in "ABC" else "D"
+                    columns[_COLUMN.get(weight, _TEXT) if weight != "B" else _TAGS] += 1
+                moved = min(in_aliases.get(lexeme, 0), columns[_TAGS])  # B holds aliases, then tags
+                columns[_ALIASES], columns[_TAGS] = moved, columns[_TAGS] - moved
+                hits = exact.get(lexeme, []) + [i for p, i in prefixes if lexeme.startswith(p)]
+                for i in dict.fromkeys(hits):
+                    mine = counts.setdefault(i, [0] * 7)
+                    for c, n in enumerate(columns):
+                        mine[c] += n
+        k = 4
+        for i, (term, _) in enumerate(phrases):
+            if term.kind == "cjk":
+                on_labels, anywhere = int(row[k]), int(row[k + 1])
+                if anywhere:
+                    counts[i] = [0, 0, 0, 0, 0, on_labels, 0 if on_labels else 1]
+                k += 2
+            elif term.kind == "fuzzy":
+                if int(row[k]):
+                    counts[i] = [1, 0, 0, 0, 0, 0, 0]
+                k += 2
+        counts = {i: c for i, c in counts.items() if any(c)}
+        if counts:
+            value = bm25.score({i: tuple(c) for i, c in counts.items()}, length, holders, corpus, bm25.ENTITY_WEIGHTS)
+            out[entity_id] = (value, list(dict.fromkeys(phrases[i][0] for i in counts)))
+    return out
+
+
+def count(conn: Any, query: str, cap: int, stop_words: frozenset[str], names: NameVocabulary | None) -> int:
+    """How many entities rank() finds by words, else by substrings, up to `cap`."""
+    terms = plan(conn, query, stop_words, names)
+    if terms:
+        conditions = [t.condition() for t in terms]
+        (n,) = conn.execute("SELECT count(*) FROM (SELECT 1 FROM entities e WHERE "
+                            + " OR ".join(f"({c})" for c, _ in conditions) + " LIMIT %s) x",
+                            (*[p for _, params in conditions for p in params], cap)).fetchone()
+        if n:
+            return min(int(n), cap)
+    text = query.strip()
+    return min(len({i for i, _ in substrings(conn, text, cap)}), cap) if text else 0
+
+
+def _why(terms: list[_Term], n: int, score: float) -> str:
+    """"all 3 words, bm25 7.2" / "1 of 2 words (postgre as prefix)" / "... name ~ alcie→alice",
+    as store/sqlite_search.py says it."""
+    k = len(terms)
+    what = (f"all {n} words" if n > 1 else "word") if k == n else f"{k} of {n} words"
+    prefixes = [t.label for t in terms if t.how == "prefix"]
+    if prefixes:
+        what += f" ({', '.join(prefixes)} as prefix)"
+    respelled = [t.note for t in terms if t.how == "respelled"]
+    if respelled:
+        what += ", name ~ " + " ".join(respelled)
+    return f"{what}, bm25 {score:.3g}"
+
+
+def substrings(conn: Any, text: str, limit: int) -> list[tuple[int, str]]:
+    """Entities holding `text` as a substring (case-insensitive): of a name, type, alias or tag,
+    of the note's body, then of an observation (the official server's guarantee; pg_trgm
+    indexes answer for three characters or more)."""
+    pattern = lexical.like_pattern(text.lower())
+    found = [(int(r[0]), "substring of name, type or alias") for r in conn.execute(
+        r"SELECT id FROM entities WHERE labels LIKE %s ESCAPE '\' LIMIT %s", (pattern, limit))]
+    if len(found) < limit:
+        found += [(int(r[0]), "substring of the note") for r in conn.execute(
+            r"SELECT id FROM entities WHERE body ILIKE %s ESCAPE '\' LIMIT %s", (pattern, limit))]
+    if len(found) < limit:
+        found += [(int(r[0]), "substring of an observation") for r in conn.execute(
+            r"""SELECT DISTINCT entity_id FROM memories WHERE entity_id IS NOT NULL AND content ILIKE %s ESCAPE '\'
+                LIMIT %s""", (pattern, limit))]
+    seen: dict[int, str] = {}
+    for entity_id, why in found:
+        seen.setdefault(entity_id, why)
+    return list(seen.items())[:limit]
