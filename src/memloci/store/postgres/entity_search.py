@@ -76,7 +76,7 @@ class _Term:
                         "|| e.aliases::text || ' ' || e.tags::text) @@ %s::tsquery", [self.query, self.query])
             return "e.grams @@ %s::tsquery", [self.query]
         if self.kind == "fuzzy":
-            return "%s <% e.name_key AND word_similarity(%s, e.name_key) >= %s", [self.query, self.query, FUZZY_MIN]
+            return "%s <%% e.name_key AND word_similarity(%s, e.name_key) >= %s", [self.query, self.query, FUZZY_MIN]
         return "e.search @@ %s::tsquery", [" | ".join(f"({p.tsquery(weights)})" for p in self.phrases)]
 
 
