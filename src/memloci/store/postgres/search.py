@@ -238,34 +238,39 @@ def _holders(conn: Any, column: str, queries: Sequence[str]) -> list[int]:
     return [int(known[q]) if q in known else int(counted[q]) for q in queries]
 
 
-def _pool_ids(conn: Any, column: str, queries: Sequence[str], holders: Sequence[int], filters: MemoryFilter,
-              where: str, params: Sequence[Any]) -> list[int]:
-    """The ids of a bounded pool of memories within the filter (`where`): every memory holding a
-    word that at most COMMON memories hold, and of the newest COMMON_POOL holding the others (in
-    the filter's time range) those the whole filter lets through. Ranking every holder of a
-    common word ("upgrade" in a tenth of a million memories) would take seconds; a rare word
-    decides the answer anyway, and among common words the newest holders stand for the rest.
+def _pool(conn: Any, column: str, queries: Sequence[str], holders: Sequence[int], filters: MemoryFilter,
+          where: str, params: Sequence[Any], fields: str = "") -> list[tuple[Any, ...]]:
+    """The rows (id, then `fields` of `m`) of a bounded pool of memories within the filter
+    (`where`): every memory holding a word that at most COMMON memories hold, and of the newest
+    COMMON_POOL holding the others (in the filter's time range) those the whole filter lets
+    through. Ranking every holder of a common word ("upgrade" in a tenth of a million memories)
+    would take seconds; a rare word decides the answer anyway, and among common words the
+    newest holders stand for the rest.
 
-    The ids are fetched before any row is read: a query joining the pool's subquery back to
-    `memories` left the plan to estimates, and one such plan unnested every tsvector of a
-    million memories (91 s). Each step here is an index probe whatever the estimates say."""
+    Each step is an index probe whatever the planner estimates: a query joining the pool's
+    subquery back to `memories` left the plan to estimates, and one such plan unnested every
+    tsvector of a million memories (91 s). Without a filter the probes read the fields too;
+    with one, the pool's ids are checked against it and only those rows read."""
     rare = [q for q, n in zip(queries, holders) if 0 < n <= COMMON]
     common = [q for q, n in zip(queries, holders) if n > COMMON]
-    found: list[int] = []
+    read = "m.id" + "".join(f", m.{f.strip()}" for f in fields.split(",") if f.strip())
+    probe = read if where == "TRUE" else "m.id"
+    found: list[tuple[Any, ...]] = []
     if rare:  # at most COMMON a word: the GIN index gives them all
-        found += [r[0] for r in conn.execute(
-            f"SELECT id FROM memories WHERE {column} @@ %s::tsquery", (any_of(rare),))]
+        found += conn.execute(f"SELECT {probe} FROM memories m WHERE m.{column} @@ %s::tsquery",
+                              (any_of(rare),)).fetchall()
     if common:
         # The newest holders within the time range (a per-row check on the walk back through
         # ids); tags, type and entity are checked after, on these few.
         timed, timed_params = filter_sql(MemoryFilter(after=filters.after, before=filters.before), conn)
-        found += [r[0] for r in conn.execute(
-            f"""SELECT m.id FROM memories m WHERE m.{column} @@ %s::tsquery AND {timed}
-                ORDER BY m.id DESC LIMIT {COMMON_POOL}""", (any_of(common), *timed_params))]
-    if not found or where == "TRUE":
-        return list(dict.fromkeys(found))
-    return [r[0] for r in conn.execute(f"SELECT m.id FROM memories m WHERE m.id = ANY(%s) AND {where}",
-                                        (list(dict.fromkeys(found)), *params))]
+        found += conn.execute(
+            f"""SELECT {probe} FROM memories m WHERE m.{column} @@ %s::tsquery AND {timed}
+                ORDER BY m.id DESC LIMIT {COMMON_POOL}""", (any_of(common), *timed_params)).fetchall()
+    rows = list({row[0]: tuple(row) for row in found}.values())
+    if not rows or where == "TRUE":
+        return rows
+    return [tuple(r) for r in conn.execute(f"SELECT {read} FROM memories m WHERE m.id = ANY(%s) AND {where}",
+                                           ([row[0] for row in rows], *params))]
 
 
 # tsvector weights of memories.search (search_schema.py) -> BM25 columns (search/bm25.py:
@@ -275,7 +280,7 @@ _COLUMN_OF_WEIGHT = {"A": 0, "C": 1, "B": 2}
 
 def _word_counts(conn: Any, queries: Sequence[str], filters: MemoryFilter, where: str,
                  params: Sequence[Any]) -> MemoryWordCounts:
-    """What BM25 needs of the pool's memories (_pool_ids) for these queries (one per query term):
+    """What BM25 needs of the pool's memories (_pool) for these queries (one per query term):
     how often each term occurs in each column of each (the positions of its lexemes in
     `search`, by weight), their lengths, the terms' holders and the library's totals.
 
@@ -284,18 +289,17 @@ def _word_counts(conn: Any, queries: Sequence[str], filters: MemoryFilter, where
     the time of unnesting every tsvector in SQL."""
     holders = _holders(conn, "search", queries)
     documents, tokens = conn.execute("SELECT documents, tokens FROM search_totals").fetchone()
-    ids = _pool_ids(conn, "search", queries, holders, filters, where, params)
+    rows = _pool(conn, "search", queries, holders, filters, where, params, "search_length, search::text")
     counts: dict[int, dict[int, list[int]]] = {}
     lengths: dict[int, int] = {}
     terms_of: dict[str, list[int]] = {}  # lexeme (escaped, as in tsvector text) -> its query terms
     for i, q in enumerate(queries):
         for lexeme in dict.fromkeys(_LEXEME.findall(q)):
             terms_of.setdefault(lexeme, []).append(i)
-    if ids and terms_of:
+    if rows and terms_of:
         # a lexeme starts the text or follows a space (lexemes hold no spaces); '' is a quote
         found = re.compile("(?:^| )'(" + "|".join(map(re.escape, terms_of)) + r")':([0-9A-D,]+)")
-        for memory_id, length, text in conn.execute(
-                "SELECT id, search_length, search::text FROM memories WHERE id = ANY(%s)", (ids,)):
+        for memory_id, length, text in rows:
             lengths[int(memory_id)] = int(length)
             for lexeme, positions in found.findall(text):
                 mine = counts.setdefault(int(memory_id), {})
@@ -311,11 +315,11 @@ def _word_counts(conn: Any, queries: Sequence[str], filters: MemoryFilter, where
 
 def _pooled_rank(conn: Any, column: str, queries: Sequence[str], weights: str, normalization: int, k: int,
                  filters: MemoryFilter, where: str, params: Sequence[Any]) -> dict[int, float]:
-    """The best k memories of the pool (_pool_ids) by ts_rank of `column` against any of `queries`
+    """The best k memories of the pool (_pool) by ts_rank of `column` against any of `queries`
     (CJK pieces: how many a memory holds)."""
     if not queries:
         return {}
-    ids = _pool_ids(conn, column, queries, _holders(conn, column, queries), filters, where, params)
+    ids = [row[0] for row in _pool(conn, column, queries, _holders(conn, column, queries), filters, where, params)]
     if not ids:
         return {}
     rows = conn.execute(
