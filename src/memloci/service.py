@@ -399,8 +399,10 @@ class MemoryService(DocumentService, ProjectService, HistoryService):
         else:
             pair = self._vectors(store)
             embedder = self.embedder.get(timeout=0) if pair else None
-            if pair and self.embed_pending and store.pending_count() <= RECENT_BACKLOG:
-                pair[1].flush(timeout=RECENT_WAIT_S, memories_only=True)  # memories stored a moment ago are found by meaning too
+            # memories stored a moment ago (here or by another process) are found by meaning too;
+            # with none waiting the worker is not woken, which would read the store for nothing
+            if pair and self.embed_pending and 0 < store.pending_count() <= RECENT_BACKLOG:
+                pair[1].flush(timeout=RECENT_WAIT_S, memories_only=True)
 
             def ranked(where: MemoryFilter, time_range: TimeRange | None, n: int) -> list[MemoryHit]:
                 return retrieve(store, pair[0] if pair else None, embedder, text, n, _untimed(store, where),

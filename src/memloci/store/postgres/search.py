@@ -32,7 +32,7 @@ from .. import MemoryWordCounts
 from .. import NameVocabulary
 from . import entity_search
 from .graph import load_entities, relations_touching, resolve
-from .memories import filter_sql, library_meta, tag_keys, vector_text
+from .memories import filter_sql, tag_keys, vector_text
 from .tsquery import any_of, cjk_pieces, term_tsqueries
 
 # ts_rank's weights are {D, C, B, A}
@@ -145,8 +145,9 @@ class PostgresSearch:
         from ...search.vectors import VectorCandidates
 
         with self._read() as conn:
-            have = library_meta(conn, "embedding_model")
-            dimension = int(library_meta(conn, "embedding_dimension") or 0)
+            meta = dict(conn.execute("SELECT key, value FROM library_meta WHERE key IN "
+                                     "('embedding_model', 'embedding_dimension')").fetchall())  # one round trip
+            have, dimension = meta.get("embedding_model"), int(meta.get("embedding_dimension") or 0)
             if have is None or (model is not None and have != model) or dimension != len(query):
                 return VectorCandidates({}, 0.0, 0.0)
             where, params = filter_sql(filters, conn)
