@@ -80,3 +80,19 @@ def score(frequencies: Mapping[int, Sequence[int]], length: int, holders: Sequen
         if f > 0:
             total += idf(holders[i], corpus.documents) * (f * (K1 + 1.0)) / (f + lengthen)
     return total
+
+
+def why(held: Sequence[tuple[str, str, str]], n: int, value: float) -> str:
+    """What a hit's `why` says of its words, on every engine: "all 3 words, bm25 7.2" / "1 of 2
+    words (postgre as prefix)" / "..., name ~ alcie→alice". `held`: (the query's word, how it
+    matched: word, prefix or respelled, the respelling) of each query word the document holds,
+    of `n`; `value`: its BM25 (higher is better)."""
+    k = len(held)
+    what = (f"all {n} words" if n > 1 else "word") if k == n else f"{k} of {n} words"
+    prefixes = [label for label, how, _ in held if how == "prefix"]
+    if prefixes:
+        what += f" ({', '.join(prefixes)} as prefix)"
+    respelled = [note for _, how, note in held if how == "respelled"]
+    if respelled:
+        what += ", name ~ " + " ".join(respelled)
+    return f"{what}, bm25 {value:.3g}"

@@ -83,3 +83,15 @@ def engine(request, tmp_path) -> Engine:
     yield e
     e.close()
 
+
+@pytest.fixture
+def engines(request, tmp_path):
+    """A reference SQLite engine and the engine compared with it (`other`, the test's parameter)."""
+    other = request.node.callspec.params["other"]
+    pg_url = request.getfixturevalue("pg_url") if other == "postgres" else None  # only postgres needs the server
+    opened = {name: Engine(name, tmp_path / name, pg_url) for name in ("sqlite", other)}
+    for name in opened:
+        (tmp_path / name).mkdir()
+    yield opened
+    for e in opened.values():
+        e.close()

@@ -13,7 +13,7 @@ import pytest
 
 from memloci.model import EntityInput
 
-from .conftest import ENGINES, Engine
+from .conftest import ENGINES
 
 WORDS = ("payment invoice billing ledger tenant cache redis postgres kafka queue deploy friday release "
          "rollback incident pager oncall latency timeout retry backup restore schema index vector search "
@@ -38,18 +38,6 @@ def top10(service) -> dict[str, list[tuple[str, str]]]:
     three digits): the same scores, not only the same order."""
     service.create_entities(corpus())
     return {q: [(h.entity.name, h.why) for h in service.search_nodes(q).hits][:10] for q in QUERIES}
-
-
-@pytest.fixture
-def engines(request, tmp_path):
-    other = request.node.callspec.params["other"]
-    pg_url = request.getfixturevalue("pg_url") if other == "postgres" else None
-    opened = {name: Engine(name, tmp_path / name, pg_url) for name in ("sqlite", other)}
-    for name in opened:
-        (tmp_path / name).mkdir()
-    yield opened
-    for e in opened.values():
-        e.close()
 
 
 @pytest.mark.parametrize("other", [e for e in ENGINES if e != "sqlite"])

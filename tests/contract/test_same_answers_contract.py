@@ -20,7 +20,7 @@ from memloci.model import EntityInput, MemoryFilter, ObservationBatch, RelationI
 from memloci.schema import STRICT
 from memloci.search.hybrid import word_candidates, word_terms
 
-from .conftest import ENGINES, Engine
+from .conftest import ENGINES
 
 VARYING = {"created_at", "updated_at", "last_accessed_at", "id", "body", "score", "words", "meaning"}
 
@@ -115,19 +115,6 @@ def strict_script(s) -> list:
     call("observe again", lambda: s.add_observations([ObservationBatch("user-john", ("prefers tea",))]))
     call("graph", lambda: s.export_graph(order="name"))
     return answers
-
-
-@pytest.fixture
-def engines(request, tmp_path):
-    """A reference SQLite engine and the engine compared with it (`other`, the test's parameter)."""
-    other = request.node.callspec.params["other"]
-    pg_url = request.getfixturevalue("pg_url") if other == "postgres" else None  # only postgres needs the server
-    opened = {name: Engine(name, tmp_path / name, pg_url) for name in ("sqlite", other)}
-    for name in opened:
-        (tmp_path / name).mkdir()
-    yield opened
-    for e in opened.values():
-        e.close()
 
 
 def differences(other: str, answers: list, reference: list) -> str:

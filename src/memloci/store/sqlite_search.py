@@ -208,20 +208,8 @@ def _rank_words(conn: sqlite3.Connection, plan: list[_Term], want: int, scored: 
     n = len(plan)
     for rowid in ranked:
         terms = held[rowid]
-        scored[rowid] = Score(len(terms), -score[rowid], _why(terms, n, -score[rowid]))
-
-
-def _why(terms: list[_Term], n: int, value: float) -> str:
-    """"all 3 words, bm25 7.2" / "1 of 2 words (postgre as prefix)" / "... name ~ alcie→alice"."""
-    k = len(terms)
-    what = (f"all {n} words" if n > 1 else "word") if k == n else f"{k} of {n} words"
-    prefixes = [t.label for t in terms if t.how == "prefix"]
-    if prefixes:
-        what += f" ({', '.join(prefixes)} as prefix)"
-    respelled = [t.note for t in terms if t.how == "respelled"]
-    if respelled:
-        what += ", name ~ " + " ".join(respelled)
-    return f"{what}, bm25 {-value:.3g}"
+        said = bm25.why([(t.label, t.how, t.note) for t in terms], n, score[rowid])
+        scored[rowid] = Score(len(terms), -score[rowid], said)
 
 
 def _substrings(conn: sqlite3.Connection, text: str, limit: int) -> list[tuple[int, str]]:

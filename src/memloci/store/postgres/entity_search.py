@@ -199,7 +199,8 @@ def _rank_words(conn: Any, terms: list[_Term], want: int) -> dict[int, tuple[flo
                 score[entity_id] += idf * (bm25.LABEL_GAIN if entity_id in on_labels else 1.0)
                 held[entity_id].append(term)
     best = sorted(score, key=lambda i: (-score[i], -i))[:want]
-    return {i: (score[i], len(held[i]), _why(held[i], len(terms), score[i])) for i in best}
+    return {i: (score[i], len(held[i]), bm25.why([(t.label, t.how, t.note) for t in held[i]], len(terms), score[i]))
+            for i in best}
 
 
 def _bm25(conn: Any, rare: list[_Term], ids: list[int]) -> dict[int, tuple[float, list[_Term]]]:
@@ -292,20 +293,6 @@ def count(conn: Any, query: str, cap: int, stop_words: frozenset[str], names: Na
             return min(int(n), cap)
     text = query.strip()
     return min(len({i for i, _ in substrings(conn, text, cap)}), cap) if text else 0
-
-
-def _why(terms: list[_Term], n: int, score: float) -> str:
-    """"all 3 words, bm25 7.2" / "1 of 2 words (postgre as prefix)" / "... name ~ alcie→alice",
-    as store/sqlite_search.py says it."""
-    k = len(terms)
-    what = (f"all {n} words" if n > 1 else "word") if k == n else f"{k} of {n} words"
-    prefixes = [t.label for t in terms if t.how == "prefix"]
-    if prefixes:
-        what += f" ({', '.join(prefixes)} as prefix)"
-    respelled = [t.note for t in terms if t.how == "respelled"]
-    if respelled:
-        what += ", name ~ " + " ".join(respelled)
-    return f"{what}, bm25 {score:.3g}"
 
 
 def substrings(conn: Any, text: str, limit: int) -> list[tuple[int, str]]:

@@ -110,13 +110,51 @@ UPDATE entities SET name = name;
 """
 
 
+def _totals(table: str, totals: str, functions: str) -> str:
+    """SQL keeping `totals` (one row: documents, tokens) the count of `table`'s rows and the sum
+    of their search_length, by statement triggers (one update per statement, so a COPY of a
+    million rows costs one). Writes of a library are already one at a time (its advisory lock),
+    so the row adds no waiting. Migration 4 keeps memories' so, migration 7 entities'."""
+    return f"""
+CREATE TABLE {totals} (
+    one       boolean PRIMARY KEY DEFAULT true CHECK (one),
+    documents bigint NOT NULL,
+    tokens    bigint NOT NULL
+);
+INSERT INTO {totals} SELECT true, count(*), coalesce(sum(search_length), 0) FROM {table};
+
+CREATE FUNCTION {functions}_added() RETURNS trigger LANGUAGE plpgsql SET search_path FROM CURRENT AS $f$
+BEGIN
+    UPDATE {totals} s SET documents = s.documents + a.n, tokens = s.tokens + a.t
+    FROM (SELECT count(*) AS n, coalesce(sum(search_length), 0) AS t FROM added) a WHERE a.n > 0;
+    RETURN NULL;
+END $f$;
+CREATE FUNCTION {functions}_removed() RETURNS trigger LANGUAGE plpgsql SET search_path FROM CURRENT AS $f$
+BEGIN
+    UPDATE {totals} s SET documents = s.documents - r.n, tokens = s.tokens - r.t
+    FROM (SELECT count(*) AS n, coalesce(sum(search_length), 0) AS t FROM removed) r WHERE r.n > 0;
+    RETURN NULL;
+END $f$;
+CREATE FUNCTION {functions}_changed() RETURNS trigger LANGUAGE plpgsql SET search_path FROM CURRENT AS $f$
+BEGIN
+    UPDATE {totals} s SET tokens = s.tokens + c.t
+    FROM (SELECT coalesce(sum(search_length), 0) - (SELECT coalesce(sum(search_length), 0) FROM removed) AS t
+          FROM added) c WHERE c.t <> 0;
+    RETURN NULL;
+END $f$;
+CREATE TRIGGER {table}_totals_added AFTER INSERT ON {table} REFERENCING NEW TABLE AS added
+    FOR EACH STATEMENT EXECUTE FUNCTION {functions}_added();
+CREATE TRIGGER {table}_totals_removed AFTER DELETE ON {table} REFERENCING OLD TABLE AS removed
+    FOR EACH STATEMENT EXECUTE FUNCTION {functions}_removed();
+CREATE TRIGGER {table}_totals_changed AFTER UPDATE ON {table} REFERENCING OLD TABLE AS removed NEW TABLE AS added
+    FOR EACH STATEMENT EXECUTE FUNCTION {functions}_changed();
+"""
+
 # Migration 4: what one BM25 needs (search/bm25.py scores memories alike on every engine).
 # A memory's length is counted as SQLite's FTS5 counts it (runs of letters and digits in its
 # text, its neighbours' words and its labels: the distinct lower-case tags and type, stop words
 # included), in a column PostgreSQL keeps; the library's memories and their tokens in all are
-# one row kept by statement triggers (one update per statement, so a COPY of a million rows
-# costs one). Writes of a library are already one at a time (its advisory lock), so the row
-# adds no waiting.
+# one row kept by statement triggers (_totals).
 BM25_MIGRATION = r"""
 -- [[:alnum:]] with Unicode's letters and digits whatever the database's locale: pg_c_utf8 (PostgreSQL 17+)
 DO $d$ BEGIN
@@ -139,39 +177,7 @@ ALTER TABLE memories ADD COLUMN search_length integer GENERATED ALWAYS AS (
     memloci_token_count(content) + memloci_token_count(context)
     + memloci_token_count(memloci_labels(tags, memory_type))) STORED;
 
-CREATE TABLE search_totals (
-    one       boolean PRIMARY KEY DEFAULT true CHECK (one),
-    documents bigint NOT NULL,
-    tokens    bigint NOT NULL
-);
-INSERT INTO search_totals SELECT true, count(*), coalesce(sum(search_length), 0) FROM memories;
-
-CREATE FUNCTION memloci_totals_added() RETURNS trigger LANGUAGE plpgsql SET search_path FROM CURRENT AS $f$
-BEGIN
-    UPDATE search_totals s SET documents = s.documents + a.n, tokens = s.tokens + a.t
-    FROM (SELECT count(*) AS n, coalesce(sum(search_length), 0) AS t FROM added) a WHERE a.n > 0;
-    RETURN NULL;
-END $f$;
-CREATE FUNCTION memloci_totals_removed() RETURNS trigger LANGUAGE plpgsql SET search_path FROM CURRENT AS $f$
-BEGIN
-    UPDATE search_totals s SET documents = s.documents - r.n, tokens = s.tokens - r.t
-    FROM (SELECT count(*) AS n, coalesce(sum(search_length), 0) AS t FROM removed) r WHERE r.n > 0;
-    RETURN NULL;
-END $f$;
-CREATE FUNCTION memloci_totals_changed() RETURNS trigger LANGUAGE plpgsql SET search_path FROM CURRENT AS $f$
-BEGIN
-    UPDATE search_totals s SET tokens = s.tokens + c.t
-    FROM (SELECT coalesce(sum(search_length), 0) - (SELECT coalesce(sum(search_length), 0) FROM removed) AS t
-          FROM added) c WHERE c.t <> 0;
-    RETURN NULL;
-END $f$;
-CREATE TRIGGER memories_totals_added AFTER INSERT ON memories REFERENCING NEW TABLE AS added
-    FOR EACH STATEMENT EXECUTE FUNCTION memloci_totals_added();
-CREATE TRIGGER memories_totals_removed AFTER DELETE ON memories REFERENCING OLD TABLE AS removed
-    FOR EACH STATEMENT EXECUTE FUNCTION memloci_totals_removed();
-CREATE TRIGGER memories_totals_changed AFTER UPDATE ON memories REFERENCING OLD TABLE AS removed NEW TABLE AS added
-    FOR EACH STATEMENT EXECUTE FUNCTION memloci_totals_changed();
-"""
+""" + _totals("memories", "search_totals", "memloci_totals")
 
 
 # Migration 7: one BM25 for entities too (search.py ranks search_nodes by search/bm25.py's
@@ -221,36 +227,4 @@ END
 $f$;
 UPDATE entities SET name = name;
 
-CREATE TABLE entity_totals (
-    one       boolean PRIMARY KEY DEFAULT true CHECK (one),
-    documents bigint NOT NULL,
-    tokens    bigint NOT NULL
-);
-INSERT INTO entity_totals SELECT true, count(*), coalesce(sum(search_length), 0) FROM entities;
-
-CREATE FUNCTION memloci_entity_totals_added() RETURNS trigger LANGUAGE plpgsql SET search_path FROM CURRENT AS $f$
-BEGIN
-    UPDATE entity_totals s SET documents = s.documents + a.n, tokens = s.tokens + a.t
-    FROM (SELECT count(*) AS n, coalesce(sum(search_length), 0) AS t FROM added) a WHERE a.n > 0;
-    RETURN NULL;
-END $f$;
-CREATE FUNCTION memloci_entity_totals_removed() RETURNS trigger LANGUAGE plpgsql SET search_path FROM CURRENT AS $f$
-BEGIN
-    UPDATE entity_totals s SET documents = s.documents - r.n, tokens = s.tokens - r.t
-    FROM (SELECT count(*) AS n, coalesce(sum(search_length), 0) AS t FROM removed) r WHERE r.n > 0;
-    RETURN NULL;
-END $f$;
-CREATE FUNCTION memloci_entity_totals_changed() RETURNS trigger LANGUAGE plpgsql SET search_path FROM CURRENT AS $f$
-BEGIN
-    UPDATE entity_totals s SET tokens = s.tokens + c.t
-    FROM (SELECT coalesce(sum(search_length), 0) - (SELECT coalesce(sum(search_length), 0) FROM removed) AS t
-          FROM added) c WHERE c.t <> 0;
-    RETURN NULL;
-END $f$;
-CREATE TRIGGER entities_totals_added AFTER INSERT ON entities REFERENCING NEW TABLE AS added
-    FOR EACH STATEMENT EXECUTE FUNCTION memloci_entity_totals_added();
-CREATE TRIGGER entities_totals_removed AFTER DELETE ON entities REFERENCING OLD TABLE AS removed
-    FOR EACH STATEMENT EXECUTE FUNCTION memloci_entity_totals_removed();
-CREATE TRIGGER entities_totals_changed AFTER UPDATE ON entities REFERENCING OLD TABLE AS removed NEW TABLE AS added
-    FOR EACH STATEMENT EXECUTE FUNCTION memloci_entity_totals_changed();
-"""
+""" + _totals("entities", "entity_totals", "memloci_entity_totals")
