@@ -353,9 +353,6 @@ def test_no_ability_is_told_by_attribute_name():
 
 # Methods the SDK calls by their names (overrides), named nowhere in memloci itself.
 OVERRIDES = {"_validate_host", "_validate_origin"}
-# Unused, and to go with the next change of its module (store/postgres/search.py: memories are
-# ranked by search/bm25.py's weights there, not ts_rank's).
-NOT_YET_REMOVED = {"_MEMORY_WEIGHTS"}
 
 
 def test_no_dead_code():
@@ -383,7 +380,7 @@ def test_no_dead_code():
             targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
             defined += [(t.id, node.lineno) for t in targets if isinstance(t, ast.Name) and t.id != "__all__"]
         dead += [f"{rel}:{line}: {name}" for name, line in defined if named[name] <= 1
-                 and name not in OVERRIDES | NOT_YET_REMOVED]
+                 and name not in OVERRIDES]
     assert named["_validate_host"] == 1  # the scan sees a name used nowhere (an override, listed)
     assert not dead, dead
 

@@ -72,3 +72,24 @@ def test_a_common_word_ranks_the_same_pool_as_on_sqlite(engines, other):
     assert all(answers["sqlite"][q] for q in queries)
     differ = {q: (answers[other][q], answers["sqlite"][q]) for q in queries if answers[other][q] != answers["sqlite"][q]}
     assert not differ, "\n".join(f"{q!r}:\n  {other}: {a}\n  sqlite: {r}" for q, (a, r) in differ.items())
+
+
+@pytest.mark.parametrize("other", [e for e in ENGINES if e != "sqlite"])
+def test_cjk_runs_and_words_of_two_tokens_rank_as_on_sqlite(engines, other):
+    """A CJK run matches as the phrase of its pairs (東京大学 is not 大学ノート), and a word the
+    tokenizers cut in two (user_id) is both pieces together, not either: on every engine."""
+    corpus = [EntityInput("東京大学", "school", ("東京にある大学",)),
+              EntityInput("大学ノート", "note", ("ノートを買った",)),
+              EntityInput("京都", "city", ("古い都",)),
+              EntityInput("Auth table", "table", ("holds the user_id column", "user accounts")),
+              EntityInput("Id badge", "thing", ("an id for the door",)),
+              EntityInput("User profile", "page", ("shows the user",))]
+    queries = ["東京大学", "大学", "user_id", "user", "id badge"]
+    answers = {}
+    for name in ("sqlite", other):
+        service = engines[name].library()
+        service.create_entities(corpus)
+        answers[name] = {q: [(h.entity.name, h.why) for h in service.search_nodes(q).hits] for q in queries}
+    assert answers["sqlite"]["東京大学"][0][0] == "東京大学" and answers["sqlite"]["user_id"][0][0] == "Auth table"
+    differ = {q: (answers[other][q], answers["sqlite"][q]) for q in queries if answers[other][q] != answers["sqlite"][q]}
+    assert not differ, "\n".join(f"{q!r}:\n  {other}: {a}\n  sqlite: {r}" for q, (a, r) in differ.items())

@@ -10,17 +10,22 @@ the same order:
   terms' phrases, from each phrase's count in each of the seven columns (read from the
   entity's weighted tsvector: A name, B aliases and tags, told apart by the aliases' own
   tsvector, C type, D text; CJK pieces from `grams`), the entity's length (`search_length`,
-  migration 7) and the library's totals (`entity_totals`); the best POOL are kept.
+  migration 7) and the library's totals (`entity_totals`); the best POOL are kept. A word
+  that is two lexemes to PostgreSQL ("user_id") is both, as FTS5 reads the phrase "user id".
 - A common term fills the pool, if room is left, with its holders in a name, alias, tag or
-  type (oldest first), then its newest holders, and adds its IDF (N: the largest id) to every
-  pooled entity holding it, times bm25.LABEL_GAIN where a label holds it.
+  type (oldest first, from `labels_search`, migration 7), then its newest holders, and adds
+  its IDF (N: the largest id) to every pooled entity holding it, times bm25.LABEL_GAIN where
+  a label holds it. Its holders are counted up to COUNTED, then taken from the statistics.
 - Entities holding the query as a substring (pg_trgm indexes) come after the word matches.
 
 Where the engines still part: PostgreSQL stems text with Snowball (`english`), SQLite with
-Porter, and leaves aliases and tags unstemmed; a Chinese or Japanese term counts once per
-place it is found (labels, text), not per occurrence; a tsvector keeps at most 256 positions
-of a lexeme and none past 16,383; a word found nowhere, not even respelled, is also tried
-against names by pg_trgm similarity (SQLite has no such step).
+Porter, and leaves aliases and tags unstemmed; `english` drops its stop words ("after",
+"over", "only") from names, types and text when it indexes them, so such a word is found as
+a substring there, not as a word; a Chinese or Japanese term must hold all of its run's pairs,
+as on SQLite, but counts once in the labels and once in the text where they hold it, not
+per occurrence; a tsvector keeps at most 256 positions of a lexeme and none past 16,383; a word
+found nowhere, not even respelled, is also tried against names by pg_trgm similarity (SQLite
+has no such step).
 """
 
 from __future__ import annotations
@@ -35,26 +40,44 @@ from ... import bm25
 from .. import NameVocabulary
 from .. import query_text as lexical
 from ..sqlite_search import query_terms
-from .tsquery import cjk_query
+from .tsquery import LEXEME, estimated_holders
 
 COMMON = 500  # a term more entities hold is common (as store/sqlite_search.py)
+COUNTED = 10_000  # a common term's holders are counted up to this, then estimated
 POOL = 300  # entities ranked for a page at least (as store/sqlite_search.py)
 FUZZY_MIN = 0.5  # word_similarity of a misspelled word to a name, at least
-_LEXEME = re.compile(r"'((?:[^']|'')*)'")
 _COLUMN = {"A": 0, "C": 3}  # tsvector weight -> BM25 column (B: aliases 1 or tags 2; D, no letter: text 4)
-_NAME, _ALIASES, _TAGS, _TEXT, _NAME_GRAMS, _TEXT_GRAMS = 0, 1, 2, 4, 5, 6
+_ALIASES, _TAGS, _TEXT = 1, 2, 4  # BM25 columns (bm25.ENTITY_WEIGHTS' order)
 
 
 @dataclass(frozen=True, slots=True)
 class _Phrase:
-    """One FTS5 phrase: lexemes as tsquery text writes them (escaped), any of which is a hit."""
+    """One FTS5 phrase, as the index's lexemes (escaped as tsquery text writes them): any of its
+    alternatives (the word stemmed, or as written), each all of its lexemes ("user_id" is
+    'user' & 'id', as FTS5 reads the phrase "user id"); or, with `prefix`, any lexeme that
+    begins with the one given."""
 
-    lexemes: tuple[str, ...]
+    alternatives: tuple[tuple[str, ...], ...]
     prefix: bool = False
 
-    def tsquery(self, weights: str = "") -> str:
-        mark = (":*" if self.prefix else ":") + weights if self.prefix or weights else ""
-        return " | ".join(f"'{lexeme}'{mark}" for lexeme in self.lexemes)
+    def tsquery(self) -> str:
+        mark = ":*" if self.prefix else ""
+        return " | ".join("(" + " & ".join(f"'{lexeme}'{mark}" for lexeme in alt) + ")" for alt in self.alternatives)
+
+    def count(self, columns_of: dict[str, list[int]]) -> list[int]:
+        """How often the phrase occurs in each column, given each lexeme's counts per column
+        (an alternative of several lexemes: as often as its rarest one)."""
+        total = [0] * 7
+        if self.prefix:
+            start = self.alternatives[0][0]
+            for lexeme, columns in columns_of.items():
+                if lexeme.startswith(start):
+                    total = [a + b for a, b in zip(total, columns)]
+            return total
+        for alt in self.alternatives:
+            if all(lexeme in columns_of for lexeme in alt):
+                total = [t + min(columns_of[lexeme][c] for lexeme in alt) for c, t in enumerate(total)]
+        return total
 
 
 @dataclass(slots=True, eq=False)  # one term is itself only: held and counted by identity
@@ -67,35 +90,47 @@ class _Term:
     query: str = ""  # cjk: the pieces' tsquery; fuzzy: the word
     held: int = 0  # entities holding it, counted up to COMMON + 1
 
-    def condition(self, weights: str = "") -> tuple[str, list[Any]]:
-        """SQL on `e` true for the entities holding the term (in a name, alias, tag or type
-        only, given weights "ABC")."""
-        if self.kind == "cjk":
-            if weights:
-                return ("e.grams @@ %s::tsquery AND memloci_cjk_grams(e.name || ' ' || e.entity_type || ' ' "
-                        "|| e.aliases::text || ' ' || e.tags::text) @@ %s::tsquery", [self.query, self.query])
-            return "e.grams @@ %s::tsquery", [self.query]
+    def condition(self, labels: bool = False) -> tuple[str, list[Any]]:
+        """SQL on `e` true for the entities holding the term (with `labels`: in a name, alias,
+        tag or type; `labels_search`, migration 7, has its own index, so this needs no weights
+        and no per-row check)."""
         if self.kind == "fuzzy":
             return "%s <%% e.name_key AND word_similarity(%s, e.name_key) >= %s", [self.query, self.query, FUZZY_MIN]
-        return "e.search @@ %s::tsquery", [" | ".join(f"({p.tsquery(weights)})" for p in self.phrases)]
+        column = "e.labels_search" if labels else "e.grams" if self.kind == "cjk" else "e.search"
+        query = self.query if self.kind == "cjk" else " | ".join(f"({p.tsquery()})" for p in self.phrases)
+        return f"{column} @@ %s::tsquery", [query]
 
 
-def _lexemes(conn: Any, words: Sequence[str]) -> list[tuple[str, ...]]:
-    """Each word's lexemes as the index holds it: stemmed (`english`, names, types and text) and
-    as written (`simple`, aliases and tags); none for a stop word that is not a tag either."""
+def _phrases(conn: Any, words: Sequence[str]) -> list[_Phrase | None]:
+    """Each word as the index holds it: stemmed (`english`: names, types and text) or as written
+    (`simple`: aliases and tags); None for a stop word that is not a tag either."""
     if not words:
         return []
     row = conn.execute("SELECT " + ", ".join(
-        "plainto_tsquery('english', memloci_fold(%s))::text || ' ' || plainto_tsquery('simple', memloci_fold(%s))::text"
+        "plainto_tsquery('english', memloci_fold(%s))::text, plainto_tsquery('simple', memloci_fold(%s))::text"
         for _ in words), [w for word in words for w in (word, word)]).fetchone()
-    return [tuple(dict.fromkeys(_LEXEME.findall(text))) for text in row]
+    out: list[_Phrase | None] = []
+    for i in range(len(words)):
+        alternatives = tuple(dict.fromkeys(alt for alt in (tuple(LEXEME.findall(text)) for text in row[2 * i:2 * i + 2])
+                                           if alt))
+        out.append(_Phrase(alternatives) if alternatives else None)
+    return out
 
 
 def _prefix(word: str) -> _Phrase:
     """The word as a prefix, folded as the index folds words (lower case, no accents)."""
     folded = unicodedata.normalize("NFD", word.lower())
     folded = unicodedata.normalize("NFC", "".join(c for c in folded if not 0x300 <= ord(c) <= 0x36F))
-    return _Phrase((folded.replace("\\", "\\\\").replace("'", "''"),), prefix=True)
+    return _Phrase(((folded.replace("\\", "\\\\").replace("'", "''"),),), prefix=True)
+
+
+def _cjk_query(run: str) -> str:
+    """A CJK run as the pieces index holds it: all of its consecutive pairs, as FTS5 matches the
+    phrase of its two-character tokens ("東京大学" is 東京 & 京大 & 大学); a lone character as the
+    start of a piece."""
+    if len(run) == 1:
+        return f"'{run}':*"
+    return " & ".join("'" + run[i:i + 2] + "'" for i in range(len(run) - 1))
 
 
 def _holders(conn: Any, term: _Term, cap: int) -> int:
@@ -112,14 +147,14 @@ def plan(conn: Any, query: str, stop_words: frozenset[str], names: NameVocabular
     terms = query_terms(query, stop_words)
     words = [w for w, kind in terms if kind == "word"]
     completions = {w: names.complete(w) if names is not None and len(w) >= lexical.PREFIX_MIN else [] for w in words}
-    alternatives = [a for w in words for a in dict.fromkeys([w, *completions[w]])]
-    lexemes = dict(zip(alternatives, _lexemes(conn, alternatives)))
+    alternatives = list(dict.fromkeys(a for w in words for a in [w, *completions[w]]))
+    phrases = dict(zip(alternatives, _phrases(conn, alternatives)))
     for word, kind in terms:
         if kind == "cjk":
-            term = _Term(word, "cjk", query=(cjk_query([word]) if len(word) > 1 else None) or f"'{word}':*")
+            term = _Term(word, "cjk", query=_cjk_query(word))
         else:
-            term = _Term(word, "word", phrases=[_Phrase(lexemes[a]) for a in dict.fromkeys([word, *completions[word]])
-                                                if lexemes[a]])
+            term = _Term(word, "word", phrases=[p for a in dict.fromkeys([word, *completions[word]])
+                                                if (p := phrases[a]) is not None])
             if not term.phrases:  # a stop word: neither configuration keeps it
                 continue
         term.held = _holders(conn, term, COMMON + 1)
@@ -129,10 +164,10 @@ def plan(conn: Any, query: str, stop_words: frozenset[str], names: NameVocabular
         if not term.held and kind == "word":
             respelled = names.respell(word) if names is not None else None
             if respelled:
-                term.phrases = [_Phrase(lx) for lx in _lexemes(conn, respelled[0]) if lx]
+                term.phrases = [p for p in _phrases(conn, respelled[0]) if p is not None]
                 term.how, term.note = "respelled", respelled[1]
-            elif len(word) >= 4:
-                term.kind, term.query, term.how, term.note = "fuzzy", word, "respelled", word
+            elif len(word) >= 4:  # a phrase of its own: the failed prefix's phrases are no part of it
+                term.kind, term.query, term.how, term.note, term.phrases = "fuzzy", word, "respelled", word, []
             if term.phrases or term.kind == "fuzzy":
                 term.held = _holders(conn, term, COMMON + 1)
         if term.held:
@@ -174,10 +209,14 @@ def _rank_words(conn: Any, terms: list[_Term], want: int) -> dict[int, tuple[flo
         for term in common:
             if len(score) >= pool_size:
                 break
-            # Room left: those holding the common term in a name, alias, tag or type, then the newest.
-            for cond, params, order in (*term.condition("ABC"), "e.id"), (*term.condition(), "e.id DESC"):
-                for (entity_id,) in conn.execute(f"SELECT e.id FROM entities e WHERE {cond} ORDER BY {order} LIMIT %s",
-                                                 (*params, pool_size - len(score))):
+            # Room left: those holding the common term in a name, alias, tag or type (oldest
+            # first, found on the labels' own index: OFFSET 0 keeps the planner from walking
+            # every entity by id when none holds it there), then its newest holders.
+            labels, label_params = term.condition(labels=True)
+            cond, params = term.condition()
+            for sql, args in ((f"SELECT id FROM (SELECT e.id FROM entities e WHERE {labels} OFFSET 0) x ORDER BY id",
+                               label_params), (f"SELECT e.id FROM entities e WHERE {cond} ORDER BY e.id DESC", params)):
+                for (entity_id,) in conn.execute(sql + " LIMIT %s", (*args, pool_size - len(score))):
                     if entity_id not in score:
                         score[entity_id], held[entity_id] = 0.0, []
                 if len(score) >= pool_size:
@@ -187,13 +226,12 @@ def _rank_words(conn: Any, terms: list[_Term], want: int) -> dict[int, tuple[flo
         total = conn.execute("SELECT coalesce(max(id), 1) FROM entities").fetchone()[0]
         for term in common:
             cond, params = term.condition()
-            label_cond, label_params = term.condition("ABC")
-            df, inside, labelled = conn.execute(
-                f"""SELECT (SELECT count(*) FROM entities e WHERE {cond}),
-                           (SELECT coalesce(array_agg(e.id), '{{}}') FROM entities e WHERE e.id = ANY(%s) AND {cond}),
-                           (SELECT coalesce(array_agg(e.id), '{{}}') FROM entities e WHERE e.id = ANY(%s) AND {label_cond})""",
-                (*params, pool, *params, pool, *label_params)).fetchone()
-            idf = bm25.idf(int(df), int(total))
+            labels, label_params = term.condition(labels=True)
+            inside, labelled = conn.execute(
+                f"""SELECT (SELECT coalesce(array_agg(e.id), '{{}}') FROM entities e WHERE e.id = ANY(%s) AND {cond}),
+                           (SELECT coalesce(array_agg(e.id), '{{}}') FROM entities e WHERE e.id = ANY(%s) AND {labels})""",
+                (pool, *params, pool, *label_params)).fetchone()
+            idf = bm25.idf(_common_holders(conn, term), int(total))
             on_labels = set(labelled)
             for entity_id in inside:
                 score[entity_id] += idf * (bm25.LABEL_GAIN if entity_id in on_labels else 1.0)
@@ -201,6 +239,20 @@ def _rank_words(conn: Any, terms: list[_Term], want: int) -> dict[int, tuple[flo
     best = sorted(score, key=lambda i: (-score[i], -i))[:want]
     return {i: (score[i], len(held[i]), bm25.why([(t.label, t.how, t.note) for t in held[i]], len(terms), score[i]))
             for i in best}
+
+
+def _common_holders(conn: Any, term: _Term) -> int:
+    """How many entities hold a common term: counted up to COUNTED, and past that taken from
+    PostgreSQL's statistics of the word index (its most common elements, kept by ANALYZE), as
+    for memories; SQLite counts them all, which FTS5 does from its index alone, where PostgreSQL
+    would read every holder's row."""
+    cond, params = term.condition()
+    (n,) = conn.execute(f"SELECT count(*) FROM (SELECT 1 FROM entities e WHERE {cond} LIMIT {COUNTED + 1}) x",
+                        params).fetchone()
+    if n <= COUNTED or term.kind != "word":
+        return int(n)
+    estimated = estimated_holders(conn, "entities", "search", [params[0]], COUNTED)
+    return int(estimated.get(params[0], n))
 
 
 def _bm25(conn: Any, rare: list[_Term], ids: list[int]) -> dict[int, tuple[float, list[_Term]]]:
@@ -214,66 +266,56 @@ def _bm25(conn: Any, rare: list[_Term], ids: list[int]) -> dict[int, tuple[float
     # each phrase's holders (each is part of a rare term, so at most COMMON: an index count)
     counted = []
     for term, phrase in phrases:
-        if phrase is None:
-            counted.append(("(SELECT count(*) FROM entities e WHERE " + term.condition()[0] + ")", term.condition()[1]))
-        else:
-            counted.append(("(SELECT count(*) FROM entities e WHERE e.search @@ %s::tsquery)", [phrase.tsquery()]))
+        cond, params = term.condition() if phrase is None else ("e.search @@ %s::tsquery", [phrase.tsquery()])
+        counted.append((f"(SELECT count(*) FROM entities e WHERE {cond})", params))
     holders = [int(n) for n in conn.execute("SELECT " + ", ".join(sql for sql, _ in counted),
                                             [p for _, params in counted for p in params]).fetchone()]
-    # the CJK and typo terms' hits, in labels and text, per entity
+    # the CJK terms' hits in the labels and in the text (the text's pieces made again, as the
+    # index makes them: `grams` holds both), the typo terms' in the name, per entity
     extra_sql, extra_params = [], []
     for term, _ in phrases:
-        if term.kind == "cjk":
-            label_cond, label_params = term.condition("ABC")
-            extra_sql.append(f"({label_cond})::int, (e.grams @@ %s::tsquery)::int")
-            extra_params += [*label_params, term.query]
-        elif term.kind == "fuzzy":
+        if term.kind != "word":
+            labels, label_params = term.condition(labels=True)
             cond, params = term.condition()
-            extra_sql.append(f"({cond})::int, 0")
-            extra_params += params
+            if term.kind == "cjk":
+                cond = ("memloci_cjk_grams(left(memloci_entity_text(e.id) || E'\\n' || e.body, 30000)) "
+                        "@@ %s::tsquery")
+            extra_sql.append(f"({labels})::int, ({cond})::int")
+            extra_params += [*label_params, *params]
     rows = conn.execute(
         f"""SELECT e.id, e.search_length, e.search::text, to_tsvector('simple', memloci_fold(e.aliases::text))::text
                    {''.join(', ' + s for s in extra_sql)}
             FROM entities e WHERE e.id = ANY(%s)""", (*extra_params, ids)).fetchall()
-    exact: dict[str, list[int]] = {}
-    prefixes: list[tuple[str, int]] = []
-    for i, (_, phrase) in enumerate(phrases):
-        for lexeme in phrase.lexemes if phrase is not None else ():
-            if phrase is not None and phrase.prefix:
-                prefixes.append((lexeme, i))
-            else:
-                exact.setdefault(lexeme, []).append(i)
-    wanted = "|".join([*map(re.escape, exact), *(re.escape(p) + "(?:[^']|'')*" for p, _ in prefixes)])
+    exact = {lexeme for _, p in phrases if p is not None and not p.prefix for alt in p.alternatives for lexeme in alt}
+    starts = {p.alternatives[0][0] for _, p in phrases if p is not None and p.prefix}
+    wanted = "|".join([*map(re.escape, exact), *(re.escape(start) + "(?:[^']|'')*" for start in starts)])
     found = re.compile("(?:^| )'(" + wanted + r")':([0-9A-D,]+)") if wanted else None
     out: dict[int, tuple[float, list[_Term]]] = {}
     for row in rows:
         entity_id, length, search, aliases = int(row[0]), int(row[1]), row[2], row[3]
-        counts: dict[int, list[int]] = {}
+        columns_of: dict[str, list[int]] = {}  # each wanted lexeme's count per column
         if found is not None:
-            in_aliases = {lexeme: len(positions.split(",")) for lexeme, positions in found.findall(aliases) if positions}
+            in_aliases = {lexeme: len(positions.split(",")) for lexeme, positions in found.findall(aliases)}
             for lexeme, positions in found.findall(search):
                 columns = [0] * 7
-                for position in positions.split(",") if positions else ():
-                    weight = position[-1] if position[-1] in "ABC" else "D"
-                    columns[_COLUMN.get(weight, _TEXT) if weight != "B" else _TAGS] += 1
+                for position in positions.split(","):
+                    weight = position[-1]
+                    columns[_TAGS if weight == "B" else _COLUMN.get(weight, _TEXT)] += 1
                 moved = min(in_aliases.get(lexeme, 0), columns[_TAGS])  # B holds aliases, then tags
                 columns[_ALIASES], columns[_TAGS] = moved, columns[_TAGS] - moved
-                hits = exact.get(lexeme, []) + [i for p, i in prefixes if lexeme.startswith(p)]
-                for i in dict.fromkeys(hits):
-                    mine = counts.setdefault(i, [0] * 7)
-                    for c, n in enumerate(columns):
-                        mine[c] += n
+                columns_of[lexeme] = columns
+        counts: dict[int, list[int]] = {}
         k = 4
-        for i, (term, _) in enumerate(phrases):
-            if term.kind == "cjk":
-                on_labels, anywhere = int(row[k]), int(row[k + 1])
-                if anywhere:
-                    counts[i] = [0, 0, 0, 0, 0, on_labels, 0 if on_labels else 1]
-                k += 2
-            elif term.kind == "fuzzy":
-                if int(row[k]):
-                    counts[i] = [1, 0, 0, 0, 0, 0, 0]
-                k += 2
+        for i, (term, phrase) in enumerate(phrases):
+            if phrase is not None:
+                counts[i] = phrase.count(columns_of)
+                continue
+            on_labels, found_there = int(row[k]), int(row[k + 1])
+            k += 2
+            if term.kind == "cjk":  # once in the labels' pieces, once in the text's, where found
+                counts[i] = [0, 0, 0, 0, 0, on_labels, found_there]
+            else:  # a name within a few typos: once, in the name
+                counts[i] = [found_there, 0, 0, 0, 0, 0, 0]
         counts = {i: c for i, c in counts.items() if any(c)}
         if counts:
             value = bm25.score({i: tuple(c) for i, c in counts.items()}, length, holders, corpus, bm25.ENTITY_WEIGHTS)

@@ -21,9 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-import time
-import unicodedata
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
@@ -33,10 +31,8 @@ from .. import NameVocabulary
 from . import entity_search
 from .graph import load_entities, relations_touching, resolve
 from .memories import filter_sql, tag_keys, vector_text
-from .tsquery import any_of, cjk_pieces, term_tsqueries
+from .tsquery import LEXEME, any_of, cjk_pieces, estimated_holders, term_tsqueries
 
-# ts_rank's weights are {D, C, B, A}
-_MEMORY_WEIGHTS = "{0.1, 0.4, 0.5, 1.0}"  # A own words, B tags and type, C neighbours' words
 NEIGHBOUR_WEIGHT = 0.3  # as search/vectors.py: a share of each thread neighbour's similarity
 EF_SEARCH = 100  # HNSW candidates looked at per query (pgvector's default is 40)
 EF_SEARCH_MAX = 1000  # the most pgvector accepts
@@ -231,7 +227,7 @@ def _holders(conn: Any, column: str, queries: Sequence[str]) -> list[int]:
     table's statistics (ANALYZE) show in far more than COMMON memories is estimated from them
     without counting (counting its holders up to COMMON + 1 reads some COMMON / share rows,
     20,000 for a word one memory in ten holds: the slowest step of a query of common words)."""
-    known = _estimated_holders(conn, column, queries)
+    known = estimated_holders(conn, "memories", column, queries, 4 * COMMON)
     unknown = [q for q in queries if q not in known]
     counted = dict(zip(unknown, conn.execute("SELECT " + ", ".join(
         f"(SELECT count(*) FROM (SELECT 1 FROM memories m WHERE m.{column} @@ %s::tsquery LIMIT {COMMON + 1}) x)"
@@ -295,7 +291,7 @@ def _word_counts(conn: Any, queries: Sequence[str], filters: MemoryFilter, where
     lengths: dict[int, int] = {}
     terms_of: dict[str, list[int]] = {}  # lexeme (escaped, as in tsvector text) -> its query terms
     for i, q in enumerate(queries):
-        for lexeme in dict.fromkeys(_LEXEME.findall(q)):
+        for lexeme in dict.fromkeys(LEXEME.findall(q)):
             terms_of.setdefault(lexeme, []).append(i)
     if rows and terms_of:
         # a lexeme starts the text or follows a space (lexemes hold no spaces); '' is a quote
@@ -328,34 +324,3 @@ def _pooled_rank(conn: Any, column: str, queries: Sequence[str], weights: str, n
             FROM memories m, (SELECT %s::tsquery) AS w(q) WHERE m.id = ANY(%s) ORDER BY s DESC, m.id DESC LIMIT %s""",
         (any_of(queries), ids, k))
     return {int(i): float(score) for i, score in rows}
-
-
-_LEXEME = re.compile(r"'((?:[^']|'')*)'")
-_STATISTICS_TTL = 30.0  # seconds a library's most-common-words statistics are reused
-_statistics: dict[tuple[str, str], tuple[float, dict[str, float]]] = {}
-
-
-def _estimated_holders(conn: Any, column: str, queries: Sequence[str]) -> dict[str, float]:
-    """The tsquery texts holding a word that PostgreSQL's statistics of `memories.column` (its
-    most common elements, kept by ANALYZE and autovacuum) put in more than 4 x COMMON memories
-    (surely more than COMMON, even if the statistics are somewhat old), with how many memories
-    those statistics say hold it. Nothing before the first ANALYZE, or for words the statistics
-    do not list (those are counted). The statistics change only at an ANALYZE, so each
-    process reuses them for _STATISTICS_TTL seconds."""
-    if not queries:
-        return {}
-    (schema,) = conn.execute("SELECT current_schema()").fetchone()
-    cached = _statistics.get((schema, column))
-    if cached is None or time.monotonic() - cached[0] > _STATISTICS_TTL:
-        row = conn.execute(
-            """SELECT s.most_common_elems::text::text[], s.most_common_elem_freqs, c.reltuples
-               FROM pg_stats s JOIN pg_class c ON c.relname = s.tablename AND c.relnamespace = s.schemaname::regnamespace
-               WHERE s.schemaname = current_schema() AND s.tablename = 'memories' AND s.attname = %s""",
-            (column,)).fetchone()
-        holders: dict[str, float] = {}
-        if row and row[0] and row[1] and row[2] and row[2] > 0:
-            holders = {lexeme: freq * row[2] for lexeme, freq in zip(row[0], row[1])}
-        cached = _statistics[(schema, column)] = (time.monotonic(), holders)
-    holders = cached[1]
-    found = {q: max((holders.get(w.replace("''", "'"), 0.0) for w in _LEXEME.findall(q)), default=0.0) for q in queries}
-    return {q: n for q, n in found.items() if n > 4 * COMMON}

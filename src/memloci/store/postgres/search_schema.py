@@ -204,6 +204,10 @@ DO $d$ BEGIN
 END $d$;
 
 ALTER TABLE entities ADD COLUMN search_length integer NOT NULL DEFAULT 0;
+-- The words and CJK pieces of the name, aliases, tags and type alone, with an index of their
+-- own: whether an entity holds a word there is an index lookup, not a check of each holder's
+-- weights (a common word's label holders fill the ranking pool first).
+ALTER TABLE entities ADD COLUMN labels_search tsvector NOT NULL DEFAULT ''::tsvector;
 
 CREATE OR REPLACE FUNCTION memloci_entity_index() RETURNS trigger LANGUAGE plpgsql SET search_path FROM CURRENT AS $f$
 DECLARE
@@ -220,11 +224,17 @@ BEGIN
     NEW.grams := setweight(memloci_cjk_grams(NEW.name || ' ' || NEW.entity_type || ' ' || NEW.aliases::text
                                              || ' ' || NEW.tags::text), 'A')
               || setweight(memloci_cjk_grams(left(said, 30000)), 'D');
+    NEW.labels_search := to_tsvector('english', memloci_fold(NEW.name))
+                      || to_tsvector('simple', memloci_fold(NEW.aliases::text || ' ' || NEW.tags::text))
+                      || to_tsvector('english', memloci_fold(NEW.entity_type))
+                      || memloci_cjk_grams(NEW.name || ' ' || NEW.entity_type || ' ' || NEW.aliases::text
+                                           || ' ' || NEW.tags::text);
     NEW.search_length := memloci_token_count(labels) + memloci_token_count(said)
                          + memloci_cjk_token_count(labels) + memloci_cjk_token_count(said);
     RETURN NEW;
 END
 $f$;
 UPDATE entities SET name = name;
+CREATE INDEX entities_labels_search ON entities USING gin (labels_search);
 
 """ + _totals("entities", "entity_totals", "memloci_entity_totals")
