@@ -41,11 +41,6 @@ def cjk_pieces(runs: Sequence[str]) -> list[str]:
     return ["'" + p.replace("\\", "\\\\").replace("'", "''") + "'" for p in dict.fromkeys(trigrams + pairs)]
 
 
-def cjk_query(runs: Sequence[str]) -> str | None:
-    """A tsquery (text) matching any two- or three-character piece of the runs."""
-    return any_of(cjk_pieces(runs)) or None
-
-
 def estimated_holders(conn: Any, table: str, column: str, queries: Sequence[str], above: int) -> dict[str, float]:
     """The tsquery texts holding a word that PostgreSQL's statistics of `table.column` (its most
     common elements, kept by ANALYZE and autovacuum) put in more than `above` rows, with how
