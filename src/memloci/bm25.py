@@ -7,7 +7,7 @@
 |D| counts every token of every column (stop words too), avgdl is the mean |D| over the N
 documents, n(t) how many documents hold t. This is FTS5's bm25() (fts5_aux.c), so SQLite,
 which computes it inside FTS5, and PostgreSQL, whose statistics this module scores (memories:
-store.WordStatistics, scored by search/hybrid.py; entities: store/postgres/search.py), score
+store.WordStatistics, scored by search/hybrid.py; entities: store/postgres/entity_search.py), score
 and order the same documents alike. The column weights are declared here, once: SQLite's SQL
 is built from them (fts5_weights). Pure arithmetic, no I/O: engines and search/ both use it.
 """

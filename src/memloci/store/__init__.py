@@ -259,13 +259,13 @@ class Store(GraphStore, MemoryStore, VectorStore, DocumentStore, ContextStore, M
 # -- optional capabilities: test with isinstance(store, X) -------------------------------
 
 # Words: an engine either scores memories by BM25 itself (WordScores: SQLite's FTS5 computes
-# the formula of search/bm25.py) or hands search/ the statistics BM25 needs (WordStatistics:
+# the formula of memloci/bm25.py) or hands search/ the statistics BM25 needs (WordStatistics:
 # PostgreSQL), so both rank alike. Every store offers one of the two.
 
 
 @runtime_checkable
 class WordScores(Protocol):
-    """A store whose full-text index scores memories by BM25 as search/bm25.py defines it."""
+    """A store whose full-text index scores memories by BM25 as memloci/bm25.py defines it."""
 
     def lexical_memory_candidates(self, terms: list[str], grams: list[str], k: int,
                                   filters: MemoryFilter) -> dict[int, float]:
@@ -275,7 +275,7 @@ class WordScores(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class MemoryWordCounts:
-    """What BM25 needs to score memories by a query's words (search/bm25.py scores them).
+    """What BM25 needs to score memories by a query's words (memloci/bm25.py scores them).
 
     `documents` and `tokens`: the library's memories and their tokens in all columns;
     `holders[i]`: how many memories hold term i (exact, or for a term in very many
@@ -293,7 +293,7 @@ class MemoryWordCounts:
 
 @runtime_checkable
 class WordStatistics(Protocol):
-    """A store that hands search/ the statistics BM25 needs, for search/bm25.py to score."""
+    """A store that hands search/ the statistics BM25 needs, for memloci/bm25.py to score."""
 
     def memory_word_counts(self, terms: list[str], grams: list[str], k: int,
                            filters: MemoryFilter) -> MemoryWordCounts:
