@@ -316,7 +316,7 @@ def test_a_postgres_library_made_before_passages_splits_its_bodies_once_migrated
             conn.execute(f"DROP FUNCTION {q}.memloci_entity_totals_{trigger}()")
         conn.execute(f"DROP TABLE {q}.entity_totals")
         conn.execute(f"DROP FUNCTION {q}.memloci_cjk_token_count(text)")
-        conn.execute(f"ALTER TABLE {q}.entities DROP COLUMN search_length")
+        conn.execute(f"ALTER TABLE {q}.entities DROP COLUMN search_length, DROP COLUMN labels_search")
         conn.execute(f"DROP TRIGGER passages_body_insert ON {q}.entities")
         conn.execute(f"DROP TRIGGER passages_body_update ON {q}.entities")
         conn.execute(f"DROP TABLE {q}.passages, {q}.passages_stale")
