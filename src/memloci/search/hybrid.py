@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import logging
 import re
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
@@ -118,15 +118,20 @@ def retrieve(store, index, embedder, query: str, n: int, filters: MemoryFilter,
     # The model embeds the query on another thread while the engine ranks words (both release
     # the GIL). A store that searches its own vectors (VectorSearch: pgvector, the filter in its
     # query) is asked on that thread too, on a connection of its own, so words and meaning are
-    # searched at once; the word matches it did not return are looked up after.
+    # searched at once; the word matches' own similarities are looked up on this thread as soon
+    # as both the words and the query's vector are there, while that search may still run.
     delegated = isinstance(store, VectorSearch)
+    vector_ready: Future[Any] = Future()
 
     def embed_and_search() -> tuple[Any, tuple[dict[int, float], float, float] | None]:
+        vector = None
         try:
             vector = embedder.embed([meaning_text])[0]
         except Exception as exc:  # the model or endpoint failed now: words still answer
             log.warning("query embedding failed, searching by words only: %s", exc)
             return None, None
+        finally:
+            vector_ready.set_result(vector)
         # (the store's own errors are the caller's, as from any other query)
         return vector, index.search(vector, k, filters=filters) if delegated else None
 
@@ -135,14 +140,16 @@ def retrieve(store, index, embedder, query: str, n: int, filters: MemoryFilter,
     meaning: dict[int, float] = {}
     low = high = 0.0
     if embedding is not None:
+        of_words = None  # the word matches' own similarities, so fusion weighs them too
+        if delegated and words and (early := vector_ready.result()) is not None:
+            of_words = index.search(early, 0, also=list(words), filters=filters)
         vector, searched = embedding.result()
         if searched is not None:
             meaning, low, high = searched
-            missing = [i for i in words if i not in meaning]
-            if missing:  # the word matches' own similarities, so fusion weighs them too
-                more, _, more_high = index.search(vector, 0, also=missing, filters=filters)
-                meaning.update(more)
-                high = max(high, more_high)
+            if of_words is not None:
+                for i, similarity in of_words[0].items():
+                    meaning.setdefault(i, similarity)
+                high = max(high, of_words[2])
         elif vector is not None:
             allowed = None if filters.empty else store.memory_ids(filters)
             if allowed is None or allowed:
