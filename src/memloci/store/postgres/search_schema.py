@@ -25,6 +25,22 @@ indexed the same whichever code path wrote it (a memory, an observation, a migra
 
 from __future__ import annotations
 
+# The entity trigger's text and its word index, as migration 2 wrote them and migration 7
+# writes them again (with the entity's length and label index added).
+_SAID = r"""    -- What the entity says, cut to its first 200,000 characters (30,000 for the CJK pieces, each making up to two):
+    -- a tsvector holds at most 1 MB, and an entity past it would refuse every later write.
+    -- The name, aliases, tags and type always go in whole; the trigram indexes find the rest.
+    said text := left(memloci_entity_text(NEW.id) || E'\n' || coalesce(NEW.body, ''), 200000);
+"""
+_ENTITY_WORDS = r"""    NEW.search := setweight(to_tsvector('english', memloci_fold(NEW.name)), 'A')
+               || setweight(to_tsvector('simple', memloci_fold(NEW.aliases::text || ' ' || NEW.tags::text)), 'B')
+               || setweight(to_tsvector('english', memloci_fold(NEW.entity_type)), 'C')
+               || setweight(to_tsvector('english', memloci_fold(said)), 'D');
+    NEW.grams := setweight(memloci_cjk_grams(NEW.name || ' ' || NEW.entity_type || ' ' || NEW.aliases::text
+                                             || ' ' || NEW.tags::text), 'A')
+              || setweight(memloci_cjk_grams(left(said, 30000)), 'D');
+"""
+
 SEARCH_MIGRATION = r"""
 CREATE EXTENSION IF NOT EXISTS pg_trgm SCHEMA public;
 CREATE EXTENSION IF NOT EXISTS vector SCHEMA public;
@@ -83,19 +99,8 @@ $f$;
 
 CREATE FUNCTION memloci_entity_index() RETURNS trigger LANGUAGE plpgsql SET search_path FROM CURRENT AS $f$
 DECLARE
-    -- What the entity says, cut to its first 200,000 characters (30,000 for the CJK pieces, each making up to two):
-    -- a tsvector holds at most 1 MB, and an entity past it would refuse every later write.
-    -- The name, aliases, tags and type always go in whole; the trigram indexes find the rest.
-    said text := left(memloci_entity_text(NEW.id) || E'\n' || coalesce(NEW.body, ''), 200000);
-BEGIN
-    NEW.search := setweight(to_tsvector('english', memloci_fold(NEW.name)), 'A')
-               || setweight(to_tsvector('simple', memloci_fold(NEW.aliases::text || ' ' || NEW.tags::text)), 'B')
-               || setweight(to_tsvector('english', memloci_fold(NEW.entity_type)), 'C')
-               || setweight(to_tsvector('english', memloci_fold(said)), 'D');
-    NEW.grams := setweight(memloci_cjk_grams(NEW.name || ' ' || NEW.entity_type || ' ' || NEW.aliases::text
-                                             || ' ' || NEW.tags::text), 'A')
-              || setweight(memloci_cjk_grams(left(said, 30000)), 'D');
-    RETURN NEW;
+""" + _SAID + r"""BEGIN
+""" + _ENTITY_WORDS + r"""    RETURN NEW;
 END
 $f$;
 CREATE TRIGGER entities_index BEFORE INSERT OR UPDATE OF name, entity_type, aliases, tags, body ON entities
@@ -211,20 +216,9 @@ ALTER TABLE entities ADD COLUMN labels_search tsvector NOT NULL DEFAULT ''::tsve
 
 CREATE OR REPLACE FUNCTION memloci_entity_index() RETURNS trigger LANGUAGE plpgsql SET search_path FROM CURRENT AS $f$
 DECLARE
-    -- What the entity says, cut to its first 200,000 characters (30,000 for the CJK pieces, each making up to two):
-    -- a tsvector holds at most 1 MB, and an entity past it would refuse every later write.
-    -- The name, aliases, tags and type always go in whole; the trigram indexes find the rest.
-    said text := left(memloci_entity_text(NEW.id) || E'\n' || coalesce(NEW.body, ''), 200000);
-    labels text := NEW.name || E'\n' || NEW.aliases::text || E'\n' || NEW.tags::text || E'\n' || NEW.entity_type;
+""" + _SAID + r"""    labels text := NEW.name || E'\n' || NEW.aliases::text || E'\n' || NEW.tags::text || E'\n' || NEW.entity_type;
 BEGIN
-    NEW.search := setweight(to_tsvector('english', memloci_fold(NEW.name)), 'A')
-               || setweight(to_tsvector('simple', memloci_fold(NEW.aliases::text || ' ' || NEW.tags::text)), 'B')
-               || setweight(to_tsvector('english', memloci_fold(NEW.entity_type)), 'C')
-               || setweight(to_tsvector('english', memloci_fold(said)), 'D');
-    NEW.grams := setweight(memloci_cjk_grams(NEW.name || ' ' || NEW.entity_type || ' ' || NEW.aliases::text
-                                             || ' ' || NEW.tags::text), 'A')
-              || setweight(memloci_cjk_grams(left(said, 30000)), 'D');
-    NEW.labels_search := to_tsvector('english', memloci_fold(NEW.name))
+""" + _ENTITY_WORDS + r"""    NEW.labels_search := to_tsvector('english', memloci_fold(NEW.name))
                       || to_tsvector('simple', memloci_fold(NEW.aliases::text || ' ' || NEW.tags::text))
                       || to_tsvector('english', memloci_fold(NEW.entity_type))
                       || memloci_cjk_grams(NEW.name || ' ' || NEW.entity_type || ' ' || NEW.aliases::text
