@@ -175,11 +175,9 @@ def plan(conn: Any, query: str, stop_words: frozenset[str], names: NameVocabular
     return found
 
 
-def rank(conn: Any, query: str, want: int, stop_words: frozenset[str],
-         names: NameVocabulary | None) -> dict[int, tuple[float, int, str]]:
-    """Up to `want` entity ids -> (BM25, query words held, why), best first; entities holding
-    the query as a substring after them, with 0."""
-    terms = plan(conn, query, stop_words, names)
+def rank(conn: Any, terms: list[_Term], query: str, want: int) -> dict[int, tuple[float, int, str]]:
+    """Up to `want` entity ids -> (BM25, query words held, why), best first, for the query's
+    planned `terms`; entities holding the query as a substring after them, with 0."""
     ranked: dict[int, tuple[float, int, str]] = {}
     if terms:
         ranked = _rank_words(conn, terms, want)
@@ -323,9 +321,8 @@ def _bm25(conn: Any, rare: list[_Term], ids: list[int]) -> dict[int, tuple[float
     return out
 
 
-def count(conn: Any, query: str, cap: int, stop_words: frozenset[str], names: NameVocabulary | None) -> int:
-    """How many entities rank() finds by words, else by substrings, up to `cap`."""
-    terms = plan(conn, query, stop_words, names)
+def count(conn: Any, terms: list[_Term], query: str, cap: int) -> int:
+    """How many entities rank() finds for the same `terms` by words, else by substrings, up to `cap`."""
     if terms:
         conditions = [t.condition() for t in terms]
         (n,) = conn.execute("SELECT count(*) FROM (SELECT 1 FROM entities e WHERE "

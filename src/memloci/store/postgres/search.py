@@ -193,7 +193,8 @@ class PostgresSearch:
         word match scores its BM25 over the best one's, plus its signal. With `count_cap`, a truncated result's
         total_count is every match up to it."""
         with self._read() as conn:
-            words = entity_search.rank(conn, query, limit + 1, stop_words, names)  # one extra: truncated?
+            terms = entity_search.plan(conn, query, stop_words, names)  # planned once, for the page and its total
+            words = entity_search.rank(conn, terms, query, limit + 1)  # one extra: truncated?
             best = max((score for score, _, _ in words.values()), default=0.0) or 1.0
             fused = {i: (score / best, n, why) for i, (score, n, why) in words.items()}
             if extra:
@@ -212,14 +213,14 @@ class PostgresSearch:
             entities = load_entities(conn, ranked)
             hits = tuple(SearchHit(entities[i], *fused[i]) for i in ranked if i in entities)
             relations = relations_touching(conn, list(entities))
-            total = entity_search.count(conn, query, count_cap, stop_words, names) if truncated and count_cap else None
+            total = entity_search.count(conn, terms, query, count_cap) if truncated and count_cap else None
         return SearchResult(hits, tuple(relations), truncated, total)
 
     def count_entities(self, query: str, *, cap: int, stop_words: frozenset[str] = frozenset(),
                        names: NameVocabulary | None = None) -> int:
         """How many entities search_entities finds by words and substrings, up to `cap`."""
         with self._read() as conn:
-            return entity_search.count(conn, query, cap, stop_words, names)
+            return entity_search.count(conn, entity_search.plan(conn, query, stop_words, names), query, cap)
 
 
 def _holders(conn: Any, column: str, queries: Sequence[str]) -> list[int]:
