@@ -13,8 +13,8 @@ import pytest
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
-from memloci.libraries import LibraryRegistry, LibrarySpec
-from memloci.service import MemoryService
+from memloci.app.libraries import LibraryRegistry, LibrarySpec
+from memloci.service.facade import MemoryService
 
 
 def server_env(home: Path, **extra: str) -> dict[str, str]:

@@ -10,8 +10,8 @@ import time
 from pathlib import Path
 
 from memloci.bench.crash import service_for
-from memloci.errors import ConflictError
-from memloci.model import ObservationBatch
+from memloci.core.errors import ConflictError
+from memloci.core.model import ObservationBatch
 
 
 def main() -> None:

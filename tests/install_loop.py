@@ -8,7 +8,7 @@ from pathlib import Path
 
 import typer
 
-from memloci.install.command import install, uninstall
+from memloci.cli.install import install, uninstall
 
 
 def main() -> None:

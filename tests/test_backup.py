@@ -19,8 +19,8 @@ import pytest
 from conftest import Client, mcp_session, server_env
 from test_undo import KINDS, dump, files, open_service, populate
 
-from memloci.errors import AlreadyExistsError, ConflictError, ValidationError
-from memloci.model import EntityInput, ObservationBatch, RelationInput
+from memloci.core.errors import AlreadyExistsError, ConflictError, ValidationError
+from memloci.core.model import EntityInput, ObservationBatch, RelationInput
 
 
 def backup_name(kind: str) -> str:

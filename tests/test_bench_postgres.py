@@ -13,7 +13,7 @@ from rich.console import Console
 
 from memloci.bench import graph as graph_bench
 from memloci.bench import recall_pg
-from memloci.store.postgres import PostgresStore
+from memloci.store.postgres.engine import PostgresStore
 
 
 def _console() -> Console:
@@ -33,7 +33,7 @@ def test_bulk_load_memories_counts_and_finds_by_vector(pg_library):
         assert seen == [10, 10, 10]
         assert store.stats().memories == 30
         assert store.pending_count() == 0 and store.vector_model() == "test-model"
-        from memloci.model import MemoryFilter
+        from memloci.core.model import MemoryFilter
 
         found = store.vector_candidates(vectors[7], 3, MemoryFilter(), model="test-model")
         best = max(found.scores, key=found.scores.get)

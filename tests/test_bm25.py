@@ -8,7 +8,7 @@ from collections import Counter
 
 import pytest
 
-from memloci import bm25
+from memloci.core import bm25
 
 DOCS = [  # (content, context, labels)
     ("deploy on friday after the freeze", "", "decision ops risky"),
@@ -56,9 +56,9 @@ def test_postgres_totals_follow_every_write(pg_library):
     of the memories there after stores, updates, a thread's neighbours' words, deletions and an
     entity's observations deleted with it (a cascade)."""
     from memloci.search.embedder import EmbedderHandle
-    from memloci.libraries import LibraryRegistry, parse_library_specs
-    from memloci.model import EntityInput
-    from memloci.service import MemoryService
+    from memloci.app.libraries import LibraryRegistry, parse_library_specs
+    from memloci.core.model import EntityInput
+    from memloci.service.facade import MemoryService
 
     service = MemoryService(LibraryRegistry(parse_library_specs(pg_library.arg)), EmbedderHandle("none"))
     try:
@@ -88,12 +88,12 @@ def test_postgres_entity_lengths_and_totals_are_fts5s(pg_library):
     deleted, a rename, a note's body and a delete."""
     import json
 
-    from memloci.libraries import LibraryRegistry, parse_library_specs
-    from memloci.model import EntityInput, ObservationBatch
+    from memloci.app.libraries import LibraryRegistry, parse_library_specs
+    from memloci.core.model import EntityInput, ObservationBatch
     from memloci.search.embedder import EmbedderHandle
-    from memloci.service import MemoryService
-    from memloci.service_documents import NewEntityDocument
-    from memloci.store.sqlite_search import cjk_grams
+    from memloci.service.facade import MemoryService
+    from memloci.service.documents import NewEntityDocument
+    from memloci.store.sqlite.search import cjk_grams
 
     service = MemoryService(LibraryRegistry(parse_library_specs(pg_library.arg)), EmbedderHandle("none"))
     try:

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from conftest import run_session
-from memloci.libraries import LibraryRegistry, LibrarySpec
-from memloci.model import ObservationBatch, RelationInput
+from memloci.app.libraries import LibraryRegistry, LibrarySpec
+from memloci.core.model import ObservationBatch, RelationInput
 from memloci.search.lexical import content_hash
-from memloci.service import MemoryService
+from memloci.service.facade import MemoryService
 
 VAULT = Path(__file__).parent / "golden_vault"
 DATE = re.compile(rb"<!-- \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ -->")
@@ -221,7 +221,7 @@ def test_a_rename_over_stdio_keeps_the_vault(tmp_path):
 
 def test_content_with_its_own_front_matter_and_title(vault):
     service, folder, original = vault
-    from memloci.service_documents import NewEntityDocument
+    from memloci.service.documents import NewEntityDocument
 
     service.add_entities([NewEntityDocument("spec-42", content="---\nstatus: draft\ntags:\n  - spec\n---\n"
                                                                "# The shelving spec\n\nText.\n")])
@@ -240,7 +240,7 @@ def test_old_libraries_learn_to_compare_names_in_nfc(tmp_path):
     """A library written before names compared in NFC is migrated: its decomposed names answer."""
     import sqlite3
 
-    from memloci.model import EntityInput
+    from memloci.core.model import EntityInput
 
     db = tmp_path / "old.db"
     nfd, nfc = unicodedata.normalize("NFD", "Émile"), unicodedata.normalize("NFC", "émile")
@@ -277,7 +277,7 @@ def test_dates_come_from_the_file_never_from_indexing(vault):
 def test_files_memloci_created_keep_its_format_and_their_modified_stamp(vault):
     import time
 
-    from memloci.model import EntityInput
+    from memloci.core.model import EntityInput
 
     service, folder, original = vault
     service.create_entities([EntityInput("fresh", "idea")])

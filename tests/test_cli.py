@@ -128,9 +128,9 @@ def test_search_stats_and_history(home, tmp_path):
 def test_export_import_export_of_everything_is_identical_timestamps_included(home, tmp_path):
     """Entities, observations, relations and free memories (tags, metadata, importance) with every
     time they carry: exported, imported into an empty library, exported again: the same bytes."""
-    from memloci.libraries import LibraryRegistry, LibrarySpec
-    from memloci.model import EntityInput, RelationInput
-    from memloci.service import MemoryService
+    from memloci.app.libraries import LibraryRegistry, LibrarySpec
+    from memloci.core.model import EntityInput, RelationInput
+    from memloci.service.facade import MemoryService
 
     first_db = tmp_path / "first.db"
     registry = LibraryRegistry([LibrarySpec("default", first_db)])

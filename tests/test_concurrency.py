@@ -105,9 +105,9 @@ def test_four_server_processes_on_one_library_lose_nothing(home, tmp_path):
 
 KILLED_WRITER = textwrap.dedent("""
     import sys
-    from memloci.libraries import LibraryRegistry, LibrarySpec
-    from memloci.model import EntityInput
-    from memloci.service import MemoryService
+    from memloci.app.libraries import LibraryRegistry, LibrarySpec
+    from memloci.core.model import EntityInput
+    from memloci.service.facade import MemoryService
 
     service = MemoryService(LibraryRegistry([LibrarySpec("default", sys.argv[1])]))
     for batch in range(1000):

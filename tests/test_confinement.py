@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 
 from conftest import run_session, server_env
-from memloci import confine
-from memloci.errors import PermissionDeniedError, ValidationError
-from memloci.libraries import LibraryRegistry, LibrarySpec, memloci_home
-from memloci.model import EntityInput
-from memloci.service import MemoryService
+from memloci.core import confine
+from memloci.core.errors import PermissionDeniedError, ValidationError
+from memloci.app.libraries import LibraryRegistry, LibrarySpec, memloci_home
+from memloci.core.model import EntityInput
+from memloci.service.facade import MemoryService
 
 SECRET = "TOPSECRET-do-not-leak"
 

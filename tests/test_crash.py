@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from memloci.bench import crash
-from memloci.model import EntityInput, ObservationBatch
-from memloci.service_documents import NewEntityDocument
+from memloci.core.model import EntityInput, ObservationBatch
+from memloci.service.documents import NewEntityDocument
 
 ROUNDS = int(os.environ.get("MEMLOCI_CRASH_ROUNDS", "3"))
 # Smaller batches than the bench (1,000 entities, 300 linking notes) keep `make test` short;
@@ -38,8 +38,8 @@ def test_sigkill_during_a_write_leaves_all_or_nothing(tmp_path, kind, engine):
 def test_a_half_done_change_is_rolled_back_or_forward(tmp_path, committed):
     """The two sides of recovery, as a kill leaves them: the files put in place and the intent
     written, then the index transaction committed (roll forward: keep) or not (roll back)."""
-    from memloci.store.markdown import MarkdownStore
-    from memloci.store.markdown_intent import FileChange
+    from memloci.store.markdown.engine import MarkdownStore
+    from memloci.store.markdown.intent import FileChange
 
     root = tmp_path / "lib"
     service = crash.service_for("markdown", root)
@@ -74,9 +74,9 @@ def test_a_half_done_change_is_rolled_back_or_forward(tmp_path, committed):
 def test_a_kill_between_the_swap_and_keeping_the_old_file_is_rolled_back(tmp_path):
     """The new file was swapped in and the temp name holds the old one when the process died:
     recovery tells the two apart by the intent's sha and puts the old file back."""
-    from memloci.store import markdown_intent
-    from memloci.store.markdown import MarkdownStore
-    from memloci.store.markdown_intent import FileChange
+    from memloci.store.markdown import intent as markdown_intent
+    from memloci.store.markdown.engine import MarkdownStore
+    from memloci.store.markdown.intent import FileChange
 
     root = tmp_path / "lib"
     service = crash.service_for("markdown", root)
@@ -111,8 +111,8 @@ def test_an_editor_save_just_before_the_swap_is_caught_and_kept(tmp_path, monkey
     """An editor saves by rename the moment before memloci puts its file in place: the swap
     hands back the editor's file, the check sees it is not the file the change was computed
     from, and the editor's bytes end up in place."""
-    from memloci.errors import ConflictError
-    from memloci.store import markdown_intent
+    from memloci.core.errors import ConflictError
+    from memloci.store.markdown import intent as markdown_intent
 
     root = tmp_path / "lib"
     service = crash.service_for("markdown", root)
@@ -145,8 +145,8 @@ def _refused_amid_saves(service, monkeypatch, saves: dict[int, tuple], text: str
     """Run add_observations(a, text) with an editor saving a.md by rename around memloci's swaps:
     `saves[n]` = (before, after) edits made just before and just after the n-th swap (None: no
     save); each edit is (old bytes, new bytes), replaced once. The call must be refused."""
-    from memloci.errors import ConflictError
-    from memloci.store import markdown_intent
+    from memloci.core.errors import ConflictError
+    from memloci.store.markdown import intent as markdown_intent
 
     real = markdown_intent._exchange
     calls = []
@@ -292,7 +292,7 @@ def test_a_broken_note_is_never_shadowed(tmp_path):
     (root / "plan.md").write_text("---\ntype: [unclosed\n---\n# plan\n", encoding="utf-8")
     service = crash.service_for("markdown", root)
     try:
-        from memloci.errors import ConflictError
+        from memloci.core.errors import ConflictError
 
         with pytest.raises(ConflictError, match="plan.md"):
             service.create_entities([EntityInput("plan", "note", ("a new fact",))])
@@ -305,7 +305,7 @@ def test_a_broken_note_is_never_shadowed(tmp_path):
 def test_an_unreadable_note_is_not_shadowed_in_any_case_or_form(tmp_path, on_disk, asked):
     """An unparsable note, or a link memloci does not follow, keeps its name: a write under that
     name in another letter case or Unicode form is refused too, and no second file appears."""
-    from memloci.errors import ConflictError
+    from memloci.core.errors import ConflictError
 
     root = tmp_path / "lib"
     root.mkdir()
@@ -352,7 +352,7 @@ def test_temp_files_of_a_killed_writer_are_removed_on_open(tmp_path):
 def test_a_planted_staging_folder_or_intent_moves_nothing(tmp_path):
     """A clone may carry a `.memloci/staging` of its own: a link there is refused, and an intent
     whose names climb out of the staging folder is ignored, so no outside file is moved or deleted."""
-    from memloci.errors import MemlociError
+    from memloci.core.errors import MemlociError
 
     outside = tmp_path / "outside"
     outside.mkdir()
@@ -464,7 +464,7 @@ def test_sigkill_during_a_markdown_import_leaves_whole_batches(tmp_path):
     import shutil
     import sqlite3
 
-    from memloci.store.markdown import MarkdownStore
+    from memloci.store.markdown.engine import MarkdownStore
 
     n = 1100
     source = tmp_path / "memory.jsonl"

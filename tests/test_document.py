@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from memloci.errors import NotFoundError, ValidationError
+from memloci.core.errors import NotFoundError, ValidationError
 from memloci.markdown.document import (
     KNOWN_KEYS,
     EntityDocument,

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import pytest
 
-from memloci.libraries import LibraryRegistry, LibrarySpec
-from memloci.model import EntityInput
-from memloci.service import MemoryService
-from memloci.service_documents import NewEntityDocument
-from memloci.store.sqlite import SQLiteStore, _split_sql
-from memloci.store.sqlite_schema import MIGRATIONS, SCHEMA_VERSION
-from memloci.store.sqlite_search import cjk_grams
+from memloci.app.libraries import LibraryRegistry, LibrarySpec
+from memloci.core.model import EntityInput
+from memloci.service.facade import MemoryService
+from memloci.service.documents import NewEntityDocument
+from memloci.store.sqlite.engine import SQLiteStore, _split_sql
+from memloci.store.sqlite.schema import MIGRATIONS, SCHEMA_VERSION
+from memloci.store.sqlite.search import cjk_grams
 
 
 @pytest.fixture(params=["sqlite", "markdown"])

@@ -17,9 +17,9 @@ from conftest import server_env
 
 from memloci.hooks.capture import LOG_BYTES, MAX_INPUT, PrivateLog
 from memloci.hooks.classify import MAX_CHARS, classify, noise_command, own_tool
-from memloci.libraries import LibraryRegistry, LibrarySpec, ProjectRef
+from memloci.app.libraries import LibraryRegistry, LibrarySpec, ProjectRef
 from memloci.mcp.server import KNOWN_TOOLS
-from memloci.service import MemoryService
+from memloci.service.facade import MemoryService
 
 LONG_OUTPUT = ("FAILED tests/test_api.py::test_login - KeyError: 'session'\nTraceback (most recent call last):\n"
                "  File 'app/session.py', line 40\nThe error was fixed by reading the cookie before the header.\n")

@@ -371,7 +371,7 @@ def test_sigterm_finishes_the_call_in_flight_and_exits_0(tmp_path):
     reply = outcome["reply"]  # and its reply still reached the client
     assert isinstance(reply, httpx2.Response) and reply.status_code == 200, reply
     assert '"e999"' in reply.text and '"isError":true' not in reply.text.replace(" ", "")
-    from memloci.store.sqlite import SQLiteStore
+    from memloci.store.sqlite.engine import SQLiteStore
 
     store = SQLiteStore(tmp_path / "team.db", "team")
     store.open(create=False)
@@ -382,9 +382,9 @@ def test_sigterm_finishes_the_call_in_flight_and_exits_0(tmp_path):
 
 
 def test_settings_come_from_flags_then_environment_then_config(tmp_path, monkeypatch):
-    from memloci.errors import ValidationError
+    from memloci.core.errors import ValidationError
     from memloci.http.settings import parse_http_config, resolve
-    from memloci.libraries import load_config
+    from memloci.app.libraries import load_config
 
     config_path = tmp_path / "config.toml"
     config_path.write_text('[http]\nhost = "10.0.0.5"\nport = 9000\nallowed_hosts = ["memory.example.com"]\n')

@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from memloci.libraries import LibraryRegistry, LibrarySpec, ProjectRef
-from memloci.model import EntityInput, ObservationBatch
+from memloci.app.libraries import LibraryRegistry, LibrarySpec, ProjectRef
+from memloci.core.model import EntityInput, ObservationBatch
 from memloci.search import lexical
 from memloci.search.embedder import EmbedderHandle
-from memloci.service import MemoryService
-from memloci.store.sqlite_schema import MIGRATIONS
+from memloci.service.facade import MemoryService
+from memloci.store.sqlite.schema import MIGRATIONS
 
 
 def hashes(db: Path) -> dict[str, str]:

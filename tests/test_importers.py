@@ -21,12 +21,12 @@ from pathlib import Path
 import pytest
 
 from conftest import server_env
-from memloci.errors import MemlociError, ValidationError
-from memloci.importers.basic_memory import read_basic_memory
-from memloci.importers.memorix import read_memorix
-from memloci.importers.mms import read_mms
-from memloci.libraries import LibraryRegistry, LibrarySpec
-from memloci.service import MemoryService
+from memloci.core.errors import MemlociError, ValidationError
+from memloci.formats.basic_memory import read_basic_memory
+from memloci.formats.memorix import read_memorix
+from memloci.formats.mms import read_mms
+from memloci.app.libraries import LibraryRegistry, LibrarySpec
+from memloci.service.facade import MemoryService
 
 FIXTURES = Path(__file__).parent / "fixtures" / "importers"
 ALICE_MTIME = 1_767_225_600  # 2026-01-01T00:00:00Z: the note without front matter dates from its file
@@ -376,7 +376,7 @@ def test_basic_memory_into_a_markdown_library_dates_each_file_as_its_note(tmp_pa
     ("[00:01:02] a transcript line", False), ("[a link](https://example.com)", False), ("[[Just A Link]]", False),
 ])
 def test_basic_memory_observation_rule(item, observation):
-    from memloci.importers.basic_memory import is_observation
+    from memloci.formats.basic_memory import is_observation
 
     assert is_observation(item) is observation
 
@@ -387,7 +387,7 @@ def test_basic_memory_observation_rule(item, observation):
     ("uses [[A]] and then [[B]]", None), ("[[Coffee]]", None),
 ])
 def test_basic_memory_relation_rule(item, relation):
-    from memloci.importers.basic_memory import explicit_relation
+    from memloci.formats.basic_memory import explicit_relation
 
     assert explicit_relation(item) == relation
 
@@ -604,7 +604,7 @@ def test_basic_memory_import_killed_then_run_again_ends_as_one_clean_run(tmp_pat
     ("2026-10-03T12:00:00.5+02:00", "2026-10-03T10:00:00.500000Z"), ("2026-10-03 12:00:00+00:00", "2026-10-03T12:00:00Z"),
 ])
 def test_times_become_memlocis_utc_form(given, expected):
-    from memloci.importers import utc_from_epoch, utc_from_text
+    from memloci.formats.source import utc_from_epoch, utc_from_text
 
     assert utc_from_text(given) == expected
     assert (utc_from_epoch(1763800000.25), utc_from_epoch(1763803600)) == ("2025-11-22T08:26:40.250000Z", "2025-11-22T09:26:40Z")
@@ -612,7 +612,7 @@ def test_times_become_memlocis_utc_form(given, expected):
 
 @pytest.mark.parametrize("bad", ["2026-10-03T12:00:00", "yesterday", "", 1234])
 def test_a_time_without_a_zone_or_unreadable_is_refused_not_guessed(bad):
-    from memloci.importers import utc_from_text
+    from memloci.formats.source import utc_from_text
 
     with pytest.raises(ValidationError):
         utc_from_text(bad)

@@ -19,10 +19,10 @@ import pytest
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
-from memloci.errors import MemlociError
+from memloci.core.errors import MemlociError
 from memloci.install import jsonedit
-from memloci.libraries import LibraryRegistry, LibrarySpec
-from memloci.service import MemoryService
+from memloci.app.libraries import LibraryRegistry, LibrarySpec
+from memloci.service.facade import MemoryService
 
 # Config files as people and clients leave them: other servers, other keys, comments and
 # trailing commas where the format allows them, odd indentation, CRLF line ends.
@@ -384,7 +384,7 @@ def test_a_write_that_does_not_check_out_is_rolled_back(tmp_path):
     # The check after the write reads the file back and compares its meaning with the plan's;
     # a plan whose text and meaning disagree must leave the original in place.
     from memloci.install.files import FilePlan, Ledger, commit
-    from memloci.errors import ValidationError
+    from memloci.core.errors import ValidationError
 
     original = '{"mcpServers": {"a": {"command": "x"}}}\n'
     path = write(tmp_path / "mcp.json", original)
@@ -400,7 +400,7 @@ def test_a_write_that_does_not_check_out_is_rolled_back(tmp_path):
 def test_a_file_changed_since_it_was_read_is_not_overwritten(tmp_path):
     from memloci.install.files import Ledger, commit
     from memloci.install.plan import install_plan
-    from memloci.errors import ValidationError
+    from memloci.core.errors import ValidationError
 
     path = write(tmp_path / "mcp.json", '{"mcpServers": {}}\n')
     op = {"op": "set", "path": ["mcpServers", "memloci"], "value": {"command": "m"}, "created": 1}
@@ -556,7 +556,7 @@ def test_the_written_hook_command_takes_the_fast_path_and_stores(tmp_path):
     assert proc.returncode == 0
     imported = proc.stderr.decode()
     assert "memloci.hooks.capture" in imported  # the import list was written
-    assert "typer" not in imported and "memloci.cli" not in imported
+    assert "typer" not in imported and "memloci.cli.main" not in imported
     home = tmp_path / "mhome"
     service = MemoryService(LibraryRegistry([LibrarySpec("default", home / "default.db")], create_missing=False),
                             embed_pending=False)

@@ -14,12 +14,12 @@ import sys
 import pytest
 import yaml
 
-from memloci import service as service_module
+from memloci.service import facade as service_module
 from memloci.bench import crash
-from memloci.interop import read_official
+from memloci.formats.official import read_official
 from memloci.markdown.document import EntityDocument, _scalar, parse_document, render_document
-from memloci.model import EntityInput, RelationInput, name_key
-from memloci.store.markdown_import import rendered_body
+from memloci.core.model import EntityInput, RelationInput, name_key
+from memloci.store.markdown.importing import rendered_body
 
 
 def _graph(n: int, m: int) -> tuple[list[tuple[int, EntityInput]], list[tuple[int, RelationInput]]]:
@@ -133,10 +133,10 @@ def test_an_import_changes_no_byte_of_the_notes_it_does_not_touch(tmp_path, smal
 
 
 def test_a_schema_that_relates_existing_entities_only_gets_every_relation(tmp_path, small_batches):
-    from memloci.libraries import LibraryRegistry, LibrarySpec
-    from memloci.schema import STRICT
+    from memloci.app.libraries import LibraryRegistry, LibrarySpec
+    from memloci.core.schema import STRICT
     from memloci.search.embedder import EmbedderHandle
-    from memloci.service import MemoryService
+    from memloci.service.facade import MemoryService
 
     s = MemoryService(LibraryRegistry([LibrarySpec("t", tmp_path / "lib", "markdown", STRICT)]), EmbedderHandle("none"))
     entities = [(i, EntityInput(f"imp-{i}", "concept", (f"fact {i}",))) for i in range(15)]

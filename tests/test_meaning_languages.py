@@ -10,11 +10,11 @@ import anyio
 import numpy as np
 import pytest
 
-from memloci.libraries import LibraryRegistry, LibrarySpec
+from memloci.app.libraries import LibraryRegistry, LibrarySpec
 from memloci.search.embedder import EmbedderHandle, cjk_share, create_embedder, understands
-from memloci.service import MemoryService, _QueryEmbedding
-from memloci.service_documents import NewEntityDocument
-from memloci.store.sqlite_passages import says_something, split_passages
+from memloci.service.facade import MemoryService, _QueryEmbedding
+from memloci.service.documents import NewEntityDocument
+from memloci.store.sqlite.passages import says_something, split_passages
 
 from conftest import Client, run_session
 

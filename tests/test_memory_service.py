@@ -9,14 +9,14 @@ from datetime import datetime, timezone
 
 import pytest
 
-from memloci.errors import AlreadyExistsError, ValidationError
-from memloci.libraries import LibraryRegistry, LibrarySpec
-from memloci.model import EntityInput, MemoryFilter, name_key
+from memloci.core.errors import AlreadyExistsError, ValidationError
+from memloci.app.libraries import LibraryRegistry, LibrarySpec
+from memloci.core.model import EntityInput, MemoryFilter, name_key
 from memloci.search import lexical
 from memloci.search.timephrases import parse_time_phrase, split_time_phrase
-from memloci.service import MemoryService
-from memloci.store.sqlite import _split_sql
-from memloci.store.sqlite_schema import MIGRATIONS
+from memloci.service.facade import MemoryService
+from memloci.store.sqlite.engine import _split_sql
+from memloci.store.sqlite.schema import MIGRATIONS
 
 
 def contents(retrieval) -> list[str]:

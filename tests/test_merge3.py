@@ -56,15 +56,15 @@ from pathlib import Path  # noqa: E402
 import pytest  # noqa: E402
 
 from memloci.bench import crash  # noqa: E402
-from memloci.model import EntityInput  # noqa: E402
+from memloci.core.model import EntityInput  # noqa: E402
 
 RACE = r"""
 import os, signal, sys
 from pathlib import Path
 from memloci.bench import crash
-from memloci.errors import ConflictError
-from memloci.model import ObservationBatch
-from memloci.store import markdown_intent
+from memloci.core.errors import ConflictError
+from memloci.core.model import ObservationBatch
+from memloci.store.protocols import markdown_intent
 
 root, kill = Path(sys.argv[1]), sys.argv[2] == "kill"
 path = root / "a.md"

@@ -13,16 +13,16 @@ import numpy as np
 import pytest
 
 from conftest import server_env
-from memloci import migrate as mig
-from memloci.interop import MemoryLine
-from memloci.libraries import LibraryRegistry, LibrarySpec
-from memloci.model import EntityInput, ObservationBatch, RelationInput
+from memloci.service import migrate as mig
+from memloci.formats.official import MemoryLine
+from memloci.app.libraries import LibraryRegistry, LibrarySpec
+from memloci.core.model import EntityInput, ObservationBatch, RelationInput
 from memloci.search.embedder import EmbedderHandle
-from memloci.errors import ValidationError
-from memloci.service import MemoryService
-from memloci.service_documents import NewEntityDocument
-from memloci.settings import Settings
-from memloci.store import Portable
+from memloci.core.errors import ValidationError
+from memloci.service.facade import MemoryService
+from memloci.service.documents import NewEntityDocument
+from memloci.core.settings import Settings
+from memloci.store.protocols import Portable
 
 
 def _fill(service: MemoryService) -> None:
@@ -82,7 +82,7 @@ def _run(home: Path, *args: str, embedder: str = "minilm") -> subprocess.Complet
 
 
 def _census(spec: LibrarySpec, home: Path, vectors: bool = True) -> mig.Census:
-    from memloci.libraries import open_store
+    from memloci.app.libraries import open_store
 
     store = open_store(spec, home)
     store.open(create=False)
@@ -252,7 +252,7 @@ def test_markdown_to_postgres_and_back(tmp_path, pg_library):
     _same(original, _census(again, home, vectors=False))
     # the copy's files hold what its index holds: an index rebuilt from them alone reads the same
     # entities, dates and memories back (use counts and relation dates live in the index only)
-    from memloci.libraries import open_store
+    from memloci.app.libraries import open_store
 
     copy = open_store(again, home)
     copy.open(create=False)
@@ -272,8 +272,8 @@ def test_a_source_the_target_schema_refuses_is_refused_whole_before_any_write(tm
     """The target's schema judges the whole source first: names, types, relation types,
     observations, and cycles (which a copy written step by step would only meet after writing
     every entity)."""
-    from memloci.libraries import open_store
-    from memloci.schema import STRICT
+    from memloci.app.libraries import open_store
+    from memloci.core.schema import STRICT
 
     home = tmp_path / "home"
     settings = Settings.from_env().with_flags(home=str(home))
@@ -319,7 +319,7 @@ def test_a_source_the_target_schema_refuses_is_refused_whole_before_any_write(tm
 def test_restore_dates_on_markdown_dates_the_files_it_created_and_no_others(tmp_path):
     """restore_dates (migrate, `memloci import jsonl`) keeps a Markdown library's files and index
     in agreement: a file memloci created takes the dates; a person's file keeps its bytes."""
-    from memloci.libraries import open_store
+    from memloci.app.libraries import open_store
 
     home = tmp_path / "home"
     notes = LibrarySpec("notes", tmp_path / "notes", "markdown")
@@ -365,7 +365,7 @@ def test_into_postgres_memories_go_whole_as_each_write_would_leave_them(tmp_path
     text, and every index of a library made by its writes."""
     from pg import pg_library_url
 
-    from memloci.store.postgres import PostgresStore
+    from memloci.store.postgres.engine import PostgresStore
     from memloci.store.postgres.connection import schema_for
 
     home = tmp_path / "home"

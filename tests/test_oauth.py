@@ -14,9 +14,9 @@ import time
 import pytest
 from oauth_issuer import Issuer
 
-from memloci.errors import ValidationError
+from memloci.core.errors import ValidationError
 from memloci.http.oauth import JwksCache, JwtTokenVerifier, parse_oauth_config
-from memloci.libraries import load_config
+from memloci.app.libraries import load_config
 
 
 @pytest.fixture()

@@ -10,14 +10,14 @@ import shutil
 import pytest
 
 from conftest import run_session
-from memloci.errors import ValidationError
-from memloci.libraries import LibraryRegistry, LibrarySpec
+from memloci.core.errors import ValidationError
+from memloci.app.libraries import LibraryRegistry, LibrarySpec
 from memloci.markdown.document import parse_document
 from memloci.markdown.frontmatter import drop_link
 from memloci.markdown.obsidian import inline_tags
-from memloci.model import RelationInput
-from memloci.service import MemoryService
-from memloci.service_documents import NewEntityDocument
+from memloci.core.model import RelationInput
+from memloci.service.facade import MemoryService
+from memloci.service.documents import NewEntityDocument
 from test_bytes_kept import VAULT, changed, check, files
 
 
@@ -371,7 +371,7 @@ def test_sqlite_links_to_an_alias(sqlite):
 
 @pytest.mark.parametrize("kind", ["sqlite", "markdown"])
 def test_observations_tags_are_the_entitys_tags(tmp_path, kind):
-    from memloci.model import ObservationBatch
+    from memloci.core.model import ObservationBatch
     path = tmp_path / ("lib.db" if kind == "sqlite" else "vault")
     service = MemoryService(LibraryRegistry([LibrarySpec("l", path, kind)]))
     try:

@@ -13,10 +13,10 @@ import sys
 import pytest
 
 from conftest import Client, run_session, server_env
-from memloci import confine
-from memloci.errors import ValidationError
-from memloci.interop import read_official
-from memloci.libraries import ProjectRef
+from memloci.core import confine
+from memloci.core.errors import ValidationError
+from memloci.formats.official import read_official
+from memloci.app.libraries import ProjectRef
 
 
 def memloci(home, *args, check=True):
@@ -172,11 +172,11 @@ def test_no_engine_imports_search_but_the_vector_protocol():
     import ast
     import pathlib
 
-    from memloci import model
+    from memloci.core import model
     from memloci.search import lexical
-    from memloci.store import query_text
+    from memloci.core import query_text
 
-    store = pathlib.Path(model.__file__).parent / "store"
+    store = pathlib.Path(model.__file__).parent.parent / "store"
     offenders = []
     for path in sorted(store.rglob("*.py")):
         package = "memloci." + ".".join(path.relative_to(store.parent).with_suffix("").parts)
@@ -206,7 +206,7 @@ def _source(module) -> str:
 def test_engines_name_a_cycle_with_the_rules_walk():
     """The path a refused relation names is found by rules.walk_path on every engine: an engine
     walking relations breadth first itself is a second copy of that rule."""
-    from memloci.store import sqlite_graph_tx
+    from memloci.store.sqlite import graph_tx as sqlite_graph_tx
     from memloci.store.postgres import graph
 
     for module in (sqlite_graph_tx, graph):
@@ -218,7 +218,7 @@ def test_engines_retag_with_one_function():
     """The tags an entity's `#tags` give after its observations change are obsidian.retagged's
     on every engine; an engine computing them from the body itself is a second copy."""
     from memloci.markdown.obsidian import retagged
-    from memloci.store import sqlite_vault
+    from memloci.store.sqlite import vault as sqlite_vault
     from memloci.store.postgres import graph
 
     for module in (sqlite_vault, graph):
@@ -246,8 +246,8 @@ def test_the_benches_share_percentiles_and_the_postgres_start():
 def test_free_memory_answers_are_the_rules_on_every_engine():
     """What a memory told again gains, and update_memory's and store_memory's refusals, are
     rules.py's: an engine spelling one of those errors or that tag rule itself is a second copy."""
-    from memloci import rules
-    from memloci.store import sqlite_memories
+    from memloci.rules import graph as rules
+    from memloci.store.sqlite import memories as sqlite_memories
     from memloci.store.postgres import memories
 
     for module in (sqlite_memories, memories):
@@ -260,7 +260,7 @@ def test_free_memory_answers_are_the_rules_on_every_engine():
 
 # -- each rule above, read from the code: a second path fails here --------------------------
 
-SRC = __import__("pathlib").Path(confine.__file__).parent
+SRC = __import__("pathlib").Path(confine.__file__).parent.parent
 
 
 def _modules(skip_bench: bool = True):
@@ -294,9 +294,9 @@ def _calls(tree):
 
 # Where a file is put in place by a rename, and why that is not a second atomic write.
 RENAMES = {
-    "confine.py": "the one atomic write (write_atomic, atomic_write)",
-    "store/markdown_intent.py": "a Markdown change of many files, all or nothing: swaps and kept old files",
-    "store/markdown.py": "a corrupt index moved aside, not written",
+    "core/confine.py": "the one atomic write (write_atomic, atomic_write)",
+    "store/markdown/intent.py": "a Markdown change of many files, all or nothing: swaps and kept old files",
+    "store/markdown/engine.py": "a corrupt index moved aside, not written",
     "search/embedder.py": "a model file the quantizer wrote, moved into the cache whole",
 }
 
@@ -312,10 +312,10 @@ def test_files_are_replaced_only_by_the_one_atomic_write():
             if name in ("os.replace", "os.rename", "os.renames", "shutil.move", "tempfile.mkstemp",
                         "tempfile.NamedTemporaryFile"):
                 renames.setdefault(rel, []).append(call.lineno)
-            elif name.endswith((".write_text", ".write_bytes")) and rel != "backup.py":  # (a scratch copy)
+            elif name.endswith((".write_text", ".write_bytes")) and rel != "service/backup.py":  # (a scratch copy)
                 in_place.append(f"{rel}:{call.lineno}")
     assert set(renames) <= set(RENAMES), {r: renames[r] for r in set(renames) - set(RENAMES)}
-    assert "confine.py" in renames and not in_place, in_place
+    assert "core/confine.py" in renames and not in_place, in_place
 
 
 def test_one_error_shaper_and_one_markdown_export():
@@ -329,12 +329,12 @@ def test_one_error_shaper_and_one_markdown_export():
             if _dotted(call.func).endswith("render_export"):
                 exports.append(rel)
     assert errors == ["mcp/replies.py"]
-    assert sorted(set(exports)) == ["cli.py", "service_projects.py"] and exports.count("service_projects.py") == 1
+    assert sorted(set(exports)) == ["cli/main.py", "service/projects.py"] and exports.count("service/projects.py") == 1
 
 
 def test_no_ability_is_told_by_attribute_name():
     """What a store or an embedder can do is declared (runtime_checkable protocols in
-    memloci.store, the Embedder protocol) and told by isinstance or the declared attribute:
+    memloci.store.protocols, the Embedder protocol) and told by isinstance or the declared attribute:
     no hasattr anywhere, and no getattr with a default on a store or an embedder."""
     import ast
 
@@ -388,10 +388,10 @@ def test_no_dead_code():
 def test_engines_keep_undo_records_with_one_mixin():
     """Each thread's undo record is undo.KeptRecords' on every engine: an engine keeping its
     own per-thread record is a second copy of when a record begins and ends."""
-    from memloci import undo
-    from memloci.store.markdown import MarkdownStore
-    from memloci.store.postgres import PostgresStore
-    from memloci.store.sqlite import SQLiteStore
+    from memloci.rules import undo
+    from memloci.store.markdown.engine import MarkdownStore
+    from memloci.store.postgres.engine import PostgresStore
+    from memloci.store.sqlite.engine import SQLiteStore
 
     for store in (SQLiteStore, MarkdownStore, PostgresStore):
         assert store._kept_now is undo.KeptRecords._kept_now, store.__name__

@@ -65,7 +65,7 @@ def test_build_makes_a_wheel_and_an_sdist_with_the_package_data(dist):
     assert not [n for n in names if n.startswith("tests/")]
     entry_points = zipfile.ZipFile(wheels[0]).read(
         next(n for n in names if n.endswith(".dist-info/entry_points.txt"))).decode()
-    assert "memloci = memloci.cli:main" in entry_points
+    assert "memloci = memloci.cli.main:main" in entry_points
     metadata = zipfile.ZipFile(wheels[0]).read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
     requires = [line for line in metadata.splitlines() if line.startswith("Requires-Dist:")]
     runtime = [r for r in requires if "extra ==" not in r]

@@ -8,12 +8,12 @@ import sqlite3
 
 import pytest
 
-from memloci.libraries import LibraryRegistry, LibrarySpec
-from memloci.model import EntityInput
+from memloci.app.libraries import LibraryRegistry, LibrarySpec
+from memloci.core.model import EntityInput
 from memloci.search.embedder import EmbedderHandle
-from memloci.service import MemoryService
-from memloci.service_documents import NewEntityDocument
-from memloci.store.sqlite_passages import PASSAGE_WORDS, size, split_passages
+from memloci.service.facade import MemoryService
+from memloci.service.documents import NewEntityDocument
+from memloci.store.sqlite.passages import PASSAGE_WORDS, size, split_passages
 
 PUPPIES = "She adopted two puppies from the animal shelter last weekend."
 OTHERS = {
@@ -298,7 +298,7 @@ def test_a_postgres_library_made_before_passages_splits_its_bodies_once_migrated
     """Migration 6 marks every body already stored, so notes written before it gain meaning too."""
     import psycopg
 
-    from memloci.store.postgres import PostgresStore
+    from memloci.store.postgres.engine import PostgresStore
     from memloci.store.postgres.connection import quoted, schema_for
     from memloci.store.postgres.schema import SCHEMA_VERSION
 

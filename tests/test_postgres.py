@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from memloci.errors import AlreadyExistsError, InvalidRelationError, NotFoundError, ValidationError
-from memloci.libraries import LibraryRegistry, load_config, masked_url, parse_library_specs
-from memloci.model import EntityInput, ObservationBatch, RelationInput
-from memloci.schema import schema_from_config
-from memloci.service import MemoryService
+from memloci.core.errors import AlreadyExistsError, InvalidRelationError, NotFoundError, ValidationError
+from memloci.app.libraries import LibraryRegistry, load_config, masked_url, parse_library_specs
+from memloci.core.model import EntityInput, ObservationBatch, RelationInput
+from memloci.core.schema import schema_from_config
+from memloci.service.facade import MemoryService
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -151,7 +151,7 @@ def _official_tools(s: MemoryService) -> list:
 
 
 def test_official_tools_answer_as_on_sqlite(pg_library, tmp_path):
-    from memloci.libraries import LibrarySpec
+    from memloci.app.libraries import LibrarySpec
 
     sqlite, pg = _service(LibrarySpec("lite", tmp_path / "lite.db")), _service(pg_library.spec)
     try:
@@ -187,7 +187,7 @@ def _strict_rules(s: MemoryService) -> list:
 
 
 def test_strict_rules_hold_as_on_sqlite(pg_library, tmp_path):
-    from memloci.libraries import LibrarySpec
+    from memloci.app.libraries import LibrarySpec
 
     strict = schema_from_config("strict", "schema")
     sqlite, pg = _service(LibrarySpec("lite", tmp_path / "lite.db"), strict), _service(pg_library.spec, strict)
@@ -227,7 +227,7 @@ def test_each_library_is_a_schema_of_its_own(pg_url):
 
 
 def test_open_without_create_reports_a_missing_library(pg_library):
-    from memloci.errors import LibraryMissingError
+    from memloci.core.errors import LibraryMissingError
 
     registry = LibraryRegistry([pg_library.spec], create_missing=False)
     try:
@@ -238,7 +238,7 @@ def test_open_without_create_reports_a_missing_library(pg_library):
 
 
 def test_long_and_dotted_library_names_get_distinct_schemas(pg_url):
-    from memloci.store.postgres import PostgresStore
+    from memloci.store.postgres.engine import PostgresStore
     from memloci.store.postgres.connection import schema_for
 
     base = "x" * 60
@@ -289,7 +289,7 @@ def test_stats_and_engine_figures(pg_library):
 # -- several servers on one library -------------------------------------------------------
 
 def test_a_second_server_hears_the_first_ones_writes(pg_library):
-    from memloci.store.postgres import PostgresStore
+    from memloci.store.postgres.engine import PostgresStore
 
     first, second = PostgresStore(pg_library.url, pg_library.name), PostgresStore(pg_library.url, pg_library.name)
     try:
@@ -321,10 +321,10 @@ def test_a_second_server_hears_the_first_ones_writes(pg_library):
 
 WRITER = textwrap.dedent("""
     import sys
-    from memloci.errors import AlreadyExistsError
-    from memloci.libraries import LibraryRegistry, parse_library_specs
-    from memloci.model import EntityInput, ObservationBatch, RelationInput
-    from memloci.service import MemoryService
+    from memloci.core.errors import AlreadyExistsError
+    from memloci.app.libraries import LibraryRegistry, parse_library_specs
+    from memloci.core.model import EntityInput, ObservationBatch, RelationInput
+    from memloci.service.facade import MemoryService
 
     spec, worker, count = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
     s = MemoryService(LibraryRegistry(parse_library_specs(spec)))
@@ -367,11 +367,11 @@ def test_four_processes_creating_at_once_lose_nothing(pg_library):
 
 STRICT_WRITER = textwrap.dedent("""
     import dataclasses, sys
-    from memloci.errors import AlreadyExistsError
-    from memloci.libraries import LibraryRegistry, parse_library_specs
-    from memloci.model import EntityInput
-    from memloci.schema import schema_from_config
-    from memloci.service import MemoryService
+    from memloci.core.errors import AlreadyExistsError
+    from memloci.app.libraries import LibraryRegistry, parse_library_specs
+    from memloci.core.model import EntityInput
+    from memloci.core.schema import schema_from_config
+    from memloci.service.facade import MemoryService
 
     (spec,) = parse_library_specs(sys.argv[1])
     s = MemoryService(LibraryRegistry([dataclasses.replace(spec, schema=schema_from_config("strict", "schema"))]))
@@ -413,8 +413,8 @@ def test_a_user_without_write_rights_gets_permission_denied(pg_library):
     PERMISSION_DENIED (not an internal error) and changes nothing."""
     import psycopg
 
-    from memloci.errors import PermissionDeniedError
-    from memloci.store.postgres import PostgresStore
+    from memloci.core.errors import PermissionDeniedError
+    from memloci.store.postgres.engine import PostgresStore
 
     owner = PostgresStore(pg_library.url, pg_library.name)
     owner.create_entities([EntityInput("Alice", "person")], origin="test")
@@ -475,7 +475,7 @@ def test_a_server_refuses_a_library_url_it_does_not_serve(tmp_path, home):
 
 
 def test_the_task_context_as_on_sqlite(pg_library, tmp_path):
-    from memloci.libraries import LibrarySpec
+    from memloci.app.libraries import LibrarySpec
 
     def run(s: MemoryService) -> list:
         first = s.update_context(active_task="port the engine", status="IN_PROGRESS", next_steps=["tests"])
@@ -570,11 +570,11 @@ def _fresh_database(pg_url: str, *settings: str, extensions_in: str | None = Non
 
 RACER = textwrap.dedent("""
     import dataclasses, json, sys
-    from memloci.errors import AlreadyExistsError, InvalidRelationError
-    from memloci.libraries import LibraryRegistry, parse_library_specs
-    from memloci.model import EntityInput, RelationInput
-    from memloci.schema import STRICT
-    from memloci.service import MemoryService
+    from memloci.core.errors import AlreadyExistsError, InvalidRelationError
+    from memloci.app.libraries import LibraryRegistry, parse_library_specs
+    from memloci.core.model import EntityInput, RelationInput
+    from memloci.core.schema import STRICT
+    from memloci.service.facade import MemoryService
 
     (spec,) = parse_library_specs(sys.argv[1])
     side, count = int(sys.argv[2]), int(sys.argv[3])
@@ -608,7 +608,7 @@ def test_rules_hold_when_the_database_defaults_to_repeatable_read(pg_url):
     import dataclasses
     import json
 
-    from memloci.schema import STRICT
+    from memloci.core.schema import STRICT
 
     from pg import pg_library_url
 
@@ -672,7 +672,7 @@ def test_writers_waiting_for_the_lock_leave_connections_to_reads(pg_library):
 
     import psycopg
 
-    from memloci.store.postgres import PostgresStore
+    from memloci.store.postgres.engine import PostgresStore
 
     store = PostgresStore(pg_library.url, pg_library.name, pool_size=2)
     store.create_entities([EntityInput("A", "t")], origin="test")
@@ -701,8 +701,8 @@ def test_a_lock_or_a_pool_not_free_in_time_is_busy(pg_library):
     written, and the next write goes through."""
     import psycopg
 
-    from memloci.errors import ConflictError
-    from memloci.store.postgres import PostgresStore
+    from memloci.core.errors import ConflictError
+    from memloci.store.postgres.engine import PostgresStore
 
     store = PostgresStore(pg_library.url, pg_library.name, pool_size=1, pool_timeout=0.5, lock_timeout=0.5)
     try:
@@ -732,7 +732,7 @@ def test_server_errors_are_named_for_what_they_are(pg_url):
 
     import psycopg
 
-    from memloci.errors import ConflictError, LibraryUnreadableError
+    from memloci.core.errors import ConflictError, LibraryUnreadableError
     from memloci.store.postgres.connection import TransientError, engine_error
 
     caught: dict[str, Exception] = {}
@@ -798,7 +798,7 @@ def test_a_write_chosen_to_break_a_deadlock_runs_once_more(pg_library):
 
     import psycopg
 
-    from memloci.store.postgres import PostgresStore
+    from memloci.store.postgres.engine import PostgresStore
 
     store = PostgresStore(pg_library.url, pg_library.name)
     store.create_entities([EntityInput("A", "t")], origin="test")
@@ -823,7 +823,7 @@ def test_a_write_chosen_to_break_a_deadlock_runs_once_more(pg_library):
 
 def test_access_counts_tell_no_other_server(pg_library):
     """A retrieval's access bookkeeping sends no change notice; a real write does."""
-    from memloci.store.postgres import PostgresStore
+    from memloci.store.postgres.engine import PostgresStore
 
     first, second = PostgresStore(pg_library.url, pg_library.name), PostgresStore(pg_library.url, pg_library.name)
     try:
@@ -886,8 +886,8 @@ def test_the_listener_pings_reconnects_and_logs_no_password(pg_url, caplog):
 def test_passwords_are_masked_however_they_are_written():
     from pathlib import Path
 
-    from memloci.libraries import masked_specs
-    from memloci.settings import Settings
+    from memloci.app.libraries import masked_specs
+    from memloci.core.settings import Settings
 
     assert masked_url("postgresql://me:p@ss@db/memory") == "postgresql://me:***@db/memory"
     # an unencoded / or ? ends urlsplit's host part early: everything up to the last @ is hidden
@@ -908,7 +908,7 @@ def test_each_transaction_sets_its_own_search_path(pg_url):
     """A pooled session left pointing at another library's schema (as a pooler in transaction
     mode hands sessions around) still reads and writes this library: the search_path is set by
     each transaction, and none is left on the session."""
-    from memloci.store.postgres import PostgresStore
+    from memloci.store.postgres.engine import PostgresStore
 
     from pg import pg_library_url
 
@@ -931,7 +931,7 @@ def test_each_transaction_sets_its_own_search_path(pg_url):
 def test_extensions_kept_in_a_schema_of_their_own(pg_url):
     """A host that keeps vector and pg_trgm in an `extensions` schema: the library is created,
     written, searched (full text, fuzzy names) and given vectors."""
-    from memloci.store.postgres import PostgresStore
+    from memloci.store.postgres.engine import PostgresStore
 
     from pg import pg_library_url
 
@@ -947,7 +947,7 @@ def test_extensions_kept_in_a_schema_of_their_own(pg_url):
         # vectors: the column's type and its HNSW index come from the extensions' schema
         import numpy as np
 
-        from memloci.model import MemoryFilter, MemoryInput
+        from memloci.core.model import MemoryFilter, MemoryInput
 
         stored = [store.store_memory(MemoryInput(text), origin="test").memory for text in ("tea time", "chess club")]
         vectors = [np.array([1.0, 0.0, 0.0], dtype=np.float32), np.array([0.0, 1.0, 0.0], dtype=np.float32)]
@@ -1017,7 +1017,7 @@ def test_connections_the_server_closed_are_replaced(pg_library):
     write answer, on connections made again."""
     import psycopg
 
-    from memloci.store.postgres import PostgresStore
+    from memloci.store.postgres.engine import PostgresStore
 
     store = PostgresStore(pg_library.url, pg_library.name)
     try:
@@ -1046,8 +1046,8 @@ def test_a_refused_login_or_a_missing_database_is_named(pg_url):
 
     import psycopg
 
-    from memloci.errors import PermissionDeniedError
-    from memloci.store.postgres import PostgresStore
+    from memloci.core.errors import PermissionDeniedError
+    from memloci.store.postgres.engine import PostgresStore
 
     from pg import pg_library_url
 

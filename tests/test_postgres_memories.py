@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from memloci.errors import AlreadyExistsError, NotFoundError
-from memloci.libraries import LibraryRegistry
-from memloci.model import EntityInput, MemoryFilter, ObservationBatch
+from memloci.core.errors import AlreadyExistsError, NotFoundError
+from memloci.app.libraries import LibraryRegistry
+from memloci.core.model import EntityInput, MemoryFilter, ObservationBatch
 from memloci.search.embedder import EmbedderHandle
 from memloci.search.vectors import VectorSearch
-from memloci.service import MemoryService
+from memloci.service.facade import MemoryService
 from memloci.store.postgres import search as pg_search
 
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import pytest
 
-from memloci.libraries import LibraryRegistry
-from memloci.model import MemoryFilter
-from memloci import bm25
+from memloci.app.libraries import LibraryRegistry
+from memloci.core.model import MemoryFilter
+from memloci.core import bm25
 from memloci.search.hybrid import word_terms
-from memloci.service import MemoryService
+from memloci.service.facade import MemoryService
 from memloci.store.postgres import search as pg_search
 
 

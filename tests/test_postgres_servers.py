@@ -14,10 +14,10 @@ from pathlib import Path
 
 import numpy as np
 
-from memloci.interop import MemoryLine
-from memloci.model import EntityInput
+from memloci.formats.official import MemoryLine
+from memloci.core.model import EntityInput
 from memloci.search.entities import find_entities
-from memloci.store.postgres import PostgresStore
+from memloci.store.postgres.engine import PostgresStore
 
 ROOT = Path(__file__).resolve().parents[1]
 MODEL = "test-hash-8"
@@ -72,7 +72,7 @@ def test_two_servers_claim_different_batches(pg_library):
 
 CLAIMER = textwrap.dedent("""
     import sys, time
-    from memloci.store.postgres import PostgresStore
+    from memloci.store.postgres.engine import PostgresStore
     store = PostgresStore(sys.argv[1], sys.argv[2])
     print(" ".join(str(p.id) for p in store.pending_embeddings(int(sys.argv[3]))), flush=True)
     time.sleep(600)  # killed mid-batch
@@ -107,7 +107,7 @@ WORKER = textwrap.dedent("""
     import json, sys, time
     import numpy as np
     from memloci.search.vectors import EmbeddingWorker
-    from memloci.store.postgres import PostgresStore
+    from memloci.store.postgres.engine import PostgresStore
 
     class Embedder:  # deterministic, with a model's pace: both workers are busy at once
         model_id, dimension, multilingual = "test-hash-8", 8, False

@@ -181,7 +181,7 @@ def test_lab_libraries_are_keyed_by_the_code(tmp_path: Path, monkeypatch):
     """A library built by other indexing code (another schema version, other search/ or store/
     source) is never reused: the key changes and the library is built anew."""
     from memloci.bench import locomo_lab
-    from memloci.store import sqlite_schema
+    from memloci.store.sqlite import schema as sqlite_schema
 
     handle = locomo_lab.cached_handle(tmp_path)
     first = locomo_lab.build(sample(), tmp_path, handle)

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from conftest import Client, run_session, server_env
-from memloci.errors import ValidationError
+from memloci.core.errors import ValidationError
 from memloci.search.timephrases import parse_time_phrase, split_time_phrase
 
 NOW = datetime.now(timezone.utc)

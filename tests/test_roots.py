@@ -18,7 +18,7 @@ from mcp.client.stdio import stdio_client
 
 from conftest import Client, server_params
 from memloci.mcp.roots import root_path
-from memloci.projects import git_remotes, project_id, remote_id
+from memloci.app.projects import git_remotes, project_id, remote_id
 
 GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@x", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@x",
            "PATH": "/usr/bin:/bin"}

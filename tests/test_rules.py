@@ -13,11 +13,11 @@ from typing import Any
 
 import pytest
 
-from memloci import rules
-from memloci.errors import AlreadyExistsError, InvalidRelationError, NotFoundError, ValidationError
-from memloci.model import Entity, EntityInput, Observation, ObservationBatch, Relation, RelationInput, name_key
-from memloci.rules import EntityHead, EntityRef, GraphTx, RelationsCreated
-from memloci.schema import DEFAULT_SCHEMA, STRICT, LibrarySchema
+from memloci.rules import graph as rules
+from memloci.core.errors import AlreadyExistsError, InvalidRelationError, NotFoundError, ValidationError
+from memloci.core.model import Entity, EntityInput, Observation, ObservationBatch, Relation, RelationInput, name_key
+from memloci.rules.graph import EntityHead, EntityRef, GraphTx, RelationsCreated
+from memloci.core.schema import DEFAULT_SCHEMA, STRICT, LibrarySchema
 
 
 class MemoryGraph:
@@ -337,12 +337,12 @@ def _plain(result: Any) -> Any:
 
 def _store(engine: str, tmp_path, request):
     if engine == "sqlite":
-        from memloci.store.sqlite import SQLiteStore
+        from memloci.store.sqlite.engine import SQLiteStore
         return SQLiteStore(tmp_path / "rules.db", "rules")
     if engine == "markdown":
-        from memloci.store.markdown import MarkdownStore
+        from memloci.store.markdown.engine import MarkdownStore
         return MarkdownStore(tmp_path / "notes", "rules")
-    from memloci.store.postgres import PostgresStore
+    from memloci.store.postgres.engine import PostgresStore
     library = request.getfixturevalue("pg_library")  # the session's real PostgreSQL
     return PostgresStore(library.url, library.name)
 

@@ -11,11 +11,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import Client, run_session, server_env
-from memloci.errors import MemlociError
-from memloci.libraries import LibraryRegistry, LibrarySpec
-from memloci.model import EntityInput, ObservationBatch, RelationInput
-from memloci.schema import STRICT
-from memloci.service import MemoryService
+from memloci.core.errors import MemlociError
+from memloci.app.libraries import LibraryRegistry, LibrarySpec
+from memloci.core.model import EntityInput, ObservationBatch, RelationInput
+from memloci.core.schema import STRICT
+from memloci.service.facade import MemoryService
 
 
 async def ok(c: Client, name: str, **args) -> dict:
@@ -285,8 +285,8 @@ def test_no_path_around_the_strict_rules(tmp_path):
     service = MemoryService(registry)
     service.create_entities([EntityInput(n, "concept") for n in ("a", "b", "c")])
     service.create_relations([RelationInput("a", "depends-on", "b"), RelationInput("b", "depends-on", "c")])
-    from memloci.errors import InvalidRelationError, ValidationError
-    from memloci.service_documents import NewEntityDocument
+    from memloci.core.errors import InvalidRelationError, ValidationError
+    from memloci.service.documents import NewEntityDocument
 
     before = service.export_graph()
     service.add_entities([NewEntityDocument("d", "concept", relations=(("uses", "a"),)),

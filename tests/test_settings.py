@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from memloci.errors import ValidationError
-from memloci.settings import Settings, data_home
+from memloci.core.errors import ValidationError
+from memloci.core.settings import Settings, data_home
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "memloci"
 
@@ -106,7 +106,7 @@ def test_flags_overlay_and_settings_are_frozen(tmp_path):
 
 
 def test_the_registry_takes_its_settings_as_an_argument(tmp_path, monkeypatch):
-    from memloci.libraries import LibraryRegistry, default_specs
+    from memloci.app.libraries import LibraryRegistry, default_specs
 
     monkeypatch.setenv("MEMLOCI_SCHEMA", "default")  # the process's own: not what the registry is given
     settings = Settings.from_env({"MEMLOCI_HOME": str(tmp_path), "MEMLOCI_SCHEMA": "strict"})
@@ -122,7 +122,7 @@ def test_the_registry_takes_its_settings_as_an_argument(tmp_path, monkeypatch):
 def test_command_line_flags_reach_the_command_without_touching_the_environment(tmp_path, monkeypatch):
     from typer.testing import CliRunner
 
-    from memloci.cli import app
+    from memloci.cli.main import app
 
     for name in ("MEMLOCI_HOME", "MEMLOCI_CONFIG", "MEMLOCI_LIBRARIES"):
         monkeypatch.delenv(name, raising=False)
@@ -184,7 +184,7 @@ def test_install_carries_the_home_flag_to_the_client(tmp_path, monkeypatch):
     `MEMLOCI_HOME=H memloci install ...` does: the flag reaches install without the environment."""
     from typer.testing import CliRunner
 
-    from memloci.cli import app
+    from memloci.cli.main import app
 
     for name in ("MEMLOCI_HOME", "MEMLOCI_CONFIG"):
         monkeypatch.delenv(name, raising=False)

@@ -6,10 +6,10 @@ import threading
 
 import pytest
 
-from memloci.errors import LibraryUnreadableError
-from memloci.libraries import LibraryRegistry, LibrarySpec
-from memloci.model import EntityInput, ObservationBatch, RelationInput
-from memloci.service import MemoryService
+from memloci.core.errors import LibraryUnreadableError
+from memloci.app.libraries import LibraryRegistry, LibrarySpec
+from memloci.core.model import EntityInput, ObservationBatch, RelationInput
+from memloci.service.facade import MemoryService
 
 
 def test_connections_are_reused_across_short_lived_threads(service):

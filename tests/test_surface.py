@@ -308,9 +308,9 @@ BUDGET_OFFICIAL = 12_000  # the nine official tools (the official server sends 1
 
 
 def test_tool_definitions_fit_their_budget(service, tmp_path):
-    from memloci.libraries import LibraryRegistry, LibrarySpec
+    from memloci.app.libraries import LibraryRegistry, LibrarySpec
     from memloci.mcp.server import DEFAULT_GROUPS, tool_sizes
-    from memloci.service import MemoryService
+    from memloci.service.facade import MemoryService
 
     def total(svc, groups):
         return sum(r["chars"] for r in tool_sizes(svc, groups))

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from memloci.errors import ConflictError, NotFoundError, ValidationError
-from memloci.libraries import LibraryRegistry, LibrarySpec
-from memloci.model import EntityInput, ObservationBatch, RelationInput
-from memloci.service import MemoryService
+from memloci.core.errors import ConflictError, NotFoundError, ValidationError
+from memloci.app.libraries import LibraryRegistry, LibrarySpec
+from memloci.core.model import EntityInput, ObservationBatch, RelationInput
+from memloci.service.facade import MemoryService
 
 KINDS = ["sqlite", "markdown"]
 

@@ -8,10 +8,10 @@ import sqlite3
 import pytest
 
 from conftest import Client, run_session as run
-from memloci import schema
-from memloci.errors import LibraryUnreadableError, ValidationError
-from memloci.libraries import LibraryRegistry, LibrarySpec, parse_library_specs
-from memloci.model import EntityInput
+from memloci.core import schema
+from memloci.core.errors import LibraryUnreadableError, ValidationError
+from memloci.app.libraries import LibraryRegistry, LibrarySpec, parse_library_specs
+from memloci.core.model import EntityInput
 
 
 def test_tool_input_errors_name_the_field_and_rule(home):

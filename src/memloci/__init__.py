@@ -27,7 +27,7 @@ if _sys.argv[0].replace("\\", "/").rsplit("/", 1)[-1].split(".")[0] in ("memloci
         and (_hook_args := _hook_argv(_sys.argv[1:])) is not None:
     from pathlib import Path as _Path
 
-    from .hooks.capture import main as _hook
+    from memloci.hooks.capture import main as _hook
 
     _hook(_hook_args[0], home=_Path(_hook_args[1]).expanduser() if _hook_args[1] is not None else None)
     # (never returns: it ends the process with status 0)

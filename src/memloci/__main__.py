@@ -1,3 +1,3 @@
-from .cli import main
+from memloci.cli.main import main
 
 main()

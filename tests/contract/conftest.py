@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from memloci.libraries import LibraryRegistry, parse_library_specs
-from memloci.schema import LibrarySchema
+from memloci.app.libraries import LibraryRegistry, parse_library_specs
+from memloci.core.schema import LibrarySchema
 from memloci.search.embedder import EmbedderHandle
-from memloci.service import MemoryService
+from memloci.service.facade import MemoryService
 
 ENGINES = ("sqlite", "markdown", "postgres")
 

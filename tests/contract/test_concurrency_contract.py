@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from memloci.model import EntityInput
+from memloci.core.model import EntityInput
 
 WRITERS, ROUNDS = 4, 250
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from memloci.errors import ValidationError
+from memloci.core.errors import ValidationError
 
 
 def without_time(context: dict) -> dict:

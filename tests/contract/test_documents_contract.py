@@ -8,15 +8,10 @@ import threading
 
 import pytest
 
-from memloci.errors import (
-    InvalidRelationError,
-    MemlociError,
-    NotFoundError,
-    ValidationError,
-)
-from memloci.model import EntityInput, ObservationBatch, RelationInput
-from memloci.schema import STRICT
-from memloci.service_documents import NewEntityDocument
+from memloci.core.errors import InvalidRelationError, MemlociError, NotFoundError, ValidationError
+from memloci.core.model import EntityInput, ObservationBatch, RelationInput
+from memloci.core.schema import STRICT
+from memloci.service.documents import NewEntityDocument
 
 
 def text_of(service, name: str) -> str:

@@ -11,7 +11,7 @@ import random
 
 import pytest
 
-from memloci.model import EntityInput
+from memloci.core.model import EntityInput
 
 from .conftest import ENGINES
 

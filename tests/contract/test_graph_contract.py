@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from memloci.errors import InvalidRelationError, NotFoundError, ValidationError
-from memloci.model import EntityInput, ObservationBatch, RelationInput
+from memloci.core.errors import InvalidRelationError, NotFoundError, ValidationError
+from memloci.core.model import EntityInput, ObservationBatch, RelationInput
 
 
 def observations(service, name: str) -> list[str]:

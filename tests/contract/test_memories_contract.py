@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from memloci.errors import AlreadyExistsError, NotFoundError, ValidationError
-from memloci.model import EntityInput, MemoryFilter
+from memloci.core.errors import AlreadyExistsError, NotFoundError, ValidationError
+from memloci.core.model import EntityInput, MemoryFilter
 
 
 def contents(retrieval) -> list[str]:

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from memloci.service_documents import NewEntityDocument
-from memloci.store import Passages
+from memloci.service.documents import NewEntityDocument
+from memloci.store.protocols import Passages
 
 PUPPIES = "She adopted two puppies from the animal shelter last weekend."
 BOILER = "The boiler was serviced and the radiators bled."

@@ -16,9 +16,9 @@ import re
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memloci.errors import MemlociError, NotFoundError, InvalidRelationError
-from memloci.model import EntityInput, ObservationBatch, RelationInput, name_key
-from memloci.schema import STRICT
+from memloci.core.errors import MemlociError, NotFoundError, InvalidRelationError
+from memloci.core.model import EntityInput, ObservationBatch, RelationInput, name_key
+from memloci.core.schema import STRICT
 
 EXAMPLES = {"sqlite": 60, "markdown": 25, "postgres": 25}
 STRICT_EXAMPLES = {"sqlite": 60, "markdown": 20, "postgres": 20}

@@ -9,15 +9,10 @@ from __future__ import annotations
 
 import pytest
 
-from memloci.errors import (
-    AlreadyExistsError,
-    InvalidRelationError,
-    NotFoundError,
-    ValidationError,
-)
-from memloci.model import EntityInput, ObservationBatch, RelationInput
-from memloci.schema import LibrarySchema
-from memloci.service_documents import NewEntityDocument
+from memloci.core.errors import AlreadyExistsError, InvalidRelationError, NotFoundError, ValidationError
+from memloci.core.model import EntityInput, ObservationBatch, RelationInput
+from memloci.core.schema import LibrarySchema
+from memloci.service.documents import NewEntityDocument
 
 from .test_documents_contract import text_of
 
@@ -229,8 +224,8 @@ PERSON = ('---\r\nrelated: "[[Bob \\"The Builder\\"]]"   # who built it\r\nsourc
 
 
 def test_a_markdown_file_a_person_wrote_changes_by_the_bytes_of_its_links(tmp_path):
-    from memloci.libraries import LibraryRegistry, LibrarySpec
-    from memloci.service import MemoryService
+    from memloci.app.libraries import LibraryRegistry, LibrarySpec
+    from memloci.service.facade import MemoryService
 
     folder = tmp_path / "lib"
     folder.mkdir()
@@ -269,8 +264,8 @@ def test_rename_lists_exactly_the_documents_whose_text_changed(engine):
 
 
 def test_a_markdown_relations_mapping_on_one_line_is_renamed_in_place(tmp_path):
-    from memloci.libraries import LibraryRegistry, LibrarySpec
-    from memloci.service import MemoryService
+    from memloci.app.libraries import LibraryRegistry, LibrarySpec
+    from memloci.service.facade import MemoryService
 
     folder = tmp_path / "lib"
     folder.mkdir()
@@ -290,8 +285,8 @@ def test_a_markdown_relations_mapping_on_one_line_is_renamed_in_place(tmp_path):
 
 
 def test_a_markdown_merge_target_keeps_its_escaped_aliases_and_comments(tmp_path):
-    from memloci.libraries import LibraryRegistry, LibrarySpec
-    from memloci.service import MemoryService
+    from memloci.app.libraries import LibraryRegistry, LibrarySpec
+    from memloci.service.facade import MemoryService
 
     folder = tmp_path / "lib"
     folder.mkdir()

@@ -15,9 +15,9 @@ import re
 
 import pytest
 
-from memloci.errors import MemlociError
-from memloci.model import EntityInput, MemoryFilter, ObservationBatch, RelationInput
-from memloci.schema import STRICT
+from memloci.core.errors import MemlociError
+from memloci.core.model import EntityInput, MemoryFilter, ObservationBatch, RelationInput
+from memloci.core.schema import STRICT
 from memloci.search.hybrid import word_candidates, word_terms
 
 from .conftest import ENGINES

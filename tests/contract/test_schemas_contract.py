@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from memloci.errors import AlreadyExistsError, InvalidRelationError, NotFoundError, ValidationError
-from memloci.model import EntityInput, ObservationBatch, RelationInput
-from memloci.schema import STRICT, schema_from_config
+from memloci.core.errors import AlreadyExistsError, InvalidRelationError, NotFoundError, ValidationError
+from memloci.core.model import EntityInput, ObservationBatch, RelationInput
+from memloci.core.schema import STRICT, schema_from_config
 
 
 def triples(relations) -> set[tuple[str, str, str]]:

@@ -16,8 +16,8 @@ import time
 
 import pytest
 
-from memloci.errors import ConflictError, NotFoundError, ValidationError
-from memloci.model import EntityInput, ObservationBatch, RelationInput
+from memloci.core.errors import ConflictError, NotFoundError, ValidationError
+from memloci.core.model import EntityInput, ObservationBatch, RelationInput
 
 
 def dump(s) -> dict:
@@ -264,7 +264,7 @@ def test_another_server_s_change_blocks_the_undo_and_two_undos_at_once_make_one(
 def test_an_undone_delete_links_what_its_note_was_waiting_for(engine):
     """A note linking to a name that did not exist is deleted, that name is created, and the
     delete is undone: the note's waiting link becomes a relation, as on creating it now would."""
-    from memloci.service_documents import NewEntityDocument
+    from memloci.service.documents import NewEntityDocument
 
     s = engine.service
     s.add_entities([NewEntityDocument("plan", content="Ask [[Bob]] first.")])

@@ -5,7 +5,7 @@ SQLite and Markdown an index in the process)."""
 
 from __future__ import annotations
 
-from memloci.model import EntityInput
+from memloci.core.model import EntityInput
 
 PUPPIES = "She adopted two puppies from the animal shelter last weekend"
 ORCHESTRA = "The orchestra rehearses Mahler's fifth symphony on Thursdays"

@@ -12,11 +12,11 @@ from __future__ import annotations
 import sys
 import time
 
-from memloci.errors import ConflictError
-from memloci.libraries import LibraryRegistry, parse_library_specs
-from memloci.model import EntityInput, ObservationBatch
+from memloci.core.errors import ConflictError
+from memloci.app.libraries import LibraryRegistry, parse_library_specs
+from memloci.core.model import EntityInput, ObservationBatch
 from memloci.search.embedder import EmbedderHandle
-from memloci.service import MemoryService
+from memloci.service.facade import MemoryService
 
 
 def retried(call) -> None:

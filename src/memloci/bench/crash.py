@@ -42,9 +42,9 @@ RESERVED = {"meta.md", "journal.md", "context.md"}
 
 def service_for(engine: str, path: Path | str):
     """A service on the library: a file or folder, or for postgres a spec `name:postgresql://...`."""
-    from ..libraries import LibraryRegistry, LibrarySpec, parse_library_specs
-    from ..search.embedder import EmbedderHandle
-    from ..service import MemoryService
+    from memloci.app.libraries import LibraryRegistry, LibrarySpec, parse_library_specs
+    from memloci.search.embedder import EmbedderHandle
+    from memloci.service.facade import MemoryService
 
     spec = parse_library_specs(str(path))[0] if engine == "postgres" else LibrarySpec("crash", Path(path), engine)
     return MemoryService(LibraryRegistry([spec]), EmbedderHandle("none"))
@@ -58,7 +58,7 @@ def library_path(engine: str, folder: Path) -> Path:
 
 def build(kind: str, engine: str, folder: Path, n: int, url: str | None = None) -> Path | str:
     """The library a write starts from; on postgres a fresh library on the server at `url`."""
-    from ..model import EntityInput
+    from memloci.core.model import EntityInput
 
     # a library name chooses the schema on postgres: a new one per build, never shared
     path: Path | str = f"crash{uuid.uuid4().hex[:12]}:{url}" if engine == "postgres" else library_path(engine, folder)
@@ -89,7 +89,7 @@ def build(kind: str, engine: str, folder: Path, n: int, url: str | None = None) 
 
 
 def write(kind: str, s: Any, n: int) -> None:
-    from ..model import EntityInput, ObservationBatch
+    from memloci.core.model import EntityInput, ObservationBatch
 
     if kind == "create":
         s.create_entities([EntityInput(f"new{i}", "note", (f"new fact {i}", f"another new fact {i}")) for i in range(n)])
@@ -197,7 +197,7 @@ def _no_temp_files(root: Path) -> None:
 
 def _agree(root: Path, index: sqlite3.Connection) -> None:
     """Every file as the index records it, and no record without its file."""
-    from ..store.markdown_files import sha256_hex
+    from memloci.store.markdown.files import sha256_hex
 
     disk = {rel: sha256_hex(data) for rel, data in _files(root).items()}
     rows = dict(index.execute("SELECT path, sha256 FROM md_files"))
@@ -306,7 +306,7 @@ def check(kind: str, engine: str, path: Path | str, n: int) -> str:
             return _all_or_nothing(kind, index, None, n)
         finally:
             index.close()
-    from ..store.markdown import MarkdownStore
+    from memloci.store.markdown.engine import MarkdownStore
 
     store = MarkdownStore(path, "crash")
     store.recover()  # what the next process does first: finish or undo the killed change
@@ -328,7 +328,7 @@ def check(kind: str, engine: str, path: Path | str, n: int) -> str:
             assert report is None or (report.indexed, report.removed) == (0, 0), \
                 f"the rescan after recovery had to fix the index: {report}"
         else:  # whatever the kill left, the next open brings the index up to the files
-            from ..model import EntityInput
+            from memloci.core.model import EntityInput
 
             names = {e.name for e in s.read_graph(limit=10_000).entities}
             assert not {f"e{i}" for i in range(100)} & names, "entities of files deleted by hand came back"
@@ -372,7 +372,7 @@ def run(*, rounds: int, kinds: list[str], engines: list[str], out: Path, console
         pg_url: str | None = None) -> dict[str, Any]:
     from rich.table import Table
 
-    from .graph import save_report
+    from memloci.bench.graph import save_report
 
     unknown = [k for k in kinds if k not in KINDS]
     if unknown:

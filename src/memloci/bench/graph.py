@@ -24,7 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .common import percentiles, postgres_url
+from memloci.bench.common import percentiles, postgres_url
 
 OFFICIAL_PACKAGE = "@modelcontextprotocol/server-memory"
 SEED = 20261121
@@ -70,9 +70,9 @@ class SyntheticGraph:
 
 def build_library(graph: SyntheticGraph, db: Path | str, progress: Callable[[int], None]) -> None:
     """Import the graph into a SQLite file, or into the library of a `name:postgresql://...` spec."""
-    from ..libraries import LibraryRegistry, LibrarySpec, parse_library_specs
-    from ..model import EntityInput, RelationInput
-    from ..service import MemoryService
+    from memloci.app.libraries import LibraryRegistry, LibrarySpec, parse_library_specs
+    from memloci.core.model import EntityInput, RelationInput
+    from memloci.service.facade import MemoryService
 
     registry = LibraryRegistry(parse_library_specs(db) if isinstance(db, str) else [LibrarySpec("bench", db)])
     service = MemoryService(registry)
@@ -217,9 +217,9 @@ def _percentiles(values: list[float]) -> dict[str, float]:
 
 def _held(spec: str) -> dict[str, int]:
     """What a library holds after the run (each timed write was undone by the next ones)."""
-    from ..libraries import LibraryRegistry, parse_library_specs
-    from ..search.embedder import EmbedderHandle
-    from ..service import MemoryService
+    from memloci.app.libraries import LibraryRegistry, parse_library_specs
+    from memloci.search.embedder import EmbedderHandle
+    from memloci.service.facade import MemoryService
 
     service = MemoryService(LibraryRegistry(parse_library_specs(spec)), EmbedderHandle("none"))
     try:
@@ -230,7 +230,7 @@ def _held(spec: str) -> dict[str, int]:
 
 
 def _drop_schema(spec: str) -> None:
-    from ..store.postgres import PostgresStore
+    from memloci.store.postgres.engine import PostgresStore
 
     name, url = spec.split(":", 1)
     store = PostgresStore(url, name)
@@ -314,7 +314,7 @@ def run(*, n: int, calls: int, vs_official: bool, official_n: int | None, out: P
                 ograph = graph if on == n else SyntheticGraph(on)
                 memory = work / "memory.jsonl"
                 write_official_jsonl(ograph, memory)
-                from ..settings import Settings
+                from memloci.core.settings import Settings
 
                 node = _official_entry(Settings.from_env().user_cache / "memloci" / "official")
                 oenv = {**os.environ, "MEMORY_FILE_PATH": str(memory)}

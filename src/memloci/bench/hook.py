@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .graph import _percentiles, save_report
+from memloci.bench.graph import _percentiles, save_report
 
 
 def _event(case: str, root: Path, transcript: Path) -> bytes:

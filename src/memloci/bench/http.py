@@ -37,8 +37,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .common import percentiles
-from .graph import _session_class, save_report
+from memloci.bench.common import percentiles
+from memloci.bench.graph import _session_class, save_report
 
 ENGINES = ("sqlite",)  # postgresql joins when that engine is in
 LIBRARY = "bench"

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .graph import SyntheticGraph, save_report
+from memloci.bench.graph import SyntheticGraph, save_report
 
 ENGINES = ("sqlite", "markdown")
 
@@ -43,10 +43,10 @@ def write_jsonl(path: Path, entities: int, relations: int) -> None:
 
 def import_once(source: Path, library: Path, kind: str, progress=None) -> dict[str, Any]:
     """One `memloci import jsonl` into a new library; its timings and counts."""
-    from ..interop import read_official
-    from ..libraries import LibraryRegistry, LibrarySpec
-    from ..search.embedder import EmbedderHandle
-    from ..service import MemoryService
+    from memloci.formats.official import read_official
+    from memloci.app.libraries import LibraryRegistry, LibrarySpec
+    from memloci.search.embedder import EmbedderHandle
+    from memloci.service.facade import MemoryService
 
     wall, cpu = time.perf_counter(), time.process_time()
     service = MemoryService(LibraryRegistry([LibrarySpec("bench", library, kind)], create_missing=True),

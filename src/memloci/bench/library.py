@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .graph import SEED, SyntheticGraph, _session_class, save_report
+from memloci.bench.graph import SEED, SyntheticGraph, _session_class, save_report
 
 
 def make_library(folder: Path, n: int) -> None:
@@ -41,9 +41,9 @@ def make_library(folder: Path, n: int) -> None:
 
 
 def _open(folder: Path, embedder: str = "none") -> tuple[float, Any]:
-    from ..libraries import LibraryRegistry, LibrarySpec
-    from ..search.embedder import EmbedderHandle
-    from ..service import MemoryService
+    from memloci.app.libraries import LibraryRegistry, LibrarySpec
+    from memloci.search.embedder import EmbedderHandle
+    from memloci.service.facade import MemoryService
 
     service = MemoryService(LibraryRegistry([LibrarySpec("bench", folder, "markdown")]), EmbedderHandle(embedder))
     started = time.perf_counter()

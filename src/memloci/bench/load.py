@@ -23,8 +23,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .common import percentiles, postgres_url
-from .graph import save_report
+from memloci.bench.common import percentiles, postgres_url
+from memloci.bench.graph import save_report
 
 ENGINES = ("postgres", "sqlite")
 LIBRARY = "load"
@@ -73,9 +73,9 @@ async def _drive(spec: str, env: dict[str, str], server: int, writes: int, on_ca
 
 def _count(spec: str) -> dict[str, int]:
     """What the library holds, read back through a service of this process."""
-    from ..libraries import LibraryRegistry, parse_library_specs
-    from ..search.embedder import EmbedderHandle
-    from ..service import MemoryService
+    from memloci.app.libraries import LibraryRegistry, parse_library_specs
+    from memloci.search.embedder import EmbedderHandle
+    from memloci.service.facade import MemoryService
 
     service = MemoryService(LibraryRegistry(parse_library_specs(spec)), EmbedderHandle("none"))
     try:

@@ -21,7 +21,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from .graph import save_report
+from memloci.bench.graph import save_report
 
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
 _DEVNULL = open(os.devnull, "w")
@@ -57,7 +57,7 @@ async def _run_conversation(sample: dict[str, Any], k_max: int, home: Path, on_s
     from mcp import StdioServerParameters
     from mcp.client.stdio import stdio_client
 
-    from .graph import _session_class
+    from memloci.bench.graph import _session_class
 
     env = {**os.environ, "MEMLOCI_HOME": str(home), "MEMLOCI_LIBRARIES": f"bench:{home / (sample['sample_id'] + '.db')}",
            **({"MEMLOCI_EMBEDDER": embedder} if embedder is not None else {})}
@@ -185,8 +185,8 @@ def run_folds(*, data: Path, k: int, out: Path, console: Any, limit: int | None 
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
     from rich.table import Table
 
-    from ..search import hybrid
-    from .locomo_lab import GRID, folds
+    from memloci.search import hybrid
+    from memloci.bench.locomo_lab import GRID, folds
 
     samples = json.loads(data.read_text(encoding="utf-8"))[:limit]
     settings = 1

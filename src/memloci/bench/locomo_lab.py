@@ -30,14 +30,14 @@ from typing import Any
 
 import numpy as np
 
-from .locomo import CATEGORIES, evidence_ids, recall, turns_of
+from memloci.bench.locomo import CATEGORIES, evidence_ids, recall, turns_of
 
 
 
 def lab_cache_dir() -> Path:
     """Where built libraries and question vectors are kept, per user (as search/embedder.py's
     cache_dir): $MEMLOCI_CACHE/locomo-lab, else $XDG_CACHE_HOME or ~/.cache, then memloci/locomo-lab."""
-    from ..settings import Settings
+    from memloci.core.settings import Settings
 
     return Settings.from_env().cache_for("locomo-lab")
 
@@ -46,7 +46,7 @@ def code_digest() -> str:
     """A digest of what decides a built library's contents: memloci's schema version and the
     source of the indexing code (search/, store/, service.py). Changed code never reuses a
     library built by older code; computed anew on each call, as the files are cheap to read."""
-    from ..store.sqlite_schema import SCHEMA_VERSION
+    from memloci.store.sqlite.schema import SCHEMA_VERSION
 
     root = Path(__file__).resolve().parent.parent
     h = hashlib.sha1(f"schema {SCHEMA_VERSION}\n".encode())
@@ -88,7 +88,7 @@ class CachedEmbedder:
 
 def cached_handle(cache: Path):
     """An embedder handle whose model caches query vectors in `cache`."""
-    from ..search.embedder import EmbedderHandle
+    from memloci.search.embedder import EmbedderHandle
 
     handle = EmbedderHandle()
     inner = handle.get(timeout=None)
@@ -101,8 +101,8 @@ def cached_handle(cache: Path):
 
 def build(sample: dict[str, Any], cache: Path, handle) -> Path:
     """The conversation's library, every turn stored and embedded (built once, then reused)."""
-    from ..libraries import LibraryRegistry, LibrarySpec
-    from ..service import MemoryService
+    from memloci.app.libraries import LibraryRegistry, LibrarySpec
+    from memloci.service.facade import MemoryService
 
     turns = turns_of(sample)
     # keyed by the turns, the model and the code (schema version, indexing source): an edited
@@ -137,8 +137,8 @@ def evaluate(samples: list[dict[str, Any]], cache: Path | None = None, k: int = 
     import shutil
     import tempfile
 
-    from ..libraries import LibraryRegistry, LibrarySpec
-    from ..service import MemoryService
+    from memloci.app.libraries import LibraryRegistry, LibrarySpec
+    from memloci.service.facade import MemoryService
 
     cache = cache or lab_cache_dir()
     cache.mkdir(parents=True, exist_ok=True)
@@ -185,14 +185,14 @@ class patched:
         self.weights = weights
 
     def __enter__(self):
-        from ..search import hybrid
+        from memloci.search import hybrid
 
         self.saved = {name: getattr(hybrid, name) for name in self.weights}
         for name, value in self.weights.items():
             setattr(hybrid, name, value)
 
     def __exit__(self, *exc):
-        from ..search import hybrid
+        from memloci.search import hybrid
 
         for name, value in self.saved.items():
             setattr(hybrid, name, value)
@@ -221,7 +221,7 @@ def folds(samples: list[dict[str, Any]], cache: Path | None = None, k: int = 10,
     weights on all), the leave-one-out figures, each fold's choice and every setting's figures."""
     import itertools
 
-    from ..search import hybrid
+    from memloci.search import hybrid
 
     grid = grid or GRID
     cache = cache or lab_cache_dir()

@@ -28,7 +28,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from .graph import save_report
+from memloci.bench.graph import save_report
 
 CJK_SET = Path(__file__).parent / "data" / "cjk_recall.json"
 LANGS = ("en", "ja", "zh")
@@ -78,7 +78,7 @@ def probe(spec: str, data_path: Path = CJK_SET) -> dict[str, Any]:
     """Run in a fresh process: load one model, time it, rank the CJK set by meaning alone."""
     import numpy as np
 
-    from ..search.embedder import create_embedder
+    from memloci.search.embedder import create_embedder
 
     data = load_cjk(data_path)
     bare = _rss_mb()
@@ -126,7 +126,7 @@ async def cjk_through_server(spec: str, data: dict[str, Any], home: Path, on_ste
     from mcp import StdioServerParameters
     from mcp.client.stdio import stdio_client
 
-    from .graph import _session_class
+    from memloci.bench.graph import _session_class
 
     env = {**os.environ, "MEMLOCI_EMBEDDER": spec, "MEMLOCI_HOME": str(home),
            "MEMLOCI_LIBRARIES": f"bench:{home / 'cjk.db'}"}
@@ -189,7 +189,7 @@ def run(*, specs: list[str], locomo_data: Path | None, ks: list[int], conversati
                 entry["cjk_server"] = anyio.run(cjk_through_server, spec, data, Path(tmp), lambda: progress.advance(task))
             report["models"][spec] = entry
     if locomo_data is not None:
-        from .locomo import run as run_locomo
+        from memloci.bench.locomo import run as run_locomo
 
         for spec, entry in report["models"].items():
             if "error" in entry:

@@ -39,8 +39,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .graph import save_report
-from .locomo import evidence_ids
+from memloci.bench.graph import save_report
+from memloci.bench.locomo import evidence_ids
 
 K1, B = 1.2, 0.75
 CUTOFF = 10
@@ -164,7 +164,7 @@ class BM25:
         self.conn = conn
 
     def terms(self, text: str) -> list[str]:
-        from ..search.hybrid import STOP_WORDS
+        from memloci.search.hybrid import STOP_WORDS
 
         words = [w for w in re.findall(r"\w+", text.lower()) if w not in STOP_WORDS]
         self.conn.execute("DELETE FROM t WHERE rowid = -1")
@@ -192,8 +192,8 @@ class Meaning:
     def __init__(self, notes: dict[str, tuple[str, str]], spec: str, on_step):
         import numpy as np
 
-        from ..search.embedder import create_embedder
-        from ..passages import split_passages
+        from memloci.search.embedder import create_embedder
+        from memloci.rules.passages import split_passages
 
         embedder = create_embedder(spec)
         if embedder is None:
@@ -229,7 +229,7 @@ async def _search_nodes_run(corpus: Corpus, home: Path, embedder: str, on_step, 
     from mcp import StdioServerParameters
     from mcp.client.stdio import stdio_client
 
-    from .graph import _session_class
+    from memloci.bench.graph import _session_class
 
     env = {**os.environ, "MEMLOCI_HOME": str(home), "MEMLOCI_LIBRARIES": library, "MEMLOCI_EMBEDDER": embedder}
     params = StdioServerParameters(command=sys.executable, args=["-m", "memloci", "serve"], env=env)
@@ -278,7 +278,7 @@ def run(*, data: Path, out: Path, console: Any, embedder: str = "minilm", questi
 
     import anyio
 
-    from .common import postgres_url
+    from memloci.bench.common import postgres_url
 
     if engine not in ("sqlite", "postgres"):
         raise ValueError(f"--engine: unknown engine {engine!r}; known: sqlite, postgres")
@@ -306,7 +306,7 @@ def run(*, data: Path, out: Path, console: Any, embedder: str = "minilm", questi
         rankings = {"search_nodes": server["rankings"],
                     "BM25": {qid: bm25.rank(text) for qid, text, _ in corpus.questions}}
         if meaning_on:
-            from ..passages import split_passages
+            from memloci.rules.passages import split_passages
 
             passages = sum(len(split_passages(text)) for _, text in corpus.notes.values())
             meaning_task = progress.add_task("meaning alone: embed passages", total=passages)

@@ -17,14 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .graph import (
-    SEED,
-    SyntheticGraph,
-    _percentiles,
-    _session_class,
-    print_latencies,
-    save_report,
-)
+from memloci.bench.graph import SEED, SyntheticGraph, _percentiles, _session_class, print_latencies, save_report
 
 TOPICS = ["deploy", "billing", "auth", "database", "frontend", "meeting", "hiring", "budget", "incident", "design"]
 
@@ -37,7 +30,7 @@ def run(*, size: int, queries: int, out: Path, console: Any, engine: str = "sqli
     if engine not in ENGINES:
         raise ValueError(f"--engine: unknown engine {engine!r}; known: {', '.join(ENGINES)}")
     if engine == "postgres":
-        from .recall_pg import run as run_postgres
+        from memloci.bench.recall_pg import run as run_postgres
 
         return run_postgres(size=size, queries=queries, out=out, console=console, url=url, library=library)
     if url is not None or library is not None:
@@ -51,9 +44,9 @@ def run(*, size: int, queries: int, out: Path, console: Any, engine: str = "sqli
         TimeElapsedColumn,
     )
 
-    from ..libraries import LibraryRegistry, LibrarySpec
-    from ..search.embedder import EmbedderHandle
-    from ..service import MemoryService
+    from memloci.app.libraries import LibraryRegistry, LibrarySpec
+    from memloci.search.embedder import EmbedderHandle
+    from memloci.service.facade import MemoryService
 
     words = SyntheticGraph(10).words
     rng = random.Random(SEED)

@@ -28,8 +28,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from .common import postgres_url
-from .graph import SEED, _percentiles, _session_class, print_latencies, save_report
+from memloci.bench.common import postgres_url
+from memloci.bench.graph import SEED, _percentiles, _session_class, print_latencies, save_report
 
 TOPICS = {
     "deploy": ["release pipeline", "canary rollout", "staging cluster", "helm chart", "blue green switch",
@@ -124,8 +124,8 @@ def run(*, size: int, queries: int, out: Path, console: Any, url: str | None,
         TimeElapsedColumn,
     )
 
-    from ..search.embedder import EmbedderHandle
-    from ..store.postgres import PostgresStore
+    from memloci.search.embedder import EmbedderHandle
+    from memloci.store.postgres.engine import PostgresStore
 
     tmp = Path(tempfile.mkdtemp(prefix="memloci-recall-pg-"))
     server = contextlib.ExitStack()  # a temporary PostgreSQL, when one is started

@@ -18,16 +18,16 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .graph import SEED, _percentiles, _session_class, print_latencies, save_report
+from memloci.bench.graph import SEED, _percentiles, _session_class, print_latencies, save_report
 
 
 def run(*, relations: int, calls: int, out: Path, console: Any) -> dict[str, Any]:
     import anyio
 
-    from ..libraries import LibraryRegistry, LibrarySpec
-    from ..model import EntityInput, RelationInput
-    from ..search.embedder import EmbedderHandle
-    from ..service import MemoryService
+    from memloci.app.libraries import LibraryRegistry, LibrarySpec
+    from memloci.core.model import EntityInput, RelationInput
+    from memloci.search.embedder import EmbedderHandle
+    from memloci.service.facade import MemoryService
 
     rng = random.Random(SEED)
     n = max(10, relations // 5)

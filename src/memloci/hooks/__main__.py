@@ -3,6 +3,6 @@
 
 import sys
 
-from .capture import main
+from memloci.hooks.capture import main
 
 main(sys.argv[1:])

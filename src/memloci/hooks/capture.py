@@ -37,11 +37,11 @@ from logging.handlers import RotatingFileHandler
 from pathlib import Path
 from typing import Any
 
-from ..errors import MemlociError
-from ..settings import Settings, data_home
-from . import spool
-from .classify import MAX_CHARS, classify, cut, worth_keeping
-from .events import NEUTRAL_REPLY, PARSERS, EventError, HookEvent, Unsupported, parse_event
+from memloci.core.errors import MemlociError
+from memloci.core.settings import Settings, data_home
+from memloci.hooks import spool
+from memloci.hooks.classify import MAX_CHARS, classify, cut, worth_keeping
+from memloci.hooks.events import NEUTRAL_REPLY, PARSERS, EventError, HookEvent, Unsupported, parse_event
 
 DEADLINE_S = 1.8  # from process start; the agents' limit is 2 s, the rest is process exit
 MIN_WORK_S = 0.05  # what is left when start-up alone took DEADLINE_S (2 s is the promise)
@@ -89,7 +89,7 @@ def _log_to_file(home: Path) -> None:
         root = logging.getLogger()
         root.handlers[:] = [handler]
         root.setLevel(logging.INFO)
-        for noisy in ("memloci.store", "memloci.search"):  # their info lines are for servers
+        for noisy in ("memloci.store.protocols", "memloci.search"):  # their info lines are for servers
             logging.getLogger(noisy).setLevel(logging.WARNING)
     except OSError:
         logging.getLogger().handlers[:] = [logging.NullHandler()]
@@ -281,10 +281,10 @@ def spool_record(event: HookEvent, root: Path | None, has_memory: bool) -> dict[
 def store(record: dict[str, Any], settings: Settings | None = None) -> str:
     """Store one spooled event (the caller has decided it is worth it); returns what happened.
     `settings` (default: the environment's) say which libraries are mounted."""
-    from ..libraries import DEFAULT_LIBRARY, LibraryRegistry, ProjectRef, default_specs
-    from ..projects import project_id
-    from ..search.embedder import EmbedderHandle
-    from ..service import MemoryService
+    from memloci.app.libraries import DEFAULT_LIBRARY, LibraryRegistry, ProjectRef, default_specs
+    from memloci.app.projects import project_id
+    from memloci.search.embedder import EmbedderHandle
+    from memloci.service.facade import MemoryService
 
     try:
         event = HookEvent(**record["event"])

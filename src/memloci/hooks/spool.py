@@ -23,7 +23,7 @@ from contextlib import suppress
 from pathlib import Path
 from typing import Any, Callable
 
-from .. import confine
+from memloci.core import confine
 
 STALE_S = 7 * 24 * 3600
 LIVE_WRITER_S = 60.0  # a file whose writer still runs is its writer's, for this long

@@ -35,8 +35,8 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from .limits import MessageGuard, RateLimit, RateLimiter, SessionCap, rpc_error, send_json
-from .settings import HttpSettings, is_loopback
+from memloci.http.limits import MessageGuard, RateLimit, RateLimiter, SessionCap, rpc_error, send_json
+from memloci.http.settings import HttpSettings, is_loopback
 
 log = logging.getLogger("memloci.http")
 SHUTDOWN_WAIT_SECONDS = 60  # how long SIGTERM waits for tool calls still running
@@ -346,7 +346,7 @@ def build_http_app(server: Any, settings: HttpSettings, *, verifiers: Sequence[T
 
 def check_bind(settings: HttpSettings, tokens_configured: bool) -> None:
     """A non-loopback address with no token configured is refused, before anything is opened."""
-    from ..errors import ValidationError
+    from memloci.core.errors import ValidationError
 
     if tokens_configured:
         return

@@ -25,7 +25,7 @@ from typing import Any
 import mcp_types as types
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from ..mcp.stdio import Refusal, parse_line
+from memloci.mcp.stdio import Refusal, parse_line
 
 RATE_LIMITED = -32029  # a server-defined JSON-RPC code (the -32000..-32099 range)
 

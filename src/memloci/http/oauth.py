@@ -34,7 +34,7 @@ import jwt
 from mcp.server.auth.provider import AccessToken
 from pydantic import AnyHttpUrl
 
-from ..errors import ValidationError
+from memloci.core.errors import ValidationError
 
 log = logging.getLogger("memloci.http.oauth")
 

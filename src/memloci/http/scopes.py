@@ -27,7 +27,7 @@ from typing import Any
 from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp_types import CallToolResult
 
-from ..errors import MemlociError, NotFoundError, PermissionDeniedError, ValidationError
+from memloci.core.errors import MemlociError, NotFoundError, PermissionDeniedError, ValidationError
 
 LEVELS = {"read": 1, "write": 2, "admin": 3}
 ADMIN_TOOLS = {"export_markdown", "flush_memory", "n2n_export_markdown"}
@@ -148,7 +148,7 @@ def visible_result(name: str, result: Any) -> Any:
     token = get_access_token()
     if token is None or name != "list_libraries" or not isinstance(result, CallToolResult) or result.is_error:
         return result
-    from ..mcp.replies import reply
+    from memloci.mcp.replies import reply
 
     rows = (result.structured_content or {}).get("libraries", [])
     mine = [r for r in rows if grants(token.scopes, str(r.get("name", "")), "read")]

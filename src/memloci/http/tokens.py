@@ -27,10 +27,10 @@ from typing import Any, Iterator
 
 from mcp.server.auth.provider import AccessToken
 
-from ..confine import atomic_write
-from ..errors import AlreadyExistsError, LibraryUnreadableError, NotFoundError, ValidationError
-from ..libraries import memloci_home
-from ..settings import Settings
+from memloci.core.confine import atomic_write
+from memloci.core.errors import AlreadyExistsError, LibraryUnreadableError, NotFoundError, ValidationError
+from memloci.app.libraries import memloci_home
+from memloci.core.settings import Settings
 
 TOKEN_PREFIX = "mlc_"  # recognisable in a leaked config file or a secret scanner
 LEVELS = ("read", "write", "admin")

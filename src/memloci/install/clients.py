@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from ..errors import ValidationError
+from memloci.core.errors import ValidationError
 
 class InstallError(ValidationError):
     """A config file or option install cannot work with; the files are as they were."""

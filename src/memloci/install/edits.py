@@ -19,9 +19,9 @@ from typing import Any
 import tomlkit
 from tomlkit.exceptions import ParseError as TomlParseError
 
-from ..errors import ConflictError
-from .clients import InstallError
-from . import jsonedit as je
+from memloci.core.errors import ConflictError
+from memloci.install.clients import InstallError
+from memloci.install import jsonedit as je
 
 
 # --- meaning ---------------------------------------------------------------------------------

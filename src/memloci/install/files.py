@@ -11,11 +11,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import confine
-from ..errors import MemlociError
-from .clients import InstallError
-from . import edits
-from . import jsonedit as je
+from memloci.core import confine
+from memloci.core.errors import MemlociError
+from memloci.install.clients import InstallError
+from memloci.install import edits
+from memloci.install import jsonedit as je
 
 
 def sha(text: str) -> str:

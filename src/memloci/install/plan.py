@@ -5,9 +5,9 @@ from __future__ import annotations
 import difflib
 from pathlib import Path
 
-from . import edits
-from . import jsonedit as je
-from .files import FilePlan, Ledger, check_path, meaning, read, sha, steps_of
+from memloci.install import edits
+from memloci.install import jsonedit as je
+from memloci.install.files import FilePlan, Ledger, check_path, meaning, read, sha, steps_of
 
 
 def install_plan(path: Path, fmt: str, ops: list[dict], *, force: bool, created_root: dict,

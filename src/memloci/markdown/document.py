@@ -19,7 +19,7 @@ from itertools import accumulate, groupby
 
 import yaml
 
-from ..errors import NotFoundError, ValidationError
+from memloci.core.errors import NotFoundError, ValidationError
 
 KNOWN_KEYS = ("name", "type", "aliases", "tags", "relations", "created", "modified")
 
@@ -302,7 +302,7 @@ def parse_document(text: str, *, fallback_name: str) -> EntityDocument:
     """Parse an entity document (`\\r\\n` and a BOM are normalized first). The name is front
     matter `name`, else a leading `# Title`, else `fallback_name`. Bad front matter raises
     ValidationError naming the line or the field."""
-    from .obsidian import front_matter_tags, property_links  # it builds on this module
+    from memloci.markdown.obsidian import front_matter_tags, property_links  # it builds on this module
 
     doc = _analyze(text.removeprefix("\ufeff").replace("\r\n", "\n"))
     lines, start = doc.lines, doc.start

@@ -9,7 +9,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ..model import Entity, Memory, Relation
+from memloci.core.model import Entity, Memory, Relation
 
 
 def _line(text: str) -> str:

@@ -14,9 +14,9 @@ from typing import Any
 
 import yaml
 
-from ..errors import ValidationError
-from .document import _LOADER, _WIKILINK, _scalar, _stem, _target, _text
-from .value_links import refused
+from memloci.core.errors import ValidationError
+from memloci.markdown.document import _LOADER, _WIKILINK, _scalar, _stem, _target, _text
+from memloci.markdown.value_links import refused
 
 _LINES = re.compile(r"[^\n]*\n|[^\n]+")
 _KEY_LINE = re.compile(r"(\"[^\"\n]*\"|'[^'\n]*'|[^\s:#\-][^:\n]*):(?:[ \t]|$)")

@@ -7,8 +7,18 @@ import re
 
 import yaml
 
-from .document import (KNOWN_KEYS, _LOADER, _WIKILINK, EntityDocument, _fold, _prose, _stem, _str_list, _target,
-                       set_observations)
+from memloci.markdown.document import (
+    KNOWN_KEYS,
+    _LOADER,
+    _WIKILINK,
+    EntityDocument,
+    _fold,
+    _prose,
+    _stem,
+    _str_list,
+    _target,
+    set_observations,
+)
 
 # An Obsidian tag: `#` after whitespace (or at a line's start), then letters, digits, `_`, `-`
 # and `/` (nested tags); `# Heading`, `a#b`, `url/#frag` and `[[note#heading]]` are not tags.

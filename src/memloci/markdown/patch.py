@@ -12,9 +12,9 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..errors import ValidationError
-from . import frontmatter as fm
-from .document import (
+from memloci.core.errors import ValidationError
+from memloci.markdown import frontmatter as fm
+from memloci.markdown.document import (
     EntityDocument,
     _analyze,
     _heading,
@@ -26,8 +26,8 @@ from .document import (
     rewrite_wikilinks,
     wikilinks,
 )
-from .obsidian import tag_text
-from .value_links import rename_value_links
+from memloci.markdown.obsidian import tag_text
+from memloci.markdown.value_links import rename_value_links
 
 LINKS_TO = "links_to"
 

@@ -18,8 +18,8 @@ from typing import Any
 
 import yaml
 
-from ..errors import ValidationError
-from .document import renamed_spans, rewrite_wikilinks
+from memloci.core.errors import ValidationError
+from memloci.markdown.document import renamed_spans, rewrite_wikilinks
 
 # YAML double-quoted escapes (YAML 1.1 as PyYAML reads them) -> the character each means
 _ESCAPES = {"0": "\0", "a": "\x07", "b": "\x08", "t": "\t", "\t": "\t", "n": "\n", "v": "\x0b",

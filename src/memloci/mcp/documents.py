@@ -9,11 +9,11 @@ from typing import Annotated, Any
 from mcp_types import CallToolResult
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, model_validator
 
-from ..service import MemoryService
-from ..service_documents import NewEntityDocument
-from .graph import ConfirmRoot, Library, LibraryName, ProjectPath, _annotations, _library
-from .replies import reply
-from .surface import Args, hide
+from memloci.service.facade import MemoryService
+from memloci.service.documents import NewEntityDocument
+from memloci.mcp.graph import ConfirmRoot, Library, LibraryName, ProjectPath, _annotations, _library
+from memloci.mcp.replies import reply
+from memloci.mcp.surface import Args, hide
 
 Names = list[str]
 

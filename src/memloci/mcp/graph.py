@@ -12,12 +12,12 @@ from typing import Annotated, Any, Literal
 from mcp_types import CallToolResult, ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from ..errors import ValidationError
-from ..libraries import ProjectRef
-from ..model import Entity, EntityInput, ObservationBatch, Relation, RelationInput
-from ..service import DEFAULT_GRAPH_LIMIT, DEFAULT_SEARCH_LIMIT, MemoryService
-from .replies import reply
-from .surface import Args, hide
+from memloci.core.errors import ValidationError
+from memloci.app.libraries import ProjectRef
+from memloci.core.model import Entity, EntityInput, ObservationBatch, Relation, RelationInput
+from memloci.service.facade import DEFAULT_GRAPH_LIMIT, DEFAULT_SEARCH_LIMIT, MemoryService
+from memloci.mcp.replies import reply
+from memloci.mcp.surface import Args, hide
 
 # -- arguments (the official shapes) -----------------------------------------------------
 

@@ -12,10 +12,10 @@ from typing import Annotated, Any
 from mcp_types import CallToolResult
 from pydantic import BaseModel, Field
 
-from ..model import Memory, MemoryFilter
-from ..service import MemoryService
-from .graph import ConfirmRoot, Library, LibraryName, ProjectPath, _annotations, _library
-from .replies import reply
+from memloci.core.model import Memory, MemoryFilter
+from memloci.service.facade import MemoryService
+from memloci.mcp.graph import ConfirmRoot, Library, LibraryName, ProjectPath, _annotations, _library
+from memloci.mcp.replies import reply
 
 
 class MemoryOut(BaseModel):

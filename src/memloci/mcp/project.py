@@ -14,11 +14,20 @@ from pydantic import BaseModel, ConfigDict, Field
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS
 
-from ..errors import AwaitingConfirmationError, MemlociError, NotFoundError, ValidationError
-from ..libraries import ProjectRef
-from ..service import DEFAULT_GRAPH_LIMIT, MemoryService
-from .graph import ConfirmRoot, Library, LibraryName, ProjectPath, _annotations, _library, entity_out, relation_out
-from .replies import reply
+from memloci.core.errors import AwaitingConfirmationError, MemlociError, NotFoundError, ValidationError
+from memloci.app.libraries import ProjectRef
+from memloci.service.facade import DEFAULT_GRAPH_LIMIT, MemoryService
+from memloci.mcp.graph import (
+    ConfirmRoot,
+    Library,
+    LibraryName,
+    ProjectPath,
+    _annotations,
+    _library,
+    entity_out,
+    relation_out,
+)
+from memloci.mcp.replies import reply
 
 TOOLS = ("update_context", "get_graph_summary", "export_markdown")
 Status = Literal["IN_PROGRESS", "COMPLETED", "BLOCKED", "PLANNING"]

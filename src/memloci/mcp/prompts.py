@@ -25,9 +25,9 @@ from mcp.server.mcpserver.prompts.base import Prompt, PromptArgument, UserMessag
 from mcp.shared.exceptions import MCPError
 from mcp_types import INTERNAL_ERROR, INVALID_PARAMS
 
-from ..errors import AwaitingConfirmationError, MemlociError, NotFoundError, ValidationError
-from ..libraries import ProjectRef
-from ..service import MemoryService
+from memloci.core.errors import AwaitingConfirmationError, MemlociError, NotFoundError, ValidationError
+from memloci.app.libraries import ProjectRef
+from memloci.service.facade import MemoryService
 
 DEFAULT_BUDGET = 2_000
 BUDGET_MIN, BUDGET_MAX = 200, 32_000
@@ -95,7 +95,7 @@ def _refusal(server: Any, where: str | ProjectRef | None) -> None:
     """Over HTTP with a token: reading a library needs its read scope; a project, `*:admin`
     (as for tools, see http/scopes.py). Without a token nothing applies."""
     try:
-        from ..http import scopes
+        from memloci.http import scopes
     except ImportError:  # a build without the HTTP transport
         return
     token = scopes.get_access_token()

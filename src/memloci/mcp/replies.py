@@ -7,7 +7,7 @@ from typing import Any
 
 from mcp_types import CallToolResult, TextContent
 
-from ..errors import MemlociError
+from memloci.core.errors import MemlociError
 
 
 def as_json(value: Any) -> str:

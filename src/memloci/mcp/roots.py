@@ -31,8 +31,8 @@ from urllib.parse import unquote, urlparse
 
 import anyio
 
-from ..errors import MemlociError
-from ..projects import resolve_project_root
+from memloci.core.errors import MemlociError
+from memloci.app.projects import resolve_project_root
 
 log = logging.getLogger("memloci.mcp")
 

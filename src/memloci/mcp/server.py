@@ -15,16 +15,16 @@ import mcp_types
 from mcp_types import CallToolResult, TextContent
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 
-from .. import __version__
-from ..errors import InternalError, MemlociError, NotFoundError, ValidationError
-from ..projects import resolve_project_root
-from ..service import MemoryService
-from ..service_projects import CONTEXT_HINT
-from ..http import scopes
-from . import documents, graph, memory, n2n, project, strict
-from .replies import as_json, error_reply
-from .roots import ClientRoots, connection_of
-from .surface import accepted_schema, describe_validation_error, fit_hint, harden, tool_size
+from memloci import __version__
+from memloci.core.errors import InternalError, MemlociError, NotFoundError, ValidationError
+from memloci.app.projects import resolve_project_root
+from memloci.service.facade import MemoryService
+from memloci.service.projects import CONTEXT_HINT
+from memloci.http import scopes
+from memloci.mcp import documents, graph, memory, n2n, project, strict
+from memloci.mcp.replies import as_json, error_reply
+from memloci.mcp.roots import ClientRoots, connection_of
+from memloci.mcp.surface import accepted_schema, describe_validation_error, fit_hint, harden, tool_size
 
 log = logging.getLogger("memloci.mcp")
 
@@ -255,7 +255,7 @@ def build_server(service: MemoryService, *, name: str = "memloci", groups: list[
         server.hidden |= {"project_path", "confirm_new_project_root"}
     for group in groups:
         GROUPS[group](server, service)
-    from .prompts import register as register_prompts
+    from memloci.mcp.prompts import register as register_prompts
     register_prompts(server, service)  # after the tools: a prompt names only exposed tools
     server.strict_tools = set(strict.TOOLS) if "strict" in groups else set()
     server.library_names = service.libraries.names

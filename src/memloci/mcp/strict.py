@@ -11,12 +11,21 @@ from typing import Annotated, Any
 from mcp_types import CallToolResult
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
-from ..errors import MemlociError, NotFoundError
-from ..model import EntityInput, ObservationBatch, RelationInput
-from ..service import MemoryService
-from .graph import ConfirmRoot, Library, LibraryName, ProjectPath, _annotations, _library, entity_out, relation_out
-from .replies import reply
-from .surface import Args
+from memloci.core.errors import MemlociError, NotFoundError
+from memloci.core.model import EntityInput, ObservationBatch, RelationInput
+from memloci.service.facade import MemoryService
+from memloci.mcp.graph import (
+    ConfirmRoot,
+    Library,
+    LibraryName,
+    ProjectPath,
+    _annotations,
+    _library,
+    entity_out,
+    relation_out,
+)
+from memloci.mcp.replies import reply
+from memloci.mcp.surface import Args
 
 TOOLS = ("get_entity", "get_graph", "create_entities", "add_observation", "create_relation", "search_memory",
          "delete_entities", "delete_relation", "flush_memory")

@@ -20,7 +20,7 @@ from typing import Any
 import pydantic
 from pydantic import BaseModel, ConfigDict
 
-from ..errors import ValidationError
+from memloci.core.errors import ValidationError
 
 MAX_PROBLEMS = 20  # a batch with many bad items names this many, then "and N more"
 

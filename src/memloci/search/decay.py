@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from datetime import datetime, timezone
 
-from ..model import Memory
+from memloci.core.model import Memory
 
 IMPORTANCE_BASE = {"critical": 1.0, "high": 0.8, "medium": 0.5, "low": 0.3}
 RETENTION_DAYS = {"critical": 365, "high": 180, "medium": 90, "low": 30}

@@ -48,9 +48,9 @@ from typing import Protocol
 
 import numpy as np
 
-from ..confine import atomic_write
-from ..settings import Settings
-from .packaged import PACKAGED, PackagedModelError, create_packaged, sha256_of
+from memloci.core.confine import atomic_write
+from memloci.core.settings import Settings
+from memloci.search.packaged import PACKAGED, PackagedModelError, create_packaged, sha256_of
 
 log = logging.getLogger(__name__)
 SPECS = "minilm (default, English), minilm-exact, multilingual, e5-multilingual, onnx:/path/to/dir, openai:URL#MODEL or none"

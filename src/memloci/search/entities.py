@@ -24,10 +24,10 @@ import threading
 import weakref
 from collections.abc import Callable, Sequence
 
-from ..schema import SEARCH_LIMIT_MAX
-from ..store import ChangeNotices
-from .embedder import understands
-from .hybrid import STOP_WORDS
+from memloci.core.schema import SEARCH_LIMIT_MAX
+from memloci.store.protocols import ChangeNotices
+from memloci.search.embedder import understands
+from memloci.search.hybrid import STOP_WORDS
 
 log = logging.getLogger(__name__)
 

@@ -29,14 +29,14 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-from ..model import Memory, MemoryFilter
-from ..store import WordScores
-from .. import bm25
-from . import cues, lexical
-from .decay import decay_factor, parse_time
-from .embedder import understands
-from .timephrases import TimeRange
-from .vectors import VectorSearch
+from memloci.core.model import Memory, MemoryFilter
+from memloci.store.protocols import WordScores
+from memloci.core import bm25
+from memloci.search import cues, lexical
+from memloci.search.decay import decay_factor, parse_time
+from memloci.search.embedder import understands
+from memloci.search.timephrases import TimeRange
+from memloci.search.vectors import VectorSearch
 
 log = logging.getLogger(__name__)
 _POOL = ThreadPoolExecutor(max_workers=2, thread_name_prefix="memloci-query")

@@ -18,9 +18,9 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from ..model import MemoryFilter
-from ..store import Passages
-from .embedder import EmbedderHandle, yield_to_requests
+from memloci.core.model import MemoryFilter
+from memloci.store.protocols import Passages
+from memloci.search.embedder import EmbedderHandle, yield_to_requests
 
 log = logging.getLogger(__name__)
 

@@ -11,7 +11,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..model import JournalEntry
+from memloci.core.model import JournalEntry
 
 
 def _rows(entries: Sequence[JournalEntry]) -> list[tuple[int, str, str, str, str, str | None]]:
@@ -24,8 +24,8 @@ def _dated(text: str, created: str, updated: str, dates: dict[str, str]) -> str:
     """`text` with its date marks set: `created:`/`modified:` where its front matter has them
     (no key added), and the `<!-- date -->` mark of each observation line that has one (the
     observation's date from `dates`, by its text). Every other byte stays."""
-    from ..markdown import frontmatter as fm
-    from ..markdown.document import _analyze, _items, _observations_region, split_date
+    from memloci.markdown import frontmatter as fm
+    from memloci.markdown.document import _analyze, _items, _observations_region, split_date
 
     doc = _analyze(text)
     lines = list(doc.lines)
@@ -68,8 +68,8 @@ class MarkdownMigratable:
     file's order, and an entry lists at most five names there, as every journal.md entry does)."""
 
     def replace_journal(self, entries: Sequence[JournalEntry]) -> None:
-        from .markdown import journal_text
-        from .markdown_files import JOURNAL
+        from memloci.store.markdown.engine import journal_text
+        from memloci.store.markdown.files import JOURNAL
 
         text = journal_text([row[1:] for row in _rows(entries)], new_file=True)
         self.replace_files({JOURNAL: text.encode("utf-8")}, [])  # type: ignore[attr-defined]
@@ -92,7 +92,7 @@ class MarkdownMigratable:
         to the index's dates, read by this transaction's flush: `created:` and `modified:` where
         the front matter has them, and the `<!-- date -->` of each observation line that has one.
         Nothing else in a file changes (its text may be a person's, brought in by an import)."""
-        from ..markdown import patch
+        from memloci.markdown import patch
 
         store: Any = self
         query = """SELECT e.id, e.name_key, e.created_at, e.updated_at, f.path FROM entities e
@@ -117,7 +117,7 @@ class MarkdownMigratable:
         """Free memories were written into today's day file before restore_memory_state gave them
         their dates: render every day file again from the index (emptied ones go). Entity files
         took their dates with restore_dates."""
-        from .markdown_files import MEMORIES_DIR
+        from memloci.store.markdown.files import MEMORIES_DIR
 
         store: Any = self
         with store._write() as conn:

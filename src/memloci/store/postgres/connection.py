@@ -15,8 +15,14 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ...errors import ConflictError, LibraryUnreadableError, NotFoundError, PermissionDeniedError, StorageFullError
-from ...libraries import masked_url, url_secrets
+from memloci.core.errors import (
+    ConflictError,
+    LibraryUnreadableError,
+    NotFoundError,
+    PermissionDeniedError,
+    StorageFullError,
+)
+from memloci.app.libraries import masked_url, url_secrets
 
 log = logging.getLogger(__name__)
 

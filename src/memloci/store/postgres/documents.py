@@ -22,10 +22,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ... import documents_rules
-from ...markdown.document import EntityDocument, render_document
-from ...model import DocumentEdit, ListedEntity, Relation, name_key
-from .graph import (
+from memloci.rules import documents as documents_rules
+from memloci.markdown.document import EntityDocument, render_document
+from memloci.core.model import DocumentEdit, ListedEntity, Relation, name_key
+from memloci.store.postgres.graph import (
     PostgresGraphTx,
     alias_holders,
     drop_vectors_of,
@@ -33,12 +33,12 @@ from .graph import (
     relations_where,
     resolve,
 )
-from .memories import _json, _jsonb, insert_memory
+from memloci.store.postgres.memories import _json, _jsonb, insert_memory
 
 if TYPE_CHECKING:
     from contextlib import AbstractContextManager
 
-    from ...schema import LibrarySchema
+    from memloci.core.schema import LibrarySchema
 
 T = TypeVar("T")
 

@@ -36,11 +36,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ... import bm25
-from .. import NameVocabulary
-from .. import query_text as lexical
-from ..sqlite_search import query_terms
-from .tsquery import LEXEME, estimated_holders
+from memloci.core import bm25
+from memloci.store.protocols import NameVocabulary
+from memloci.core import query_text as lexical
+from memloci.store.sqlite.search import query_terms
+from memloci.store.postgres.tsquery import LEXEME, estimated_holders
 
 COMMON = 500  # a term more entities hold is common (as store/sqlite_search.py)
 COUNTED = 10_000  # a common term's holders are counted up to this, then estimated

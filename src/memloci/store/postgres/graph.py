@@ -12,9 +12,9 @@ import json
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ... import rules
-from ...markdown.obsidian import retagged
-from ...model import (
+from memloci.rules import graph as rules
+from memloci.markdown.obsidian import retagged
+from memloci.core.model import (
     AddedObservations,
     CreatedEntity,
     Entity,

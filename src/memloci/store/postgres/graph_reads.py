@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ...model import Entity, Graph, GraphPage, JournalEntry, Relation, name_key
-from .graph import alias_holders, load_entities, relations_touching, relations_where, resolve
+from memloci.core.model import Entity, Graph, GraphPage, JournalEntry, Relation, name_key
+from memloci.store.postgres.graph import alias_holders, load_entities, relations_touching, relations_where, resolve
 
 
 class PostgresGraphReads:
@@ -69,7 +69,7 @@ class PostgresGraphReads:
         every one when `since` is -1 or ahead of the log (another database, or one restored)."""
         import json
 
-        from ...model import NameChanges, NamedEntity
+        from memloci.core.model import NameChanges, NamedEntity
 
         with self._read() as conn:  # type: ignore[attr-defined]
             high = conn.execute("SELECT coalesce(max(name_seq), 0) FROM entities").fetchone()[0]

@@ -20,9 +20,9 @@ from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
-from ... import rules
-from ...errors import NotFoundError
-from ...model import (
+from memloci.rules import graph as rules
+from memloci.core.errors import NotFoundError
+from memloci.core.model import (
     Memory,
     MemoryFilter,
     MemoryInput,
@@ -35,9 +35,9 @@ from ...model import (
     name_key,
     now_iso,
 )
-from ..sqlite_memories import tag_keys, thread_key
-from .connection import EmbeddingClaims, quoted
-from .graph import bump_vectors, retag
+from memloci.store.sqlite.memories import tag_keys, thread_key
+from memloci.store.postgres.connection import EmbeddingClaims, quoted
+from memloci.store.postgres.graph import bump_vectors, retag
 
 # One row of bulk_load_memories: content, tags, memory_type, created_at, vector (or None).
 BulkMemory = tuple[str, Sequence[str], str, str, Any]
@@ -501,7 +501,7 @@ class PostgresMemories:
     def reset_vectors(self, model: str, dimension: int) -> int:
         """Forget every vector (the library switches to `model`); returns how many memories and
         note passages wait."""
-        from .passages import reset_passage_vectors  # (that module builds on this one)
+        from memloci.store.postgres.passages import reset_passage_vectors  # (that module builds on this one)
 
         at = now_iso()
         with self._write("vectors") as conn:
@@ -520,7 +520,7 @@ class PostgresMemories:
             return int(conn.execute("SELECT count(*) FROM memories WHERE NOT embedded").fetchone()[0])
 
     def embedding_state(self) -> dict[str, Any]:
-        from .passages import pending_passage_count
+        from memloci.store.postgres.passages import pending_passage_count
 
         with self._read() as conn:
             return {

@@ -21,9 +21,9 @@ from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ...model import PassageVectors, PendingPassage, SavedVectors, name_key
-from ...passages import SHORT_CHARS, plan_passages, split_passages, still_says_something
-from .memories import claim_model, library_meta, vector_text
+from memloci.core.model import PassageVectors, PendingPassage, SavedVectors, name_key
+from memloci.rules.passages import SHORT_CHARS, plan_passages, split_passages, still_says_something
+from memloci.store.postgres.memories import claim_model, library_meta, vector_text
 
 T = TypeVar("T")
 

@@ -8,11 +8,11 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from ...errors import NotFoundError, ValidationError
-from ...model import ImportedMemories, Memory, content_hash, name_key, now_iso
-from ..sqlite_memories import tag_keys, thread_key
-from .graph import retag
-from .memories import (
+from memloci.core.errors import NotFoundError, ValidationError
+from memloci.core.model import ImportedMemories, Memory, content_hash, name_key, now_iso
+from memloci.store.sqlite.memories import tag_keys, thread_key
+from memloci.store.postgres.graph import retag
+from memloci.store.postgres.memories import (
     bump_vectors,
     claim_model,
     drop_secondary_indexes,

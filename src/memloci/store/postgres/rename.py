@@ -11,15 +11,15 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ... import rename_rules
-from ...markdown.document import EntityDocument
-from ...model import content_hash, name_key, now_iso
-from ...rules import EntityRef, GraphTx
-from .graph import PostgresGraphTx, resolve
-from .memories import _json, _jsonb, bump_vectors
+from memloci.rules import rename as rename_rules
+from memloci.markdown.document import EntityDocument
+from memloci.core.model import content_hash, name_key, now_iso
+from memloci.rules.graph import EntityRef, GraphTx
+from memloci.store.postgres.graph import PostgresGraphTx, resolve
+from memloci.store.postgres.memories import _json, _jsonb, bump_vectors
 
 if TYPE_CHECKING:
-    from ...schema import LibrarySchema
+    from memloci.core.schema import LibrarySchema
 
 T = TypeVar("T")
 

@@ -17,11 +17,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...errors import LibraryMissingError, LibraryUnreadableError
-from ...model import now_iso
-from .connection import MIGRATION_LOCK, quoted
-from .passages import PASSAGES_MIGRATION
-from .search_schema import BM25_MIGRATION, ENTITY_BM25_MIGRATION, SEARCH_MIGRATION
+from memloci.core.errors import LibraryMissingError, LibraryUnreadableError
+from memloci.core.model import now_iso
+from memloci.store.postgres.connection import MIGRATION_LOCK, quoted
+from memloci.store.postgres.passages import PASSAGES_MIGRATION
+from memloci.store.postgres.search_schema import BM25_MIGRATION, ENTITY_BM25_MIGRATION, SEARCH_MIGRATION
 
 CORE_MIGRATION = """
 CREATE TABLE entities (

@@ -25,13 +25,13 @@ from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
-from ...model import MemoryFilter, SearchHit, SearchResult, name_key
-from .. import MemoryWordCounts
-from .. import NameVocabulary
-from . import entity_search
-from .graph import load_entities, relations_touching, resolve
-from .memories import filter_sql, tag_keys, vector_text
-from .tsquery import LEXEME, any_of, cjk_pieces, estimated_holders, term_tsqueries
+from memloci.core.model import MemoryFilter, SearchHit, SearchResult, name_key
+from memloci.store.protocols import MemoryWordCounts
+from memloci.store.protocols import NameVocabulary
+from memloci.store.postgres import entity_search
+from memloci.store.postgres.graph import load_entities, relations_touching, resolve
+from memloci.store.postgres.memories import filter_sql, tag_keys, vector_text
+from memloci.store.postgres.tsquery import LEXEME, any_of, cjk_pieces, estimated_holders, term_tsqueries
 
 NEIGHBOUR_WEIGHT = 0.3  # as search/vectors.py: a share of each thread neighbour's similarity
 EF_SEARCH = 100  # HNSW candidates looked at per query (pgvector's default is 40)
@@ -138,7 +138,7 @@ class PostgresSearch:
         the same query: HNSW, or every allowed vector when the filter lets few through), each
         lifted by its thread neighbours', and the `also` ids'.
         Nothing when the library's vectors are of another model than `model`."""
-        from ...search.vectors import VectorCandidates
+        from memloci.search.vectors import VectorCandidates
 
         with self._read() as conn:
             meta = dict(conn.execute("SELECT key, value FROM library_meta WHERE key IN "

@@ -16,9 +16,9 @@ import json
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ... import undo
-from ...model import name_key, now_iso
-from .memories import _json, _jsonb, bump_vectors, insert_memory, neighbours, refresh_context
+from memloci.rules import undo
+from memloci.core.model import name_key, now_iso
+from memloci.store.postgres.memories import _json, _jsonb, bump_vectors, insert_memory, neighbours, refresh_context
 
 T = TypeVar("T")
 

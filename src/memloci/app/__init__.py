@@ -1,0 +1,1 @@
+"""The application around the service: the config file, library specs and the registry, projects."""

@@ -1,0 +1,1 @@
+"""The `memloci` command line (Typer + Rich): a thin adapter over the service."""

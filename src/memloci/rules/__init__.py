@@ -1,0 +1,1 @@
+"""What holds on every engine, written once over small transaction interfaces."""

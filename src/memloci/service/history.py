@@ -1,0 +1,120 @@
+"""History, undo, free memories in exports, backup and restore: the service operations that
+keep a library's data recoverable. Mixed into MemoryService (uses `store`, `_written`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from memloci.core import schema
+from memloci.service.backup import PortableStore, backup_library, restore_library
+from memloci.core.errors import ValidationError
+from memloci.formats.official import OfficialFile
+from memloci.app.libraries import ProjectRef
+from memloci.core.model import Graph, ImportedMemories, JournalEntry, Memory, name_key
+from memloci.store.protocols import Portable, Store, Undoable
+
+
+def _portable(store: Store) -> PortableStore:
+    if not isinstance(store, Portable):
+        raise ValidationError(f"library '{store.name}': a {store.kind} library cannot export free memories yet")
+    return store
+
+
+class HistoryService:
+    """Journal reading and undo."""
+
+    if TYPE_CHECKING:  # MemoryService's, which mixes this in: declared so the store calls are checked
+        def store(self, library: str | ProjectRef | None = None) -> Store: ...
+        def _written(self, store: Store) -> None: ...
+        import_graph: Callable[..., Any]
+
+    def history(self, *, limit: int = 50, internal: bool = False, library: str | ProjectRef | None = None) -> list[JournalEntry]:
+        """The newest changes; rescans of the files and vector resets only with `internal`."""
+        limit = schema.check_int(limit, "limit", 1, schema.PAGE_MAX)
+        return self.store(library).journal(limit=limit, internal=internal)
+
+    def undo(self, change_id: int, *, library: str | ProjectRef | None = None) -> dict[str, Any]:
+        """Revert one change of the journal (see store/sqlite_undo.py); the undo is journaled too."""
+        change_id = schema.check_int(change_id, "id", 1, 2**62)
+        store = self.store(library)
+        if not isinstance(store, Undoable):
+            raise ValidationError(f"library '{store.name}': a {store.kind} library cannot undo changes yet")
+        result = store.undo_change(change_id, origin="undo")
+        self._written(store)  # observations put back wait for their vectors again
+        return result
+
+    # -- export and import of everything -------------------------------------------------
+
+    def export_everything(self, *, library: str | ProjectRef | None = None) -> tuple[Graph, list[Memory]]:
+        """The graph (entities in insertion order, relations) and every free memory."""
+        store = self.store(library)
+        return store.export_graph(order="id"), _portable(store).free_memories()
+
+    def import_everything(self, source: OfficialFile, *, library: str | ProjectRef | None = None,
+                          progress: Callable[[int], None] | None = None) -> tuple[Any, int, int]:
+        """Load a JSONL file, or what an importer read (importers/): the graph (merged into what is
+        there), then the importer's edits of entity documents, then the times the source gives the
+        entities and relations it creates, then its free memories with their own times.
+        Returns (the graph's ImportReport, memories added, memories already there)."""
+        store = self.store(library)
+        portable = _portable(store)
+        names = [e.name for _, e in source.entities]
+        existed = {name_key(e.name) for e in self.store(library).open_entities(names).entities} if names else set()
+        report = self.import_graph(source.entities, source.relations, library=library, progress=progress,
+                                   where=source.where)
+        new = {name_key(e.name): e for _, e in source.entities if name_key(e.name) not in existed}
+        given = {name_key(e.name): e for _, e in source.entities}
+        owned: set[str] = set()  # the source's own entities (not a person's that the import merged into)
+        for key, change in source.entity_edits.items():  # one transaction each; an edit that changes nothing writes nothing
+            if key in given:
+                def text_of(text: str, change=change, key=key) -> str:
+                    new_text, own = change(text)
+                    (owned.add if own else owned.discard)(key)
+                    return new_text
+
+                # dated as the source dates the entity (its `modified`), not as the time of the import
+                stamp = source.entity_dates[key][1] if key in source.entity_dates else None
+                self.store(library).edit_document(given[key].name, text_of, origin="import",
+                                                  detail={"imported": "document"}, stamp=stamp)
+            if progress:
+                progress(1)
+        # The source's dates go to what this run created, and to its own entities still without
+        # them: a rerun after a stopped import finishes it (restore_dates is one transaction).
+        stored = {name_key(e.name): e.created_at for e in self.store(library).open_entities(
+            [given[k].name for k in owned if k in source.entity_dates]).entities} if owned else {}
+        dates = {k: (c, u, given[k].observations, obs) for k, (c, u, obs) in source.entity_dates.items()
+                 if k in new or (k in stored and stored[k] != c)}
+        relation_dates = {key: at for key, at in source.relation_dates.items() if key[0] in new and key[2] in new}
+        if dates or relation_dates:
+            portable.restore_dates(dates, relation_dates, origin="import")
+        imported = portable.import_memories([m for _, m in source.memories], origin="import") \
+            if source.memories else ImportedMemories(0, 0)
+        added, existing = imported.added, imported.existing
+        if added:
+            self._written(store)  # they wait for their vectors
+        if progress and source.memories:
+            progress(len(source.memories))
+        return report, added, existing
+
+    # -- backup and restore ----------------------------------------------------------------
+
+    def backup(self, path: str | Path, *, library: str | ProjectRef | None = None) -> dict[str, Any]:
+        """A consistent copy of the whole library in the new file `path` (see backup.py)."""
+        return backup_library(_portable(self.store(library)), Path(path))
+
+    def restore(self, path: str | Path, *, force: bool = False, library: str | ProjectRef | None = None) -> dict[str, Any]:
+        """Put a backup back into the library; one that holds data only with `force` (saved first)."""
+        store = self.store(library)
+        result = restore_library(_portable(store), Path(path), force=force)
+        self._written(store)  # memories without vectors, if any, get them
+        return result
+
+    def last_backup(self, store: Store) -> str | None:
+        """When the library's last successful backup was made (None: never)."""
+        if not isinstance(store, Portable):
+            return None
+        found = store.last_backup()
+        return found["at"] if found else None

@@ -1,0 +1,1 @@
+"""The embedded engine: one SQLite file per library."""
