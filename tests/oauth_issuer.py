@@ -37,7 +37,7 @@ class Issuer:
         issuer = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+            def do_GET(self) -> None:
                 issuer.fetches += 1
                 if issuer.hang:
                     time.sleep(issuer.hang)
@@ -64,7 +64,7 @@ class Issuer:
         self.jwks_url = self.url + "/jwks.json"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
-    def __enter__(self) -> "Issuer":
+    def __enter__(self) -> Issuer:
         self.thread.start()
         return self
 

@@ -188,7 +188,7 @@ def test_cli_backup_and_restore(tmp_path):
     registry.close()
     home = tmp_path / "home"
     spec = f"default:{db}"
-    run = lambda *a: subprocess.run([sys.executable, "-m", "memloci", *a, "--libraries", spec],  # noqa: E731
+    run = lambda *a: subprocess.run([sys.executable, "-m", "memloci", *a, "--libraries", spec],
                                     env=server_env(home), capture_output=True, text=True, timeout=120)
     out = run("backup", str(tmp_path / "b.db"))
     assert out.returncode == 0 and "Backed up library 'default'" in out.stdout, out.stderr

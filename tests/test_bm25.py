@@ -55,9 +55,9 @@ def test_postgres_totals_follow_every_write(pg_library):
     """The library totals BM25 reads on PostgreSQL (search_totals, kept by triggers) stay those
     of the memories there after stores, updates, a thread's neighbours' words, deletions and an
     entity's observations deleted with it (a cascade)."""
-    from memloci.search.embedder import EmbedderHandle
     from memloci.app.libraries import LibraryRegistry, parse_library_specs
     from memloci.core.model import EntityInput
+    from memloci.search.embedder import EmbedderHandle
     from memloci.service.facade import MemoryService
 
     service = MemoryService(LibraryRegistry(parse_library_specs(pg_library.arg)), EmbedderHandle("none"))
@@ -91,8 +91,8 @@ def test_postgres_entity_lengths_and_totals_are_fts5s(pg_library):
     from memloci.app.libraries import LibraryRegistry, parse_library_specs
     from memloci.core.model import EntityInput, ObservationBatch
     from memloci.search.embedder import EmbedderHandle
-    from memloci.service.facade import MemoryService
     from memloci.service.documents import NewEntityDocument
+    from memloci.service.facade import MemoryService
     from memloci.store.sqlite.search import cjk_grams
 
     service = MemoryService(LibraryRegistry(parse_library_specs(pg_library.arg)), EmbedderHandle("none"))

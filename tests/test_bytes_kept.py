@@ -10,8 +10,8 @@ import unicodedata
 from pathlib import Path
 
 import pytest
-
 from conftest import run_session
+
 from memloci.app.libraries import LibraryRegistry, LibrarySpec
 from memloci.core.model import ObservationBatch, RelationInput
 from memloci.search.lexical import content_hash

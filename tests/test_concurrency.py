@@ -12,7 +12,6 @@ import time
 from functools import partial
 
 import anyio
-
 from conftest import Client, mcp_session, server_env
 
 

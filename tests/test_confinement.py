@@ -11,11 +11,11 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import run_session, server_env
+
+from memloci.app.libraries import LibraryRegistry, LibrarySpec, memloci_home
 from memloci.core import confine
 from memloci.core.errors import PermissionDeniedError, ValidationError
-from memloci.app.libraries import LibraryRegistry, LibrarySpec, memloci_home
 from memloci.core.model import EntityInput
 from memloci.service.facade import MemoryService
 

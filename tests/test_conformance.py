@@ -20,8 +20,8 @@ skipped with the reason; under CI=true that is a failure, since CI has npm.
 
 from __future__ import annotations
 
-import json
 import atexit
+import json
 import os
 import re
 import shutil
@@ -37,13 +37,13 @@ from typing import Any
 import anyio
 import jsonschema
 import pytest
+from conformance.calls import PG_REFUSAL, SCENARIOS, Scenario, fill
+from conformance.databases import fresh_database
+from conftest import server_env
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.shared.exceptions import MCPError
 
-from conftest import server_env
-from conformance.calls import PG_REFUSAL, SCENARIOS, Scenario, fill
-from conformance.databases import fresh_database
 from memloci.bench.http import create_token, http_session, loopback_server
 
 HERE = Path(__file__).parent / "conformance"

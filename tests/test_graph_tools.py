@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import sqlite3
 
-
-from conftest import Client, run_session as run
+from conftest import Client
+from conftest import run_session as run
 
 OFFICIAL = ["create_entities", "create_relations", "add_observations", "delete_entities", "delete_observations",
             "delete_relations", "read_graph", "search_nodes", "open_nodes"]

@@ -12,12 +12,11 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import server_env
 
+from memloci.app.libraries import LibraryRegistry, LibrarySpec, ProjectRef
 from memloci.hooks.capture import LOG_BYTES, MAX_INPUT, PrivateLog
 from memloci.hooks.classify import MAX_CHARS, classify, noise_command, own_tool
-from memloci.app.libraries import LibraryRegistry, LibrarySpec, ProjectRef
 from memloci.mcp.server import KNOWN_TOOLS
 from memloci.service.facade import MemoryService
 
@@ -285,7 +284,6 @@ def test_a_running_server_embeds_what_a_hook_stored_at_its_next_search(places):
     """The hook stores without vectors; a server with the model, already serving that library,
     embeds the backlog at its next search and finds the memory by meaning."""
     import anyio
-
     from conftest import mcp_session
 
     home = places["home"]

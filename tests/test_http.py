@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import signal
 import socket
 import stat
@@ -13,17 +12,16 @@ import subprocess
 import sys
 import threading
 import time
-from contextlib import asynccontextmanager, contextmanager
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import anyio
 import httpx2
 import pytest
+from conftest import server_env
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
-
-from conftest import server_env
 
 ACCEPT = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
 INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
@@ -382,9 +380,9 @@ def test_sigterm_finishes_the_call_in_flight_and_exits_0(tmp_path):
 
 
 def test_settings_come_from_flags_then_environment_then_config(tmp_path, monkeypatch):
+    from memloci.app.libraries import load_config
     from memloci.core.errors import ValidationError
     from memloci.http.settings import parse_http_config, resolve
-    from memloci.app.libraries import load_config
 
     config_path = tmp_path / "config.toml"
     config_path.write_text('[http]\nhost = "10.0.0.5"\nport = 9000\nallowed_hosts = ["memory.example.com"]\n')

@@ -19,13 +19,13 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import server_env
+
+from memloci.app.libraries import LibraryRegistry, LibrarySpec
 from memloci.core.errors import MemlociError, ValidationError
 from memloci.formats.basic_memory import read_basic_memory
 from memloci.formats.memorix import read_memorix
 from memloci.formats.mms import read_mms
-from memloci.app.libraries import LibraryRegistry, LibrarySpec
 from memloci.service.facade import MemoryService
 
 FIXTURES = Path(__file__).parent / "fixtures" / "importers"

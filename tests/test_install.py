@@ -19,9 +19,9 @@ import pytest
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
+from memloci.app.libraries import LibraryRegistry, LibrarySpec
 from memloci.core.errors import MemlociError
 from memloci.install import jsonedit
-from memloci.app.libraries import LibraryRegistry, LibrarySpec
 from memloci.service.facade import MemoryService
 
 # Config files as people and clients leave them: other servers, other keys, comments and
@@ -383,8 +383,8 @@ def test_the_written_command_is_a_working_mcp_server(tmp_path, client):
 def test_a_write_that_does_not_check_out_is_rolled_back(tmp_path):
     # The check after the write reads the file back and compares its meaning with the plan's;
     # a plan whose text and meaning disagree must leave the original in place.
-    from memloci.install.files import FilePlan, Ledger, commit
     from memloci.core.errors import ValidationError
+    from memloci.install.files import FilePlan, Ledger, commit
 
     original = '{"mcpServers": {"a": {"command": "x"}}}\n'
     path = write(tmp_path / "mcp.json", original)
@@ -398,9 +398,9 @@ def test_a_write_that_does_not_check_out_is_rolled_back(tmp_path):
 
 
 def test_a_file_changed_since_it_was_read_is_not_overwritten(tmp_path):
+    from memloci.core.errors import ValidationError
     from memloci.install.files import Ledger, commit
     from memloci.install.plan import install_plan
-    from memloci.core.errors import ValidationError
 
     path = write(tmp_path / "mcp.json", '{"mcpServers": {}}\n')
     op = {"op": "set", "path": ["mcpServers", "memloci"], "value": {"command": "m"}, "created": 1}
@@ -413,7 +413,8 @@ def test_a_file_changed_since_it_was_read_is_not_overwritten(tmp_path):
 
 # --- the text splicer on generated files: any layout, insert then remove gives the bytes back ---
 
-from hypothesis import given, settings, strategies as st  # noqa: E402
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st
 
 from memloci.install import edits  # noqa: E402
 

@@ -3,15 +3,13 @@ through the real MCP client against `memloci serve` over stdio."""
 
 from __future__ import annotations
 
-import pytest
-
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import anyio
-
+import pytest
 from conftest import Client, mcp_session, run_session, server_env
 
 
@@ -358,8 +356,8 @@ def test_reindex_rebuilds_a_markdown_index_from_its_files(tmp_path, home):
 def test_a_library_url_libpq_would_refuse_is_refused_at_start(spec, says):
     """Refused when the server starts, naming the spec, never a folder made of its pieces and
     never the password shown."""
-    from memloci.core.errors import ValidationError
     from memloci.app.libraries import parse_library_specs
+    from memloci.core.errors import ValidationError
 
     with pytest.raises(ValidationError, match="libraries\\[0\\]") as err:
         parse_library_specs(spec)

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from memloci.core.errors import MemlociError
 from memloci.app.libraries import parse_library_specs
+from memloci.core.errors import MemlociError
 
 
 @pytest.mark.parametrize("spec", ["postgresql://u@host/db", "postgres://u@/postgres?host=/tmp/x", "mysql://x/y",

@@ -14,11 +14,11 @@ import sys
 import pytest
 import yaml
 
-from memloci.service import facade as service_module
 from memloci.bench import crash
+from memloci.core.model import EntityInput, RelationInput, name_key
 from memloci.formats.official import read_official
 from memloci.markdown.document import EntityDocument, _scalar, parse_document, render_document
-from memloci.core.model import EntityInput, RelationInput, name_key
+from memloci.service import facade as service_module
 from memloci.store.markdown.importing import rendered_body
 
 

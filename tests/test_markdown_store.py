@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from memloci.core.errors import ConflictError
 from memloci.app.libraries import LibraryRegistry, LibrarySpec
+from memloci.core.errors import ConflictError
 from memloci.core.model import EntityInput, ObservationBatch, RelationInput
-from memloci.service.facade import MemoryService
 from memloci.service.documents import NewEntityDocument
+from memloci.service.facade import MemoryService
 
 
 @pytest.fixture

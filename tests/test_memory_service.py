@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
-from memloci.core.errors import AlreadyExistsError, ValidationError
 from memloci.app.libraries import LibraryRegistry, LibrarySpec
+from memloci.core.errors import AlreadyExistsError, ValidationError
 from memloci.core.model import EntityInput, MemoryFilter, name_key
 from memloci.search import lexical
 from memloci.search.timephrases import parse_time_phrase, split_time_phrase
@@ -79,11 +79,11 @@ def test_update_to_an_existing_text_is_refused(service):
 
 
 def test_time_phrases():
-    now = datetime(2026, 11, 21, 5, 0, tzinfo=timezone.utc)
+    now = datetime(2026, 11, 21, 5, 0, tzinfo=UTC)
     assert parse_time_phrase("yesterday", now).iso() == ("2026-11-20T00:00:00Z", "2026-11-21T00:00:00Z")
     assert parse_time_phrase("last week", now).iso() == ("2026-11-09T00:00:00Z", "2026-11-16T00:00:00Z")
     assert parse_time_phrase("in December", now).iso() == ("2025-12-01T00:00:00Z", "2026-01-01T00:00:00Z")
-    assert parse_time_phrase("last month", datetime(2026, 1, 10, tzinfo=timezone.utc)).iso() == (
+    assert parse_time_phrase("last month", datetime(2026, 1, 10, tzinfo=UTC)).iso() == (
         "2025-12-01T00:00:00Z", "2026-01-01T00:00:00Z")
     assert parse_time_phrase("latest", now).latest
     rest, found = split_time_phrase("what did I store last week about auth", now)

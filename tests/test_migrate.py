@@ -11,17 +11,17 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from conftest import server_env
-from memloci.service import migrate as mig
-from memloci.formats.official import MemoryLine
+
 from memloci.app.libraries import LibraryRegistry, LibrarySpec
-from memloci.core.model import EntityInput, ObservationBatch, RelationInput
-from memloci.search.embedder import EmbedderHandle
 from memloci.core.errors import ValidationError
-from memloci.service.facade import MemoryService
-from memloci.service.documents import NewEntityDocument
+from memloci.core.model import EntityInput, ObservationBatch, RelationInput
 from memloci.core.settings import Settings
+from memloci.formats.official import MemoryLine
+from memloci.search.embedder import EmbedderHandle
+from memloci.service import migrate as mig
+from memloci.service.documents import NewEntityDocument
+from memloci.service.facade import MemoryService
 from memloci.store.protocols import Portable
 
 
@@ -365,8 +365,8 @@ def test_into_postgres_memories_go_whole_as_each_write_would_leave_them(tmp_path
     text, and every index of a library made by its writes."""
     from pg import pg_library_url
 
-    from memloci.store.postgres.engine import PostgresStore
     from memloci.store.postgres.connection import schema_for
+    from memloci.store.postgres.engine import PostgresStore
 
     home = tmp_path / "home"
     made, copied = pg_library_url(pg_url), pg_library_url(pg_url)

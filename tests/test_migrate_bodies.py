@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import pytest
 
-from memloci.service import migrate as mig
 from memloci.app.libraries import LibraryRegistry, LibrarySpec
-from memloci.search.embedder import EmbedderHandle
-from memloci.service.facade import MemoryService
-from memloci.service.documents import NewEntityDocument
 from memloci.core.settings import Settings
+from memloci.search.embedder import EmbedderHandle
+from memloci.service import migrate as mig
+from memloci.service.documents import NewEntityDocument
+from memloci.service.facade import MemoryService
 
 
 @pytest.mark.parametrize("content", [

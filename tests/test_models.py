@@ -12,8 +12,8 @@ import sys
 import anyio
 import numpy as np
 import pytest
-
 from conftest import Client, run_session, server_env
+
 from memloci.bench.models import CJK_SET, load_cjk, pair_scores
 from memloci.search import embedder as E
 

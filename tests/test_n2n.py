@@ -9,10 +9,10 @@ import subprocess
 from pathlib import Path
 
 import anyio
+from conftest import Client, run_session, server_params
 from mcp import ClientSession
 from mcp.client.stdio import stdio_client
 
-from conftest import Client, run_session, server_params
 from memloci.mcp.n2n import TOOLS
 
 REMINDER = "Remember to call n2n_update_context before 'git commit'."

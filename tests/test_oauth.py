@@ -7,16 +7,16 @@ failures), then through a real `memloci serve --transport http` with a real MCP 
 from __future__ import annotations
 
 import asyncio
-import subprocess
 import logging
+import subprocess
 import time
 
 import pytest
 from oauth_issuer import Issuer
 
+from memloci.app.libraries import load_config
 from memloci.core.errors import ValidationError
 from memloci.http.oauth import JwksCache, JwtTokenVerifier, parse_oauth_config
-from memloci.app.libraries import load_config
 
 
 @pytest.fixture()
@@ -283,7 +283,6 @@ def test_jwts_through_a_real_server(tmp_path, issuer):
 
 def test_oauth_alone_counts_as_tokens_configured_for_a_wide_bind(tmp_path, issuer):
     """No stored token, only [oauth]: listening beyond loopback is allowed, and a JWT gets in."""
-    import httpx2
     from conftest import server_env
 
     from memloci.bench.http import _stop, _wait_listening, free_port, memloci_command

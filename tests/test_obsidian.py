@@ -8,17 +8,17 @@ from __future__ import annotations
 import shutil
 
 import pytest
-
 from conftest import run_session
-from memloci.core.errors import ValidationError
+from test_bytes_kept import VAULT, changed, check, files
+
 from memloci.app.libraries import LibraryRegistry, LibrarySpec
+from memloci.core.errors import ValidationError
+from memloci.core.model import RelationInput
 from memloci.markdown.document import parse_document
 from memloci.markdown.frontmatter import drop_link
 from memloci.markdown.obsidian import inline_tags
-from memloci.core.model import RelationInput
-from memloci.service.facade import MemoryService
 from memloci.service.documents import NewEntityDocument
-from test_bytes_kept import VAULT, changed, check, files
+from memloci.service.facade import MemoryService
 
 
 @pytest.fixture

@@ -15,10 +15,9 @@ from pathlib import Path
 
 import anyio
 import pytest
+from conftest import server_env
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
-
-from conftest import server_env
 
 ROOT = Path(__file__).resolve().parents[1]
 OFFICIAL = Path(os.environ.get("MEMLOCI_OFFICIAL_SERVER",

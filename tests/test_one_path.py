@@ -11,12 +11,12 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import Client, run_session, server_env
+
+from memloci.app.libraries import ProjectRef
 from memloci.core import confine
 from memloci.core.errors import ValidationError
 from memloci.formats.official import read_official
-from memloci.app.libraries import ProjectRef
 
 
 def memloci(home, *args, check=True):
@@ -172,9 +172,8 @@ def test_no_engine_imports_search_but_the_vector_protocol():
     import ast
     import pathlib
 
-    from memloci.core import model
+    from memloci.core import model, query_text
     from memloci.search import lexical
-    from memloci.core import query_text
 
     store = pathlib.Path(model.__file__).parent.parent / "store"
     offenders = []
@@ -206,8 +205,8 @@ def _source(module) -> str:
 def test_engines_name_a_cycle_with_the_rules_walk():
     """The path a refused relation names is found by rules.walk_path on every engine: an engine
     walking relations breadth first itself is a second copy of that rule."""
-    from memloci.store.sqlite import graph_tx as sqlite_graph_tx
     from memloci.store.postgres import graph
+    from memloci.store.sqlite import graph_tx as sqlite_graph_tx
 
     for module in (sqlite_graph_tx, graph):
         text = _source(module)
@@ -218,8 +217,8 @@ def test_engines_retag_with_one_function():
     """The tags an entity's `#tags` give after its observations change are obsidian.retagged's
     on every engine; an engine computing them from the body itself is a second copy."""
     from memloci.markdown.obsidian import retagged
-    from memloci.store.sqlite import vault as sqlite_vault
     from memloci.store.postgres import graph
+    from memloci.store.sqlite import vault as sqlite_vault
 
     for module in (sqlite_vault, graph):
         text = _source(module)
@@ -247,8 +246,8 @@ def test_free_memory_answers_are_the_rules_on_every_engine():
     """What a memory told again gains, and update_memory's and store_memory's refusals, are
     rules.py's: an engine spelling one of those errors or that tag rule itself is a second copy."""
     from memloci.rules import graph as rules
-    from memloci.store.sqlite import memories as sqlite_memories
     from memloci.store.postgres import memories
+    from memloci.store.sqlite import memories as sqlite_memories
 
     for module in (sqlite_memories, memories):
         text = _source(module)

@@ -11,8 +11,8 @@ import pytest
 from memloci.app.libraries import LibraryRegistry, LibrarySpec
 from memloci.core.model import EntityInput
 from memloci.search.embedder import EmbedderHandle
-from memloci.service.facade import MemoryService
 from memloci.service.documents import NewEntityDocument
+from memloci.service.facade import MemoryService
 from memloci.store.sqlite.passages import PASSAGE_WORDS, size, split_passages
 
 PUPPIES = "She adopted two puppies from the animal shelter last weekend."
@@ -298,8 +298,8 @@ def test_a_postgres_library_made_before_passages_splits_its_bodies_once_migrated
     """Migration 6 marks every body already stored, so notes written before it gain meaning too."""
     import psycopg
 
-    from memloci.store.postgres.engine import PostgresStore
     from memloci.store.postgres.connection import quoted, schema_for
+    from memloci.store.postgres.engine import PostgresStore
     from memloci.store.postgres.schema import SCHEMA_VERSION
 
     service = MemoryService(LibraryRegistry([pg_library.spec]), EmbedderHandle("none"))

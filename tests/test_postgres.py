@@ -13,10 +13,11 @@ from pathlib import Path
 
 import pytest
 
+from memloci.app.libraries import LibraryRegistry, load_config, parse_library_specs
 from memloci.core.errors import AlreadyExistsError, InvalidRelationError, NotFoundError, ValidationError
-from memloci.app.libraries import LibraryRegistry, load_config, masked_url, parse_library_specs
 from memloci.core.model import EntityInput, ObservationBatch, RelationInput
 from memloci.core.schema import schema_from_config
+from memloci.core.secrets import masked_url
 from memloci.service.facade import MemoryService
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -238,8 +239,8 @@ def test_open_without_create_reports_a_missing_library(pg_library):
 
 
 def test_long_and_dotted_library_names_get_distinct_schemas(pg_url):
-    from memloci.store.postgres.engine import PostgresStore
     from memloci.store.postgres.connection import schema_for
+    from memloci.store.postgres.engine import PostgresStore
 
     base = "x" * 60
     names = [base + "a", base + "b", "Team.x-1"]
@@ -608,9 +609,9 @@ def test_rules_hold_when_the_database_defaults_to_repeatable_read(pg_url):
     import dataclasses
     import json
 
-    from memloci.core.schema import STRICT
-
     from pg import pg_library_url
+
+    from memloci.core.schema import STRICT
 
     url = _fresh_database(pg_url, "default_transaction_isolation = 'repeatable read'")
     lib = pg_library_url(url)
@@ -886,7 +887,7 @@ def test_the_listener_pings_reconnects_and_logs_no_password(pg_url, caplog):
 def test_passwords_are_masked_however_they_are_written():
     from pathlib import Path
 
-    from memloci.app.libraries import masked_specs
+    from memloci.core.secrets import masked_specs
     from memloci.core.settings import Settings
 
     assert masked_url("postgresql://me:p@ss@db/memory") == "postgresql://me:***@db/memory"
@@ -908,9 +909,9 @@ def test_each_transaction_sets_its_own_search_path(pg_url):
     """A pooled session left pointing at another library's schema (as a pooler in transaction
     mode hands sessions around) still reads and writes this library: the search_path is set by
     each transaction, and none is left on the session."""
-    from memloci.store.postgres.engine import PostgresStore
-
     from pg import pg_library_url
+
+    from memloci.store.postgres.engine import PostgresStore
 
     mine, theirs = pg_library_url(pg_url), pg_library_url(pg_url)
     a, b = PostgresStore(mine.url, mine.name, pool_size=1), PostgresStore(theirs.url, theirs.name)
@@ -931,9 +932,9 @@ def test_each_transaction_sets_its_own_search_path(pg_url):
 def test_extensions_kept_in_a_schema_of_their_own(pg_url):
     """A host that keeps vector and pg_trgm in an `extensions` schema: the library is created,
     written, searched (full text, fuzzy names) and given vectors."""
-    from memloci.store.postgres.engine import PostgresStore
-
     from pg import pg_library_url
+
+    from memloci.store.postgres.engine import PostgresStore
 
     lib = pg_library_url(_fresh_database(pg_url, extensions_in="extensions"))
     s = _service(lib.spec)
@@ -1045,11 +1046,10 @@ def test_a_refused_login_or_a_missing_database_is_named(pg_url):
     import uuid
 
     import psycopg
+    from pg import pg_library_url
 
     from memloci.core.errors import PermissionDeniedError
     from memloci.store.postgres.engine import PostgresStore
-
-    from pg import pg_library_url
 
     role = "pw_" + uuid.uuid4().hex[:10]
     with psycopg.connect(pg_url, autocommit=True) as conn:

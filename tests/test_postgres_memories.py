@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from memloci.core.errors import AlreadyExistsError, NotFoundError
 from memloci.app.libraries import LibraryRegistry
+from memloci.core.errors import AlreadyExistsError, NotFoundError
 from memloci.core.model import EntityInput, MemoryFilter, ObservationBatch
 from memloci.search.embedder import EmbedderHandle
 from memloci.search.vectors import VectorSearch

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from memloci.app.libraries import LibraryRegistry
-from memloci.core.model import MemoryFilter
 from memloci.core import bm25
+from memloci.core.model import MemoryFilter
 from memloci.search.hybrid import word_terms
 from memloci.service.facade import MemoryService
 from memloci.store.postgres import search as pg_search

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import numpy as np
 
-from memloci.formats.official import MemoryLine
 from memloci.core.model import EntityInput
+from memloci.formats.official import MemoryLine
 from memloci.search.entities import find_entities
 from memloci.store.postgres.engine import PostgresStore
 

@@ -8,7 +8,6 @@ import subprocess
 from pathlib import Path
 
 import anyio
-
 from conftest import Client, run_session
 
 
@@ -155,9 +154,8 @@ def test_logs_name_projects_by_folder(tmp_path, home):
     async def main():
         errlog = tmp_path / "stderr.txt"
         with errlog.open("w") as f:
-            from mcp.client.stdio import stdio_client
-
             from conftest import server_params
+            from mcp.client.stdio import stdio_client
 
             async with stdio_client(server_params(home, MEMLOCI_LOG_LEVEL="info"), errlog=f) as (r, w):
                 from mcp import ClientSession
@@ -184,10 +182,9 @@ def test_resource_subscribers_hear_of_changes(tmp_path, home):
             heard.append(str(root.params.uri))
 
     async def main():
+        from conftest import server_params
         from mcp import ClientSession
         from mcp.client.stdio import stdio_client
-
-        from conftest import server_params
 
         async with stdio_client(server_params(home)) as (r, w):
             async with ClientSession(r, w, message_handler=on_message) as session:

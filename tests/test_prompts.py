@@ -12,9 +12,8 @@ from pathlib import Path
 
 import anyio
 import pytest
-from mcp.shared.exceptions import MCPError
-
 from conftest import mcp_session, server_env
+from mcp.shared.exceptions import MCPError
 from test_conformance import HERE, require_node
 
 from memloci.mcp.prompts import BUDGET_MAX, CHARS_PER_TOKEN, DEFAULT_BUDGET, tokens

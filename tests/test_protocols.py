@@ -18,7 +18,6 @@ import numpy as np
 import pytest
 
 import memloci
-from memloci.store import protocols as protocols
 from memloci.core.model import (
     DocumentEdit,
     EntityInput,
@@ -39,6 +38,7 @@ from memloci.core.model import (
     StoredMemory,
 )
 from memloci.search.vectors import VectorSearch
+from memloci.store import protocols as protocols
 from memloci.store.markdown.engine import MarkdownStore
 from memloci.store.sqlite.engine import SQLiteStore
 

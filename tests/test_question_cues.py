@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import json
 import os
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-
 from conftest import run_session
+
 from memloci.search import cues
 
 
@@ -42,7 +42,7 @@ def test_statements_that_do_not_say_when(text):
 
 
 def day(y, m, d):
-    return datetime(y, m, d, tzinfo=timezone.utc)
+    return datetime(y, m, d, tzinfo=UTC)
 
 
 def test_question_dates():

@@ -10,16 +10,16 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-
 from conftest import Client, run_session, server_env
+
 from memloci.core.errors import ValidationError
 from memloci.search.timephrases import parse_time_phrase, split_time_phrase
 
-NOW = datetime.now(timezone.utc)
+NOW = datetime.now(UTC)
 TODAY = NOW.replace(hour=0, minute=0, second=0, microsecond=0)
 MONDAY = TODAY - timedelta(days=TODAY.weekday())
 LAST_WEEK = (MONDAY - timedelta(days=7), MONDAY)
@@ -168,7 +168,7 @@ def test_a_time_filter_returns_its_range_when_no_word_matches(library):
 
 
 def test_chinese_and_japanese_time_phrases():
-    now = datetime(2026, 11, 21, 5, 0, tzinfo=timezone.utc)  # a Saturday
+    now = datetime(2026, 11, 21, 5, 0, tzinfo=UTC)  # a Saturday
     expected = {
         ("今日", "今天"): ("2026-11-21T00:00:00Z", None),
         ("昨日", "昨天"): ("2026-11-20T00:00:00Z", "2026-11-21T00:00:00Z"),
@@ -212,7 +212,7 @@ def test_chinese_and_japanese_time_phrases():
 
 
 def test_a_time_argument_names_months_and_weekdays_alone():
-    now = datetime(2026, 11, 21, 5, 0, tzinfo=timezone.utc)  # a Saturday
+    now = datetime(2026, 11, 21, 5, 0, tzinfo=UTC)  # a Saturday
     november, october = ("2026-11-01T00:00:00Z", "2026-12-01T00:00:00Z"), ("2026-10-01T00:00:00Z", "2026-11-01T00:00:00Z")
     expected = {
         "November": november, "nov": november, "December": ("2025-12-01T00:00:00Z", "2026-01-01T00:00:00Z"),

@@ -13,12 +13,12 @@ from urllib.parse import quote
 import anyio
 import mcp_types as types
 import pytest
+from conftest import Client, server_params
 from mcp import ClientSession
 from mcp.client.stdio import stdio_client
 
-from conftest import Client, server_params
-from memloci.mcp.roots import root_path
 from memloci.app.projects import git_remotes, project_id, remote_id
+from memloci.mcp.roots import root_path
 
 GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@x", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@x",
            "PATH": "/usr/bin:/bin"}
@@ -251,6 +251,7 @@ def test_a_second_clone_is_told_of_the_first(tmp_path, home):
 
 def test_over_http_roots_are_used_only_for_an_admin_token(tmp_path):
     from conftest import server_env
+
     from memloci.bench.http import create_token, http_session, loopback_server
 
     home = tmp_path / "home"

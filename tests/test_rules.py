@@ -13,11 +13,11 @@ from typing import Any
 
 import pytest
 
-from memloci.rules import graph as rules
 from memloci.core.errors import AlreadyExistsError, InvalidRelationError, NotFoundError, ValidationError
 from memloci.core.model import Entity, EntityInput, Observation, ObservationBatch, Relation, RelationInput, name_key
-from memloci.rules.graph import EntityHead, EntityRef, GraphTx, RelationsCreated
 from memloci.core.schema import DEFAULT_SCHEMA, STRICT, LibrarySchema
+from memloci.rules import graph as rules
+from memloci.rules.graph import EntityHead, EntityRef, GraphTx, RelationsCreated
 
 
 class MemoryGraph:

@@ -7,12 +7,12 @@ import subprocess
 import sys
 
 import pytest
+from conftest import Client, run_session, server_env
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import Client, run_session, server_env
-from memloci.core.errors import MemlociError
 from memloci.app.libraries import LibraryRegistry, LibrarySpec
+from memloci.core.errors import MemlociError
 from memloci.core.model import EntityInput, ObservationBatch, RelationInput
 from memloci.core.schema import STRICT
 from memloci.service.facade import MemoryService

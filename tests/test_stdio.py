@@ -14,7 +14,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import server_env
 
 REPO = Path(__file__).resolve().parent.parent
@@ -63,7 +62,7 @@ class RawServer:
             replies.append(self.read())
         return replies
 
-    def start(self) -> "RawServer":
+    def start(self) -> RawServer:
         self.send(*INIT)
         assert self.until(1)[-1]["result"]["serverInfo"]["name"]
         return self

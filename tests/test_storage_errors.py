@@ -13,7 +13,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from test_stdio import RawServer, call
 
 MEMLOCI = str(Path(sys.executable).with_name("memloci"))

@@ -6,8 +6,8 @@ import threading
 
 import pytest
 
-from memloci.core.errors import LibraryUnreadableError
 from memloci.app.libraries import LibraryRegistry, LibrarySpec
+from memloci.core.errors import LibraryUnreadableError
 from memloci.core.model import EntityInput, ObservationBatch, RelationInput
 from memloci.service.facade import MemoryService
 

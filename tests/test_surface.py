@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 
 import jsonschema
-
-from conftest import Client, run_session as run
+from conftest import Client
+from conftest import run_session as run
 
 
 def entity(name: str, *observations: str, entity_type: str = "thing") -> dict:
@@ -256,6 +256,7 @@ def test_metadata_tells_the_truth(home):
 
 def test_instructions_name_only_exposed_tools(home):
     import re
+
     from memloci.mcp import server as srv
 
     every = set().union(*srv.GROUP_TOOLS.values())
@@ -297,6 +298,7 @@ def test_hint_in_a_memory_only_server_names_no_graph_tool(home):
         assert not (words & KNOWN_TOOLS) - tools, err["hint"]
 
     import re
+
     from memloci.mcp.server import KNOWN_TOOLS
     run(home, body, "--tools", "memory")
 
@@ -343,6 +345,7 @@ def test_tools_list_is_inline_and_selectors_appear_only_where_they_apply(home, t
 def test_memloci_tools_prints_sizes_and_the_total(home):
     import subprocess
     import sys
+
     from conftest import server_env
 
     out = subprocess.run([sys.executable, "-m", "memloci", "tools", "--json"], capture_output=True, text=True,

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from memloci.core.errors import ConflictError, NotFoundError, ValidationError
 from memloci.app.libraries import LibraryRegistry, LibrarySpec
+from memloci.core.errors import ConflictError, NotFoundError, ValidationError
 from memloci.core.model import EntityInput, ObservationBatch, RelationInput
 from memloci.service.facade import MemoryService
 

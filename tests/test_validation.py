@@ -6,11 +6,12 @@ import os
 import sqlite3
 
 import pytest
+from conftest import Client
+from conftest import run_session as run
 
-from conftest import Client, run_session as run
+from memloci.app.libraries import LibraryRegistry, LibrarySpec, parse_library_specs
 from memloci.core import schema
 from memloci.core.errors import LibraryUnreadableError, ValidationError
-from memloci.app.libraries import LibraryRegistry, LibrarySpec, parse_library_specs
 from memloci.core.model import EntityInput
 
 

@@ -2,7 +2,7 @@
 
 __version__ = "0.1.0"
 
-import sys as _sys  # noqa: E402
+import sys as _sys
 
 
 def _hook_argv(argv: list[str]) -> tuple[list[str], str | None] | None:

@@ -157,7 +157,7 @@ def test_two_servers_editing_one_note_both_land(engine):
         try:
             for i in range(6):
                 service.add_entity_content("log", "Entries", f"- {who} {i}")
-        except Exception as exc:  # noqa: BLE001 - reported below, not lost in the thread
+        except Exception as exc:
             failures.append(exc)
 
     threads = [threading.Thread(target=write, args=pair) for pair in ((first, "one"), (second, "two"))]

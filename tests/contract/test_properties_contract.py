@@ -16,7 +16,7 @@ import re
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memloci.core.errors import MemlociError, NotFoundError, InvalidRelationError
+from memloci.core.errors import InvalidRelationError, MemlociError, NotFoundError
 from memloci.core.model import EntityInput, ObservationBatch, RelationInput, name_key
 from memloci.core.schema import STRICT
 

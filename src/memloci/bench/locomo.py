@@ -185,8 +185,8 @@ def run_folds(*, data: Path, k: int, out: Path, console: Any, limit: int | None 
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
     from rich.table import Table
 
-    from memloci.search import hybrid
     from memloci.bench.locomo_lab import GRID, folds
+    from memloci.search import hybrid
 
     samples = json.loads(data.read_text(encoding="utf-8"))[:limit]
     settings = 1

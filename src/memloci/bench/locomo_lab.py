@@ -33,7 +33,6 @@ import numpy as np
 from memloci.bench.locomo import CATEGORIES, evidence_ids, recall, turns_of
 
 
-
 def lab_cache_dir() -> Path:
     """Where built libraries and question vectors are kept, per user (as search/embedder.py's
     cache_dir): $MEMLOCI_CACHE/locomo-lab, else $XDG_CACHE_HOME or ~/.cache, then memloci/locomo-lab."""

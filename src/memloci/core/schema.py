@@ -6,17 +6,15 @@ before anything is written, so a rejected batch changes nothing.
 
 from __future__ import annotations
 
+import json
 import re
 import unicodedata
 from collections.abc import Callable, Sequence
-
-import json
 from dataclasses import asdict, dataclass, replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any, cast
 
 from memloci.core.errors import InvalidRelationError, ValidationError
-
 from memloci.core.model import (
     IMPORTANCE,
     EntityInput,
@@ -235,7 +233,7 @@ def validate_time(value: object, field: str) -> str | None:
                               hint="For phrases like 'yesterday' or 'last week', use the `time` argument "
                                    "(retrieve_memory and list_memories).") from exc
     if parsed.tzinfo is not None:
-        parsed = parsed.astimezone(timezone.utc).replace(tzinfo=None)
+        parsed = parsed.astimezone(UTC).replace(tzinfo=None)
     return parsed.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 

@@ -127,7 +127,7 @@ class Settings:
     def __repr__(self) -> str:
         # The generated repr, but the library URLs' passwords masked: a log line or a traceback
         # may show the settings. (dataclass keeps a __repr__ the class defines itself.)
-        from memloci.app.libraries import masked_specs
+        from memloci.core.secrets import masked_specs
 
         shown = []
         for f in fields(self):

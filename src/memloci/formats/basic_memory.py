@@ -50,10 +50,8 @@ from typing import Any
 import yaml
 
 from memloci.core.errors import MemlociError, ValidationError
-from memloci.formats.official import OfficialFile
-from memloci.markdown import document as md
-from memloci.markdown import frontmatter
 from memloci.core.model import name_key
+from memloci.formats.official import OfficialFile
 from memloci.formats.source import (
     ImportSource,
     entity_input,
@@ -62,6 +60,8 @@ from memloci.formats.source import (
     utc_from_epoch,
     utc_from_text,
 )
+from memloci.markdown import document as md
+from memloci.markdown import frontmatter
 
 _FENCE = re.compile(r"^\s*(```|~~~)")
 _ITEM = re.compile(r"^\s*[-*+]\s+(.*?)\s*$")

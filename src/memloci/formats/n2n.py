@@ -13,10 +13,10 @@ import json
 from pathlib import Path
 from typing import Any
 
+from memloci.app.projects import PROJECT_DIR
 from memloci.core import confine
 from memloci.core.errors import ValidationError
 from memloci.formats.official import read_graph_object
-from memloci.app.projects import PROJECT_DIR
 from memloci.formats.source import ImportSource
 
 # memloci's context keys -> n2n-memory's: read here, and spoken by the n2n tools (mcp/n2n.py)

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 

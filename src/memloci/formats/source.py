@@ -23,15 +23,14 @@ import math
 import re
 import sqlite3
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from memloci.core import confine, schema
 from memloci.core.errors import ValidationError
-from memloci.formats.official import MemoryLine, OfficialFile
 from memloci.core.model import EntityInput, RelationInput
-
+from memloci.formats.official import MemoryLine, OfficialFile
 
 _UTC = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z$")  # memloci's own form of a time
 
@@ -59,7 +58,7 @@ def utc_from_epoch(value: Any) -> str:
     (the same text MMS keeps in its `*_iso` columns)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         raise ValidationError(f"not a time in epoch seconds: {value!r}")
-    at = datetime.fromtimestamp(value, tz=timezone.utc)
+    at = datetime.fromtimestamp(value, tz=UTC)
     return at.strftime("%Y-%m-%dT%H:%M:%S" + (".%f" if at.microsecond else "") + "Z")
 
 
@@ -77,7 +76,7 @@ def utc_from_text(value: Any) -> str:
         raise ValidationError(f"time without a zone: {value!r} (it could be any zone's wall clock)")
     if _UTC.match(text):
         return text  # already memloci's form: keep its digits exactly
-    at = at.astimezone(timezone.utc)
+    at = at.astimezone(UTC)
     return at.strftime("%Y-%m-%dT%H:%M:%S" + (".%f" if at.microsecond else "") + "Z")
 
 

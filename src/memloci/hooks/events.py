@@ -41,8 +41,9 @@ from __future__ import annotations
 import json
 import os
 import stat
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 TRANSCRIPT_TAIL = 256 * 1024  # bytes read from the end of a transcript: the last exchanges
 

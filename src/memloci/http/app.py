@@ -18,7 +18,8 @@ import contextlib
 import logging
 import signal
 import time
-from typing import Any, AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import Any
 
 import anyio
 from mcp.server.auth.middleware.auth_context import AuthContextMiddleware

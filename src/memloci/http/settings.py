@@ -21,9 +21,8 @@ import ipaddress
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from memloci.core.settings import Settings, port_number
-
 from memloci.core.errors import ValidationError
+from memloci.core.settings import Settings, port_number
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8001

@@ -19,17 +19,18 @@ import os
 import re
 import secrets
 import threading
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from mcp.server.auth.provider import AccessToken
 
+from memloci.app.libraries import memloci_home
 from memloci.core.confine import atomic_write
 from memloci.core.errors import AlreadyExistsError, LibraryUnreadableError, NotFoundError, ValidationError
-from memloci.app.libraries import memloci_home
 from memloci.core.settings import Settings
 
 TOKEN_PREFIX = "mlc_"  # recognisable in a leaked config file or a secret scanner
@@ -115,7 +116,7 @@ class TokenStore:
             if any(t.name == name for t in tokens):
                 raise AlreadyExistsError(f"token '{name}' already exists",
                                          hint=f"Revoke it first (memloci token revoke {name}) or pick another name.")
-            created = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+            created = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
             self._save([*tokens, StoredToken(name, digest(secret), tuple(parsed), created)])
         return secret
 

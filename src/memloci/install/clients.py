@@ -8,11 +8,13 @@ from __future__ import annotations
 import os
 import shlex
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from memloci.core.errors import ValidationError
+
 
 class InstallError(ValidationError):
     """A config file or option install cannot work with; the files are as they were."""

@@ -20,9 +20,8 @@ import tomlkit
 from tomlkit.exceptions import ParseError as TomlParseError
 
 from memloci.core.errors import ConflictError
-from memloci.install.clients import InstallError
 from memloci.install import jsonedit as je
-
+from memloci.install.clients import InstallError
 
 # --- meaning ---------------------------------------------------------------------------------
 

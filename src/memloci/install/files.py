@@ -13,9 +13,9 @@ from typing import Any
 
 from memloci.core import confine
 from memloci.core.errors import MemlociError
-from memloci.install.clients import InstallError
 from memloci.install import edits
 from memloci.install import jsonedit as je
+from memloci.install.clients import InstallError
 
 
 def sha(text: str) -> str:
@@ -108,7 +108,7 @@ def _mode(path: Path) -> int:
         return 0o600  # a new file may hold a token: private until the person opens it up
 
 
-def _backup_path(path: Path, ledger: "Ledger", suffix: str = ".bak") -> Path:
+def _backup_path(path: Path, ledger: Ledger, suffix: str = ".bak") -> Path:
     """`<file><suffix>`, unless one memloci did not write (or that changed since) is there: then
     `<suffix>.1`, `<suffix>.2`, ..."""
     for n in range(0, 100):
@@ -164,7 +164,7 @@ def _verify(plan: FilePlan) -> None:
         raise InstallError(f"{where}: the written file does not say what was meant")
 
 
-def commit(plans: list[FilePlan], ledger: "Ledger") -> None:
+def commit(plans: list[FilePlan], ledger: Ledger) -> None:
     """Write every changed file (backup first), check each, and put all back if any step fails."""
     done: list[FilePlan] = []
     try:

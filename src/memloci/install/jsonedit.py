@@ -30,7 +30,7 @@ class Node:
     kind: str  # object, array, string, number, true, false, null
     start: int
     end: int  # one past the last character
-    children: list["Child"] = field(default_factory=list)
+    children: list[Child] = field(default_factory=list)
     py: Any = None  # the parsed value of a scalar
 
 

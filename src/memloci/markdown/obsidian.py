@@ -8,9 +8,9 @@ import re
 import yaml
 
 from memloci.markdown.document import (
-    KNOWN_KEYS,
     _LOADER,
     _WIKILINK,
+    KNOWN_KEYS,
     EntityDocument,
     _fold,
     _prose,

@@ -21,9 +21,9 @@ from memloci.markdown.document import (
     _items,
     _observations_region,
     observation_line,
-    split_date,
     parse_document,
     rewrite_wikilinks,
+    split_date,
     wikilinks,
 )
 from memloci.markdown.obsidian import tag_text

@@ -9,11 +9,11 @@ from typing import Annotated, Any
 from mcp_types import CallToolResult
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, model_validator
 
-from memloci.service.facade import MemoryService
-from memloci.service.documents import NewEntityDocument
 from memloci.mcp.graph import ConfirmRoot, Library, LibraryName, ProjectPath, _annotations, _library
 from memloci.mcp.replies import reply
 from memloci.mcp.surface import Args, hide
+from memloci.service.documents import NewEntityDocument
+from memloci.service.facade import MemoryService
 
 Names = list[str]
 
@@ -35,7 +35,7 @@ class RelationIn(Args):
     to: str = Field(description="Target entity name")
 
     @model_validator(mode="after")
-    def _one_type(self) -> "RelationIn":
+    def _one_type(self) -> RelationIn:
         if (self.type is None) == (self.relation_type is None):
             raise ValueError("give exactly one of type and relation_type" if self.type else "type: Field required")
         return self

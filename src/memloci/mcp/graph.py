@@ -12,12 +12,12 @@ from typing import Annotated, Any, Literal
 from mcp_types import CallToolResult, ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from memloci.core.errors import ValidationError
 from memloci.app.libraries import ProjectRef
+from memloci.core.errors import ValidationError
 from memloci.core.model import Entity, EntityInput, ObservationBatch, Relation, RelationInput
-from memloci.service.facade import DEFAULT_GRAPH_LIMIT, DEFAULT_SEARCH_LIMIT, MemoryService
 from memloci.mcp.replies import reply
 from memloci.mcp.surface import Args, hide
+from memloci.service.facade import DEFAULT_GRAPH_LIMIT, DEFAULT_SEARCH_LIMIT, MemoryService
 
 # -- arguments (the official shapes) -----------------------------------------------------
 
@@ -44,7 +44,7 @@ class RelationArg(Args):
     type: str | None = None
 
     @model_validator(mode="after")
-    def _one_type(self) -> "RelationArg":
+    def _one_type(self) -> RelationArg:
         if (self.relationType is None) == (self.type is None):
             raise ValueError("give exactly one of relationType and type" if self.type else
                              "relationType: Field required")

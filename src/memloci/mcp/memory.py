@@ -6,16 +6,16 @@ check_database_health.
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Annotated, Any
 
 from mcp_types import CallToolResult
 from pydantic import BaseModel, Field
 
 from memloci.core.model import Memory, MemoryFilter
-from memloci.service.facade import MemoryService
 from memloci.mcp.graph import ConfirmRoot, Library, LibraryName, ProjectPath, _annotations, _library
 from memloci.mcp.replies import reply
+from memloci.service.facade import MemoryService
 
 
 class MemoryOut(BaseModel):
@@ -223,7 +223,7 @@ def register(server: Any, service: MemoryService) -> None:
     def check_database_health(library: Library = None, library_name: LibraryName = None,
         project_path: ProjectPath = None, confirm_new_project_root: ConfirmRoot = None) -> Annotated[CallToolResult, HealthOut]:
         health = service.health(library=_library(library, library_name, project_path, confirm_new_project_root))
-        health["timestamp"] = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        health["timestamp"] = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         return reply(health)
 
     server.add_tool(store_memory, title="Store Memory", annotations=_annotations("Store Memory", idempotent=True), description=(

@@ -20,13 +20,13 @@ from typing import Annotated, Any, Literal
 from mcp_types import CallToolResult
 from pydantic import BaseModel, ConfigDict, Field
 
-from memloci.core.errors import AwaitingConfirmationError, MemlociError, ValidationError
-from memloci.formats.n2n import CONTEXT_KEYS
 from memloci.app.libraries import ProjectRef
+from memloci.core.errors import AwaitingConfirmationError, MemlociError, ValidationError
 from memloci.core.model import Entity, EntityInput, ObservationBatch, Relation, RelationInput
-from memloci.service.facade import DEFAULT_GRAPH_LIMIT, DEFAULT_SEARCH_LIMIT, MemoryService
+from memloci.formats.n2n import CONTEXT_KEYS
 from memloci.mcp.graph import DeletionArg, EntityArg, ObservationArg, RelationArg, _annotations
 from memloci.mcp.replies import reply
+from memloci.service.facade import DEFAULT_GRAPH_LIMIT, DEFAULT_SEARCH_LIMIT, MemoryService
 
 TOOLS = ("n2n_read_graph", "n2n_add_entities", "n2n_add_observations", "n2n_create_relations", "n2n_delete_entities",
          "n2n_delete_observations", "n2n_delete_relations", "n2n_open_nodes", "n2n_search", "n2n_update_context",

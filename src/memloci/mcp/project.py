@@ -8,15 +8,12 @@ from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver.exceptions import ResourceError
 from mcp.server.mcpserver.resources.templates import ResourceSecurity
-from mcp_types import CallToolResult
+from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_PARAMS, CallToolResult
 from pydantic import BaseModel, ConfigDict, Field
 
-from mcp.shared.exceptions import MCPError
-from mcp_types import INVALID_PARAMS
-
-from memloci.core.errors import AwaitingConfirmationError, MemlociError, NotFoundError, ValidationError
 from memloci.app.libraries import ProjectRef
-from memloci.service.facade import DEFAULT_GRAPH_LIMIT, MemoryService
+from memloci.core.errors import AwaitingConfirmationError, MemlociError, NotFoundError, ValidationError
 from memloci.mcp.graph import (
     ConfirmRoot,
     Library,
@@ -28,6 +25,7 @@ from memloci.mcp.graph import (
     relation_out,
 )
 from memloci.mcp.replies import reply
+from memloci.service.facade import DEFAULT_GRAPH_LIMIT, MemoryService
 
 TOOLS = ("update_context", "get_graph_summary", "export_markdown")
 Status = Literal["IN_PROGRESS", "COMPLETED", "BLOCKED", "PLANNING"]

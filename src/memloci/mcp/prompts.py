@@ -18,15 +18,16 @@ from __future__ import annotations
 
 import difflib
 import functools
-from typing import Any, Callable, cast
+from collections.abc import Callable
+from typing import Any, cast
 
 import anyio
 from mcp.server.mcpserver.prompts.base import Prompt, PromptArgument, UserMessage
 from mcp.shared.exceptions import MCPError
 from mcp_types import INTERNAL_ERROR, INVALID_PARAMS
 
-from memloci.core.errors import AwaitingConfirmationError, MemlociError, NotFoundError, ValidationError
 from memloci.app.libraries import ProjectRef
+from memloci.core.errors import AwaitingConfirmationError, MemlociError, NotFoundError, ValidationError
 from memloci.service.facade import MemoryService
 
 DEFAULT_BUDGET = 2_000

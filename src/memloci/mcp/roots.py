@@ -31,8 +31,8 @@ from urllib.parse import unquote, urlparse
 
 import anyio
 
-from memloci.core.errors import MemlociError
 from memloci.app.projects import resolve_project_root
+from memloci.core.errors import MemlociError
 
 log = logging.getLogger("memloci.mcp")
 

@@ -8,23 +8,23 @@ from contextlib import suppress
 from typing import Any
 from urllib.parse import quote, unquote
 
+import mcp_types
 import pydantic
 from mcp.server.mcpserver import MCPServer
-from mcp.server.subscriptions import ResourceUpdated
-import mcp_types
-from mcp_types import CallToolResult, TextContent
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
+from mcp.server.subscriptions import ResourceUpdated
+from mcp_types import CallToolResult, TextContent
 
 from memloci import __version__
-from memloci.core.errors import InternalError, MemlociError, NotFoundError, ValidationError
 from memloci.app.projects import resolve_project_root
-from memloci.service.facade import MemoryService
-from memloci.service.projects import CONTEXT_HINT
+from memloci.core.errors import InternalError, MemlociError, NotFoundError, ValidationError
 from memloci.http import scopes
 from memloci.mcp import documents, graph, memory, n2n, project, strict
 from memloci.mcp.replies import as_json, error_reply
 from memloci.mcp.roots import ClientRoots, connection_of
 from memloci.mcp.surface import accepted_schema, describe_validation_error, fit_hint, harden, tool_size
+from memloci.service.facade import MemoryService
+from memloci.service.projects import CONTEXT_HINT
 
 log = logging.getLogger("memloci.mcp")
 

@@ -29,8 +29,9 @@ import json
 import logging
 import math
 import os
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
-from typing import Any, AsyncIterator, BinaryIO
+from typing import Any, BinaryIO
 
 import anyio
 import mcp_types as types
@@ -210,7 +211,7 @@ def parse_line(raw: bytes, in_flight: set[Any]) -> types.JSONRPCMessage | None:
         raise invalid("a message needs a method (request or notification) or an id (response)")
     notification = method is not None and not has_id and _check_tree({"method": method}) is None
     if notification:  # from here on, what is wrong with it is logged, never answered
-        def invalid(rule: str) -> Refusal:  # noqa: F811
+        def invalid(rule: str) -> Refusal:
             return Refusal(types.INVALID_REQUEST, f"dropped notification {method}: {rule}", notification=True)
 
     def bad_params(rule: str) -> Refusal:

@@ -19,7 +19,7 @@ class StdioClaim:
     wire_out: int
 
     @classmethod
-    def take(cls) -> "StdioClaim":
+    def take(cls) -> StdioClaim:
         """Move the wire to private descriptors; fd 0 then reads /dev/null and fd 1 goes to stderr."""
         wire_in = fcntl.fcntl(0, fcntl.F_DUPFD_CLOEXEC, 3)
         wire_out = fcntl.fcntl(1, fcntl.F_DUPFD_CLOEXEC, 3)

@@ -13,7 +13,6 @@ from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
 from memloci.core.errors import MemlociError, NotFoundError
 from memloci.core.model import EntityInput, ObservationBatch, RelationInput
-from memloci.service.facade import MemoryService
 from memloci.mcp.graph import (
     ConfirmRoot,
     Library,
@@ -26,6 +25,7 @@ from memloci.mcp.graph import (
 )
 from memloci.mcp.replies import reply
 from memloci.mcp.surface import Args
+from memloci.service.facade import MemoryService
 
 TOOLS = ("get_entity", "get_graph", "create_entities", "add_observation", "create_relation", "search_memory",
          "delete_entities", "delete_relation", "flush_memory")

@@ -21,11 +21,11 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from memloci.core.errors import AlreadyExistsError, InvalidRelationError, NotFoundError, ValidationError
+from memloci.core.model import Entity, ListedEntity, RelationInput, name_key
+from memloci.core.schema import LibrarySchema
 from memloci.markdown.document import EntityDocument, parse_document, wikilinks
 from memloci.markdown.obsidian import all_tags, block_links, tag_text
-from memloci.core.model import Entity, ListedEntity, RelationInput, name_key
 from memloci.rules.graph import GraphTx, check_distinct, cycle_path
-from memloci.core.schema import LibrarySchema
 
 LINKS_TO = "links_to"
 EXTRA_KEY = "frontmatter_extra"  # entity metadata: front matter keys memloci does not know, verbatim

@@ -16,11 +16,11 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from memloci.core.errors import AlreadyExistsError, InvalidRelationError, NotFoundError, ValidationError
+from memloci.core.model import content_hash, name_key
 from memloci.markdown.document import EntityDocument, normalize_heading, rewrite_wikilinks
 from memloci.markdown.frontmatter import check_renamed_links
 from memloci.markdown.obsidian import all_tags, block_links, block_links_or_none
 from memloci.markdown.value_links import rename_value_links
-from memloci.core.model import content_hash, name_key
 from memloci.rules.graph import EntityRef, GraphTx, cycle_path
 
 if TYPE_CHECKING:

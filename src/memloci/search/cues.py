@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import calendar
 import re
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from functools import lru_cache
 
 _MONTHS = {name.lower(): i for i, name in enumerate(calendar.month_name) if name}
@@ -88,8 +88,8 @@ _UNIT_DAYS = {"day": 1, "week": 7, "weekend": 7, "month": 31}
 
 
 def _month_span(year: int, month: int) -> tuple[datetime, datetime]:
-    start = datetime(year, month, 1, tzinfo=timezone.utc)
-    return start, datetime(year + (month == 12), month % 12 + 1, 1, tzinfo=timezone.utc)
+    start = datetime(year, month, 1, tzinfo=UTC)
+    return start, datetime(year + (month == 12), month % 12 + 1, 1, tzinfo=UTC)
 
 
 def question_dates(query: str) -> tuple[datetime, datetime] | tuple[int, int] | None:
@@ -100,7 +100,7 @@ def question_dates(query: str) -> tuple[datetime, datetime] | tuple[int, int] | 
         if m is not None:
             day, month, year = ((m.group(1), m.group(2), m.group(3)) if m.re is _DAY_MONTH_YEAR
                                 else (m.group(2), m.group(1), m.group(3)))
-            start = datetime(int(year), _MONTHS[month.lower()], int(day), tzinfo=timezone.utc)
+            start = datetime(int(year), _MONTHS[month.lower()], int(day), tzinfo=UTC)
             before = _BEFORE.search(query[: m.start()])
             if before is not None:  # "the week before 9 June 2023", "two weeks before August 11, 2023"
                 count = _COUNT.get((before.group(1) or "one").lower(), None)
@@ -114,7 +114,7 @@ def question_dates(query: str) -> tuple[datetime, datetime] | tuple[int, int] | 
         m = _YEAR.search(query)
         if m is not None:
             year = int(m.group(1))
-            return datetime(year, 1, 1, tzinfo=timezone.utc), datetime(year + 1, 1, 1, tzinfo=timezone.utc)
+            return datetime(year, 1, 1, tzinfo=UTC), datetime(year + 1, 1, 1, tzinfo=UTC)
         m = _IN_MONTH.search(query)
         if m is not None and m.group(1)[0].isupper():
             return 0, _MONTHS[m.group(1).lower()]
@@ -134,11 +134,11 @@ def parse_date(text: str) -> datetime | None:
         return None
     try:
         if (m := _ISO_DATE.search(text)) is not None:
-            return datetime(int(m.group(1)), int(m.group(2)), int(m.group(3)), tzinfo=timezone.utc)
+            return datetime(int(m.group(1)), int(m.group(2)), int(m.group(3)), tzinfo=UTC)
         if (m := _DAY_MONTH_YEAR.search(text)) is not None:
-            return datetime(int(m.group(3)), _MONTHS[m.group(2).lower()], int(m.group(1)), tzinfo=timezone.utc)
+            return datetime(int(m.group(3)), _MONTHS[m.group(2).lower()], int(m.group(1)), tzinfo=UTC)
         if (m := _MONTH_DAY_YEAR.search(text)) is not None:
-            return datetime(int(m.group(3)), _MONTHS[m.group(1).lower()], int(m.group(2)), tzinfo=timezone.utc)
+            return datetime(int(m.group(3)), _MONTHS[m.group(1).lower()], int(m.group(2)), tzinfo=UTC)
     except ValueError:
         return None
     return None

@@ -13,7 +13,7 @@ relevance stays the main signal and stale, unimportant memories sink.
 from __future__ import annotations
 
 import math
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from memloci.core.model import Memory
 
@@ -40,4 +40,4 @@ def decay(memory: Memory, now: datetime) -> float:
 
 def decay_factor(memory: Memory, now: datetime | None = None) -> float:
     """The multiplier applied to a memory's relevance."""
-    return (decay(memory, now or datetime.now(timezone.utc)) / FLOOR) ** DECAY_STRENGTH
+    return (decay(memory, now or datetime.now(UTC)) / FLOOR) ** DECAY_STRENGTH

@@ -25,9 +25,9 @@ import weakref
 from collections.abc import Callable, Sequence
 
 from memloci.core.schema import SEARCH_LIMIT_MAX
-from memloci.store.protocols import ChangeNotices
 from memloci.search.embedder import understands
 from memloci.search.hybrid import STOP_WORDS
+from memloci.store.protocols import ChangeNotices
 
 log = logging.getLogger(__name__)
 

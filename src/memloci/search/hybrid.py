@@ -26,17 +26,17 @@ import logging
 import re
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
-from memloci.core.model import Memory, MemoryFilter
-from memloci.store.protocols import WordScores
 from memloci.core import bm25
+from memloci.core.model import Memory, MemoryFilter
 from memloci.search import cues, lexical
 from memloci.search.decay import decay_factor, parse_time
 from memloci.search.embedder import understands
 from memloci.search.timephrases import TimeRange
 from memloci.search.vectors import VectorSearch
+from memloci.store.protocols import WordScores
 
 log = logging.getLogger(__name__)
 _POOL = ThreadPoolExecutor(max_workers=2, thread_name_prefix="memloci-query")
@@ -171,7 +171,7 @@ def retrieve(store, index, embedder, query: str, n: int, filters: MemoryFilter,
     if not (asks_when or dates is not None or names):  # cues re-rank every candidate; else the best few suffice
         ranked = ranked[: max(3 * n, 50)]
     memories = store.load_memories(ranked)
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     hits = []
     for memory_id, memory in memories.items():
         factor = decay_factor(memory, now)

@@ -23,7 +23,7 @@ import calendar
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from memloci.core.errors import ValidationError
 
@@ -50,8 +50,8 @@ def _day(now: datetime) -> datetime:
 
 
 def _month_range(year: int, month: int) -> tuple[datetime, datetime]:
-    start = datetime(year, month, 1, tzinfo=timezone.utc)
-    end = datetime(year + (month == 12), month % 12 + 1, 1, tzinfo=timezone.utc)
+    start = datetime(year, month, 1, tzinfo=UTC)
+    end = datetime(year + (month == 12), month % 12 + 1, 1, tzinfo=UTC)
     return start, end
 
 
@@ -103,7 +103,7 @@ def _last_unit(unit: str, now: datetime) -> tuple[datetime, datetime]:
     if unit == "month":
         year, month = (now.year, now.month - 1) if now.month > 1 else (now.year - 1, 12)
         return _month_range(year, month)
-    return datetime(now.year - 1, 1, 1, tzinfo=timezone.utc), datetime(now.year, 1, 1, tzinfo=timezone.utc)
+    return datetime(now.year - 1, 1, 1, tzinfo=UTC), datetime(now.year, 1, 1, tzinfo=UTC)
 
 
 @_rule(r"(\d+|a|an|one|two|three|four|five|six|seven|eight|nine|ten) (day|week|month|year)s? ago")
@@ -133,7 +133,7 @@ def _in_month(m, now):
 
 @_rule(r"(?:on |since |in )?(\d{4})-(\d{2})-(\d{2})")
 def _date(m, now):
-    start = datetime(int(m.group(1)), int(m.group(2)), int(m.group(3)), tzinfo=timezone.utc)
+    start = datetime(int(m.group(1)), int(m.group(2)), int(m.group(3)), tzinfo=UTC)
     if m.group(0).lower().startswith("since"):
         return start, None
     return start, start + timedelta(days=1)
@@ -281,7 +281,7 @@ def parse_time_phrase(text: str, now: datetime | None = None) -> TimeRange:
     if not text.strip():
         raise ValidationError("time: must not be empty (an empty string names no time)",
                               hint="Leave `time` out for no time filter, or say e.g. yesterday, last week, 昨日.")
-    now = now or datetime.now(timezone.utc)
+    now = now or datetime.now(UTC)
     found = _argument_month(text.strip(), now) or _match(text.strip(), now)
     if found is None:
         raise ValidationError(
@@ -297,7 +297,7 @@ def split_time_phrase(query: str, now: datetime | None = None) -> tuple[str, Tim
     """(query without the phrase, its range) when the query carries a time phrase. A query is
     never refused for its wording: what reads as an impossible date is left to the words."""
     try:
-        found = _match(query, now or datetime.now(timezone.utc))
+        found = _match(query, now or datetime.now(UTC))
     except ValidationError:
         return query, None
     if found is None:

@@ -19,8 +19,8 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from memloci.core.model import MemoryFilter
-from memloci.store.protocols import Passages
 from memloci.search.embedder import EmbedderHandle, yield_to_requests
+from memloci.store.protocols import Passages
 
 log = logging.getLogger(__name__)
 

@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING, Any
 
 from memloci.core import schema
 from memloci.core.errors import MemlociError, NotFoundError, ValidationError
+from memloci.core.model import name_key
 from memloci.markdown import document as md
 from memloci.markdown import frontmatter
-from memloci.core.model import name_key
 from memloci.store.protocols import FolderLibrary
 
 if TYPE_CHECKING:

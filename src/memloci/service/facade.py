@@ -6,18 +6,15 @@ then one store call. Transports run it off their event loop.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
-
 import logging
 import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from memloci.rules import graph as rules
+from memloci.app.libraries import LibraryRegistry, ProjectRef
 from memloci.core import schema
 from memloci.core.errors import ConflictError, InternalError, MemlociError, NotFoundError, ValidationError
-from memloci.app.libraries import LibraryRegistry, ProjectRef
-from memloci.rules.graph import RelationsCreated, graph_violations
 from memloci.core.model import (
     AddedObservations,
     CreatedEntity,
@@ -36,6 +33,9 @@ from memloci.core.model import (
     SearchResult,
     name_key,
 )
+from memloci.core.writable import write_problem
+from memloci.rules import graph as rules
+from memloci.rules.graph import RelationsCreated, graph_violations
 from memloci.search.embedder import Embedder, EmbedderHandle, understands
 from memloci.search.entities import OBSERVATION_WEIGHT, count_entities, find_entities, meaning_signals
 from memloci.search.hybrid import _CJK, WEAK_MEANING, MemoryHit, retrieve, word_terms
@@ -45,7 +45,6 @@ from memloci.service.documents import DocumentService
 from memloci.service.history import HistoryService
 from memloci.service.projects import ProjectService
 from memloci.store.protocols import FolderLibrary, GraphBatches, Passages, ServerEngine, Store
-from memloci.core.writable import write_problem
 
 DEFAULT_GRAPH_LIMIT = 100  # a page that fits a model's context (1,000 entities were ~245 KB)
 DEFAULT_SEARCH_LIMIT = 25

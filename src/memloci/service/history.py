@@ -8,12 +8,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from memloci.core import schema
-from memloci.service.backup import PortableStore, backup_library, restore_library
-from memloci.core.errors import ValidationError
-from memloci.formats.official import OfficialFile
 from memloci.app.libraries import ProjectRef
+from memloci.core import schema
+from memloci.core.errors import ValidationError
 from memloci.core.model import Graph, ImportedMemories, JournalEntry, Memory, name_key
+from memloci.formats.official import OfficialFile
+from memloci.service.backup import PortableStore, backup_library, restore_library
 from memloci.store.protocols import Portable, Store, Undoable
 
 

@@ -35,10 +35,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from memloci.rules import graph as rules
+from memloci.app.libraries import LibrarySpec, open_store, parse_library_specs
 from memloci.core.errors import LibraryMissingError, MemlociError, ValidationError
-from memloci.formats.official import MemoryLine
-from memloci.app.libraries import LibrarySpec, masked_url, open_store, parse_library_specs
 from memloci.core.model import (
     Entity,
     EntityInput,
@@ -49,6 +47,9 @@ from memloci.core.model import (
     RelationInput,
     name_key,
 )
+from memloci.core.secrets import masked_url
+from memloci.formats.official import MemoryLine
+from memloci.rules import graph as rules
 from memloci.store.protocols import MemoryCopies, Migratable, Portable, Store
 
 ORIGIN = "migrate"

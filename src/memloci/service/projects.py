@@ -8,14 +8,13 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from memloci.core import schema
-from memloci.core import confine
-from memloci.core.errors import AlreadyExistsError, PermissionDeniedError, ValidationError
 from memloci.app.libraries import ProjectRef
-from memloci.markdown.export import render_export
-from memloci.formats.n2n import read_n2n_context, read_n2n_graph
-from memloci.core.model import ObservationBatch, name_key, now_iso
 from memloci.app.projects import project_label
+from memloci.core import confine, schema
+from memloci.core.errors import AlreadyExistsError, PermissionDeniedError, ValidationError
+from memloci.core.model import ObservationBatch, name_key, now_iso
+from memloci.formats.n2n import read_n2n_context, read_n2n_graph
+from memloci.markdown.export import render_export
 from memloci.store.protocols import FolderLibrary, Portable
 
 if TYPE_CHECKING:

@@ -47,9 +47,9 @@ from memloci.core.model import (
 )
 
 if TYPE_CHECKING:  # annotations only: neither module needs the other to load
+    from memloci.core.schema import LibrarySchema
     from memloci.markdown.document import EntityDocument
     from memloci.rules.graph import RelationsCreated
-    from memloci.core.schema import LibrarySchema
 
 
 class NameVocabulary(Protocol):

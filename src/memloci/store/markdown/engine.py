@@ -38,11 +38,11 @@ from pathlib import Path
 
 from memloci.core import confine
 from memloci.core.errors import ConflictError, LibraryMissingError, LibraryUnreadableError, MemlociError, storage_error
-from memloci.markdown.context import parse_context, render_context
+from memloci.core.model import LibraryStats, ListedEntity, name_key, now_iso
 from memloci.markdown import frontmatter, patch
+from memloci.markdown.context import parse_context, render_context
 from memloci.markdown.document import parse_document, render_document, wikilinks
 from memloci.markdown.memories import MemoryBlock, day_header, is_day, preamble, render_block, render_day
-from memloci.core.model import LibraryStats, ListedEntity, name_key, now_iso
 from memloci.store.markdown.files import (
     CONTEXT,
     INDEX_DIR,
@@ -54,13 +54,13 @@ from memloci.store.markdown.files import (
     file_stem,
     sha256_hex,
 )
+from memloci.store.markdown.importing import MarkdownImport, rendered_body
 from memloci.store.markdown.intent import INTENTS_TABLE, FileChange, recover
 from memloci.store.markdown.scan import MarkdownScan
-from memloci.store.markdown.importing import MarkdownImport, rendered_body
 from memloci.store.markdown.undo import MarkdownUndo
 from memloci.store.migratable import MarkdownMigratable
-from memloci.store.sqlite.engine import SQLiteStore, _split_sql
 from memloci.store.sqlite.documents import LINKS_TO
+from memloci.store.sqlite.engine import SQLiteStore, _split_sql
 from memloci.store.sqlite.memories import select_memories
 from memloci.store.sqlite.schema import MARKDOWN_TRIGGERS, SCHEMA_VERSION
 

@@ -18,8 +18,8 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
     from pathlib import Path
 
-    from memloci.markdown.memories import MemoryBlock
     from memloci.core.model import CreatedEntity, EntityInput
+    from memloci.markdown.memories import MemoryBlock
     from memloci.store.markdown.files import FileStat, SyncReport
     from memloci.store.markdown.intent import FileChange
 

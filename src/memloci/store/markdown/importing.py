@@ -17,9 +17,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from memloci.rules import graph as rules
 from memloci.core.errors import InvalidRelationError
 from memloci.core.model import EntityInput, GraphBatch, Relation, RelationInput, name_key, now_iso
+from memloci.rules import graph as rules
 from memloci.store.markdown.host import MarkdownHost
 
 

@@ -14,15 +14,14 @@ import json
 import logging
 import os
 import sqlite3
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
-from memloci.core import confine
-from memloci.core import schema
+from memloci.core import confine, schema
 from memloci.core.errors import MemlociError
+from memloci.core.model import content_hash, name_key, now_iso
 from memloci.markdown.document import EntityDocument, parse_document
 from memloci.markdown.memories import MemoryBlock, is_day, parse_day
-from memloci.core.model import content_hash, name_key, now_iso
 from memloci.store.markdown.files import CONTEXT, JOURNAL, MANUAL, MEMORIES_DIR, FileStat, SyncReport, sha256_hex
 from memloci.store.markdown.host import MarkdownHost
 from memloci.store.sqlite.documents import LINKS_TO
@@ -33,7 +32,7 @@ log = logging.getLogger(__name__)
 
 def _iso(mtime_ns: int) -> str:
     """A file's mtime as memloci writes times: what dates the lines a person wrote."""
-    return datetime.fromtimestamp(mtime_ns / 1e9, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return datetime.fromtimestamp(mtime_ns / 1e9, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 class MarkdownScan(MarkdownHost):

@@ -26,9 +26,9 @@ from typing import Any
 
 from memloci.core import confine
 from memloci.core.errors import ConflictError, MemlociError, ValidationError
+from memloci.core.model import name_key, now_iso
 from memloci.markdown.document import parse_document
 from memloci.markdown.memories import is_day, parse_day
-from memloci.core.model import name_key, now_iso
 from memloci.store.markdown.files import CONTEXT, JOURNAL, MANUAL, MEMORIES_DIR, sha256_hex
 from memloci.store.markdown.host import MarkdownHost
 

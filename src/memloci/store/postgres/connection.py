@@ -22,7 +22,7 @@ from memloci.core.errors import (
     PermissionDeniedError,
     StorageFullError,
 )
-from memloci.app.libraries import masked_url, url_secrets
+from memloci.core.secrets import masked_url, url_secrets
 
 log = logging.getLogger(__name__)
 

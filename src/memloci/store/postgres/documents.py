@@ -22,9 +22,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from memloci.rules import documents as documents_rules
-from memloci.markdown.document import EntityDocument, render_document
 from memloci.core.model import DocumentEdit, ListedEntity, Relation, name_key
+from memloci.markdown.document import EntityDocument, render_document
+from memloci.rules import documents as documents_rules
 from memloci.store.postgres.graph import (
     PostgresGraphTx,
     alias_holders,

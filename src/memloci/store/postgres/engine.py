@@ -58,9 +58,10 @@ from contextlib import contextmanager
 from typing import Any, TypeVar
 
 from memloci.core.errors import LibraryUnreadableError
-from memloci.app.libraries import masked_url
 from memloci.core.model import LibraryStats, now_iso
 from memloci.core.schema import DEFAULT_SCHEMA, LibrarySchema
+from memloci.core.secrets import masked_url
+from memloci.store.migratable import PostgresMigratable
 from memloci.store.postgres.connection import (
     ChangeListener,
     EmbeddingClaims,
@@ -78,12 +79,11 @@ from memloci.store.postgres.documents import PostgresDocuments
 from memloci.store.postgres.graph import PostgresGraphWrites
 from memloci.store.postgres.graph_reads import PostgresGraphReads
 from memloci.store.postgres.memories import PostgresMemories
-from memloci.store.migratable import PostgresMigratable
 from memloci.store.postgres.passages import PostgresPassages
 from memloci.store.postgres.portable import PostgresPortable
 from memloci.store.postgres.rename import PostgresRename
-from memloci.store.postgres.search import PostgresSearch
 from memloci.store.postgres.schema import SCHEMA_VERSION, extension_schemas, migrate
+from memloci.store.postgres.search import PostgresSearch
 from memloci.store.postgres.undo import PostgresUndo
 
 log = logging.getLogger(__name__)

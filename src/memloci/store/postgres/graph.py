@@ -12,8 +12,6 @@ import json
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from memloci.rules import graph as rules
-from memloci.markdown.obsidian import retagged
 from memloci.core.model import (
     AddedObservations,
     CreatedEntity,
@@ -28,6 +26,8 @@ from memloci.core.model import (
     name_key,
     now_iso,
 )
+from memloci.markdown.obsidian import retagged
+from memloci.rules import graph as rules
 
 T = TypeVar("T")
 

@@ -20,7 +20,6 @@ from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
-from memloci.rules import graph as rules
 from memloci.core.errors import NotFoundError
 from memloci.core.model import (
     Memory,
@@ -35,9 +34,10 @@ from memloci.core.model import (
     name_key,
     now_iso,
 )
-from memloci.store.sqlite.memories import tag_keys, thread_key
+from memloci.rules import graph as rules
 from memloci.store.postgres.connection import EmbeddingClaims, quoted
 from memloci.store.postgres.graph import bump_vectors, retag
+from memloci.store.sqlite.memories import tag_keys, thread_key
 
 # One row of bulk_load_memories: content, tags, memory_type, created_at, vector (or None).
 BulkMemory = tuple[str, Sequence[str], str, str, Any]

@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from memloci.rules import rename as rename_rules
-from memloci.markdown.document import EntityDocument
 from memloci.core.model import content_hash, name_key, now_iso
+from memloci.markdown.document import EntityDocument
+from memloci.rules import rename as rename_rules
 from memloci.rules.graph import EntityRef, GraphTx
 from memloci.store.postgres.graph import PostgresGraphTx, resolve
 from memloci.store.postgres.memories import _json, _jsonb, bump_vectors

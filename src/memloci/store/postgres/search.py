@@ -26,12 +26,11 @@ from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
 from memloci.core.model import MemoryFilter, SearchHit, SearchResult, name_key
-from memloci.store.protocols import MemoryWordCounts
-from memloci.store.protocols import NameVocabulary
 from memloci.store.postgres import entity_search
 from memloci.store.postgres.graph import load_entities, relations_touching, resolve
 from memloci.store.postgres.memories import filter_sql, tag_keys, vector_text
 from memloci.store.postgres.tsquery import LEXEME, any_of, cjk_pieces, estimated_holders, term_tsqueries
+from memloci.store.protocols import MemoryWordCounts, NameVocabulary
 
 NEIGHBOUR_WEIGHT = 0.3  # as search/vectors.py: a share of each thread neighbour's similarity
 EF_SEARCH = 100  # HNSW candidates looked at per query (pgvector's default is 40)

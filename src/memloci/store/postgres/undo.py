@@ -16,8 +16,8 @@ import json
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from memloci.rules import undo
 from memloci.core.model import name_key, now_iso
+from memloci.rules import undo
 from memloci.store.postgres.memories import _json, _jsonb, bump_vectors, insert_memory, neighbours, refresh_context
 
 T = TypeVar("T")

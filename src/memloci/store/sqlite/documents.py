@@ -15,9 +15,10 @@ import sqlite3
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from memloci.rules import documents as documents_rules, rename as rename_rules
-from memloci.markdown.document import EntityDocument, render_document
 from memloci.core.model import DocumentEdit, ListedEntity, Relation, name_key, now_iso
+from memloci.markdown.document import EntityDocument, render_document
+from memloci.rules import documents as documents_rules
+from memloci.rules import rename as rename_rules
 from memloci.store.sqlite.memories import insert_memory
 from memloci.store.sqlite.rename import SQLiteRenameTx
 from memloci.store.sqlite.vault import SQLiteVaultLinks

@@ -22,15 +22,14 @@ from pathlib import Path
 from typing import Any
 
 from memloci.core.errors import (
+    READ_ONLY_HINT,
     ConflictError,
     LibraryMissingError,
     LibraryUnreadableError,
     PermissionDeniedError,
-    READ_ONLY_HINT,
     StorageFullError,
     storage_error,
 )
-from memloci.core.writable import DISK_FULL, write_problem
 from memloci.core.model import (
     AddedObservations,
     CreatedEntity,
@@ -46,9 +45,10 @@ from memloci.core.model import (
     name_key,
     now_iso,
 )
+from memloci.core.schema import DEFAULT_SCHEMA, LibrarySchema
+from memloci.core.writable import DISK_FULL, write_problem
 from memloci.rules import graph as rules
 from memloci.rules.graph import RelationsCreated
-from memloci.core.schema import DEFAULT_SCHEMA, LibrarySchema
 from memloci.store.migratable import SQLiteMigratable
 from memloci.store.sqlite.documents import SQLiteDocuments
 from memloci.store.sqlite.graph_reads import SQLiteGraphReads, _chunks, _marks

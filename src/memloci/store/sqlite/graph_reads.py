@@ -22,8 +22,8 @@ from memloci.core.model import (
 )
 from memloci.store.protocols import NameVocabulary
 from memloci.store.sqlite.host import SQLiteHost
-from memloci.store.sqlite.search import name_changes, rank_entities
 from memloci.store.sqlite.search import count_entities as count_matches
+from memloci.store.sqlite.search import name_changes, rank_entities
 
 _CHUNK = 500  # ids per IN (...) list
 

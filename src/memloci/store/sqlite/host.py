@@ -15,9 +15,9 @@ if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
     from contextlib import AbstractContextManager
 
-    from memloci.markdown.document import EntityDocument
     from memloci.core.model import Entity, Relation
     from memloci.core.schema import LibrarySchema
+    from memloci.markdown.document import EntityDocument
     from memloci.store.sqlite.graph_tx import SQLiteGraphTx
 
 

@@ -18,8 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from memloci.core import bm25
-from memloci.rules import graph as rules
+from memloci.core import bm25, query_text
 from memloci.core.errors import NotFoundError
 from memloci.core.model import (
     Memory,
@@ -34,7 +33,7 @@ from memloci.core.model import (
     name_key,
     now_iso,
 )
-from memloci.core import query_text
+from memloci.rules import graph as rules
 from memloci.store.sqlite.host import SQLiteHost
 from memloci.store.sqlite.search import cjk_grams
 

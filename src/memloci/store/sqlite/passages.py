@@ -22,15 +22,11 @@ from collections.abc import Sequence
 import numpy as np
 
 from memloci.core.model import PassageVectors, PendingPassage, SavedVectors, name_key
+
 # The splitting rule is the same on every engine (memloci/passages.py); its names stay importable from here.
 from memloci.rules.passages import (
-    MEANING_WORDS,
-    MIN_WORDS,
-    PASSAGE_WORDS,
     SHORT_CHARS,
     plan_passages,
-    says_something,
-    size,
     split_passages,
     still_says_something,
 )

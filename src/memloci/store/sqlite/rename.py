@@ -13,8 +13,8 @@ import sqlite3
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from memloci.markdown.document import EntityDocument
 from memloci.core.model import name_key, now_iso
+from memloci.markdown.document import EntityDocument
 from memloci.rules.graph import EntityRef, GraphTx
 from memloci.store.sqlite.memories import reindex_content
 from memloci.store.sqlite.vault import BODY_TAGS, EXTRA_KEY

@@ -26,8 +26,8 @@ import sqlite3
 from dataclasses import dataclass
 
 from memloci.core import bm25
-from memloci.store.protocols import NameVocabulary
 from memloci.core import query_text as lexical  # (FTS5 syntax)
+from memloci.store.protocols import NameVocabulary
 
 # entity_fts columns (migration 7): name, aliases, tags, entity_type, text (observations and
 # body), name_grams and text_grams (the CJK two-character tokens of the first four, and of text).

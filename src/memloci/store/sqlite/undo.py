@@ -15,8 +15,8 @@ import sqlite3
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from memloci.rules import undo
 from memloci.core.model import ImportedMemories, name_key
+from memloci.rules import undo
 from memloci.store.sqlite.host import SQLiteHost
 from memloci.store.sqlite.memories import insert_memory, select_memories
 

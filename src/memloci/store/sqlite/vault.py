@@ -8,14 +8,13 @@ import json
 import sqlite3
 from collections.abc import Sequence
 
-from memloci.rules.documents import BODY_TAGS, EXTRA_KEY
 from memloci.core.errors import ValidationError
+from memloci.core.model import name_key
 from memloci.markdown.frontmatter import drop_link
 from memloci.markdown.obsidian import block_links, retagged
-from memloci.core.model import name_key
+from memloci.rules.documents import BODY_TAGS, EXTRA_KEY
 from memloci.store.sqlite.graph_reads import _chunks, _marks
 from memloci.store.sqlite.host import SQLiteHost
-
 
 
 class SQLiteVaultLinks(SQLiteHost):
