@@ -90,10 +90,10 @@ def test_postgres_entity_lengths_and_totals_are_fts5s(pg_library):
 
     from memloci.app.libraries import LibraryRegistry, parse_library_specs
     from memloci.core.model import EntityInput, ObservationBatch
+    from memloci.core.query_text import cjk_grams
     from memloci.search.embedder import EmbedderHandle
     from memloci.service.documents import NewEntityDocument
     from memloci.service.facade import MemoryService
-    from memloci.store.sqlite.search import cjk_grams
 
     service = MemoryService(LibraryRegistry(parse_library_specs(pg_library.arg)), EmbedderHandle("none"))
     try:

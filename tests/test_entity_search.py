@@ -8,11 +8,11 @@ import pytest
 
 from memloci.app.libraries import LibraryRegistry, LibrarySpec
 from memloci.core.model import EntityInput
+from memloci.core.query_text import cjk_grams
 from memloci.service.documents import NewEntityDocument
 from memloci.service.facade import MemoryService
 from memloci.store.sqlite.engine import SQLiteStore, _split_sql
 from memloci.store.sqlite.schema import MIGRATIONS, SCHEMA_VERSION
-from memloci.store.sqlite.search import cjk_grams
 
 
 @pytest.fixture(params=["sqlite", "markdown"])

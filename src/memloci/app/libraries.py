@@ -26,6 +26,7 @@ from typing import Any
 
 from memloci.core.errors import NotFoundError, ValidationError
 from memloci.core.schema import schema_from_config
+from memloci.core.secrets import masked_url, url_secrets
 from memloci.core.settings import Settings, data_home
 from memloci.store.protocols import FolderLibrary, Store
 

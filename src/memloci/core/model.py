@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import unicodedata
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, fields
 from datetime import UTC
 from typing import Any
@@ -368,3 +368,17 @@ def content_hash(text: str, entity_name: str | None = None) -> str:
         raise TypeError("content_hash: the owner is the entity's name, not its row id")
     owner = f"entity-name:{owner_key(entity_name)}\n" if entity_name is not None else ""
     return hashlib.sha256((owner + normalize_content(text)).encode("utf-8")).hexdigest()
+
+
+def tag_keys(tags: Iterable[str]) -> list[str]:
+    """The keys under which memory_tags finds tags: "Decision" and "decision" are one tag."""
+    return list(dict.fromkeys(name_key(t) for t in tags))
+
+
+def thread_key(entity_id: int | None, memory_type: str, metadata: dict[str, Any]) -> str:
+    """Free memories of one type and one conversation (`metadata.session`, `conversation` or
+    `thread`) form a thread whose neighbours lend each other context; '' is no thread."""
+    session = metadata.get("session", metadata.get("conversation", metadata.get("thread")))
+    if entity_id is not None or session in (None, ""):
+        return ""
+    return f"m:{memory_type}:{session}"

@@ -10,6 +10,8 @@ from __future__ import annotations
 import re
 
 _WORD = re.compile(r"\w+", re.UNICODE)
+# A run of Chinese, Japanese or Korean characters: indexed as overlapping two-character tokens.
+CJK_RUN = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]+")
 MAX_TERMS = 16
 # In a prefix search, terms of this length or more match as prefixes ("postgre" finds
 # "postgresql"); shorter ones stay whole words, since a one-letter prefix matches nearly every row.
@@ -44,3 +46,31 @@ def like_pattern(text: str) -> str:
     """A LIKE pattern finding `text` as a substring (with `\\` as the escape character)."""
     escaped = text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
     return f"%{escaped}%"
+
+
+def cjk_grams(text: str) -> str:
+    """The CJK runs of `text` as overlapping two-character tokens ("東京の" -> "東京 京の"), and
+    the other letters of words that mix scripts ("東京api" -> "東京 api"), which the word index
+    holds only as one token. Registered on every connection as memloci_cjk_grams."""
+    out: list[str] = []
+    for word in _WORD.findall(text or ""):
+        runs = CJK_RUN.findall(word)
+        if not runs:
+            continue
+        for run in runs:
+            out.extend([run] if len(run) == 1 else [run[i:i + 2] for i in range(len(run) - 1)])
+        out.extend(CJK_RUN.sub(" ", word).split())
+    return " ".join(out)
+
+
+def entity_query_terms(query: str, stop_words: frozenset[str] = frozenset()) -> list[tuple[str, str]]:
+    """(word, kind) of a query: kind is 'cjk' for a run of CJK characters, else 'word'.
+    Stop words are dropped unless nothing else is left."""
+    terms: list[tuple[str, str]] = []
+    # every word, not query_terms' first 16: a long question's stop words come first
+    for word in dict.fromkeys(w.strip("_") for w in _WORD.findall(query.lower()) if w.strip("_")):
+        for run in CJK_RUN.findall(word):
+            terms.append((run, "cjk"))
+        terms.extend((piece, "word") for piece in CJK_RUN.sub(" ", word).split())
+    kept = [t for t in terms if t[0] not in stop_words]
+    return list(dict.fromkeys(kept or terms))[:MAX_TERMS]

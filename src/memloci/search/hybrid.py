@@ -58,7 +58,7 @@ i me my you your he him his she her it its we us our they them their this that t
 what when where who whom which why how not no yes
 """.split())
 
-_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]{2,}")
+CJK_PAIRS = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]{2,}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,7 +113,7 @@ def retrieve(store, index, embedder, query: str, n: int, filters: MemoryFilter,
     k = max(CANDIDATES, 4 * n)
     lexical_text = query if keywords is None else keywords
     meaning_text = query if meaning_text is None else meaning_text
-    grams = _CJK.findall(lexical_text)
+    grams = CJK_PAIRS.findall(lexical_text)
     dense = index is not None and bool(meaning_text.strip()) and understands(embedder, meaning_text)  # not CJK to an English model
     # The model embeds the query on another thread while the engine ranks words (both release
     # the GIL). A store that searches its own vectors (VectorSearch: pgvector, the filter in its

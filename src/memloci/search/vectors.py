@@ -13,14 +13,12 @@ import os
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
 from memloci.core.model import MemoryFilter
 from memloci.search.embedder import EmbedderHandle, yield_to_requests
-from memloci.store.protocols import Passages
+from memloci.store.protocols import Passages, VectorSearch
 
 log = logging.getLogger(__name__)
 
@@ -34,29 +32,6 @@ def library_key(store) -> str:
     named "app", and must never share vectors or workers."""
     path = str(store.path)
     return path if "://" in path else os.path.realpath(path)
-
-
-@dataclass(frozen=True, slots=True)
-class VectorCandidates:
-    """What a vector search found: memory id -> similarity (its own, lifted by its thread
-    neighbours'), and the lowest and highest similarity over the memories searched (the
-    retriever scales by them)."""
-
-    scores: dict[int, float]
-    low: float
-    high: float
-
-
-@runtime_checkable
-class VectorSearch(Protocol):
-    """A store that searches its own vectors (the postgres engine: pgvector, the filter in the
-    same SQL query); the others are searched by the in-process VectorIndex below."""
-
-    def vector_candidates(self, query: Any, k: int, filters: MemoryFilter, *, model: str | None = None,
-                          also: Sequence[int] = ()) -> VectorCandidates:
-        """The best `k` memories within `filters` by cosine similarity to `query`, plus the
-        `also` ids'; nothing if the library's vectors are not of `model`."""
-        ...
 
 
 class VectorIndex:

@@ -38,7 +38,7 @@ from memloci.rules import graph as rules
 from memloci.rules.graph import RelationsCreated, graph_violations
 from memloci.search.embedder import Embedder, EmbedderHandle, understands
 from memloci.search.entities import OBSERVATION_WEIGHT, count_entities, find_entities, meaning_signals
-from memloci.search.hybrid import _CJK, WEAK_MEANING, MemoryHit, retrieve, word_terms
+from memloci.search.hybrid import CJK_PAIRS, WEAK_MEANING, MemoryHit, retrieve, word_terms
 from memloci.search.timephrases import TimeRange, parse_time_phrase, split_time_phrase
 from memloci.search.vectors import EmbeddingWorker, PassageIndex, VectorIndex, VectorSearch, library_key
 from memloci.service.documents import DocumentService
@@ -765,7 +765,7 @@ def _untimed(store: Store, filters: MemoryFilter) -> MemoryFilter:
 def _has_words(text: str) -> bool:
     """Whether a query left without its time phrase still says what to look for: a word that
     is not a stop word, or a run of Chinese/Japanese ("what did we work on" says nothing)."""
-    return bool(word_terms(text, False)) or bool(_CJK.search(text))
+    return bool(word_terms(text, False)) or bool(CJK_PAIRS.search(text))
 
 
 def _scope(time_range: TimeRange | None, filters: MemoryFilter) -> str:

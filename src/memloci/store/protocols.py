@@ -473,3 +473,26 @@ class ServerEngine(Protocol):
     def engine_health(self) -> dict[str, Any]:
         """The engine, its server's version and its extensions', the connection pool's figures."""
         ...
+
+
+@dataclass(frozen=True, slots=True)
+class VectorCandidates:
+    """What a vector search found: memory id -> similarity (its own, lifted by its thread
+    neighbours'), and the lowest and highest similarity over the memories searched (the
+    retriever scales by them)."""
+
+    scores: dict[int, float]
+    low: float
+    high: float
+
+
+@runtime_checkable
+class VectorSearch(Protocol):
+    """A store that searches its own vectors (the postgres engine: pgvector, the filter in the
+    same SQL query); the others are searched by the in-process VectorIndex below."""
+
+    def vector_candidates(self, query: Any, k: int, filters: MemoryFilter, *, model: str | None = None,
+                          also: Sequence[int] = ()) -> VectorCandidates:
+        """The best `k` memories within `filters` by cosine similarity to `query`, plus the
+        `also` ids'; nothing if the library's vectors are not of `model`."""
+        ...

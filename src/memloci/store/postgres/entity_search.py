@@ -38,9 +38,9 @@ from typing import Any
 
 from memloci.core import bm25
 from memloci.core import query_text as lexical
+from memloci.core.query_text import entity_query_terms as query_terms
 from memloci.store.postgres.tsquery import LEXEME, estimated_holders
 from memloci.store.protocols import NameVocabulary
-from memloci.store.sqlite.search import query_terms
 
 COMMON = 500  # a term more entities hold is common (as store/sqlite_search.py)
 COUNTED = 10_000  # a common term's holders are counted up to this, then estimated

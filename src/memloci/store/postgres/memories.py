@@ -33,11 +33,12 @@ from memloci.core.model import (
     content_hash,
     name_key,
     now_iso,
+    tag_keys,
+    thread_key,
 )
 from memloci.rules import graph as rules
 from memloci.store.postgres.connection import EmbeddingClaims, quoted
 from memloci.store.postgres.graph import bump_vectors, retag
-from memloci.store.sqlite.memories import tag_keys, thread_key
 
 # One row of bulk_load_memories: content, tags, memory_type, created_at, vector (or None).
 BulkMemory = tuple[str, Sequence[str], str, str, Any]

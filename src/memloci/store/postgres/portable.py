@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from memloci.core.errors import NotFoundError, ValidationError
-from memloci.core.model import ImportedMemories, Memory, content_hash, name_key, now_iso
+from memloci.core.model import ImportedMemories, Memory, content_hash, name_key, now_iso, tag_keys, thread_key
 from memloci.store.postgres.graph import retag
 from memloci.store.postgres.memories import (
     bump_vectors,
@@ -19,7 +19,6 @@ from memloci.store.postgres.memories import (
     select_memories,
     vectors_copy_data,
 )
-from memloci.store.sqlite.memories import tag_keys, thread_key
 
 COPY_BATCH = 5000  # rows per COPY (and per progress step) of copy_memories
 

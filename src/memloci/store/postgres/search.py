@@ -30,7 +30,7 @@ from memloci.store.postgres import entity_search
 from memloci.store.postgres.graph import load_entities, relations_touching, resolve
 from memloci.store.postgres.memories import filter_sql, tag_keys, vector_text
 from memloci.store.postgres.tsquery import LEXEME, any_of, cjk_pieces, estimated_holders, term_tsqueries
-from memloci.store.protocols import MemoryWordCounts, NameVocabulary
+from memloci.store.protocols import MemoryWordCounts, NameVocabulary, VectorCandidates
 
 NEIGHBOUR_WEIGHT = 0.3  # as search/vectors.py: a share of each thread neighbour's similarity
 EF_SEARCH = 100  # HNSW candidates looked at per query (pgvector's default is 40)
@@ -137,8 +137,6 @@ class PostgresSearch:
         the same query: HNSW, or every allowed vector when the filter lets few through), each
         lifted by its thread neighbours', and the `also` ids'.
         Nothing when the library's vectors are of another model than `model`."""
-        from memloci.search.vectors import VectorCandidates
-
         with self._read() as conn:
             meta = dict(conn.execute("SELECT key, value FROM library_meta WHERE key IN "
                                      "('embedding_model', 'embedding_dimension')").fetchall())  # one round trip

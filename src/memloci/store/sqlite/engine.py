@@ -45,6 +45,7 @@ from memloci.core.model import (
     name_key,
     now_iso,
 )
+from memloci.core.query_text import cjk_grams
 from memloci.core.schema import DEFAULT_SCHEMA, LibrarySchema
 from memloci.core.writable import DISK_FULL, write_problem
 from memloci.rules import graph as rules
@@ -56,7 +57,6 @@ from memloci.store.sqlite.graph_tx import SQLiteGraphTx
 from memloci.store.sqlite.memories import SQLiteMemories
 from memloci.store.sqlite.passages import SQLitePassages
 from memloci.store.sqlite.schema import MIGRATIONS, SCHEMA_VERSION
-from memloci.store.sqlite.search import cjk_grams
 from memloci.store.sqlite.undo import SQLiteUndo
 
 log = logging.getLogger(__name__)

@@ -32,10 +32,12 @@ from memloci.core.model import (
     content_hash,
     name_key,
     now_iso,
+    tag_keys,
+    thread_key,
 )
+from memloci.core.query_text import cjk_grams
 from memloci.rules import graph as rules
 from memloci.store.sqlite.host import SQLiteHost
-from memloci.store.sqlite.search import cjk_grams
 
 _MEMORY_COLUMNS = """m.id, m.content, m.content_hash, m.tags, m.memory_type, m.importance, m.metadata,
     m.created_at, m.updated_at, m.access_count, m.last_accessed_at, e.name"""
@@ -48,20 +50,6 @@ _HIRAGANA = re.compile(r"[\u3040-\u309f]")
 def labels_text(tags: Sequence[str], memory_type: str) -> str:
     """What memory_fts.labels holds (as the trigger of migration 6 computes it)."""
     return " ".join(sorted({t.lower() for t in tags} | {memory_type.lower()}))
-
-
-def tag_keys(tags: Iterable[str]) -> list[str]:
-    """The keys under which memory_tags finds tags: "Decision" and "decision" are one tag."""
-    return list(dict.fromkeys(name_key(t) for t in tags))
-
-
-def thread_key(entity_id: int | None, memory_type: str, metadata: dict[str, Any]) -> str:
-    """Free memories of one type and one conversation (`metadata.session`, `conversation` or
-    `thread`) form a thread whose neighbours lend each other context; '' is no thread."""
-    session = metadata.get("session", metadata.get("conversation", metadata.get("thread")))
-    if entity_id is not None or session in (None, ""):
-        return ""
-    return f"m:{memory_type}:{session}"
 
 
 def _memory(row: tuple) -> Memory:

@@ -21,12 +21,12 @@ matches, as the official server's search would (trigram indexes for three charac
 from __future__ import annotations
 
 import json
-import re
 import sqlite3
 from dataclasses import dataclass
 
 from memloci.core import bm25
 from memloci.core import query_text as lexical  # (FTS5 syntax)
+from memloci.core.query_text import entity_query_terms
 from memloci.store.protocols import NameVocabulary
 
 # entity_fts columns (migration 7): name, aliases, tags, entity_type, text (observations and
@@ -36,24 +36,7 @@ _LABELS = "{name aliases tags entity_type name_grams}"
 _GRAMS = "{name_grams text_grams}"
 COMMON = 500  # a term held by more entities than this is common: its matches are not all scored
 POOL = 300  # entities ranked for a page (at least twice the page asked for)
-_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]+")
-_WORD = re.compile(r"\w+")
 
-
-
-def cjk_grams(text: str) -> str:
-    """The CJK runs of `text` as overlapping two-character tokens ("東京の" -> "東京 京の"), and
-    the other letters of words that mix scripts ("東京api" -> "東京 api"), which the word index
-    holds only as one token. Registered on every connection as memloci_cjk_grams."""
-    out: list[str] = []
-    for word in _WORD.findall(text or ""):
-        runs = _CJK.findall(word)
-        if not runs:
-            continue
-        for run in runs:
-            out.extend([run] if len(run) == 1 else [run[i:i + 2] for i in range(len(run) - 1)])
-        out.extend(_CJK.sub(" ", word).split())
-    return " ".join(out)
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,19 +60,6 @@ def _phrase(text: str, prefix: bool = False) -> str:
     return lexical.fts_term(text, prefix)
 
 
-def query_terms(query: str, stop_words: frozenset[str] = frozenset()) -> list[tuple[str, str]]:
-    """(word, kind) of a query: kind is 'cjk' for a run of CJK characters, else 'word'.
-    Stop words are dropped unless nothing else is left."""
-    terms: list[tuple[str, str]] = []
-    # every word, not lexical.query_terms' first 16: a long question's stop words come first
-    for word in dict.fromkeys(w.strip("_") for w in _WORD.findall(query.lower()) if w.strip("_")):
-        for run in _CJK.findall(word):
-            terms.append((run, "cjk"))
-        terms.extend((piece, "word") for piece in _CJK.sub(" ", word).split())
-    kept = [t for t in terms if t[0] not in stop_words]
-    return list(dict.fromkeys(kept or terms))[:lexical.MAX_TERMS]
-
-
 def _matching(conn: sqlite3.Connection, expr: str, cap: int) -> list[int]:
     """Ids of the entities matching `expr`, at most `cap` (in rowid order, not ranked: cheap)."""
     return [r[0] for r in conn.execute("SELECT rowid FROM entity_fts WHERE entity_fts MATCH ? LIMIT ?", (expr, cap))]
@@ -98,7 +68,7 @@ def _matching(conn: sqlite3.Connection, expr: str, cap: int) -> list[int]:
 def _plan(conn: sqlite3.Connection, query: str, stop_words: frozenset[str], names: NameVocabulary | None) -> list[_Term]:
     """The query's terms with their FTS5 expressions and how many entities hold each."""
     plan: list[_Term] = []
-    for word, kind in query_terms(query, stop_words):
+    for word, kind in entity_query_terms(query, stop_words):
         if kind == "cjk":
             grams = [word] if len(word) == 1 else [word[i:i + 2] for i in range(len(word) - 1)]
             term = _Term(word, f"{_GRAMS} : {_phrase(' '.join(grams), prefix=len(word) == 1)}")
