@@ -15,7 +15,7 @@ from memloci.app.libraries import LibraryRegistry, LibrarySpec
 from memloci.search.embedder import EmbedderHandle, cjk_share, create_embedder, understands
 from memloci.service.documents import NewEntityDocument
 from memloci.service.facade import MemoryService, _QueryEmbedding
-from memloci.store.sqlite.passages import says_something, split_passages
+from memloci.rules.passages import says_something, split_passages
 
 # (memory, a word of it to ask for): Japanese and Chinese, among English ones.
 CJK = [

@@ -64,7 +64,7 @@ from pathlib import Path
 from memloci.bench import crash
 from memloci.core.errors import ConflictError
 from memloci.core.model import ObservationBatch
-from memloci.store.protocols import markdown_intent
+from memloci.store.markdown import intent as markdown_intent
 
 root, kill = Path(sys.argv[1]), sys.argv[2] == "kill"
 path = root / "a.md"

@@ -157,7 +157,7 @@ _CHILD_ENV = re.compile(r"\{\*\*os\.environ\b|\bos\.environ\.items\(\)")  # a co
 
 
 def _allowed(rel: str, line: str) -> bool:
-    if rel == "settings.py":
+    if rel == "core/settings.py":
         return True
     if rel == "install/clients.py":  # where other programs keep their configs (APPDATA, CODEX_HOME, ...)
         return True
