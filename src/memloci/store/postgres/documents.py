@@ -2,7 +2,7 @@
 find relations, the library manual.
 
 What a document means (which relations it makes, which tags, what an edit may change, which
-relations its front matter shows) is documents_rules.py's, shared with the SQLite engine
+relations its front matter shows) is rules/documents.py's, shared with the SQLite engine
 (store/sqlite/documents.py); this module reads and writes it in PostgreSQL. Every write is one
 transaction under the library's advisory lock (Database.transact), so two servers editing
 one note both land, and a refused document leaves nothing behind.

@@ -11,7 +11,7 @@ from typing import Any
 from memloci.core.model import Entity, Observation, Relation, name_key
 from memloci.rules import graph as rules
 
-BODY_TAGS = "body_tags"  # entity metadata: the tags only the body's `#tags` give (as store/sqlite_vault.py)
+BODY_TAGS = "body_tags"  # entity metadata: the tags only the body's `#tags` give (as store/sqlite/vault.py)
 
 _ENTITY_COLUMNS = "id, name, entity_type, aliases, tags, metadata, body, created_at, updated_at"
 
@@ -37,7 +37,7 @@ def load_entities(conn: Any, ids: Sequence[int], observations: bool = True) -> d
     return {i: entity_from_row(rows[i], obs[i]) for i in ids if i in rows}
 
 
-# The order SQLite returns relations in (sqlite_graph_reads.py), so both engines answer alike.
+# The order SQLite returns relations in (store/sqlite/graph_reads.py), so both engines answer alike.
 RELATION_ORDER = "ORDER BY r.created_at, a.name_key, r.relation_type, b.name_key"
 
 

@@ -165,7 +165,7 @@ class PostgresGraphTx:
 
 def retag(conn: Any, ids: Sequence[int]) -> None:
     """An entity's tags after its observations changed: the ones it was given, then the `#tags`
-    its observations and body carry, each once (as store/sqlite_vault.py keeps them)."""
+    its observations and body carry, each once (as store/sqlite/vault.py keeps them)."""
     for entity_id in ids:
         row = conn.execute("SELECT tags, metadata, body FROM entities WHERE id = %s", (entity_id,)).fetchone()
         if row is None:

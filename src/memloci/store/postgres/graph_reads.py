@@ -1,6 +1,6 @@
 """Graph reads of the postgres engine (each one read snapshot):
 pages, opened entities, exports, the journal, the name log. Results and orderings are the
-SQLite engine's (store/sqlite_graph_reads.py), so both answer alike."""
+SQLite engine's (store/sqlite/graph_reads.py), so both answer alike."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Passages of note bodies in the postgres engine, so a note's own words carry meaning (the
-store's `Passages` capability; the splitting rule is memloci/passages.py, as on SQLite).
+store's `Passages` capability; the splitting rule is rules/passages.py, as on SQLite).
 
-Kept as the SQLite engine keeps them (store/sqlite_passages.py): a body changes by many paths
+Kept as the SQLite engine keeps them (store/sqlite/passages.py): a body changes by many paths
 (documents written whole, edits, rename and merge rewriting links, undo, delete), so rather
 than trusting each path to remember, triggers (search_schema.PASSAGES_MIGRATION) mark every
 entity whose body changed in `passages_stale`, whoever wrote it; the embedding worker re-splits marked

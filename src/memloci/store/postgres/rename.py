@@ -1,6 +1,6 @@
 """Renaming and merging entities on the postgres engine.
 
-What a rename or a merge changes, folds and refuses is rename_rules.py's, shared with the
+What a rename or a merge changes, folds and refuses is rules/rename.py's, shared with the
 SQLite and Markdown engines; PostgresRenameTx gives those rules their primitives over one
 write transaction under the library's advisory lock (Database.transact), so a rename
 on one server and a write on another never interleave, and a refused merge leaves nothing.
@@ -24,7 +24,7 @@ from memloci.store.postgres.json_columns import as_json, as_jsonb
 from memloci.store.postgres.transaction import WriteTx
 from memloci.store.postgres.vectors import bump_vectors, drop_memory_vectors
 
-EXTRA_KEY = "frontmatter_extra"  # entity metadata: front matter keys memloci does not know (documents_rules.py)
+EXTRA_KEY = "frontmatter_extra"  # entity metadata: front matter keys memloci does not know (rules/documents.py)
 C = ' COLLATE "C"'  # names in byte order, as SQLite sorts them
 
 # the entities with a links_to relation to the target: their text names it even where ILIKE misses

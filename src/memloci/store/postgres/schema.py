@@ -6,7 +6,7 @@ migration runs in its own transaction under the database-wide migration lock
 servers opening one library at once apply each migration exactly once. A migration is
 appended, never edited once released; a schema written by a newer memloci is refused.
 
-The tables mirror the SQLite engine's (store/sqlite_schema.py), so answers and exports are
+The tables mirror the SQLite engine's (store/sqlite/schema.py), so answers and exports are
 the same on both: timestamps are the same ISO 8601 text (`2026-11-21T04:50:00Z`, compared
 as text exactly as SQLite compares them, and copied between engines unchanged); tags and
 aliases are jsonb arrays; metadata is `json`, which keeps the keys in the order they were

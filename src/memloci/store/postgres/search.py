@@ -6,10 +6,10 @@ is search/hybrid.py's and search/entities.py's, the same for every engine.
 - Memories by words: `search @@ query` over the weighted tsvectors of search_schema.py picks a
   bounded pool; for each pool memory this hands over how often each query word occurs in each
   column (its lexemes' positions by weight), its length as FTS5 counts it, each word's holders
-  and the library's totals (migration 4), and memloci/bm25.py scores them: the same BM25 as
+  and the library's totals (migration 4), and core/bm25.py scores them: the same BM25 as
   SQLite's FTS5, to the last digits, where the two stemmers agree. Each query word is looked up
   stemmed (`english`) and as written (`simple`), so a tag such as "decisions" is found as typed.
-- Entities: entity_search.py, by the BM25 SQLite's FTS5 computes (memloci/bm25.py).
+- Entities: entity_search.py, by the BM25 SQLite's FTS5 computes (core/bm25.py).
 - Chinese/Japanese: the query's runs as two- and three-character pieces against the `grams`
   tsvectors (pairs holding a hiragana character are left out: mostly particles and endings).
 - Vectors: pgvector's HNSW index (cosine), the filters in the same SQL (VectorSearch in
@@ -121,7 +121,7 @@ class PostgresSearch:
     def memory_word_counts(self, terms: list[str], grams: list[str], k: int,
                            filters: MemoryFilter) -> MemoryWordCounts:
         """The statistics BM25 needs for the memories within `filters` holding the query's words
-        (memloci/bm25.py scores them, as FTS5 scores them on SQLite), plus the best `k` by CJK pieces."""
+        (core/bm25.py scores them, as FTS5 scores them on SQLite), plus the best `k` by CJK pieces."""
         with self.db.read() as conn:
             where, params = filter_sql(filters, conn)
             counted = _word_counts(conn, term_tsqueries(conn, terms), filters, where, params) if terms else None
@@ -263,7 +263,7 @@ def _pool(conn: Any, column: str, queries: Sequence[str], holders: Sequence[int]
                                            ([row[0] for row in rows], *params))]
 
 
-# tsvector weights of memories.search (search_schema.py) -> BM25 columns (memloci/bm25.py:
+# tsvector weights of memories.search (search_schema.py) -> BM25 columns (core/bm25.py:
 # content, context, labels); D (no letter) is not one of them
 _COLUMN_OF_WEIGHT = {"A": 0, "C": 1, "B": 2}
 

@@ -155,7 +155,7 @@ CREATE TRIGGER {table}_totals_changed AFTER UPDATE ON {table} REFERENCING OLD TA
     FOR EACH STATEMENT EXECUTE FUNCTION {functions}_changed();
 """
 
-# Migration 4: what one BM25 needs (memloci/bm25.py scores memories alike on every engine).
+# Migration 4: what one BM25 needs (core/bm25.py scores memories alike on every engine).
 # A memory's length is counted as SQLite's FTS5 counts it (runs of letters and digits in its
 # text, its neighbours' words and its labels: the distinct lower-case tags and type, stop words
 # included), in a column PostgreSQL keeps; the library's memories and their tokens in all are
@@ -185,11 +185,11 @@ ALTER TABLE memories ADD COLUMN search_length integer GENERATED ALWAYS AS (
 """ + _totals("memories", "search_totals", "memloci_totals")
 
 
-# Migration 7: one BM25 for entities too (entity_search.py ranks search_nodes by memloci/bm25.py's
+# Migration 7: one BM25 for entities too (entity_search.py ranks search_nodes by core/bm25.py's
 # formula and weights, as SQLite's FTS5 ranks entity_fts). An entity's length is counted as
 # FTS5 counts its seven columns: the tokens of its name, aliases, tags, type and text
 # (observations and body, cut where the word index cuts them), plus the CJK two-character
-# tokens SQLite's name_grams and text_grams columns hold (store/sqlite_search.py cjk_grams:
+# tokens SQLite's name_grams and text_grams columns hold (core/query_text.py cjk_grams:
 # each run of n characters makes n - 1 of them, a lone character one, and the other letters of
 # a word that mixes scripts count as their own tokens). The library's entities and their tokens
 # in all are one row kept by statement triggers, as search_totals is for memories.
