@@ -7,10 +7,13 @@ connection.schema_for), so several libraries share one database. Connections com
 small psycopg 3 pool; the schema is created and migrated on open (schema.py).
 
 How it is built. PostgresStore is a facade: each public method is a Store protocol's
-(store/protocols.py) and hands the call to one part it holds, each part a small class over
-one Database (database.py: the pool, the library's advisory write lock and its locking scheme,
-LISTEN/NOTIFY of other servers' writes). A write runs in a transaction.WriteTx (its connection,
-its time, its undo record), which every function writing inside it is given.
+(store/protocols.py), or one of the few this engine adds (changes, on_change,
+bulk_load_memories, passages_of), and hands the call to one part it holds, each part a small
+class over one Database (database.py: the pool, the library's advisory write lock and its
+locking scheme, LISTEN/NOTIFY of other servers' writes). A write runs in a
+transaction.WriteTx (its connection, its time, its undo record), which every function writing
+inside it is given. Rows are read and written by plain functions over a connection
+(entities.py, memory_rows.py, vectors.py, undo_rows.py), which the parts share.
 
 Notes with bodies (documents.py) are stored as in SQLite: body, front matter, `[[links]]` as
 relations and links waiting for their target; renamed and merged with every link repaired
