@@ -389,10 +389,12 @@ def test_engines_keep_undo_records_with_one_mixin():
     own per-thread record is a second copy of when a record begins and ends."""
     from memloci.rules import undo
     from memloci.store.markdown.engine import MarkdownStore
-    from memloci.store.postgres.engine import PostgresStore
+    from memloci.store.postgres.transaction import WriteTx
     from memloci.store.sqlite.engine import SQLiteStore
 
-    for store in (SQLiteStore, MarkdownStore, PostgresStore):
+    # The postgres engine's record belongs to its transaction object, begun by undo.new_record.
+    assert WriteTx(None).kept == undo.new_record() and WriteTx(None).kept is not WriteTx(None).kept
+    for store in (SQLiteStore, MarkdownStore):
         assert store._kept_now is undo.KeptRecords._kept_now, store.__name__
         assert store._forget_kept is undo.KeptRecords._forget_kept, store.__name__
     holder = undo.KeptRecords()

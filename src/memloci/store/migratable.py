@@ -127,32 +127,3 @@ class MarkdownMigratable:
             conn.execute("INSERT OR IGNORE INTO md_dirty_days SELECT substr(path, ?, 10) FROM md_files "
                          "WHERE path GLOB ? AND entity_id IS NULL",
                          (len(MEMORIES_DIR) + 2, f"{MEMORIES_DIR}/[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9].md"))
-
-
-class PostgresMigratable:
-    """(mixed into PostgresStore; uses its _write)"""
-
-    def restore_memory_state(self, items: Sequence[tuple[int, str, str, int, str | None]]) -> None:
-        if not items:
-            return
-        with self._write("memories") as conn:  # type: ignore[attr-defined]
-            ids, created, updated, counts, accessed = (list(column) for column in zip(*items))
-            conn.execute("""UPDATE memories m SET created_at = x.c, updated_at = x.u, access_count = x.n,
-                                last_accessed_at = x.a
-                            FROM unnest(%s::bigint[], %s::text[], %s::text[], %s::int[], %s::text[])
-                                AS x(id, c, u, n, a)
-                            WHERE m.id = x.id""", (ids, created, updated, counts, accessed))
-
-    def replace_journal(self, entries: Sequence[JournalEntry]) -> None:
-        rows: list[Any] = _rows(entries)
-        with self._write("journal") as conn:  # type: ignore[attr-defined]
-            conn.execute("DELETE FROM journal")
-            with conn.cursor() as cur:
-                cur.executemany("INSERT INTO journal (id, at, tool, action, entities, detail) "
-                                "VALUES (%s, %s, %s, %s, %s::jsonb, %s::json)", rows)
-            # the next entry written here follows the copied ones
-            conn.execute("SELECT setval(pg_get_serial_sequence('journal', 'id'), "
-                         "coalesce((SELECT max(id) FROM journal), 0) + 1, false)")
-
-    def finish_copy(self) -> None:
-        """Nothing is derived outside the database."""

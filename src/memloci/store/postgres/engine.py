@@ -6,43 +6,19 @@ included) selects it; the library's name chooses its schema (`memloci_<name>`, s
 connection.schema_for), so several libraries share one database. Connections come from a
 small psycopg 3 pool; the schema is created and migrated on open (schema.py).
 
-Locking scheme. Every write transaction first takes `pg_advisory_xact_lock(<library key>)`
-(connection.lock_key), so the writes to one library are serialized across every server
-process on every host, and the lock goes with the transaction, whether it commits, rolls
-back or its process dies. Under that lock a write reads what it needs (does the name exist?
-would this relation close a cycle?) and no other write can change it before it commits, so
-every rule of the library holds under concurrency with no retry loop, and the name log's
-numbers follow commit order. Writes set READ COMMITTED themselves (whatever the database's
-default_transaction_isolation says), before the lock: each statement after the lock sees
-every write committed before the lock was granted (under REPEATABLE READ the snapshot would
-be taken by the lock statement itself, before its wait, and miss them). Reads take no lock: each read runs in a READ ONLY REPEATABLE
-READ transaction, one consistent snapshot for its several SELECTs, concurrent with writes
-(such a transaction never fails to serialize). Writes to different libraries never wait
-for each other.
-
-Waiting. In one process, the writers of a library queue on a thread lock before they borrow a
-connection: only one of them at a time holds a pooled connection while it waits for the
-advisory lock, so waiting writers never starve the reads of connections. Both waits end
-after `lock_timeout` seconds with a CONFLICT "library 'x' is busy" (the advisory one through
-`SET LOCAL lock_timeout`), as does a pool with no connection free after `pool_timeout`. A
-write PostgreSQL rolls back to resolve a deadlock or a serialization failure runs once more
-by itself (`_transact`) before the error reaches the caller.
-
-Sessions hold nothing. Every transaction sets its own `search_path` (`SET LOCAL`: the
-library's schema, `public`, and wherever the host keeps the vector and pg_trgm extensions),
-so a pooler in transaction mode, which hands one server session to many clients, cannot send
-a statement to another library's schema.
-
-Other servers' writes. Every write ends with `NOTIFY memloci_<name>, '<what changed>'`
-(delivered only if it commits), except the access counts a retrieval bumps (they change
-nothing another process holds). Each store LISTENs on its library's channel in a daemon
-thread (connection.ChangeListener) and counts what it hears (`changes()`, `on_change()`), so
-what a process holds in memory can tell it is stale without asking the database.
+How it is built. PostgresStore is a facade: each public method is a Store protocol's
+(store/protocols.py), or one of the few this engine adds (changes, on_change,
+bulk_load_memories, passages_of), and hands the call to one part it holds, each part a small
+class over one Database (database.py: the pool, the library's advisory write lock and its
+locking scheme, LISTEN/NOTIFY of other servers' writes). A write runs in a
+transaction.WriteTx (its connection, its time, its undo record), which every function writing
+inside it is given. Rows are read and written by plain functions over a connection
+(entities.py, memory_rows.py, vectors.py, undo_rows.py), which the parts share.
 
 Notes with bodies (documents.py) are stored as in SQLite: body, front matter, `[[links]]` as
 relations and links waiting for their target; renamed and merged with every link repaired
-(rename.py, the rules in rename_rules.py). Undo works as in SQLite (undo.py, the rules in
-memloci/undo.py): a destructive write keeps what it removed in its journal entry, sealed
+(rename.py, the rules in rules/rename.py). Undo works as in SQLite (undo.py, the rules in
+rules/undo.py): a destructive write keeps what it removed in its journal entry, sealed
 under the library's lock just before the commit. Note bodies carry meaning as in SQLite
 (passages.py): cut into passages, kept in step with every body by triggers, embedded by the
 background worker into pgvector columns, and searched by meaning through search_nodes.
@@ -50,63 +26,60 @@ background worker into pgvector columns, and searched by meaning through search_
 
 from __future__ import annotations
 
-import json
-import logging
-import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any, TypeVar
+from typing import Any
 
 from memloci.core.errors import LibraryUnreadableError
-from memloci.core.model import LibraryStats, now_iso
-from memloci.core.schema import DEFAULT_SCHEMA, LibrarySchema
-from memloci.core.secrets import masked_url
-from memloci.store.migratable import PostgresMigratable
-from memloci.store.postgres.connection import (
-    ChangeListener,
-    EmbeddingClaims,
-    TransientError,
-    busy_error,
-    connection_error,
-    engine_error,
-    lock_key,
-    open_pool,
-    quoted,
-    require_psycopg,
-    schema_for,
+from memloci.core.model import (
+    AddedObservations,
+    CreatedEntity,
+    DocumentEdit,
+    EntityInput,
+    Graph,
+    GraphPage,
+    ImportedMemories,
+    JournalEntry,
+    LibraryStats,
+    ListedEntity,
+    Memory,
+    MemoryFilter,
+    MemoryInput,
+    MemoryPage,
+    MemoryVectors,
+    NameChanges,
+    ObservationBatch,
+    PassageVectors,
+    PendingMemory,
+    PendingPassage,
+    Relation,
+    RelationInput,
+    RemovedObservations,
+    SavedVectors,
+    SearchResult,
+    StoredMemory,
 )
+from memloci.core.schema import DEFAULT_SCHEMA, LibrarySchema
+from memloci.markdown.document import EntityDocument
+from memloci.rules import documents as documents_rules
+from memloci.rules.graph import RelationsCreated
+from memloci.store.postgres.database import LOCK_TIMEOUT, POOL_SIZE, POOL_TIMEOUT, Database
 from memloci.store.postgres.documents import PostgresDocuments
 from memloci.store.postgres.graph import PostgresGraphWrites
 from memloci.store.postgres.graph_reads import PostgresGraphReads
 from memloci.store.postgres.memories import PostgresMemories
+from memloci.store.postgres.memory_rows import BulkMemory
+from memloci.store.postgres.migratable import PostgresMigratable
 from memloci.store.postgres.passages import PostgresPassages
 from memloci.store.postgres.portable import PostgresPortable
 from memloci.store.postgres.rename import PostgresRename
-from memloci.store.postgres.schema import SCHEMA_VERSION, extension_schemas, migrate
 from memloci.store.postgres.search import PostgresSearch
 from memloci.store.postgres.undo import PostgresUndo
-
-log = logging.getLogger(__name__)
-
-POOL_SIZE = 4  # connections per library and process; a write holds one for one transaction
-LOCK_TIMEOUT = 30.0  # seconds a write waits for its library's lock before it is refused as busy
-POOL_TIMEOUT = 30.0  # seconds a call waits for a free connection of the pool
-QUIET = frozenset({"accesses"})  # what a write may change without telling other servers
-
-T = TypeVar("T")
-
-# The writers' queue of each library (url, schema) in this process: see "Waiting" above.
-_WRITERS: dict[tuple[str, str], threading.RLock] = {}
-_WRITERS_GUARD = threading.Lock()
+from memloci.store.postgres.upkeep import PostgresContext, PostgresUpkeep
+from memloci.store.protocols import MemoryWordCounts, NameVocabulary, VectorCandidates
 
 
-def _writers(url: str, schema: str) -> threading.RLock:
-    with _WRITERS_GUARD:
-        return _WRITERS.setdefault((url, schema), threading.RLock())
-
-
-class PostgresStore(PostgresMemories, PostgresSearch, PostgresGraphReads, PostgresGraphWrites, PostgresDocuments,
-                    PostgresRename, PostgresPortable, PostgresMigratable, PostgresUndo, PostgresPassages):
+class PostgresStore:
     """A library kept in a schema of a PostgreSQL database."""
 
     kind = "postgres"
@@ -114,141 +87,297 @@ class PostgresStore(PostgresMemories, PostgresSearch, PostgresGraphReads, Postgr
 
     def __init__(self, url: str, name: str = "default", *, pool_size: int = POOL_SIZE,
                  pool_timeout: float = POOL_TIMEOUT, lock_timeout: float = LOCK_TIMEOUT):
+        db = Database(url, name, pool_size=pool_size, pool_timeout=pool_timeout, lock_timeout=lock_timeout)
+        self._db = db
         self.url = url  # never shown: it may hold a password
         self.name = name
-        self.schema_id = schema_for(name)  # unquoted
-        self.schema_name = quoted(self.schema_id)  # as SQL text
-        # What errors, stats and health show, and what per-library state in a process is keyed
-        # by (search/vectors.py library_key): the URL without its password, and the schema.
-        self.path = f"{masked_url(url)}#{self.schema_id}"
-        self.pool_size = pool_size
-        self.pool_timeout = pool_timeout
-        self.lock_timeout = lock_timeout
-        self._lock_key = lock_key(self.schema_id)
-        self._writers = _writers(url, self.schema_id)
-        self._pool: Any = None
-        self._listener: ChangeListener | None = None
-        self._open_lock = threading.Lock()
-        self._search_path = f"SET LOCAL search_path TO {self.schema_name}, public"  # and the extensions' (open)
-        self._own_writes = 0  # committed by this store: its own changes are known at once
-        self._claims: EmbeddingClaims | None = None  # the pending memories this process embeds (memories.py)
+        self.schema_id = db.schema_id  # unquoted
+        self.schema_name = db.schema_name  # as SQL text
+        self.path = db.path  # the URL without its password, and the schema
+        self._graph = PostgresGraphWrites(db)
+        self._reads = PostgresGraphReads(db)
+        self._search = PostgresSearch(db)
+        self._memories = PostgresMemories(db)
+        self._passages = PostgresPassages(db)
+        self._documents = PostgresDocuments(db)
+        self._rename = PostgresRename(db)
+        self._undo = PostgresUndo(db)
+        self._portable = PostgresPortable(db)
+        self._migratable = PostgresMigratable(db)
+        self._context = PostgresContext(db)
+        self._upkeep = PostgresUpkeep(db)
 
     # -- connections -------------------------------------------------------------------
 
     def open(self, *, create: bool = True) -> None:
         """Connect, create (unless `create` is false) or migrate the library's schema, start
         listening for other servers' writes. Idempotent."""
-        if self._pool is not None:
-            return
-        with self._open_lock:
-            if self._pool is not None:
-                return
-            psycopg = require_psycopg(self.name)
-            try:
-                with psycopg.connect(self.url, connect_timeout=10, autocommit=True) as conn:
-                    migrate(conn, self.schema_id, self.name, create=create)
-                    self._search_path = "SET LOCAL search_path TO " + ", ".join(
-                        [self.schema_name, "public", *map(quoted, extension_schemas(conn))])
-                pool = open_pool(self.url, self.schema_id, self.pool_size, self.pool_timeout)
-            except psycopg.Error as exc:
-                mapped = engine_error(self.name, self.url, exc)
-                raise (connection_error(self.name, self.url, exc) if mapped is exc else mapped) from exc
-            listener = ChangeListener(self.url, self.schema_id)
-            listener.start()
-            self._listener, self._pool = listener, pool
+        self._db.open(create=create)
 
     def close(self) -> None:
-        with self._open_lock:
-            if self._listener is not None:
-                self._listener.stop()
-                self._listener = None
-            if self._claims is not None:
-                self._claims.close()
-                self._claims = None
-            if self._pool is not None:
-                self._pool.close()
-                self._pool = None
-
-    @contextmanager
-    def _read(self) -> Iterator[Any]:
-        """A consistent snapshot for several SELECTs (READ ONLY, REPEATABLE READ)."""
-        self.open()
-        with self._engine_errors(), self._pool.connection() as conn:
-            with conn.transaction():
-                # one round trip (statements without parameters may share one)
-                conn.execute(f"SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY; {self._search_path}")
-                yield conn
-
-    @contextmanager
-    def _write(self, what: str = "graph") -> Iterator[Any]:
-        """One write transaction under the library's advisory lock: committed whole, or rolled
-        back whole; other servers hear `what` changed once it commits (unless it is QUIET)."""
-        self.open()
-        # In line before borrowing a connection (see "Waiting" in the module's docstring).
-        if not self._writers.acquire(timeout=self.lock_timeout):
-            raise busy_error(self.name, f"this server's other calls held its write lock for {self.lock_timeout:g} s")
-        try:
-            self._forget_kept()  # undo records are per transaction (a retried one starts again)
-            with self._engine_errors(), self._pool.connection() as conn:
-                with conn.transaction():
-                    # Isolation first (before any snapshot), then the transaction's own settings
-                    # and the lock, in one round trip; the key is our own integer, not user text.
-                    conn.execute("SET TRANSACTION ISOLATION LEVEL READ COMMITTED; "
-                                 f"{self._search_path}; SET LOCAL lock_timeout = '{int(self.lock_timeout * 1000)}ms'; "
-                                 f"SELECT pg_advisory_xact_lock({int(self._lock_key)})")
-                    yield conn
-                    self._seal_journal(conn)  # what a destructive change removed goes into its journal entry (undo.py)
-                    if what not in QUIET:
-                        conn.execute("SELECT pg_notify(%s, %s)", (self.schema_id, what))
-            if what not in QUIET:
-                self._own_writes += 1
-        finally:
-            self._forget_kept()
-            self._writers.release()
-
-    def _transact(self, body: Callable[[Any], T], what: str = "graph") -> T:
-        """`body(conn)` in one write transaction (_write); run once more if PostgreSQL rolled it
-        back to resolve a deadlock or a serialization failure (nothing was returned or kept)."""
-        try:
-            with self._write(what) as conn:
-                return body(conn)
-        except TransientError as exc:
-            log.info("library '%s': %s; running the write once more", self.name, exc)
-        with self._write(what) as conn:
-            return body(conn)
-
-    @contextmanager
-    def _engine_errors(self) -> Iterator[None]:
-        """A failure of the server or the connection as memloci's error codes (connection.engine_error)."""
-        import psycopg
-        import psycopg_pool
-
-        try:
-            yield
-        except (psycopg.Error, psycopg_pool.PoolTimeout) as exc:
-            mapped = engine_error(self.name, self.url, exc)
-            if mapped is exc:
-                raise
-            raise mapped from exc
+        self._db.close()
 
     def changes(self) -> int:
         """How many change notices this process has heard on the library's channel (its own
         writes', other servers', and reconnections of the listener)."""
-        return self._listener.count if self._listener is not None else 0
+        return self._db.changes()
 
     def change_mark(self) -> int | None:
         """A number that moves whenever the library may have changed (a write of this store,
         at once; another server's, once its notice arrives); None while no listener is
         connected, when nothing can be known without asking the database."""
-        if self._listener is None or not self._listener.listening:
-            return None
-        return self._listener.count + self._own_writes
+        return self._db.change_mark()
 
     def on_change(self, callback: Any) -> None:
         """Call `callback(what)` on the listener's thread whenever a change notice arrives."""
-        self.open()
-        assert self._listener is not None
-        self._listener.callbacks.append(callback)
+        self._db.on_change(callback)
+
+    # For tests and benchmarks that run SQL of their own on the library.
+
+    def _read(self) -> Any:
+        """A read snapshot's connection (database.Database.read)."""
+        return self._db.read()
+
+    @contextmanager
+    def _write(self, what: str = "graph") -> Iterator[Any]:
+        """A write transaction's connection, under the library's lock (database.Database.write)."""
+        with self._db.write(what) as tx:
+            yield tx.conn
+
+    @property
+    def _pool(self) -> Any:
+        return self._db.pool
+
+    @property
+    def _lock_key(self) -> int:
+        return self._db.lock_key
+
+    @property
+    def _search_path(self) -> str:
+        return self._db.search_path
+
+    # -- the graph ---------------------------------------------------------------------
+
+    def create_entities(self, entities: Sequence[EntityInput], *, origin: str) -> list[CreatedEntity]:
+        return self._graph.create_entities(self.schema, entities, origin)
+
+    def create_relations(self, relations: Sequence[RelationInput], *, origin: str) -> RelationsCreated:
+        return self._graph.create_relations(self.schema, relations, origin)
+
+    def add_observations(self, batches: Sequence[ObservationBatch], *, origin: str) -> list[AddedObservations]:
+        return self._graph.add_observations(self.schema, batches, origin)
+
+    def delete_entities(self, names: Sequence[str], *, origin: str) -> list[str]:
+        return self._graph.delete_entities(self.schema, names, origin)
+
+    def delete_observations(self, batches: Sequence[ObservationBatch], *, origin: str) -> list[RemovedObservations]:
+        return self._graph.delete_observations(self.schema, batches, origin)
+
+    def delete_relations(self, relations: Sequence[RelationInput], *, origin: str) -> list[Relation]:
+        return self._graph.delete_relations(self.schema, relations, origin)
+
+    def read_graph(self, *, limit: int, offset: int, summary: bool) -> GraphPage:
+        return self._reads.read_graph(limit=limit, offset=offset, summary=summary)
+
+    def open_entities(self, names: Sequence[str]) -> Graph:
+        return self._reads.open_entities(names)
+
+    def export_graph(self, *, order: str = "id") -> Graph:
+        return self._reads.export_graph(order=order)
+
+    def name_changes(self, since: int) -> NameChanges:
+        return self._reads.name_changes(since)
+
+    def entity_names_by_id(self, ids: Sequence[int]) -> dict[int, str]:
+        return self._reads.entity_names_by_id(ids)
+
+    def search_entities(self, query: str, *, limit: int, extra: Sequence[tuple[str, float, str]] = (),
+                        stop_words: frozenset[str] = frozenset(), names: NameVocabulary | None = None,
+                        count_cap: int = 0) -> SearchResult:
+        return self._search.search_entities(query, limit=limit, extra=extra, stop_words=stop_words, names=names,
+                                            count_cap=count_cap)
+
+    def count_entities(self, query: str, *, cap: int, stop_words: frozenset[str] = frozenset(),
+                       names: NameVocabulary | None = None) -> int:
+        return self._search.count_entities(query, cap=cap, stop_words=stop_words, names=names)
+
+    # -- memories ----------------------------------------------------------------------
+
+    def store_memory(self, m: MemoryInput, *, origin: str) -> StoredMemory:
+        return self._memories.store_memory(m, origin=origin)
+
+    def memories_by_hash(self, content_hash: str) -> list[Memory]:
+        return self._memories.memories_by_hash(content_hash)
+
+    def update_memory(self, memory_id: int, *, content: str | None, tags: Sequence[str] | None,
+                      metadata: dict[str, Any] | None, importance: str | None, origin: str) -> Memory:
+        return self._memories.update_memory(memory_id, content=content, tags=tags, metadata=metadata,
+                                            importance=importance, origin=origin)
+
+    def delete_memories(self, ids: Sequence[int], *, origin: str) -> list[Memory]:
+        return self._memories.delete_memories(ids, origin=origin)
+
+    def list_memories(self, *, offset: int, limit: int, filters: MemoryFilter, count: bool = True) -> MemoryPage:
+        return self._memories.list_memories(offset=offset, limit=limit, filters=filters, count=count)
+
+    def memory_ids(self, filters: MemoryFilter) -> set[int]:
+        return self._memories.memory_ids(filters)
+
+    def load_memories(self, ids: Sequence[int]) -> dict[int, Memory]:
+        return self._memories.load_memories(ids)
+
+    def touch_memories(self, ids: Sequence[int]) -> None:
+        self._memories.touch_memories(ids)
+
+    def memory_word_counts(self, terms: list[str], grams: list[str], k: int,
+                           filters: MemoryFilter) -> MemoryWordCounts:
+        return self._search.memory_word_counts(terms, grams, k, filters)
+
+    def bulk_load_memories(self, batches: Iterable[Sequence[BulkMemory]], model: str | None,
+                           on_batch: Callable[[int], None] | None = None,
+                           timings: dict[str, float] | None = None) -> int:
+        """Many free memories at once by COPY, for benchmarks and large loads (memories.py)."""
+        return self._memories.bulk_load_memories(batches, model, on_batch, timings)
+
+    # -- vectors -----------------------------------------------------------------------
+
+    def pending_embeddings(self, limit: int) -> list[PendingMemory]:
+        return self._memories.pending_embeddings(limit)
+
+    def pending_count(self) -> int:
+        return self._memories.pending_count()
+
+    def save_vectors(self, items: Sequence[tuple[int, str, Any]], model: str) -> SavedVectors:
+        return self._memories.save_vectors(items, model)
+
+    def load_vectors(self) -> MemoryVectors:
+        return self._memories.load_vectors()
+
+    def vectors_version(self) -> int:
+        return self._memories.vectors_version()
+
+    def vector_model(self) -> str | None:
+        return self._memories.vector_model()
+
+    def reset_vectors(self, model: str, dimension: int) -> int:
+        return self._memories.reset_vectors(model, dimension)
+
+    def embedding_state(self) -> dict[str, Any]:
+        return self._memories.embedding_state()
+
+    def vector_candidates(self, query: Any, k: int, filters: MemoryFilter, *, model: str | None = None,
+                          also: Sequence[int] = ()) -> VectorCandidates:
+        return self._search.vector_candidates(query, k, filters, model=model, also=also)
+
+    # -- passages of note bodies -------------------------------------------------------
+
+    def refresh_passages(self, limit: int = 64) -> int:
+        return self._passages.refresh_passages(limit)
+
+    def pending_passages(self, limit: int) -> list[PendingPassage]:
+        return self._passages.pending_passages(limit)
+
+    def save_passage_vectors(self, items: Sequence[tuple[int, str, Any]], model: str) -> SavedVectors:
+        return self._passages.save_passage_vectors(items, model)
+
+    def load_passage_vectors(self) -> PassageVectors:
+        return self._passages.load_passage_vectors()
+
+    def passages_version(self) -> int:
+        return self._passages.passages_version()
+
+    def passage_pending_count(self) -> int:
+        return self._passages.passage_pending_count()
+
+    def passages_of(self, name: str) -> list[str]:
+        """The passages of an entity as they stand (for tests: a body just changed may not be split yet)."""
+        return self._passages.passages_of(name)
+
+    # -- documents ---------------------------------------------------------------------
+
+    def entity_documents(self, names: Sequence[str]) -> dict[str, EntityDocument]:
+        return self._documents.entity_documents(names)
+
+    def list_entities(self, pattern: str = "*") -> list[ListedEntity]:
+        return self._documents.list_entities(pattern)
+
+    def find_relations(self, *, to_entity: str | None, relation_type: str | None,
+                       from_entity: str | None) -> list[Relation]:
+        return self._documents.find_relations(to_entity=to_entity, relation_type=relation_type,
+                                              from_entity=from_entity)
+
+    def check_document(self, doc: EntityDocument, field: str) -> None:
+        """The library schema's rules, for a document about to be applied."""
+        documents_rules.check_document(self.schema, doc, field)
+
+    def apply_documents(self, docs: Sequence[EntityDocument], *, origin: str, action: str,
+                        create: bool | None = None, detail: dict[str, Any] | None = None) -> list[str]:
+        return self._documents.apply_documents(self.schema, docs, origin=origin, action=action, create=create,
+                                               detail=detail)
+
+    def edit_document(self, name: str, change: Callable[[str], str], *, origin: str,
+                      detail: dict[str, Any], stamp: str | None = None) -> DocumentEdit:
+        return self._documents.edit_document(self.schema, name, change, origin=origin, detail=detail, stamp=stamp)
+
+    def rename_entity(self, old: str, new: str, *, origin: str) -> dict[str, Any]:
+        return self._rename.rename_entity(old, new, origin=origin)
+
+    def merge_entities(self, sources: Sequence[str], target: str, *, origin: str) -> dict[str, Any]:
+        return self._rename.merge_entities(self.schema, sources, target, origin=origin)
+
+    def manual_text(self) -> str | None:
+        return self._documents.manual_text()
+
+    def edit_manual(self, change: Callable[[str | None], str], *, origin: str, detail: dict[str, Any]) -> str:
+        return self._documents.edit_manual(change, origin=origin, detail=detail)
+
+    # -- the hot context ---------------------------------------------------------------
+
+    def read_context(self) -> dict[str, Any]:
+        return self._context.read_context()
+
+    def update_context(self, change: Callable[[dict[str, Any]], dict[str, Any]], *, origin: str) -> dict[str, Any]:
+        return self._context.update_context(change, origin=origin)
+
+    # -- undo, export and import, copies -----------------------------------------------
+
+    def undo_change(self, change_id: int, *, origin: str = "undo") -> dict[str, Any]:
+        return self._undo.undo_change(change_id, origin=origin)
+
+    def free_memories(self) -> list[Memory]:
+        return self._portable.free_memories()
+
+    def import_memories(self, items: Sequence[Any], *, origin: str) -> ImportedMemories:
+        return self._portable.import_memories(items, origin=origin)
+
+    def restore_dates(self, entities: Mapping[str, tuple[str, str, Sequence[str], Sequence[str]]],
+                      relations: Mapping[tuple[str, str, str], str], *, origin: str) -> None:
+        self._portable.restore_dates(entities, relations, origin=origin)
+
+    def copy_memories(self, memories: Sequence[Memory], vectors: Mapping[int, Any], model: str | None,
+                      *, origin: str, on_batch: Callable[[int], None] | None = None) -> int:
+        return self._portable.copy_memories(memories, vectors, model, origin=origin, on_batch=on_batch)
+
+    def note_backup(self, at: str, path: str) -> None:
+        self._portable.note_backup(at, path)
+
+    def last_backup(self) -> dict[str, str] | None:
+        return self._portable.last_backup()
+
+    def note_event(self, action: str, detail: dict[str, Any], *, vectors_floor: int = 0) -> None:
+        self._portable.note_event(action, detail, vectors_floor=vectors_floor)
+
+    def holds_data(self) -> int:
+        return self._portable.holds_data()
+
+    def restore_memory_state(self, items: Sequence[tuple[int, str, str, int, str | None]]) -> None:
+        self._migratable.restore_memory_state(items)
+
+    def replace_journal(self, entries: Sequence[JournalEntry]) -> None:
+        self._migratable.replace_journal(entries)
+
+    def finish_copy(self) -> None:
+        self._migratable.finish_copy()
 
     # -- upkeep ------------------------------------------------------------------------
 
@@ -256,69 +385,13 @@ class PostgresStore(PostgresMemories, PostgresSearch, PostgresGraphReads, Postgr
         """Every commit is durable on the server already; nothing to flush."""
 
     def stats(self) -> LibraryStats:
-        with self._read() as conn:
-            entities, observations, memories, relations, journal, size = conn.execute(
-                """SELECT (SELECT count(*) FROM entities),
-                          (SELECT count(*) FROM memories WHERE entity_id IS NOT NULL),
-                          (SELECT count(*) FROM memories WHERE entity_id IS NULL),
-                          (SELECT count(*) FROM relations),
-                          (SELECT count(*) FROM journal),
-                          (SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c
-                           WHERE c.relnamespace = %s::regnamespace AND c.relkind IN ('r', 'm'))""",
-                (self.schema_name,)).fetchone()
-        return LibraryStats(self.name, self.kind, self.path, entities, observations, memories, relations,
-                            journal, int(size), SCHEMA_VERSION)
+        return self._upkeep.stats(self.kind)
 
     def engine_health(self) -> dict[str, Any]:
-        """What health says of the engine: PostgreSQL's and pgvector's versions, the pool's
-        figures, the change notices heard."""
-        with self._read() as conn:
-            server = conn.execute("SHOW server_version").fetchone()[0]
-            rows = conn.execute("SELECT extname, extversion FROM pg_extension WHERE extname IN ('vector', 'pg_trgm')")
-            extensions = dict(rows.fetchall())
-        stats = self._pool.get_stats() if self._pool is not None else {}
-        return {
-            "engine": "postgres",
-            "server_version": server,
-            "pgvector": extensions.get("vector"),
-            "pg_trgm": extensions.get("pg_trgm"),
-            "schema": self.schema_id,
-            "pool": {"max": self.pool_size, "size": stats.get("pool_size", 0),
-                     "idle": stats.get("pool_available", 0), "waiting": stats.get("requests_waiting", 0)},
-            "changes_heard": self.changes(),
-        }
+        return self._upkeep.engine_health()
 
-    def _journal(self, conn: Any, tool: str, action: str, entities: Any, detail: dict | None, at: str) -> None:
-        (row_id,) = conn.execute(
-            "INSERT INTO journal (at, tool, action, entities, detail) VALUES (%s, %s, %s, %s, %s) RETURNING id",
-            (at, tool, action, json.dumps(list(entities), ensure_ascii=False),
-             json.dumps(detail, ensure_ascii=False) if detail is not None else None)).fetchone()
-        self._note_journal_row(int(row_id))  # a change that kept undo records gets them at the commit
-
-    # -- the hot context (kept in `meta`, as SQLite keeps it in library_meta) -------------
-
-    def read_context(self) -> dict[str, Any]:
-        with self._read() as conn:
-            row = conn.execute("SELECT value FROM meta WHERE key = 'context'").fetchone()
-        return json.loads(row[0]) if row else {}
-
-    def update_context(self, change: Callable[[dict[str, Any]], dict[str, Any]], *, origin: str) -> dict[str, Any]:
-        """Read, merge and write the context in one transaction (under the library's lock, so two
-        servers' updates merge instead of one overwriting the other)."""
-        def body(conn: Any) -> dict[str, Any]:
-            self._before_meta(conn, "context")  # undo puts it back
-            row = conn.execute("SELECT value FROM meta WHERE key = 'context'").fetchone()
-            before = json.loads(row[0]) if row else {}
-            ctx = change(before)
-            conn.execute("""INSERT INTO meta VALUES ('context', %s)
-                            ON CONFLICT (key) DO UPDATE SET value = excluded.value""",
-                         (json.dumps(ctx, ensure_ascii=False),))
-            self._journal(conn, origin, origin, [], {k: {"before": before.get(k), "after": v}
-                                                      for k, v in ctx.items() if before.get(k) != v and k != "updated_at"},
-                          now_iso())
-            return ctx
-
-        return self._transact(body, "context")
+    def journal(self, *, limit: int, internal: bool = True) -> list[JournalEntry]:
+        return self._reads.journal(limit=limit, internal=internal)
 
 
 __all__ = ["PostgresStore", "LibraryUnreadableError"]

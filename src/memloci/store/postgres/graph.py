@@ -1,56 +1,45 @@
-"""Graph writes of the postgres engine: the library rules (rules.py) over one write
+"""Graph writes of the postgres engine: the library rules (rules/graph.py) over one write
 transaction (PostgresGraphTx), exactly as the other engines run them.
 
-Each write method opens a transaction under the library's advisory lock (PostgresStore._transact,
-which runs it once more after a deadlock or serialization failure), builds a PostgresGraphTx
-over its connection and calls the rule; whatever the rule raises rolls the whole transaction back.
+Each write opens a transaction under the library's advisory lock (Database.transact, which
+runs it once more after a deadlock or serialization failure), builds a PostgresGraphTx over it
+and calls the rule; whatever the rule raises rolls the whole transaction back.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 from memloci.core.model import (
     AddedObservations,
     CreatedEntity,
     Entity,
     EntityInput,
-    Observation,
     ObservationBatch,
     Relation,
     RelationInput,
     RemovedObservations,
     content_hash,
     name_key,
-    now_iso,
 )
+from memloci.core.schema import LibrarySchema
 from memloci.markdown.obsidian import retagged
 from memloci.rules import graph as rules
+from memloci.store.postgres.database import Database
+from memloci.store.postgres.entities import (
+    BODY_TAGS,
+    alias_holders,
+    link_pending,
+    load_entities,
+    reindex,
+    relations_touching,
+    resolve,
+)
+from memloci.store.postgres.transaction import WriteTx
+from memloci.store.postgres.vectors import drop_vectors_of
 
-T = TypeVar("T")
-
-def bump_vectors(conn: Any, by: int = 1) -> int:
-    """Move the vectors' counter (an in-process index elsewhere knows to reload)."""
-    row = conn.execute("""INSERT INTO library_meta (key, value) VALUES ('vectors_version', %s)
-                          ON CONFLICT (key) DO UPDATE SET value = (library_meta.value::bigint + %s)::text
-                          RETURNING value""", (str(by), by)).fetchone()
-    return int(row[0])
-
-
-def drop_vectors_of(conn: Any, memories_where: str, params: Sequence[Any]) -> None:
-    """Delete the vectors of the memories `memories_where` selects before those go, moving the
-    counter when any went (as SQLite's trigger does on every vector delete)."""
-    gone = conn.execute(f"DELETE FROM memory_vectors WHERE memory_id IN (SELECT id FROM memories WHERE {memories_where})",
-                        params).rowcount
-    if gone:
-        bump_vectors(conn)
-
-
-BODY_TAGS = "body_tags"  # entity metadata: the tags only the body's `#tags` give (as store/sqlite_vault.py)
-
-_ENTITY_COLUMNS = "id, name, entity_type, aliases, tags, metadata, body, created_at, updated_at"
 # Characters that can make or unmake a `#tag` (or the code and links around one), and line
 # breaks (a paragraph's code spans): an observation without any cannot change its entity's tags.
 _TAG_SYNTAX = frozenset("#`~[\n\r")
@@ -60,75 +49,13 @@ def _plain(text: str) -> bool:
     return _TAG_SYNTAX.isdisjoint(text)
 
 
-def entity_from_row(row: tuple, observations: Sequence[Observation]) -> Entity:
-    _, name, entity_type, aliases, tags, metadata, body, created_at, updated_at = row
-    return Entity(name=name, entity_type=entity_type, observations=tuple(observations), aliases=tuple(aliases),
-                  tags=tuple(tags), metadata=metadata, body=body, created_at=created_at, updated_at=updated_at)
-
-
-def load_entities(conn: Any, ids: Sequence[int], observations: bool = True) -> dict[int, Entity]:
-    """Entities by id, in the order of `ids` (ids with no entity are left out)."""
-    ids = list(ids)
-    if not ids:
-        return {}
-    rows = {r[0]: r for r in conn.execute(f"SELECT {_ENTITY_COLUMNS} FROM entities WHERE id = ANY(%s)", (ids,))}
-    obs: dict[int, list[Observation]] = {i: [] for i in rows}
-    if observations and rows:
-        for entity_id, content, created_at in conn.execute(
-                "SELECT entity_id, content, created_at FROM memories WHERE entity_id = ANY(%s) ORDER BY id",
-                (list(rows),)):
-            obs[entity_id].append(Observation(content, created_at))
-    return {i: entity_from_row(rows[i], obs[i]) for i in ids if i in rows}
-
-
-# The order SQLite returns relations in (sqlite_graph_reads.py), so both engines answer alike.
-RELATION_ORDER = "ORDER BY r.created_at, a.name_key, r.relation_type, b.name_key"
-
-
-def relations_where(conn: Any, where: str, params: Sequence[Any]) -> list[Relation]:
-    return [Relation(f, t, to, c) for f, t, to, c in conn.execute(
-        f"""SELECT a.name, r.relation_type, b.name, r.created_at
-            FROM relations r JOIN entities a ON a.id = r.from_id JOIN entities b ON b.id = r.to_id
-            WHERE {where} {RELATION_ORDER}""", params)]
-
-
-def relations_touching(conn: Any, ids: Sequence[int]) -> list[Relation]:
-    ids = list(ids)
-    return relations_where(conn, "r.from_id = ANY(%s) OR r.to_id = ANY(%s)", (ids, ids)) if ids else []
-
-
-def resolve(conn: Any, names: Iterable[str]) -> dict[str, rules.EntityRef]:
-    """name_key -> the entity of that name, for the names that exist."""
-    keys = list(dict.fromkeys(name_key(n) for n in names))
-    if not keys:
-        return {}
-    return {key: rules.EntityRef(id_, name) for id_, name, key in
-            conn.execute("SELECT id, name, name_key FROM entities WHERE name_key = ANY(%s)", (keys,))}
-
-
-def alias_holders(conn: Any, names: Sequence[str]) -> dict[str, list[int]]:
-    """name_key -> ids of the entities listing that name among their aliases (compared as
-    model.name_key compares: case-insensitive, NFC), oldest first. PostgreSQL's lower() is not
-    Python's casefold(), so candidates are every entity with aliases, checked here exactly."""
-    keys = {name_key(n) for n in names}
-    if not keys:
-        return {}
-    found: dict[str, list[int]] = {}
-    for entity_id, aliases in conn.execute("SELECT id, aliases FROM entities WHERE aliases <> '[]'::jsonb ORDER BY id"):
-        for alias in aliases:
-            key = name_key(str(alias))
-            if key in keys and entity_id not in found.get(key, []):
-                found.setdefault(key, []).append(entity_id)
-    return found
-
-
 class PostgresGraphTx:
     """rules.GraphTx over one psycopg connection inside a write transaction."""
 
-    def __init__(self, store: Any, conn: Any):
-        self.store = store
-        self.conn = conn
-        self.at = now_iso()
+    def __init__(self, tx: WriteTx):
+        self.tx = tx
+        self.conn = tx.conn
+        self.at = tx.at
         self._names: dict[int, str] = {}  # entity id -> stored name (observation hashes need it)
         # Entities one of whose added or removed observations could change their `#tags`: only
         # those are retagged (retagging reads every observation, costly on a busy entity).
@@ -168,10 +95,8 @@ class PostgresGraphTx:
                VALUES (%s, %s, %s, 'observation', %s, %s)
                ON CONFLICT ((coalesce(entity_id, 0)), content_hash) DO NOTHING RETURNING id""",
             (entity_id, content, content_hash(content, self._name(entity_id)), self.at, self.at)).fetchone()
-        if row is not None:
-            self.store._memories_written(self.conn, [row[0]])
-            if not _plain(content):
-                self._retag.add(entity_id)
+        if row is not None and not _plain(content):
+            self._retag.add(entity_id)
         return row is not None
 
     def delete_observation(self, entity_id: int, content: str) -> str | None:
@@ -224,23 +149,23 @@ class PostgresGraphTx:
         self.conn.execute("DELETE FROM entities WHERE id = ANY(%s)", (list(ids),))
 
     def before_change(self, ids: Sequence[int]) -> None:
-        self.store._before(self.conn, ids)  # the undo record keeps them as they are (undo.py)
+        self.tx.keep(ids)  # the undo record keeps them as they are
 
     def entities_changed(self, ids: Sequence[int]) -> None:
         ids = list(dict.fromkeys(ids))
         retag(self.conn, [i for i in ids if i in self._retag])
-        self.store._entities_written(self.conn, ids)
-        if self._inserted:  # links waiting for the new names become relations (documents.py)
-            self.store._link_pending(self.conn, self._inserted, self.at)
+        reindex(self.conn, ids)
+        if self._inserted:  # links waiting for the new names become relations (entities.link_pending)
+            link_pending(self.conn, self._inserted, self.at)
             self._inserted = []
 
     def journal(self, tool: str, action: str, entities: Sequence[str], detail: dict[str, Any] | None) -> None:
-        self.store._journal(self.conn, tool, action, entities, detail, self.at)
+        self.tx.journal(tool, action, entities, detail, self.at)
 
 
 def retag(conn: Any, ids: Sequence[int]) -> None:
     """An entity's tags after its observations changed: the ones it was given, then the `#tags`
-    its observations and body carry, each once (as store/sqlite_vault.py keeps them)."""
+    its observations and body carry, each once (as store/sqlite/vault.py keeps them)."""
     for entity_id in ids:
         row = conn.execute("SELECT tags, metadata, body FROM entities WHERE id = %s", (entity_id,)).fetchone()
         if row is None:
@@ -256,44 +181,30 @@ def retag(conn: Any, ids: Sequence[int]) -> None:
                          (json.dumps(every, ensure_ascii=False), json.dumps(meta, ensure_ascii=False), entity_id))
 
 
+
 class PostgresGraphWrites:
-    """The six graph writes (mixed into PostgresStore), each one transaction over the rules.
+    """The six graph writes, each one transaction over the rules."""
 
-    Two hooks let the search part keep its indexes current inside the same transaction:
-    `_memories_written(conn, ids)` after memories are inserted, `_entities_written(conn, ids)`
-    after entities changed (names, observations, tags). Deletes cascade."""
+    def __init__(self, db: Database):
+        self.db = db
 
-    schema: Any
+    def create_entities(self, schema: LibrarySchema, entities: Sequence[EntityInput], origin: str) -> list[CreatedEntity]:
+        return self.db.transact(lambda tx: rules.create_entities(PostgresGraphTx(tx), schema, entities, origin))
 
-    if TYPE_CHECKING:  # what PostgresStore gives its mixins
-        def _transact(self, body: Callable[[Any], T], what: str = "graph") -> T: ...
+    def create_relations(self, schema: LibrarySchema, relations: Sequence[RelationInput],
+                         origin: str) -> rules.RelationsCreated:
+        return self.db.transact(lambda tx: rules.create_relations(PostgresGraphTx(tx), schema, relations, origin))
 
-    def _memories_written(self, conn: Any, ids: Sequence[int]) -> None:
-        """Search upkeep for new memories (none needed beyond the tables' own)."""
+    def add_observations(self, schema: LibrarySchema, batches: Sequence[ObservationBatch],
+                         origin: str) -> list[AddedObservations]:
+        return self.db.transact(lambda tx: rules.add_observations(PostgresGraphTx(tx), schema, batches, origin))
 
-    def _entities_written(self, conn: Any, ids: Sequence[int]) -> None:
-        """Search upkeep for changed entities (none needed beyond the tables' own)."""
+    def delete_entities(self, schema: LibrarySchema, names: Sequence[str], origin: str) -> list[str]:
+        return self.db.transact(lambda tx: rules.delete_entities(PostgresGraphTx(tx), schema, names, origin))
 
-    def create_entities(self, entities: Sequence[EntityInput], *, origin: str) -> list[CreatedEntity]:
-        return self._transact(lambda conn: rules.create_entities(PostgresGraphTx(self, conn), self.schema, entities,
-                                                                 origin))
+    def delete_observations(self, schema: LibrarySchema, batches: Sequence[ObservationBatch],
+                            origin: str) -> list[RemovedObservations]:
+        return self.db.transact(lambda tx: rules.delete_observations(PostgresGraphTx(tx), schema, batches, origin))
 
-    def create_relations(self, relations: Sequence[RelationInput], *, origin: str) -> rules.RelationsCreated:
-        return self._transact(lambda conn: rules.create_relations(PostgresGraphTx(self, conn), self.schema, relations,
-                                                                  origin))
-
-    def add_observations(self, batches: Sequence[ObservationBatch], *, origin: str) -> list[AddedObservations]:
-        return self._transact(lambda conn: rules.add_observations(PostgresGraphTx(self, conn), self.schema, batches,
-                                                                  origin))
-
-    def delete_entities(self, names: Sequence[str], *, origin: str) -> list[str]:
-        return self._transact(lambda conn: rules.delete_entities(PostgresGraphTx(self, conn), self.schema, names,
-                                                                 origin))
-
-    def delete_observations(self, batches: Sequence[ObservationBatch], *, origin: str) -> list[RemovedObservations]:
-        return self._transact(lambda conn: rules.delete_observations(PostgresGraphTx(self, conn), self.schema, batches,
-                                                                     origin))
-
-    def delete_relations(self, relations: Sequence[RelationInput], *, origin: str) -> list[Relation]:
-        return self._transact(lambda conn: rules.delete_relations(PostgresGraphTx(self, conn), self.schema, relations,
-                                                                  origin))
+    def delete_relations(self, schema: LibrarySchema, relations: Sequence[RelationInput], origin: str) -> list[Relation]:
+        return self.db.transact(lambda tx: rules.delete_relations(PostgresGraphTx(tx), schema, relations, origin))

@@ -1,6 +1,6 @@
 """Everything in and out with its timestamps, and notes of backups (store.Portable), for the
 postgres engine: what `memloci export`, `memloci import` and `memloci backup` use. The same
-answers as the SQLite engine's (store/sqlite_undo.py), each one transaction."""
+answers as the SQLite engine's, each one transaction."""
 
 from __future__ import annotations
 
@@ -10,31 +10,31 @@ from typing import Any
 
 from memloci.core.errors import NotFoundError, ValidationError
 from memloci.core.model import ImportedMemories, Memory, content_hash, name_key, now_iso, tag_keys, thread_key
+from memloci.store.postgres.database import Database
+from memloci.store.postgres.entities import reindex
 from memloci.store.postgres.graph import retag
-from memloci.store.postgres.memories import (
-    bump_vectors,
-    claim_model,
-    drop_secondary_indexes,
-    insert_memory,
-    select_memories,
-    vectors_copy_data,
-)
+from memloci.store.postgres.memory_rows import drop_secondary_indexes, insert_memory, select_memories, vectors_copy_data
+from memloci.store.postgres.vectors import bump_vectors, claim_model
 
 COPY_BATCH = 5000  # rows per COPY (and per progress step) of copy_memories
 
 
 class PostgresPortable:
-    """(mixed into PostgresStore; uses its _read, _write and _journal)"""
+    """Exports, imports, copies and backups of one library."""
+
+    def __init__(self, db: Database):
+        self.db = db
 
     def free_memories(self) -> list[Memory]:
         """Every free memory (no entity), oldest first by id: what an export writes."""
-        with self._read() as conn:  # type: ignore[attr-defined]
+        with self.db.read() as conn:
             return select_memories(conn, "m.entity_id IS NULL", (), order="m.id")
 
     def import_memories(self, items: Sequence[Any], *, origin: str) -> ImportedMemories:
         """Free memories with their own timestamps (MemoryLine-like items): how many added, how many there already."""
         added = 0
-        with self._write("memories") as conn:  # type: ignore[attr-defined]
+        with self.db.write("memories") as tx:
+            conn = tx.conn
             for m in items:
                 memory_id = insert_memory(conn, None, m.content, m.memory_type, m.tags,
                                           None if m.importance == "medium" else m.importance, m.metadata, m.created_at)
@@ -42,14 +42,15 @@ class PostgresPortable:
                     conn.execute("UPDATE memories SET updated_at = %s WHERE id = %s", (m.updated_at, memory_id))
                     added += 1
             if added:
-                self._journal(conn, origin, "import_memories", [], {"added": added}, now_iso())  # type: ignore[attr-defined]
+                tx.journal(origin, "import_memories", [], {"added": added}, now_iso())
         return ImportedMemories(added, len(items) - added)
 
     def restore_dates(self, entities: Mapping[str, tuple[str, str, Sequence[str], Sequence[str]]],
                       relations: Mapping[tuple[str, str, str], str], *, origin: str) -> None:
         """Give entities (name_key -> created, updated, observations, their dates) and relations
         ((from key, type, to key) -> created) the times a file says they have."""
-        with self._write() as conn:  # type: ignore[attr-defined]
+        with self.db.write() as tx:
+            conn = tx.conn
             for key, (created, updated, contents, dates) in entities.items():
                 row = conn.execute("SELECT id FROM entities WHERE name_key = %s", (key,)).fetchone()
                 if row is None:
@@ -64,7 +65,7 @@ class PostgresPortable:
                                 AND from_id = (SELECT id FROM entities WHERE name_key = %s)
                                 AND to_id = (SELECT id FROM entities WHERE name_key = %s)""", (at, rt, f, t))
             if entities or relations:
-                self._journal(conn, origin, "restore_dates", [],  # type: ignore[attr-defined]
+                tx.journal(origin, "restore_dates", [],
                               {"entities": len(entities), "relations": len(relations)}, now_iso())
 
     def copy_memories(self, memories: Sequence[Memory], vectors: Mapping[int, Any], model: str | None,
@@ -81,9 +82,10 @@ class PostgresPortable:
         (migrate.py's target). Content hashes are computed here from the text and the owner's
         name, as every write computes them. Returns how many memories were copied."""
         at = now_iso()
-        with self._write("memories") as conn:  # type: ignore[attr-defined]
+        with self.db.write("memories") as tx:
+            conn = tx.conn
             if conn.execute("SELECT EXISTS (SELECT 1 FROM memories)").fetchone()[0]:
-                raise ValidationError(f"library '{self.name}' holds memories already: "  # type: ignore[attr-defined]
+                raise ValidationError(f"library '{self.db.name}' holds memories already: "
                                       "memories are copied only into a library that has none")
             owners = {key: (int(i), name) for i, key, name in conn.execute("SELECT id, name_key, name FROM entities")}
             missing = sorted({m.entity for m in memories if m.entity and name_key(m.entity) not in owners})
@@ -93,7 +95,7 @@ class PostgresPortable:
             if vectors:
                 if model is None:
                     raise ValueError("model: vectors given without the model that made them")
-                claim_model(conn, self.name, model, len(next(iter(vectors.values()))))  # type: ignore[attr-defined]
+                claim_model(conn, self.db.name, model, len(next(iter(vectors.values()))))
                 deferred.update(drop_secondary_indexes(conn))  # (claim_model made the HNSW index)
             sequence = conn.execute("SELECT pg_get_serial_sequence('memories', 'id')").fetchone()[0]
             ids = [int(r[0]) for r in conn.execute("SELECT nextval(%s) FROM generate_series(1, %s)",
@@ -135,11 +137,11 @@ class PostgresPortable:
             # the owners: their #tags and their full text take in their observations
             held = sorted({owners[name_key(m.entity)][0] for m in memories if m.entity})
             retag(conn, sorted({owners[name_key(m.entity)][0] for m in memories if m.entity and "#" in m.content}))
-            self._entities_written(conn, held)  # type: ignore[attr-defined]
+            reindex(conn, held)
             copied = sum(1 for m in memories if m.id in vectors)
             if copied:
                 bump_vectors(conn, copied)
-            self._journal(conn, origin, "copy_memories", [],  # type: ignore[attr-defined]
+            tx.journal(origin, "copy_memories", [],
                           {"memories": len(memories), "vectors": copied}, at)
         return len(memories)
 
@@ -147,28 +149,30 @@ class PostgresPortable:
 
     def note_backup(self, at: str, path: str) -> None:
         """Remember the last successful backup (health reports it)."""
-        with self._write("meta") as conn:  # type: ignore[attr-defined]
+        with self.db.write("meta") as tx:
+            conn = tx.conn
             conn.execute("""INSERT INTO meta VALUES ('last_backup', %s)
                             ON CONFLICT (key) DO UPDATE SET value = excluded.value""",
                          (json.dumps({"at": at, "path": path}, ensure_ascii=False),))
 
     def last_backup(self) -> dict[str, str] | None:
-        with self._read() as conn:  # type: ignore[attr-defined]
+        with self.db.read() as conn:
             row = conn.execute("SELECT value FROM meta WHERE key = 'last_backup'").fetchone()
         return json.loads(row[0]) if row else None
 
     def note_event(self, action: str, detail: dict[str, Any], *, vectors_floor: int = 0) -> None:
         """A journal entry for a change made outside the tools (a restore). `vectors_floor`: the
         vectors' version before it; the new one is higher, so running servers reload their vectors."""
-        with self._write("vectors") as conn:  # type: ignore[attr-defined]
-            self._journal(conn, action, action, [], detail, now_iso())  # type: ignore[attr-defined]
+        with self.db.write("vectors") as tx:
+            conn = tx.conn
+            tx.journal(action, action, [], detail, now_iso())
             current = bump_vectors(conn)
             if current <= vectors_floor:
                 bump_vectors(conn, vectors_floor + 1 - current)
 
     def holds_data(self) -> int:
         """How many entities, memories and relations the library holds."""
-        with self._read() as conn:  # type: ignore[attr-defined]
+        with self.db.read() as conn:
             return conn.execute("SELECT (SELECT count(*) FROM entities) + (SELECT count(*) FROM memories) "
                                 "+ (SELECT count(*) FROM relations)").fetchone()[0]
 

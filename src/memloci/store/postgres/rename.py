@@ -1,30 +1,30 @@
-"""Renaming and merging entities on the postgres engine (mixed into PostgresStore).
+"""Renaming and merging entities on the postgres engine.
 
-What a rename or a merge changes, folds and refuses is rename_rules.py's, shared with the
+What a rename or a merge changes, folds and refuses is rules/rename.py's, shared with the
 SQLite and Markdown engines; PostgresRenameTx gives those rules their primitives over one
-write transaction under the library's advisory lock (PostgresStore._transact), so a rename
+write transaction under the library's advisory lock (Database.transact), so a rename
 on one server and a write on another never interleave, and a refused merge leaves nothing.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 from memloci.core.model import content_hash, name_key, now_iso
+from memloci.core.schema import LibrarySchema
 from memloci.markdown.document import EntityDocument
 from memloci.rules import rename as rename_rules
 from memloci.rules.graph import EntityRef, GraphTx
-from memloci.store.postgres.graph import PostgresGraphTx, resolve
-from memloci.store.postgres.memories import _json, _jsonb, bump_vectors
+from memloci.store.postgres.database import Database
+from memloci.store.postgres.documents import document
+from memloci.store.postgres.entities import BODY_TAGS, link_pending, reindex, resolve
+from memloci.store.postgres.graph import PostgresGraphTx
+from memloci.store.postgres.json_columns import as_json, as_jsonb
+from memloci.store.postgres.transaction import WriteTx
+from memloci.store.postgres.vectors import bump_vectors, drop_memory_vectors
 
-if TYPE_CHECKING:
-    from memloci.core.schema import LibrarySchema
-
-T = TypeVar("T")
-
-EXTRA_KEY = "frontmatter_extra"  # entity metadata: front matter keys memloci does not know (documents_rules.py)
-BODY_TAGS = "body_tags"  # entity metadata: the tags only the body's `#tags` give
+EXTRA_KEY = "frontmatter_extra"  # entity metadata: front matter keys memloci does not know (rules/documents.py)
 C = ' COLLATE "C"'  # names in byte order, as SQLite sorts them
 
 # the entities with a links_to relation to the target: their text names it even where ILIKE misses
@@ -39,10 +39,9 @@ def _like(old: str) -> str:
 class PostgresRenameTx:
     """rename_rules.RenameTx over one psycopg connection inside a write transaction."""
 
-    def __init__(self, store: Any, conn: Any):
-        self.store = store
-        self.conn = conn
-        self.g = PostgresGraphTx(store, conn)  # its before_change keeps undo records, as every write's
+    def __init__(self, tx: WriteTx):
+        self.conn = tx.conn
+        self.g = PostgresGraphTx(tx)  # its before_change keeps undo records, as every write's
 
     def resolve(self, names: Iterable[str]) -> dict[str, EntityRef]:
         return resolve(self.conn, names)
@@ -75,7 +74,7 @@ class PostgresRenameTx:
         (meta,) = self.conn.execute("SELECT metadata FROM entities WHERE id = %s", (entity_id,)).fetchone()
         meta = dict(meta)
         meta[EXTRA_KEY] = blocks
-        self.conn.execute("UPDATE entities SET metadata = %s WHERE id = %s", (_json(meta), entity_id))
+        self.conn.execute("UPDATE entities SET metadata = %s WHERE id = %s", (as_json(meta), entity_id))
 
     def body_holders(self, old: str, target_id: int) -> list[tuple[int, str, str]]:
         return [(int(i), n, b) for i, n, b in self.conn.execute(
@@ -97,16 +96,16 @@ class PostgresRenameTx:
                                  (entity_id, content_hash)).fetchone() is not None
 
     def delete_observation(self, memory_id: int) -> None:
-        if self.store._drop_vectors(self.conn, [memory_id]):
+        if drop_memory_vectors(self.conn, [memory_id]):
             bump_vectors(self.conn)
         self.conn.execute("DELETE FROM memories WHERE id = %s", (memory_id,))
 
     def set_observation(self, memory_id: int, entity_id: int, content: str, content_hash: str) -> None:
         self.conn.execute("""UPDATE memories SET content = %s, content_hash = %s, embedded = false, updated_at = %s
                              WHERE id = %s""", (content, content_hash, now_iso(), memory_id))
-        if self.store._drop_vectors(self.conn, [memory_id]):
+        if drop_memory_vectors(self.conn, [memory_id]):
             bump_vectors(self.conn)
-        self.store._entities_written(self.conn, [entity_id])
+        reindex(self.conn, [entity_id])
 
     def pointing_at(self, ids: Sequence[int]) -> list[str]:
         return [n for (n,) in self.conn.execute(
@@ -114,10 +113,10 @@ class PostgresRenameTx:
                 WHERE r.to_id = ANY(%s) AND NOT r.from_id = ANY(%s) ORDER BY 1""", (list(ids), list(ids)))]
 
     def link_pending(self, ids: Sequence[int]) -> None:
-        self.store._link_pending(self.conn, ids, self.g.at)
+        link_pending(self.conn, ids, self.g.at)
 
     def document(self, entity_id: int) -> EntityDocument:
-        return self.store._document(self.conn, entity_id)
+        return document(self.conn, entity_id)
 
     def observations(self, entity_id: int) -> list[tuple[int, str]]:
         return [(int(i), c) for i, c in self.conn.execute(
@@ -155,32 +154,30 @@ class PostgresRenameTx:
         meta.pop(BODY_TAGS, None)
         meta.update({BODY_TAGS: body_tags} if body_tags else {})
         self.conn.execute("""UPDATE entities SET aliases = %s, tags = %s, metadata = %s, body = %s, updated_at = %s
-                             WHERE id = %s""", (_jsonb(aliases), _jsonb(tags), _json(meta), body, now_iso(), entity_id))
+                             WHERE id = %s""", (as_jsonb(aliases), as_jsonb(tags), as_json(meta), body, now_iso(), entity_id))
 
     def delete_entities(self, ids: Sequence[int]) -> None:
         self.g.delete_entities(ids)  # observations, relations and waiting links go with them
 
     def entities_changed(self, ids: Sequence[int]) -> None:
-        self.store._entities_written(self.conn, ids)
+        reindex(self.conn, ids)
 
     def journal(self, tool: str, action: str, entities: Sequence[str], detail: dict[str, Any]) -> None:
         self.g.journal(tool, action, entities, detail)
 
 
 class PostgresRename:
-    """rename_entity and merge_entities of PostgresStore: each one transaction over rename_rules."""
+    """rename_entity and merge_entities: each one transaction over rename_rules."""
 
-    if TYPE_CHECKING:  # what PostgresStore gives its mixins
-        schema: LibrarySchema
-
-        def _transact(self, body: Callable[[Any], T], what: str = "graph") -> T: ...
+    def __init__(self, db: Database):
+        self.db = db
 
     def rename_entity(self, old: str, new: str, *, origin: str) -> dict[str, Any]:
         """Rename an entity and rewrite every link to it: {old_name, new_name, links_rewritten_in}."""
-        return self._transact(lambda conn: rename_rules.rename_entity(PostgresRenameTx(self, conn), old, new, origin))
+        return self.db.transact(lambda tx: rename_rules.rename_entity(PostgresRenameTx(tx), old, new, origin))
 
-    def merge_entities(self, sources: Sequence[str], target: str, *, origin: str) -> dict[str, Any]:
+    def merge_entities(self, schema: LibrarySchema, sources: Sequence[str], target: str, *, origin: str) -> dict[str, Any]:
         """Fold `sources` into `target` (observations, relations, links) and delete them."""
         rename_rules.check_merge_names(sources, target)
-        return self._transact(lambda conn: rename_rules.merge_entities(
-            PostgresRenameTx(self, conn), self.schema, sources, target, origin))
+        return self.db.transact(lambda tx: rename_rules.merge_entities(PostgresRenameTx(tx), schema, sources, target,
+                                                                       origin))

@@ -6,7 +6,7 @@ migration runs in its own transaction under the database-wide migration lock
 servers opening one library at once apply each migration exactly once. A migration is
 appended, never edited once released; a schema written by a newer memloci is refused.
 
-The tables mirror the SQLite engine's (store/sqlite_schema.py), so answers and exports are
+The tables mirror the SQLite engine's (store/sqlite/schema.py), so answers and exports are
 the same on both: timestamps are the same ISO 8601 text (`2026-11-21T04:50:00Z`, compared
 as text exactly as SQLite compares them, and copied between engines unchanged); tags and
 aliases are jsonb arrays; metadata is `json`, which keeps the keys in the order they were
@@ -20,8 +20,12 @@ from typing import Any
 from memloci.core.errors import LibraryMissingError, LibraryUnreadableError
 from memloci.core.model import now_iso
 from memloci.store.postgres.connection import MIGRATION_LOCK, quoted
-from memloci.store.postgres.passages import PASSAGES_MIGRATION
-from memloci.store.postgres.search_schema import BM25_MIGRATION, ENTITY_BM25_MIGRATION, SEARCH_MIGRATION
+from memloci.store.postgres.search_schema import (
+    BM25_MIGRATION,
+    ENTITY_BM25_MIGRATION,
+    PASSAGES_MIGRATION,
+    SEARCH_MIGRATION,
+)
 
 CORE_MIGRATION = """
 CREATE TABLE entities (
@@ -137,7 +141,7 @@ MIGRATIONS: list[str] = [
     DOCUMENTS_MIGRATION,  # 3: pending links of notes with bodies
     BM25_MIGRATION,  # 4: memory lengths and library totals for one BM25 on every engine: search_schema.py
     RECALL_MIGRATION,  # 5: loads at a million memories: memloci_fold answers ASCII text at once
-    PASSAGES_MIGRATION,  # 6: note bodies carry meaning: their passages and vectors (passages.py)
+    PASSAGES_MIGRATION,  # 6: note bodies carry meaning: their passages and vectors (search_schema.py)
     ENTITY_BM25_MIGRATION,  # 7: entity lengths and totals: search_nodes ranked by one BM25 too (search_schema.py)
 ]
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -6,10 +6,10 @@ is search/hybrid.py's and search/entities.py's, the same for every engine.
 - Memories by words: `search @@ query` over the weighted tsvectors of search_schema.py picks a
   bounded pool; for each pool memory this hands over how often each query word occurs in each
   column (its lexemes' positions by weight), its length as FTS5 counts it, each word's holders
-  and the library's totals (migration 4), and memloci/bm25.py scores them: the same BM25 as
+  and the library's totals (migration 4), and core/bm25.py scores them: the same BM25 as
   SQLite's FTS5, to the last digits, where the two stemmers agree. Each query word is looked up
   stemmed (`english`) and as written (`simple`), so a tag such as "decisions" is found as typed.
-- Entities: entity_search.py, by the BM25 SQLite's FTS5 computes (memloci/bm25.py).
+- Entities: entity_search.py, by the BM25 SQLite's FTS5 computes (core/bm25.py).
 - Chinese/Japanese: the query's runs as two- and three-character pieces against the `grams`
   tsvectors (pairs holding a hiragana character are left out: mostly particles and endings).
 - Vectors: pgvector's HNSW index (cosine), the filters in the same SQL (VectorSearch in
@@ -22,14 +22,15 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Sequence
-from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from memloci.core.model import MemoryFilter, SearchHit, SearchResult, name_key
+from memloci.core.model import MemoryFilter, SearchHit, SearchResult, name_key, tag_keys
 from memloci.store.postgres import entity_search
-from memloci.store.postgres.graph import load_entities, relations_touching, resolve
-from memloci.store.postgres.memories import filter_sql, tag_keys, vector_text
+from memloci.store.postgres.database import Database
+from memloci.store.postgres.entities import load_entities, relations_touching, resolve
+from memloci.store.postgres.memory_rows import filter_sql
 from memloci.store.postgres.tsquery import LEXEME, any_of, cjk_pieces, estimated_holders, term_tsqueries
+from memloci.store.postgres.vectors import vector_text
 from memloci.store.protocols import MemoryWordCounts, NameVocabulary, VectorCandidates
 
 NEIGHBOUR_WEIGHT = 0.3  # as search/vectors.py: a share of each thread neighbour's similarity
@@ -110,18 +111,18 @@ def _nearest(conn: Any, vector: str, k: int, filters: MemoryFilter, where: str,
 
 
 class PostgresSearch:
-    """The search half of PostgresStore (mixed in; uses its _read)."""
+    """Memories and entities by words, CJK pieces and meaning: candidates with scores."""
 
-    if TYPE_CHECKING:
-        def _read(self) -> AbstractContextManager[Any]: ...
+    def __init__(self, db: Database):
+        self.db = db
 
     # -- memories ------------------------------------------------------------------------
 
     def memory_word_counts(self, terms: list[str], grams: list[str], k: int,
                            filters: MemoryFilter) -> MemoryWordCounts:
         """The statistics BM25 needs for the memories within `filters` holding the query's words
-        (memloci/bm25.py scores them, as FTS5 scores them on SQLite), plus the best `k` by CJK pieces."""
-        with self._read() as conn:
+        (core/bm25.py scores them, as FTS5 scores them on SQLite), plus the best `k` by CJK pieces."""
+        with self.db.read() as conn:
             where, params = filter_sql(filters, conn)
             counted = _word_counts(conn, term_tsqueries(conn, terms), filters, where, params) if terms else None
             # CJK pieces: the count of pieces held, added to the words' score
@@ -137,7 +138,7 @@ class PostgresSearch:
         the same query: HNSW, or every allowed vector when the filter lets few through), each
         lifted by its thread neighbours', and the `also` ids'.
         Nothing when the library's vectors are of another model than `model`."""
-        with self._read() as conn:
+        with self.db.read() as conn:
             meta = dict(conn.execute("SELECT key, value FROM library_meta WHERE key IN "
                                      "('embedding_model', 'embedding_dimension')").fetchall())  # one round trip
             have, dimension = meta.get("embedding_model"), int(meta.get("embedding_dimension") or 0)
@@ -176,12 +177,6 @@ class PostgresSearch:
 
     # -- entities ------------------------------------------------------------------------
 
-    def _entities_written(self, conn: Any, ids: Sequence[int]) -> None:
-        """Index these entities again (their observations changed): rewriting `name` runs the
-        trigger that builds their tsvectors (search_schema.py), once per write transaction."""
-        if ids:
-            conn.execute("UPDATE entities SET name = name WHERE id = ANY(%s)", (list(dict.fromkeys(ids)),))
-
     def search_entities(self, query: str, *, limit: int, extra: Sequence[tuple[str, float, str]] = (),
                         stop_words: frozenset[str] = frozenset(), names: NameVocabulary | None = None,
                         count_cap: int = 0) -> SearchResult:
@@ -189,7 +184,7 @@ class PostgresSearch:
         after them; `extra` (name, score 0..1, why) found by other signals (meaning) fused in: a
         word match scores its BM25 over the best one's, plus its signal. With `count_cap`, a truncated result's
         total_count is every match up to it."""
-        with self._read() as conn:
+        with self.db.read() as conn:
             terms = entity_search.plan(conn, query, stop_words, names)  # planned once, for the page and its total
             words = entity_search.rank(conn, terms, query, limit + 1)  # one extra: truncated?
             best = max((score for score, _, _ in words.values()), default=0.0) or 1.0
@@ -216,7 +211,7 @@ class PostgresSearch:
     def count_entities(self, query: str, *, cap: int, stop_words: frozenset[str] = frozenset(),
                        names: NameVocabulary | None = None) -> int:
         """How many entities search_entities finds by words and substrings, up to `cap`."""
-        with self._read() as conn:
+        with self.db.read() as conn:
             return entity_search.count(conn, entity_search.plan(conn, query, stop_words, names), query, cap)
 
 
@@ -268,7 +263,7 @@ def _pool(conn: Any, column: str, queries: Sequence[str], holders: Sequence[int]
                                            ([row[0] for row in rows], *params))]
 
 
-# tsvector weights of memories.search (search_schema.py) -> BM25 columns (memloci/bm25.py:
+# tsvector weights of memories.search (search_schema.py) -> BM25 columns (core/bm25.py:
 # content, context, labels); D (no letter) is not one of them
 _COLUMN_OF_WEIGHT = {"A": 0, "C": 1, "B": 2}
 

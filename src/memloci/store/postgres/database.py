@@ -1,0 +1,236 @@
+"""One library's schema in a PostgreSQL database, as the postgres engine reaches it: the pool,
+the library's write lock, the change listener; read snapshots and write transactions
+(transaction.WriteTx). Every part of the engine (engine.PostgresStore's collaborators) works
+through one Database.
+
+Locking scheme. Every write transaction first takes `pg_advisory_xact_lock(<library key>)`
+(connection.lock_key), so the writes to one library are serialized across every server
+process on every host, and the lock goes with the transaction, whether it commits, rolls
+back or its process dies. Under that lock a write reads what it needs (does the name exist?
+would this relation close a cycle?) and no other write can change it before it commits, so
+every rule of the library holds under concurrency with no retry loop, and the name log's
+numbers follow commit order. Writes set READ COMMITTED themselves (whatever the database's
+default_transaction_isolation says), before the lock: each statement after the lock sees
+every write committed before the lock was granted (under REPEATABLE READ the snapshot would
+be taken by the lock statement itself, before its wait, and miss them). Reads take no lock: each read runs in a READ ONLY REPEATABLE
+READ transaction, one consistent snapshot for its several SELECTs, concurrent with writes
+(such a transaction never fails to serialize). Writes to different libraries never wait
+for each other.
+
+Waiting. In one process, the writers of a library queue on a thread lock before they borrow a
+connection: only one of them at a time holds a pooled connection while it waits for the
+advisory lock, so waiting writers never starve the reads of connections. Both waits end
+after `lock_timeout` seconds with a CONFLICT "library 'x' is busy" (the advisory one through
+`SET LOCAL lock_timeout`), as does a pool with no connection free after `pool_timeout`. A
+write PostgreSQL rolls back to resolve a deadlock or a serialization failure runs once more
+by itself (`transact`) before the error reaches the caller.
+
+Sessions hold nothing. Every transaction sets its own `search_path` (`SET LOCAL`: the
+library's schema, `public`, and wherever the host keeps the vector and pg_trgm extensions),
+so a pooler in transaction mode, which hands one server session to many clients, cannot send
+a statement to another library's schema.
+
+Other servers' writes. Every write ends with `NOTIFY memloci_<name>, '<what changed>'`
+(delivered only if it commits), except the access counts a retrieval bumps (they change
+nothing another process holds). Each store LISTENs on its library's channel in a daemon
+thread (connection.ChangeListener) and counts what it hears (`changes()`, `on_change()`), so
+what a process holds in memory can tell it is stale without asking the database.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, TypeVar
+
+from memloci.core.secrets import masked_url
+from memloci.store.postgres.connection import (
+    ChangeListener,
+    EmbeddingClaims,
+    TransientError,
+    busy_error,
+    connection_error,
+    engine_error,
+    lock_key,
+    open_pool,
+    quoted,
+    require_psycopg,
+    schema_for,
+)
+from memloci.store.postgres.schema import extension_schemas, migrate
+from memloci.store.postgres.transaction import WriteTx
+
+log = logging.getLogger(__name__)
+
+POOL_SIZE = 4  # connections per library and process; a write holds one for one transaction
+LOCK_TIMEOUT = 30.0  # seconds a write waits for its library's lock before it is refused as busy
+POOL_TIMEOUT = 30.0  # seconds a call waits for a free connection of the pool
+QUIET = frozenset({"accesses"})  # what a write may change without telling other servers
+
+T = TypeVar("T")
+
+# The writers' queue of each library (url, schema) in this process: see "Waiting" above.
+_WRITERS: dict[tuple[str, str], threading.RLock] = {}
+_WRITERS_GUARD = threading.Lock()
+
+
+def _writers(url: str, schema: str) -> threading.RLock:
+    with _WRITERS_GUARD:
+        return _WRITERS.setdefault((url, schema), threading.RLock())
+
+
+class Database:
+    """A library's schema in a PostgreSQL database: connections, its lock, what other servers change."""
+
+    def __init__(self, url: str, name: str, *, pool_size: int = POOL_SIZE, pool_timeout: float = POOL_TIMEOUT,
+                 lock_timeout: float = LOCK_TIMEOUT):
+        self.url = url  # never shown: it may hold a password
+        self.name = name
+        self.schema_id = schema_for(name)  # unquoted
+        self.schema_name = quoted(self.schema_id)  # as SQL text
+        # What errors, stats and health show, and what per-library state in a process is keyed
+        # by (search/vectors.py library_key): the URL without its password, and the schema.
+        self.path = f"{masked_url(url)}#{self.schema_id}"
+        self.pool_size = pool_size
+        self.pool_timeout = pool_timeout
+        self.lock_timeout = lock_timeout
+        self.lock_key = lock_key(self.schema_id)
+        self.writers = _writers(url, self.schema_id)
+        self.pool: Any = None
+        self.listener: ChangeListener | None = None
+        self.open_lock = threading.Lock()
+        self.search_path = f"SET LOCAL search_path TO {self.schema_name}, public"  # and the extensions' (open)
+        self.own_writes = 0  # committed by this process's store: its own changes are known at once
+        self.claims: EmbeddingClaims | None = None  # the pending memories this process embeds (memories.py)
+
+    def open(self, *, create: bool = True) -> None:
+        """Connect, create (unless `create` is false) or migrate the library's schema, start
+        listening for other servers' writes. Idempotent."""
+        if self.pool is not None:
+            return
+        with self.open_lock:
+            if self.pool is not None:
+                return
+            psycopg = require_psycopg(self.name)
+            try:
+                with psycopg.connect(self.url, connect_timeout=10, autocommit=True) as conn:
+                    migrate(conn, self.schema_id, self.name, create=create)
+                    self.search_path = "SET LOCAL search_path TO " + ", ".join(
+                        [self.schema_name, "public", *map(quoted, extension_schemas(conn))])
+                pool = open_pool(self.url, self.schema_id, self.pool_size, self.pool_timeout)
+            except psycopg.Error as exc:
+                mapped = engine_error(self.name, self.url, exc)
+                raise (connection_error(self.name, self.url, exc) if mapped is exc else mapped) from exc
+            listener = ChangeListener(self.url, self.schema_id)
+            listener.start()
+            self.listener, self.pool = listener, pool
+
+    def close(self) -> None:
+        with self.open_lock:
+            if self.listener is not None:
+                self.listener.stop()
+                self.listener = None
+            if self.claims is not None:
+                self.claims.close()
+                self.claims = None
+            if self.pool is not None:
+                self.pool.close()
+                self.pool = None
+
+    @contextmanager
+    def read(self) -> Iterator[Any]:
+        """A consistent snapshot for several SELECTs (READ ONLY, REPEATABLE READ): its connection."""
+        self.open()
+        with self.engine_errors(), self.pool.connection() as conn:
+            with conn.transaction():
+                # one round trip (statements without parameters may share one)
+                conn.execute(f"SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY; {self.search_path}")
+                yield conn
+
+    @contextmanager
+    def write(self, what: str = "graph") -> Iterator[WriteTx]:
+        """One write transaction under the library's advisory lock: committed whole, or rolled
+        back whole; other servers hear `what` changed once it commits (unless it is QUIET)."""
+        self.open()
+        # In line before borrowing a connection (see "Waiting" in the module's docstring).
+        if not self.writers.acquire(timeout=self.lock_timeout):
+            raise busy_error(self.name, f"this server's other calls held its write lock for {self.lock_timeout:g} s")
+        try:
+            with self.engine_errors(), self.pool.connection() as conn:
+                with conn.transaction():
+                    # Isolation first (before any snapshot), then the transaction's own settings
+                    # and the lock, in one round trip; the key is our own integer, not user text.
+                    conn.execute("SET TRANSACTION ISOLATION LEVEL READ COMMITTED; "
+                                 f"{self.search_path}; SET LOCAL lock_timeout = '{int(self.lock_timeout * 1000)}ms'; "
+                                 f"SELECT pg_advisory_xact_lock({int(self.lock_key)})")
+                    tx = WriteTx(conn)  # its undo record is its own (a retried one starts again)
+                    yield tx
+                    tx.seal()  # what a destructive change removed goes into its journal entry
+                    if what not in QUIET:
+                        conn.execute("SELECT pg_notify(%s, %s)", (self.schema_id, what))
+            if what not in QUIET:
+                self.own_writes += 1
+        finally:
+            self.writers.release()
+
+    def transact(self, body: Callable[[WriteTx], T], what: str = "graph") -> T:
+        """`body(tx)` in one write transaction (write); run once more if PostgreSQL rolled it
+        back to resolve a deadlock or a serialization failure (nothing was returned or kept)."""
+        try:
+            with self.write(what) as tx:
+                return body(tx)
+        except TransientError as exc:
+            log.info("library '%s': %s; running the write once more", self.name, exc)
+        with self.write(what) as tx:
+            return body(tx)
+
+    @contextmanager
+    def engine_errors(self) -> Iterator[None]:
+        """A failure of the server or the connection as memloci's error codes (connection.engine_error)."""
+        import psycopg
+        import psycopg_pool
+
+        try:
+            yield
+        except (psycopg.Error, psycopg_pool.PoolTimeout) as exc:
+            mapped = engine_error(self.name, self.url, exc)
+            if mapped is exc:
+                raise
+            raise mapped from exc
+
+    def embedding_claims(self) -> EmbeddingClaims:
+        """The pending memories this process embeds (connection.EmbeddingClaims), made on first use."""
+        self.open()
+        with self.open_lock:
+            if self.claims is None:
+                self.claims = EmbeddingClaims(self.url, self.schema_id, self.search_path)
+            return self.claims
+
+    def release_claims(self, ids: Any) -> None:
+        """A batch's vectors committed: its claims may go (another server would find it embedded)."""
+        if self.claims is not None:
+            self.claims.release(ids)
+
+    def changes(self) -> int:
+        """How many change notices this process has heard on the library's channel (its own
+        writes', other servers', and reconnections of the listener)."""
+        return self.listener.count if self.listener is not None else 0
+
+    def change_mark(self) -> int | None:
+        """A number that moves whenever the library may have changed (a write of this process,
+        at once; another server's, once its notice arrives); None while no listener is
+        connected, when nothing can be known without asking the database."""
+        if self.listener is None or not self.listener.listening:
+            return None
+        return self.listener.count + self.own_writes
+
+    def on_change(self, callback: Any) -> None:
+        """Call `callback(what)` on the listener's thread whenever a change notice arrives."""
+        self.open()
+        assert self.listener is not None
+        self.listener.callbacks.append(callback)
+
+    def pool_stats(self) -> dict[str, Any]:
+        return self.pool.get_stats() if self.pool is not None else {}
