@@ -385,18 +385,28 @@ def test_no_dead_code():
 
 
 def test_engines_keep_undo_records_with_one_mixin():
-    """Each thread's undo record is undo.KeptRecords' on every engine: an engine keeping its
-    own per-thread record is a second copy of when a record begins and ends."""
+    """Each write transaction's undo record is undo.new_record()'s on every engine: the SQLite and
+    Markdown engines hand it along on their WriteTx (made per transaction), PostgreSQL keeps it per
+    thread with undo.KeptRecords. An engine beginning or keeping a record its own way is a second
+    copy of when a record begins and ends."""
+    import dataclasses
+
     from memloci.rules import undo
     from memloci.store.markdown.engine import MarkdownStore
     from memloci.store.postgres.engine import PostgresStore
     from memloci.store.sqlite.engine import SQLiteStore
+    from memloci.store.sqlite.tx import WriteTx
 
-    for store in (SQLiteStore, MarkdownStore, PostgresStore):
-        assert store._kept_now is undo.KeptRecords._kept_now, store.__name__
-        assert store._forget_kept is undo.KeptRecords._forget_kept, store.__name__
+    assert PostgresStore._kept_now is undo.KeptRecords._kept_now
+    assert PostgresStore._forget_kept is undo.KeptRecords._forget_kept
+    (record,) = [f for f in dataclasses.fields(WriteTx) if f.name == "record"]
+    assert record.default_factory is undo.new_record
+    for store in (SQLiteStore, MarkdownStore):
+        assert not hasattr(store, "_kept_now") and not hasattr(store, "_forget_kept"), store.__name__
+    first, second = WriteTx(None), WriteTx(None)  # type: ignore[arg-type]
+    assert first.record == undo.new_record() and first.record is not second.record
     holder = undo.KeptRecords()
-    first = holder._kept_now()
-    assert holder._kept_now() is first and first == undo.new_record()
+    first_kept = holder._kept_now()
+    assert holder._kept_now() is first_kept and first_kept == undo.new_record()
     holder._forget_kept()
-    assert holder._kept_now() is not first
+    assert holder._kept_now() is not first_kept

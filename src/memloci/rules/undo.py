@@ -110,8 +110,10 @@ def new_record() -> dict[str, Any]:
 
 
 class KeptRecords:
-    """Each thread's undo record for the write transaction it has under way, mixed into every
-    engine's store: writes run on many threads at once, each in a transaction of its own."""
+    """Each thread's undo record for the write transaction it has under way, mixed into the
+    PostgreSQL engine's store: writes run on many threads at once, each in a transaction of its
+    own. (The SQLite and Markdown engines hand each transaction its record instead, on the
+    WriteTx their write makes: store/sqlite/tx.py. This class goes once no engine uses it.)"""
 
     def _kept_now(self) -> dict[str, Any]:
         """This thread's record (new_record), begun at its first use in the transaction."""
