@@ -81,12 +81,49 @@ from memloci.store.markdown.writeback import MarkdownFiles
 from memloci.store.protocols import NameVocabulary
 from memloci.store.sqlite.engine import SQLiteStore
 from memloci.store.sqlite.rows import journal
-from memloci.store.sqlite.schema import MARKDOWN_TRIGGERS, SCHEMA_VERSION
+from memloci.store.sqlite.schema import SCHEMA_VERSION
 from memloci.store.sqlite.sql import split_sql
 
 log = logging.getLogger(__name__)
 
 __all__ = ["INDEX_DIR", "MarkdownStore"]  # INDEX_DIR: where the index lives, for the registry
+
+# Installed in the index of a Markdown library only (on open): every change marks what to write
+# back (writeback.py). The md_* tables they fill are the index schema's (sqlite/schema.py).
+MARKDOWN_TRIGGERS = """
+CREATE TRIGGER IF NOT EXISTS md_entity_insert AFTER INSERT ON entities BEGIN
+    INSERT OR IGNORE INTO md_dirty VALUES (new.id);
+END;
+CREATE TRIGGER IF NOT EXISTS md_entity_update AFTER UPDATE ON entities BEGIN
+    INSERT OR IGNORE INTO md_dirty VALUES (new.id);
+END;
+CREATE TRIGGER IF NOT EXISTS md_entity_rename AFTER UPDATE OF name ON entities BEGIN
+    INSERT OR IGNORE INTO md_dirty SELECT from_id FROM relations WHERE to_id = new.id;
+END;
+CREATE TRIGGER IF NOT EXISTS md_entity_delete AFTER DELETE ON entities BEGIN
+    INSERT OR IGNORE INTO md_dirty VALUES (old.id);
+END;
+CREATE TRIGGER IF NOT EXISTS md_memory_insert AFTER INSERT ON memories BEGIN
+    INSERT OR IGNORE INTO md_dirty SELECT new.entity_id WHERE new.entity_id IS NOT NULL;
+    INSERT OR IGNORE INTO md_new_memories SELECT new.id WHERE new.entity_id IS NULL;
+END;
+CREATE TRIGGER IF NOT EXISTS md_memory_delete AFTER DELETE ON memories BEGIN
+    INSERT OR IGNORE INTO md_dirty SELECT old.entity_id WHERE old.entity_id IS NOT NULL;
+    INSERT OR IGNORE INTO md_dirty_days SELECT substr(old.created_at, 1, 10) WHERE old.entity_id IS NULL;
+END;
+CREATE TRIGGER IF NOT EXISTS md_memory_update
+AFTER UPDATE OF content, tags, importance, metadata, memory_type, entity_id ON memories BEGIN
+    INSERT OR IGNORE INTO md_dirty SELECT old.entity_id WHERE old.entity_id IS NOT NULL;
+    INSERT OR IGNORE INTO md_dirty SELECT new.entity_id WHERE new.entity_id IS NOT NULL;
+    INSERT OR IGNORE INTO md_dirty_days SELECT substr(old.created_at, 1, 10) WHERE old.entity_id IS NULL;
+END;
+CREATE TRIGGER IF NOT EXISTS md_relation_insert AFTER INSERT ON relations BEGIN
+    INSERT OR IGNORE INTO md_dirty VALUES (new.from_id);
+END;
+CREATE TRIGGER IF NOT EXISTS md_relation_delete AFTER DELETE ON relations BEGIN
+    INSERT OR IGNORE INTO md_dirty VALUES (old.from_id);
+END;
+"""
 
 # Files memloci created itself: only their `modified:` is stamped on later writes. A clone or
 # a lost index forgets this, and then memloci treats them as a person's files (no stamp).

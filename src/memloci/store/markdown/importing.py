@@ -8,7 +8,7 @@ yet is a pending link (as a `[[link]]` to a missing note is) and becomes a relat
 later batch creates the target. The file says the same before and after that: it names the
 target either way, so resolving it rewrites nothing.
 
-All or nothing holds per batch as for any write (markdown_intent.py: one intent, one sync
+All or nothing holds per batch as for any write (intent.py: one intent, one sync
 for the batch's files). A run killed between batches leaves whole batches, whose relations to
 entities not imported yet wait as pending links; running the import again completes it.
 """

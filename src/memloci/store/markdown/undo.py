@@ -212,7 +212,7 @@ class MarkdownUndo:
 
     def replace_files(self, put: dict[str, bytes], remove: list[str]) -> None:
         """Write and remove files as one change under the write lock: all of it or none, also
-        under SIGKILL (markdown_intent.py). The index catches up with the next `sync()`."""
+        under SIGKILL (intent.py). The index catches up with the next `sync()`."""
         def current(rel: str) -> str | None:
             try:
                 return sha256_hex(confine.read_bytes(self.root, rel))

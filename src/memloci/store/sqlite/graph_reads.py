@@ -62,7 +62,7 @@ class SQLiteGraphReads:
     def search_entities(self, query: str, *, limit: int, extra: Sequence[tuple[str, float, str]] = (),
                         stop_words: frozenset[str] = frozenset(), names: NameVocabulary | None = None,
                         count_cap: int = 0) -> SearchResult:
-        """Entities ranked by BM25 over the query's words (sqlite_search.py), substring matches
+        """Entities ranked by BM25 over the query's words (search.py), substring matches
         after them; `extra` (name, score 0..1, why) found by other signals (meaning) is fused in:
         a word match scores its BM25 over the best one's, plus its signal. With `count_cap`, a
         truncated result's total_count is every match up to it."""

@@ -31,7 +31,7 @@ def refresh_fts(conn: sqlite3.Connection, ids: Iterable[int]) -> None:
     conn.executemany("DELETE FROM entity_fts WHERE rowid = ?", [(i,) for i in ids])
     conn.executemany("DELETE FROM entity_grams WHERE rowid = ?", [(i,) for i in ids])
     for chunk in chunks(ids):
-        # the columns of migration 7 (sqlite_search.py ranks over them)
+        # the columns of migration 7 (search.py ranks over them)
         conn.execute(
             f"""INSERT INTO entity_fts (rowid, name, aliases, tags, entity_type, text, name_grams, text_grams)
                 SELECT id, name, aliases, tags, entity_type, text,

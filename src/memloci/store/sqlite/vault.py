@@ -46,7 +46,7 @@ def resolve_names(conn: sqlite3.Connection, names: Sequence[str]) -> dict[str, t
 
 
 def alias_work(conn: sqlite3.Connection, entity_id: int | None, targets: Sequence[str] = ()) -> None:
-    """Note, for this transaction's _link_pending, an entity written with aliases (None: not)
+    """Note, for this transaction's link_pending, an entity written with aliases (None: not)
     and the link targets it left waiting: only those can newly meet through an alias."""
     conn.execute("CREATE TEMP TABLE IF NOT EXISTS memloci_alias_work (entity_id INTEGER, target TEXT)")
     conn.executemany("INSERT INTO temp.memloci_alias_work VALUES (?, ?)",
