@@ -40,6 +40,7 @@ def test_a_half_done_change_is_rolled_back_or_forward(tmp_path, committed):
     written, then the index transaction committed (roll forward: keep) or not (roll back)."""
     from memloci.store.markdown.engine import MarkdownStore
     from memloci.store.markdown.intent import FileChange
+    from memloci.store.sqlite.tx import WriteTx
 
     root = tmp_path / "lib"
     service = crash.service_for("markdown", root)
@@ -48,15 +49,15 @@ def test_a_half_done_change_is_rolled_back_or_forward(tmp_path, committed):
     before = (root / "a.md").read_bytes()
     store = MarkdownStore(root, "t")
     store.open()
-    conn = store._connect()
+    conn = store.index.db.connect()
     conn.execute("BEGIN IMMEDIATE")
-    change = store._undo.change = FileChange(root, "t")
-    store._put(conn, "a.md", "changed\n", None)
-    store._put(conn, "b.md", "new\n", None)
+    tx = WriteTx(conn)
+    change = tx.files = FileChange(root, "t")
+    store._files.put(tx, "a.md", "changed\n", None)
+    store._files.put(tx, "b.md", "new\n", None)
     change.apply(conn)  # files in place, intent on disk; then the process "dies"
     conn.execute("COMMIT" if committed else "ROLLBACK")
     conn.close()
-    store._undo.change = None
     store.close()
     assert (root / "a.md").read_bytes() == b"changed\n"
     assert (root / ".memloci" / "staging" / f"{change.id}.intent").exists()
@@ -77,6 +78,7 @@ def test_a_kill_between_the_swap_and_keeping_the_old_file_is_rolled_back(tmp_pat
     from memloci.store.markdown import intent as markdown_intent
     from memloci.store.markdown.engine import MarkdownStore
     from memloci.store.markdown.intent import FileChange
+    from memloci.store.sqlite.tx import WriteTx
 
     root = tmp_path / "lib"
     service = crash.service_for("markdown", root)
@@ -85,14 +87,14 @@ def test_a_kill_between_the_swap_and_keeping_the_old_file_is_rolled_back(tmp_pat
     before = (root / "a.md").read_bytes()
     store = MarkdownStore(root, "t")
     store.open()
-    conn = store._connect()
+    conn = store.index.db.connect()
     conn.execute("BEGIN IMMEDIATE")
-    change = store._undo.change = FileChange(root, "t")
-    store._put(conn, "a.md", "changed\n", None)
+    tx = WriteTx(conn)
+    change = tx.files = FileChange(root, "t")
+    store._files.put(tx, "a.md", "changed\n", None)
     change.apply(conn)
     conn.execute("ROLLBACK")
     conn.close()
-    store._undo.change = None
     store.close()
     if not markdown_intent._exchange_works:
         pytest.skip("renameat2 RENAME_EXCHANGE is not available on this file system")

@@ -11,8 +11,9 @@ from memloci.core.model import EntityInput
 from memloci.core.query_text import cjk_grams
 from memloci.service.documents import NewEntityDocument
 from memloci.service.facade import MemoryService
-from memloci.store.sqlite.engine import SQLiteStore, _split_sql
+from memloci.store.sqlite.engine import SQLiteStore
 from memloci.store.sqlite.schema import MIGRATIONS, SCHEMA_VERSION
+from memloci.store.sqlite.sql import split_sql
 
 
 @pytest.fixture(params=["sqlite", "markdown"])
@@ -149,9 +150,9 @@ def test_a_common_word_ranks_within_a_bounded_pool_without_losing_the_rare_word(
 
 def test_migration_7_indexes_the_words_of_an_older_library(tmp_path):
     path = tmp_path / "old.db"
-    conn = SQLiteStore(path)._connect()
+    conn = SQLiteStore(path).db.connect()
     for script in MIGRATIONS[:6]:
-        for statement in _split_sql(script):
+        for statement in split_sql(script):
             conn.execute(statement)
     conn.execute("""INSERT INTO entities (id, name, name_key, entity_type, aliases, tags, body, created_at, updated_at)
                     VALUES (1, 'trip', 'trip', 'note', '["journey"]', '["travel"]', '東京の旅行計画。',
@@ -164,6 +165,6 @@ def test_migration_7_indexes_the_words_of_an_older_library(tmp_path):
     for query in ["東京", "旅行計画", "予算", "travel", "journey", "jurney", "trip"]:
         assert found(service, query) == ["trip"], query
     service.close()
-    check = SQLiteStore(path)._connect()
+    check = SQLiteStore(path).db.connect()
     assert check.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
     check.close()

@@ -12,10 +12,10 @@ import pytest
 from conftest import Client, run_session
 
 from memloci.app.libraries import LibraryRegistry, LibrarySpec
+from memloci.rules.passages import says_something, split_passages
 from memloci.search.embedder import EmbedderHandle, cjk_share, create_embedder, understands
 from memloci.service.documents import NewEntityDocument
 from memloci.service.facade import MemoryService, _QueryEmbedding
-from memloci.rules.passages import says_something, split_passages
 
 # (memory, a word of it to ask for): Japanese and Chinese, among English ones.
 CJK = [

@@ -15,8 +15,8 @@ from memloci.core.model import EntityInput, MemoryFilter, name_key
 from memloci.search import lexical
 from memloci.search.timephrases import parse_time_phrase, split_time_phrase
 from memloci.service.facade import MemoryService
-from memloci.store.sqlite.engine import _split_sql
 from memloci.store.sqlite.schema import MIGRATIONS
+from memloci.store.sqlite.sql import split_sql
 
 
 def contents(retrieval) -> list[str]:
@@ -97,7 +97,7 @@ def test_time_phrases():
 def test_a_library_of_schema_1_migrates_with_its_observations_searchable(tmp_path):
     db = tmp_path / "old.db"
     conn = sqlite3.connect(db)
-    for statement in _split_sql(MIGRATIONS[0]):
+    for statement in split_sql(MIGRATIONS[0]):
         conn.execute(statement)
     conn.execute("INSERT INTO entities (id, name, name_key, entity_type, created_at, updated_at) "
                  "VALUES (1, 'Alice', 'alice', 'person', '2026-01-01T00:00:00Z', '2026-01-01T00:00:00Z')")
@@ -159,7 +159,7 @@ def test_a_library_of_schema_5_gets_labels_and_case_free_tags(tmp_path):
     conn.create_function("memloci_content_hash", 2, lexical.content_hash)
     conn.create_function("memloci_name_key", 1, name_key)
     for migration in MIGRATIONS[:5]:
-        for statement in _split_sql(migration):
+        for statement in split_sql(migration):
             conn.execute(statement)
     rows = [(1, "Did you book the hotel?", '["Travel"]', "dialogue", "m:dialogue:1"),
             (2, "Yes, the one by the lake.", '[]', "dialogue", "m:dialogue:1"),

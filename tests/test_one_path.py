@@ -384,21 +384,24 @@ def test_no_dead_code():
     assert not dead, dead
 
 
-def test_engines_keep_undo_records_with_one_mixin():
-    """Each thread's undo record is undo.KeptRecords' on every engine: an engine keeping its
-    own per-thread record is a second copy of when a record begins and ends."""
+def test_engines_begin_undo_records_in_one_place():
+    """Each write transaction's undo record is undo.new_record()'s on every engine, carried by the
+    engine's transaction object (made per transaction, never per thread). An engine beginning or
+    keeping a record its own way is a second copy of when a record begins and ends."""
+    import dataclasses
+
     from memloci.rules import undo
     from memloci.store.markdown.engine import MarkdownStore
-    from memloci.store.postgres.transaction import WriteTx
+    from memloci.store.postgres.engine import PostgresStore
+    from memloci.store.postgres.transaction import WriteTx as PostgresTx
     from memloci.store.sqlite.engine import SQLiteStore
+    from memloci.store.sqlite.tx import WriteTx as SQLiteTx
 
-    # The postgres engine's record belongs to its transaction object, begun by undo.new_record.
-    assert WriteTx(None).kept == undo.new_record() and WriteTx(None).kept is not WriteTx(None).kept
-    for store in (SQLiteStore, MarkdownStore):
-        assert store._kept_now is undo.KeptRecords._kept_now, store.__name__
-        assert store._forget_kept is undo.KeptRecords._forget_kept, store.__name__
-    holder = undo.KeptRecords()
-    first = holder._kept_now()
-    assert holder._kept_now() is first and first == undo.new_record()
-    holder._forget_kept()
-    assert holder._kept_now() is not first
+    assert PostgresTx(None).kept == undo.new_record() and PostgresTx(None).kept is not PostgresTx(None).kept
+    (record,) = [f for f in dataclasses.fields(SQLiteTx) if f.name == "record"]
+    assert record.default_factory is undo.new_record
+    first, second = SQLiteTx(None), SQLiteTx(None)  # type: ignore[arg-type]
+    assert first.record == undo.new_record() and first.record is not second.record
+    for store in (SQLiteStore, MarkdownStore, PostgresStore):
+        assert not hasattr(store, "_kept_now") and not hasattr(store, "_forget_kept"), store.__name__
+    assert not hasattr(undo, "KeptRecords")

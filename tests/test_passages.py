@@ -10,10 +10,10 @@ import pytest
 
 from memloci.app.libraries import LibraryRegistry, LibrarySpec
 from memloci.core.model import EntityInput
+from memloci.rules.passages import PASSAGE_WORDS, size, split_passages
 from memloci.search.embedder import EmbedderHandle
 from memloci.service.documents import NewEntityDocument
 from memloci.service.facade import MemoryService
-from memloci.rules.passages import PASSAGE_WORDS, size, split_passages
 
 PUPPIES = "She adopted two puppies from the animal shelter last weekend."
 OTHERS = {

@@ -23,7 +23,7 @@ def test_connections_are_reused_across_short_lived_threads(service):
         t = threading.Thread(target=read)
         t.start()
         t.join()
-    assert store._idle.qsize() == 1, "one idle connection serves them all"
+    assert store.db._idle.qsize() == 1, "one idle connection serves them all"
 
 
 def test_a_reader_part_way_through_does_not_block_other_calls(service):

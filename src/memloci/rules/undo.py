@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import threading
 from collections.abc import Iterable, Sequence
 from typing import Any, Protocol
 
@@ -107,24 +106,6 @@ def new_record() -> dict[str, Any]:
     `new_ids`: entities this transaction made (nothing to keep of them); `row`: the journal
     entry that gets the record, once something was kept (`armed`)."""
     return {"entities": {}, "memories": {}, "new_ids": set(), "row": None}
-
-
-class KeptRecords:
-    """Each thread's undo record for the write transaction it has under way, mixed into every
-    engine's store: writes run on many threads at once, each in a transaction of its own."""
-
-    def _kept_now(self) -> dict[str, Any]:
-        """This thread's record (new_record), begun at its first use in the transaction."""
-        # Made on first use, as the stores mixing this in have __init__s of their own.
-        local = self.__dict__.setdefault("_kept", threading.local())
-        kept = getattr(local, "tx", None)
-        if kept is None:
-            kept = local.tx = new_record()
-        return kept
-
-    def _forget_kept(self) -> None:
-        """The transaction is over (committed, rolled back, or to be tried again): its record goes."""
-        self.__dict__.setdefault("_kept", threading.local()).tx = None
 
 
 def keep_before(rows: UndoRows, kept: dict[str, Any], entity_ids: Iterable[int] = (),

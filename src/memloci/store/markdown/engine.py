@@ -6,17 +6,14 @@ in day files under `memories/`; the library manual in `meta.md`; the journal in
 git) with the same tables as a SQLite library, so search, memories and the graph tools work
 unchanged.
 
-Writes: a call runs as one index transaction. Triggers mark what it changed; before the
-commit, the changed entities' files are staged (markdown_intent.py): a file memloci creates
-is rendered in the entity-document format, an existing one is edited in place, only where
-the change lies (markdown/patch.py; a person's bytes are kept); new free memories
-and the journal staged as appends; then, still before the commit, an intent record lists
-them all and they are put in place. SQLite's write lock is the library's lock: tool writes,
-the watcher, reindex and import never write the folder at once, in one process or several.
-A failed call, file write or commit puts every file back; a killed process's change is
-rolled forward or back by the next writer. A file edited outside memloci since it was
-indexed (in place, or saved by rename) is never overwritten: it is compared with the bytes
-the change was computed from just before it is replaced, and the call fails with CONFLICT.
+`MarkdownStore` is the facade of the Store protocols; it HAS its index (`self.index`, a
+SQLiteStore built with this library's FileSide) and delegates to it, after opening the folder.
+Its parts: writeback.py writes the files back at the edges of each index transaction (the
+FileSide: staged, put in place just before the commit, all or nothing through intent.py);
+scan.py reads the folder into the index; undo.py puts files back; importing.py imports a
+graph with each file written once; migratable.py sets what `memloci migrate` copies. SQLite's
+write lock is the library's lock: tool writes, the watcher, reindex and import never write
+the folder at once, in one process or several.
 
 Reads of outside edits: `sync()` compares every file's mtime and size with the index and
 parses what changed (on open, then every second on a watcher thread). A file that cannot be
@@ -26,54 +23,112 @@ indexed state.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
+
+import numpy as np
 
 from memloci.core import confine
-from memloci.core.errors import ConflictError, LibraryMissingError, LibraryUnreadableError, MemlociError, storage_error
-from memloci.core.model import LibraryStats, ListedEntity, name_key, now_iso
-from memloci.markdown import frontmatter, patch
-from memloci.markdown.context import parse_context, render_context
-from memloci.markdown.document import parse_document, render_document, wikilinks
-from memloci.markdown.memories import MemoryBlock, day_header, is_day, preamble, render_block, render_day
-from memloci.store.markdown.files import (
-    CONTEXT,
-    INDEX_DIR,
-    JOURNAL,
-    MANUAL,
-    MEMORIES_DIR,
-    WATCH_INTERVAL_S,
-    FileStat,
-    file_stem,
-    sha256_hex,
+from memloci.core.errors import LibraryMissingError, LibraryUnreadableError, MemlociError, storage_error
+from memloci.core.model import (
+    AddedObservations,
+    CreatedEntity,
+    DocumentEdit,
+    EntityInput,
+    Graph,
+    GraphBatch,
+    GraphPage,
+    ImportedMemories,
+    JournalEntry,
+    LibraryStats,
+    ListedEntity,
+    Memory,
+    MemoryFilter,
+    MemoryInput,
+    MemoryPage,
+    MemoryVectors,
+    NameChanges,
+    ObservationBatch,
+    PassageVectors,
+    PendingMemory,
+    PendingPassage,
+    Relation,
+    RelationInput,
+    RemovedObservations,
+    SavedVectors,
+    SearchResult,
+    StoredMemory,
+    name_key,
 )
-from memloci.store.markdown.importing import MarkdownImport, rendered_body
-from memloci.store.markdown.intent import INTENTS_TABLE, FileChange, recover
-from memloci.store.markdown.scan import MarkdownScan
+from memloci.core.schema import LibrarySchema
+from memloci.markdown.context import parse_context, render_context
+from memloci.markdown.document import EntityDocument
+from memloci.rules.graph import RelationsCreated
+from memloci.store.markdown import importing
+from memloci.store.markdown.files import CONTEXT, INDEX_DIR, MANUAL, WATCH_INTERVAL_S, SyncReport
+from memloci.store.markdown.intent import INTENTS_TABLE, recover
+from memloci.store.markdown.migratable import MarkdownMigration
+from memloci.store.markdown.scan import Scanner
 from memloci.store.markdown.undo import MarkdownUndo
-from memloci.store.migratable import MarkdownMigratable
-from memloci.store.sqlite.documents import LINKS_TO
-from memloci.store.sqlite.engine import SQLiteStore, _split_sql
-from memloci.store.sqlite.memories import select_memories
-from memloci.store.sqlite.schema import MARKDOWN_TRIGGERS, SCHEMA_VERSION
+from memloci.store.markdown.writeback import MarkdownFiles
+from memloci.store.protocols import NameVocabulary
+from memloci.store.sqlite.engine import SQLiteStore
+from memloci.store.sqlite.rows import journal
+from memloci.store.sqlite.schema import SCHEMA_VERSION
+from memloci.store.sqlite.sql import split_sql
 
 log = logging.getLogger(__name__)
+
+__all__ = ["INDEX_DIR", "MarkdownStore"]  # INDEX_DIR: where the index lives, for the registry
+
+# Installed in the index of a Markdown library only (on open): every change marks what to write
+# back (writeback.py). The md_* tables they fill are the index schema's (sqlite/schema.py).
+MARKDOWN_TRIGGERS = """
+CREATE TRIGGER IF NOT EXISTS md_entity_insert AFTER INSERT ON entities BEGIN
+    INSERT OR IGNORE INTO md_dirty VALUES (new.id);
+END;
+CREATE TRIGGER IF NOT EXISTS md_entity_update AFTER UPDATE ON entities BEGIN
+    INSERT OR IGNORE INTO md_dirty VALUES (new.id);
+END;
+CREATE TRIGGER IF NOT EXISTS md_entity_rename AFTER UPDATE OF name ON entities BEGIN
+    INSERT OR IGNORE INTO md_dirty SELECT from_id FROM relations WHERE to_id = new.id;
+END;
+CREATE TRIGGER IF NOT EXISTS md_entity_delete AFTER DELETE ON entities BEGIN
+    INSERT OR IGNORE INTO md_dirty VALUES (old.id);
+END;
+CREATE TRIGGER IF NOT EXISTS md_memory_insert AFTER INSERT ON memories BEGIN
+    INSERT OR IGNORE INTO md_dirty SELECT new.entity_id WHERE new.entity_id IS NOT NULL;
+    INSERT OR IGNORE INTO md_new_memories SELECT new.id WHERE new.entity_id IS NULL;
+END;
+CREATE TRIGGER IF NOT EXISTS md_memory_delete AFTER DELETE ON memories BEGIN
+    INSERT OR IGNORE INTO md_dirty SELECT old.entity_id WHERE old.entity_id IS NOT NULL;
+    INSERT OR IGNORE INTO md_dirty_days SELECT substr(old.created_at, 1, 10) WHERE old.entity_id IS NULL;
+END;
+CREATE TRIGGER IF NOT EXISTS md_memory_update
+AFTER UPDATE OF content, tags, importance, metadata, memory_type, entity_id ON memories BEGIN
+    INSERT OR IGNORE INTO md_dirty SELECT old.entity_id WHERE old.entity_id IS NOT NULL;
+    INSERT OR IGNORE INTO md_dirty SELECT new.entity_id WHERE new.entity_id IS NOT NULL;
+    INSERT OR IGNORE INTO md_dirty_days SELECT substr(old.created_at, 1, 10) WHERE old.entity_id IS NULL;
+END;
+CREATE TRIGGER IF NOT EXISTS md_relation_insert AFTER INSERT ON relations BEGIN
+    INSERT OR IGNORE INTO md_dirty VALUES (new.from_id);
+END;
+CREATE TRIGGER IF NOT EXISTS md_relation_delete AFTER DELETE ON relations BEGIN
+    INSERT OR IGNORE INTO md_dirty VALUES (old.from_id);
+END;
+"""
 
 # Files memloci created itself: only their `modified:` is stamped on later writes. A clone or
 # a lost index forgets this, and then memloci treats them as a person's files (no stamp).
 CREATED_FILES = "CREATE TABLE IF NOT EXISTS md_created (path TEXT PRIMARY KEY)"
 
-
-def _stamped(yaml_text: str, at: str) -> str:
-    """`modified:` set to `at` where the front matter has that key; nothing added."""
-    return frontmatter.set_scalar(yaml_text, "modified", at, timestamp=True) if frontmatter.has_key(yaml_text, "modified") else yaml_text
 
 def _corrupt(exc: Exception) -> bool:
     """Whether SQLite found the index damaged (not locked, not read-only, not a full disk)."""
@@ -82,36 +137,46 @@ def _corrupt(exc: Exception) -> bool:
             and not isinstance(cause, (sqlite3.OperationalError, sqlite3.IntegrityError)))
 
 
-def journal_text(rows: list[tuple[str, str, str, str, str | None]], *, new_file: bool) -> str:
-    """journal.md's entries for (at, tool, action, entities JSON, detail JSON) rows, the file's
-    title first when it is `new_file` (markdown_undo.parse_journal reads them back)."""
-    lines = ["# Journal\n\nEvery change to this library, newest last.\n"] if new_file else []
-    for at, tool, action, entities, detail in rows:
-        listed = json.loads(entities)
-        names = ", ".join(listed[:5]) + (f" and {len(listed) - 5} more" if len(listed) > 5 else "")
-        lines.append(f"\n## {at} · {action}" + (f" · {names}" if names else "") + "\n"
-                     + (f"- by: {tool}\n" if tool != action else ""))
-        if detail:
-            lines.append("```json\n" + json.dumps(json.loads(detail), ensure_ascii=False, indent=1, sort_keys=True)
-                         + "\n```\n")
-    return "".join(lines)
+class MarkdownStore:
+    """A library kept as a folder of Markdown files, with its SQLite index."""
 
-
-class MarkdownStore(MarkdownMigratable, MarkdownImport, MarkdownUndo, MarkdownScan, SQLiteStore):
     kind = "markdown"
 
     def __init__(self, folder: str | os.PathLike[str], name: str = "default"):
         self.root = Path(folder).expanduser().absolute()
-        super().__init__(self.root / INDEX_DIR / "index.db", name)
+        self.name = name
+        self._files = MarkdownFiles(self.root, name)
+        self.index = SQLiteStore(self.root / INDEX_DIR / "index.db", name, files=self._files)
+        self.path = self.index.path
+        self._scanner = Scanner(self.root, name, self.index.db, self._files)
+        self._undo = MarkdownUndo(self.root, self.index.db, self._files)
+        self._migration = MarkdownMigration(self.index.db, self._files, self._undo)
         self._md_lock = threading.RLock()
         self._md_ready = False
         self._opening = False
-        self._syncing = threading.local()  # per thread: a tool call never inherits the watcher's mode
         self._watcher: threading.Thread | None = None
         self._stop = threading.Event()
-        self._verbatim = threading.local()
-        self._undo = threading.local()
         self.index_moved_to: str | None = None  # where a corrupt index was moved aside, if it was
+
+    @property
+    def schema(self) -> LibrarySchema:
+        """The library's rules (set per library by the registry): the index's and the files'."""
+        return self.index.schema
+
+    @schema.setter
+    def schema(self, value: LibrarySchema) -> None:
+        self.index.schema = value
+        self._files.schema = value
+
+    @property
+    def refused_links(self) -> dict[str, str]:
+        """Links the last walk of the folder found (rel path -> why): never followed."""
+        return self._files.refused_links
+
+    @property
+    def last_sync(self) -> SyncReport | None:
+        """The last scan that found something to index."""
+        return self._scanner.last_sync
 
     # -- opening ---------------------------------------------------------------------
 
@@ -125,15 +190,15 @@ class MarkdownStore(MarkdownMigratable, MarkdownImport, MarkdownUndo, MarkdownSc
             try:
                 try:
                     self._open(create)
-                    self._load_journal()  # a fresh index gets its history back from journal.md
-                    self._scan()  # other threads wait here until the folder is indexed
+                    self._undo.load_journal()  # a fresh index gets its history back from journal.md
+                    self._scanner.scan()  # other threads wait here until the folder is indexed
                 except LibraryUnreadableError as exc:
                     if not _corrupt(exc):
                         raise
                     self._move_index_aside(exc)  # damage found past the first page: start again from the files
                     self._open(create)
-                    self._load_journal()
-                    self._scan()
+                    self._undo.load_journal()
+                    self._scanner.scan()
                 self._md_ready = True
             finally:
                 self._opening = False
@@ -167,19 +232,19 @@ class MarkdownStore(MarkdownMigratable, MarkdownImport, MarkdownUndo, MarkdownSc
         except OSError as exc:
             raise storage_error(exc, f"library '{self.name}': cannot write {index}") from exc
         try:
-            super().open(create=True)
-            conn = self._connect()  # not _borrow(): that would open() again
+            self.index.open(create=True)
+            conn = self.index.db.connect()
         except LibraryUnreadableError as exc:
             if not _corrupt(exc):
                 raise
             self._move_index_aside(exc)
-            super().open(create=True)
-            conn = self._connect()
+            self.index.open(create=True)
+            conn = self.index.db.connect()
         try:
-            with self._write_lock:
+            with self.index.db.write_lock:
                 conn.execute("BEGIN IMMEDIATE")
                 try:
-                    for statement in _split_sql(MARKDOWN_TRIGGERS):
+                    for statement in split_sql(MARKDOWN_TRIGGERS):
                         conn.execute(statement)
                     conn.execute(CREATED_FILES)
                     conn.execute(INTENTS_TABLE)
@@ -200,7 +265,7 @@ class MarkdownStore(MarkdownMigratable, MarkdownImport, MarkdownUndo, MarkdownSc
     def _move_index_aside(self, exc: Exception) -> None:
         """The index is only a cache of the files: a corrupt one is kept aside (for a post-mortem)
         and built again from the files."""
-        SQLiteStore.close(self)  # its connections only: a watcher keeps running
+        self.index.close()  # its connections only: a watcher keeps running
         stamp = time.strftime("%Y%m%dT%H%M%S")
         moved = self.root / INDEX_DIR / f"index.db.corrupt-{stamp}"
         for suffix in ("", "-wal", "-shm"):
@@ -237,283 +302,58 @@ class MarkdownStore(MarkdownMigratable, MarkdownImport, MarkdownUndo, MarkdownSc
         if self._watcher is not None and self._watcher is not threading.current_thread():
             self._watcher.join(5)
         self._watcher = None
-        super().close()
+        self.index.close()
         self._md_ready = False
         self._stop = threading.Event()
 
-    # -- writing back ------------------------------------------------------------------
+    # -- the folder ------------------------------------------------------------------
+
+    def sync(self) -> SyncReport:
+        """Bring the index up to the files: parse what changed since the last look."""
+        self.open()
+        with self._md_lock:
+            return self._scanner.scan()
+
+    def rebuild_index(self) -> SyncReport:
+        """Index every file again, as if for the first time (scan.py: one write transaction,
+        under the library's write lock); what no file holds leaves the index."""
+        self.open()
+        with self._md_lock:
+            report = self._scanner.rebuild_index()
+        report.index_moved_to = self.index_moved_to
+        return report
 
     @contextmanager
-    def _write(self) -> Iterator[sqlite3.Connection]:
-        """One index transaction whose file changes land with it, all or nothing (markdown_intent.py):
-        files are staged while the call runs, put in place just before the commit, and put back
-        if the call, a file operation or the commit fails, or at the next write if the process dies."""
-        change = self._undo.change = FileChange(self.root, self.name)
-        try:
-            with super()._write() as conn:
-                recover(self.root, conn, self.name)  # a killed writer's half-done change, first
-                yield conn
-                if self._reading_files():  # what came from the files needs no writing back
-                    for table in ("md_dirty", "md_dirty_days", "md_new_memories"):
-                        conn.execute(f"DELETE FROM {table}")
-                    # Nor into journal.md: reading files must not change the working tree (git keeps
-                    # that history); `memloci history` still lists the rescans.
-                    conn.execute("INSERT OR REPLACE INTO library_meta SELECT 'journal_written', ifnull(max(id), 0) "
-                                 "FROM journal")
-                else:
-                    self._flush(conn)
-                # then SQLiteStore._write seals the journal entry and calls _before_commit
-        except BaseException:
-            change.rollback()  # done already in _after_rollback, under the lock, unless the lock was never had
-            raise
-        else:
-            change.done()
-        finally:
-            self._undo.change = None
-            self._verbatim.texts, self._verbatim.renames, self._verbatim.tails, self._verbatim.stamps = {}, [], {}, {}
+    def files_frozen(self) -> Iterator[None]:
+        """Hold the library's write lock: no tool, scan or other process changes the folder or
+        the index meanwhile (they wait, as for any write)."""
+        self.open()
+        with self._md_lock, self._undo.frozen():
+            yield
 
-    def _reading_files(self) -> bool:
-        return getattr(self._syncing, "on", False)  # set per thread by the scan and undo; unset: no
+    def replace_files(self, put: dict[str, bytes], remove: list[str]) -> None:
+        """Write and remove files as one change under the write lock: all of it or none, also
+        under SIGKILL (intent.py). The index catches up with the next `sync()`."""
+        self.open()
+        with self._md_lock:
+            self._undo.replace_files(put, remove)
 
-    def _after_rollback(self) -> None:
-        change = getattr(self._undo, "change", None)
-        if change is not None:
-            change.rollback()
+    def reload_journal(self) -> int:
+        """The journal table becomes journal.md's entries again (after a restore put the file back)."""
+        self.open()
+        return self._undo.reload_journal()
 
-    def _before_commit(self, conn: sqlite3.Connection) -> None:
-        """Put the staged files in place: the last step before the index commits (its journal
-        entry is complete by now, so journal.md gets all of it)."""
-        if not self._reading_files():
-            self._append_journal(conn)
-        for op, st in self._staged().apply(conn):  # appended files: their index rows follow their new size
-            if op.record is not None:
-                self._record(conn, op.rel, op.record[0], op.record[1], st, op.record[2])
+    def undo_change(self, change_id: int, *, origin: str = "undo") -> dict[str, Any]:
+        self.sync()  # what people changed by hand is known before deciding
+        with self._md_lock:
+            return self._undo.undo_change(change_id, origin=origin)
 
-    def _staged(self) -> FileChange:
-        change = getattr(self._undo, "change", None)
-        if change is None:
-            raise RuntimeError("a Markdown file write outside a write transaction")
-        return change
-
-    def _flush(self, conn: sqlite3.Connection) -> None:
-        for (entity_id,) in conn.execute("SELECT entity_id FROM md_dirty ORDER BY entity_id").fetchall():
-            self._write_entity(conn, entity_id)
-        conn.execute("DELETE FROM md_dirty")
-        full = {d for (d,) in conn.execute("SELECT day FROM md_dirty_days")}
-        new = conn.execute("""SELECT m.id, m.created_at FROM md_new_memories n JOIN memories m ON m.id = n.memory_id
-                              WHERE m.entity_id IS NULL ORDER BY m.id""").fetchall()
-        appends: dict[str, list[int]] = {}
-        for memory_id, created_at in new:
-            if created_at[:10] not in full:
-                appends.setdefault(created_at[:10], []).append(memory_id)
-        for day, ids in appends.items():
-            self._append_memories(conn, day, ids)
-        for day in sorted(full):
-            self._rewrite_day(conn, day)
-        conn.execute("DELETE FROM md_dirty_days")
-        conn.execute("DELETE FROM md_new_memories")
-
-    def _check_fresh(self, conn: sqlite3.Connection, rel: str) -> bytes | None:
-        """Refuse to overwrite a file that changed on disk after it was indexed; its bytes (None:
-        no such file yet), so a caller never reads it again."""
-        staged = self._staged().pending(rel)
-        if staged is not None:  # already changed by this call: its new bytes are the current ones
-            return staged.data if staged.kind == "put" else None
-        row = conn.execute("SELECT mtime_ns, size, sha256 FROM md_files WHERE path = ?", (rel,)).fetchone()
-        broken = conn.execute("SELECT error FROM md_broken WHERE path = ?", (rel,)).fetchone()
-        if broken:
-            raise ConflictError(f"{rel} cannot be parsed ({broken[0]}); memloci does not rewrite it",
-                                hint=f"Fix {rel} by hand; the next scan picks it up.")
-        try:
-            st = confine.lstat(self.root, rel)  # a link here is refused, never written through
-        except FileNotFoundError:
-            if row is None:
-                return None
-            raise ConflictError(f"{rel} was deleted outside memloci", hint="Retry in a second, after the rescan.")
-        # mtimes are coarse (a few ms): an equal stat is confirmed by the bytes
-        data = confine.read_bytes(self.root, rel) if row is not None and (st.st_mtime_ns, st.st_size) == tuple(row[:2]) else None
-        if data is None or sha256_hex(data) != row[2]:
-            raise ConflictError(f"{rel} changed on disk since it was indexed; nothing was written",
-                                hint="The change is picked up within a second; retry the call then.")
-        return data
-
-    def _put(self, conn: sqlite3.Connection, rel: str, text: str, entity_id: int | None, key: str = "",
-             current: bytes | None = None, absent: bool = False) -> None:
-        """Stage a file's new bytes in this transaction (`current`: its bytes as just read, if they
-        were: the file must still hold them when the change is put in place; `absent`: there was
-        no such file when the caller looked)."""
-        data = text.encode("utf-8")
-        change = self._staged()
-        staged = change.pending(rel)
-        expected = staged.expected if staged is not None else None if absent else self._current_sha(rel, current)
-        st = change.put(rel, data, expected)
-        self._record(conn, rel, entity_id, key, st, sha256_hex(data))
-
-    def _current_sha(self, rel: str, current: bytes | None) -> str | None:
-        if current is not None:
-            return sha256_hex(current)
-        try:
-            return sha256_hex(confine.read_bytes(self.root, rel))
-        except FileNotFoundError:
-            return None
-
-    def _unlink(self, rel: str, current: bytes | None = None) -> None:
-        change = self._staged()
-        staged = change.pending(rel)
-        change.delete(rel, staged.expected if staged is not None else self._current_sha(rel, current))
-
-    def _exists(self, rel: str) -> bool:
-        """Whether `rel` is there, counting what this transaction staged."""
-        staged = self._staged().pending(rel)
-        if staged is not None:
-            return staged.kind != "delete"
-        return confine.exists(self.root, rel)
-
-    @staticmethod
-    def _record(conn: sqlite3.Connection, rel: str, entity_id: int | None, key: str, st: os.stat_result | FileStat,
-                sha: str) -> None:
-        if entity_id is not None:
-            conn.execute("DELETE FROM md_files WHERE entity_id = ? AND path != ?", (entity_id, rel))
-        conn.execute("INSERT OR REPLACE INTO md_files (path, entity_id, name_key, mtime_ns, size, sha256) "
-                     "VALUES (?, ?, ?, ?, ?, ?)", (rel, entity_id, key, st.st_mtime_ns, st.st_size, sha))
-
-    def _write_entity(self, conn: sqlite3.Connection, entity_id: int) -> None:
-        row = conn.execute("SELECT path, name_key FROM md_files WHERE entity_id = ?", (entity_id,)).fetchone()
-        exists = conn.execute("SELECT name FROM entities WHERE id = ?", (entity_id,)).fetchone()
-        if exists is None:  # deleted
-            if row is not None:
-                self._unlink(row[0], self._check_fresh(conn, row[0]))
-                conn.execute("DELETE FROM md_files WHERE path = ?", (row[0],))
-            return
-        name = exists[0]
-        key = name_key(name)
-        current = source = None
-        if row is not None and row[1] == key:
-            rel, old = row[0], None
-            current = source = self._check_fresh(conn, rel)
-        else:  # new, or renamed: a file named after the entity, beside the old one
-            folder = Path(row[0]).parent if row is not None else Path(".")
-            old = row[0] if row is not None else None
-            if old is not None:
-                source = self._check_fresh(conn, old)
-            stem = file_stem(name)
-            # Names that map to one file name ("x/y", "x:y") get the name's hash as well.
-            for candidate in (stem, f"{stem}-{sha256_hex(name.encode())[:6]}"):
-                rel = (folder / f"{candidate}.md").as_posix().removeprefix("./")
-                self._refuse_broken(conn, rel, name)  # a broken note is never shadowed by a second file
-                if rel == old or not (self._exists(rel) or rel in (MANUAL, JOURNAL, CONTEXT)
-                                      or Path(rel).parent.as_posix() == MEMORIES_DIR and is_day(candidate)):
-                    break
-            else:
-                raise ConflictError(f"name: the files for '{name}' already exist in library '{self.name}'",
-                                    hint="Pick another name, or merge into the entity that file holds.")
-        ours = source is None or self._created_here(conn, old or rel)
-        rendered = False
-        text = getattr(self._verbatim, "texts", {}).pop(key, None)  # an edit keeps the person's formatting
-        if text is not None:  # the edit's text is the file's, LF and without its BOM: put those back
-            style = patch.decode(source)[1] if source is not None else patch.Style()
-            if ours:
-                at = getattr(self._verbatim, "stamps", {}).pop(key, None) or now_iso()
-                text = frontmatter.with_front_matter(text, lambda y: _stamped(y, at))
-            text = patch.encode(text, style).decode("utf-8")
-        else:
-            doc = self._document(conn, entity_id)
-            doc.dates = dict(conn.execute("SELECT content, created_at FROM memories WHERE entity_id = ? "
-                                          "ORDER BY id", (entity_id,)).fetchall())
-            # Observations are part of the file's body: their [[links]] are links too (as a rescan reads them).
-            linked = {name_key(t) for rt, t in doc.relations if rt == LINKS_TO} | {name_key(t) for t in wikilinks(doc.body)}
-            extra = [t for o in doc.observations if "[[" in o for t in wikilinks(o)
-                     if name_key(t) not in linked and name_key(t) != key]
-            if extra and self.schema.relation_types is None:  # a typed schema keeps links as text
-                self._add_links(conn, entity_id, extra)
-            if source is None:  # a file memloci creates: its own rendering (DESIGN.md §1)
-                text, rendered = render_document(doc), True
-            else:  # an existing file: edits to its bytes, nothing rendered again
-                relations = conn.execute(
-                    """SELECT r.relation_type, e.name FROM relations r JOIN entities e ON e.id = r.to_id WHERE r.from_id = ?
-                       UNION ALL SELECT relation_type, target FROM pending_links WHERE from_id = ?""",
-                    (entity_id, entity_id)).fetchall()
-                lf, style = patch.decode(source)
-                want = patch.Wanted(doc, relations, list(getattr(self._verbatim, "renames", [])),
-                                    getattr(self._verbatim, "tails", {}).get(key, ""), now_iso() if ours else None,
-                                    resolve=lambda texts: self._alias_keys(conn, texts))  # `[[alias]]` links
-                text = patch.encode(patch.patch_document(lf, want, fallback_name=Path(old or rel).stem, key_of=name_key,
-                                                         new_stem=Path(rel).stem),
-                                    style).decode("utf-8")
-        if source is not None and text.encode("utf-8") == source and rel == (old or rel):
-            return  # nothing to change: the file keeps its bytes and its mtime
-        # A file name just found free needs no second look on disk (apply() checks it still is).
-        self._put(conn, rel, text, entity_id, key, current=current, absent=rel != (old or rel) or row is None)
-        if old is not None and old != rel:
-            self._unlink(old, source)
-        conn.execute("DELETE FROM md_created WHERE path = ?", (old,)) if old is not None and old != rel else None
-        if source is None or (ours and old is not None):
-            conn.execute("INSERT OR IGNORE INTO md_created VALUES (?)", (rel,))
-        # The index holds the body the file now holds, so the next edit starts from it.
-        body = rendered_body(text) if rendered else None
-        if body is None:
-            body = parse_document(patch.decode(text.encode("utf-8"))[0], fallback_name=Path(rel).stem).body
-        conn.execute("UPDATE entities SET body = ? WHERE id = ? AND body != ?", (body, entity_id, body))
-
-    def _refuse_broken(self, conn: sqlite3.Connection, rel: str, name: str) -> None:
-        """A note memloci cannot read (unparsable, or a link it does not follow) may hold `name`:
-        never write a second file beside it, under its file name in any case or Unicode form."""
-        unreadable = {**dict(conn.execute("SELECT path, error FROM md_broken").fetchall()), **self.refused_links}
-        if not unreadable:
-            return
-        folder, key = Path(rel).parent, name_key(Path(rel).stem)
-        for path, why in sorted(unreadable.items()):
-            held = Path(path)
-            if held.parent == folder and held.suffix == ".md" and name_key(held.stem) == key:
-                raise ConflictError(f"{path} cannot be read ({why}); it may hold '{name}', so memloci neither "
-                                    "rewrites it nor writes a second file beside it",
-                                    hint=f"Fix or replace {path} by hand; the next scan picks it up, then retry.")
-
-    @staticmethod
-    def _created_here(conn: sqlite3.Connection, rel: str) -> bool:
-        """Whether memloci created this file (and may stamp its `modified:`): a person's file
-        never gets a date from memloci."""
-        return conn.execute("SELECT 1 FROM md_created WHERE path = ?", (rel,)).fetchone() is not None
-
-    def _free_blocks(self, conn: sqlite3.Connection, where: str, params: tuple) -> list[MemoryBlock]:
-        return [MemoryBlock(m.content, m.created_at, m.memory_type, list(m.tags),
-                            None if m.importance == "medium" else m.importance, m.metadata)
-                for m in select_memories(conn, f"m.entity_id IS NULL AND {where}", params, order="m.created_at, m.id")]
-
-    def _append_memories(self, conn: sqlite3.Connection, day: str, ids: list[int]) -> None:
-        rel = f"{MEMORIES_DIR}/{day}.md"
-        marks = ",".join("?" * len(ids))
-        text = "".join(render_block(b) for b in self._free_blocks(conn, f"m.id IN ({marks})", tuple(ids)))
-        if not self._exists(rel):
-            self._put(conn, rel, day_header(day) + text, None)
-            return
-        before = self._check_fresh(conn, rel) or b""
-        added = text.encode("utf-8")
-        # Appending: storing a memory never rewrites the day. The index row follows the append.
-        self._staged().append(rel, added, sha256_hex(before), record=(None, "", sha256_hex(before + added)))
-
-    def _rewrite_day(self, conn: sqlite3.Connection, day: str) -> None:
-        rel = f"{MEMORIES_DIR}/{day}.md"
-        blocks = self._free_blocks(conn, "substr(m.created_at, 1, 10) = ?", (day,))
-        current = self._check_fresh(conn, rel) if self._exists(rel) else None
-        if blocks:
-            head = preamble(current.decode("utf-8")) if current is not None else None
-            self._put(conn, rel, render_day(day, blocks, head), None, current=current)
-        else:
-            self._unlink(rel)
-            conn.execute("DELETE FROM md_files WHERE path = ?", (rel,))
-
-    def _append_journal(self, conn: sqlite3.Connection) -> None:
-        self._seal_journal(conn)  # the undo record (every file as it was) goes to journal.md too
-        done = conn.execute("SELECT value FROM library_meta WHERE key = 'journal_written'").fetchone()
-        rows = conn.execute("SELECT id, at, tool, action, entities, detail FROM journal WHERE id > ? ORDER BY id",
-                            (int(done[0]) if done else 0,)).fetchall()
-        if not rows:
-            return
-        text = journal_text([row[1:] for row in rows], new_file=not confine.exists(self.root, JOURNAL))
-        # Only appended to, by memloci (and merged by git): no freshness check.
-        self._staged().append(JOURNAL, text.encode("utf-8"), None, check=False)
-        conn.execute("INSERT OR REPLACE INTO library_meta VALUES ('journal_written', ?)", (str(rows[-1][0]),))
+    def create_graph(self, entities: Sequence[EntityInput], relations: Sequence[RelationInput], *, origin: str
+                     ) -> GraphBatch:
+        """Create (or merge) `entities` and the `relations` going out of them in one transaction,
+        each file written once (importing.py)."""
+        self.open()
+        return importing.create_graph(self.index, entities, relations, origin=origin)
 
     # -- reporting ---------------------------------------------------------------------
 
@@ -532,8 +372,9 @@ class MarkdownStore(MarkdownMigratable, MarkdownImport, MarkdownUndo, MarkdownSc
                 "LEFT JOIN md_files m ON m.entity_id = e.id ORDER BY e.name_key")]
 
     def stats(self) -> LibraryStats:
-        base = super().stats()
-        size = sum(st[1] for st in self._walk().values())
+        self.open()
+        base = self.index.stats()
+        size = sum(st[1] for st in self._scanner.walk().values())
         return LibraryStats(base.name, self.kind, str(self.root), base.entities, base.observations, base.memories,
                             base.relations, base.journal_entries, size, SCHEMA_VERSION)
 
@@ -549,24 +390,7 @@ class MarkdownStore(MarkdownMigratable, MarkdownImport, MarkdownUndo, MarkdownSc
         except (FileNotFoundError, UnicodeDecodeError):
             return None
 
-    def _document_text(self, conn: sqlite3.Connection, entity_id: int) -> str:
-        row = conn.execute("SELECT path FROM md_files WHERE entity_id = ?", (entity_id,)).fetchone()
-        if row is not None:
-            # Never edit a text not the file's; edits see it as LF without a BOM (put back on write).
-            return patch.decode(self._check_fresh(conn, row[0]) or b"")[0]
-        return super()._document_text(conn, entity_id)
-
-    def _keep_text(self, key: str, text: str, stamp: str | None = None) -> None:
-        self._verbatim.texts = {key: text}  # read by this transaction's flush, on this thread
-        self._verbatim.stamps = {key: stamp} if stamp else {}  # its `modified:` (else now)
-
-    def _note_rename(self, old: str, new: str) -> None:
-        # Every file this change writes has its links to `old` rewritten in place.
-        self._verbatim.renames = [*getattr(self._verbatim, "renames", []), (old, new)]
-
-    def _note_tail(self, key: str, tail: str) -> None:
-        # Text a merge appends to a body: appended to the file as it is.
-        self._verbatim.tails = {**getattr(self._verbatim, "tails", {}), key: tail}
+    # -- the context and the manual: files of their own ------------------------------------
 
     def read_context(self) -> dict:
         try:
@@ -574,14 +398,15 @@ class MarkdownStore(MarkdownMigratable, MarkdownImport, MarkdownUndo, MarkdownSc
         except FileNotFoundError:
             return {}
 
-    def update_context(self, change, *, origin: str) -> dict:
-        with self._write() as conn:  # the library's write lock: read, merge, write as one step
+    def update_context(self, change: Callable[[dict[str, Any]], dict[str, Any]], *, origin: str) -> dict[str, Any]:
+        self.open()
+        with self.index.db.write() as tx:  # the library's write lock: read, merge, write as one step
             before = self.read_context()
             ctx = change(before)
-            self._put(conn, CONTEXT, render_context(ctx), None)
-            conn.execute("DELETE FROM md_files WHERE path = ?", (CONTEXT,))  # not an entity, never scanned
-            self._journal(conn, origin, origin, [], {k: {"before": before.get(k), "after": v}
-                                                      for k, v in ctx.items() if before.get(k) != v and k != "updated_at"})
+            self._files.put(tx, CONTEXT, render_context(ctx), None)
+            tx.conn.execute("DELETE FROM md_files WHERE path = ?", (CONTEXT,))  # not an entity, never scanned
+            journal(tx, origin, origin, [], {k: {"before": before.get(k), "after": v}
+                                             for k, v in ctx.items() if before.get(k) != v and k != "updated_at"})
         return ctx
 
     def manual_text(self) -> str | None:
@@ -590,10 +415,267 @@ class MarkdownStore(MarkdownMigratable, MarkdownImport, MarkdownUndo, MarkdownSc
         except FileNotFoundError:
             return None
 
-    def edit_manual(self, change, *, origin: str, detail: dict) -> str:
-        with self._write() as conn:  # the library's write lock: read and write as one step
+    def edit_manual(self, change: Callable[[str | None], str], *, origin: str, detail: dict[str, Any]) -> str:
+        self.open()
+        with self.index.db.write() as tx:  # the library's write lock: read and write as one step
             text = change(self.manual_text())
-            self._put(conn, MANUAL, text, None)
-            conn.execute("DELETE FROM md_files WHERE path = ?", (MANUAL,))  # not an entity, never scanned
-            self._journal(conn, origin, origin, [], detail)
+            self._files.put(tx, MANUAL, text, None)
+            tx.conn.execute("DELETE FROM md_files WHERE path = ?", (MANUAL,))  # not an entity, never scanned
+            journal(tx, origin, origin, [], detail)
         return text
+
+    # -- what `memloci migrate` sets --------------------------------------------------------
+
+    def restore_dates(self, entities: Mapping[str, tuple[str, str, Sequence[str], Sequence[str]]],
+                      relations: Mapping[tuple[str, str, str], str], *, origin: str) -> None:
+        self.open()
+        self._migration.restore_dates(entities, relations, origin=origin)
+
+    def replace_journal(self, entries: Sequence[JournalEntry]) -> None:
+        self.open()
+        with self._md_lock:
+            self._migration.replace_journal(entries)
+
+    def finish_copy(self) -> None:
+        self.open()
+        self._migration.finish_copy()
+
+    # -- the index's connections (tests and tools reading the tables) -----------------------
+
+    @contextmanager
+    def _read(self) -> Iterator[Any]:
+        self.open()
+        with self.index.db.read() as conn:
+            yield conn
+
+    @contextmanager
+    def _write(self) -> Iterator[Any]:
+        self.open()
+        with self.index.db.write() as tx:
+            yield tx.conn
+
+    # -- the Store protocols: the index's, once the folder is open ---------------------------
+
+    def checkpoint(self) -> None:
+        self.open()
+        self.index.checkpoint()
+
+    def create_entities(self, entities: Sequence[EntityInput], *, origin: str) -> list[CreatedEntity]:
+        self.open()
+        return self.index.create_entities(entities, origin=origin)
+
+    def create_relations(self, relations: Sequence[RelationInput], *, origin: str) -> RelationsCreated:
+        self.open()
+        return self.index.create_relations(relations, origin=origin)
+
+    def add_observations(self, batches: Sequence[ObservationBatch], *, origin: str) -> list[AddedObservations]:
+        self.open()
+        return self.index.add_observations(batches, origin=origin)
+
+    def delete_entities(self, names: Sequence[str], *, origin: str) -> list[str]:
+        self.open()
+        return self.index.delete_entities(names, origin=origin)
+
+    def delete_observations(self, batches: Sequence[ObservationBatch], *, origin: str) -> list[RemovedObservations]:
+        self.open()
+        return self.index.delete_observations(batches, origin=origin)
+
+    def delete_relations(self, relations: Sequence[RelationInput], *, origin: str) -> list[Relation]:
+        self.open()
+        return self.index.delete_relations(relations, origin=origin)
+
+    def read_graph(self, *, limit: int, offset: int, summary: bool) -> GraphPage:
+        self.open()
+        return self.index.read_graph(limit=limit, offset=offset, summary=summary)
+
+    def open_entities(self, names: Sequence[str]) -> Graph:
+        self.open()
+        return self.index.open_entities(names)
+
+    def export_graph(self, *, order: str = "id") -> Graph:
+        self.open()
+        return self.index.export_graph(order=order)
+
+    def search_entities(self, query: str, *, limit: int, extra: Sequence[tuple[str, float, str]] = (),
+                        stop_words: frozenset[str] = frozenset(), names: NameVocabulary | None = None,
+                        count_cap: int = 0) -> SearchResult:
+        self.open()
+        return self.index.search_entities(query, limit=limit, extra=extra, stop_words=stop_words, names=names, count_cap=count_cap)
+
+    def count_entities(self, query: str, *, cap: int, stop_words: frozenset[str] = frozenset(),
+                       names: NameVocabulary | None = None) -> int:
+        self.open()
+        return self.index.count_entities(query, cap=cap, stop_words=stop_words, names=names)
+
+    def name_changes(self, since: int) -> NameChanges:
+        self.open()
+        return self.index.name_changes(since)
+
+    def journal(self, *, limit: int, internal: bool = True) -> list[JournalEntry]:
+        self.open()
+        return self.index.journal(limit=limit, internal=internal)
+
+    def store_memory(self, m: MemoryInput, *, origin: str) -> StoredMemory:
+        self.open()
+        return self.index.store_memory(m, origin=origin)
+
+    def memories_by_hash(self, content_hash: str) -> list[Memory]:
+        self.open()
+        return self.index.memories_by_hash(content_hash)
+
+    def update_memory(self, memory_id: int, *, content: str | None, tags: Sequence[str] | None,
+                      metadata: dict[str, Any] | None, importance: str | None, origin: str) -> Memory:
+        self.open()
+        return self.index.update_memory(memory_id, content=content, tags=tags, metadata=metadata, importance=importance, origin=origin)
+
+    def delete_memories(self, ids: Sequence[int], *, origin: str) -> list[Memory]:
+        self.open()
+        return self.index.delete_memories(ids, origin=origin)
+
+    def list_memories(self, *, offset: int, limit: int, filters: MemoryFilter, count: bool = True) -> MemoryPage:
+        self.open()
+        return self.index.list_memories(offset=offset, limit=limit, filters=filters, count=count)
+
+    def lexical_memory_candidates(self, terms: list[str], grams: list[str], k: int,
+                                  filters: MemoryFilter) -> dict[int, float]:
+        self.open()
+        return self.index.lexical_memory_candidates(terms, grams, k, filters)
+
+    def memory_ids(self, filters: MemoryFilter) -> set[int]:
+        self.open()
+        return self.index.memory_ids(filters)
+
+    def load_memories(self, ids: Sequence[int]) -> dict[int, Memory]:
+        self.open()
+        return self.index.load_memories(ids)
+
+    def touch_memories(self, ids: Sequence[int]) -> None:
+        self.open()
+        self.index.touch_memories(ids)
+
+    def pending_embeddings(self, limit: int) -> list[PendingMemory]:
+        self.open()
+        return self.index.pending_embeddings(limit)
+
+    def pending_count(self) -> int:
+        self.open()
+        return self.index.pending_count()
+
+    def save_vectors(self, items: Sequence[tuple[int, str, np.ndarray]], model: str) -> SavedVectors:
+        self.open()
+        return self.index.save_vectors(items, model)
+
+    def load_vectors(self) -> MemoryVectors:
+        self.open()
+        return self.index.load_vectors()
+
+    def vectors_version(self) -> int:
+        self.open()
+        return self.index.vectors_version()
+
+    def vector_model(self) -> str | None:
+        self.open()
+        return self.index.vector_model()
+
+    def reset_vectors(self, model: str, dimension: int) -> int:
+        self.open()
+        return self.index.reset_vectors(model, dimension)
+
+    def embedding_state(self) -> dict[str, Any]:
+        self.open()
+        return self.index.embedding_state()
+
+    def refresh_passages(self, limit: int = 64) -> int:
+        self.open()
+        return self.index.refresh_passages(limit)
+
+    def pending_passages(self, limit: int) -> list[PendingPassage]:
+        self.open()
+        return self.index.pending_passages(limit)
+
+    def save_passage_vectors(self, items: Sequence[tuple[int, str, np.ndarray]], model: str) -> SavedVectors:
+        self.open()
+        return self.index.save_passage_vectors(items, model)
+
+    def load_passage_vectors(self) -> PassageVectors:
+        self.open()
+        return self.index.load_passage_vectors()
+
+    def passages_version(self) -> int:
+        self.open()
+        return self.index.passages_version()
+
+    def passage_pending_count(self) -> int:
+        self.open()
+        return self.index.passage_pending_count()
+
+    def entity_names_by_id(self, ids: Sequence[int]) -> dict[int, str]:
+        self.open()
+        return self.index.entity_names_by_id(ids)
+
+    def passages_of(self, name: str) -> list[str]:
+        self.open()
+        return self.index.passages_of(name)
+
+    def entity_documents(self, names: Sequence[str]) -> dict[str, EntityDocument]:
+        self.open()
+        return self.index.entity_documents(names)
+
+    def list_entities(self, pattern: str = "*") -> list[ListedEntity]:
+        self.open()
+        return self.index.list_entities(pattern)
+
+    def find_relations(self, *, to_entity: str | None, relation_type: str | None,
+                       from_entity: str | None) -> list[Relation]:
+        self.open()
+        return self.index.find_relations(to_entity=to_entity, relation_type=relation_type, from_entity=from_entity)
+
+    def check_document(self, doc: EntityDocument, field: str) -> None:
+        self.open()
+        self.index.check_document(doc, field)
+
+    def apply_documents(self, docs: Sequence[EntityDocument], *, origin: str, action: str,
+                        create: bool | None = None, detail: dict[str, Any] | None = None) -> list[str]:
+        self.open()
+        return self.index.apply_documents(docs, origin=origin, action=action, create=create, detail=detail)
+
+    def edit_document(self, name: str, change: Callable[[str], str], *, origin: str,
+                      detail: dict[str, Any], stamp: str | None = None) -> DocumentEdit:
+        self.open()
+        return self.index.edit_document(name, change, origin=origin, detail=detail, stamp=stamp)
+
+    def rename_entity(self, old: str, new: str, *, origin: str) -> dict[str, Any]:
+        self.open()
+        return self.index.rename_entity(old, new, origin=origin)
+
+    def merge_entities(self, sources: Sequence[str], target: str, *, origin: str) -> dict[str, Any]:
+        self.open()
+        return self.index.merge_entities(sources, target, origin=origin)
+
+    def note_backup(self, at: str, path: str) -> None:
+        self.open()
+        self.index.note_backup(at, path)
+
+    def last_backup(self) -> dict[str, str] | None:
+        self.open()
+        return self.index.last_backup()
+
+    def note_event(self, action: str, detail: dict[str, Any], *, vectors_floor: int = 0) -> None:
+        self.open()
+        self.index.note_event(action, detail, vectors_floor=vectors_floor)
+
+    def holds_data(self) -> int:
+        self.open()
+        return self.index.holds_data()
+
+    def free_memories(self) -> list[Memory]:
+        self.open()
+        return self.index.free_memories()
+
+    def import_memories(self, items: Sequence[Any], *, origin: str) -> ImportedMemories:
+        self.open()
+        return self.index.import_memories(items, origin=origin)
+
+    def restore_memory_state(self, items: Sequence[tuple[int, str, str, int, str | None]]) -> None:
+        self.open()
+        self.index.restore_memory_state(items)

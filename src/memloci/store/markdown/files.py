@@ -1,8 +1,11 @@
-"""Files of a Markdown library: reserved names, file names for entities (writes go through confine.py)."""
+"""Files of a Markdown library: reserved names, file names for entities, journal.md's entries,
+and file bytes as an undo record keeps them (writes go through confine.py)."""
 
 from __future__ import annotations
 
+import base64
 import hashlib
+import json
 import re
 from dataclasses import dataclass, field
 
@@ -42,3 +45,36 @@ class FileStat:
 
     def __init__(self, mtime_ns: int, size: int):
         self.st_mtime_ns, self.st_size = mtime_ns, size
+
+
+def journal_text(rows: list[tuple[str, str, str, str, str | None]], *, new_file: bool) -> str:
+    """journal.md's entries for (at, tool, action, entities JSON, detail JSON) rows, the file's
+    title first when it is `new_file` (undo.parse_journal reads them back)."""
+    lines = ["# Journal\n\nEvery change to this library, newest last.\n"] if new_file else []
+    for at, tool, action, entities, detail in rows:
+        listed = json.loads(entities)
+        names = ", ".join(listed[:5]) + (f" and {len(listed) - 5} more" if len(listed) > 5 else "")
+        lines.append(f"\n## {at} · {action}" + (f" · {names}" if names else "") + "\n"
+                     + (f"- by: {tool}\n" if tool != action else ""))
+        if detail:
+            lines.append("```json\n" + json.dumps(json.loads(detail), ensure_ascii=False, indent=1, sort_keys=True)
+                         + "\n```\n")
+    return "".join(lines)
+
+
+def encode_kept(data: bytes | None) -> str | dict[str, str] | None:
+    """A file's bytes as an undo record keeps them (None: no such file)."""
+    if data is None:
+        return None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:  # not text: kept all the same
+        return {"base64": base64.b64encode(data).decode()}
+
+
+def decode_kept(value: str | dict[str, str] | None) -> bytes | None:
+    if value is None:
+        return None
+    if isinstance(value, dict):
+        return base64.b64decode(value["base64"])
+    return value.encode("utf-8")

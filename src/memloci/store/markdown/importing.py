@@ -1,4 +1,4 @@
-"""Importing a graph into a Markdown library: each entity file written once (mixed into MarkdownStore).
+"""Importing a graph into a Markdown library: each entity file written once.
 
 The generic import creates a chunk of entities (one file each), then, once every entity
 exists, the relations, which rewrites the source entities' files a second time (front matter
@@ -8,7 +8,7 @@ yet is a pending link (as a `[[link]]` to a missing note is) and becomes a relat
 later batch creates the target. The file says the same before and after that: it names the
 target either way, so resolving it rewrites nothing.
 
-All or nothing holds per batch as for any write (markdown_intent.py: one intent, one sync
+All or nothing holds per batch as for any write (intent.py: one intent, one sync
 for the batch's files). A run killed between batches leaves whole batches, whose relations to
 entities not imported yet wait as pending links; running the import again completes it.
 """
@@ -19,8 +19,12 @@ from collections.abc import Sequence
 
 from memloci.core.errors import InvalidRelationError
 from memloci.core.model import EntityInput, GraphBatch, Relation, RelationInput, name_key, now_iso
+from memloci.core.schema import LibrarySchema
 from memloci.rules import graph as rules
-from memloci.store.markdown.host import MarkdownHost
+from memloci.store.sqlite.engine import SQLiteStore
+from memloci.store.sqlite.graph_tx import SQLiteGraphTx
+from memloci.store.sqlite.rows import refresh_fts
+from memloci.store.sqlite.vault import link_pending
 
 
 def rendered_body(text: str) -> str | None:
@@ -42,59 +46,58 @@ def rendered_body(text: str) -> str | None:
         at += len(line)
 
 
-class MarkdownImport(MarkdownHost):
-    """`create_graph` of MarkdownStore (uses its _write, _graph_tx, _refresh_fts, _link_pending, ...)."""
+def defers_relations(schema: LibrarySchema) -> bool:
+    """Whether relations may wait for their target: not under a schema that types relations
+    or keeps them acyclic (it checks both ends when the relation is made)."""
+    return schema.relation_types is None and not schema.acyclic and not schema.unique_names
 
-    def _defers_relations(self) -> bool:
-        """Whether relations may wait for their target: not under a schema that types relations
-        or keeps them acyclic (it checks both ends when the relation is made)."""
-        rules = self.schema
-        return rules.relation_types is None and not rules.acyclic and not rules.unique_names
 
-    def create_graph(self, entities: Sequence[EntityInput], relations: Sequence[RelationInput], *, origin: str
-                     ) -> GraphBatch:
-        """Create (or merge) `entities` and the `relations` going out of them in one transaction;
-        relations deferred are for the caller to create once every entity exists."""
-        if not self._defers_relations():
-            return GraphBatch(tuple(self.create_entities(entities, origin=origin)), (), (), tuple(relations))
-        groups = rules.grouped(entities)  # the same name twice merges into the first (as create_entities does)
-        at = now_iso()
-        created: list[Relation] = []
-        existing_rel: list[Relation] = []
-        with self._write() as conn:
-            tx = self._graph_tx(conn, at)
-            existing = tx.resolve([e.name for e, _ in groups.values()])
-            results, touched = rules.create_or_merge(tx, self.schema, groups, existing)
-            ids = tx.resolve([n for r in relations for n in (r.from_entity, r.to_entity)])
-            missing = [r.from_entity for r in relations if name_key(r.from_entity) not in ids]
-            if missing:  # the caller passes only relations going out of this batch or the library
-                raise InvalidRelationError(f"relation endpoints do not exist: {', '.join(missing[:5])}",
-                                           details={"missing": missing})
-            seen: set[tuple[int, str, str]] = set()
-            for r in relations:
-                source = ids[name_key(r.from_entity)]
-                target = ids.get(name_key(r.to_entity))
-                triple = (source.id, r.relation_type, name_key(r.to_entity))
-                if triple in seen:
-                    continue
-                seen.add(triple)
-                if target is not None:
-                    new = tx.insert_relation(source.id, r.relation_type, target.id)
-                    to_name = target.name
-                else:  # its target comes in a later batch: a pending link until then
-                    new = bool(conn.execute("INSERT OR IGNORE INTO pending_links VALUES (?, ?, ?, ?)",
-                                            (source.id, r.relation_type, name_key(r.to_entity), r.to_entity)).rowcount)
-                    to_name = r.to_entity
-                (created if new else existing_rel).append(Relation(source.name, r.relation_type, to_name, at))
-            if touched:
-                self._refresh_fts(conn, touched)
-            # Links of earlier batches (and of notes) whose targets this batch created become
-            # relations. Their files already name these targets: they are not written again.
-            dirty = {i for (i,) in conn.execute("SELECT entity_id FROM md_dirty")}
-            resolved = self._link_pending(conn)
-            conn.executemany("DELETE FROM md_dirty WHERE entity_id = ?", [(i,) for i in resolved if i not in dirty])
-            if touched:
-                rules.journal_created(tx, origin, results)
-            if created:
-                rules.journal_related(tx, origin, created)
-        return GraphBatch(tuple(results), tuple(created), tuple(existing_rel), ())
+def create_graph(index: SQLiteStore, entities: Sequence[EntityInput], relations: Sequence[RelationInput], *,
+                 origin: str) -> GraphBatch:
+    """Create (or merge) `entities` and the `relations` going out of them in one transaction of
+    the library's `index` (its files follow); relations deferred are for the caller to create
+    once every entity exists."""
+    if not defers_relations(index.schema):
+        return GraphBatch(tuple(index.create_entities(entities, origin=origin)), (), (), tuple(relations))
+    groups = rules.grouped(entities)  # the same name twice merges into the first (as create_entities does)
+    at = now_iso()
+    created: list[Relation] = []
+    existing_rel: list[Relation] = []
+    with index.db.write() as write:
+        conn = write.conn
+        tx = SQLiteGraphTx(write, at)
+        existing = tx.resolve([e.name for e, _ in groups.values()])
+        results, touched = rules.create_or_merge(tx, index.schema, groups, existing)
+        ids = tx.resolve([n for r in relations for n in (r.from_entity, r.to_entity)])
+        missing = [r.from_entity for r in relations if name_key(r.from_entity) not in ids]
+        if missing:  # the caller passes only relations going out of this batch or the library
+            raise InvalidRelationError(f"relation endpoints do not exist: {', '.join(missing[:5])}",
+                                       details={"missing": missing})
+        seen: set[tuple[int, str, str]] = set()
+        for r in relations:
+            source = ids[name_key(r.from_entity)]
+            target = ids.get(name_key(r.to_entity))
+            triple = (source.id, r.relation_type, name_key(r.to_entity))
+            if triple in seen:
+                continue
+            seen.add(triple)
+            if target is not None:
+                new = tx.insert_relation(source.id, r.relation_type, target.id)
+                to_name = target.name
+            else:  # its target comes in a later batch: a pending link until then
+                new = bool(conn.execute("INSERT OR IGNORE INTO pending_links VALUES (?, ?, ?, ?)",
+                                        (source.id, r.relation_type, name_key(r.to_entity), r.to_entity)).rowcount)
+                to_name = r.to_entity
+            (created if new else existing_rel).append(Relation(source.name, r.relation_type, to_name, at))
+        if touched:
+            refresh_fts(conn, touched)
+        # Links of earlier batches (and of notes) whose targets this batch created become
+        # relations. Their files already name these targets: they are not written again.
+        dirty = {i for (i,) in conn.execute("SELECT entity_id FROM md_dirty")}
+        resolved = link_pending(conn)
+        conn.executemany("DELETE FROM md_dirty WHERE entity_id = ?", [(i,) for i in resolved if i not in dirty])
+        if touched:
+            rules.journal_created(tx, origin, results)
+        if created:
+            rules.journal_related(tx, origin, created)
+    return GraphBatch(tuple(results), tuple(created), tuple(existing_rel), ())

@@ -71,6 +71,12 @@ class FileOp:
     kept: bool = False  # the old file is kept under `backup`
 
 
+def _where(rel: str) -> tuple[list[str], str, str]:
+    """(folders, file name, the path as shown) of a library-relative path, checked by confine.parts."""
+    p = confine.parts(rel)
+    return p[:-1], p[-1], "/".join(p)
+
+
 def _fsync_dir(folder: Path) -> None:
     try:
         fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
@@ -250,7 +256,7 @@ class FileChange:
         return appended
 
     def _apply_one(self, op: FileOp, s: int, appended: list, changed: set) -> None:
-        folders, name, shown = confine._split(op.rel)
+        folders, name, shown = _where(op.rel)
         try:
             with confine.dir_fd(self.root, folders, create=op.kind == "put", rel=shown) as d:
                 if op.kind == "put":
@@ -515,7 +521,7 @@ def _undo_ops(root: Path, staging: Path, sfd: int, ops: list[dict], library: str
         tmp = op.get("tmp")
         backup = op.get("backup")
         try:
-            folders, name, shown = confine._split(op["rel"])
+            folders, name, shown = _where(op["rel"])
             with confine.dir_fd(root, folders, rel=shown) as d:
                 if op["kind"] == "append":
                     size = os.stat(name, dir_fd=d, follow_symlinks=False).st_size

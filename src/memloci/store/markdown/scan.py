@@ -1,5 +1,5 @@
 """Reading a Markdown library's folder into its index: the scan (on open, by the watcher,
-and by `rebuild_index`), mixed into MarkdownStore.
+and by `rebuild_index`).
 
 A file changed since the last look is parsed outside the write lock, then applied inside it
 only if it is still the same file (another memloci process may have rewritten it meanwhile:
@@ -19,13 +19,17 @@ from pathlib import Path
 
 from memloci.core import confine, schema
 from memloci.core.errors import MemlociError
-from memloci.core.model import content_hash, name_key, now_iso
+from memloci.core.model import content_hash, name_key, now_iso, tag_keys
 from memloci.markdown.document import EntityDocument, parse_document
 from memloci.markdown.memories import MemoryBlock, is_day, parse_day
 from memloci.store.markdown.files import CONTEXT, JOURNAL, MANUAL, MEMORIES_DIR, FileStat, SyncReport, sha256_hex
-from memloci.store.markdown.host import MarkdownHost
-from memloci.store.sqlite.documents import LINKS_TO
-from memloci.store.sqlite.memories import insert_memory, tag_keys
+from memloci.store.markdown.writeback import MarkdownFiles, record_file
+from memloci.store.sqlite.database import Database
+from memloci.store.sqlite.documents import apply_document
+from memloci.store.sqlite.memory_rows import insert_memory
+from memloci.store.sqlite.rows import journal, refresh_fts
+from memloci.store.sqlite.tx import WriteTx
+from memloci.store.sqlite.vault import link_pending
 
 log = logging.getLogger(__name__)
 
@@ -35,12 +39,19 @@ def _iso(mtime_ns: int) -> str:
     return datetime.fromtimestamp(mtime_ns / 1e9, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-class MarkdownScan(MarkdownHost):
-    """The scan half of MarkdownStore (uses its _write, _read, _md_lock, _syncing, _record, ...)."""
+class Scanner:
+    """The scans of one Markdown library into its index (`db`); the files' side of its writes
+    (`files`) learns the links each walk refused. The caller holds the library's lock
+    (MarkdownStore) and has opened the index."""
 
-    refused_links: dict[str, str] = {}  # rel path -> why: links found by the last walk, never followed
+    def __init__(self, root: Path, name: str, db: Database, files: MarkdownFiles):
+        self.root = root
+        self.name = name
+        self.db = db
+        self.files = files
+        self.last_sync: SyncReport | None = None  # the last scan that found something
 
-    def _walk(self) -> dict[str, tuple[int, int]]:
+    def walk(self) -> dict[str, tuple[int, int]]:
         """Every Markdown file under the root (rel path -> (mtime_ns, size)). Folders are listed
         through file descriptors reached without following links (confine.py); a link, to a
         file or a folder, is reported in `refused_links` and never read."""
@@ -54,9 +65,9 @@ class MarkdownScan(MarkdownHost):
                     self._list(fd, folder, stack, found, links)
             except (OSError, MemlociError):
                 continue
-        for rel in sorted(set(links) - set(self.refused_links)):
+        for rel in sorted(set(links) - set(self.files.refused_links)):
             log.warning("library %s: %s is a symbolic link; not followed", self.name, rel)
-        self.refused_links = links
+        self.files.refused_links = links
         return found
 
     @staticmethod
@@ -80,15 +91,10 @@ class MarkdownScan(MarkdownHost):
                 st = entry.stat(follow_symlinks=False)
                 found[rel] = (st.st_mtime_ns, st.st_size)
 
-    def sync(self) -> SyncReport:
+    def scan(self) -> SyncReport:
         """Bring the index up to the files: parse what changed since the last look."""
-        self.open()
-        with self._md_lock:
-            return self._scan()
-
-    def _scan(self) -> SyncReport:
-        files = self._walk()
-        with self._read() as conn:
+        files = self.walk()
+        with self.db.read() as conn:
             known = {p: (e, m, s, h) for p, e, m, s, h in
                      conn.execute("SELECT path, entity_id, mtime_ns, size, sha256 FROM md_files")}
             broken = {p: (m, s) for p, m, s in conn.execute("SELECT path, mtime_ns, size FROM md_broken")}
@@ -148,14 +154,11 @@ class MarkdownScan(MarkdownHost):
         return docs, days, touched
 
     def _apply_files(self, docs, days, touched, gone, gone_broken, known, files, report: SyncReport) -> None:
-        self._syncing.on = True
-        try:
-            with self._write() as conn:
-                self._apply_in(conn, docs, days, touched, gone, gone_broken, known, files, report)
-        finally:
-            self._syncing.on = False
+        with self.db.write(reading_files=True) as tx:  # the files are the truth: nothing is written back
+            self._apply_in(tx, docs, days, touched, gone, gone_broken, known, files, report)
 
-    def _apply_in(self, conn, docs, days, touched, gone, gone_broken, known, files, report: SyncReport) -> None:
+    def _apply_in(self, tx: WriteTx, docs, days, touched, gone, gone_broken, known, files, report: SyncReport) -> None:
+        conn = tx.conn
         at = now_iso()
         # Under the write lock now: a file another memloci process wrote after our scan
         # looked at it is left for the next round (its index rows are already current).
@@ -180,19 +183,19 @@ class MarkdownScan(MarkdownHost):
                 report.problems[rel] = f"entity '{doc.name}' is already defined by {owner[0]}"
                 clashes.add(rel)
                 continue
-            entity_id = self._apply_document(conn, doc, at, stamp=doc.modified, file_time=_iso(st[0]))
+            entity_id = apply_document(tx, self.db.schema, doc, at, stamp=doc.modified, file_time=_iso(st[0]))
             conn.execute("DELETE FROM md_files WHERE path = ? AND entity_id IS NOT ?", (rel, entity_id))
-            self._record(conn, rel, entity_id, key, FileStat(*st), sha)
+            record_file(conn, rel, entity_id, key, FileStat(*st), sha)
             conn.execute("DELETE FROM md_broken WHERE path = ?", (rel,))
             ids.append(entity_id)
             previous = known.get(rel, (None,))[0]
             if previous not in (None, entity_id) and not conn.execute(
                     "SELECT 1 FROM md_files WHERE entity_id = ?", (previous,)).fetchone():
-                self._forget(conn, previous)  # the file now names another entity: the old one is gone
+                forget(conn, previous)  # the file now names another entity: the old one is gone
                 report.removed += 1
         for rel, blocks, st, sha in days:
-            self._apply_day(conn, Path(rel).stem, blocks)
-            self._record(conn, rel, None, "", FileStat(*st), sha)
+            apply_day(conn, Path(rel).stem, blocks)
+            record_file(conn, rel, None, "", FileStat(*st), sha)
             conn.execute("DELETE FROM md_broken WHERE path = ?", (rel,))
         for rel in gone:
             entity_id = known[rel][0]
@@ -202,7 +205,7 @@ class MarkdownScan(MarkdownHost):
                 conn.execute("DELETE FROM memories WHERE entity_id IS NULL AND substr(created_at, 1, 10) = ?",
                              (stem,))
             elif conn.execute("SELECT 1 FROM md_files WHERE entity_id = ?", (entity_id,)).fetchone() is None:
-                self._forget(conn, entity_id)  # the file is gone (not moved): so is its entity
+                forget(conn, entity_id)  # the file is gone (not moved): so is its entity
                 report.removed += 1
         for rel in gone_broken:
             conn.execute("DELETE FROM md_broken WHERE path = ?", (rel,))
@@ -210,33 +213,12 @@ class MarkdownScan(MarkdownHost):
             if rel in files:  # a name clash is looked at again every scan: the other file may go
                 stat = (-1, -1) if rel in clashes else files[rel]
                 conn.execute("INSERT OR REPLACE INTO md_broken VALUES (?, ?, ?, ?)", (rel, error, *stat))
-        self._link_pending(conn)
-        self._refresh_fts(conn, ids)
+        link_pending(conn)
+        refresh_fts(conn, ids)
         report.indexed = len(ids) + len(days)
         if ids or days or gone:
-            self._journal(conn, "files", "sync", [], {"indexed": [d[0] for d in docs if d[0] not in report.problems]
+            journal(tx, "files", "sync", [], {"indexed": [d[0] for d in docs if d[0] not in report.problems]
                                                                 + [d[0] for d in days], "removed": gone})
-
-    def _add_links(self, conn: sqlite3.Connection, entity_id: int, targets: list[str]) -> None:
-        found = self._resolve(conn, targets)
-        at = now_iso()
-        for t in targets:
-            hit = found.get(name_key(t))
-            if hit:
-                conn.execute("INSERT OR IGNORE INTO relations (from_id, relation_type, to_id, created_at) VALUES (?, ?, ?, ?)",
-                             (entity_id, LINKS_TO, hit[0], at))
-            else:
-                conn.execute("INSERT OR IGNORE INTO pending_links VALUES (?, ?, ?, ?)", (entity_id, LINKS_TO, name_key(t), t))
-
-    @staticmethod
-    def _forget(conn: sqlite3.Connection, entity_id: int) -> None:
-        """Drop an entity whose file is gone; links to it wait (pending) for a file that names it."""
-        conn.execute("""INSERT OR IGNORE INTO pending_links
-                        SELECT r.from_id, r.relation_type, e.name_key, e.name
-                        FROM relations r JOIN entities e ON e.id = r.to_id WHERE r.to_id = ? AND r.from_id != ?""",
-                     (entity_id, entity_id))
-        conn.execute("DELETE FROM entities WHERE id = ?", (entity_id,))
-        conn.execute("DELETE FROM entity_fts WHERE rowid = ?", (entity_id,))
 
     def _unchanged_since_scan(self, rel: str, st: tuple[int, int]) -> bool:
         try:
@@ -261,30 +243,6 @@ class MarkdownScan(MarkdownHost):
         except (OSError, MemlociError):
             return False
 
-    def _apply_day(self, conn: sqlite3.Connection, day: str, blocks: list[MemoryBlock]) -> None:
-        """The free memories of `day` become those of its file (unchanged ones keep their ids)."""
-        have = {h: i for i, h in conn.execute(
-            "SELECT id, content_hash FROM memories WHERE entity_id IS NULL AND substr(created_at, 1, 10) = ?", (day,))}
-        wanted: dict[str, MemoryBlock] = {}
-        for b in blocks:
-            wanted.setdefault(content_hash(b.content, None), b)
-        gone = [i for h, i in have.items() if h not in wanted]
-        if gone:
-            conn.execute(f"DELETE FROM memories WHERE id IN ({','.join('?' * len(gone))})", gone)
-        for h, b in wanted.items():
-            if h in have:
-                conn.execute("UPDATE memories SET tags = ?, memory_type = ?, importance = ?, metadata = ? WHERE id = ?",
-                             (json.dumps(b.tags, ensure_ascii=False), b.memory_type, b.importance,
-                              json.dumps(b.metadata, ensure_ascii=False), have[h]))
-                conn.execute("DELETE FROM memory_tags WHERE memory_id = ?", (have[h],))
-                conn.executemany("INSERT OR IGNORE INTO memory_tags VALUES (?, ?)", [(t, have[h]) for t in tag_keys(b.tags)])
-            else:
-                clash = conn.execute("SELECT id FROM memories WHERE entity_id IS NULL AND content_hash = ?", (h,)).fetchone()
-                if clash:  # the same text on another day: it moved here
-                    conn.execute("UPDATE memories SET created_at = ? WHERE id = ?", (b.created_at, clash[0]))
-                    continue
-                insert_memory(conn, None, b.content, b.memory_type, b.tags, b.importance, b.metadata, b.created_at)
-
     def rebuild_index(self) -> SyncReport:
         """Index every file again, as if for the first time; what no file holds leaves the index.
 
@@ -295,34 +253,63 @@ class MarkdownScan(MarkdownHost):
         (and vectors): a rebuild repairs the index, it does not start it over. An entity whose
         file cannot be parsed keeps its last indexed state, as it does in a scan.
         """
-        self.open()
-        with self._md_lock:
-            self._syncing.on = True
-            try:
-                with self._write() as conn:
-                    report = SyncReport()
-                    files = self._walk()
-                    docs, days, _ = self._parse(sorted(files), files, {}, report)
-                    before = conn.execute("SELECT path, entity_id, name_key, mtime_ns, size, sha256 FROM md_files").fetchall()
-                    known = {r[0]: (r[1], r[3], r[4], r[5]) for r in before}
-                    conn.execute("DELETE FROM md_files")
-                    conn.execute("DELETE FROM md_broken")
-                    self._apply_in(conn, docs, days, [], [], [], known, files, report)
-                    broken = {p for (p,) in conn.execute("SELECT path FROM md_broken")}
-                    for row in before:
-                        if row[0] in broken:
-                            conn.execute("INSERT OR IGNORE INTO md_files VALUES (?, ?, ?, ?, ?, ?)", row)
-                    orphans = [i for (i,) in conn.execute(
-                        "SELECT id FROM entities WHERE id NOT IN (SELECT entity_id FROM md_files WHERE entity_id IS NOT NULL)")]
-                    for entity_id in orphans:
-                        self._forget(conn, entity_id)
-                    conn.execute(f"""DELETE FROM memories WHERE entity_id IS NULL AND
-                                     '{MEMORIES_DIR}/' || substr(created_at, 1, 10) || '.md' NOT IN (SELECT path FROM md_files)""")
-                    report.removed += len(orphans)
-            finally:
-                self._syncing.on = False
-        report.index_moved_to = self.index_moved_to
+        with self.db.write(reading_files=True) as tx:
+            conn = tx.conn
+            report = SyncReport()
+            files = self.walk()
+            docs, days, _ = self._parse(sorted(files), files, {}, report)
+            before = conn.execute("SELECT path, entity_id, name_key, mtime_ns, size, sha256 FROM md_files").fetchall()
+            known = {r[0]: (r[1], r[3], r[4], r[5]) for r in before}
+            conn.execute("DELETE FROM md_files")
+            conn.execute("DELETE FROM md_broken")
+            self._apply_in(tx, docs, days, [], [], [], known, files, report)
+            broken = {p for (p,) in conn.execute("SELECT path FROM md_broken")}
+            for row in before:
+                if row[0] in broken:
+                    conn.execute("INSERT OR IGNORE INTO md_files VALUES (?, ?, ?, ?, ?, ?)", row)
+            orphans = [i for (i,) in conn.execute(
+                "SELECT id FROM entities WHERE id NOT IN (SELECT entity_id FROM md_files WHERE entity_id IS NOT NULL)")]
+            for entity_id in orphans:
+                forget(conn, entity_id)
+            conn.execute(f"""DELETE FROM memories WHERE entity_id IS NULL AND
+                             '{MEMORIES_DIR}/' || substr(created_at, 1, 10) || '.md' NOT IN (SELECT path FROM md_files)""")
+            report.removed += len(orphans)
         for rel, error in report.problems.items():
             log.warning("library %s: %s is not indexed: %s", self.name, rel, error)
         self.last_sync = report
         return report
+
+
+def forget(conn: sqlite3.Connection, entity_id: int) -> None:
+    """Drop an entity whose file is gone; links to it wait (pending) for a file that names it."""
+    conn.execute("""INSERT OR IGNORE INTO pending_links
+                    SELECT r.from_id, r.relation_type, e.name_key, e.name
+                    FROM relations r JOIN entities e ON e.id = r.to_id WHERE r.to_id = ? AND r.from_id != ?""",
+                 (entity_id, entity_id))
+    conn.execute("DELETE FROM entities WHERE id = ?", (entity_id,))
+    conn.execute("DELETE FROM entity_fts WHERE rowid = ?", (entity_id,))
+
+
+def apply_day(conn: sqlite3.Connection, day: str, blocks: list[MemoryBlock]) -> None:
+    """The free memories of `day` become those of its file (unchanged ones keep their ids)."""
+    have = {h: i for i, h in conn.execute(
+        "SELECT id, content_hash FROM memories WHERE entity_id IS NULL AND substr(created_at, 1, 10) = ?", (day,))}
+    wanted: dict[str, MemoryBlock] = {}
+    for b in blocks:
+        wanted.setdefault(content_hash(b.content, None), b)
+    gone = [i for h, i in have.items() if h not in wanted]
+    if gone:
+        conn.execute(f"DELETE FROM memories WHERE id IN ({','.join('?' * len(gone))})", gone)
+    for h, b in wanted.items():
+        if h in have:
+            conn.execute("UPDATE memories SET tags = ?, memory_type = ?, importance = ?, metadata = ? WHERE id = ?",
+                         (json.dumps(b.tags, ensure_ascii=False), b.memory_type, b.importance,
+                          json.dumps(b.metadata, ensure_ascii=False), have[h]))
+            conn.execute("DELETE FROM memory_tags WHERE memory_id = ?", (have[h],))
+            conn.executemany("INSERT OR IGNORE INTO memory_tags VALUES (?, ?)", [(t, have[h]) for t in tag_keys(b.tags)])
+        else:
+            clash = conn.execute("SELECT id FROM memories WHERE entity_id IS NULL AND content_hash = ?", (h,)).fetchone()
+            if clash:  # the same text on another day: it moved here
+                conn.execute("UPDATE memories SET created_at = ? WHERE id = ?", (b.created_at, clash[0]))
+                continue
+            insert_memory(conn, None, b.content, b.memory_type, b.tags, b.importance, b.metadata, b.created_at)

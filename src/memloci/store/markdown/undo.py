@@ -1,4 +1,4 @@
-"""Undo in a Markdown library, and its journal read back from `journal.md` (mixed into MarkdownStore).
+"""Undo in a Markdown library, and its journal read back from `journal.md`.
 
 In a Markdown library the files are the truth, so a change's undo record keeps files: the
 exact bytes every file had before the change (None: the change created it) and the sha256
@@ -14,7 +14,6 @@ replaced index) first reads `journal.md` back, so `memloci history` and undo kee
 
 from __future__ import annotations
 
-import base64
 import json
 import logging
 import re
@@ -29,29 +28,19 @@ from memloci.core.errors import ConflictError, MemlociError, ValidationError
 from memloci.core.model import name_key, now_iso
 from memloci.markdown.document import parse_document
 from memloci.markdown.memories import is_day, parse_day
-from memloci.store.markdown.files import CONTEXT, JOURNAL, MANUAL, MEMORIES_DIR, sha256_hex
-from memloci.store.markdown.host import MarkdownHost
+from memloci.store.markdown.files import CONTEXT, JOURNAL, MANUAL, MEMORIES_DIR, decode_kept, sha256_hex
+from memloci.store.markdown.scan import apply_day, forget
+from memloci.store.markdown.writeback import MarkdownFiles, staged_files
+from memloci.store.sqlite.database import Database
+from memloci.store.sqlite.documents import apply_document
+from memloci.store.sqlite.rows import journal, refresh_fts
+from memloci.store.sqlite.tx import WriteTx
+from memloci.store.sqlite.undo_rows import journal_entry, keep_before, later
+from memloci.store.sqlite.vault import link_pending
 
 log = logging.getLogger(__name__)
 
 _HEADING = re.compile(r"^## (\S+) · ([^·\n]+?)(?: · (.*))?$")
-
-
-def _encode(data: bytes | None) -> str | dict[str, str] | None:
-    if data is None:
-        return None
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError:  # not text: kept all the same
-        return {"base64": base64.b64encode(data).decode()}
-
-
-def _decode(value: str | dict[str, str] | None) -> bytes | None:
-    if value is None:
-        return None
-    if isinstance(value, dict):
-        return base64.b64decode(value["base64"])
-    return value.encode("utf-8")
 
 
 def parse_journal(text: str) -> list[tuple[str, str, str, list[str], dict | None]]:
@@ -83,63 +72,37 @@ def parse_journal(text: str) -> list[tuple[str, str, str, list[str], dict | None
     return entries
 
 
-class MarkdownUndo(MarkdownHost):
-    """Files-based undo records of MarkdownStore (uses its _write, _put, _unlink, _apply_document, ...)."""
+class MarkdownUndo:
+    """Undo of one Markdown library's changes from the files their records keep, and the
+    writes that hold its lock over the folder (backups and restores)."""
 
-    # -- recording ---------------------------------------------------------------------
-
-    def _seal_journal(self, conn: sqlite3.Connection) -> dict[str, Any] | None:
-        """The rows (SQLiteUndo), plus every file this transaction changes: its bytes now (staged
-        changes are not in place yet) and the sha256 it will have."""
-        kept = self._kept_now()
-        if kept["row"] is None and kept.get("last_row") and ({MANUAL, CONTEXT} & set(self._staged().ops)):
-            kept.update(armed=True, row=kept["last_row"])  # the manual and the context live in files here
-        row = kept["row"]
-        detail = super()._seal_journal(conn)
-        if detail is None:
-            return None
-        before, after = {}, {}
-        for rel, op in self._staged().ops.items():
-            if rel == JOURNAL:
-                continue
-            try:
-                old = confine.read_bytes(self.root, rel)
-            except (FileNotFoundError, NotADirectoryError):
-                old = None
-            before[rel] = _encode(old)
-            after[rel] = (sha256_hex(op.data) if op.kind == "put" else None if op.kind == "delete"
-                          else sha256_hex((old or b"") + op.data))
-        detail["undo"]["files"] = before
-        detail["undo"]["files_after"] = after
-        for snap in detail["undo"]["entities"]:  # the files hold the bodies; the rows are kept for their dates
-            snap.pop("body", None)
-        conn.execute("UPDATE journal SET detail = ? WHERE id = ?", (json.dumps(detail, ensure_ascii=False), row))
-        return detail
+    def __init__(self, root: Path, db: Database, files: MarkdownFiles):
+        self.root = root
+        self.db = db
+        self.files = files
 
     # -- undoing -----------------------------------------------------------------------
 
     def undo_change(self, change_id: int, *, origin: str = "undo") -> dict[str, Any]:
-        self.sync()  # what people changed by hand is known before deciding
-        with self._md_lock:
-            self._syncing.on = True  # the files written here are the truth: the index follows them as in a scan
-            try:
-                with self._write() as conn:
-                    action, _, detail = self._journal_entry(conn, change_id)
-                    record = detail["undo"]
-                    if "files" not in record:
-                        raise ValidationError(f"id: change #{change_id} ({action}) kept no files, so it cannot be "
-                                              "undone in a Markdown library")
-                    blockers = self._file_blockers(conn, change_id, record)
-                    if blockers:
-                        raise ConflictError(f"change #{change_id} ({action}) cannot be undone: " + "; ".join(blockers)
-                                            + "; nothing was changed",
-                                            hint="Undo the later changes first (newest first), or edit the files by hand.",
-                                            details={"blocked_by": blockers})
-                    names = self._put_back_files(conn, record)
-                    self._journal(conn, origin, "undo", names, {"undid": change_id, "action": action})
-                    self._append_journal(conn)  # a rescan's journal stays out of journal.md; an undo does not
-            finally:
-                self._syncing.on = False
+        """Put back the files change `change_id` changed (the caller holds the library's lock and
+        scanned first: what people changed by hand is known before deciding)."""
+        # The files written here are the truth: the index follows them as in a scan.
+        with self.db.write(reading_files=True) as tx:
+            conn = tx.conn
+            action, _, detail = journal_entry(conn, change_id)
+            record = detail["undo"]
+            if "files" not in record:
+                raise ValidationError(f"id: change #{change_id} ({action}) kept no files, so it cannot be "
+                                      "undone in a Markdown library")
+            blockers = self._file_blockers(conn, change_id, record)
+            if blockers:
+                raise ConflictError(f"change #{change_id} ({action}) cannot be undone: " + "; ".join(blockers)
+                                    + "; nothing was changed",
+                                    hint="Undo the later changes first (newest first), or edit the files by hand.",
+                                    details={"blocked_by": blockers})
+            names = self._put_back_files(tx, record)
+            journal(tx, origin, "undo", names, {"undid": change_id, "action": action})
+            self.files.append_journal(tx)  # a rescan's journal stays out of journal.md; an undo does not
         return {"undid": change_id, "action": action, "entities": names}
 
     def _file_blockers(self, conn: sqlite3.Connection, change_id: int, record: dict[str, Any]) -> list[str]:
@@ -150,16 +113,16 @@ class MarkdownUndo(MarkdownHost):
                 continue
             owner = conn.execute("SELECT e.name FROM md_files m JOIN entities e ON e.id = m.entity_id "
                                  "WHERE m.path = ?", (rel,)).fetchone()
-            later = self._later(conn, change_id, owner[0]) if owner else ""
+            after = later(conn, change_id, owner[0]) if owner else ""
             if expected is None:
-                blockers.append(f"{rel} exists again" + (f" (entity '{owner[0]}'{later})" if owner else ""))
+                blockers.append(f"{rel} exists again" + (f" (entity '{owner[0]}'{after})" if owner else ""))
             elif now is None:
-                blockers.append(f"{rel} was deleted since{later}")
+                blockers.append(f"{rel} was deleted since{after}")
             else:
-                blockers.append(f"{rel} was changed since{later or ' (outside memloci?)'}")
+                blockers.append(f"{rel} was changed since{after or ' (outside memloci?)'}")
         files = record["files"]
         for rel, value in files.items():
-            data = _decode(value)
+            data = decode_kept(value)
             if data is None or _kind(rel) != "entity":
                 continue
             try:
@@ -170,12 +133,13 @@ class MarkdownUndo(MarkdownHost):
                                 "WHERE e.name_key = ?", (name_key(doc.name),)).fetchone()
             if held and held[0] not in files:
                 blockers.append(f"a new entity took the name '{doc.name}' ({held[0]}"
-                                f"{self._later(conn, change_id, doc.name)})")
+                                f"{later(conn, change_id, doc.name)})")
         return list(dict.fromkeys(blockers))
 
-    def _put_back_files(self, conn: sqlite3.Connection, record: dict[str, Any]) -> list[str]:
+    def _put_back_files(self, tx: WriteTx, record: dict[str, Any]) -> list[str]:
+        conn = tx.conn
         at = now_iso()
-        files = {rel: _decode(v) for rel, v in record["files"].items()}
+        files = {rel: decode_kept(v) for rel, v in record["files"].items()}
         rows = {name_key(s["name"]): s for s in record.get("entities", [])}
         held = [r[0] for r in conn.execute(
             f"SELECT DISTINCT entity_id FROM md_files WHERE entity_id IS NOT NULL AND path IN ({','.join('?' * len(files))})",
@@ -185,8 +149,8 @@ class MarkdownUndo(MarkdownHost):
         dated = [r[0] for r in conn.execute(
             f"SELECT id FROM memories WHERE entity_id IS NULL AND substr(created_at, 1, 10) IN ({','.join('?' * len(days))})",
             days)] if days else []
-        self._before(conn, held, dated)  # this undo keeps its own undo record
-        self._kept_now()["armed"] = True
+        keep_before(tx, held, dated)  # this undo keeps its own undo record
+        tx.record["armed"] = True
         owners = dict(conn.execute(f"SELECT path, entity_id FROM md_files WHERE path IN ({','.join('?' * len(files))})",
                                    list(files)).fetchall()) if files else {}
         applied: list[int] = []
@@ -194,12 +158,12 @@ class MarkdownUndo(MarkdownHost):
         for rel, data in files.items():  # files the change created go first (a renamed note frees its name)
             if data is not None:
                 continue
-            self._unlink(rel)
+            self.files.unlink(tx, rel)
             conn.execute("DELETE FROM md_files WHERE path = ?", (rel,))
             if _kind(rel) == "day":
                 conn.execute("DELETE FROM memories WHERE entity_id IS NULL AND substr(created_at, 1, 10) = ?",
                              (Path(rel).stem,))
-            gone = self._drop_if_fileless(conn, owners.get(rel))
+            gone = _drop_if_fileless(conn, owners.get(rel))
             if gone:
                 names.append(gone)
         for rel, data in files.items():
@@ -208,90 +172,55 @@ class MarkdownUndo(MarkdownHost):
             text = data.decode("utf-8")
             kind = _kind(rel)
             if kind == "other":  # meta.md, context.md: files only
-                self._put(conn, rel, text, None)
+                self.files.put(tx, rel, text, None)
                 conn.execute("DELETE FROM md_files WHERE path = ?", (rel,))
                 continue
             if kind == "day":
-                self._put(conn, rel, text, None)
-                self._apply_day(conn, Path(rel).stem, parse_day(text, Path(rel).stem))
+                self.files.put(tx, rel, text, None)
+                apply_day(conn, Path(rel).stem, parse_day(text, Path(rel).stem))
                 continue
             doc = parse_document(text, fallback_name=Path(rel).stem)
             # observations come back in the file's order (ids give the order), not after the kept ones
             conn.execute("DELETE FROM memories WHERE entity_id = (SELECT id FROM entities WHERE name_key = ?)",
                          (name_key(doc.name),))
-            entity_id = self._apply_document(conn, doc, at, stamp=doc.modified)
+            entity_id = apply_document(tx, self.db.schema, doc, at, stamp=doc.modified)
             conn.execute("DELETE FROM md_files WHERE path = ? AND entity_id IS NOT ?", (rel, entity_id))
-            self._put(conn, rel, text, entity_id, name_key(doc.name))
+            self.files.put(tx, rel, text, entity_id, name_key(doc.name))
             if owners.get(rel) not in (None, entity_id):
-                self._drop_if_fileless(conn, owners[rel])
+                _drop_if_fileless(conn, owners[rel])
             applied.append(entity_id)
             names.append(doc.name)
         for m in record.get("memories", []):  # free memories: the day files hold no access counts
             conn.execute("UPDATE memories SET updated_at = ?, access_count = ?, last_accessed_at = ? "
                          "WHERE entity_id IS NULL AND content = ?",
                          (m["updated_at"], m["access_count"], m["last_accessed_at"], m["content"]))
-        self._kept_now()["new_ids"].update(applied)
-        self._link_pending(conn)
+        tx.record["new_ids"].update(applied)
+        link_pending(conn)
         for entity_id, name in zip(applied, names[len(names) - len(applied):]):
-            self._restore_dates(conn, entity_id, rows.get(name_key(name)))
-        self._refresh_fts(conn, applied)
+            _restore_dates(conn, entity_id, rows.get(name_key(name)))
+        refresh_fts(conn, applied)
         return names
-
-    def _drop_if_fileless(self, conn: sqlite3.Connection, entity_id: int | None) -> str | None:
-        """Forget an entity left with no file; its name, if it was."""
-        if entity_id is None or conn.execute("SELECT 1 FROM md_files WHERE entity_id = ?", (entity_id,)).fetchone():
-            return None
-        row = conn.execute("SELECT name FROM entities WHERE id = ?", (entity_id,)).fetchone()
-        self._forget(conn, entity_id)
-        return row[0] if row else None
-
-    @staticmethod
-    def _restore_dates(conn: sqlite3.Connection, entity_id: int, snap: dict[str, Any] | None) -> None:
-        """Dates the file may not hold come back from the kept index rows."""
-        if snap is None:
-            return
-        conn.execute("UPDATE entities SET created_at = ?, updated_at = ? WHERE id = ?",
-                     (snap["created_at"], snap["updated_at"], entity_id))
-        for f, rt, t, at in snap["relations"]:
-            # links from notes the change left alone (their [[link]] text stayed) come back too
-            conn.execute("""INSERT OR IGNORE INTO relations (from_id, relation_type, to_id, created_at)
-                            SELECT f.id, ?, t.id, ? FROM entities f, entities t
-                            WHERE f.name_key = ? AND t.name_key = ?""", (rt, at, name_key(f), name_key(t)))
-            conn.execute("""UPDATE relations SET created_at = ? WHERE relation_type = ?
-                            AND from_id = (SELECT id FROM entities WHERE name_key = ?)
-                            AND to_id = (SELECT id FROM entities WHERE name_key = ?)""", (at, rt, name_key(f), name_key(t)))
-        for o in snap["observations"]:
-            conn.execute("UPDATE memories SET created_at = ?, updated_at = ?, access_count = ?, last_accessed_at = ? "
-                         "WHERE entity_id = ? AND content = ?",
-                         (o["created_at"], o["updated_at"], o["access_count"], o["last_accessed_at"], entity_id,
-                          o["content"]))
 
     # -- backups -----------------------------------------------------------------------
 
     @contextmanager
-    def files_frozen(self) -> Iterator[None]:
-        """Hold the library's write lock: no tool, scan or other process changes the folder or
-        the index meanwhile (they wait, as for any write)."""
-        self.open()
-        with self._md_lock:
-            self._syncing.on = True
-            try:
-                with self._write():
-                    yield
-            finally:
-                self._syncing.on = False
+    def frozen(self) -> Iterator[WriteTx]:
+        """Hold the library's write lock (the caller holds its in-process lock): no tool, scan or
+        other process changes the folder or the index meanwhile (they wait, as for any write)."""
+        with self.db.write(reading_files=True) as tx:
+            yield tx
 
     def replace_files(self, put: dict[str, bytes], remove: list[str]) -> None:
         """Write and remove files as one change under the write lock: all of it or none, also
-        under SIGKILL (markdown_intent.py). The index catches up with the next `sync()`."""
+        under SIGKILL (intent.py). The index catches up with the next `sync()`."""
         def current(rel: str) -> str | None:
             try:
                 return sha256_hex(confine.read_bytes(self.root, rel))
             except FileNotFoundError:
                 return None
 
-        with self.files_frozen():
-            change = self._staged()
+        with self.frozen() as tx:
+            change = staged_files(tx)
             for rel in remove:
                 change.delete(rel, current(rel))
             for rel, data in put.items():
@@ -299,13 +228,13 @@ class MarkdownUndo(MarkdownHost):
 
     def reload_journal(self) -> int:
         """The journal table becomes journal.md's entries again (after a restore put the file back)."""
-        with self._write() as conn:
-            conn.execute("DELETE FROM journal")
-        return self._load_journal()
+        with self.db.write() as tx:
+            tx.conn.execute("DELETE FROM journal")
+        return self.load_journal()
 
     # -- the journal, read back ----------------------------------------------------------
 
-    def _load_journal(self) -> int:
+    def load_journal(self) -> int:
         """Fill an empty journal table from journal.md (a fresh index); how many entries."""
         try:
             text = confine.read_text(self.root, JOURNAL)
@@ -314,17 +243,15 @@ class MarkdownUndo(MarkdownHost):
         entries = parse_journal(text)
         if not entries:
             return 0
-        self._syncing.on = True  # read from a file: nothing to write back
-        try:
-            with self._write() as conn:
-                if conn.execute("SELECT 1 FROM journal LIMIT 1").fetchone():
-                    return 0
-                conn.executemany("INSERT INTO journal (at, tool, action, entities, detail) VALUES (?, ?, ?, ?, ?)",
-                                 [(at, tool, action, json.dumps(names, ensure_ascii=False),
-                                   json.dumps(detail, ensure_ascii=False) if detail is not None else None)
-                                  for at, tool, action, names, detail in entries])
-        finally:
-            self._syncing.on = False  # (the rescan's mode also marks these as written to journal.md)
+        # Read from a file: nothing to write back (the rescan's mode also marks these as written to journal.md).
+        with self.db.write(reading_files=True) as tx:
+            conn = tx.conn
+            if conn.execute("SELECT 1 FROM journal LIMIT 1").fetchone():
+                return 0
+            conn.executemany("INSERT INTO journal (at, tool, action, entities, detail) VALUES (?, ?, ?, ?, ?)",
+                             [(at, tool, action, json.dumps(names, ensure_ascii=False),
+                               json.dumps(detail, ensure_ascii=False) if detail is not None else None)
+                              for at, tool, action, names, detail in entries])
         return len(entries)
 
 
@@ -341,3 +268,33 @@ def _disk_sha(root: Path, rel: str) -> str | None:
         return sha256_hex(confine.read_bytes(root, rel))
     except (FileNotFoundError, NotADirectoryError):
         return None
+
+
+def _drop_if_fileless(conn: sqlite3.Connection, entity_id: int | None) -> str | None:
+    """Forget an entity left with no file; its name, if it was."""
+    if entity_id is None or conn.execute("SELECT 1 FROM md_files WHERE entity_id = ?", (entity_id,)).fetchone():
+        return None
+    row = conn.execute("SELECT name FROM entities WHERE id = ?", (entity_id,)).fetchone()
+    forget(conn, entity_id)
+    return row[0] if row else None
+
+
+def _restore_dates(conn: sqlite3.Connection, entity_id: int, snap: dict[str, Any] | None) -> None:
+    """Dates the file may not hold come back from the kept index rows."""
+    if snap is None:
+        return
+    conn.execute("UPDATE entities SET created_at = ?, updated_at = ? WHERE id = ?",
+                 (snap["created_at"], snap["updated_at"], entity_id))
+    for f, rt, t, at in snap["relations"]:
+        # links from notes the change left alone (their [[link]] text stayed) come back too
+        conn.execute("""INSERT OR IGNORE INTO relations (from_id, relation_type, to_id, created_at)
+                        SELECT f.id, ?, t.id, ? FROM entities f, entities t
+                        WHERE f.name_key = ? AND t.name_key = ?""", (rt, at, name_key(f), name_key(t)))
+        conn.execute("""UPDATE relations SET created_at = ? WHERE relation_type = ?
+                        AND from_id = (SELECT id FROM entities WHERE name_key = ?)
+                        AND to_id = (SELECT id FROM entities WHERE name_key = ?)""", (at, rt, name_key(f), name_key(t)))
+    for o in snap["observations"]:
+        conn.execute("UPDATE memories SET created_at = ?, updated_at = ?, access_count = ?, last_accessed_at = ? "
+                     "WHERE entity_id = ? AND content = ?",
+                     (o["created_at"], o["updated_at"], o["access_count"], o["last_accessed_at"], entity_id,
+                      o["content"]))

@@ -9,13 +9,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from memloci.core.model import JournalEntry
+from memloci.store.migratable import journal_rows
 from memloci.store.postgres.database import Database
-
-
-def journal_rows(entries: Sequence[JournalEntry]) -> list[tuple[int, str, str, str, str, str | None]]:
-    """(id, at, tool, action, entities JSON, detail JSON) of each entry."""
-    return [(e.id, e.at, e.tool, e.action, json.dumps(list(e.entities), ensure_ascii=False),
-             json.dumps(e.detail, ensure_ascii=False) if e.detail is not None else None) for e in entries]
 
 
 class PostgresMigratable:

@@ -1,379 +1,342 @@
 """The embedded engine: one SQLite file per library (DESIGN.md §3).
 
-Concurrency: WAL mode; every write is one `BEGIN IMMEDIATE` transaction, serialized
-in-process by a lock and across processes by SQLite's own write lock (with a generous
-busy timeout), so concurrent callers queue instead of overwriting each other. A process
-killed mid-transaction leaves nothing behind: uncommitted WAL frames are ignored on the
-next open. Calls borrow a connection from a small pool for one transaction each.
+`SQLiteStore` is the facade of the Store protocols (store/protocols.py); each call is one of
+its parts': the file's connections and transactions (database.py: WAL, one `BEGIN IMMEDIATE`
+per write, a pool of connections), the graph's writes (rules/graph.py over graph_tx.py) and
+reads (graph_reads.py), memories (memories.py), passages (passages.py), documents, the manual
+and the context (documents.py), renames and merges (rename.py), undo and whole exports and
+imports (undo.py), and what `memloci migrate` sets (migratable.py).
+
+A Markdown library keeps one of these as its index, built with its FileSide (tx.py).
 """
 
 from __future__ import annotations
 
-import json
-import logging
 import os
-import queue
-import sqlite3
-import threading
-import urllib.parse
-from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager, suppress
-from pathlib import Path
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any
 
-from memloci.core.errors import (
-    READ_ONLY_HINT,
-    ConflictError,
-    LibraryMissingError,
-    LibraryUnreadableError,
-    PermissionDeniedError,
-    StorageFullError,
-    storage_error,
-)
+import numpy as np
+
 from memloci.core.model import (
     AddedObservations,
     CreatedEntity,
-    Entity,
+    DocumentEdit,
     EntityInput,
+    Graph,
+    GraphPage,
+    ImportedMemories,
+    JournalEntry,
     LibraryStats,
-    Observation,
+    ListedEntity,
+    Memory,
+    MemoryFilter,
+    MemoryInput,
+    MemoryPage,
+    MemoryVectors,
+    NameChanges,
     ObservationBatch,
+    PassageVectors,
+    PendingMemory,
+    PendingPassage,
     Relation,
     RelationInput,
     RemovedObservations,
-    content_hash,
-    name_key,
+    SavedVectors,
+    SearchResult,
+    StoredMemory,
     now_iso,
 )
-from memloci.core.query_text import cjk_grams
-from memloci.core.schema import DEFAULT_SCHEMA, LibrarySchema
-from memloci.core.writable import DISK_FULL, write_problem
+from memloci.core.schema import LibrarySchema
+from memloci.markdown.document import EntityDocument
 from memloci.rules import graph as rules
 from memloci.rules.graph import RelationsCreated
-from memloci.store.migratable import SQLiteMigratable
+from memloci.store.protocols import NameVocabulary
+from memloci.store.sqlite import rename
+from memloci.store.sqlite.database import Database
 from memloci.store.sqlite.documents import SQLiteDocuments
-from memloci.store.sqlite.graph_reads import SQLiteGraphReads, _chunks, _marks
+from memloci.store.sqlite.graph_reads import SQLiteGraphReads
 from memloci.store.sqlite.graph_tx import SQLiteGraphTx
 from memloci.store.sqlite.memories import SQLiteMemories
+from memloci.store.sqlite.migratable import SQLiteMigration
 from memloci.store.sqlite.passages import SQLitePassages
-from memloci.store.sqlite.schema import MIGRATIONS, SCHEMA_VERSION
+from memloci.store.sqlite.schema import SCHEMA_VERSION
+from memloci.store.sqlite.tx import NO_FILES, FileSide
 from memloci.store.sqlite.undo import SQLiteUndo
 
-log = logging.getLogger(__name__)
 
-BUSY_TIMEOUT_S = 60.0
-class SQLiteStore(SQLiteGraphReads, SQLiteMemories, SQLitePassages, SQLiteDocuments, SQLiteUndo, SQLiteMigratable):
+class SQLiteStore:
     """A library kept in one SQLite file."""
 
     kind = "sqlite"
-    schema: LibrarySchema = DEFAULT_SCHEMA  # set per library by the registry
 
-    def __init__(self, path: str | os.PathLike[str], name: str = "default"):
-        self.path = str(Path(path).expanduser())
+    def __init__(self, path: str | os.PathLike[str], name: str = "default", *, files: FileSide = NO_FILES):
+        self.db = Database(path, name, files)
+        self.path = self.db.path
         self.name = name
-        # Idle connections, shared by all threads: a call borrows one for one transaction.
-        # (Per-thread connections would pile up as the event loop's worker threads come and go.)
-        self._idle: queue.SimpleQueue[sqlite3.Connection] = queue.SimpleQueue()
-        self._write_lock = threading.Lock()
-        self._open_lock = threading.Lock()
-        self._opened = False
+        self._graph = SQLiteGraphReads(self.db)
+        self._memories = SQLiteMemories(self.db)
+        self._passages = SQLitePassages(self.db)
+        self._documents = SQLiteDocuments(self.db)
+        self._undo = SQLiteUndo(self.db)
+        self._migration = SQLiteMigration(self.db)
+
+    @property
+    def schema(self) -> LibrarySchema:
+        """The library's rules (set per library by the registry)."""
+        return self.db.schema
+
+    @schema.setter
+    def schema(self, value: LibrarySchema) -> None:
+        self.db.schema = value
 
     # -- connections -------------------------------------------------------------------
 
     def open(self, *, create: bool = True) -> None:
         """Check the file, create (unless `create` is false) or migrate the schema. Idempotent."""
-        if self._opened:
-            return
-        with self._open_lock:
-            if self._opened:
-                return
-            p = Path(self.path)
-            if p.is_dir():
-                raise LibraryUnreadableError(f"library '{self.name}': {self.path} is a folder, not a SQLite file")
-            if p.exists() and not os.access(p, os.R_OK):
-                raise LibraryUnreadableError(f"library '{self.name}': {self.path} cannot be read (permission denied)")
-            if not p.exists():
-                if not create:
-                    raise LibraryMissingError(f"library '{self.name}' does not exist yet: {self.path}")
-                try:
-                    # A library is private: a folder memloci makes for it is 0700, the file 0600
-                    # (SQLite gives its -wal and -shm files the database file's mode).
-                    p.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-                    os.close(os.open(p, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600))
-                except FileExistsError:
-                    pass  # made meanwhile by another process
-                except OSError as exc:
-                    raise storage_error(exc, f"library '{self.name}': cannot create {p}") from exc
-            try:
-                conn = self._connect()
-            except sqlite3.OperationalError as exc:
-                raise _storage_error(self, exc) from exc
-            except sqlite3.DatabaseError as exc:
-                raise LibraryUnreadableError(
-                    f"library '{self.name}' at {self.path} is not a readable SQLite database: {exc}"
-                ) from exc
-            try:
-                version = conn.execute("PRAGMA user_version").fetchone()[0]
-                if version > SCHEMA_VERSION:
-                    raise LibraryUnreadableError(
-                        f"library '{self.name}' at {self.path} has schema version {version}; "
-                        f"this memloci knows up to {SCHEMA_VERSION}",
-                        hint="Upgrade memloci to open this library.",
-                    )
-                if version < SCHEMA_VERSION:
-                    self._migrate(conn)
-            except BaseException:
-                conn.close()
-                raise
-            self._idle.put(conn)
-            self._opened = True
-
-    def _connect(self) -> sqlite3.Connection:
-        # On a read-only mount SQLite cannot make the -shm file that WAL reads need; the file cannot
-        # change under us there, so it is opened as immutable: reads work, writes are refused.
-        frozen = _read_only_mount(self.path)
-        target = "file:" + urllib.parse.quote(os.fspath(self.path)) + "?immutable=1" if frozen else self.path
-        conn = sqlite3.connect(target, uri=frozen, timeout=BUSY_TIMEOUT_S, isolation_level=None,
-                               check_same_thread=False)
-        try:
-            # For migrations and renames that recompute hashes in SQL (never used by a trigger,
-            # so another tool can still open the file).
-            conn.create_function("memloci_content_hash", 2, content_hash, deterministic=True)
-            conn.create_function("memloci_name_key", 1, name_key, deterministic=True)
-            conn.create_function("memloci_cjk_grams", 1, cjk_grams, deterministic=True)
-            conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
-            # A file that is not SQLite fails here, before anything could be written to it.
-            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
-            mode = conn.execute("PRAGMA journal_mode" if frozen else "PRAGMA journal_mode = WAL").fetchone()[0]
-            if mode != "wal" and not frozen:
-                log.warning("library %s: journal mode is %s, not wal", self.name, mode)
-            # FULL: a committed call survives power loss too, for ~0.25 ms per commit.
-            conn.execute("PRAGMA synchronous = FULL")
-            conn.execute("PRAGMA foreign_keys = ON")
-            conn.execute("PRAGMA temp_store = MEMORY")
-            conn.execute("PRAGMA cache_size = -16000")
-        except BaseException:
-            conn.close()
-            raise
-        return conn
-
-    @contextmanager
-    def _borrow(self) -> Iterator[sqlite3.Connection]:
-        self.open()
-        try:
-            conn = self._idle.get_nowait()
-        except queue.Empty:
-            conn = self._connect()
-        try:
-            yield conn
-        finally:
-            if conn.in_transaction:  # only after an error inside the rollback itself
-                conn.close()
-            else:
-                self._idle.put(conn)
+        self.db.open(create=create)
 
     def close(self) -> None:
         """Close the idle connections (those still lent out close when returned to a closed store)."""
-        while True:
-            try:
-                self._idle.get_nowait().close()
-            except queue.Empty:
-                break
-        self._opened = False
+        self.db.close()
 
-    def _migrate(self, conn: sqlite3.Connection) -> None:
-        with self._write_lock:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                # Read again under the write lock: another process may have migrated meanwhile.
-                version = conn.execute("PRAGMA user_version").fetchone()[0]
-                for number in range(version, SCHEMA_VERSION):
-                    log.info("library %s: applying schema migration %d", self.name, number + 1)
-                    for statement in _split_sql(MIGRATIONS[number]):
-                        conn.execute(statement)
-                    if number == 0:
-                        conn.execute("INSERT OR IGNORE INTO library_meta VALUES ('created_at', ?)", (now_iso(),))
-                conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-                conn.execute("COMMIT")
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
+    def checkpoint(self) -> None:
+        self.db.checkpoint()
 
     @contextmanager
-    def _write(self) -> Iterator[sqlite3.Connection]:
-        """One write transaction: committed whole, or rolled back whole."""
-        with self._borrow() as conn, self._write_lock:
-            self._forget_kept()  # undo records are per transaction
-            try:
-                conn.execute("BEGIN IMMEDIATE")
-                yield conn
-                self._seal_journal(conn)  # what a destructive change removed goes into its journal entry
-                self._before_commit(conn)
-                conn.execute("COMMIT")
-            except BaseException as exc:
-                if conn.in_transaction:
-                    with suppress(sqlite3.Error):
-                        conn.execute("ROLLBACK")
-                self._after_rollback()  # still under the lock: no other writer sees a half-undone change
-                if isinstance(exc, sqlite3.DatabaseError):
-                    raise _storage_error(self, exc) from exc
-                raise
-            finally:
-                self._forget_kept()
-
-    def _before_commit(self, conn: sqlite3.Connection) -> None:
-        """The last step inside a write transaction (a Markdown library puts its files in place here)."""
-
-    def _after_rollback(self) -> None:
-        """Right after a write transaction rolled back, before its lock is released (a Markdown
-        library puts its files back here)."""
-
-    def _reading_files(self) -> bool:
-        """Whether this thread's write takes in files people wrote (a Markdown library's scan):
-        what comes from a file is indexed as it is, never refused by the schema."""
-        return False
+    def _read(self) -> Iterator[Any]:
+        """A consistent snapshot for several SELECTs (tests and tools reading the tables)."""
+        with self.db.read() as conn:
+            yield conn
 
     @contextmanager
-    def _read(self) -> Iterator[sqlite3.Connection]:
-        """A consistent snapshot for several SELECTs."""
-        with self._borrow() as conn:
-            try:
-                conn.execute("BEGIN")
-                yield conn
-            except sqlite3.DatabaseError as exc:
-                raise _storage_error(self, exc) from exc
-            finally:
-                if conn.in_transaction:
-                    with suppress(sqlite3.Error):  # _borrow drops a connection left mid-transaction
-                        conn.execute("ROLLBACK")
+    def _write(self) -> Iterator[Any]:
+        """One write transaction's connection (tests and tools writing the tables)."""
+        with self.db.write() as tx:
+            yield tx.conn
 
-    # -- helpers -----------------------------------------------------------------------
-
-    @staticmethod
-    def _resolve(conn: sqlite3.Connection, names: Iterable[str]) -> dict[str, tuple[int, str]]:
-        """name_key -> (id, stored name) for the names that exist."""
-        keys = list(dict.fromkeys(name_key(n) for n in names))
-        found: dict[str, tuple[int, str]] = {}
-        for chunk in _chunks(keys):
-            for id_, name, key in conn.execute(
-                f"SELECT id, name, name_key FROM entities WHERE name_key IN ({_marks(len(chunk))})", chunk
-            ):
-                found[key] = (id_, name)
-        return found
-
-    @staticmethod
-    def _refresh_fts(conn: sqlite3.Connection, ids: Iterable[int]) -> None:
-        ids = list(dict.fromkeys(ids))
-        conn.executemany("DELETE FROM entity_fts WHERE rowid = ?", [(i,) for i in ids])
-        conn.executemany("DELETE FROM entity_grams WHERE rowid = ?", [(i,) for i in ids])
-        for chunk in _chunks(ids):
-            # the columns of migration 7 (sqlite_search.py ranks over them)
-            conn.execute(
-                f"""INSERT INTO entity_fts (rowid, name, aliases, tags, entity_type, text, name_grams, text_grams)
-                    SELECT id, name, aliases, tags, entity_type, text,
-                           memloci_cjk_grams(name || char(10) || aliases || char(10) || tags || char(10) || entity_type),
-                           memloci_cjk_grams(text)
-                    FROM (SELECT e.*, ifnull((SELECT group_concat(m.content, char(10)) FROM memories m
-                                              WHERE m.entity_id = e.id), '') || char(10) || e.body AS text
-                          FROM entities e WHERE e.id IN ({_marks(len(chunk))}))""",
-                chunk,
-            )
-            conn.execute(
-                f"""INSERT INTO entity_grams (rowid, label, body)
-                    SELECT id, name || char(10) || entity_type || char(10) || aliases || char(10) || tags, body
-                    FROM entities WHERE id IN ({_marks(len(chunk))})""",
-                chunk,
-            )
-
-    def _journal(self, conn: sqlite3.Connection, tool: str, action: str, entities: Sequence[str], detail: dict | None) -> None:
-        cur = conn.execute(
-            "INSERT INTO journal (at, tool, action, entities, detail) VALUES (?, ?, ?, ?, ?)",
-            (now_iso(), tool, action, json.dumps(list(entities), ensure_ascii=False),
-             json.dumps(detail, ensure_ascii=False) if detail is not None else None),
-        )
-        assert cur.lastrowid is not None  # an INSERT's row
-        self._note_journal_row(cur.lastrowid)  # a change that kept undo records gets them at the commit
-
-    def _load_entities(self, conn: sqlite3.Connection, ids: Sequence[int], observations: bool = True) -> dict[int, Entity]:
-        """Entities by id, in the order of `ids` (ids with no entity are left out)."""
-        rows: dict[int, tuple] = {}
-        for chunk in _chunks(list(ids)):
-            for row in conn.execute(
-                f"""SELECT id, name, entity_type, aliases, tags, metadata, body, created_at, updated_at
-                    FROM entities WHERE id IN ({_marks(len(chunk))})""",
-                chunk,
-            ):
-                rows[row[0]] = row
-        obs: dict[int, list[Observation]] = {i: [] for i in rows}
-        if observations and rows:
-            for chunk in _chunks(list(rows)):
-                for entity_id, content, created_at in conn.execute(
-                    f"""SELECT entity_id, content, created_at FROM memories
-                        WHERE entity_id IN ({_marks(len(chunk))}) ORDER BY id""",
-                    chunk,
-                ):
-                    obs[entity_id].append(Observation(content, created_at))
-        return {i: _entity(rows[i], obs[i]) for i in ids if i in rows}
-
-    @staticmethod
-    def _relations_where(conn: sqlite3.Connection, where: str, params: Sequence[Any]) -> list[Relation]:
-        return [
-            Relation(f, t, to, c)
-            for f, t, to, c in conn.execute(
-                f"""SELECT a.name, r.relation_type, b.name, r.created_at
-                    FROM relations r JOIN entities a ON a.id = r.from_id JOIN entities b ON b.id = r.to_id
-                    WHERE {where} ORDER BY r.created_at, a.name_key, r.relation_type, b.name_key""",
-                params,
-            )
-        ]
-
-    def _relations_touching(self, conn: sqlite3.Connection, ids: Sequence[int]) -> list[Relation]:
-        seen: dict[tuple, Relation] = {}
-        for chunk in _chunks(list(ids)):
-            m = _marks(len(chunk))
-            for rel in self._relations_where(conn, f"r.from_id IN ({m}) OR r.to_id IN ({m})", [*chunk, *chunk]):
-                seen.setdefault((rel.from_entity, rel.relation_type, rel.to_entity), rel)
-        return list(seen.values())
-
-    # -- writes: the rules are rules.py's, over this engine's GraphTx (sqlite_graph_tx.py) ----
-
-    def _graph_tx(self, conn: sqlite3.Connection, at: str | None = None, *, link_pending: bool = False) -> SQLiteGraphTx:
-        return SQLiteGraphTx(self, conn, at or now_iso(), link_pending=link_pending)
+    # -- the graph: rules/graph.py's rules over this engine's GraphTx (graph_tx.py) -------
 
     def create_entities(self, entities: Sequence[EntityInput], *, origin: str) -> list[CreatedEntity]:
         at = now_iso()
-        with self._write() as conn:
-            return rules.create_entities(self._graph_tx(conn, at, link_pending=True), self.schema, entities, origin)
+        with self.db.write() as tx:
+            return rules.create_entities(SQLiteGraphTx(tx, at, link_pending=True), self.schema, entities, origin)
 
     def create_relations(self, relations: Sequence[RelationInput], *, origin: str) -> RelationsCreated:
         at = now_iso()
-        with self._write() as conn:
-            return rules.create_relations(self._graph_tx(conn, at), self.schema, relations, origin)
+        with self.db.write() as tx:
+            return rules.create_relations(SQLiteGraphTx(tx, at), self.schema, relations, origin)
 
     def add_observations(self, batches: Sequence[ObservationBatch], *, origin: str) -> list[AddedObservations]:
         at = now_iso()
-        with self._write() as conn:
-            return rules.add_observations(self._graph_tx(conn, at), self.schema, batches, origin)
+        with self.db.write() as tx:
+            return rules.add_observations(SQLiteGraphTx(tx, at), self.schema, batches, origin)
 
     def delete_entities(self, names: Sequence[str], *, origin: str) -> list[str]:
-        with self._write() as conn:
-            return rules.delete_entities(self._graph_tx(conn), self.schema, names, origin)
+        with self.db.write() as tx:
+            return rules.delete_entities(SQLiteGraphTx(tx, now_iso()), self.schema, names, origin)
 
     def delete_observations(self, batches: Sequence[ObservationBatch], *, origin: str) -> list[RemovedObservations]:
         at = now_iso()
-        with self._write() as conn:
-            return rules.delete_observations(self._graph_tx(conn, at), self.schema, batches, origin)
+        with self.db.write() as tx:
+            return rules.delete_observations(SQLiteGraphTx(tx, at), self.schema, batches, origin)
 
     def delete_relations(self, relations: Sequence[RelationInput], *, origin: str) -> list[Relation]:
-        with self._write() as conn:
-            return rules.delete_relations(self._graph_tx(conn), self.schema, relations, origin)
+        with self.db.write() as tx:
+            return rules.delete_relations(SQLiteGraphTx(tx, now_iso()), self.schema, relations, origin)
 
-    def checkpoint(self) -> None:
-        with self._borrow() as conn:
-            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    def read_graph(self, *, limit: int, offset: int, summary: bool) -> GraphPage:
+        return self._graph.read_graph(limit=limit, offset=offset, summary=summary)
+
+    def open_entities(self, names: Sequence[str]) -> Graph:
+        return self._graph.open_entities(names)
+
+    def export_graph(self, *, order: str = "id") -> Graph:
+        return self._graph.export_graph(order=order)
+
+    def search_entities(self, query: str, *, limit: int, extra: Sequence[tuple[str, float, str]] = (),
+                        stop_words: frozenset[str] = frozenset(), names: NameVocabulary | None = None,
+                        count_cap: int = 0) -> SearchResult:
+        return self._graph.search_entities(query, limit=limit, extra=extra, stop_words=stop_words, names=names,
+                                          count_cap=count_cap)
+
+    def count_entities(self, query: str, *, cap: int, stop_words: frozenset[str] = frozenset(),
+                       names: NameVocabulary | None = None) -> int:
+        return self._graph.count_entities(query, cap=cap, stop_words=stop_words, names=names)
+
+    def name_changes(self, since: int) -> NameChanges:
+        return self._graph.name_changes(since)
+
+    def journal(self, *, limit: int, internal: bool = True) -> list[JournalEntry]:
+        return self._graph.journal(limit=limit, internal=internal)
+
+    # -- memories and their vectors ----------------------------------------------------------
+
+    def store_memory(self, m: MemoryInput, *, origin: str) -> StoredMemory:
+        return self._memories.store_memory(m, origin=origin)
+
+    def memories_by_hash(self, content_hash: str) -> list[Memory]:
+        return self._memories.memories_by_hash(content_hash)
+
+    def update_memory(self, memory_id: int, *, content: str | None, tags: Sequence[str] | None,
+                      metadata: dict[str, Any] | None, importance: str | None, origin: str) -> Memory:
+        return self._memories.update_memory(memory_id, content=content, tags=tags, metadata=metadata,
+                                           importance=importance, origin=origin)
+
+    def delete_memories(self, ids: Sequence[int], *, origin: str) -> list[Memory]:
+        return self._memories.delete_memories(ids, origin=origin)
+
+    def list_memories(self, *, offset: int, limit: int, filters: MemoryFilter, count: bool = True) -> MemoryPage:
+        return self._memories.list_memories(offset=offset, limit=limit, filters=filters, count=count)
+
+    def lexical_memory_candidates(self, terms: list[str], grams: list[str], k: int,
+                                  filters: MemoryFilter) -> dict[int, float]:
+        return self._memories.lexical_memory_candidates(terms, grams, k, filters)
+
+    def memory_ids(self, filters: MemoryFilter) -> set[int]:
+        return self._memories.memory_ids(filters)
+
+    def load_memories(self, ids: Sequence[int]) -> dict[int, Memory]:
+        return self._memories.load_memories(ids)
+
+    def touch_memories(self, ids: Sequence[int]) -> None:
+        self._memories.touch_memories(ids)
+
+    def pending_embeddings(self, limit: int) -> list[PendingMemory]:
+        return self._memories.pending_embeddings(limit)
+
+    def pending_count(self) -> int:
+        return self._memories.pending_count()
+
+    def save_vectors(self, items: Sequence[tuple[int, str, np.ndarray]], model: str) -> SavedVectors:
+        return self._memories.save_vectors(items, model)
+
+    def load_vectors(self) -> MemoryVectors:
+        return self._memories.load_vectors()
+
+    def vectors_version(self) -> int:
+        return self._memories.vectors_version()
+
+    def vector_model(self) -> str | None:
+        return self._memories.vector_model()
+
+    def reset_vectors(self, model: str, dimension: int) -> int:
+        return self._memories.reset_vectors(model, dimension)
+
+    def embedding_state(self) -> dict[str, Any]:
+        return self._memories.embedding_state()
+
+    # -- passages of note bodies -------------------------------------------------------------
+
+    def refresh_passages(self, limit: int = 64) -> int:
+        return self._passages.refresh_passages(limit)
+
+    def pending_passages(self, limit: int) -> list[PendingPassage]:
+        return self._passages.pending_passages(limit)
+
+    def save_passage_vectors(self, items: Sequence[tuple[int, str, np.ndarray]], model: str) -> SavedVectors:
+        return self._passages.save_passage_vectors(items, model)
+
+    def load_passage_vectors(self) -> PassageVectors:
+        return self._passages.load_passage_vectors()
+
+    def passages_version(self) -> int:
+        return self._passages.passages_version()
+
+    def passage_pending_count(self) -> int:
+        return self._passages.passage_pending_count()
+
+    def entity_names_by_id(self, ids: Sequence[int]) -> dict[int, str]:
+        return self._passages.entity_names_by_id(ids)
+
+    def passages_of(self, name: str) -> list[str]:
+        return self._passages.passages_of(name)
+
+    # -- documents, the manual, the context ---------------------------------------------------
+
+    def entity_documents(self, names: Sequence[str]) -> dict[str, EntityDocument]:
+        return self._documents.entity_documents(names)
+
+    def list_entities(self, pattern: str = "*") -> list[ListedEntity]:
+        return self._documents.list_entities(pattern)
+
+    def find_relations(self, *, to_entity: str | None, relation_type: str | None,
+                       from_entity: str | None) -> list[Relation]:
+        return self._documents.find_relations(to_entity=to_entity, relation_type=relation_type,
+                                             from_entity=from_entity)
+
+    def check_document(self, doc: EntityDocument, field: str) -> None:
+        self._documents.check_document(doc, field)
+
+    def apply_documents(self, docs: Sequence[EntityDocument], *, origin: str, action: str,
+                        create: bool | None = None, detail: dict[str, Any] | None = None) -> list[str]:
+        return self._documents.apply_documents(docs, origin=origin, action=action, create=create, detail=detail)
+
+    def edit_document(self, name: str, change: Callable[[str], str], *, origin: str,
+                      detail: dict[str, Any], stamp: str | None = None) -> DocumentEdit:
+        return self._documents.edit_document(name, change, origin=origin, detail=detail, stamp=stamp)
+
+    def rename_entity(self, old: str, new: str, *, origin: str) -> dict[str, Any]:
+        return rename.rename_entity(self.db, old, new, origin=origin)
+
+    def merge_entities(self, sources: Sequence[str], target: str, *, origin: str) -> dict[str, Any]:
+        return rename.merge_entities(self.db, sources, target, origin=origin)
+
+    def manual_text(self) -> str | None:
+        return self._documents.manual_text()
+
+    def edit_manual(self, change: Callable[[str | None], str], *, origin: str, detail: dict[str, Any]) -> str:
+        return self._documents.edit_manual(change, origin=origin, detail=detail)
+
+    def read_context(self) -> dict[str, Any]:
+        return self._documents.read_context()
+
+    def update_context(self, change: Callable[[dict[str, Any]], dict[str, Any]], *, origin: str) -> dict[str, Any]:
+        return self._documents.update_context(change, origin=origin)
+
+    # -- undo, backups, exports and imports ---------------------------------------------------
+
+    def undo_change(self, change_id: int, *, origin: str = "undo") -> dict[str, Any]:
+        return self._undo.undo_change(change_id, origin=origin)
+
+    def note_backup(self, at: str, path: str) -> None:
+        self._undo.note_backup(at, path)
+
+    def last_backup(self) -> dict[str, str] | None:
+        return self._undo.last_backup()
+
+    def note_event(self, action: str, detail: dict[str, Any], *, vectors_floor: int = 0) -> None:
+        self._undo.note_event(action, detail, vectors_floor=vectors_floor)
+
+    def holds_data(self) -> int:
+        return self._undo.holds_data()
+
+    def free_memories(self) -> list[Memory]:
+        return self._undo.free_memories()
+
+    def import_memories(self, items: Sequence[Any], *, origin: str) -> ImportedMemories:
+        return self._undo.import_memories(items, origin=origin)
+
+    def restore_dates(self, entities: Mapping[str, tuple[str, str, Sequence[str], Sequence[str]]],
+                      relations: Mapping[tuple[str, str, str], str], *, origin: str) -> None:
+        self._undo.restore_dates(entities, relations, origin=origin)
+
+    # -- what `memloci migrate` sets ------------------------------------------------------------
+
+    def restore_memory_state(self, items: Sequence[tuple[int, str, str, int, str | None]]) -> None:
+        self._migration.restore_memory_state(items)
+
+    def replace_journal(self, entries: Sequence[JournalEntry]) -> None:
+        self._migration.replace_journal(entries)
+
+    def finish_copy(self) -> None:
+        """Nothing is derived outside the database."""
+
+    # -- maintenance ----------------------------------------------------------------------
 
     def stats(self) -> LibraryStats:
-        with self._read() as conn:
+        with self.db.read() as conn:
             entities, observations, memories, relations, journal = conn.execute(
                 """SELECT (SELECT count(*) FROM entities),
                           (SELECT count(*) FROM memories WHERE entity_id IS NOT NULL),
@@ -384,72 +347,3 @@ class SQLiteStore(SQLiteGraphReads, SQLiteMemories, SQLitePassages, SQLiteDocume
         size = sum(os.path.getsize(p) for p in (self.path, self.path + "-wal") if os.path.exists(p))
         return LibraryStats(self.name, self.kind, self.path, entities, observations, memories, relations,
                             journal, size, SCHEMA_VERSION)
-
-
-def _entity(row: tuple, observations: list[Observation]) -> Entity:
-    _, name, entity_type, aliases, tags, metadata, body, created_at, updated_at = row
-    return Entity(
-        name=name,
-        entity_type=entity_type,
-        observations=tuple(observations),
-        aliases=tuple(json.loads(aliases)),
-        tags=tuple(json.loads(tags)),
-        metadata=json.loads(metadata),
-        body=body,
-        created_at=created_at,
-        updated_at=updated_at,
-    )
-
-
-def _split_sql(script: str) -> list[str]:
-    """Statements of a migration script; sqlite3.complete_statement keeps trigger bodies whole."""
-    statements, buffer = [], ""
-    for line in script.splitlines():
-        line = line.split("--", 1)[0]
-        buffer += line + "\n"
-        if sqlite3.complete_statement(buffer):
-            if buffer.strip().rstrip(";").strip():
-                statements.append(buffer.strip())
-            buffer = ""
-    if buffer.strip():
-        statements.append(buffer.strip())
-    return statements
-
-
-def _storage_error(store: SQLiteStore, exc: sqlite3.DatabaseError) -> Exception:
-    """The error code a failed SQLite call deserves: a full disk, a read-only file or folder, a
-    lock held too long, or (only when none of those) a file that cannot be read."""
-    text = str(exc)
-    where = f"library '{store.name}' at {store.path}"
-    code = getattr(exc, "sqlite_errorname", "") or ""
-    # SQLITE_FULL, or an I/O error with no space left (SQLite reports some ENOSPC writes as IOERR)
-    if code.startswith("SQLITE_FULL") or (code.startswith("SQLITE_IOERR") and _disk_full(store.path)):
-        return StorageFullError(f"{where}: the disk is full: {text}")
-    if code.startswith(("SQLITE_READONLY", "SQLITE_CANTOPEN", "SQLITE_PERM", "SQLITE_AUTH")) \
-            or "readonly" in text or "read-only" in text:
-        problem = write_problem(store.path)
-        if problem and problem.startswith(DISK_FULL):  # the -wal or journal file could not be created
-            return StorageFullError(f"{where}: the disk is full: {text}")
-        if problem or not code.startswith("SQLITE_CANTOPEN"):
-            return PermissionDeniedError(f"{where} is read-only ({problem or text})", hint=READ_ONLY_HINT)
-    if "locked" in text or "busy" in text:
-        return ConflictError(
-            f"{where} stayed locked by another process for {BUSY_TIMEOUT_S:.0f} s: {text}",
-            hint="Another process holds a long write (an import?); retry shortly. Nothing was changed.",
-        )
-    if isinstance(exc, sqlite3.IntegrityError):
-        return exc  # a bug of ours, not of the caller or the file: let it surface as one
-    return LibraryUnreadableError(f"{where}: storage error: {text}",
-                                  hint="Check the disk (full? failing?) and the file; run `memloci stats`.")
-
-
-def _disk_full(path: str | Path) -> bool:
-    problem = write_problem(path)
-    return bool(problem and problem.startswith(DISK_FULL))
-
-
-def _read_only_mount(path: str | Path) -> bool:
-    try:
-        return bool(os.statvfs(Path(path).parent).f_flag & os.ST_RDONLY)
-    except OSError:
-        return False

@@ -1,12 +1,10 @@
-"""The graph's reads over the SQLite tables (mixed into SQLiteStore; uses its _read, _resolve,
-_load_entities and _relations_* helpers): pages, opened entities, ranked search, exports,
+"""The graph's reads over the SQLite tables: pages, opened entities, ranked search, exports,
 the journal."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 from memloci.core.model import (
     Entity,
@@ -21,34 +19,30 @@ from memloci.core.model import (
     name_key,
 )
 from memloci.store.protocols import NameVocabulary
-from memloci.store.sqlite.host import SQLiteHost
+from memloci.store.sqlite.database import Database
+from memloci.store.sqlite.rows import alias_holders, load_entities, relations_touching, relations_where, resolve
 from memloci.store.sqlite.search import count_entities as count_matches
 from memloci.store.sqlite.search import name_changes, rank_entities
-
-_CHUNK = 500  # ids per IN (...) list
-
-
-def _chunks(items: Sequence[Any], size: int = _CHUNK) -> Iterator[Sequence[Any]]:
-    for i in range(0, len(items), size):
-        yield items[i : i + size]
+from memloci.store.sqlite.sql import chunks
 
 
-def _marks(n: int) -> str:
-    return ",".join("?" * n)
+class SQLiteGraphReads:
+    """Reads of one library's Database."""
 
+    def __init__(self, db: Database):
+        self.db = db
 
-class SQLiteGraphReads(SQLiteHost):
     def read_graph(self, *, limit: int, offset: int, summary: bool) -> GraphPage:
-        with self._read() as conn:
+        with self.db.read() as conn:
             total = conn.execute("SELECT count(*) FROM entities").fetchone()[0]
             ids = [r[0] for r in conn.execute("SELECT id FROM entities ORDER BY id LIMIT ? OFFSET ?", (limit, offset))]
-            entities = self._load_entities(conn, ids, observations=not summary)
+            entities = load_entities(conn, ids, observations=not summary)
             relations: list[Relation] = []
             if ids:
                 # A page is every entity with an id in [first, last], so "both ends on the page"
                 # is a range test the primary key and relations_to index answer directly.
                 lo, hi = ids[0], ids[-1]
-                relations = self._relations_where(
+                relations = relations_where(
                     conn, "r.from_id BETWEEN ? AND ? AND r.to_id BETWEEN ? AND ?", (lo, hi, lo, hi)
                 )
         return GraphPage(tuple(entities.values()), tuple(relations), total, offset, offset + len(ids) < total)
@@ -56,54 +50,29 @@ class SQLiteGraphReads(SQLiteHost):
     def open_entities(self, names: Sequence[str]) -> Graph:
         """The entities named, or else holding the name as an alias (`aliases: [Anna]`); a name
         wins over an alias, and an alias two entities claim opens both (the reply shows which)."""
-        with self._read() as conn:
-            ids = {k: [v[0]] for k, v in self._resolve(conn, names).items()}
-            ids.update(self._alias_holders(conn, [n for n in names if name_key(n) not in ids]))
+        with self.db.read() as conn:
+            ids = {k: [v[0]] for k, v in resolve(conn, names).items()}
+            ids.update(alias_holders(conn, [n for n in names if name_key(n) not in ids]))
             # Reply in the order asked, each entity once.
             ordered = list(dict.fromkeys(i for k in (name_key(n) for n in names) if k in ids for i in ids[k]))
-            entities = self._load_entities(conn, ordered)
-            relations = self._relations_touching(conn, ordered)
+            entities = load_entities(conn, ordered)
+            relations = relations_touching(conn, ordered)
         return Graph(tuple(entities.values()), tuple(relations))
-
-    @staticmethod
-    def _alias_holders(conn, names: Sequence[str], also: Sequence[int] = ()) -> dict[str, list[int]]:
-        """name_key -> ids of the entities listing that name among their aliases (case-insensitive,
-        NFC), oldest first. The word index's `aliases` column finds the candidates (a scan of
-        every alias costs seconds at 50,000 entities); `also`: ids written in this transaction,
-        whose index rows may not be refreshed yet. Each candidate is checked exactly."""
-        keys = {name_key(n) for n in names}
-        if not keys:
-            return {}
-        phrases = " OR ".join('"' + n.replace('"', '""') + '"' for n in dict.fromkeys(names)
-                              if any(c.isalnum() for c in n))
-        ids = set(also)
-        if phrases:
-            ids.update(r for (r,) in conn.execute("SELECT rowid FROM entity_fts WHERE entity_fts MATCH ?",
-                                                  (f"aliases : ({phrases})",)))
-        found: dict[str, list[int]] = {}
-        for chunk in _chunks(sorted(ids)):
-            for entity_id, aliases in conn.execute(
-                    f"SELECT id, aliases FROM entities WHERE id IN ({_marks(len(chunk))}) AND aliases != '[]'", chunk):
-                for alias in json.loads(aliases):
-                    key = name_key(str(alias))
-                    if key in keys and entity_id not in found.get(key, []):
-                        found.setdefault(key, []).append(entity_id)
-        return found
 
     def search_entities(self, query: str, *, limit: int, extra: Sequence[tuple[str, float, str]] = (),
                         stop_words: frozenset[str] = frozenset(), names: NameVocabulary | None = None,
                         count_cap: int = 0) -> SearchResult:
-        """Entities ranked by BM25 over the query's words (sqlite_search.py), substring matches
+        """Entities ranked by BM25 over the query's words (search.py), substring matches
         after them; `extra` (name, score 0..1, why) found by other signals (meaning) is fused in:
         a word match scores its BM25 over the best one's, plus its signal. With `count_cap`, a
         truncated result's total_count is every match up to it."""
-        with self._read() as conn:
+        with self.db.read() as conn:
             scored, total = rank_entities(conn, query, limit + 1, stop_words=stop_words, names=names,
                                           count_cap=count_cap)  # one extra tells whether the result is truncated
             best = max((-s.bm25 for s in scored.values()), default=0.0) or 1.0
             fused = {i: (-s.bm25 / best, s.matched, s.why) for i, s in scored.items()}
             if extra:
-                ids = self._resolve(conn, [name for name, _, _ in extra])
+                ids = resolve(conn, [name for name, _, _ in extra])
                 boosted: set[int] = set()
                 for name, score, why in sorted(extra, key=lambda e: -e[1]):
                     entity_id = ids.get(name_key(name), (None,))[0]
@@ -118,40 +87,40 @@ class SQLiteGraphReads(SQLiteHost):
             ranked = sorted(fused, key=lambda i: -fused[i][0])
             truncated = len(ranked) > limit
             ranked = ranked[:limit]
-            entities = self._load_entities(conn, ranked)
+            entities = load_entities(conn, ranked)
             hits = tuple(SearchHit(entities[i], *fused[i]) for i in ranked if i in entities)
-            relations = self._relations_touching(conn, list(entities))
+            relations = relations_touching(conn, list(entities))
         return SearchResult(hits, tuple(relations), truncated, total if truncated else None)
 
     def count_entities(self, query: str, *, cap: int, stop_words: frozenset[str] = frozenset(),
                        names: NameVocabulary | None = None) -> int:
         """The matches search_entities ranks, counted without ranking or loading them (a page's total)."""
-        with self._read() as conn:
+        with self.db.read() as conn:
             return count_matches(conn, query, cap, stop_words=stop_words, names=names)
 
     def name_changes(self, since: int) -> NameChanges:
         """The entities named, retyped or renamed after log position `since`: every one when `since`
         is -1 or older than the log kept."""
-        with self._read() as conn:
+        with self.db.read() as conn:
             position, rows, complete = name_changes(conn, since)
         return NameChanges(position, tuple(NamedEntity(*row) for row in rows), complete)
 
     def export_graph(self, *, order: str = "id") -> Graph:
         """Every entity (insertion or `name` order) and relation, from one snapshot."""
         column = {"id": "id", "name": "name_key"}[order]
-        with self._read() as conn:
+        with self.db.read() as conn:
             ids = [r[0] for r in conn.execute(f"SELECT id FROM entities ORDER BY {column}")]
             entities: list[Entity] = []
-            for chunk in _chunks(ids, 2000):
-                entities.extend(self._load_entities(conn, chunk).values())
-            relations = self._relations_where(conn, "1", ())
+            for chunk in chunks(ids, 2000):
+                entities.extend(load_entities(conn, chunk).values())
+            relations = relations_where(conn, "1", ())
         return Graph(tuple(entities), tuple(relations))
 
     def journal(self, *, limit: int, internal: bool = True) -> list[JournalEntry]:
         """The newest `limit` changes; `internal=False` leaves out rescans and vector resets."""
         hide = "" if internal else ("WHERE NOT ((tool = 'files' AND action = 'sync') "
                                     "OR (tool = 'reindex' AND action = 'reset_vectors'))")
-        with self._read() as conn:
+        with self.db.read() as conn:
             rows = conn.execute(
                 f"SELECT id, at, tool, action, entities, detail FROM journal {hide} ORDER BY id DESC LIMIT ?", (limit,)
             ).fetchall()

@@ -2,7 +2,7 @@
 over one connection inside one `BEGIN IMMEDIATE` transaction of the store.
 
 A Markdown library needs nothing more here: its triggers note every changed entity in
-md_dirty, and the store writes those files when the transaction commits (markdown.py).
+md_dirty, and its FileSide writes those files before the transaction commits (store/markdown/writeback.py).
 """
 
 from __future__ import annotations
@@ -10,30 +10,31 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from memloci.core.model import Entity, Relation, content_hash
 from memloci.rules.graph import EntityHead, EntityRef, walk_path
-from memloci.store.sqlite.graph_reads import _chunks, _marks
-from memloci.store.sqlite.memories import insert_memory
-
-if TYPE_CHECKING:
-    from memloci.store.sqlite.engine import SQLiteStore
+from memloci.store.sqlite.memory_rows import insert_memory
+from memloci.store.sqlite.rows import journal, load_entities, refresh_fts, relations_touching, resolve
+from memloci.store.sqlite.sql import chunks, marks
+from memloci.store.sqlite.tx import WriteTx
+from memloci.store.sqlite.undo_rows import keep_before
+from memloci.store.sqlite.vault import drop_property_link, link_pending, resolve_names, retag
 
 
 class SQLiteGraphTx:
-    def __init__(self, store: SQLiteStore, conn: sqlite3.Connection, at: str, *, link_pending: bool = False):
-        self.store = store
-        self.conn = conn
+    def __init__(self, tx: WriteTx, at: str, *, link_pending: bool = False):
+        self.tx = tx
+        self.conn = tx.conn
         self.at = at
         # create_entities turns links waiting for a name into relations (documents that linked
         # to it before it existed); the other graph writes make no names.
-        self._link_pending = link_pending
+        self.link_pending = link_pending
         self._names: dict[int, str] = {}  # id -> stored name, of the entities this transaction met
 
     def resolve(self, names: Iterable[str], *, aliases: bool = False) -> dict[str, EntityRef]:
         names = list(names)
-        found = self.store._resolve_names(self.conn, names) if aliases else self.store._resolve(self.conn, names)
+        found = resolve_names(self.conn, names) if aliases else resolve(self.conn, names)
         self._names.update(found.values())
         return {key: EntityRef(id_, name) for key, (id_, name) in found.items()}
 
@@ -82,36 +83,36 @@ class SQLiteGraphTx:
         if not cur.rowcount:
             return False
         # `key: "[[to]]"` in the source's front matter holds this relation too: it goes with it
-        self.store._drop_property_link(self.conn, from_id, relation_type, self._name(to_id))
+        drop_property_link(self.conn, from_id, relation_type, self._name(to_id))
         return True
 
     def load_entities(self, ids: Sequence[int]) -> dict[int, Entity]:
-        return self.store._load_entities(self.conn, ids)
+        return load_entities(self.conn, ids)
 
     def relations_touching(self, ids: Sequence[int]) -> list[Relation]:
-        return self.store._relations_touching(self.conn, ids)
+        return relations_touching(self.conn, ids)
 
     def delete_entities(self, ids: Sequence[int]) -> None:
-        for chunk in _chunks(list(ids)):  # memories and relations go by ON DELETE CASCADE
-            self.conn.execute(f"DELETE FROM entities WHERE id IN ({_marks(len(chunk))})", chunk)
+        for chunk in chunks(list(ids)):  # memories and relations go by ON DELETE CASCADE
+            self.conn.execute(f"DELETE FROM entities WHERE id IN ({marks(len(chunk))})", chunk)
         self.conn.executemany("DELETE FROM entity_fts WHERE rowid = ?", [(i,) for i in ids])
 
     def before_change(self, ids: Sequence[int]) -> None:
-        self.store._before(self.conn, ids)
+        keep_before(self.tx, ids)
 
     def entities_changed(self, ids: Sequence[int]) -> None:
-        self.store._retag(self.conn, ids)  # observations' #tags are the entity's tags
-        self.store._refresh_fts(self.conn, ids)
-        if self._link_pending:
-            self.store._link_pending(self.conn)
+        retag(self.conn, ids)  # observations' #tags are the entity's tags
+        refresh_fts(self.conn, ids)
+        if self.link_pending:
+            link_pending(self.conn)
 
     def journal(self, tool: str, action: str, entities: Sequence[str], detail: dict[str, Any] | None) -> None:
-        self.store._journal(self.conn, tool, action, entities, detail)
+        journal(self.tx, tool, action, entities, detail)
 
 
 def path(conn: sqlite3.Connection, start: int, goal: int, types: tuple[str, ...]) -> list[str]:
     """Names along relations (of `types`; () for all) from start to goal; [] if goal is not reachable."""
-    where = f"AND r.relation_type IN ({_marks(len(types))})" if types else ""
+    where = f"AND r.relation_type IN ({marks(len(types))})" if types else ""
     if start == goal:
         return [conn.execute("SELECT name FROM entities WHERE id = ?", (start,)).fetchone()[0]]
     reach = conn.execute(
@@ -123,5 +124,5 @@ def path(conn: sqlite3.Connection, start: int, goal: int, types: tuple[str, ...]
     ids = walk_path(start, goal, lambda frontier: conn.execute(
         f"""SELECT r.from_id, r.to_id FROM relations r WHERE r.from_id IN (SELECT value FROM json_each(?)) {where}
             ORDER BY r.from_id, r.relation_type, r.to_id""", (json.dumps(list(frontier)), *types)).fetchall())
-    names = dict(conn.execute(f"SELECT id, name FROM entities WHERE id IN ({_marks(len(ids))})", ids).fetchall())
+    names = dict(conn.execute(f"SELECT id, name FROM entities WHERE id IN ({marks(len(ids))})", ids).fetchall())
     return [names[i] for i in ids]

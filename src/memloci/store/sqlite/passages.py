@@ -23,27 +23,31 @@ import numpy as np
 
 from memloci.core.model import PassageVectors, PendingPassage, SavedVectors, name_key
 
-# The splitting rule is the same on every engine (memloci/passages.py); its names stay importable from here.
+# The splitting rule is the same on every engine (rules/passages.py).
 from memloci.rules.passages import (
     SHORT_CHARS,
     plan_passages,
     split_passages,
     still_says_something,
 )
-from memloci.store.sqlite.host import SQLiteHost
-from memloci.store.sqlite.memories import claim_model, library_meta, pack, unpack_many
+from memloci.store.sqlite.database import Database
+from memloci.store.sqlite.vectors import claim_model, library_meta, pack, unpack_many
 
 
-class SQLitePassages(SQLiteHost):
-    """The passage half of SQLiteStore (mixed in; uses its _write, _read)."""
+class SQLitePassages:
+    """The passages of one library's Database."""
+
+    def __init__(self, db: Database):
+        self.db = db
 
     def refresh_passages(self, limit: int = 64) -> int:
         """Split again the bodies changed since their passages were made (up to `limit` entities,
         one transaction); returns how many entities were done."""
-        with self._read() as conn:  # the worker asks often: a write (and its sync to disk) only when needed
+        with self.db.read() as conn:  # the worker asks often: a write (and its sync to disk) only when needed
             if conn.execute("SELECT 1 FROM passages_stale LIMIT 1").fetchone() is None:
                 return 0
-        with self._write() as conn:
+        with self.db.write() as tx:
+            conn = tx.conn
             stale = [r[0] for r in conn.execute("SELECT entity_id FROM passages_stale ORDER BY entity_id LIMIT ?",
                                                 (limit,))]
             for entity_id in stale:
@@ -54,7 +58,7 @@ class SQLitePassages(SQLiteHost):
 
     def pending_passages(self, limit: int) -> list[PendingPassage]:
         """Passages waiting for a vector, in id order."""
-        with self._read() as conn:
+        with self.db.read() as conn:
             return [PendingPassage(*row) for row in conn.execute(
                 "SELECT id, text, text_hash, entity_id FROM passages WHERE vector IS NULL ORDER BY id LIMIT ?", (limit,))]
 
@@ -62,8 +66,9 @@ class SQLitePassages(SQLiteHost):
         """Store vectors of (passage id, text_hash it was computed from, vector); returns the ids
         saved (a passage re-made meanwhile is skipped) and the new passages version."""
         saved = []
-        with self._write() as conn:
-            claim_model(conn, self.name, model, len(items[0][2]) if items else 0)
+        with self.db.write() as tx:
+            conn = tx.conn
+            claim_model(conn, self.db.name, model, len(items[0][2]) if items else 0)
             for passage_id, text_hash, vector in items:
                 cur = conn.execute("UPDATE passages SET vector = ? WHERE id = ? AND text_hash = ?",
                                    (pack(vector), passage_id, text_hash))
@@ -73,7 +78,7 @@ class SQLitePassages(SQLiteHost):
 
     def load_passage_vectors(self) -> PassageVectors:
         """Every embedded passage (ids, their entity ids, matrix, passages version, model), in id order."""
-        with self._read() as conn:
+        with self.db.read() as conn:
             model = library_meta(conn, "embedding_model")
             dimension = int(library_meta(conn, "embedding_dimension") or 0)
             rows = conn.execute("SELECT id, entity_id, vector, CASE WHEN length(text) < ? THEN text END FROM passages "
@@ -85,16 +90,16 @@ class SQLitePassages(SQLiteHost):
         return PassageVectors(ids, owners, unpack_many([r[2] for r in rows], dimension or 1), version, model)
 
     def passages_version(self) -> int:
-        with self._read() as conn:
+        with self.db.read() as conn:
             return passages_version(conn)
 
     def passage_pending_count(self) -> int:
         """Passages waiting for a vector, plus bodies waiting to be split (each makes at least one)."""
-        with self._read() as conn:
+        with self.db.read() as conn:
             return pending_passage_count(conn)
 
     def entity_names_by_id(self, ids: Sequence[int]) -> dict[int, str]:
-        with self._read() as conn:
+        with self.db.read() as conn:
             found: dict[int, str] = {}
             ids = list(ids)
             for i in range(0, len(ids), 500):
@@ -105,7 +110,7 @@ class SQLitePassages(SQLiteHost):
 
     def passages_of(self, name: str) -> list[str]:
         """The passages of an entity as they stand (a body changed a moment ago may not be split yet)."""
-        with self._read() as conn:
+        with self.db.read() as conn:
             return [r[0] for r in conn.execute(
                 "SELECT p.text FROM passages p JOIN entities e ON e.id = p.entity_id WHERE e.name_key = ? ORDER BY p.id",
                 (name_key(name),))]

@@ -1,26 +1,30 @@
 """The RenameTx of a SQLite (or Markdown) library: the primitives rename_rules.py renames and
 merges entities with, over one connection inside one `BEGIN IMMEDIATE` transaction.
 
-A Markdown library adds its files through the store's hooks: `_note_rename` (every file this
-change writes has its links rewritten in place) and `_note_tail` (a merge appends to the
+A Markdown library's files follow through the transaction (tx.py): `tx.note_rename` (every file
+this change writes has its links rewritten in place) and `tx.note_tail` (a merge appends to the
 target's file as it is); its triggers note every changed entity for writing back.
 """
 
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from memloci.core.model import name_key, now_iso
 from memloci.markdown.document import EntityDocument
+from memloci.rules import rename as rename_rules
+from memloci.rules.documents import BODY_TAGS, EXTRA_KEY
 from memloci.rules.graph import EntityRef, GraphTx
-from memloci.store.sqlite.memories import reindex_content
-from memloci.store.sqlite.vault import BODY_TAGS, EXTRA_KEY
-
-if TYPE_CHECKING:
-    from memloci.store.sqlite.documents import SQLiteDocuments
+from memloci.store.sqlite.database import Database
+from memloci.store.sqlite.documents import document
+from memloci.store.sqlite.graph_tx import SQLiteGraphTx
+from memloci.store.sqlite.memory_rows import reindex_content
+from memloci.store.sqlite.rows import journal, refresh_fts, resolve
+from memloci.store.sqlite.tx import WriteTx
+from memloci.store.sqlite.undo_rows import keep_before
+from memloci.store.sqlite.vault import link_pending
 
 
 def _like(old: str) -> str:
@@ -33,18 +37,18 @@ _LINKERS = "id IN (SELECT from_id FROM relations WHERE to_id = ? AND relation_ty
 
 
 class SQLiteRenameTx:
-    def __init__(self, store: SQLiteDocuments, conn: sqlite3.Connection):
-        self.store = store
-        self.conn = conn
+    def __init__(self, tx: WriteTx):
+        self.tx = tx
+        self.conn = tx.conn
 
     def resolve(self, names: Iterable[str]) -> dict[str, EntityRef]:
-        return {key: EntityRef(i, name) for key, (i, name) in self.store._resolve(self.conn, names).items()}
+        return {key: EntityRef(i, name) for key, (i, name) in resolve(self.conn, names).items()}
 
     def graph(self) -> GraphTx:
-        return self.store._graph_tx(self.conn)
+        return SQLiteGraphTx(self.tx, now_iso())
 
     def before_change(self, ids: Sequence[int]) -> None:
-        self.store._before(self.conn, ids)
+        keep_before(self.tx, ids)
 
     def set_name(self, entity_id: int, name: str) -> None:
         self.conn.execute("UPDATE entities SET name = ?, name_key = ?, updated_at = ? WHERE id = ?",
@@ -53,7 +57,7 @@ class SQLiteRenameTx:
                           (name, entity_id))
 
     def note_rename(self, old: str, new: str) -> None:
-        self.store._note_rename(old, new)
+        self.tx.note_rename(old, new)
 
     def extra_holders(self, old: str) -> list[tuple[int, str, list[str]]]:
         # every value that may hold a link (the name as stored in JSON may be escaped or in
@@ -91,7 +95,7 @@ class SQLiteRenameTx:
                           (content, content_hash, now_iso(), memory_id))
         self.conn.execute("DELETE FROM memory_vectors WHERE memory_id = ?", (memory_id,))
         reindex_content(self.conn, memory_id, content)
-        self.store._refresh_fts(self.conn, [entity_id])
+        refresh_fts(self.conn, [entity_id])
 
     def pointing_at(self, ids: Sequence[int]) -> list[str]:
         marks = ",".join("?" * len(ids))
@@ -100,10 +104,10 @@ class SQLiteRenameTx:
                 WHERE r.to_id IN ({marks}) AND r.from_id NOT IN ({marks}) ORDER BY e.name""", (*ids, *ids))]
 
     def link_pending(self, ids: Sequence[int]) -> None:
-        self.store._link_pending(self.conn)  # (every waiting link whose name now exists)
+        link_pending(self.conn)  # (every waiting link whose name now exists)
 
     def document(self, entity_id: int) -> EntityDocument:
-        return self.store._document(self.conn, entity_id)
+        return document(self.conn, entity_id)
 
     def observations(self, entity_id: int) -> list[tuple[int, str]]:
         return self.conn.execute("SELECT id, content FROM memories WHERE entity_id = ? ORDER BY id",
@@ -130,7 +134,7 @@ class SQLiteRenameTx:
                           (entity_id, relation_type, target_key, target))
 
     def note_tail(self, key: str, tail: str) -> None:
-        self.store._note_tail(key, tail)
+        self.tx.note_tail(key, tail)
 
     def set_folded(self, entity_id: int, aliases: list[str], tags: list[str], body_tags: list[str], body: str) -> None:
         meta = json.loads(self.conn.execute("SELECT metadata FROM entities WHERE id = ?", (entity_id,)).fetchone()[0])
@@ -145,7 +149,18 @@ class SQLiteRenameTx:
         self.conn.executemany("DELETE FROM entity_fts WHERE rowid = ?", [(i,) for i in ids])
 
     def entities_changed(self, ids: Sequence[int]) -> None:
-        self.store._refresh_fts(self.conn, ids)
+        refresh_fts(self.conn, ids)
 
     def journal(self, tool: str, action: str, entities: Sequence[str], detail: dict[str, Any]) -> None:
-        self.store._journal(self.conn, tool, action, entities, detail)
+        journal(self.tx, tool, action, entities, detail)
+
+
+def rename_entity(db: Database, old: str, new: str, *, origin: str) -> dict[str, Any]:
+    with db.write() as tx:
+        return rename_rules.rename_entity(SQLiteRenameTx(tx), old, new, origin)
+
+
+def merge_entities(db: Database, sources: Sequence[str], target: str, *, origin: str) -> dict[str, Any]:
+    rename_rules.check_merge_names(sources, target)
+    with db.write() as tx:
+        return rename_rules.merge_entities(SQLiteRenameTx(tx), db.schema, sources, target, origin)

@@ -256,7 +256,7 @@ MIGRATIONS: list[str] = [
     """,
     # 8: note bodies carry meaning: their passages are embedded like memories.
     # Triggers only mark an entity whose body changed (plain SQL, so any tool may still write
-    # the file); the embedding worker re-splits marked bodies (sqlite_passages.py) before it
+    # the file); the embedding worker re-splits marked bodies (passages.py) before it
     # embeds, keeping the vector of every passage whose text did not change. Safe to run again
     # (IF NOT EXISTS) on a library whose user_version was set back.
     """
@@ -293,41 +293,5 @@ MIGRATIONS: list[str] = [
     END;
     """,
 ]
-
-# Installed in the index of a Markdown library only: every change marks what to write back.
-MARKDOWN_TRIGGERS = """
-CREATE TRIGGER IF NOT EXISTS md_entity_insert AFTER INSERT ON entities BEGIN
-    INSERT OR IGNORE INTO md_dirty VALUES (new.id);
-END;
-CREATE TRIGGER IF NOT EXISTS md_entity_update AFTER UPDATE ON entities BEGIN
-    INSERT OR IGNORE INTO md_dirty VALUES (new.id);
-END;
-CREATE TRIGGER IF NOT EXISTS md_entity_rename AFTER UPDATE OF name ON entities BEGIN
-    INSERT OR IGNORE INTO md_dirty SELECT from_id FROM relations WHERE to_id = new.id;
-END;
-CREATE TRIGGER IF NOT EXISTS md_entity_delete AFTER DELETE ON entities BEGIN
-    INSERT OR IGNORE INTO md_dirty VALUES (old.id);
-END;
-CREATE TRIGGER IF NOT EXISTS md_memory_insert AFTER INSERT ON memories BEGIN
-    INSERT OR IGNORE INTO md_dirty SELECT new.entity_id WHERE new.entity_id IS NOT NULL;
-    INSERT OR IGNORE INTO md_new_memories SELECT new.id WHERE new.entity_id IS NULL;
-END;
-CREATE TRIGGER IF NOT EXISTS md_memory_delete AFTER DELETE ON memories BEGIN
-    INSERT OR IGNORE INTO md_dirty SELECT old.entity_id WHERE old.entity_id IS NOT NULL;
-    INSERT OR IGNORE INTO md_dirty_days SELECT substr(old.created_at, 1, 10) WHERE old.entity_id IS NULL;
-END;
-CREATE TRIGGER IF NOT EXISTS md_memory_update
-AFTER UPDATE OF content, tags, importance, metadata, memory_type, entity_id ON memories BEGIN
-    INSERT OR IGNORE INTO md_dirty SELECT old.entity_id WHERE old.entity_id IS NOT NULL;
-    INSERT OR IGNORE INTO md_dirty SELECT new.entity_id WHERE new.entity_id IS NOT NULL;
-    INSERT OR IGNORE INTO md_dirty_days SELECT substr(old.created_at, 1, 10) WHERE old.entity_id IS NULL;
-END;
-CREATE TRIGGER IF NOT EXISTS md_relation_insert AFTER INSERT ON relations BEGIN
-    INSERT OR IGNORE INTO md_dirty VALUES (new.from_id);
-END;
-CREATE TRIGGER IF NOT EXISTS md_relation_delete AFTER DELETE ON relations BEGIN
-    INSERT OR IGNORE INTO md_dirty VALUES (old.from_id);
-END;
-"""
 
 SCHEMA_VERSION = len(MIGRATIONS)
