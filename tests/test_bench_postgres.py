@@ -13,6 +13,7 @@ from rich.console import Console
 
 from memloci.bench import graph as graph_bench
 from memloci.bench import recall_pg
+from memloci.core.settings import Settings
 from memloci.store.postgres.engine import PostgresStore
 
 
@@ -62,7 +63,7 @@ def test_bench_graph_postgres_tiny(pg_url, tmp_path):
     out = tmp_path / "graph.json"
     n = 40
     graph_bench.run(n=n, calls=2, vs_official=False, official_n=None, out=out, console=_console(),
-                    engine="postgres", url=pg_url)
+                    settings=Settings.from_env(), engine="postgres", url=pg_url)
     saved = json.loads(out.read_text())
     assert saved["engine"] == "postgres"
     assert {tool: stats["calls"] for tool, stats in saved["memloci"].items()} == {
@@ -74,7 +75,7 @@ def test_bench_graph_postgres_tiny(pg_url, tmp_path):
 def test_bench_engines_refuse_unknown(tmp_path):
     with pytest.raises(ValueError, match="--engine"):
         graph_bench.run(n=1, calls=1, vs_official=False, official_n=None, out=tmp_path / "g.json",
-                        console=_console(), engine="mysql")
+                        console=_console(), settings=Settings.from_env(), engine="mysql")
     from memloci.bench import recall
 
     with pytest.raises(ValueError, match="--url"):

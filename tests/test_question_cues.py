@@ -142,7 +142,7 @@ def sample() -> dict:
 
 
 def test_retrieve_memory_follows_the_cues_over_mcp(home: Path):
-    from memloci.bench.locomo import turns_of
+    from memloci.bench.locomo_protocol import turns_of
 
     async def body(c):
         for t in turns_of(sample()):
@@ -193,14 +193,14 @@ def test_lab_libraries_are_keyed_by_the_code(tmp_path: Path, monkeypatch):
     assert second != first and second.exists() and first.exists()
 
 
-def test_lab_cache_is_per_user(monkeypatch, tmp_path: Path):
-    from memloci.bench.locomo_lab import lab_cache_dir
+def test_lab_cache_is_per_user(tmp_path: Path):
+    """The folder `memloci bench locomo --folds` gives the lab: the settings' per-user cache."""
+    from memloci.core.settings import Settings
 
-    monkeypatch.delenv("MEMLOCI_CACHE", raising=False)
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
-    assert lab_cache_dir() == tmp_path / "xdg" / "memloci" / "locomo-lab"
-    monkeypatch.setenv("MEMLOCI_CACHE", str(tmp_path / "mine"))
-    assert lab_cache_dir() == tmp_path / "mine" / "locomo-lab"
+    assert Settings.from_env({"XDG_CACHE_HOME": str(tmp_path / "xdg")}).cache_for("locomo-lab") == \
+        tmp_path / "xdg" / "memloci" / "locomo-lab"
+    assert Settings.from_env({"XDG_CACHE_HOME": str(tmp_path / "xdg"), "MEMLOCI_CACHE": str(tmp_path / "mine")}
+                             ).cache_for("locomo-lab") == tmp_path / "mine" / "locomo-lab"
 
 
 def test_bench_locomo_folds_command(tmp_path: Path):

@@ -369,10 +369,12 @@ def run_kind(kind: str, engine: str, rounds: int, work: Path, n: int | None = No
 
 
 def run(*, rounds: int, kinds: list[str], engines: list[str], out: Path, console: Any,
-        pg_url: str | None = None) -> dict[str, Any]:
+        size: int | None = None, pg_url: str | None = None) -> dict[str, Any]:
+    """`size`: entities each write touches (None: SIZES, each kind's own); `pg_url`: the server
+    the postgres engine writes to."""
     from rich.table import Table
 
-    from memloci.bench.graph import save_report
+    from memloci.bench.common import save_report
 
     unknown = [k for k in kinds if k not in KINDS]
     if unknown:
@@ -389,7 +391,7 @@ def run(*, rounds: int, kinds: list[str], engines: list[str], out: Path, console
             if engine == "postgres" and kind not in POSTGRES_KINDS:
                 continue  # documents (rename, merge) and files (reindex) are not on postgres yet
             console.print(f"{kind} on {engine} ...")
-            r = run_kind(kind, engine, rounds, tmp / f"{kind}-{engine}", url=pg_url)
+            r = run_kind(kind, engine, rounds, tmp / f"{kind}-{engine}", n=size, url=pg_url)
             report["results"].append(r)
             table.add_row(kind, engine, f"{r['write_s']:.2f} s", str(r["all"]), str(r["none"]), str(len(r["failures"])))
             for failure in r["failures"]:
