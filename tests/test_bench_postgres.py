@@ -11,6 +11,7 @@ import subprocess
 import sys
 
 import numpy as np
+import psycopg
 import pytest
 
 from memloci.store.postgres.engine import PostgresStore
@@ -105,7 +106,7 @@ def test_bulk_load_rebuilds_every_index_and_is_all_or_nothing(pg_library):
         vector = np.ones(8, dtype=np.float32) / np.sqrt(8)
         duplicate = [[("same text", ["a"], "note", "2026-01-01T00:00:00Z", vector),
                       ("same text", ["a"], "note", "2026-01-02T00:00:00Z", vector)]]
-        with pytest.raises(Exception):  # the rebuilt unique index refuses the repeated text
+        with pytest.raises(psycopg.errors.UniqueViolation):  # the rebuilt unique index refuses the repeated text
             store.bulk_load_memories(iter(duplicate), "test-model")
         assert store.stats().memories == 0 and _indexes(store) == before  # nothing half-applied
         steps: dict[str, float] = {}
