@@ -1,6 +1,6 @@
 """SIGKILL rounds for the tests, through `memloci bench crash` (its writer process, its kills and
-its all-or-nothing checks), and the checks a test makes itself on a Markdown library a killed
-process left: files and index agree, no temp file is left."""
+its all-or-nothing checks), and the checks of store/markdown/audit.py as assertions, for a test
+that kills a process itself: files and index agree, no temp file is left."""
 
 from __future__ import annotations
 
@@ -12,10 +12,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from memloci.store.markdown.files import sha256_hex
+from memloci.store.markdown.audit import index_disagreements, temp_files_left
 
 KINDS = ("create", "rename", "merge", "delete", "add_observations", "reindex")  # `memloci bench crash --kinds`
-RESERVED = {"meta.md", "journal.md", "context.md"}  # the library's own files, not entities'
 
 
 def kill_rounds(kind: str, engine: str, rounds: int, work: Path, size: int | None = None,
@@ -35,32 +34,12 @@ def kill_rounds(kind: str, engine: str, rounds: int, work: Path, size: int | Non
     return result
 
 
-def markdown_files(root: Path) -> dict[str, bytes]:
-    """The entity files of a Markdown library, by path (hidden and reserved files left out)."""
-    found = {}
-    for p in root.rglob("*.md"):
-        rel = p.relative_to(root).as_posix()
-        if any(part.startswith(".") for part in Path(rel).parts) or rel in RESERVED:
-            continue
-        found[rel] = p.read_bytes()
-    return found
-
-
 def assert_no_temp_files(root: Path) -> None:
-    staging = root / ".memloci" / "staging"
-    left = sorted(os.listdir(staging)) if staging.exists() else []
-    assert not left, f"temp files left in {staging}: {left[:5]}"
-    stray = [p.relative_to(root).as_posix() for p in root.rglob("*") if p.name.endswith((".tmp", ".memloci-tmp"))]
-    assert not stray, f"temp files left: {stray[:5]}"
+    left = temp_files_left(root)
+    assert not left, f"temp files left: {left[:5]}"
 
 
 def assert_files_agree(root: Path, index: sqlite3.Connection) -> None:
     """Every file as the index records it, and no record without its file."""
-    disk = {rel: sha256_hex(data) for rel, data in markdown_files(root).items()}
-    rows = {p: h for p, h in index.execute("SELECT path, sha256 FROM md_files") if p not in RESERVED}
-    missing = sorted(set(rows) - set(disk))
-    unknown = sorted(set(disk) - set(rows))
-    differ = sorted(p for p in set(disk) & set(rows) if disk[p] != rows[p])
-    assert not (missing or unknown or differ), (
-        f"files and index disagree: indexed but missing {missing[:5]}, on disk but not indexed {unknown[:5]}, "
-        f"different bytes {differ[:5]}")
+    differ = index_disagreements(root, index)
+    assert differ is None, differ

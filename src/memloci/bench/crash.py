@@ -29,6 +29,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from memloci.store.markdown.audit import index_disagreements, note_files, temp_files_left
+
 KINDS = ("create", "rename", "merge", "delete", "add_observations", "reindex")  # tests/test_crash.py runs each
 ENGINES = ("markdown", "sqlite")
 POSTGRES_KINDS = ("create", "delete", "add_observations")  # no files to rebuild, no documents there yet
@@ -37,7 +39,6 @@ POSTGRES_KINDS = ("create", "delete", "add_observations")  # no files to rebuild
 # observations, each linked from 10 notes.
 SIZES = {"create": 1000, "rename": 300, "merge": 20, "delete": 500, "add_observations": 1000, "reindex": 1000}
 N_SOURCE_OBS, N_SOURCE_LINKERS = 10, 10
-RESERVED = {"meta.md", "journal.md", "context.md"}
 
 
 def service_for(engine: str, path: Path | str):
@@ -177,37 +178,15 @@ def kill_round(kind: str, engine: str, base: Path | str, folder: Path, delay: fl
 
 # -- the checks --------------------------------------------------------------------------
 
-def _files(root: Path) -> dict[str, bytes]:
-    found = {}
-    for p in root.rglob("*.md"):
-        rel = p.relative_to(root).as_posix()
-        if any(part.startswith(".") for part in Path(rel).parts) or rel in RESERVED:
-            continue
-        found[rel] = p.read_bytes()
-    return found
-
-
 def _no_temp_files(root: Path) -> None:
-    staging = root / ".memloci" / "staging"
-    left = sorted(os.listdir(staging)) if staging.exists() else []
-    assert not left, f"temp files left in {staging}: {left[:5]}"
-    stray = [p.relative_to(root).as_posix() for p in root.rglob("*") if p.name.endswith((".tmp", ".memloci-tmp"))]
-    assert not stray, f"temp files left: {stray[:5]}"
+    left = temp_files_left(root)
+    assert not left, f"temp files left: {left[:5]}"
 
 
 def _agree(root: Path, index: sqlite3.Connection) -> None:
     """Every file as the index records it, and no record without its file."""
-    from memloci.store.markdown.files import sha256_hex
-
-    disk = {rel: sha256_hex(data) for rel, data in _files(root).items()}
-    rows = dict(index.execute("SELECT path, sha256 FROM md_files"))
-    rows = {p: h for p, h in rows.items() if p not in RESERVED}
-    missing = sorted(set(rows) - set(disk))
-    unknown = sorted(set(disk) - set(rows))
-    differ = sorted(p for p in set(disk) & set(rows) if disk[p] != rows[p])
-    assert not (missing or unknown or differ), (
-        f"files and index disagree: indexed but missing {missing[:5]}, on disk but not indexed {unknown[:5]}, "
-        f"different bytes {differ[:5]}")
+    differ = index_disagreements(root, index)
+    assert differ is None, differ
 
 
 def _count(index: sqlite3.Connection, sql: str, *args: Any) -> int:
@@ -318,7 +297,7 @@ def check(kind: str, engine: str, path: Path | str, n: int) -> str:
             outcome = "all" if _count(index, "SELECT count(*) FROM entities WHERE name GLOB 'hand*'") else "none"
         else:
             _agree(path, index)
-            outcome = _all_or_nothing(kind, index, _files(path), n)
+            outcome = _all_or_nothing(kind, index, note_files(path), n)
     finally:
         index.close()
     s = service_for(engine, path)
