@@ -9,7 +9,8 @@ import sys
 import time
 from pathlib import Path
 
-from memloci.bench.crash import service_for
+from services import service_for
+
 from memloci.core.errors import ConflictError
 from memloci.core.model import ObservationBatch
 

@@ -11,7 +11,9 @@ Every import counts, wherever it is written: at the top of a module, inside a fu
   package's public names: it has a SQLite index);
 - `Settings.from_env()` is called only at the entry points (ENTRY_POINTS);
 - no `type: ignore[attr-defined]`, no thread-local state, no class in store/ with more than three
-  classes of its own in its MRO (protocols and `object` aside).
+  classes of its own in its MRO (protocols and `object` aside);
+- bench/ is a leaf: only cli/ imports it, and no test does (a test drives a bench through
+  `memloci bench ...`).
 
 What the code still breaks is listed in tests/architecture_allowlist.txt, one finding a line. The
 list can only shrink: a finding not on it fails, and so does a line that no longer matches one.
@@ -308,6 +310,41 @@ def test_no_import_cycles():
     assert not gone, f"cycles broken, so take them off {ALLOWLIST.name}:\n" + "\n".join(" ".join(a) for a in gone)
 
 
+TESTS = Path(__file__).parent
+# an import of the benches, also in code a test hands to a subprocess (`python -c`, `-m memloci.bench...`)
+BENCH_IN_TEXT = re.compile(r"(?:\bfrom\s+memloci\.bench\b|\bimport\s+memloci\.bench\b|\bfrom\s+memloci\s+import\s+bench\b"
+                           r"|^memloci\.bench\b)", re.M)
+
+
+def bench_imports_in(text: str, name: str) -> list[str]:
+    """The imports of memloci.bench in one test file: import statements, and strings that hold one."""
+    found = []
+    for node in ast.walk(ast.parse(text)):
+        names: list[str] = []
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names = [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and BENCH_IN_TEXT.search(node.value):
+            names = ["memloci.bench"]
+        if any(n == "memloci.bench" or n.startswith("memloci.bench.") for n in names):
+            found.append(f"{name}:{node.lineno}")
+    return sorted(set(found), key=lambda hit: int(hit.rsplit(":", 1)[1]))
+
+
+def test_only_the_cli_imports_the_benches():
+    """bench/ is a leaf (ARCHITECTURE.md): `memloci bench ...` runs it, and nothing else imports it.
+    A test checks a bench by running the command (its JSON), and test infrastructure the benches
+    also use (a loopback HTTP server, say) lives below them, in the product's layers."""
+    in_src = sorted(f"{source} -> {target}" for source, targets in IMPORTS.edges.items() for target in targets
+                    if _package(target) == "bench" and _package(source) not in ("bench", "cli"))
+    assert not in_src, "only cli/ imports bench/:\n" + "\n".join(in_src)
+    here = Path(__file__).resolve()  # this file names what it looks for
+    in_tests = [hit for path in sorted(TESTS.rglob("*.py")) if "node_modules" not in path.parts and path.resolve() != here
+                for hit in bench_imports_in(path.read_text(encoding="utf-8"), path.relative_to(TESTS).as_posix())]
+    assert not in_tests, "tests import memloci.bench (drive `memloci bench ...` instead):\n" + "\n".join(in_tests)
+
+
 def test_the_rules_find_what_they_look_for():
     """The checks above are not vacuous: a made-up upward import, cycle and private import are found."""
     IMPORTS.edges.setdefault("core.model", set())
@@ -325,3 +362,6 @@ def test_the_rules_find_what_they_look_for():
     assert probe.privates == ["private: search.hybrid imports _secret from core.model",
                               "private: search.hybrid uses core.model._x"]
     assert probe.edges["search.hybrid"] == {"core.model"}
+    made_up = ('import memloci.bench.graph\nfrom memloci import bench\nRUN = ["-m", "memloci.bench.crash"]\n'
+               'CODE = "from memloci.bench import crash"\nDOC = "memloci bench crash, memloci.bench.crash"\n')
+    assert bench_imports_in(made_up, "t.py") == ["t.py:1", "t.py:2", "t.py:3", "t.py:4"]

@@ -1,23 +1,27 @@
-"""The PostgreSQL benchmarks at a tiny size on the session's real PostgreSQL: each runs its real
-servers over stdio, writes its JSON, and every memory or write it made is read back. No timing
-is asserted (the figures are the bench's job)."""
+"""The PostgreSQL benchmarks at a tiny size on the session's real PostgreSQL, run as `memloci bench
+...` (the tests do not import the benches): each runs its real servers over stdio, writes its
+JSON, and every memory or write it made is read back. No timing is asserted (the figures are the
+bench's job). And the store's bulk load the recall bench fills its library with."""
 
 from __future__ import annotations
 
-import io
 import json
+import os
+import subprocess
+import sys
 
 import numpy as np
+import psycopg
 import pytest
-from rich.console import Console
 
-from memloci.bench import graph as graph_bench
-from memloci.bench import recall_pg
 from memloci.store.postgres.engine import PostgresStore
 
 
-def _console() -> Console:
-    return Console(file=io.StringIO(), width=120)
+def _bench(tmp_path, *args: str) -> subprocess.CompletedProcess:
+    """`memloci bench ARGS` in a process of its own, with a home of its own."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMLOCI_")} | {"MEMLOCI_HOME": str(tmp_path / "home")}
+    return subprocess.run([sys.executable, "-m", "memloci", "bench", *args], env=env, capture_output=True, text=True,
+                          timeout=900)
 
 
 def test_bulk_load_memories_counts_and_finds_by_vector(pg_library):
@@ -46,39 +50,46 @@ def test_bulk_load_memories_counts_and_finds_by_vector(pg_library):
 
 def test_bench_recall_postgres_tiny(pg_url, tmp_path):
     out = tmp_path / "recall.json"
-    report = recall_pg.run(size=60, queries=2, out=out, console=_console(), url=pg_url)
+    done = _bench(tmp_path, "recall", "--engine", "postgres", "--url", pg_url, "--size", "60", "--queries", "2",
+                  "--out", str(out))
+    assert done.returncode == 0, done.stderr[-3000:]
     saved = json.loads(out.read_text())
     assert saved["engine"] == "postgres" and saved["size"] == 60
     assert saved["held"] == 60  # every memory loaded is there
-    assert saved["vectors"]["texts_embedded_by_the_model"] == 2 * recall_pg.PHRASES
+    assert saved["vectors"]["texts_embedded_by_the_model"] == 2 * 1000  # bench/recall_pg.py's PHRASES, twice
     for label in ("retrieve_memory", "retrieve_memory (tag filter)", "retrieve_memory (time: half)",
                   "retrieve_memory (time: this week)"):
         assert saved["latency_ms"][label]["calls"] == 2
         assert {"p50_ms", "p95_ms"} <= set(saved["latency_ms"][label])
-    assert report == saved
+    assert "JSON written to" in done.stdout
+
+
+# The calls `memloci bench graph` times, one of each per round (bench/graph.py's workload).
+GRAPH_CALLS = ("create_entities", "search_nodes", "search_nodes common-word", "search_nodes typo", "open_nodes",
+               "read_graph", "add_observations", "create_relations", "delete_relations", "delete_observations",
+               "delete_entities")
 
 
 def test_bench_graph_postgres_tiny(pg_url, tmp_path):
     out = tmp_path / "graph.json"
     n = 40
-    graph_bench.run(n=n, calls=2, vs_official=False, official_n=None, out=out, console=_console(),
-                    engine="postgres", url=pg_url)
+    done = _bench(tmp_path, "graph", "--engine", "postgres", "--url", pg_url, "--n", str(n), "--calls", "2",
+                  "--out", str(out))
+    assert done.returncode == 0, done.stderr[-3000:]
     saved = json.loads(out.read_text())
     assert saved["engine"] == "postgres"
-    assert {tool: stats["calls"] for tool, stats in saved["memloci"].items()} == {
-        tool: 2 for tool, _ in graph_bench.workload(graph_bench.SyntheticGraph(n), 1)}
+    assert {tool: stats["calls"] for tool, stats in saved["memloci"].items()} == dict.fromkeys(GRAPH_CALLS, 2)
     # every timed write was undone by the next ones; the warm-up's entity stays
     assert saved["held"] == {"entities": n + 1, "observations": 3 * n, "relations": n}
 
 
 def test_bench_engines_refuse_unknown(tmp_path):
-    with pytest.raises(ValueError, match="--engine"):
-        graph_bench.run(n=1, calls=1, vs_official=False, official_n=None, out=tmp_path / "g.json",
-                        console=_console(), engine="mysql")
-    from memloci.bench import recall
-
-    with pytest.raises(ValueError, match="--url"):
-        recall.run(size=1, queries=1, out=tmp_path / "r.json", console=_console(), url="postgresql://x/y")
+    refused = _bench(tmp_path, "graph", "--n", "1", "--calls", "1", "--engine", "mysql", "--out", str(tmp_path / "g.json"))
+    assert refused.returncode == 1 and "--engine: unknown engine 'mysql'" in refused.stderr
+    refused = _bench(tmp_path, "recall", "--size", "1", "--queries", "1", "--url", "postgresql://x/y",
+                     "--out", str(tmp_path / "r.json"))
+    assert refused.returncode == 1 and "--url/--library: only with --engine postgres" in refused.stderr
+    assert not (tmp_path / "g.json").exists() and not (tmp_path / "r.json").exists()
 
 
 def _indexes(store: PostgresStore) -> set[str]:
@@ -95,7 +106,7 @@ def test_bulk_load_rebuilds_every_index_and_is_all_or_nothing(pg_library):
         vector = np.ones(8, dtype=np.float32) / np.sqrt(8)
         duplicate = [[("same text", ["a"], "note", "2026-01-01T00:00:00Z", vector),
                       ("same text", ["a"], "note", "2026-01-02T00:00:00Z", vector)]]
-        with pytest.raises(Exception):  # the rebuilt unique index refuses the repeated text
+        with pytest.raises(psycopg.errors.UniqueViolation):  # the rebuilt unique index refuses the repeated text
             store.bulk_load_memories(iter(duplicate), "test-model")
         assert store.stats().memories == 0 and _indexes(store) == before  # nothing half-applied
         steps: dict[str, float] = {}

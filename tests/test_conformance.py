@@ -44,7 +44,7 @@ from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.shared.exceptions import MCPError
 
-from memloci.bench.http import create_token, http_session, loopback_server
+from memloci.http.loopback import create_token, http_session, loopback_server
 
 HERE = Path(__file__).parent / "conformance"
 NODE_MODULES = HERE / "node_modules"

@@ -1,6 +1,6 @@
-"""All or nothing under SIGKILL, with real processes (memloci.bench.crash does the killing and
-the checking). A few kills per write kind here; `MEMLOCI_CRASH_ROUNDS=20` (or
-`memloci bench crash`) runs the full 20."""
+"""All or nothing under SIGKILL, with real processes (`memloci bench crash` does the killing and
+the checking, tests/sigkill.py runs it). A few kills per write kind here;
+`MEMLOCI_CRASH_ROUNDS=20` (or `memloci bench crash` itself) runs the full 20."""
 
 from __future__ import annotations
 
@@ -14,8 +14,9 @@ import time
 from pathlib import Path
 
 import pytest
+from services import service_for
+from sigkill import KINDS, assert_files_agree, assert_no_temp_files, kill_rounds
 
-from memloci.bench import crash
 from memloci.core.model import EntityInput, ObservationBatch
 from memloci.service.documents import NewEntityDocument
 
@@ -23,13 +24,13 @@ ROUNDS = int(os.environ.get("MEMLOCI_CRASH_ROUNDS", "3"))
 # Smaller batches than the bench (1,000 entities, 300 linking notes) keep `make test` short;
 # with MEMLOCI_CRASH_ROUNDS=20 the bench's sizes are used.
 TEST_SIZES = {"create": 400, "rename": 150, "merge": 10, "delete": 200, "add_observations": 200, "reindex": 300}
-CASES = [(k, e) for k in crash.KINDS for e in crash.ENGINES if not (k == "reindex" and e == "sqlite")]
+CASES = [(k, e) for k in KINDS for e in ("markdown", "sqlite") if not (k == "reindex" and e == "sqlite")]
 
 
 @pytest.mark.parametrize(("kind", "engine"), CASES, ids=[f"{k}-{e}" for k, e in CASES])
 def test_sigkill_during_a_write_leaves_all_or_nothing(tmp_path, kind, engine):
     n = TEST_SIZES[kind] if ROUNDS < 20 else None
-    result = crash.run_kind(kind, engine, ROUNDS, tmp_path / "work", n=n)
+    result = kill_rounds(kind, engine, ROUNDS, tmp_path / "work", size=n)
     assert not result["failures"], "\n".join(result["failures"])
     assert result["all"] + result["none"] == ROUNDS
 
@@ -43,7 +44,7 @@ def test_a_half_done_change_is_rolled_back_or_forward(tmp_path, committed):
     from memloci.store.sqlite.tx import WriteTx
 
     root = tmp_path / "lib"
-    service = crash.service_for("markdown", root)
+    service = service_for("markdown", root)
     service.create_entities([EntityInput("a", "note", ("first",))])
     service.close()
     before = (root / "a.md").read_bytes()
@@ -81,7 +82,7 @@ def test_a_kill_between_the_swap_and_keeping_the_old_file_is_rolled_back(tmp_pat
     from memloci.store.sqlite.tx import WriteTx
 
     root = tmp_path / "lib"
-    service = crash.service_for("markdown", root)
+    service = service_for("markdown", root)
     service.create_entities([EntityInput("a", "note", ("first",))])
     service.close()
     before = (root / "a.md").read_bytes()
@@ -117,7 +118,7 @@ def test_an_editor_save_just_before_the_swap_is_caught_and_kept(tmp_path, monkey
     from memloci.store.markdown import intent as markdown_intent
 
     root = tmp_path / "lib"
-    service = crash.service_for("markdown", root)
+    service = service_for("markdown", root)
     service.create_entities([EntityInput("a", "note", ("first",))])
     path = root / "a.md"
     real = markdown_intent._exchange
@@ -184,14 +185,14 @@ def test_an_editor_saving_twice_around_the_swap_loses_neither_save(tmp_path, mon
     back), then reads memloci's bytes and saves again before the rollback is done: the second
     save's own line is merged into the first save, and the refused observation is in neither."""
     root = tmp_path / "lib"
-    service = crash.service_for("markdown", root)
+    service = service_for("markdown", root)
     service.create_entities([EntityInput("a", "note", ("first",))])
     service.close()
     path = root / "a.md"
     path.write_bytes(path.read_bytes() + b"\n## Hand\n")
     first, second = (b"## Hand\n", b"## Hand\nhand line 1\n"), (b"## Hand\n", b"## Hand\nhand line 2\n")
     saves = {1: (first, second)} if when == "before the rollback" else {1: (first, None), 2: (second, None)}
-    _refused_amid_saves(crash.service_for("markdown", root), monkeypatch, saves, "second")
+    _refused_amid_saves(service_for("markdown", root), monkeypatch, saves, "second")
     final = path.read_bytes()
     assert b"hand line 1\n" in final and b"hand line 2\n" in final, final
     assert b"second" not in final
@@ -202,7 +203,7 @@ def test_two_saves_that_clash_around_a_refused_change_keep_the_earlier_one_aside
     """When the second save edits the very line the first one did, no merge is guessed: the
     newest save stays in place and the earlier one is kept under .memloci/conflicts/."""
     root = tmp_path / "lib"
-    service = crash.service_for("markdown", root)
+    service = service_for("markdown", root)
     service.create_entities([EntityInput("a", "note", ("first",))])
     saves = {1: ((b"- first", b"- the first save"), (b"- first", b"- the second save"))}
     _refused_amid_saves(service, monkeypatch, saves, "added")
@@ -214,7 +215,7 @@ def test_two_saves_that_clash_around_a_refused_change_keep_the_earlier_one_aside
 
 def test_reindex_while_two_servers_write_loses_nothing(tmp_path):
     root = tmp_path / "lib"
-    service = crash.service_for("markdown", root)
+    service = service_for("markdown", root)
     service.create_entities([EntityInput(f"w{t}-{i}", "note", ("start",)) for t in "ab" for i in range(20)])
     service.close()
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMLOCI_")}
@@ -236,7 +237,7 @@ def test_reindex_while_two_servers_write_loses_nothing(tmp_path):
     assert reindexes >= 2 and len(acknowledged) == 200
     duplicates = [p.name for p in root.glob("*.md") if re.search(r"-[0-9a-f]{6}\.md$", p.name)]
     assert not duplicates, f"second files made for entities: {duplicates}"
-    service = crash.service_for("markdown", root)
+    service = service_for("markdown", root)
     try:
         graph = service.open_nodes(sorted({name for name, _ in acknowledged}))
         held = {(e.name, o.content) for e in graph.entities for o in e.observations}
@@ -251,7 +252,7 @@ def test_reindex_while_two_servers_write_loses_nothing(tmp_path):
 @pytest.mark.parametrize("how", ["in-place", "by-rename"])
 def test_an_editor_saving_every_10_ms_never_loses_a_line(tmp_path, how):
     root = tmp_path / "lib"
-    service = crash.service_for("markdown", root)
+    service = service_for("markdown", root)
     service.create_entities([EntityInput("shared", "note", ("start",))])
     service.close()
     path = root / "shared.md"
@@ -292,7 +293,7 @@ def test_a_broken_note_is_never_shadowed(tmp_path):
     root = tmp_path / "lib"
     root.mkdir()
     (root / "plan.md").write_text("---\ntype: [unclosed\n---\n# plan\n", encoding="utf-8")
-    service = crash.service_for("markdown", root)
+    service = service_for("markdown", root)
     try:
         from memloci.core.errors import ConflictError
 
@@ -317,7 +318,7 @@ def test_an_unreadable_note_is_not_shadowed_in_any_case_or_form(tmp_path, on_dis
         (root / on_disk).symlink_to(outside)
     else:
         (root / on_disk).write_bytes(b"---\ntags: [a\n---\nbad\x00\n")
-    service = crash.service_for("markdown", root)
+    service = service_for("markdown", root)
     try:
         with pytest.raises(ConflictError, match=on_disk):
             service.create_entities([EntityInput(asked, "note", ("a new fact",))])
@@ -342,7 +343,7 @@ def test_temp_files_of_a_killed_writer_are_removed_on_open(tmp_path):
     live = root / f".note.md.{os.getpid()}.0badc0de.tmp"
     for path in [*stray, live]:
         path.write_bytes(b"half")
-    service = crash.service_for("markdown", root)
+    service = service_for("markdown", root)
     try:
         service.create_entities([EntityInput("x", "note", ())])
         assert [p for p in stray if p.exists()] == []
@@ -363,7 +364,7 @@ def test_a_planted_staging_folder_or_intent_moves_nothing(tmp_path):
     (linked / ".memloci").mkdir(parents=True)
     (linked / ".memloci" / "staging").symlink_to(outside)
     with pytest.raises(MemlociError):
-        crash.service_for("markdown", linked).create_entities([EntityInput("x", "note", ())])
+        service_for("markdown", linked).create_entities([EntityInput("x", "note", ())])
     assert (outside / "precious.txt").read_text(encoding="utf-8") == "keep me"
 
     planted = tmp_path / "planted"
@@ -371,7 +372,7 @@ def test_a_planted_staging_folder_or_intent_moves_nothing(tmp_path):
     evil = {"ops": [{"kind": "delete", "rel": "stolen.md", "tmp": None,
                      "backup": "../../../outside/precious.txt", "old_size": None, "sha": None}]}
     (planted / ".memloci" / "staging" / "c0ffee.intent").write_text(json.dumps(evil), encoding="utf-8")
-    service = crash.service_for("markdown", planted)
+    service = service_for("markdown", planted)
     try:
         service.create_entities([EntityInput("x", "note", ())])
         assert not (planted / "stolen.md").exists()
@@ -383,7 +384,7 @@ def test_a_planted_staging_folder_or_intent_moves_nothing(tmp_path):
 
 def test_a_corrupt_index_is_moved_aside_and_rebuilt(tmp_path):
     root = tmp_path / "lib"
-    service = crash.service_for("markdown", root)
+    service = service_for("markdown", root)
     service.create_entities([EntityInput(f"e{i}", "note", (f"fact {i}",)) for i in range(10)])
     service.close()
     index = root / ".memloci" / "index.db"
@@ -402,7 +403,7 @@ def test_a_corrupt_index_is_moved_aside_and_rebuilt(tmp_path):
     assert moved[0].name in cli.stdout
     assert "10 indexed" in cli.stdout and "2 unparsable" in cli.stdout
     assert "bad.md: contains a NUL byte" in cli.stdout and "huge.md: observation 1" in cli.stdout
-    service = crash.service_for("markdown", root)
+    service = service_for("markdown", root)
     try:
         names = {e.name for e in service.read_graph().entities}
         assert names == {f"e{i}" for i in range(10)}
@@ -481,7 +482,7 @@ def test_sigkill_during_a_markdown_import_leaves_whole_batches(tmp_path):
     base.mkdir()
     hand = b"---\ntags:  [mine]  # by hand\n---\nA note of my own.\r\n"
     (base / "hand.md").write_bytes(hand)
-    service = crash.service_for("markdown", base)
+    service = service_for("markdown", base)
     service.store()  # indexed, as the library the import starts from
     service.close()
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMLOCI_")}
@@ -495,10 +496,10 @@ def test_sigkill_during_a_markdown_import_leaves_whole_batches(tmp_path):
         store = MarkdownStore(lib, "crash")
         store.recover()  # what the next process does first
         store.close()
-        crash._no_temp_files(lib)
+        assert_no_temp_files(lib)
         index = sqlite3.connect(lib / ".memloci" / "index.db")
         try:
-            crash._agree(lib, index)
+            assert_files_agree(lib, index)
             count = index.execute("SELECT count(*) FROM entities WHERE name GLOB 'imp*'").fetchone()[0]
             assert count in (0, 1000, n), f"{count} entities: not whole batches"
             outcomes.append(count)
@@ -512,7 +513,7 @@ def test_sigkill_during_a_markdown_import_leaves_whole_batches(tmp_path):
             index.close()
         assert sum(p.name.startswith("imp") for p in lib.glob("*.md")) == count
         assert (lib / "hand.md").read_bytes() == hand
-        service = crash.service_for("markdown", lib)
+        service = service_for("markdown", lib)
         try:
             report = getattr(service.store(), "last_sync", None)
             assert report is None or (report.indexed, report.removed) == (0, 0), f"the rescan had to fix: {report}"
@@ -521,7 +522,7 @@ def test_sigkill_during_a_markdown_import_leaves_whole_batches(tmp_path):
     assert 0 in outcomes and {1000, n} & set(outcomes), f"kills landed only at {outcomes}"
     # Running the import again finishes what a kill left.
     _import_round(source, lib, env)
-    service = crash.service_for("markdown", lib)
+    service = service_for("markdown", lib)
     try:
         graph = service.export_graph()
         assert len(graph.entities) == n + 1 and len(graph.relations) == n  # hand.md is an entity too

@@ -13,8 +13,8 @@ import sys
 
 import pytest
 import yaml
+from services import service_for
 
-from memloci.bench import crash
 from memloci.core.model import EntityInput, RelationInput, name_key
 from memloci.formats.official import read_official
 from memloci.markdown.document import EntityDocument, _scalar, parse_document, render_document
@@ -50,7 +50,7 @@ def test_import_crossing_batches_reads_back_from_the_files(tmp_path, small_batch
     entities, relations = _graph(30, 45)
     relations.append((99, RelationInput("Imp 4", "uses", "Imp 4")))  # to itself
     relations.append((100, RelationInput("Imp 2", "uses", "imp 25")))  # another case than the target's
-    s = crash.service_for("markdown", root)
+    s = service_for("markdown", root)
     try:
         report = s.import_graph(entities, relations)
         store = s.store()
@@ -79,7 +79,7 @@ def test_import_crossing_batches_reads_back_from_the_files(tmp_path, small_batch
     # The index the import left is the one the files give: rebuilt from them, it is the same.
     copy = tmp_path / "copy"
     shutil.copytree(root, copy, ignore=shutil.ignore_patterns(".memloci"))
-    rebuilt = crash.service_for("markdown", copy)
+    rebuilt = service_for("markdown", copy)
     try:
         again = rebuilt.store().export_graph()
     finally:
@@ -91,7 +91,7 @@ def test_import_crossing_batches_reads_back_from_the_files(tmp_path, small_batch
 
 def test_the_scan_after_an_import_reads_no_file_again(tmp_path, small_batches):
     root = tmp_path / "lib"
-    s = crash.service_for("markdown", root)
+    s = service_for("markdown", root)
     try:
         s.import_graph(*_graph(20, 20))
         store = s.store()
@@ -116,7 +116,7 @@ def test_an_import_changes_no_byte_of_the_notes_it_does_not_touch(tmp_path, smal
         (root / rel).write_bytes(text.encode("utf-8"))
     entities, relations = _graph(12, 12)
     relations.append((50, RelationInput("Bob", "knows", "Imp 5")))  # from a person's note: it is edited
-    s = crash.service_for("markdown", root)
+    s = service_for("markdown", root)
     try:
         report = s.import_graph(entities, relations)
     finally:

@@ -54,16 +54,18 @@ import sys  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import pytest  # noqa: E402
+from services import service_for  # noqa: E402
 
-from memloci.bench import crash  # noqa: E402
 from memloci.core.model import EntityInput  # noqa: E402
 
 RACE = r"""
 import os, signal, sys
 from pathlib import Path
-from memloci.bench import crash
+from memloci.app.libraries import LibraryRegistry, LibrarySpec
 from memloci.core.errors import ConflictError
 from memloci.core.model import ObservationBatch
+from memloci.search.embedder import EmbedderHandle
+from memloci.service.facade import MemoryService
 from memloci.store.markdown import intent as markdown_intent
 
 root, kill = Path(sys.argv[1]), sys.argv[2] == "kill"
@@ -88,7 +90,7 @@ def racing_editor(src_dir, src, dst_dir, dst):
     return done
 
 markdown_intent._exchange = racing_editor
-service = crash.service_for("markdown", root)
+service = MemoryService(LibraryRegistry([LibrarySpec("crash", root, "markdown")]), EmbedderHandle("none"))
 try:
     service.add_observations([ObservationBatch("a", ("refused",))])
 except ConflictError:
@@ -100,7 +102,7 @@ print("exchange works" if markdown_intent._exchange_works else "no exchange", fl
 
 def _library(tmp_path) -> Path:
     root = tmp_path / "lib"
-    service = crash.service_for("markdown", root)
+    service = service_for("markdown", root)
     service.create_entities([EntityInput("a", "note", ("first",))])
     service.close()
     (root / "a.md").write_bytes((root / "a.md").read_bytes() + b"\n## Hand\n")
@@ -155,7 +157,7 @@ def test_a_kill_right_after_the_merged_file_is_in_place_loses_neither_save(tmp_p
         pytest.skip("renameat2 RENAME_EXCHANGE is not available on this file system")
     assert run.returncode == -signal.SIGKILL, (run.returncode, run.stderr)
     _merged(root)  # as the kill left it
-    service = crash.service_for("markdown", root)  # opening rolls the interrupted change back
+    service = service_for("markdown", root)  # opening rolls the interrupted change back
     try:
         _merged(root)
         assert [o.content for o in service.open_nodes(["a"]).entities[0].observations] == ["first"]

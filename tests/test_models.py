@@ -8,14 +8,13 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import anyio
-import numpy as np
 import pytest
 from conftest import Client, run_session, server_env
 
-from memloci.bench.models import CJK_SET, load_cjk, pair_scores
-from memloci.search import embedder as E
+import memloci
 
 REQUIRED = os.environ.get("MEMLOCI_REQUIRE_MODELS") == "1"
 needs_multilingual = pytest.mark.skipif(
@@ -135,34 +134,37 @@ def test_an_unknown_model_is_named_in_health_with_the_choices(home):
     run_session(home, body, MEMLOCI_EMBEDDER="multilingal")
 
 
-def test_the_cjk_set_is_well_formed_and_discriminates():
-    data = load_cjk()
-    assert len(data["memories"]) == 60 and len(data["queries"]) == 180
-    assert {m["lang"] for m in data["memories"]} == {"en", "ja", "zh"}
-    # Scores: a perfect ranking scores 100 everywhere, a reversed one 0.
-    perfect = [q["expected"] for q in data["queries"]]
-    scores = pair_scores(data, perfect)
-    assert scores["all"]["hit@1"] == 100.0 and scores["cross"]["queries"] == 120 and scores["en->ja"]["queries"] == 20
-    assert pair_scores(data, [["none"] for _ in data["queries"]])["all"]["hit@3"] == 0.0
-    # The default model, by meaning alone: its own language yes, across languages hardly.
-    minilm = E.create_embedder("minilm")
-    memories = minilm.embed([m["text"] for m in data["memories"]])
-    queries = minilm.embed([q["text"] for q in data["queries"]])
-    order = np.argsort(-(queries @ memories.T), axis=1)[:, :3]
-    ranked = [[data["memories"][j]["id"] for j in row] for row in order]
-    scores = pair_scores(data, ranked)
-    assert scores["en->en"]["hit@3"] >= 90 and scores["cross"]["hit@3"] < 40, scores
+# The CJK set `memloci bench models` measures with (read as a file: the tests do not import the benches).
+CJK_SET = Path(memloci.__file__).parent / "bench" / "data" / "cjk_recall.json"
 
 
-@needs_multilingual
-def test_bench_models_measures_each_model_in_a_table_and_json(tmp_path):
+def _bench_models(tmp_path, models: str) -> tuple[subprocess.CompletedProcess, dict]:
     out = tmp_path / "models.json"
-    done = subprocess.run([sys.executable, "-m", "memloci", "bench", "models", "--models", "multilingual,nosuch",
+    done = subprocess.run([sys.executable, "-m", "memloci", "bench", "models", "--models", models,
                            "--out", str(out)], capture_output=True, text=True, timeout=600,
                           env={k: v for k, v in os.environ.items() if not k.startswith("MEMLOCI_")}
                           | {"MEMLOCI_HOME": str(tmp_path / "home")})
     assert done.returncode == 0, done.stderr
-    report = json.loads(out.read_text())
+    return done, json.loads(out.read_text())
+
+
+def test_the_cjk_set_is_well_formed_and_discriminates(tmp_path):
+    data = json.loads(CJK_SET.read_text(encoding="utf-8"))
+    assert len(data["memories"]) == 60 and len(data["queries"]) == 180
+    assert {m["lang"] for m in data["memories"]} == {"en", "ja", "zh"}
+    assert {e for q in data["queries"] for e in q["expected"]} <= {m["id"] for m in data["memories"]}
+    # The default model through `memloci bench models`, by meaning alone: its own language yes,
+    # across languages hardly (the scores grouped by query -> memory language).
+    _, report = _bench_models(tmp_path, "minilm")
+    scores = report["models"]["minilm"]["cjk_meaning"]
+    assert scores["all"]["queries"] == 180 and scores["cross"]["queries"] == 120 and scores["en->ja"]["queries"] == 20
+    assert scores["en->en"]["hit@3"] >= 90 and scores["cross"]["hit@3"] < 40, scores
+    assert str(CJK_SET) == report["cjk_set"]
+
+
+@needs_multilingual
+def test_bench_models_measures_each_model_in_a_table_and_json(tmp_path):
+    done, report = _bench_models(tmp_path, "multilingual,nosuch")
     entry = report["models"]["multilingual"]
     assert entry["model"] == "use-multilingual-v3" and entry["dimension"] == 512
     assert entry["load_s"] > 0 and entry["rss_mb"] > 0 and entry["texts_per_s"] > 0 and entry["query_ms_p50"] > 0

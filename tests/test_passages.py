@@ -167,7 +167,12 @@ def test_without_an_embedder_notes_are_found_by_words_over_mcp(tmp_path):
 # -- the benchmark ---------------------------------------------------------------------------
 
 def test_bench_notes_reads_cranfield_files_and_scores_rankings(tmp_path):
-    from memloci.bench.notes import BM25, load_corpus, ndcg, recall
+    """Through `memloci bench notes`: the Cranfield files read (query numbers with gaps, counted
+    1, 2, ... by cranqrel; grade -1 is not relevant), and its BM25 (stemmed, stop words out)
+    ranking each question's one relevant abstract first."""
+    import json
+    import subprocess
+    import sys
 
     folder = tmp_path / "cran"
     folder.mkdir()
@@ -178,15 +183,18 @@ def test_bench_notes_reads_cranfield_files_and_scores_rankings(tmp_path):
     (folder / "cran.qry").write_text(".I 001\n.W\nwhat is the flow past a swept wing ?\n"
                                      ".I 004\n.W\nhow is heat carried through boundary layers ?\n")
     (folder / "cranqrel").write_text("1 1 2\n1 2 -1\n2 2 1\n")
-    corpus = load_corpus(folder)
-    assert corpus.notes["1"] == ("cran-1", "flow past swept wings at supersonic speed .")
-    assert corpus.questions == [("001", "what is the flow past a swept wing ?", {"1": 3}),
-                                ("004", "how is heat carried through boundary layers ?", {"2": 4})]
-    bm25 = BM25(corpus.notes)
-    assert bm25.terms("What is the flow past the wings?") == ["flow", "past", "wing"]  # stemmed, stop words out
-    assert bm25.rank(corpus.questions[1][1]) == ["2"]
-    assert ndcg(["2", "1"], {"1": 3}) == pytest.approx(3 / __import__("math").log2(3) / 3)
-    assert recall(["2", "1"], {"1": 3}, k=1) == 0.0 and recall(["2", "1"], {"1": 3}, k=2) == 1.0
+    out = tmp_path / "cran.json"
+    env = {k: v for k, v in __import__("os").environ.items() if not k.startswith("MEMLOCI_")}
+    env["MEMLOCI_HOME"] = str(tmp_path / "home")
+    done = subprocess.run([sys.executable, "-m", "memloci", "bench", "notes", "--data", str(folder),
+                           "--embedder", "none", "--out", str(out)], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(out.read_text())
+    assert report["notes"] == 2 and report["questions"] == 2
+    # each question's one relevant abstract first ("wings" and "wing" are one stem; the -1 of
+    # abstract 2 for question 1 is no relevance, else its recall would be a half)
+    assert report["systems"]["BM25"] == {"ndcg@10": 1.0, "recall@10": 1.0}
+    assert report["systems"]["search_nodes"] == {"ndcg@10": 1.0, "recall@10": 1.0}
 
 
 def test_bench_notes_runs_through_the_server(tmp_path):

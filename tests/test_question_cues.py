@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import subprocess
+import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -142,12 +145,11 @@ def sample() -> dict:
 
 
 def test_retrieve_memory_follows_the_cues_over_mcp(home: Path):
-    from memloci.bench.locomo import turns_of
-
     async def body(c):
-        for t in turns_of(sample()):
-            await c.ok("store_memory", content=t["content"], tags=[f"dia:{t['dia_id']}"], memory_type="dialogue",
-                       metadata={"dia_id": t["dia_id"], "session": t["session"], "date": t["date"]})
+        for s, (date, turns) in enumerate(SESSIONS, 1):  # stored as `memloci bench locomo` stores a turn
+            for t, (who, text) in enumerate(turns, 1):
+                await c.ok("store_memory", content=f"{who}: {text}", tags=[f"dia:D{s}:{t}"], memory_type="dialogue",
+                           metadata={"dia_id": f"D{s}:{t}", "session": s, "date": date})
         for question, right, cue in QUESTIONS:
             found, _ = await c.ok("retrieve_memory", query=question, n_results=3)
             top = [next(t[4:] for t in m["tags"] if t.startswith("dia:")) for m in found["memories"]]
@@ -157,70 +159,62 @@ def test_retrieve_memory_follows_the_cues_over_mcp(home: Path):
     run_session(home, body, MEMLOCI_EMBEDDER="minilm")
 
 
-def test_leave_one_conversation_out(tmp_path: Path):
-    """Two conversations: each fold chooses the when-boost on the other, and the figures are
-    those of the setting it chose."""
-    from memloci.bench.locomo_lab import evaluate, folds, per_category
+def test_lab_cache_is_per_user(tmp_path: Path):
+    """The folder `memloci bench locomo --folds` gives the lab: the settings' per-user cache."""
+    from memloci.core.settings import Settings
 
-    one = sample()
-    two = json.loads(json.dumps(one).replace("conv-test", "conv-other"))
-    grid = {"WHEN_BOOST": (0.0, 0.5)}
-    report = folds([one, two], cache=tmp_path, k=1, grid=grid)
-    assert set(report["chosen"]) == {"conv-test", "conv-other"}
-    plain = per_category(evaluate([one, two], tmp_path, 1), 1)
-    assert report["plain"] == plain
-    by_setting = {json.dumps(s["weights"], sort_keys=True): s["recall"] for s in report["settings"]}
-    assert len(by_setting) == 2
-    # the two conversations are alike, so both folds choose the setting that is best overall
-    best = max(by_setting, key=by_setting.get)
-    assert all(json.dumps(w, sort_keys=True) == best for w in report["chosen"].values())
-    assert report["leave_one_out"]["overall"] == by_setting[best]
+    assert Settings.from_env({"XDG_CACHE_HOME": str(tmp_path / "xdg")}).cache_for("locomo-lab") == \
+        tmp_path / "xdg" / "memloci" / "locomo-lab"
+    assert Settings.from_env({"XDG_CACHE_HOME": str(tmp_path / "xdg"), "MEMLOCI_CACHE": str(tmp_path / "mine")}
+                             ).cache_for("locomo-lab") == tmp_path / "mine" / "locomo-lab"
 
 
-def test_lab_libraries_are_keyed_by_the_code(tmp_path: Path, monkeypatch):
-    """A library built by other indexing code (another schema version, other search/ or store/
-    source) is never reused: the key changes and the library is built anew."""
-    from memloci.bench import locomo_lab
-    from memloci.store.sqlite import schema as sqlite_schema
-
-    handle = locomo_lab.cached_handle(tmp_path)
-    first = locomo_lab.build(sample(), tmp_path, handle)
-    assert locomo_lab.build(sample(), tmp_path, handle) == first  # same code, same library
-    digest = locomo_lab.code_digest()
-    monkeypatch.setattr(sqlite_schema, "SCHEMA_VERSION", sqlite_schema.SCHEMA_VERSION + 1)
-    assert locomo_lab.code_digest() != digest
-    second = locomo_lab.build(sample(), tmp_path, handle)
-    assert second != first and second.exists() and first.exists()
-
-
-def test_lab_cache_is_per_user(monkeypatch, tmp_path: Path):
-    from memloci.bench.locomo_lab import lab_cache_dir
-
-    monkeypatch.delenv("MEMLOCI_CACHE", raising=False)
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
-    assert lab_cache_dir() == tmp_path / "xdg" / "memloci" / "locomo-lab"
-    monkeypatch.setenv("MEMLOCI_CACHE", str(tmp_path / "mine"))
-    assert lab_cache_dir() == tmp_path / "mine" / "locomo-lab"
+def _folds(tmp_path: Path, data: Path, out: Path, src: Path | None = None) -> subprocess.CompletedProcess:
+    """`memloci bench locomo --folds --k 1`, its lab cache under tmp_path/cache (XDG_CACHE_HOME);
+    with `src`, memloci's code is read from there."""
+    env = {k: v for k, v in os.environ.items() if k != "MEMLOCI_CACHE"} | {"XDG_CACHE_HOME": str(tmp_path / "cache")}
+    if src is not None:
+        env["PYTHONPATH"] = str(src)
+    done = subprocess.run([sys.executable, "-m", "memloci", "bench", "locomo", "--data", str(data), "--folds",
+                           "--k", "1", "--out", str(out)], capture_output=True, text=True, timeout=900, env=env)
+    assert done.returncode == 0, done.stderr
+    return done
 
 
 def test_bench_locomo_folds_command(tmp_path: Path):
-    """`memloci bench locomo --folds` prints the shipped and leave-one-out figures and writes them."""
-    import subprocess
-    import sys
+    """`memloci bench locomo --folds` prints the shipped and leave-one-out figures and writes them:
+    each fold chooses the weights that score best on the other conversation, and the figures are
+    those of the setting it chose. Its libraries are built once and reused, and are keyed by the
+    code: a library built by other indexing code (other search/ or store/ source) is never reused."""
+    import memloci
 
     data = tmp_path / "locomo.json"
     one = sample()
     data.write_text(json.dumps([one, json.loads(json.dumps(one).replace("conv-test", "conv-other"))]))
     out = tmp_path / "folds.json"
-    # the lab's cache is per user, under XDG_CACHE_HOME (or MEMLOCI_CACHE): here a temp dir
-    env = {k: v for k, v in os.environ.items() if k != "MEMLOCI_CACHE"} | {"XDG_CACHE_HOME": str(tmp_path / "cache")}
-    done = subprocess.run([sys.executable, "-m", "memloci", "bench", "locomo", "--data", str(data), "--folds",
-                           "--k", "1", "--out", str(out)], capture_output=True, text=True, timeout=900, env=env)
-    assert done.returncode == 0, done.stderr
-    built = sorted(p.name.split("-")[:2] for p in (tmp_path / "cache" / "memloci" / "locomo-lab").glob("*.db"))
+    done = _folds(tmp_path, data, out)
+    lab = tmp_path / "cache" / "memloci" / "locomo-lab"
+    built = sorted(p.name.split("-")[:2] for p in lab.glob("*.db"))
     assert built == [["conv", "other"], ["conv", "test"]]
     assert "leave-one-out" in done.stdout and "chosen without conv-test" in done.stdout
     report = json.loads(out.read_text())
     assert report["bench"] == "locomo-folds" and report["k"] == 1
     assert len(report["settings"]) == 36 and set(report["chosen"]) == {"conv-test", "conv-other"}
     assert report["shipped"] == {"WHEN_BOOST": 0.5, "DATE_BOOST": 2.0, "SPEAKER_BOOST": 0.2}
+    by_setting = {json.dumps(s["weights"], sort_keys=True): s["recall"] for s in report["settings"]}
+    assert report["plain"]["overall"] == by_setting[json.dumps(report["shipped"], sort_keys=True)]
+    # the two conversations are alike, so both folds choose the setting that is best overall
+    best = max(by_setting, key=by_setting.get)
+    assert all(json.dumps(w, sort_keys=True) == best for w in report["chosen"].values())
+    assert report["leave_one_out"]["overall"] == by_setting[best]
+
+    libraries = {p.name: p.stat().st_mtime_ns for p in lab.glob("*.db")}
+    _folds(tmp_path, data, tmp_path / "again.json")  # the same code: the same libraries, not built again
+    assert {p.name: p.stat().st_mtime_ns for p in lab.glob("*.db")} == libraries
+    src = tmp_path / "src"
+    shutil.copytree(Path(memloci.__file__).parent, src / "memloci", ignore=shutil.ignore_patterns("__pycache__"))
+    with (src / "memloci" / "search" / "hybrid.py").open("a", encoding="utf-8") as f:
+        f.write("\n# other indexing code\n")
+    _folds(tmp_path, data, tmp_path / "changed.json", src)
+    rebuilt = set(p.name for p in lab.glob("*.db")) - set(libraries)
+    assert sorted(name.split("-")[:2] for name in rebuilt) == [["conv", "other"], ["conv", "test"]]

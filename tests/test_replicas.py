@@ -14,7 +14,7 @@ from contextlib import ExitStack
 import httpx2
 from conftest import server_env
 
-from memloci.bench.http import loopback_server
+from memloci.http.loopback import loopback_server
 
 HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json",
            "MCP-Protocol-Version": "2025-06-18"}

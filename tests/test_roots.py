@@ -252,7 +252,7 @@ def test_a_second_clone_is_told_of_the_first(tmp_path, home):
 def test_over_http_roots_are_used_only_for_an_admin_token(tmp_path):
     from conftest import server_env
 
-    from memloci.bench.http import create_token, http_session, loopback_server
+    from memloci.http.loopback import create_token, http_session, loopback_server
 
     home = tmp_path / "home"
     app = make_repo(tmp_path / "app")

@@ -29,6 +29,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from memloci.store.markdown.audit import index_disagreements, note_files, temp_files_left
+
 KINDS = ("create", "rename", "merge", "delete", "add_observations", "reindex")  # tests/test_crash.py runs each
 ENGINES = ("markdown", "sqlite")
 POSTGRES_KINDS = ("create", "delete", "add_observations")  # no files to rebuild, no documents there yet
@@ -37,7 +39,6 @@ POSTGRES_KINDS = ("create", "delete", "add_observations")  # no files to rebuild
 # observations, each linked from 10 notes.
 SIZES = {"create": 1000, "rename": 300, "merge": 20, "delete": 500, "add_observations": 1000, "reindex": 1000}
 N_SOURCE_OBS, N_SOURCE_LINKERS = 10, 10
-RESERVED = {"meta.md", "journal.md", "context.md"}
 
 
 def service_for(engine: str, path: Path | str):
@@ -177,37 +178,15 @@ def kill_round(kind: str, engine: str, base: Path | str, folder: Path, delay: fl
 
 # -- the checks --------------------------------------------------------------------------
 
-def _files(root: Path) -> dict[str, bytes]:
-    found = {}
-    for p in root.rglob("*.md"):
-        rel = p.relative_to(root).as_posix()
-        if any(part.startswith(".") for part in Path(rel).parts) or rel in RESERVED:
-            continue
-        found[rel] = p.read_bytes()
-    return found
-
-
 def _no_temp_files(root: Path) -> None:
-    staging = root / ".memloci" / "staging"
-    left = sorted(os.listdir(staging)) if staging.exists() else []
-    assert not left, f"temp files left in {staging}: {left[:5]}"
-    stray = [p.relative_to(root).as_posix() for p in root.rglob("*") if p.name.endswith((".tmp", ".memloci-tmp"))]
-    assert not stray, f"temp files left: {stray[:5]}"
+    left = temp_files_left(root)
+    assert not left, f"temp files left: {left[:5]}"
 
 
 def _agree(root: Path, index: sqlite3.Connection) -> None:
     """Every file as the index records it, and no record without its file."""
-    from memloci.store.markdown.files import sha256_hex
-
-    disk = {rel: sha256_hex(data) for rel, data in _files(root).items()}
-    rows = dict(index.execute("SELECT path, sha256 FROM md_files"))
-    rows = {p: h for p, h in rows.items() if p not in RESERVED}
-    missing = sorted(set(rows) - set(disk))
-    unknown = sorted(set(disk) - set(rows))
-    differ = sorted(p for p in set(disk) & set(rows) if disk[p] != rows[p])
-    assert not (missing or unknown or differ), (
-        f"files and index disagree: indexed but missing {missing[:5]}, on disk but not indexed {unknown[:5]}, "
-        f"different bytes {differ[:5]}")
+    differ = index_disagreements(root, index)
+    assert differ is None, differ
 
 
 def _count(index: sqlite3.Connection, sql: str, *args: Any) -> int:
@@ -318,7 +297,7 @@ def check(kind: str, engine: str, path: Path | str, n: int) -> str:
             outcome = "all" if _count(index, "SELECT count(*) FROM entities WHERE name GLOB 'hand*'") else "none"
         else:
             _agree(path, index)
-            outcome = _all_or_nothing(kind, index, _files(path), n)
+            outcome = _all_or_nothing(kind, index, note_files(path), n)
     finally:
         index.close()
     s = service_for(engine, path)
@@ -369,10 +348,12 @@ def run_kind(kind: str, engine: str, rounds: int, work: Path, n: int | None = No
 
 
 def run(*, rounds: int, kinds: list[str], engines: list[str], out: Path, console: Any,
-        pg_url: str | None = None) -> dict[str, Any]:
+        size: int | None = None, pg_url: str | None = None) -> dict[str, Any]:
+    """`size`: entities each write touches (None: SIZES, each kind's own); `pg_url`: the server
+    the postgres engine writes to."""
     from rich.table import Table
 
-    from memloci.bench.graph import save_report
+    from memloci.bench.common import save_report
 
     unknown = [k for k in kinds if k not in KINDS]
     if unknown:
@@ -389,7 +370,7 @@ def run(*, rounds: int, kinds: list[str], engines: list[str], out: Path, console
             if engine == "postgres" and kind not in POSTGRES_KINDS:
                 continue  # documents (rename, merge) and files (reindex) are not on postgres yet
             console.print(f"{kind} on {engine} ...")
-            r = run_kind(kind, engine, rounds, tmp / f"{kind}-{engine}", url=pg_url)
+            r = run_kind(kind, engine, rounds, tmp / f"{kind}-{engine}", n=size, url=pg_url)
             report["results"].append(r)
             table.add_row(kind, engine, f"{r['write_s']:.2f} s", str(r["all"]), str(r["none"]), str(len(r["failures"])))
             for failure in r["failures"]:

@@ -2,9 +2,10 @@
 
 Builds a library of N entities (3 observations each) and N relations, starts
 `memloci serve` on it, and times every tool from the client's side (send, server work,
-reply, client parsing; the client's own jsonschema re-check of results is left out). With `--vs-official` the same graph is written as memory.jsonl
-and the same calls go to `@modelcontextprotocol/server-memory` (installed with npm into
-a cache folder), so the two are compared on this machine, in this run.
+reply, client parsing; the client's own jsonschema re-check of results is left out). With
+`--vs-official` the same graph is written as memory.jsonl and the same calls go to
+`@modelcontextprotocol/server-memory` (installed with npm into a cache folder), so the two are
+compared on this machine, in this run.
 """
 
 from __future__ import annotations
@@ -22,9 +23,12 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from memloci.bench.common import percentiles, postgres_url
+from memloci.bench.common import client_session_class, percentiles, postgres_url, save_report
+
+if TYPE_CHECKING:
+    from memloci.core.settings import Settings
 
 OFFICIAL_PACKAGE = "@modelcontextprotocol/server-memory"
 SEED = 20261121
@@ -126,29 +130,12 @@ def workload(graph: SyntheticGraph, calls: int) -> list[tuple[str, dict[str, Any
     return plan
 
 
-def _session_class() -> type:
-    from mcp import ClientSession
-
-    class BenchSession(ClientSession):
-        """The SDK client, minus its re-validation of structured results against the output schema.
-
-        That check runs pure-Python jsonschema in the client (seconds for a 50,000-entity
-        graph) and is the client's cost, not the server's; skipping it for both servers keeps
-        the comparison about the servers and the transport.
-        """
-
-        async def validate_tool_result(self, name: str, result: Any) -> None:
-            return None
-
-    return BenchSession
-
-
 async def _time_server(command: list[str], env: dict[str, str], plan: list[tuple[str, dict[str, Any]]],
                        on_call: Callable[[], None]) -> tuple[dict[str, list[float]], float]:
     from mcp import StdioServerParameters
     from mcp.client.stdio import stdio_client
 
-    ClientSession = _session_class()
+    ClientSession = client_session_class()
 
     params = StdioServerParameters(command=command[0], args=command[1:], env=env)
     timings: dict[str, list[float]] = {}
@@ -190,29 +177,6 @@ def _startup_ms(command: list[str], env: dict[str, str], runs: int = 5) -> float
                 return (time.perf_counter() - t0) * 1000
 
     return statistics.median(anyio.run(once) for _ in range(runs))
-
-
-def save_report(report: dict[str, Any], out: Path, console: Any) -> None:
-    """Every benchmark writes its figures as JSON, beside the table it prints."""
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(report, indent=2) + "\n")
-    console.print(f"JSON written to {out}")
-
-
-def print_latencies(console: Any, title: str, latency_ms: dict[str, dict[str, float]]) -> None:
-    """A table of p50/p95 per call."""
-    from rich.table import Table
-
-    table = Table(title=title)
-    for column in ("call", "p50", "p95"):
-        table.add_column(column, justify="left" if column == "call" else "right")
-    for name, stats in latency_ms.items():
-        table.add_row(name, f"{stats['p50_ms']:.1f}", f"{stats['p95_ms']:.1f}")
-    console.print(table)
-
-
-def _percentiles(values: list[float]) -> dict[str, float]:
-    return percentiles(values, digits=3)
 
 
 def _held(spec: str) -> dict[str, int]:
@@ -257,8 +221,9 @@ ENGINES = ("sqlite", "postgres")
 
 
 def run(*, n: int, calls: int, vs_official: bool, official_n: int | None, out: Path, console: Any,
-        official_calls: int = 30, embedder: str = "none", engine: str = "sqlite",
+        settings: Settings, official_calls: int = 30, embedder: str = "none", engine: str = "sqlite",
         url: str | None = None) -> dict[str, Any]:
+    """`settings`: the command's, for the cache folder the official server is installed in."""
     if engine not in ENGINES:
         raise ValueError(f"--engine: unknown engine {engine!r}; known: {', '.join(ENGINES)}")
     if url is not None and engine != "postgres":
@@ -307,23 +272,21 @@ def run(*, n: int, calls: int, vs_official: bool, official_n: int | None, out: P
             plan = workload(graph, calls)
             task = progress.add_task("memloci tool calls", total=len(plan))
             timings, _ = anyio.run(_time_server, command, env, plan, lambda: progress.advance(task))
-            results["memloci"] = {tool: _percentiles(v) for tool, v in timings.items()}
+            results["memloci"] = {tool: percentiles(v, digits=3) for tool, v in timings.items()}
 
             if vs_official:
                 on = official_n or n
                 ograph = graph if on == n else SyntheticGraph(on)
                 memory = work / "memory.jsonl"
                 write_official_jsonl(ograph, memory)
-                from memloci.core.settings import Settings
-
-                node = _official_entry(Settings.from_env().user_cache / "memloci" / "official")
+                node = _official_entry(settings.user_cache / "memloci" / "official")
                 oenv = {**os.environ, "MEMORY_FILE_PATH": str(memory)}
                 results["official_n"] = on
                 results["official_startup_ms"] = round(_startup_ms(node, oenv), 1)
                 oplan = workload(ograph, min(calls, official_calls))
                 task = progress.add_task("official server tool calls", total=len(oplan))
                 otimings, _ = anyio.run(_time_server, node, oenv, oplan, lambda: progress.advance(task))
-                results["official"] = {tool: _percentiles(v) for tool, v in otimings.items()}
+                results["official"] = {tool: percentiles(v, digits=3) for tool, v in otimings.items()}
         if engine == "postgres":
             results["held"] = _held(spec)
     finally:

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from memloci.bench.graph import _percentiles, save_report
+from memloci.bench.common import percentiles, save_report
 
 
 def _event(case: str, root: Path, transcript: Path) -> bytes:
@@ -61,7 +61,7 @@ def run(*, runs: int, out: Path, console: Any) -> dict[str, Any]:
                 started = time.perf_counter()
                 subprocess.run(command, input=data, capture_output=True, env=env, timeout=60)
                 times.append((time.perf_counter() - started) * 1000)
-            stats = {**_percentiles(times), "max_ms": round(max(times), 3)}
+            stats = {**percentiles(times, digits=3), "max_ms": round(max(times), 3)}
             slowest = max(slowest, stats["max_ms"])
             results[f"{label}: {case}"] = stats
     log = (home / "logs" / "hook.log").read_text()

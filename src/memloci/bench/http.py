@@ -17,138 +17,25 @@ clients on a 2-core machine, the SDK client spent less CPU per call than the ser
 and neither process used a whole core: one client process is not what limits the figures.) The server's per-token rate
 limit is turned off in the bench's own config file, since the limit is not what is measured.
 
-`loopback_server()` is also how the tests start an HTTP server.
+The server is started as the tests start one (memloci.http.loopback).
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 import platform
-import re
 import shutil
-import socket
-import subprocess
-import sys
 import tempfile
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from memloci.bench.common import percentiles
-from memloci.bench.graph import _session_class, save_report
+from memloci.bench.common import client_session_class, percentiles, save_report
+from memloci.http.loopback import Endpoint, http_session, loopback_server
 
 ENGINES = ("sqlite",)  # postgresql joins when that engine is in
 LIBRARY = "bench"
-START_TIMEOUT = 90.0  # seconds: a cold start on a loaded 2-core machine imports a lot
-
-
-# ----- a real server on loopback --------------------------------------------------------------
-
-@dataclass(frozen=True)
-class Endpoint:
-    """A running `memloci serve --transport http`: where to reach it, with which headers."""
-
-    url: str
-    headers: dict[str, str]
-    process: subprocess.Popen
-    log: Path  # the server's stderr
-
-
-def free_port() -> int:
-    """A port nothing listens on right now (the kernel's pick; another process could take it
-    before the server binds, so `loopback_server` tries again when the bind fails)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def memloci_command(*args: str) -> list[str]:
-    return [sys.executable, "-m", "memloci", *args]
-
-
-def create_token(env: dict[str, str], name: str, scopes: list[str]) -> str:
-    """`memloci token create NAME --scope S ...`: the bearer token it prints once."""
-    argv = memloci_command("token", "create", name, *[a for s in scopes for a in ("--scope", s)])
-    proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120)
-    if proc.returncode != 0:
-        raise RuntimeError(f"memloci token create failed (exit {proc.returncode}): {proc.stderr[-2000:]}")
-    found = re.findall(r"\bmlc_[A-Za-z0-9_-]+", proc.stdout)  # tokens.py's TOKEN_PREFIX
-    if len(found) != 1:
-        raise RuntimeError(f"memloci token create should print one token, got: {proc.stdout!r}")
-    return found[0]
-
-
-def _wait_listening(port: int, process: subprocess.Popen, log: Path, timeout: float) -> None:
-    """Until the port accepts a connection (uvicorn binds after the app has started)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"memloci serve --transport http exited {process.returncode}:\n"
-                               f"{log.read_text(errors='replace')[-3000:]}")
-        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=1):
-            return
-        time.sleep(0.1)
-    raise RuntimeError(f"memloci serve --transport http did not listen on port {port} within {timeout:.0f}s:\n"
-                       f"{log.read_text(errors='replace')[-3000:]}")
-
-
-def _stop(process: subprocess.Popen) -> None:
-    """SIGTERM (a clean shutdown finishes in-flight calls), then SIGKILL if it hangs."""
-    if process.poll() is None:
-        process.terminate()
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-
-
-@contextlib.contextmanager
-def loopback_server(serve_args: list[str], env: dict[str, str], *, log: Path, scopes: list[str] | None = None,
-                    headers: dict[str, str] | None = None, cwd: Path | None = None,
-                    timeout: float = START_TIMEOUT) -> Iterator[Endpoint]:
-    """`memloci serve --transport http --port P <serve_args>` on a free loopback port; with
-    `scopes`, a token holding them (made in the `MEMLOCI_HOME` of `env`) goes in the headers.
-    `serve_args` are what follows `serve` (a leading "serve" is taken off)."""
-    args = serve_args[1:] if serve_args[:1] == ["serve"] else serve_args
-    headers = dict(headers or {})
-    if scopes:
-        headers["Authorization"] = f"Bearer {create_token(env, 'conformance', scopes)}"
-    for attempt in range(3):
-        port = free_port()
-        with log.open("ab") as errlog:
-            process = subprocess.Popen(memloci_command("serve", "--transport", "http", "--port", str(port), *args),
-                                       env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=errlog, stderr=errlog)
-        try:
-            _wait_listening(port, process, log, timeout)
-        except RuntimeError:
-            _stop(process)
-            if attempt < 2 and "address already in use" in log.read_text(errors="replace").lower():
-                continue  # another process took the port between our probe and the bind
-            raise
-        try:
-            yield Endpoint(f"http://127.0.0.1:{port}/mcp", headers, process, log)
-        finally:
-            _stop(process)
-        return
-
-
-@contextlib.asynccontextmanager
-async def http_session(url: str, headers: dict[str, str], session_class: type | None = None, **session_kwargs: Any):
-    """A Python SDK client session over streamable HTTP to `url`, initialized (its InitializeResult
-    kept as `session.init_result`)."""
-    from mcp import ClientSession
-    from mcp.client.streamable_http import streamable_http_client
-    from mcp.shared._httpx_utils import create_mcp_http_client
-
-    async with create_mcp_http_client(headers=headers) as http, \
-            streamable_http_client(url, http_client=http) as (read, write), \
-            (session_class or ClientSession)(read, write, **session_kwargs) as session:
-        session.init_result = await session.initialize()
-        yield session
 
 
 # ----- the load -------------------------------------------------------------------------------
@@ -177,7 +64,7 @@ async def one_client(endpoint: Endpoint, c: int, writes: int, log: ClientLog, ti
     """M writes, each followed by a read; a failed call is logged, never retried."""
     import json
 
-    async with http_session(endpoint.url, endpoint.headers, _session_class()) as session:
+    async with http_session(endpoint.url, endpoint.headers, client_session_class()) as session:
         async def call(kind: str, tool: str, args: dict[str, Any]) -> dict[str, Any] | None:
             t0 = time.perf_counter()
             try:
@@ -215,7 +102,7 @@ async def read_back(endpoint: Endpoint, clients: int, logs: list[ClientLog]) -> 
     """Everything each client was told was written, looked for through MCP; what is missing is lost."""
     found_memories: set[str] = set()
     found_entities: set[str] = set()
-    async with http_session(endpoint.url, endpoint.headers, _session_class()) as session:
+    async with http_session(endpoint.url, endpoint.headers, client_session_class()) as session:
         for c in range(clients):
             offset = 0
             while True:
@@ -315,7 +202,7 @@ def run(*, clients: int, writes: int, engine: str, repeat: int, out: Path, conso
                     Progress(TextColumn(f"run {r + 1}/{repeat}: {clients} clients"), BarColumn(), MofNCompleteColumn(),
                              TimeElapsedColumn(), console=Console(stderr=True), transient=True) as bar:
                 task = bar.add_task("calls", total=clients * writes * 2)
-                runs.append(run_load(endpoint, clients, writes, lambda: bar.advance(task)))
+                runs.append(run_load(endpoint, clients, writes, lambda task=task: bar.advance(task)))
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
 

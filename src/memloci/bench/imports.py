@@ -20,7 +20,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from memloci.bench.graph import SyntheticGraph, save_report
+from memloci.bench.common import save_report
+from memloci.bench.graph import SyntheticGraph
 
 ENGINES = ("sqlite", "markdown")
 
@@ -76,7 +77,7 @@ def run(*, engines: list[str], entities: int, relations: int, repeat: int, out: 
                 for engine in engines:  # alternating: a busy machine slows both engines alike
                     task = bar.add_task(f"{engine} run {r + 1}/{repeat}", total=entities + relations)
                     library = tmp / f"{engine}-{r}{'.db' if engine == 'sqlite' else ''}"
-                    runs[engine].append(import_once(source, library, engine, lambda n: bar.advance(task, n)))
+                    runs[engine].append(import_once(source, library, engine, lambda n, task=task: bar.advance(task, n)))
                     bar.remove_task(task)
                     shutil.rmtree(library, ignore_errors=True) if library.is_dir() else library.unlink(missing_ok=True)
     finally:

@@ -20,7 +20,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from memloci.bench.graph import SEED, SyntheticGraph, _session_class, save_report
+from memloci.bench.common import client_session_class, save_report
+from memloci.bench.graph import SEED, SyntheticGraph
 
 
 def make_library(folder: Path, n: int) -> None:
@@ -84,7 +85,7 @@ def run(*, files: int, repeat: int, embeddings: bool, out: Path, console: Any) -
         started = time.perf_counter()
         with open(os.devnull, "w") as devnull:
             async with stdio_client(params, errlog=devnull) as (read, write):
-                async with _session_class()(read, write) as session:
+                async with client_session_class()(read, write) as session:
                     await session.initialize()
                     result = await session.call_tool("list_entities", {"entity_glob": "note-1"})
                     assert not result.is_error, result.content[0].text

@@ -23,8 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from memloci.bench.common import percentiles, postgres_url
-from memloci.bench.graph import save_report
+from memloci.bench.common import percentiles, postgres_url, save_report
 
 ENGINES = ("postgres", "sqlite")
 LIBRARY = "load"

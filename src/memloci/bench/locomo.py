@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import statistics
 import sys
 import tempfile
@@ -21,35 +20,10 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from memloci.bench.graph import save_report
+from memloci.bench.common import client_session_class, save_report
+from memloci.bench.locomo_protocol import CATEGORIES, evidence_ids, recall, turns_of
 
-CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
 _DEVNULL = open(os.devnull, "w")
-
-
-def evidence_ids(evidence: list[Any]) -> list[str]:
-    """Normalized dia ids: "D8:6; D9:17" is two ids, "D30:05" is "D30:5", "D:11:26" is "D11:26"."""
-    out = []
-    for item in evidence:
-        for part in re.split(r"[;,]", str(item)):
-            m = re.match(r"\s*D:?(\d+):(\d+)", part)
-            if m:
-                out.append(f"D{int(m.group(1))}:{int(m.group(2))}")
-    return list(dict.fromkeys(out))
-
-
-def turns_of(sample: dict[str, Any]) -> list[dict[str, Any]]:
-    conv = sample["conversation"]
-    turns, s = [], 1
-    while f"session_{s}" in conv:
-        date = conv.get(f"session_{s}_date_time", "")
-        for t in conv[f"session_{s}"]:
-            content = f"{t['speaker']}: {t['text']}"
-            if t.get("blip_caption"):
-                content += f" [image: {t['blip_caption']}]"
-            turns.append({"content": content, "dia_id": t["dia_id"], "session": s, "date": date})
-        s += 1
-    return turns
 
 
 async def _run_conversation(sample: dict[str, Any], k_max: int, home: Path, on_step,
@@ -57,15 +31,13 @@ async def _run_conversation(sample: dict[str, Any], k_max: int, home: Path, on_s
     from mcp import StdioServerParameters
     from mcp.client.stdio import stdio_client
 
-    from memloci.bench.graph import _session_class
-
     env = {**os.environ, "MEMLOCI_HOME": str(home), "MEMLOCI_LIBRARIES": f"bench:{home / (sample['sample_id'] + '.db')}",
            **({"MEMLOCI_EMBEDDER": embedder} if embedder is not None else {})}
     params = StdioServerParameters(command=sys.executable, args=["-m", "memloci", "serve"], env=env)
     turns = turns_of(sample)
     questions = [q for q in sample["qa"] if evidence_ids(q.get("evidence", []))]
     async with stdio_client(params, errlog=_DEVNULL) as (read, write):
-        async with _session_class()(read, write) as session:
+        async with client_session_class()(read, write) as session:
             await session.initialize()
             await session.list_tools()
             started = time.perf_counter()
@@ -102,12 +74,6 @@ async def _sleep(seconds: float) -> None:
     import anyio
 
     await anyio.sleep(seconds)
-
-
-def recall(rows: list[dict[str, Any]], k: int) -> float:
-    if not rows:
-        return 0.0
-    return sum(sum(e in r["ranked"][:k] for e in r["evidence"]) / len(r["evidence"]) for r in rows) / len(rows)
 
 
 def run(*, data: Path, ks: list[int], out: Path, console: Any, limit: int | None = None,
@@ -178,10 +144,11 @@ def run(*, data: Path, ks: list[int], out: Path, console: Any, limit: int | None
     return report
 
 
-def run_folds(*, data: Path, k: int, out: Path, console: Any, limit: int | None = None) -> dict[str, Any]:
+def run_folds(*, data: Path, k: int, out: Path, console: Any, cache: Path, limit: int | None = None) -> dict[str, Any]:
     """Leave one conversation out (in-process, bench/locomo_lab.py): the retrieval weights are
     chosen on the other conversations and measured on the one left out, in turn; printed beside
-    the plain figures of the shipped weights, per category."""
+    the plain figures of the shipped weights, per category. `cache`: where the lab keeps the
+    libraries it builds, and reuses them."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
     from rich.table import Table
 
@@ -196,7 +163,7 @@ def run_folds(*, data: Path, k: int, out: Path, console: Any, limit: int | None 
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=console) as progress:
         task = progress.add_task("LoCoMo folds: one run per weight setting", total=settings)
-        report = folds(samples, k=k, on_step=lambda: progress.advance(task))
+        report = folds(samples, cache, k=k, on_step=lambda: progress.advance(task))
     table = Table(title=f"LoCoMo turn-level recall@{k} — {len(samples)} conversations, leave one out")
     table.add_column("category")
     table.add_column("shipped weights", justify="right")

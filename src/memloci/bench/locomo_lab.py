@@ -1,8 +1,9 @@
 """LoCoMo in-process: the same protocol as `memloci bench locomo`, without MCP, for experiments.
 
 Each conversation's library is built once (store_memory per turn, every turn embedded by
-the real model) in a per-user cache folder (lab_cache_dir: $MEMLOCI_CACHE/locomo-lab, else
-$XDG_CACHE_HOME or ~/.cache, then memloci/locomo-lab), and reused; question vectors are cached
+the real model) in a cache folder the caller gives (`memloci bench locomo --folds` gives the
+per-user one, Settings.cache_for("locomo-lab"): $MEMLOCI_CACHE/locomo-lab, else $XDG_CACHE_HOME
+or ~/.cache, then memloci/locomo-lab), and reused; question vectors are cached
 there too. Retrieval runs `MemoryService.retrieve_memory` on the real store and vector index,
 so a configuration is measured in seconds rather than minutes.
 
@@ -14,7 +15,7 @@ the lab asks for k; on the dev split the shipped weights score R@10 80.6 asked f
 recorded before the next question (_CountedAtOnce), so a run is repeatable; latency is
 measured only in the MCP bench.
 
-    python -m memloci.bench.locomo_lab --data ../shared/data/locomo/locomo_dev.json
+    python -m memloci.bench.locomo_lab --data ../shared/data/locomo/locomo_dev.json --cache ~/.cache/memloci/locomo-lab
 """
 
 from __future__ import annotations
@@ -30,26 +31,18 @@ from typing import Any
 
 import numpy as np
 
-from memloci.bench.locomo import CATEGORIES, evidence_ids, recall, turns_of
-
-
-def lab_cache_dir() -> Path:
-    """Where built libraries and question vectors are kept, per user (as search/embedder.py's
-    cache_dir): $MEMLOCI_CACHE/locomo-lab, else $XDG_CACHE_HOME or ~/.cache, then memloci/locomo-lab."""
-    from memloci.core.settings import Settings
-
-    return Settings.from_env().cache_for("locomo-lab")
+from memloci.bench.locomo_protocol import CATEGORIES, evidence_ids, recall, turns_of
 
 
 def code_digest() -> str:
     """A digest of what decides a built library's contents: memloci's schema version and the
-    source of the indexing code (search/, store/, service.py). Changed code never reuses a
+    source of the indexing code (search/, store/, service/). Changed code never reuses a
     library built by older code; computed anew on each call, as the files are cheap to read."""
     from memloci.store.sqlite.schema import SCHEMA_VERSION
 
     root = Path(__file__).resolve().parent.parent
     h = hashlib.sha1(f"schema {SCHEMA_VERSION}\n".encode())
-    files = sorted([*(root / "search").rglob("*.py"), *(root / "store").rglob("*.py"), root / "service.py"])
+    files = sorted([*(root / "search").rglob("*.py"), *(root / "store").rglob("*.py"), *(root / "service").rglob("*.py")])
     for f in files:
         h.update(f.relative_to(root).as_posix().encode() + b"\0" + f.read_bytes() + b"\0")
     return h.hexdigest()[:12]
@@ -128,7 +121,7 @@ def build(sample: dict[str, Any], cache: Path, handle) -> Path:
     return db
 
 
-def evaluate(samples: list[dict[str, Any]], cache: Path | None = None, k: int = 10,
+def evaluate(samples: list[dict[str, Any]], cache: Path, k: int = 10,
              weights: dict[str, float] | None = None, handle=None) -> list[dict[str, Any]]:
     """Rows {conversation, category, evidence, ranked, question} for every question with
     evidence, asked through MemoryService.retrieve_memory (the tool's own path) on a fresh copy
@@ -139,7 +132,6 @@ def evaluate(samples: list[dict[str, Any]], cache: Path | None = None, k: int = 
     from memloci.app.libraries import LibraryRegistry, LibrarySpec
     from memloci.service.facade import MemoryService
 
-    cache = cache or lab_cache_dir()
     cache.mkdir(parents=True, exist_ok=True)
     handle = handle or cached_handle(cache)
     rows = []
@@ -213,7 +205,7 @@ def per_category(rows: list[dict[str, Any]], k: int = 10) -> dict[str, float]:
 GRID = {"WHEN_BOOST": (0.0, 0.5, 1.0), "DATE_BOOST": (0.0, 1.0, 2.0, 3.0), "SPEAKER_BOOST": (0.0, 0.2, 0.4)}
 
 
-def folds(samples: list[dict[str, Any]], cache: Path | None = None, k: int = 10,
+def folds(samples: list[dict[str, Any]], cache: Path, k: int = 10,
           grid: dict[str, tuple[float, ...]] | None = None, on_step=None) -> dict[str, Any]:
     """Leave one conversation out: for each conversation, the weights that score best on the
     other ones (overall recall@k), measured on it. Returns the plain figures (the shipped
@@ -223,7 +215,6 @@ def folds(samples: list[dict[str, Any]], cache: Path | None = None, k: int = 10,
     from memloci.search import hybrid
 
     grid = grid or GRID
-    cache = cache or lab_cache_dir()
     cache.mkdir(parents=True, exist_ok=True)
     handle = cached_handle(cache)
     names = [n for n in grid if hasattr(hybrid, n)]
@@ -252,7 +243,7 @@ def folds(samples: list[dict[str, Any]], cache: Path | None = None, k: int = 10,
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, required=True)
-    parser.add_argument("--cache", type=Path, default=None, help="default: lab_cache_dir()")
+    parser.add_argument("--cache", type=Path, required=True, help="where built libraries are kept and reused")
     parser.add_argument("-k", type=int, default=10)
     args = parser.parse_args(argv)
     samples = json.loads(args.data.read_text(encoding="utf-8"))

@@ -28,7 +28,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from memloci.bench.graph import save_report
+from memloci.bench.common import client_session_class, save_report
 
 CJK_SET = Path(__file__).parent / "data" / "cjk_recall.json"
 LANGS = ("en", "ja", "zh")
@@ -126,13 +126,11 @@ async def cjk_through_server(spec: str, data: dict[str, Any], home: Path, on_ste
     from mcp import StdioServerParameters
     from mcp.client.stdio import stdio_client
 
-    from memloci.bench.graph import _session_class
-
     env = {**os.environ, "MEMLOCI_EMBEDDER": spec, "MEMLOCI_HOME": str(home),
            "MEMLOCI_LIBRARIES": f"bench:{home / 'cjk.db'}"}
     params = StdioServerParameters(command=sys.executable, args=["-m", "memloci", "serve"], env=env)
     async with stdio_client(params, errlog=_DEVNULL) as (read, write):
-        async with _session_class()(read, write) as session:
+        async with client_session_class()(read, write) as session:
             await session.initialize()
             for m in data["memories"]:
                 result = await session.call_tool("store_memory", {"content": m["text"], "tags": [f"cjk:{m['id']}"]})

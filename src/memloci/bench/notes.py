@@ -39,8 +39,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from memloci.bench.graph import save_report
-from memloci.bench.locomo import evidence_ids
+from memloci.bench.common import client_session_class, save_report
+from memloci.bench.locomo_protocol import evidence_ids
 
 K1, B = 1.2, 0.75
 CUTOFF = 10
@@ -229,13 +229,11 @@ async def _search_nodes_run(corpus: Corpus, home: Path, embedder: str, on_step, 
     from mcp import StdioServerParameters
     from mcp.client.stdio import stdio_client
 
-    from memloci.bench.graph import _session_class
-
     env = {**os.environ, "MEMLOCI_HOME": str(home), "MEMLOCI_LIBRARIES": library, "MEMLOCI_EMBEDDER": embedder}
     params = StdioServerParameters(command=sys.executable, args=["-m", "memloci", "serve"], env=env)
     by_name = {name: note_id for note_id, (name, _) in corpus.notes.items()}
     async with stdio_client(params, errlog=_DEVNULL) as (read, write):
-        async with _session_class()(read, write) as session:
+        async with client_session_class()(read, write) as session:
             await session.initialize()
             started = time.perf_counter()
             items = list(corpus.notes.values())

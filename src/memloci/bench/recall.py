@@ -17,7 +17,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from memloci.bench.graph import SEED, SyntheticGraph, _percentiles, _session_class, print_latencies, save_report
+from memloci.bench.common import client_session_class, percentiles, print_latencies, save_report
+from memloci.bench.graph import SEED, SyntheticGraph
 
 TOPICS = ["deploy", "billing", "auth", "database", "frontend", "meeting", "hiring", "budget", "incident", "design"]
 
@@ -92,12 +93,12 @@ def run(*, size: int, queries: int, out: Path, console: Any, engine: str = "sqli
             times: dict[str, list[float]] = {name: [] for name, _ in variants}
             with open(os.devnull, "w") as devnull:
                 async with stdio_client(params, errlog=devnull) as (read, write):
-                    async with _session_class()(read, write) as session:
+                    async with client_session_class()(read, write) as session:
                         await session.initialize()
                         await session.list_tools()
                         await session.call_tool("retrieve_memory", {"query": "warm up"})
                         task = progress.add_task("timing retrieve_memory", total=len(variants) * queries)
-                        for q in range(queries):
+                        for _ in range(queries):
                             query = f"{rng.choice(TOPICS)} {rng.choice(words)} {rng.choice(words)}"
                             for name, extra in variants:
                                 extra = {"tags": [rng.choice(TOPICS)]} if extra is None else extra
@@ -110,7 +111,7 @@ def run(*, size: int, queries: int, out: Path, console: Any, engine: str = "sqli
             return times
 
         times = anyio.run(timed)
-    report["latency_ms"] = {name: _percentiles(v) for name, v in times.items()}
+    report["latency_ms"] = {name: percentiles(v, digits=3) for name, v in times.items()}
     print_latencies(console, f"memloci bench recall — {size} memories, {queries} queries (ms, MCP stdio round trip)",
                     report["latency_ms"])
     console.print(f"built in {report['stored_and_embedded_s']} s ({report['store_s']} s storing, the rest embedding); "

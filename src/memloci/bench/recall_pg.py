@@ -28,8 +28,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from memloci.bench.common import postgres_url
-from memloci.bench.graph import SEED, _percentiles, _session_class, print_latencies, save_report
+from memloci.bench.common import client_session_class, percentiles, postgres_url, print_latencies, save_report
+from memloci.bench.graph import SEED
 
 TOPICS = {
     "deploy": ["release pipeline", "canary rollout", "staging cluster", "helm chart", "blue green switch",
@@ -211,7 +211,7 @@ def run(*, size: int, queries: int, out: Path, console: Any, url: str | None,
                 nouns = [n for ns in TOPICS.values() for n in ns]
                 with open(os.devnull, "w") as devnull:
                     async with stdio_client(params, errlog=devnull) as (read, write):
-                        async with _session_class()(read, write) as session:
+                        async with client_session_class()(read, write) as session:
                             await session.initialize()
                             await session.list_tools()
                             # one untimed call of each kind first: the server's connections, the
@@ -248,7 +248,7 @@ def run(*, size: int, queries: int, out: Path, console: Any, url: str | None,
         shutil.rmtree(tmp, ignore_errors=True)
     report["load_average_after"] = [round(x, 2) for x in os.getloadavg()]
     report["machine"] = {"python": platform.python_version(), "cpus": os.cpu_count(), "platform": platform.platform()}
-    report["latency_ms"] = {label: _percentiles(v) for label, v in times.items()}
+    report["latency_ms"] = {label: percentiles(v, digits=3) for label, v in times.items()}
     print_latencies(console, f"memloci bench recall --engine postgres — {size} memories, {queries} queries "
                              "(ms, MCP stdio round trip, query embedding included)", report["latency_ms"])
     loaded = (f"loaded in {report['load_s']} s ({report['load_memories_per_s']} memories/s, HNSW index included)"

@@ -18,7 +18,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from memloci.bench.graph import SEED, _percentiles, _session_class, print_latencies, save_report
+from memloci.bench.common import client_session_class, percentiles, print_latencies, save_report
+from memloci.bench.graph import SEED
 
 
 def run(*, relations: int, calls: int, out: Path, console: Any) -> dict[str, Any]:
@@ -58,7 +59,7 @@ def run(*, relations: int, calls: int, out: Path, console: Any) -> dict[str, Any
         times: dict[str, list[float]] = {"create_relation (accepted)": [], "create_relation (cycle refused)": []}
         with open(os.devnull, "w") as devnull:
             async with stdio_client(params, errlog=devnull) as (read, write):
-                async with _session_class()(read, write) as session:
+                async with client_session_class()(read, write) as session:
                     await session.initialize()
                     for _ in range(calls):
                         a, b = ordered[rng.randrange(len(ordered))]
@@ -75,7 +76,7 @@ def run(*, relations: int, calls: int, out: Path, console: Any) -> dict[str, Any
             return times
 
     times = anyio.run(timed)
-    latency_ms = {k: _percentiles(v) for k, v in times.items()}
+    latency_ms = {k: percentiles(v, digits=3) for k, v in times.items()}
     report = {"bench": "strict", "entities": n, "relations": len(ordered), "calls": calls, "latency_ms": latency_ms}
     print_latencies(console, f"memloci bench strict — {n} entities, {len(ordered)} relations, {calls} calls each "
                              "(ms, MCP stdio round trip)", latency_ms)

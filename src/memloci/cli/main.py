@@ -623,7 +623,7 @@ def bench_graph(
 
     try:
         run(n=n, calls=calls, vs_official=vs_official, official_n=official_n, official_calls=official_calls,
-            out=out, console=_console(), embedder=embedder, engine=engine, url=url)
+            out=out, console=_console(), settings=_settings(), embedder=embedder, engine=engine, url=url)
     except ValueError as exc:
         _console(stderr=True).print(str(exc))
         raise typer.Exit(1) from None
@@ -671,7 +671,8 @@ def bench_locomo(
         _console(stderr=True).print(_styled(("--k", "bold red"), f": expected numbers like 1,5,10,25, got {k!r}"))
         raise typer.Exit(1) from None
     if folds:
-        run_folds(data=data, k=10 if 10 in ks else max(ks), out=out, console=_console(), limit=conversations)
+        run_folds(data=data, k=10 if 10 in ks else max(ks), out=out, console=_console(),
+                  cache=_settings().cache_for("locomo-lab"), limit=conversations)
         return
     run_locomo(data=data, ks=ks, out=out, console=_console(), limit=conversations)
 
@@ -737,14 +738,17 @@ def bench_crash(
     rounds: Annotated[int, typer.Option("--rounds", help="SIGKILLs per write kind and engine.")] = 20,
     kinds: Annotated[str, typer.Option("--kinds", help="Comma-separated: create, rename, merge, delete, "
                                        "add_observations, reindex.")] = "create,rename,merge,delete,add_observations,reindex",
-    engines: Annotated[str, typer.Option("--engines", help="Comma-separated: markdown, sqlite.")] = "markdown,sqlite",
+    engines: Annotated[str, typer.Option("--engines", help="Comma-separated: markdown, sqlite, postgres (with --url).")] = "markdown,sqlite",
     out: Annotated[Path, typer.Option("--out", help="JSON results file.")] = Path("bench-results/crash.json"),
+    size: Annotated[int | None, typer.Option("--size", min=1, help="Entities each write touches (default: each kind's own).")] = None,
+    url: Annotated[str | None, typer.Option("--url", help="postgresql:// URL the postgres engine writes to.")] = None,
 ) -> None:
     """Kill a writer with SIGKILL at many points of each write kind; check all-or-nothing, files and index agreeing, no temp file left."""
     from memloci.bench.crash import run as run_crash
 
     report = run_crash(rounds=rounds, kinds=[k.strip() for k in kinds.split(",") if k.strip()],
-                       engines=[e.strip() for e in engines.split(",") if e.strip()], out=out, console=_console())
+                       engines=[e.strip() for e in engines.split(",") if e.strip()], out=out, console=_console(),
+                       size=size, pg_url=url)
     if any(r["failures"] for r in report["results"]):
         raise typer.Exit(1)
 

@@ -6,4 +6,6 @@
 - `limits.py`    request checks before the SDK: body size, the stdio reader's message checks, rate limits
 - `app.py`       the ASGI app (SDK session manager + our checks) and `serve_http` (uvicorn, SIGTERM)
 - `oauth.py`     JWT access tokens from an OAuth issuer, a second verifier beside the stored tokens
+- `loopback.py`  `memloci serve --transport http` as a process on loopback, and a client session to it
+                 (for what drives a real server from outside: `memloci bench http`, the tests)
 """
