@@ -1,5 +1,5 @@
 """`memloci import mms|memorix|basic-memory`: the command line of the importers, registered on
-cli.py's `import` group. Like `memloci import jsonl`: read the source (nothing written when it
+cli/main.py's `import` group. Like `memloci import jsonl`: read the source (nothing written when it
 cannot be read), then one call of the service's import, with a progress bar on stderr.
 
 What a run promises: the whole source is read and checked before the first write, so a bad
@@ -18,6 +18,7 @@ from typing import Annotated
 
 import typer
 
+from memloci.cli.common import fail, open_console, open_service, styled
 from memloci.core.errors import MemlociError
 from memloci.formats.source import ImportSource
 
@@ -28,22 +29,20 @@ def _run(reader: Callable[[Path], ImportSource], path: Path, libraries: str | No
          dry_run: bool) -> None:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-    from memloci.cli.main import _console, _fail, _service, _styled
-
-    out, err = _console(), _console(stderr=True)
+    out, err = open_console(), open_console(stderr=True)
     try:
         source = reader(path.expanduser())
     except MemlociError as exc:
-        _fail(exc)
+        fail(exc)
     except OSError as exc:
-        err.print(_styled((f"cannot read {path}", "bold red"), f": {exc.strerror or exc}"), highlight=False)
+        err.print(styled((f"cannot read {path}", "bold red"), f": {exc.strerror or exc}"), highlight=False)
         raise typer.Exit(1) from None
     data = source.data
     if dry_run:
         try:
-            writable, dropped = _plan(_service(libraries, read_only=True), data, library)
+            writable, dropped = _plan(open_service(libraries, read_only=True), data, library)
         except MemlociError as exc:
-            _fail(exc)
+            fail(exc)
         skipped = source.skipped + [(source.relation_where.get(n, f"relation {n}"), reason) for n, reason in dropped]
         c = source.counts()
         out.print(f"Dry run, nothing written. {path} ({source.kind}, {source.layout}) holds {c['entities']} entities "
@@ -53,7 +52,7 @@ def _run(reader: Callable[[Path], ImportSource], path: Path, libraries: str | No
         _warnings(out, source.warnings)
         return
     try:
-        service = _service(libraries)
+        service = open_service(libraries)
         with Progress(TextColumn(f"importing {source.kind}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
                       console=err, transient=False) as bar:
             task = bar.add_task("import", total=len(data.entities) + len(data.relations) + len(data.memories)
@@ -61,7 +60,7 @@ def _run(reader: Callable[[Path], ImportSource], path: Path, libraries: str | No
             report, added, existing = service.import_everything(data, library=library,
                                                                 progress=lambda n: bar.advance(task, n))
     except MemlociError as exc:
-        _fail(exc)
+        fail(exc)
     skipped = source.skipped + [(source.relation_where.get(n, f"relation {n}"), reason)
                                 for n, reason in report.skipped_relations]
     new = report.entities_created + report.observations_added + report.relations_created + added
@@ -82,12 +81,10 @@ def _run(reader: Callable[[Path], ImportSource], path: Path, libraries: str | No
 
 def _warnings(out, warnings: list[tuple[str, str]]) -> None:
     """Items imported, but not quite as the source had them (e.g. MMS metadata kept as text)."""
-    from memloci.cli.main import _styled
-
     if not warnings:
         return
     shown = f" (the first {SHOWN} shown)" if len(warnings) > SHOWN else ""
-    out.print(_styled((f"{len(warnings)} items imported with a warning{shown}:", "yellow")), highlight=False)
+    out.print(styled((f"{len(warnings)} items imported with a warning{shown}:", "yellow")), highlight=False)
     for where, reason in warnings[:SHOWN]:
         out.print(f"  {where}: {reason}", highlight=False)
 
@@ -123,12 +120,10 @@ def _plan(service, data, library: str | None) -> tuple[list, list[tuple[int, str
 
 
 def _skipped(out, skipped: list[tuple[str, str]]) -> None:
-    from memloci.cli.main import _styled
-
     if not skipped:
         return
     shown = f" (the first {SHOWN} shown)" if len(skipped) > SHOWN else ""
-    out.print(_styled((f"{len(skipped)} items skipped{shown}:", "yellow")), highlight=False)
+    out.print(styled((f"{len(skipped)} items skipped{shown}:", "yellow")), highlight=False)
     for where, reason in skipped[:SHOWN]:  # a rule's message may already start with the place
         out.print(f"  {reason}" if reason.startswith(where) else f"  {where}: {reason}", highlight=False)
 

@@ -6,12 +6,24 @@ import json
 import sys
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
 from memloci import __version__
 from memloci.app.libraries import LibrarySpec
+from memloci.cli.common import (
+    RUN,
+    command_settings,
+    fail,
+    not_created,
+    open_console,
+    open_service,
+    styled,
+)
+from memloci.cli.imports import register as register_importers
+from memloci.cli.install import register as register_install
+from memloci.cli.serve import token_app
 from memloci.core.errors import LibraryMissingError, MemlociError
 from memloci.core.settings import Settings
 
@@ -29,9 +41,7 @@ bench_app = typer.Typer(help="Benchmarks: print a table and write JSON.", no_arg
 app.add_typer(import_app, name="import")
 app.add_typer(export_app, name="export")
 app.add_typer(bench_app, name="bench")
-from memloci.cli.serve import token_app  # noqa: E402  (server mode: memloci token ...)
-
-app.add_typer(token_app, name="token")
+app.add_typer(token_app, name="token")  # server mode: memloci token ...
 
 LibrariesOpt = Annotated[
     str | None,
@@ -42,66 +52,6 @@ CHECK_SHOWN = 1000  # violations listed by `memloci check`; the title says how m
 _EMPTY_GRAPH = SimpleNamespace(entities=[], relations=[])  # what an export of a library not created yet holds
 
 LibraryOpt = Annotated[str | None, typer.Option("--library", "-l", help="Library to use when several are mounted.")]
-
-
-# The root command's flags (--home, --config), set by its callback at each run, and the settings
-# built from them and the environment the first time a command asks (_settings).
-_run: dict[str, Any] = {}
-
-
-def _settings(**flags: str | None) -> Settings:
-    """This command's settings: the environment's, read once for the run, under the root
-    command's --home/--config and then the command's own flags (libraries, tools, schema)."""
-    base = _run.get("settings")
-    if base is None:
-        base = _run["settings"] = Settings.from_env().with_flags(home=_run.get("home"), config=_run.get("config"))
-    return base.with_flags(**flags)
-
-
-def _service(libraries: str | None, *, read_only: bool = False, embedder: bool = False,
-             settings: Settings | None = None):
-    """The service over the mounted libraries; read-only commands never create a library file.
-    Commands that need meaning (serve, reindex) get the configured embedder (MEMLOCI_EMBEDDER)."""
-    from memloci.app.libraries import LibraryRegistry, default_specs
-    from memloci.search.embedder import EmbedderHandle
-    from memloci.service.facade import MemoryService
-
-    settings = (settings or _settings()).with_flags(libraries=libraries)
-    return MemoryService(LibraryRegistry(default_specs(settings), create_missing=not read_only, settings=settings),
-                         EmbedderHandle(None if embedder else "none", settings), embed_pending=not read_only)
-
-
-def _console(stderr: bool = False):
-    from rich.console import Console
-
-    stream = sys.stderr if stderr else sys.stdout
-    # Piped output keeps whole lines instead of Rich's 80-column guess. No markup: what we print
-    # holds names, regexes and [tables] of the user's, which must come out as written; styles are
-    # given as Text (see _styled).
-    return Console(stderr=stderr, width=None if stream.isatty() else 1000, markup=False)
-
-
-def _styled(*parts: str | tuple[str, str]):
-    """A line with styled parts, e.g. _styled(("VALIDATION_ERROR", "bold red"), ": ", message)."""
-    from rich.text import Text
-
-    return Text.assemble(*parts)
-
-
-def _fail(exc: MemlociError) -> None:
-    err = _console(stderr=True)
-    err.print(_styled((exc.code, "bold red"), ": ", exc.message), highlight=False)
-    if exc.hint:
-        err.print(_styled((exc.hint, "dim")), highlight=False)
-    raise typer.Exit(1)
-
-
-def _not_created(exc: MemlociError) -> bool:
-    """A read-only command on a mounted library that has no file yet: say so, and show it empty."""
-    if not isinstance(exc, LibraryMissingError):
-        return False
-    _console(stderr=True).print(f"{exc.message}; it is empty until its first write.", highlight=False)
-    return True
 
 
 def _version(value: bool) -> None:
@@ -116,10 +66,9 @@ def _root(
     config: Annotated[Path | None, typer.Option("--config", help="TOML config file (instead of MEMLOCI_CONFIG).")] = None,
     version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True, help="Show the version.")] = False,
 ) -> None:
-    # Kept for the command: it builds its settings (_settings) when it runs, inside its own error
-    # handling (and the hook, which must exit 0 whatever the environment holds, in its own way).
-    _run.clear()
-    _run.update(home=home, config=config)
+    # Kept for the command: it builds its settings (command_settings) when it runs, inside its own
+    # error handling (and the hook, which must exit 0 whatever the environment holds, in its own way).
+    RUN.start(home=home, config=config, read=lambda: Settings.from_env().with_flags(home=home, config=config))
 
 
 @app.command("tools")
@@ -135,11 +84,11 @@ def tools_cmd(
     try:
         from memloci.app.libraries import config_file
 
-        settings = _settings(libraries=libraries, tools=tools)
-        rows = tool_sizes(_service(None, read_only=True, settings=settings),
+        settings = command_settings(libraries=libraries, tools=tools)
+        rows = tool_sizes(open_service(None, read_only=True, settings=settings),
                           tool_groups(settings.tools or config_file(settings).get("tools")))
     except MemlociError as exc:
-        _fail(exc)
+        fail(exc)
     total = sum(r["chars"] for r in rows)
     if as_json:
         print(json.dumps({"tools": rows, "total_chars": total}, indent=2))
@@ -150,7 +99,7 @@ def tools_cmd(
     for r in rows:
         table.add_row(r["group"], r["tool"], str(r["chars"]))
     table.add_row("", "total", str(total))
-    _console().print(table)
+    open_console().print(table)
 
 
 @app.command()
@@ -172,18 +121,18 @@ def serve(
 ) -> None:
     """Run the MCP server on stdio (what MCP clients start), or over HTTP with --transport http."""
     if transport not in ("stdio", "http"):
-        _fail(MemlociError(f"--transport: '{transport}' is not stdio or http"))
+        fail(MemlociError(f"--transport: '{transport}' is not stdio or http"))
     if transport == "http":
         from memloci.cli.serve import serve_http_command
         from memloci.mcp.server import build_server, tool_groups
 
         try:
-            settings = _settings(libraries=libraries, tools=tools, schema=schema)
+            settings = command_settings(libraries=libraries, tools=tools, schema=schema)
         except MemlociError as exc:
-            _fail(exc)
+            fail(exc)
 
         def build(config: dict):
-            service = _service(None, embedder=True, settings=settings)
+            service = open_service(None, embedder=True, settings=settings)
             return service, build_server(service, name=name or config.get("name") or "memloci",
                                          groups=tool_groups(settings.tools or config.get("tools")))
 
@@ -197,10 +146,10 @@ def serve(
     # First of all: from here on only the protocol reaches the real stdout (see stdio_claim.py).
     claim = StdioClaim.take()
     try:
-        settings = _settings(libraries=libraries, tools=tools, schema=schema)
+        settings = command_settings(libraries=libraries, tools=tools, schema=schema)
     except MemlociError as exc:
         claim.release()
-        _fail(exc)
+        fail(exc)
     import logging
 
     level = settings.log_level or "WARNING"
@@ -213,12 +162,12 @@ def serve(
         from memloci.app.libraries import config_file
 
         config = config_file(settings)
-        service = _service(None, embedder=True, settings=settings)
+        service = open_service(None, embedder=True, settings=settings)
         server = build_server(service, name=name or config.get("name") or "memloci",
                               groups=tool_groups(settings.tools or config.get("tools")))
     except MemlociError as exc:
         claim.release()
-        _fail(exc)
+        fail(exc)
     service.embedder.start_background(delay=0.5)  # the model loads once the client is connected
     service.watch_libraries()  # Markdown libraries: outside edits show up within a second
     try:
@@ -240,9 +189,9 @@ def import_jsonl(
 
     from memloci.formats.official import read_official
 
-    console = _console()
+    console = open_console()
     try:
-        service = _service(libraries)
+        service = open_service(libraries)
         source = read_official(path)
         with Progress(TextColumn("importing"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
                       console=console, transient=False) as bar:
@@ -250,7 +199,7 @@ def import_jsonl(
             report, added, existing = service.import_everything(source, library=library,
                                                                 progress=lambda n: bar.advance(task, n))
     except MemlociError as exc:
-        _fail(exc)
+        fail(exc)
     console.print(
         f"Imported {path}: {report.entities_created} entities created, {report.entities_merged} merged, "
         f"{report.observations_added} observations, {report.relations_created} relations"
@@ -263,14 +212,12 @@ def import_jsonl(
                       f"{', '.join(map(str, source.ignored_lines[:10]))}{', ...' if len(source.ignored_lines) > 10 else ''})",
                       highlight=False)
     if report.skipped_relations:
-        console.print(_styled((f"{len(report.skipped_relations)} relations skipped:", "yellow")), highlight=False)
+        console.print(styled((f"{len(report.skipped_relations)} relations skipped:", "yellow")), highlight=False)
         for line, reason in report.skipped_relations[:20]:
             console.print(f"  {source.where('relation', line)}: {reason}", highlight=False)
 
 
-from memloci.cli.imports import register as _register_importers  # noqa: E402
-
-_register_importers(import_app)  # import mms, memorix, basic-memory (importers/command.py)
+register_importers(import_app)  # import mms, memorix, basic-memory (cli/imports.py)
 
 
 def _write_output(path: Path | None, text: str) -> None:
@@ -283,9 +230,9 @@ def _write_output(path: Path | None, text: str) -> None:
     try:
         atomic_write(path, text.encode("utf-8"))
     except MemlociError as exc:  # a link as the file: refused, never written through
-        _fail(exc)
+        fail(exc)
     except OSError as exc:
-        _console(stderr=True).print(_styled((f"cannot write {path}", "bold red"), f": {exc.strerror}"), highlight=False)
+        open_console(stderr=True).print(styled((f"cannot write {path}", "bold red"), f": {exc.strerror}"), highlight=False)
         raise typer.Exit(1) from None
 
 
@@ -303,18 +250,18 @@ def export_jsonl(
     from memloci.formats.official import render_official
 
     try:
-        service = _service(libraries, read_only=True)
+        service = open_service(libraries, read_only=True)
         if official:
             graph, memories = service.export_graph(library=library), []
         else:
             graph, memories = service.export_everything(library=library)
     except MemlociError as exc:
-        if not _not_created(exc):
-            _fail(exc)
+        if not not_created(exc):
+            fail(exc)
         graph, memories = _EMPTY_GRAPH, []
     _write_output(path, render_official(graph.entities, graph.relations, memories, dates=not official))
     if path is not None:
-        _console(stderr=True).print(f"Wrote {len(graph.entities)} entities, {len(graph.relations)} relations and "
+        open_console(stderr=True).print(f"Wrote {len(graph.entities)} entities, {len(graph.relations)} relations and "
                                     f"{len(memories)} memories to {path}", highlight=False)
 
 
@@ -329,14 +276,14 @@ def export_markdown(
     from memloci.markdown.export import render_export
 
     try:
-        text, counts = _service(libraries, read_only=True).markdown_export(library=library)
+        text, counts = open_service(libraries, read_only=True).markdown_export(library=library)
     except MemlociError as exc:
-        if not _not_created(exc):
-            _fail(exc)
+        if not not_created(exc):
+            fail(exc)
         text, counts = render_export([], []), {"entities": 0}
     _write_output(path, text)
     if path is not None:
-        _console(stderr=True).print(f"Wrote {counts['entities']} entities to {path}", highlight=False)
+        open_console(stderr=True).print(f"Wrote {counts['entities']} entities to {path}", highlight=False)
 
 
 @app.command()
@@ -350,12 +297,12 @@ def search(
     from rich.table import Table
 
     try:
-        result = _service(libraries, read_only=True, embedder=True).search_nodes(query, limit=limit, library=library)
+        result = open_service(libraries, read_only=True, embedder=True).search_nodes(query, limit=limit, library=library)
     except MemlociError as exc:
-        if not _not_created(exc):
-            _fail(exc)
+        if not not_created(exc):
+            fail(exc)
         result = None
-    console = _console()
+    console = open_console()
     if result is None or not result.hits:
         console.print("No match.")
         return
@@ -373,7 +320,7 @@ def stats(libraries: LibrariesOpt = None) -> None:
     from rich.table import Table
 
     try:
-        service = _service(libraries, read_only=True)
+        service = open_service(libraries, read_only=True)
         rows = []
         for spec in service.libraries.specs:  # one not created yet is a row of zeros, not a failure
             try:
@@ -381,7 +328,7 @@ def stats(libraries: LibrariesOpt = None) -> None:
             except LibraryMissingError:
                 rows.append(spec)
     except MemlociError as exc:
-        _fail(exc)
+        fail(exc)
     table = Table("library", "kind", "entities", "observations", "memories", "relations", "journal", "size", "path")
     for s in rows:
         if isinstance(s, LibrarySpec):
@@ -389,7 +336,7 @@ def stats(libraries: LibrariesOpt = None) -> None:
             continue
         table.add_row(s.name, s.kind, str(s.entities), str(s.observations), str(s.memories), str(s.relations),
                       str(s.journal_entries), f"{s.size_bytes / 1024:.0f} KiB", s.path)
-    _console().print(table)
+    open_console().print(table)
 
 
 @app.command()
@@ -405,10 +352,10 @@ def history(
     from rich.table import Table
 
     try:
-        entries = _service(libraries, read_only=True).history(limit=limit, internal=internal, library=library)
+        entries = open_service(libraries, read_only=True).history(limit=limit, internal=internal, library=library)
     except MemlociError as exc:
-        if not _not_created(exc):
-            _fail(exc)
+        if not not_created(exc):
+            fail(exc)
         entries = []
     if details:
         for e in entries:
@@ -419,7 +366,7 @@ def history(
     for e in entries:
         names = ", ".join(e.entities[:5]) + (f" (+{len(e.entities) - 5})" if len(e.entities) > 5 else "")
         table.add_row(str(e.id), e.at, e.tool, e.action, names, "yes" if e.detail and "undo" in e.detail else "")
-    _console().print(table)
+    open_console().print(table)
 
 
 @app.command()
@@ -431,15 +378,15 @@ def undo(
     """Revert one change (a delete, edit, rename, merge, memory update); refused, changing nothing,
     when a later change depends on it. The undo is a change too: undo it to redo."""
     try:
-        service = _service(libraries)
+        service = open_service(libraries)
         try:
             result = service.undo(change_id, library=library)
         finally:
             service.close()
     except MemlociError as exc:
-        _fail(exc)
+        fail(exc)
     names = ", ".join(result["entities"])
-    _console().print(f"Undid change #{result['undid']} ({result['action']})" + (f": {names}" if names else ""),
+    open_console().print(f"Undid change #{result['undid']} ({result['action']})" + (f": {names}" if names else ""),
                      highlight=False)
 
 
@@ -451,11 +398,11 @@ def backup(
 ) -> None:
     """A consistent copy of a whole library, safe while servers write (never replaces a file)."""
     try:
-        service = _service(libraries, read_only=True)
+        service = open_service(libraries, read_only=True)
         result = service.backup(path, library=library)
     except MemlociError as exc:
-        _fail(exc)
-    _console().print(f"Backed up library '{result['library']}' to {result['path']} "
+        fail(exc)
+    open_console().print(f"Backed up library '{result['library']}' to {result['path']} "
                      f"({result['bytes'] / 1024:.0f} KiB, {result['at']})", highlight=False)
 
 
@@ -469,14 +416,14 @@ def restore(
 ) -> None:
     """Put a backup back into the mounted library."""
     try:
-        service = _service(libraries)
+        service = open_service(libraries)
         try:
             result = service.restore(path, force=force, library=library)
         finally:
             service.close()
     except MemlociError as exc:
-        _fail(exc)
-    console = _console()
+        fail(exc)
+    console = open_console()
     if result["saved_before"]:
         console.print(f"The data it replaced is saved in {result['saved_before']}", highlight=False)
     console.print(f"Restored library '{result['library']}' from {result['from']}", highlight=False)
@@ -492,30 +439,30 @@ def reindex(
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
     try:
-        service = _service(libraries, embedder=True)
+        service = open_service(libraries, embedder=True)
         service.store(library)  # a wrong or missing library name fails here, before any progress bar
         rebuilt: list = []
         with Progress(TextColumn("embedding"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
-                      console=_console()) as bar:
+                      console=open_console()) as bar:
             task = bar.add_task("reindex", total=None)
             total = service.reindex(library=library, progress=lambda done, n: bar.update(task, completed=done, total=n),
                                     files=rebuilt.append)
         status = service.embedder.status()
     except MemlociError as exc:
-        _fail(exc)
+        fail(exc)
     for files in rebuilt:  # a Markdown library: what the rebuild found
         if files.index_moved_to:
-            _console().print(f"The index could not be read; the old one was moved to {files.index_moved_to}.",
+            open_console().print(f"The index could not be read; the old one was moved to {files.index_moved_to}.",
                              highlight=False)
-        _console().print(f"Files: {files.indexed} indexed, {files.skipped} skipped (changed while read; the next "
+        open_console().print(f"Files: {files.indexed} indexed, {files.skipped} skipped (changed while read; the next "
                          f"scan takes them), {len(files.problems)} unparsable, {files.removed} entities removed.",
                          highlight=False)
         for rel, why in files.problems.items():
-            _console().print(f"  unparsable: {rel}: {why}", highlight=False, markup=False)
+            open_console().print(f"  unparsable: {rel}: {why}", highlight=False, markup=False)
     if status.model is None:
-        _console().print("Index rebuilt from the files; no embedder is configured, so no vectors.", highlight=False)
+        open_console().print("Index rebuilt from the files; no embedder is configured, so no vectors.", highlight=False)
     else:
-        _console().print(f"Re-embedded {total} memories with {status.model} ({status.dimension} dimensions).",
+        open_console().print(f"Re-embedded {total} memories with {status.model} ({status.dimension} dimensions).",
                          highlight=False)
 
 
@@ -535,7 +482,7 @@ def migrate_cmd(
     from memloci.search.embedder import create_embedder
     from memloci.service import migrate as mig
 
-    settings = _settings()
+    settings = command_settings()
     try:
         src_spec, dst_spec = mig.parse_spec(source, "source"), mig.parse_spec(target, "target")
         src, dst = mig.open_pair(src_spec, dst_spec, settings)
@@ -544,14 +491,14 @@ def migrate_cmd(
             embedder = create_embedder(settings.embedder, settings)
             embedder_model = (embedder.model_id, embedder.dimension) if embedder is not None else None
         with Progress(TextColumn("{task.description:<9}"), BarColumn(), MofNCompleteColumn(),
-                      console=_console(stderr=True)) as bar:
+                      console=open_console(stderr=True)) as bar:
             tasks = {part: bar.add_task(part, total=None) for part in mig.PARTS}
             report = mig.migrate(src, dst, embedder_model=embedder_model,
                                  progress=lambda part, done, total: bar.update(tasks[part], completed=done, total=total))
         src.close()
         dst.close()
     except MemlociError as exc:
-        _fail(exc)
+        fail(exc)
     if as_json:
         print(json.dumps(report.as_dict(), ensure_ascii=False, indent=2))
     else:
@@ -560,11 +507,11 @@ def migrate_cmd(
             table.add_column(column)
         for row in mig.render_table(report):
             table.add_row(*row)
-        _console().print(table)
+        open_console().print(table)
     for note in report.notes:
-        _console(stderr=True).print(note, highlight=False)
+        open_console(stderr=True).print(note, highlight=False)
     if not report.ok:
-        _console(stderr=True).print(_styled(("The target differs from the source (rows marked NO).", "bold red")))
+        open_console(stderr=True).print(styled(("The target differs from the source (rows marked NO).", "bold red")))
         raise typer.Exit(2)
 
 
@@ -582,15 +529,15 @@ def check(
 
     try:
         rules = schema_from_config(schema, "--schema") if schema else None
-        service = _service(libraries, read_only=True)
+        service = open_service(libraries, read_only=True)
         problems = service.check(rules, library=library, limit=None)
         name = service.store(library).name
         used = rules or service.store(library).schema
     except MemlociError as exc:
-        if not _not_created(exc):
-            _fail(exc)
+        if not not_created(exc):
+            fail(exc)
         return
-    console = _console()
+    console = open_console()
     if not problems:
         console.print(f"library '{name}' follows schema '{used.name}': no violations.", highlight=False)
         return
@@ -623,9 +570,9 @@ def bench_graph(
 
     try:
         run(n=n, calls=calls, vs_official=vs_official, official_n=official_n, official_calls=official_calls,
-            out=out, console=_console(), embedder=embedder, engine=engine, url=url)
+            out=out, console=open_console(), embedder=embedder, engine=engine, url=url)
     except ValueError as exc:
-        _console(stderr=True).print(str(exc))
+        open_console(stderr=True).print(str(exc))
         raise typer.Exit(1) from None
 
 
@@ -644,10 +591,10 @@ def bench_notes(
     from memloci.bench.notes import run as run_notes
 
     try:
-        run_notes(data=data, out=out, console=_console(), embedder=embedder, questions=questions, summaries=summaries,
+        run_notes(data=data, out=out, console=open_console(), embedder=embedder, questions=questions, summaries=summaries,
                   engine=engine, url=url)
     except ValueError as exc:
-        _console(stderr=True).print(str(exc))
+        open_console(stderr=True).print(str(exc))
         raise typer.Exit(1) from None
 
 
@@ -668,12 +615,12 @@ def bench_locomo(
     try:
         ks = sorted({int(x) for x in k.split(",") if x.strip()})
     except ValueError:
-        _console(stderr=True).print(_styled(("--k", "bold red"), f": expected numbers like 1,5,10,25, got {k!r}"))
+        open_console(stderr=True).print(styled(("--k", "bold red"), f": expected numbers like 1,5,10,25, got {k!r}"))
         raise typer.Exit(1) from None
     if folds:
-        run_folds(data=data, k=10 if 10 in ks else max(ks), out=out, console=_console(), limit=conversations)
+        run_folds(data=data, k=10 if 10 in ks else max(ks), out=out, console=open_console(), limit=conversations)
         return
-    run_locomo(data=data, ks=ks, out=out, console=_console(), limit=conversations)
+    run_locomo(data=data, ks=ks, out=out, console=open_console(), limit=conversations)
 
 
 @bench_app.command("models")
@@ -694,9 +641,9 @@ def bench_models(
     except ValueError:
         ks = []
     if not specs or not ks:
-        _console(stderr=True).print(_styled(("--models/--k", "bold red"), ": expected e.g. --models minilm,multilingual --k 1,5,10"))
+        open_console(stderr=True).print(styled(("--models/--k", "bold red"), ": expected e.g. --models minilm,multilingual --k 1,5,10"))
         raise typer.Exit(1)
-    run_models(specs=specs, locomo_data=locomo, ks=ks, conversations=conversations, out=out, console=_console())
+    run_models(specs=specs, locomo_data=locomo, ks=ks, conversations=conversations, out=out, console=open_console())
 
 
 @bench_app.command("library")
@@ -710,7 +657,7 @@ def bench_library(
     """Index a Markdown library of FILES files: cold, warm, server start, and with embeddings."""
     from memloci.bench.library import run as run_library
 
-    run_library(files=files, repeat=repeat, embeddings=embeddings, out=out, console=_console())
+    run_library(files=files, repeat=repeat, embeddings=embeddings, out=out, console=open_console())
 
 
 @bench_app.command("import")
@@ -726,10 +673,10 @@ def bench_import(
     from memloci.bench.imports import run as run_import
 
     if engine not in (*ENGINES, "both"):
-        _console(stderr=True).print(_styled(("--engine", "bold red"), f": expected sqlite, markdown or both, got {engine!r}"))
+        open_console(stderr=True).print(styled(("--engine", "bold red"), f": expected sqlite, markdown or both, got {engine!r}"))
         raise typer.Exit(1)
     run_import(engines=list(ENGINES) if engine == "both" else [engine], entities=entities, relations=relations,
-               repeat=repeat, out=out, console=_console())
+               repeat=repeat, out=out, console=open_console())
 
 
 @bench_app.command("crash")
@@ -744,7 +691,7 @@ def bench_crash(
     from memloci.bench.crash import run as run_crash
 
     report = run_crash(rounds=rounds, kinds=[k.strip() for k in kinds.split(",") if k.strip()],
-                       engines=[e.strip() for e in engines.split(",") if e.strip()], out=out, console=_console())
+                       engines=[e.strip() for e in engines.split(",") if e.strip()], out=out, console=open_console())
     if any(r["failures"] for r in report["results"]):
         raise typer.Exit(1)
 
@@ -758,7 +705,7 @@ def bench_strict(
     """The strict schema's cycle check: create_relation over MCP on a graph of RELATIONS relations."""
     from memloci.bench.strict import run as run_strict
 
-    run_strict(relations=relations, calls=calls, out=out, console=_console())
+    run_strict(relations=relations, calls=calls, out=out, console=open_console())
 
 
 @bench_app.command("recall")
@@ -774,9 +721,9 @@ def bench_recall(
     from memloci.bench.recall import run as run_recall
 
     try:
-        run_recall(size=size, queries=queries, out=out, console=_console(), engine=engine, url=url, library=library)
+        run_recall(size=size, queries=queries, out=out, console=open_console(), engine=engine, url=url, library=library)
     except ValueError as exc:
-        _console(stderr=True).print(str(exc))
+        open_console(stderr=True).print(str(exc))
         raise typer.Exit(1) from None
 
 
@@ -792,9 +739,9 @@ def bench_load(
     from memloci.bench.load import run as run_load
 
     try:
-        report = run_load(engine=engine, servers=servers, writes=writes, url=url, out=out, console=_console())
+        report = run_load(engine=engine, servers=servers, writes=writes, url=url, out=out, console=open_console())
     except ValueError as exc:
-        _console(stderr=True).print(str(exc))
+        open_console(stderr=True).print(str(exc))
         raise typer.Exit(1) from None
     if report["lost_writes"] or report["errors"]:
         raise typer.Exit(1)
@@ -813,16 +760,14 @@ def bench_http(
     from memloci.bench.http import run as run_http
 
     if engine not in ENGINES:
-        _console(stderr=True).print(_styled(("--engine", "bold red"), f": unknown engine {engine!r}; known: {', '.join(ENGINES)}"))
+        open_console(stderr=True).print(styled(("--engine", "bold red"), f": unknown engine {engine!r}; known: {', '.join(ENGINES)}"))
         raise typer.Exit(1)
-    report = run_http(clients=clients, writes=writes, engine=engine, repeat=repeat, out=out, console=_console())
+    report = run_http(clients=clients, writes=writes, engine=engine, repeat=repeat, out=out, console=open_console())
     if report["median_run"]["lost_writes"] or report["median_run"]["errors"]:
         raise typer.Exit(1)
 
 
-from memloci.cli.install import register as _register_install  # noqa: E402
-
-_register_install(app)
+register_install(app)
 
 
 @bench_app.command("hook")
@@ -833,7 +778,7 @@ def bench_hook(
     """Wall time of `memloci hook` per process: storing (project, default library), skipping noise, garbage."""
     from memloci.bench.hook import run as run_hook
 
-    run_hook(runs=runs, out=out, console=_console())
+    run_hook(runs=runs, out=out, console=open_console())
 
 
 @app.command("hook", context_settings={"ignore_unknown_options": True})
@@ -847,7 +792,7 @@ def hook_cmd(
     from memloci.hooks.capture import main as hook_main
 
     raise typer.Exit(hook_main([agent, *([event] if event is not None else [])],
-                               home=_run.get("home"), config=_run.get("config")))  # --home, --config (_root)
+                               home=RUN.home, config=RUN.config))  # --home, --config (_root)
 
 
 def main() -> None:

@@ -10,18 +10,12 @@ from typing import Annotated, Any
 
 import typer
 
+from memloci.cli.common import command_settings, fail_plainly
 from memloci.core.errors import MemlociError
 from memloci.core.settings import Settings
 
 token_app = typer.Typer(help="Bearer tokens for `memloci serve --transport http` (stored hashed).",
                         no_args_is_help=True, rich_markup_mode=None)
-
-
-def _fail(exc: MemlociError) -> None:
-    print(f"{exc.code}: {exc.message}", file=sys.stderr)
-    if exc.hint:
-        print(exc.hint, file=sys.stderr)
-    raise typer.Exit(1)
 
 
 @token_app.command("create")
@@ -30,14 +24,13 @@ def token_create(
     scope: Annotated[list[str], typer.Option("--scope", help="LIBRARY:read|write|admin, repeatable; * is every library.")],
 ) -> None:
     """Create a token and print it once: only its SHA-256 is stored ($MEMLOCI_HOME/tokens.json)."""
-    from memloci.cli.main import _settings
     from memloci.http.tokens import TokenStore, token_file
 
     try:
-        store = TokenStore(token_file(_settings()))
+        store = TokenStore(token_file(command_settings()))
         secret = store.create(name, scope)
     except MemlociError as exc:
-        _fail(exc)
+        fail_plainly(exc)
     print(secret)
     print(f"Token '{name}' created with {', '.join(scope)}. It is shown only now: keep it in your client's "
           "configuration as the header Authorization: Bearer <token>.", file=sys.stderr)
@@ -46,13 +39,12 @@ def token_create(
 @token_app.command("list")
 def token_list(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False) -> None:
     """The tokens: name, scopes, created. Never the tokens themselves (they are not stored)."""
-    from memloci.cli.main import _settings
     from memloci.http.tokens import TokenStore, token_file
 
     try:
-        tokens = [t.public() for t in TokenStore(token_file(_settings())).load()]
+        tokens = [t.public() for t in TokenStore(token_file(command_settings())).load()]
     except MemlociError as exc:
-        _fail(exc)
+        fail_plainly(exc)
     if as_json:
         print(json.dumps({"tokens": tokens}, indent=2))
         return
@@ -65,32 +57,25 @@ def token_list(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.
 @token_app.command("revoke")
 def token_revoke(name: Annotated[str, typer.Argument(help="The token's name.")]) -> None:
     """Revoke a token: a running server refuses it from its next request."""
-    from memloci.cli.main import _settings
     from memloci.http.tokens import TokenStore, token_file
 
     try:
-        TokenStore(token_file(_settings())).revoke(name)
+        TokenStore(token_file(command_settings())).revoke(name)
     except MemlociError as exc:
-        _fail(exc)
+        fail_plainly(exc)
     print(f"Token '{name}' revoked.", file=sys.stderr)
 
 
 def serve_http_command(build: Callable[[dict[str, Any]], Any], *, host: str | None, port: int | None,
                        stateless: bool, allowed_hosts: list[str] | None, allowed_origins: list[str] | None,
-                       max_body: int | None, rate_limit: int | None, settings: Settings | None = None) -> None:
+                       max_body: int | None, rate_limit: int | None, settings: Settings) -> None:
     """`memloci serve --transport http`: `build(config)` gives (service, server); the rest is ours.
-    `settings` are the program's (default: the environment's, read now)."""
+    `settings` are the program's."""
     from memloci.app.libraries import config_file
     from memloci.http.app import check_bind, serve_http
     from memloci.http.settings import resolve
     from memloci.http.tokens import StoredTokenVerifier, TokenStore, token_file
 
-    if settings is None:
-        try:
-            settings = Settings.from_env()
-        except MemlociError as exc:
-            _fail(exc)
-            return
     level = settings.log_level or "WARNING"
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     if settings.log_level is None:  # by default: warnings, plus the access log and start/stop lines
@@ -119,7 +104,7 @@ def serve_http_command(build: Callable[[dict[str, Any]], Any], *, host: str | No
         check_bind(http, configured)
         service, server = build(config)
     except MemlociError as exc:
-        _fail(exc)
+        fail_plainly(exc)
     service.embedder.start_background(delay=0.5)
     service.watch_libraries()
     try:
@@ -128,4 +113,4 @@ def serve_http_command(build: Callable[[dict[str, Any]], Any], *, host: str | No
                    resource_metadata_url=metadata_url, on_shutdown=service.close)
     except MemlociError as exc:
         service.close()
-        _fail(exc)
+        fail_plainly(exc)
