@@ -15,10 +15,9 @@ from typing import Any
 import yaml
 
 from memloci.core.errors import ValidationError
-from memloci.markdown.document import _LOADER, _WIKILINK, _scalar, _stem, _target, _text
+from memloci.markdown.syntax import LINES, WIKILINK, YAML_LOADER, link_target, note_name, value_text, yaml_scalar
 from memloci.markdown.value_links import refused
 
-_LINES = re.compile(r"[^\n]*\n|[^\n]+")
 _KEY_LINE = re.compile(r"(\"[^\"\n]*\"|'[^'\n]*'|[^\s:#\-][^:\n]*):(?:[ \t]|$)")
 _ITEM = re.compile(r"([ \t]*)-(?:[ \t]|$)")
 _QUOTED = r"\"(?:[^\"\\\n]|\\.)*\"|'(?:[^'\n]|'')*'"  # a quoted scalar on one line, escapes and all
@@ -27,7 +26,7 @@ _QUOTED = r"\"(?:[^\"\\\n]|\\.)*\"|'(?:[^'\n]|'')*'"  # a quoted scalar on one l
 def split(text: str) -> tuple[str, str, str] | None:
     """(opening `---` line, YAML between, rest from the closing `---` line on); None without
     front matter. An unclosed `---` is a thematic break, not front matter."""
-    lines = _LINES.findall(text)
+    lines = LINES.findall(text)
     if not lines or lines[0].rstrip() != "---":
         return None
     for i in range(1, len(lines)):
@@ -39,7 +38,7 @@ def split(text: str) -> tuple[str, str, str] | None:
 def _blocks(yaml_text: str) -> list[tuple[str, int, int]]:
     """(key, first line, end line) of each top-level key; trailing blank and comment lines
     belong to whatever follows, not to the block."""
-    lines = _LINES.findall(yaml_text)
+    lines = LINES.findall(yaml_text)
     starts = []
     for i, line in enumerate(lines):
         m = _KEY_LINE.match(line)
@@ -54,7 +53,7 @@ def _blocks(yaml_text: str) -> list[tuple[str, int, int]]:
     return out
 
 
-scalar = _scalar  # one quoting rule for rendered and edited front matter
+scalar = yaml_scalar  # one quoting rule for rendered and edited front matter
 
 
 def _quoted_like(old: str, value: str) -> str:
@@ -140,7 +139,7 @@ def _as_text(item: str) -> str:
     if loaded is None:
         return item
     try:
-        return _text(loaded, "item")
+        return value_text(loaded, "item")
     except ValidationError:
         return item
 
@@ -172,7 +171,7 @@ def set_list(yaml_text: str, key: str, values: list[str],
     """Make `key` list exactly `values`: kept items keep their spelling and lines, dropped
     ones lose theirs, new ones are appended in the list's own style. `item_text` reads an
     item as the parser does (a tag `"#a"` is `a`), so a kept item is recognized."""
-    lines = _LINES.findall(yaml_text)
+    lines = LINES.findall(yaml_text)
     if lines and not lines[-1].endswith("\n"):
         lines[-1] += "\n"
     block = next((b for b in _blocks("".join(lines)) if b[0] == key), None)
@@ -228,7 +227,7 @@ def set_list(yaml_text: str, key: str, values: list[str],
 def set_scalar(yaml_text: str, key: str, value: str, *, timestamp: bool = False) -> str:
     """Set one scalar key in place (quoting and comment kept), or append it at the end.
     `timestamp`: the value is an ISO time, written plain as YAML reads it (unless quoted before)."""
-    lines = _LINES.findall(yaml_text)
+    lines = LINES.findall(yaml_text)
     if lines and not lines[-1].endswith("\n"):
         lines[-1] += "\n"
     block = next((b for b in _blocks("".join(lines)) if b[0] == key), None)
@@ -288,7 +287,7 @@ def edit_relations(yaml_text: str, remove: list[tuple[str, str]], add: list[tupl
                    key_of: Callable[[str], str] = str.casefold) -> str:
     """Drop the `relations` items naming (type, to) in `remove` (compared by key_of(to)) and
     append `add` in the style of the items already there."""
-    lines = _LINES.findall(yaml_text)
+    lines = LINES.findall(yaml_text)
     if lines and not lines[-1].endswith("\n"):
         lines[-1] += "\n"
     block = next((b for b in _blocks("".join(lines)) if b[0] == "relations"), None)
@@ -343,7 +342,7 @@ def _like(template: str | None, rtype: str, to: str) -> str:
 
 def rename_relation_targets(yaml_text: str, old: str, new: str, key_of: Callable[[str], str] = str.casefold) -> str:
     """Point `to: old` values in `relations` items at `new`, quoting kept."""
-    lines = _LINES.findall(yaml_text)
+    lines = LINES.findall(yaml_text)
     block = next((b for b in _blocks(yaml_text) if b[0] == "relations"), None)
     if block is None:
         return yaml_text
@@ -381,10 +380,10 @@ def _is_link(loaded: Any, key: str, target: str, key_of: Callable[[str], str]) -
     or beside other links, is refused: removing it alone would rewrite a person's sentence."""
     if not isinstance(loaded, str):
         return False
-    hits = [m for m in _WIKILINK.finditer(loaded) if key_of(_stem(_target(m.group(1))[1])) == key_of(target)]
+    hits = [m for m in WIKILINK.finditer(loaded) if key_of(note_name(link_target(m.group(1))[1])) == key_of(target)]
     if not hits:
         return False
-    if len(hits) > 1 or _WIKILINK.sub("", loaded).strip():
+    if len(hits) > 1 or WIKILINK.sub("", loaded).strip():
         raise ValidationError(
             f"{key}: the link [[{target}]] is part of the text {loaded!r}; memloci removes a front-matter link "
             "only when it is the whole value or a whole list item (nothing was changed)",
@@ -395,7 +394,7 @@ def _is_link(loaded: Any, key: str, target: str, key_of: Callable[[str], str]) -
 def _mapping(yaml_text: str) -> Any:
     """The front matter as the document parser reads it; None when it does not parse."""
     try:
-        loaded = yaml.load(yaml_text, Loader=_LOADER)
+        loaded = yaml.load(yaml_text, Loader=YAML_LOADER)
         return {} if loaded is None else loaded  # only comments, or nothing: no keys
     except yaml.YAMLError:
         return None
@@ -430,7 +429,7 @@ def drop_link(yaml_text: str, key: str, target: str, key_of: Callable[[str], str
     item that holds it, or the whole key when it held only that link. Comment lines inside
     the value stay. The result is read back: unless it parses to exactly the old front
     matter less that link, nothing is changed and the call is refused, naming the key."""
-    lines = _LINES.findall(yaml_text)
+    lines = LINES.findall(yaml_text)
     if lines and not lines[-1].endswith("\n"):
         lines[-1] += "\n"
     block = next((b for b in _blocks("".join(lines)) if b[0] == key), None)

@@ -25,12 +25,13 @@ def _dated(text: str, created: str, updated: str, dates: dict[str, str]) -> str:
     (no key added), and the `<!-- date -->` mark of each observation line that has one (the
     observation's date from `dates`, by its text). Every other byte stays."""
     from memloci.markdown import frontmatter as fm
-    from memloci.markdown.document import _analyze, _items, _observations_region, split_date
+    from memloci.markdown.document import split_date
+    from memloci.markdown.outline import list_items, observations_region, outline
 
-    doc = _analyze(text)
+    doc = outline(text)
     lines = list(doc.lines)
-    region = _observations_region(doc)
-    for _, stop, item in _items(doc, region[0] + 1, region[1]) if region else []:
+    region = observations_region(doc)
+    for _, stop, item in list_items(doc, region[0] + 1, region[1]) if region else []:
         content, date = split_date(item)
         want = dates.get(content)
         if date and want and want != date:
