@@ -10,12 +10,19 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 
 from memloci.core.errors import LibraryMissingError, MemlociError
 from memloci.core.settings import Settings
+
+LibrariesOpt = Annotated[
+    str | None,
+    typer.Option("--libraries",
+                 help="Libraries to mount, NAME:PATH[,NAME:PATH...] (MEMLOCI_LIBRARIES; default: 'default' in $MEMLOCI_HOME)."),
+]
+LibraryOpt = Annotated[str | None, typer.Option("--library", "-l", help="Library to use when several are mounted.")]
 
 
 class CommandRun:
