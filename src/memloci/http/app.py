@@ -36,6 +36,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from memloci.core.errors import ValidationError
 from memloci.http.limits import MessageGuard, RateLimit, RateLimiter, SessionCap, rpc_error, send_json
 from memloci.http.scopes import TokenCallers
 from memloci.http.settings import HttpSettings, is_loopback
@@ -349,8 +350,6 @@ def build_http_app(server: Any, settings: HttpSettings, *, verifiers: Sequence[T
 
 def check_bind(settings: HttpSettings, tokens_configured: bool) -> None:
     """A non-loopback address with no token configured is refused, before anything is opened."""
-    from memloci.core.errors import ValidationError
-
     if tokens_configured:
         return
     # behind a reverse proxy: a loopback bind, but a name beyond this machine in the allowed

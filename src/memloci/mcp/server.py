@@ -18,7 +18,7 @@ from mcp_types import CallToolResult, TextContent
 from memloci import __version__
 from memloci.app.projects import resolve_project_root
 from memloci.core.errors import InternalError, MemlociError, NotFoundError, ValidationError
-from memloci.mcp import access, documents, graph, memory, n2n, project, strict
+from memloci.mcp import access, documents, graph, memory, n2n, project, prompts, strict
 from memloci.mcp.access import Callers, NoCallers
 from memloci.mcp.replies import as_json, error_reply
 from memloci.mcp.roots import ClientRoots, connection_of
@@ -256,8 +256,7 @@ def build_server(service: MemoryService, *, name: str = "memloci", groups: list[
         server.hidden |= {"project_path", "confirm_new_project_root"}
     for group in groups:
         GROUPS[group](server, service)
-    from memloci.mcp.prompts import register as register_prompts
-    register_prompts(server, service)  # after the tools: a prompt names only exposed tools
+    prompts.register(server, service)  # after the tools: a prompt names only exposed tools
     server.strict_tools = set(strict.TOOLS) if "strict" in groups else set()
     server.library_names = service.libraries.names
     return server
