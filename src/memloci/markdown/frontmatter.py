@@ -53,9 +53,6 @@ def _blocks(yaml_text: str) -> list[tuple[str, int, int]]:
     return out
 
 
-scalar = yaml_scalar  # one quoting rule for rendered and edited front matter
-
-
 def _quoted_like(old: str, value: str) -> str:
     """`value` written with the quoting `old` used (when that quoting can hold it)."""
     old = old.strip()
@@ -63,7 +60,7 @@ def _quoted_like(old: str, value: str) -> str:
         return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
     if old.startswith("'") and "\n" not in value:  # a quote in single quotes is written twice
         return "'" + value.replace("'", "''") + "'"
-    return scalar(value)
+    return yaml_scalar(value)
 
 
 def _split_key(head: str) -> tuple[str, str]:
@@ -162,8 +159,8 @@ def _block_list_style(lines: list[str]) -> str:
 
 def _render_list(key: str, values: list[str], indent: str | None) -> str:
     if indent is None or not values:
-        return f"{key}: [{', '.join(scalar(v) for v in values)}]\n"
-    return f"{key}:\n" + "".join(f"{indent}- {scalar(v)}\n" for v in values)
+        return f"{key}: [{', '.join(yaml_scalar(v) for v in values)}]\n"
+    return f"{key}:\n" + "".join(f"{indent}- {yaml_scalar(v)}\n" for v in values)
 
 
 def set_list(yaml_text: str, key: str, values: list[str],
@@ -196,7 +193,7 @@ def set_list(yaml_text: str, key: str, values: list[str],
                 kept.append(item)
         sep = "," if len(raw) > 1 and not raw[1].startswith((" ", "\t")) else ", "
         pad = " " if inner.startswith(" ") and inner.endswith(" ") and inner.strip() else ""
-        joined = sep.join([k.strip() for k in kept] + [scalar(v) for v in wanted])
+        joined = sep.join([k.strip() for k in kept] + [yaml_scalar(v) for v in wanted])
         lead = value[:len(value) - len(value.lstrip())] or " "
         new_head = head[:len(head) - len(after)] + f"{lead}[{pad}{joined}{pad}]" + comment + "\n"
         return "".join(lines[:first] + [new_head] + lines[first + 1:])
@@ -212,7 +209,7 @@ def set_list(yaml_text: str, key: str, values: list[str],
                 keep_lines.extend(range(i, stop))
         others = [i for i in range(first + 1, end) if i < (items[0] if items else end)]
         body = [lines[i] for i in others + keep_lines]
-        body += [f"{indent}- {scalar(v)}\n" for v in wanted]
+        body += [f"{indent}- {yaml_scalar(v)}\n" for v in wanted]
         if not body:  # an empty block list reads as null; write it as []
             return "".join(lines[:first] + [head.rstrip("\n").rstrip() + " []\n"] + lines[end:])
         return "".join(lines[:first + 1] + body + lines[end:])
@@ -220,7 +217,7 @@ def set_list(yaml_text: str, key: str, values: list[str],
     if values == [item_text(_as_text(value.strip()))]:
         return yaml_text
     new_head = head[:len(head) - len(after)] + " " + (
-        f"[{', '.join(scalar(v) for v in values)}]" if len(values) != 1 else scalar(values[0])) + comment + "\n"
+        f"[{', '.join(yaml_scalar(v) for v in values)}]" if len(values) != 1 else yaml_scalar(values[0])) + comment + "\n"
     return "".join(lines[:first] + [new_head] + lines[first + 1:end] + lines[end:])
 
 
@@ -232,7 +229,7 @@ def set_scalar(yaml_text: str, key: str, value: str, *, timestamp: bool = False)
         lines[-1] += "\n"
     block = next((b for b in _blocks("".join(lines)) if b[0] == key), None)
     if block is None:
-        return "".join(lines) + f"{key}: {scalar(value)}\n"
+        return "".join(lines) + f"{key}: {yaml_scalar(value)}\n"
     _, first, end = block
     head = lines[first]
     keyed, after = _split_key(head)
@@ -296,14 +293,14 @@ def edit_relations(yaml_text: str, remove: list[tuple[str, str]], add: list[tupl
         if not add:
             return yaml_text
         return "".join(lines) + "relations:\n" + "".join(
-            f"  - {{type: {scalar(t)}, to: {scalar(to)}}}\n" for t, to in add)
+            f"  - {{type: {yaml_scalar(t)}, to: {yaml_scalar(to)}}}\n" for t, to in add)
     _, first, end = block
     value, comment = _value_and_comment(lines[first].split(":", 1)[1].rstrip("\n"))
     if value.strip().startswith("[") and value.strip().endswith("]") and value.strip() != "[]":
         # A flow list, `relations: [{type: a, to: b}]`: its items keep their spelling.
         kept = [i for i in _flow_items(value.strip()[1:-1])
                 if not ((rel := _item_relation("- " + i.strip())) and (rel[0], key_of(rel[1])) in drop)]
-        new = [f"{{type: {scalar(t)}, to: {scalar(to)}}}" for t, to in add]
+        new = [f"{{type: {yaml_scalar(t)}, to: {yaml_scalar(to)}}}" for t, to in add]
         lines[first] = f"relations: [{', '.join([k.strip() for k in kept] + new)}]{comment}\n"
         return "".join(lines)
     if lines[first].split(":", 1)[1].split("#")[0].strip() not in ("", "[]"):
@@ -332,7 +329,7 @@ def edit_relations(yaml_text: str, remove: list[tuple[str, str]], add: list[tupl
 def _like(template: str | None, rtype: str, to: str) -> str:
     """A relations item for (rtype, to), laid out as `template` is."""
     if template is None:
-        return f"  - {{type: {scalar(rtype)}, to: {scalar(to)}}}\n"
+        return f"  - {{type: {yaml_scalar(rtype)}, to: {yaml_scalar(to)}}}\n"
     out = re.sub(r"((?:type|relation_type|relationType)\s*:\s*)(" + _QUOTED + r"|[^,}\n#]+?)(\s*(?:[,}]|#|\n|$))",
                  lambda m: m.group(1) + _quoted_like(m.group(2), rtype) + m.group(3), template, count=1)
     out = re.sub(r"(\bto\s*:\s*)(" + _QUOTED + r"|[^,}\n#]+?)(\s*(?:[,}]|#|\n|$))",

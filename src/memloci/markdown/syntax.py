@@ -134,7 +134,8 @@ def value_texts(value: object, key: str) -> list[str]:
 
 @lru_cache(maxsize=4096)  # types, relation types and dates repeat across a batch of files
 def yaml_scalar(value: str) -> str:
-    """A YAML scalar, quoted only when YAML needs it; safe inside flow lists and maps too."""
+    """A YAML scalar, quoted only when YAML needs it; safe inside flow lists and maps too. One
+    quoting rule for rendered (document.py) and edited (frontmatter.py) front matter."""
     if _PLAIN_SCALAR.match(value) and value.casefold() not in _YAML_WORDS:
         return value  # what safe_dump gives for these (tested), at a hundredth of its cost
     out = yaml.safe_dump([value], default_flow_style=True, allow_unicode=True, width=UNFOLDED).strip()
