@@ -4,22 +4,17 @@ CONFIG (Cursor's format) and takes it out again, over and over, until it is kill
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
-import typer
-
-from memloci.cli.install import install, uninstall
+from memloci.cli.main import app
 
 
 def main() -> None:
-    config = Path(sys.argv[1])
+    config = sys.argv[1]
     print("looping", flush=True)
     while True:
-        for step in (lambda: install("cursor", config=config), lambda: uninstall("cursor", config=config)):
-            try:
-                step()
-            except typer.Exit:
-                pass
+        # Through the root command, as `memloci install` runs: it reads the settings for the run.
+        for verb in ("install", "uninstall"):
+            app([verb, "cursor", "--config", config], standalone_mode=False)
 
 
 if __name__ == "__main__":

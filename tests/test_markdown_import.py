@@ -17,7 +17,8 @@ from services import service_for
 
 from memloci.core.model import EntityInput, RelationInput, name_key
 from memloci.formats.official import read_official
-from memloci.markdown.document import EntityDocument, _scalar, parse_document, render_document
+from memloci.markdown.document import EntityDocument, parse_document, render_document
+from memloci.markdown.syntax import yaml_scalar
 from memloci.service import facade as service_module
 from memloci.store.markdown.importing import rendered_body
 
@@ -185,8 +186,8 @@ def test_plain_scalars_render_as_yaml_renders_them():
     for v in values:
         out = yaml.safe_dump([v], default_flow_style=True, allow_unicode=True, width=float("inf")).strip()
         if "\n" not in out:
-            assert _scalar(v) == out[1:-1], v
-        assert yaml.safe_load(f"[{_scalar(v)}]") == [v], v
+            assert yaml_scalar(v) == out[1:-1], v
+        assert yaml.safe_load(f"[{yaml_scalar(v)}]") == [v], v
 
 
 @pytest.mark.parametrize("name", ["Imp 1", "a  b", "  spaced", "x: y", "Ünïcode 東京", "yes", "# hash", "name"])

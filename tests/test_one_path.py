@@ -331,7 +331,7 @@ def test_one_error_shaper_and_one_markdown_export():
             if _dotted(call.func).endswith("render_export"):
                 exports.append(rel)
     assert errors == ["mcp/replies.py"]
-    assert sorted(set(exports)) == ["cli/main.py", "service/projects.py"] and exports.count("service/projects.py") == 1
+    assert sorted(set(exports)) == ["cli/exports.py", "service/projects.py"] and exports.count("service/projects.py") == 1
 
 
 def test_no_ability_is_told_by_attribute_name():

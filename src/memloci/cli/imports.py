@@ -1,6 +1,7 @@
-"""`memloci import mms|memorix|basic-memory`: the command line of the importers, registered on
-cli.py's `import` group. Like `memloci import jsonl`: read the source (nothing written when it
-cannot be read), then one call of the service's import, with a progress bar on stderr.
+"""`memloci import jsonl|mms|memorix|basic-memory`: the command line of the importers, registered on
+cli/main.py's `import` group. The importers of other servers' data work as `memloci import jsonl`
+does: read the source (nothing written when it cannot be read), then one call of the service's
+import, with a progress bar on stderr.
 
 What a run promises: the whole source is read and checked before the first write, so a bad
 source changes nothing. The writes go in transactions of up to 1,000 entities or relations
@@ -18,6 +19,7 @@ from typing import Annotated
 
 import typer
 
+from memloci.cli.common import LibrariesOpt, LibraryOpt, fail, open_console, open_service, styled
 from memloci.core.errors import MemlociError
 from memloci.formats.source import ImportSource
 
@@ -28,22 +30,20 @@ def _run(reader: Callable[[Path], ImportSource], path: Path, libraries: str | No
          dry_run: bool) -> None:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-    from memloci.cli.main import _console, _fail, _service, _styled
-
-    out, err = _console(), _console(stderr=True)
+    out, err = open_console(), open_console(stderr=True)
     try:
         source = reader(path.expanduser())
     except MemlociError as exc:
-        _fail(exc)
+        fail(exc)
     except OSError as exc:
-        err.print(_styled((f"cannot read {path}", "bold red"), f": {exc.strerror or exc}"), highlight=False)
+        err.print(styled((f"cannot read {path}", "bold red"), f": {exc.strerror or exc}"), highlight=False)
         raise typer.Exit(1) from None
     data = source.data
     if dry_run:
         try:
-            writable, dropped = _plan(_service(libraries, read_only=True), data, library)
+            writable, dropped = _plan(open_service(libraries, read_only=True), data, library)
         except MemlociError as exc:
-            _fail(exc)
+            fail(exc)
         skipped = source.skipped + [(source.relation_where.get(n, f"relation {n}"), reason) for n, reason in dropped]
         c = source.counts()
         out.print(f"Dry run, nothing written. {path} ({source.kind}, {source.layout}) holds {c['entities']} entities "
@@ -53,7 +53,7 @@ def _run(reader: Callable[[Path], ImportSource], path: Path, libraries: str | No
         _warnings(out, source.warnings)
         return
     try:
-        service = _service(libraries)
+        service = open_service(libraries)
         with Progress(TextColumn(f"importing {source.kind}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
                       console=err, transient=False) as bar:
             task = bar.add_task("import", total=len(data.entities) + len(data.relations) + len(data.memories)
@@ -61,7 +61,7 @@ def _run(reader: Callable[[Path], ImportSource], path: Path, libraries: str | No
             report, added, existing = service.import_everything(data, library=library,
                                                                 progress=lambda n: bar.advance(task, n))
     except MemlociError as exc:
-        _fail(exc)
+        fail(exc)
     skipped = source.skipped + [(source.relation_where.get(n, f"relation {n}"), reason)
                                 for n, reason in report.skipped_relations]
     new = report.entities_created + report.observations_added + report.relations_created + added
@@ -82,12 +82,10 @@ def _run(reader: Callable[[Path], ImportSource], path: Path, libraries: str | No
 
 def _warnings(out, warnings: list[tuple[str, str]]) -> None:
     """Items imported, but not quite as the source had them (e.g. MMS metadata kept as text)."""
-    from memloci.cli.main import _styled
-
     if not warnings:
         return
     shown = f" (the first {SHOWN} shown)" if len(warnings) > SHOWN else ""
-    out.print(_styled((f"{len(warnings)} items imported with a warning{shown}:", "yellow")), highlight=False)
+    out.print(styled((f"{len(warnings)} items imported with a warning{shown}:", "yellow")), highlight=False)
     for where, reason in warnings[:SHOWN]:
         out.print(f"  {where}: {reason}", highlight=False)
 
@@ -123,28 +121,68 @@ def _plan(service, data, library: str | None) -> tuple[list, list[tuple[int, str
 
 
 def _skipped(out, skipped: list[tuple[str, str]]) -> None:
-    from memloci.cli.main import _styled
-
     if not skipped:
         return
     shown = f" (the first {SHOWN} shown)" if len(skipped) > SHOWN else ""
-    out.print(_styled((f"{len(skipped)} items skipped{shown}:", "yellow")), highlight=False)
+    out.print(styled((f"{len(skipped)} items skipped{shown}:", "yellow")), highlight=False)
     for where, reason in skipped[:SHOWN]:  # a rule's message may already start with the place
         out.print(f"  {reason}" if reason.startswith(where) else f"  {where}: {reason}", highlight=False)
 
 
-LibrariesOpt = Annotated[str | None, typer.Option("--libraries",
-                                                     help="Libraries to mount, NAME:PATH[,NAME:PATH...] (MEMLOCI_LIBRARIES).")]
-LibraryOpt = Annotated[str | None, typer.Option("--library", "-l", help="Library to import into when several are mounted.")]
+def import_jsonl(
+    path: Annotated[Path, typer.Argument(help="memory.jsonl (or the older memory.json) of the official memory server.",
+                                         exists=True, dir_okay=False, readable=True)],
+    libraries: LibrariesOpt = None,
+    library: LibraryOpt = None,
+) -> None:
+    """Import the official MCP memory server's memory.jsonl, or memloci's own export (then also free
+    memories and every timestamp). Existing entities are merged, not duplicated."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    from memloci.formats.official import read_official
+
+    console = open_console()
+    try:
+        service = open_service(libraries)
+        source = read_official(path)
+        with Progress(TextColumn("importing"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+                      console=console, transient=False) as bar:
+            task = bar.add_task("import", total=len(source.entities) + len(source.relations) + len(source.memories))
+            report, added, existing = service.import_everything(source, library=library,
+                                                                progress=lambda n: bar.advance(task, n))
+    except MemlociError as exc:
+        fail(exc)
+    console.print(
+        f"Imported {path}: {report.entities_created} entities created, {report.entities_merged} merged, "
+        f"{report.observations_added} observations, {report.relations_created} relations"
+        + (f" ({report.relations_existing} already there)" if report.relations_existing else "")
+        + (f", {added} memories" + (f" ({existing} already there)" if existing else "") if source.memories else ""),
+        highlight=False,
+    )
+    if source.ignored_lines:
+        console.print(f"{len(source.ignored_lines)} lines of another type ignored (lines "
+                      f"{', '.join(map(str, source.ignored_lines[:10]))}{', ...' if len(source.ignored_lines) > 10 else ''})",
+                      highlight=False)
+    if report.skipped_relations:
+        console.print(styled((f"{len(report.skipped_relations)} relations skipped:", "yellow")), highlight=False)
+        for line, reason in report.skipped_relations[:20]:
+            console.print(f"  {source.where('relation', line)}: {reason}", highlight=False)
+
+
+IntoLibrariesOpt = Annotated[str | None, typer.Option("--libraries",
+                                                         help="Libraries to mount, NAME:PATH[,NAME:PATH...] (MEMLOCI_LIBRARIES).")]
+IntoLibraryOpt = Annotated[str | None, typer.Option("--library", "-l", help="Library to import into when several are mounted.")]
 DryRunOpt = Annotated[bool, typer.Option("--dry-run", help="Read the source and print what it holds; write nothing.")]
 
 
 def register(import_app: typer.Typer) -> None:
+    import_app.command("jsonl")(import_jsonl)
+
     @import_app.command("mms")
     def import_mms(
         path: Annotated[Path, typer.Argument(help="MCP Memory Service's SQLite database (e.g. sqlite_vec.db).")],
-        libraries: LibrariesOpt = None,
-        library: LibraryOpt = None,
+        libraries: IntoLibrariesOpt = None,
+        library: IntoLibraryOpt = None,
         dry_run: DryRunOpt = False,
     ) -> None:
         """Import MCP Memory Service's SQLite database (read-only): memories with their tags, type,
@@ -157,8 +195,8 @@ def register(import_app: typer.Typer) -> None:
     def import_memorix(
         path: Annotated[Path, typer.Argument(help="memorix's data folder (memorix.db, or observations.json with "
                                                   "entities.jsonl/relations.jsonl or graph.jsonl).")],
-        libraries: LibrariesOpt = None,
-        library: LibraryOpt = None,
+        libraries: IntoLibrariesOpt = None,
+        library: IntoLibraryOpt = None,
         dry_run: DryRunOpt = False,
     ) -> None:
         """Import memorix's data folder: its graph as entities and relations, its observations as
@@ -170,8 +208,8 @@ def register(import_app: typer.Typer) -> None:
     @import_app.command("basic-memory")
     def import_basic_memory(
         path: Annotated[Path, typer.Argument(help="A basic-memory project folder of Markdown notes.")],
-        libraries: LibrariesOpt = None,
-        library: LibraryOpt = None,
+        libraries: IntoLibrariesOpt = None,
+        library: IntoLibraryOpt = None,
         dry_run: DryRunOpt = False,
     ) -> None:
         """Import a basic-memory project: each note an entity with its prose as the body,

@@ -11,6 +11,7 @@ from typing import Annotated, Any
 
 import typer
 
+from memloci.cli.common import command_settings, fail_plainly
 from memloci.core.errors import ConflictError, MemlociError
 from memloci.install import clients as cl
 from memloci.install.clients import InstallError
@@ -35,7 +36,7 @@ def _ledger(dry_run: bool):
     """The ledger, held under an exclusive lock for the whole command, so two installs at once
     (into one file or two) neither lose the other's record nor interleave their edits. A dry
     run only reads it and creates nothing."""
-    home = _memloci_settings().home
+    home = command_settings().home
     if dry_run:
         yield Ledger(home / "install-ledger.json")
         return
@@ -48,13 +49,6 @@ def _ledger(dry_run: bool):
         yield Ledger(home / "install-ledger.json")
     finally:
         os.close(fd)
-
-
-def _fail(exc: MemlociError) -> None:
-    print(f"{exc.code}: {exc.message}", file=sys.stderr)
-    if exc.hint:
-        print(exc.hint, file=sys.stderr)
-    raise typer.Exit(1)
 
 
 def _scope(client: cl.Client, scope: str, project_dir: Path | None) -> Path | None:
@@ -71,18 +65,11 @@ def _scope(client: cl.Client, scope: str, project_dir: Path | None) -> Path | No
     return folder
 
 
-def _memloci_settings():
-    """memloci's own settings for this command (--home, --config, or MEMLOCI_HOME, MEMLOCI_CONFIG)."""
-    from memloci.cli.main import _settings
-
-    return _settings()
-
-
 def _server_command(libraries: str | None, tools: str | None) -> tuple[str, list[str]]:
     words = cl.memloci_command()
     # A client starts the server without the person's shell environment: carry the data folder
     # and config file this install was made with (given by flag or variable; not the default).
-    settings = _memloci_settings()
+    settings = command_settings()
     if settings.home_set:
         words += ["--home", os.path.abspath(settings.home)]
     if settings.config is not None:
@@ -178,7 +165,7 @@ def _plans(client: cl.Client, server: cl.Server | None, name: str, scope: str, p
 
 
 def _home_for_hooks() -> str | None:
-    settings = _memloci_settings()
+    settings = command_settings()
     return os.path.abspath(settings.home) if settings.home_set else None
 
 
@@ -249,7 +236,7 @@ def install(
         if hooks and client.name == "codex" and not dry_run:
             print("note: Codex asks you to review and trust a new hook before it runs it", file=sys.stderr)
     except MemlociError as exc:
-        _fail(exc)
+        fail_plainly(exc)
 
 
 def uninstall(
@@ -274,7 +261,7 @@ def uninstall(
             plans = _plans(client, None, name, scope, project, config, hooks_config, hooks, False, True, ledger)
             _run(plans, client, name, ledger, dry_run, "removed")
     except MemlociError as exc:
-        _fail(exc)
+        fail_plainly(exc)
 
 
 def _run(plans, client: cl.Client, name: str, ledger: Ledger, dry_run: bool, verb: str) -> None:

@@ -1,4 +1,5 @@
-"""The command line of server mode: `memloci token ...`, and `memloci serve --transport http`."""
+"""The MCP server's commands: `memloci serve` (stdio, or streamable HTTP with --transport http),
+`memloci tools` (what the tools cost a model's context), and server mode's `memloci token ...`."""
 
 from __future__ import annotations
 
@@ -10,18 +11,12 @@ from typing import Annotated, Any
 
 import typer
 
+from memloci.cli.common import LibrariesOpt, command_settings, fail, fail_plainly, open_console, open_service
 from memloci.core.errors import MemlociError
 from memloci.core.settings import Settings
 
 token_app = typer.Typer(help="Bearer tokens for `memloci serve --transport http` (stored hashed).",
                         no_args_is_help=True, rich_markup_mode=None)
-
-
-def _fail(exc: MemlociError) -> None:
-    print(f"{exc.code}: {exc.message}", file=sys.stderr)
-    if exc.hint:
-        print(exc.hint, file=sys.stderr)
-    raise typer.Exit(1)
 
 
 @token_app.command("create")
@@ -30,14 +25,13 @@ def token_create(
     scope: Annotated[list[str], typer.Option("--scope", help="LIBRARY:read|write|admin, repeatable; * is every library.")],
 ) -> None:
     """Create a token and print it once: only its SHA-256 is stored ($MEMLOCI_HOME/tokens.json)."""
-    from memloci.cli.main import _settings
     from memloci.http.tokens import TokenStore, token_file
 
     try:
-        store = TokenStore(token_file(_settings()))
+        store = TokenStore(token_file(command_settings()))
         secret = store.create(name, scope)
     except MemlociError as exc:
-        _fail(exc)
+        fail_plainly(exc)
     print(secret)
     print(f"Token '{name}' created with {', '.join(scope)}. It is shown only now: keep it in your client's "
           "configuration as the header Authorization: Bearer <token>.", file=sys.stderr)
@@ -46,13 +40,12 @@ def token_create(
 @token_app.command("list")
 def token_list(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False) -> None:
     """The tokens: name, scopes, created. Never the tokens themselves (they are not stored)."""
-    from memloci.cli.main import _settings
     from memloci.http.tokens import TokenStore, token_file
 
     try:
-        tokens = [t.public() for t in TokenStore(token_file(_settings())).load()]
+        tokens = [t.public() for t in TokenStore(token_file(command_settings())).load()]
     except MemlociError as exc:
-        _fail(exc)
+        fail_plainly(exc)
     if as_json:
         print(json.dumps({"tokens": tokens}, indent=2))
         return
@@ -65,32 +58,25 @@ def token_list(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.
 @token_app.command("revoke")
 def token_revoke(name: Annotated[str, typer.Argument(help="The token's name.")]) -> None:
     """Revoke a token: a running server refuses it from its next request."""
-    from memloci.cli.main import _settings
     from memloci.http.tokens import TokenStore, token_file
 
     try:
-        TokenStore(token_file(_settings())).revoke(name)
+        TokenStore(token_file(command_settings())).revoke(name)
     except MemlociError as exc:
-        _fail(exc)
+        fail_plainly(exc)
     print(f"Token '{name}' revoked.", file=sys.stderr)
 
 
 def serve_http_command(build: Callable[[dict[str, Any]], Any], *, host: str | None, port: int | None,
                        stateless: bool, allowed_hosts: list[str] | None, allowed_origins: list[str] | None,
-                       max_body: int | None, rate_limit: int | None, settings: Settings | None = None) -> None:
+                       max_body: int | None, rate_limit: int | None, settings: Settings) -> None:
     """`memloci serve --transport http`: `build(config)` gives (service, server); the rest is ours.
-    `settings` are the program's (default: the environment's, read now)."""
+    `settings` are the program's."""
     from memloci.app.libraries import config_file
     from memloci.http.app import check_bind, serve_http
     from memloci.http.settings import resolve
     from memloci.http.tokens import StoredTokenVerifier, TokenStore, token_file
 
-    if settings is None:
-        try:
-            settings = Settings.from_env()
-        except MemlociError as exc:
-            _fail(exc)
-            return
     level = settings.log_level or "WARNING"
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     if settings.log_level is None:  # by default: warnings, plus the access log and start/stop lines
@@ -119,7 +105,7 @@ def serve_http_command(build: Callable[[dict[str, Any]], Any], *, host: str | No
         check_bind(http, configured)
         service, server = build(config)
     except MemlociError as exc:
-        _fail(exc)
+        fail_plainly(exc)
     service.embedder.start_background(delay=0.5)
     service.watch_libraries()
     try:
@@ -128,4 +114,111 @@ def serve_http_command(build: Callable[[dict[str, Any]], Any], *, host: str | No
                    resource_metadata_url=metadata_url, on_shutdown=service.close)
     except MemlociError as exc:
         service.close()
-        _fail(exc)
+        fail_plainly(exc)
+
+
+def tools_cmd(
+    libraries: LibrariesOpt = None,
+    tools: Annotated[str | None, typer.Option("--tools",
+                                                 help="Tool groups, comma-separated (MEMLOCI_TOOLS; default: as serve).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
+) -> None:
+    """Each tool's size in tools/list (characters of its JSON) and the total: what the tools cost a model's context."""
+    from memloci.mcp.server import tool_groups, tool_sizes
+
+    try:
+        from memloci.app.libraries import config_file
+
+        settings = command_settings(libraries=libraries, tools=tools)
+        rows = tool_sizes(open_service(None, read_only=True, settings=settings),
+                          tool_groups(settings.tools or config_file(settings).get("tools")))
+    except MemlociError as exc:
+        fail(exc)
+    total = sum(r["chars"] for r in rows)
+    if as_json:
+        print(json.dumps({"tools": rows, "total_chars": total}, indent=2))
+        return
+    from rich.table import Table
+
+    table = Table("group", "tool", "chars")
+    for r in rows:
+        table.add_row(r["group"], r["tool"], str(r["chars"]))
+    table.add_row("", "total", str(total))
+    open_console().print(table)
+
+
+def serve(
+    libraries: LibrariesOpt = None,
+    name: Annotated[str | None, typer.Option("--name", help="Server name that MCP clients see (default: memloci).")] = None,
+    tools: Annotated[str | None, typer.Option("--tools",
+                                                 help="Tool groups to expose, comma-separated (MEMLOCI_TOOLS; default: all).")] = None,
+    schema: Annotated[str | None, typer.Option("--schema", help="Rules for libraries without their own "
+                                                  "(config [schemas]): default or strict (instead of MEMLOCI_SCHEMA).")] = None,
+    transport: Annotated[str, typer.Option("--transport", help="stdio (default), or http: streamable HTTP at /mcp.")] = "stdio",
+    host: Annotated[str | None, typer.Option("--host", help="http: address to listen on (MCP_SERVER_HOST; default 127.0.0.1).")] = None,
+    port: Annotated[int | None, typer.Option("--port", help="http: port (MCP_SERVER_PORT; default 8001).")] = None,
+    stateless: Annotated[bool, typer.Option("--stateless", help="http: no sessions, for replicas behind a load balancer.")] = False,
+    allowed_host: Annotated[list[str] | None, typer.Option("--allowed-host", help="http: a Host header to accept beside loopback names (repeatable).")] = None,
+    allowed_origin: Annotated[list[str] | None, typer.Option("--allowed-origin", help="http: an Origin to accept beside loopback ones (repeatable).")] = None,
+    max_body: Annotated[int | None, typer.Option("--max-body", help="http: largest request body in bytes (default 4 MiB).")] = None,
+    rate_limit: Annotated[int | None, typer.Option("--rate-limit", help="http: calls a minute per token (default 1200; 0: no limit).")] = None,
+) -> None:
+    """Run the MCP server on stdio (what MCP clients start), or over HTTP with --transport http."""
+    if transport not in ("stdio", "http"):
+        fail(MemlociError(f"--transport: '{transport}' is not stdio or http"))
+    if transport == "http":
+        from memloci.mcp.server import build_server, tool_groups
+
+        try:
+            settings = command_settings(libraries=libraries, tools=tools, schema=schema)
+        except MemlociError as exc:
+            fail(exc)
+
+        def build(config: dict):
+            service = open_service(None, embedder=True, settings=settings)
+            return service, build_server(service, name=name or config.get("name") or "memloci",
+                                         groups=tool_groups(settings.tools or config.get("tools")))
+
+        serve_http_command(build, host=host, port=port, stateless=stateless, allowed_hosts=allowed_host,
+                           allowed_origins=allowed_origin, max_body=max_body, rate_limit=rate_limit,
+                           settings=settings)
+        return
+    from memloci.mcp.stdio import serve_stdio
+    from memloci.mcp.stdio_claim import StdioClaim
+
+    # First of all: from here on only the protocol reaches the real stdout (see stdio_claim.py).
+    claim = StdioClaim.take()
+    try:
+        settings = command_settings(libraries=libraries, tools=tools, schema=schema)
+    except MemlociError as exc:
+        claim.release()
+        fail(exc)
+    import logging
+
+    level = settings.log_level or "WARNING"
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    if level != "DEBUG":  # the SDK's info lines echo resource URIs, which hold project paths
+        logging.getLogger("mcp").setLevel(max(logging.WARNING, logging.getLogger().level))
+    from memloci.mcp.server import build_server, tool_groups
+
+    try:
+        from memloci.app.libraries import config_file
+
+        config = config_file(settings)
+        service = open_service(None, embedder=True, settings=settings)
+        server = build_server(service, name=name or config.get("name") or "memloci",
+                              groups=tool_groups(settings.tools or config.get("tools")))
+    except MemlociError as exc:
+        claim.release()
+        fail(exc)
+    service.embedder.start_background(delay=0.5)  # the model loads once the client is connected
+    service.watch_libraries()  # Markdown libraries: outside edits show up within a second
+    try:
+        serve_stdio(server, claim)
+    finally:
+        service.close()
+
+
+def register(app: typer.Typer) -> None:
+    app.command("tools")(tools_cmd)
+    app.command()(serve)

@@ -2,7 +2,7 @@
 
 - `settings.py`  where to listen and what to allow (flags, `MCP_SERVER_HOST`/`MCP_SERVER_PORT`, `[http]`)
 - `tokens.py`    `memloci token ...`: hashed bearer tokens in `$MEMLOCI_HOME/tokens.json`, and their verifier
-- `scopes.py`    what a token may see and call (`LIBRARY:read|write|admin`), enforced by the MCP server
+- `scopes.py`    a token's library scopes (`LIBRARY:read|write|admin`): the caller the MCP server checks
 - `limits.py`    request checks before the SDK: body size, the stdio reader's message checks, rate limits
 - `app.py`       the ASGI app (SDK session manager + our checks) and `serve_http` (uvicorn, SIGTERM)
 - `oauth.py`     JWT access tokens from an OAuth issuer, a second verifier beside the stored tokens

@@ -7,7 +7,7 @@ A request to `/mcp` passes, in order:
 3. the token's rate (limits.RateLimit): 429;
 4. body size and message shape (limits.MessageGuard): 413 / 400;
 5. a new session beyond the token's session cap (limits.SessionCap): its oldest idle one closes, else 429;
-6. the SDK's transport, then `MemlociServer`, which applies the token's scopes (scopes.py).
+6. the SDK's transport, then `MemlociServer`, which applies the token's scopes (scopes.py, mcp/access.py).
 
 `GET /healthz` answers `{"status": "alive"}` to anyone and says nothing else.
 """
@@ -36,7 +36,9 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from memloci.core.errors import ValidationError
 from memloci.http.limits import MessageGuard, RateLimit, RateLimiter, SessionCap, rpc_error, send_json
+from memloci.http.scopes import TokenCallers
 from memloci.http.settings import HttpSettings, is_loopback
 
 log = logging.getLogger("memloci.http")
@@ -287,6 +289,7 @@ def build_http_app(server: Any, settings: HttpSettings, *, verifiers: Sequence[T
     request: while it is true (no token exists yet, on a loopback server), a request without a
     token is let in; from the moment it turns false (the first `memloci token create`), every
     request needs one, with no restart."""
+    server.callers = TokenCallers()  # each request's caller: its token, with its library scopes
     security = security_settings(settings)
     manager = StreamableHTTPSessionManager(app=server._lowlevel_server, stateless=settings.stateless,
                                            security_settings=security, max_request_body_size=settings.max_body_bytes,
@@ -347,8 +350,6 @@ def build_http_app(server: Any, settings: HttpSettings, *, verifiers: Sequence[T
 
 def check_bind(settings: HttpSettings, tokens_configured: bool) -> None:
     """A non-loopback address with no token configured is refused, before anything is opened."""
-    from memloci.core.errors import ValidationError
-
     if tokens_configured:
         return
     # behind a reverse proxy: a loopback bind, but a name beyond this machine in the allowed

@@ -10,29 +10,32 @@ from __future__ import annotations
 
 import fnmatch
 import re
-import unicodedata
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import date, datetime, timedelta
+from datetime import date
 from functools import lru_cache
-from itertools import accumulate, groupby
 
 import yaml
 
 from memloci.core.errors import NotFoundError, ValidationError
+from memloci.markdown.outline import Outline, list_items, normalize_heading, observations_region, outline
+from memloci.markdown.properties import KNOWN_KEYS, front_matter_tags, property_links
+from memloci.markdown.syntax import (
+    LINES,
+    UNFOLDED,
+    WIKILINK,
+    YAML_LOADER,
+    fold_name,
+    link_target,
+    note_name,
+    parse_heading,
+    prose_spans,
+    value_text,
+    value_texts,
+    yaml_scalar,
+)
 
-KNOWN_KEYS = ("name", "type", "aliases", "tags", "relations", "created", "modified")
-
-# Not str.splitlines(): it also breaks on \x0c, \u2028 and friends, which Markdown does not.
-_LINES = re.compile(r"[^\n]*\n|[^\n]+")
-_HEADING = re.compile(r"(#{1,6})[ \t]+(.*)")
-_FENCE = re.compile(r"( {0,3})(`{3,}|~{3,})(.*)")
-_THEMATIC_BREAK = re.compile(r" {0,3}([-*_])(?:[ \t]*\1){2,}[ \t]*$")
 _KEY = re.compile(r"(\"[^\"\n]*\"|'[^'\n]*'|[^:\n]+):(?:[ \t]|$)")
-_TICKS = re.compile(r"`+")
-_WIKILINK = re.compile(r"\[\[([^\[\]|#\n]*)(#[^\[\]|\n]*)?(\|[^\[\]\n]*)?\]\]")
-_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when present: ~10x faster, same rules
-_WIDE = float("inf")  # yaml.safe_dump width: never fold a scalar over two lines
 # When memloci wrote an observation line: a trailing HTML comment, invisible in rendered
 # Markdown, only ever on lines memloci writes (a person's lines get their file's time).
 _DATE_MARK = re.compile(r"[ \t]<!-- (\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z) -->[ \t]*$")
@@ -72,107 +75,6 @@ def split_date(item: str) -> tuple[str, str | None]:
     return (item[:m.start()], m.group(1)) if m else (item, None)
 
 
-def _code_flags(contents: list[str]) -> list[bool]:
-    """True for each line inside a fenced code block, fence lines included."""
-    flags: list[bool] = []
-    fence: tuple[str, int, int] | None = None  # (char, length, indent)
-    for s in contents:
-        if fence is not None:
-            ch, n, indent = fence
-            # A fence indented under a list item ends with the item: a less indented
-            # non-blank line closes it, as CommonMark nests it.
-            if not (indent and s.strip() and len(s) - len(s.lstrip(" ")) < indent):
-                c = s.strip()
-                if len(c) >= n and c == ch * len(c):
-                    fence = None
-                flags.append(True)
-                continue
-            fence = None
-        m = _FENCE.match(s)
-        if m and not (m.group(2)[0] == "`" and "`" in m.group(3)):
-            fence = (m.group(2)[0], len(m.group(2)), len(m.group(1)))
-        flags.append(fence is not None)
-    return flags
-
-
-def _heading(s: str) -> tuple[int, str] | None:
-    m = _HEADING.match(s)
-    if not m:
-        return None
-    title = m.group(2).strip()
-    bare = title.rstrip("#")
-    if bare != title and (not bare or bare[-1] in " \t"):  # optional closing #'s
-        title = bare.rstrip()
-    return (len(m.group(1)), title) if title else None
-
-
-@dataclass
-class _Doc:
-    lines: list[str]
-    start: int  # first body line; > 0 means there is front matter
-    code: list[bool]
-    headings: list[tuple[int, int, str]]  # (line index, level, title)
-    ends: list[int]  # per heading: line where its section ends
-
-
-def _analyze(text: str, front_matter: bool = True) -> _Doc:
-    lines = _LINES.findall(text)
-    start = 0
-    if front_matter and lines and lines[0].rstrip() == "---":
-        # An unclosed `---` is a thematic break, not front matter.
-        start = next((i + 1 for i in range(1, len(lines)) if lines[i].rstrip() == "---"), 0)
-    contents = [line.rstrip("\r\n") for line in lines]
-    code = [False] * start + _code_flags(contents[start:])
-    headings = []
-    for i in range(start, len(lines)):
-        if not code[i] and contents[i].startswith("#") and (h := _heading(contents[i])):
-            headings.append((i, h[0], h[1]))
-    # A section ends at the next heading of the same or higher level; one pass with a stack
-    # keeps a document with thousands of headings linear.
-    ends, open_ = [len(lines)] * len(headings), list[int]()
-    for hi, (line, level, _) in enumerate(headings):
-        while open_ and headings[open_[-1]][1] >= level:
-            ends[open_.pop()] = line
-        open_.append(hi)
-    return _Doc(lines, start, code, headings, ends)
-
-
-def normalize_heading(heading: str) -> str:
-    """`"## My  Title "` -> `"my title"`: drop the ATX #'s, collapse whitespace, casefold."""
-    words = heading.split()
-    if words and words[0] == "#" * len(words[0]):
-        words = words[1:]
-    if words and words[-1] == "#" * len(words[-1]):
-        words = words[:-1]
-    return " ".join(words).casefold()
-
-
-def _items(doc: _Doc, start: int, end: int) -> list[tuple[int, int, str]]:
-    """List items in lines [start, end) as (first line, end line, text)."""
-    items, i = [], start
-    while i < end:
-        s = doc.lines[i].rstrip("\r\n")
-        if doc.code[i] or not (s[:2] in ("- ", "* ") or s in ("-", "*")) or _THEMATIC_BREAK.match(s):
-            i += 1
-            continue
-        parts, i = [s[2:]], i + 1
-        # Continuation lines are indented two spaces (as render writes them); dedent by
-        # exactly two so deeper indentation inside an observation survives a round trip.
-        while i < end and doc.lines[i].startswith("  "):
-            parts.append(doc.lines[i].rstrip("\r\n")[2:])
-            i += 1
-        items.append((i - len(parts), i, "\n".join(parts)))
-    return items
-
-
-def _observations_region(doc: _Doc) -> tuple[int, int] | None:
-    """(heading line, end line) of the own text of the first `## Observations` section."""
-    for hi, (line, level, title) in enumerate(doc.headings):
-        if level >= 2 and normalize_heading(title) == "observations":
-            return line, doc.headings[hi + 1][0] if hi + 1 < len(doc.headings) else len(doc.lines)
-    return None
-
-
 def set_observations(body: str, observations: list[str], dates: dict[str, str] | None = None) -> str:
     """Make the body's `## Observations` section list exactly `observations`.
 
@@ -181,8 +83,8 @@ def set_observations(body: str, observations: list[str], dates: dict[str, str] |
     heading, or at the end: `set_observations("Intro\\n", ["a"])` ->
     `"Intro\\n\\n## Observations\\n- a\\n"`.
     """
-    doc = _analyze(body, front_matter=False)
-    lines, region = doc.lines, _observations_region(doc)
+    doc = outline(body, front_matter=False)
+    lines, region = doc.lines, observations_region(doc)
     new = [observation_line(o, (dates or {}).get(o)) for o in observations]
     if region is None:
         if not new:
@@ -194,7 +96,7 @@ def set_observations(body: str, observations: list[str], dates: dict[str, str] |
         sep = ["\n"] if before and before[-1].strip() else []
         return "".join(before + sep + ["## Observations\n"] + new + (["\n"] if after else []) + after)
     head, end = region
-    items = _items(doc, head + 1, end)
+    items = list_items(doc, head + 1, end)
     dropped = {i for first, stop, _ in items for i in range(first, stop)}
     own = [line for i, line in enumerate(lines[head + 1:end], head + 1) if i not in dropped]
     if items:  # the new list goes where the old one began
@@ -229,30 +131,13 @@ def kept_body(body: str) -> str:
     return body + "\n" if body else ""
 
 
-def _text(value: object, where: str) -> str:
-    if isinstance(value, bool):  # YAML 1.1 reads `yes`/`on` as booleans
-        return "true" if value else "false"
-    if isinstance(value, date):  # YAML reads timestamps to datetime; keep them ISO, UTC as Z
-        utc = isinstance(value, datetime) and value.utcoffset() == timedelta(0)
-        return value.isoformat().removesuffix("+00:00") + "Z" if utc else value.isoformat()
-    if isinstance(value, (str, int, float)):
-        return str(value)
-    raise ValidationError(f"{where}: expected a text value, got {type(value).__name__}")
-
-
-def _str_list(value: object, key: str) -> list[str]:
-    if isinstance(value, list):
-        return [_text(v, f"{key}[{i}]") for i, v in enumerate(value) if v is not None]
-    return [] if value is None else [_text(value, key)]
-
-
 def _relations(value: object) -> list[tuple[str, str]]:
     rule = "expected a list of {type: uses, to: fastapi} or a mapping like {uses: [fastapi]}"
     if value is None:
         return []
     if isinstance(value, dict):
         return [
-            (_text(rtype, "relations"), _text(t, f"relations.{rtype}"))
+            (value_text(rtype, "relations"), value_text(t, f"relations.{rtype}"))
             for rtype, targets in value.items()
             for t in (targets if isinstance(targets, list) else [targets])
         ]
@@ -264,7 +149,7 @@ def _relations(value: object) -> list[tuple[str, str]]:
             if isinstance(item, dict) else None
         if rtype in (None, "") or item.get("to") in (None, ""):
             raise ValidationError(f"relations[{i}]: needs a type and a to; {rule}")
-        out.append((_text(rtype, f"relations[{i}].type"), _text(item["to"], f"relations[{i}].to")))
+        out.append((value_text(rtype, f"relations[{i}].type"), value_text(item["to"], f"relations[{i}].to")))
     return out
 
 
@@ -272,7 +157,7 @@ def _unknown_blocks(raw: str, data: dict) -> list[str]:
     """Raw text of the front-matter keys memloci does not know, one string per key block."""
     blocks: list[tuple[str | None, list[str]]] = []
     pending: list[str] = []  # column-0 comments describe the key that follows
-    for line in _LINES.findall(raw):
+    for line in LINES.findall(raw):
         m = None if line[:1].isspace() or line.startswith(("#", "- ")) else _KEY.match(line)
         if m:
             blocks.append((m.group(1).strip().strip("\"'"), pending + [line]))
@@ -287,7 +172,7 @@ def _unknown_blocks(raw: str, data: dict) -> list[str]:
     if {k for k, _ in blocks if k} != {str(k) for k in data}:
         # A layout the line scan cannot follow (flow or indented mapping): keep the values,
         # if not their spelling.
-        return [yaml.safe_dump({k: v}, sort_keys=False, allow_unicode=True, width=_WIDE)
+        return [yaml.safe_dump({k: v}, sort_keys=False, allow_unicode=True, width=UNFOLDED)
                 for k, v in data.items() if str(k) not in KNOWN_KEYS]
     out = []
     for key, block in blocks:
@@ -302,14 +187,12 @@ def parse_document(text: str, *, fallback_name: str) -> EntityDocument:
     """Parse an entity document (`\\r\\n` and a BOM are normalized first). The name is front
     matter `name`, else a leading `# Title`, else `fallback_name`. Bad front matter raises
     ValidationError naming the line or the field."""
-    from memloci.markdown.obsidian import front_matter_tags, property_links  # it builds on this module
-
-    doc = _analyze(text.removeprefix("\ufeff").replace("\r\n", "\n"))
+    doc = outline(text.removeprefix("\ufeff").replace("\r\n", "\n"))
     lines, start = doc.lines, doc.start
     data: dict = {}
     if start:
         try:
-            data = yaml.load("".join(lines[1:start - 1]), Loader=_LOADER) or {}
+            data = yaml.load("".join(lines[1:start - 1]), Loader=YAML_LOADER) or {}
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
             at = f" at line {mark.line + 2}" if mark else ""  # 0-based, and after the `---` line
@@ -330,26 +213,26 @@ def parse_document(text: str, *, fallback_name: str) -> EntityDocument:
     # A leading H1 is the name, not body; unless front matter names the entity otherwise: then
     # the H1 is the document's own title (content brought it) and stays in the body.
     if doc.headings and doc.headings[0][:2] == (i, 1) and not (
-            named and doc.headings[0][2].casefold() != _text(data["name"], "name").casefold()):
+            named and doc.headings[0][2].casefold() != value_text(data["name"], "name").casefold()):
         title, i = doc.headings[0][2], i + 1
         while i < len(lines) and not lines[i].strip():
             i += 1
-    region = _observations_region(doc)  # level 2+, so never the title
+    region = observations_region(doc)  # level 2+, so never the title
     observations: list[str] = []
     dates: dict[str, str] = {}
-    for _, _, item in _items(doc, region[0] + 1, region[1]) if region else []:
+    for _, _, item in list_items(doc, region[0] + 1, region[1]) if region else []:
         content, when = split_date(item)
         observations.append(content)
         if when:
             dates.setdefault(content, when)
 
     def scalar(key: str, default: str | None) -> str | None:
-        return default if data.get(key) in (None, "") else _text(data[key], key)
+        return default if data.get(key) in (None, "") else value_text(data[key], key)
 
     return EntityDocument(
         name=scalar("name", title or fallback_name) or fallback_name,
-        entity_type=_text(data["type"], "type") if data.get("type") is not None else "note",
-        aliases=_str_list(data.get("aliases"), "aliases"),
+        entity_type=value_text(data["type"], "type") if data.get("type") is not None else "note",
+        aliases=value_texts(data.get("aliases"), "aliases"),
         tags=front_matter_tags(data.get("tags")),
         relations=_relations(data.get("relations")),
         links=property_links(data),
@@ -362,23 +245,6 @@ def parse_document(text: str, *, fallback_name: str) -> EntityDocument:
     )
 
 
-# Words, single spaces between: plain in YAML unless a word YAML 1.1 reads as a bool or null.
-_PLAIN_SCALAR = re.compile(r"[A-Za-z][A-Za-z0-9_-]*(?: [A-Za-z0-9_-]+)*\Z")
-_YAML_WORDS = frozenset({"yes", "no", "true", "false", "on", "off", "null", "y", "n"})
-
-
-@lru_cache(maxsize=4096)  # types, relation types and dates repeat across a batch of files
-def _scalar(value: str) -> str:
-    """A YAML scalar, quoted only when YAML needs it; safe inside flow lists and maps too."""
-    if _PLAIN_SCALAR.match(value) and value.casefold() not in _YAML_WORDS:
-        return value  # what safe_dump gives for these (tested), at a hundredth of its cost
-    out = yaml.safe_dump([value], default_flow_style=True, allow_unicode=True, width=_WIDE).strip()
-    if "\n" in out:  # a multi-line string: escape its breaks rather than fold them
-        out = yaml.safe_dump([value], default_flow_style=True, default_style='"', allow_unicode=True,
-                             width=_WIDE).strip()
-    return out[1:-1]
-
-
 @lru_cache(maxsize=256)
 def _timestamp(value: str) -> str:
     # Plain, as in DESIGN.md, when YAML reads it back to this same ISO text.
@@ -386,31 +252,31 @@ def _timestamp(value: str) -> str:
         loaded = yaml.safe_load(value)
     except yaml.YAMLError:
         loaded = None
-    return value if isinstance(loaded, date) and _text(loaded, "") == value else _scalar(value)
+    return value if isinstance(loaded, date) and value_text(loaded, "") == value else yaml_scalar(value)
 
 
 def render_document(doc: EntityDocument) -> str:
     """Render an entity document: the inverse of `parse_document`, byte-stable on its own
     output. The body's Observations section is made to list exactly `doc.observations`."""
     title = " ".join(doc.name.split())
-    heading = _heading(f"# {title}")
+    heading = parse_heading(f"# {title}")
     if heading is None:
         raise ValidationError(f"name: {doc.name!r} cannot be a Markdown title; give a name with text in it")
     body = kept_body(set_observations(doc.body, doc.observations, doc.dates))
     first = body.split("\n", 1)[0]
-    own = _heading(first) if first.startswith("# ") else None
+    own = parse_heading(first) if first.startswith("# ") else None
     if own and own[1].casefold() == doc.name.casefold():
         own = None  # the name itself, as a title: rendered as one
     fm = ["---\n"]
     if heading[1] != doc.name or own:  # the title line cannot carry this name exactly, or is the body's own
-        fm.append(f"name: {_scalar(doc.name)}\n")
-    fm.append(f"type: {_scalar(doc.entity_type)}\n")
+        fm.append(f"name: {yaml_scalar(doc.name)}\n")
+    fm.append(f"type: {yaml_scalar(doc.entity_type)}\n")
     for key, values in (("aliases", doc.aliases), ("tags", doc.tags)):
         if values:
-            fm.append(f"{key}: [{', '.join(_scalar(str(v)) for v in values)}]\n")
+            fm.append(f"{key}: [{', '.join(yaml_scalar(str(v)) for v in values)}]\n")
     if doc.relations:
         fm.append("relations:\n")
-        fm.extend(f"  - {{type: {_scalar(t)}, to: {_scalar(to)}}}\n" for t, to in doc.relations)
+        fm.extend(f"  - {{type: {yaml_scalar(t)}, to: {yaml_scalar(to)}}}\n" for t, to in doc.relations)
     for key, value in (("created", doc.created), ("modified", doc.modified)):
         if value is not None:
             fm.append(f"{key}: {_timestamp(value)}\n")
@@ -420,48 +286,10 @@ def render_document(doc: EntityDocument) -> str:
     return "".join(fm) + f"---\n# {title}\n" + (f"\n{body}" if body else "")
 
 
-def _prose(text: str) -> Iterator[tuple[int, int]]:
-    """(start, end) of the stretches of text outside fenced code and inline code spans."""
-    lines = _LINES.findall(text)
-    code = _code_flags([line.rstrip("\r\n") for line in lines])
-    offsets = list(accumulate(map(len, lines), initial=0))
-    # Paragraph by paragraph: a code span never crosses a blank line or a fence.
-    for prose, group in groupby(range(len(lines)), key=lambda i: not code[i] and bool(lines[i].strip())):
-        if not prose:
-            continue
-        rows = list(group)
-        start, end = offsets[rows[0]], offsets[rows[-1] + 1]
-        runs = list(_TICKS.finditer(text, start, end))
-        # A run of n backticks opens a code span that the next run of exactly n closes;
-        # finding those partners right to left keeps the pairing linear.
-        partner: list[int | None] = [None] * len(runs)
-        later: dict[int, int] = {}
-        for r in range(len(runs) - 1, -1, -1):
-            partner[r] = later.get(len(runs[r].group()))
-            later[len(runs[r].group())] = r
-        cur, r = start, 0
-        while r < len(runs):
-            j = partner[r]
-            if j is None:  # an unmatched run is literal text
-                r += 1
-                continue
-            yield cur, runs[r].start()
-            cur, r = runs[j].end(), j + 1
-        yield cur, end
-
-
 def _links(text: str) -> Iterator[re.Match]:
     """Wikilink matches outside fenced code and inline code spans."""
-    for start, end in _prose(text):
-        yield from _WIKILINK.finditer(text, start, end)
-
-
-def _target(raw: str) -> tuple[int, str]:
-    """(offset in raw, target) of a link's target part; tables escape the pipe as `\\|`."""
-    t = raw.strip()
-    if t.endswith("\\"):
-        t = t[:-1].rstrip()
-    return len(raw) - len(raw.lstrip()), t
+    for start, end in prose_spans(text):
+        yield from WIKILINK.finditer(text, start, end)
 
 
 def wikilinks(text: str) -> list[str]:
@@ -469,21 +297,10 @@ def wikilinks(text: str) -> list[str]:
     first-seen order, deduplicated case-insensitively (entity names match that way)."""
     seen: dict[str, str] = {}
     for m in _links(text):
-        t = _stem(_target(m.group(1))[1])
+        t = note_name(link_target(m.group(1))[1])
         if t:
-            seen.setdefault(_fold(t), t)
+            seen.setdefault(fold_name(t), t)
     return list(seen.values())
-
-
-def _fold(name: str) -> str:
-    """Names compare case-insensitively and in NFC (`résumé` typed or decomposed is one name)."""
-    return unicodedata.normalize("NFC", unicodedata.normalize("NFC", name).casefold())
-
-
-def _stem(target: str) -> str:
-    """`[[note.md]]` and `[[folder/note]]` name the note `note`, as in Obsidian."""
-    t = target[:-3] if target.casefold().endswith(".md") else target
-    return t.rsplit("/", 1)[-1].strip() if "/" in t and not t.endswith("/") else t
 
 
 def rewrite_wikilinks(text: str, old: str, new: str) -> str:
@@ -503,10 +320,10 @@ def renamed_spans(text: str, old: str, new: str) -> list[tuple[int, int]]:
         raise ValidationError("old: must not be empty")
     if not new.strip() or any(c in new for c in "[]|#\n"):
         raise ValidationError("new: must be a non-empty name without [ ] | # or line breaks")
-    want, spans = _fold(old.strip()), []
+    want, spans = fold_name(old.strip()), []
     for m in _links(text):
-        lead, t = _target(m.group(1))
-        if _fold(_stem(t)) == want:  # only the name: [[dir/old.md]] -> [[dir/new.md]]
+        lead, t = link_target(m.group(1))
+        if fold_name(note_name(t)) == want:  # only the name: [[dir/old.md]] -> [[dir/new.md]]
             suffix = 3 if t.casefold().endswith(".md") else 0
             prefix = t[:len(t) - suffix].rsplit("/", 1)[0] + "/" if "/" in t[:len(t) - suffix] else ""
             spans.append((m.start(1) + lead + len(prefix), m.start(1) + lead + len(t) - suffix))
@@ -516,12 +333,12 @@ def renamed_spans(text: str, old: str, new: str) -> list[tuple[int, int]]:
 def toc(text: str) -> list[dict]:
     """`{"heading": "frontmatter", "level": 0}` when there is front matter, then every
     heading outside code as `{"heading": title, "level": n}`."""
-    doc = _analyze(text)
+    doc = outline(text)
     front = [{"heading": "frontmatter", "level": 0}] if doc.start else []
     return front + [{"heading": t, "level": lvl} for _, lvl, t in doc.headings]
 
 
-def _heading_list(doc: _Doc, limit: int = 30) -> str:
+def _heading_list(doc: Outline, limit: int = 30) -> str:
     names = [f"{'#' * lvl} {t}" for _, lvl, t in doc.headings[:limit]]
     return (", ".join(names) or "(none)") + (", ..." if len(doc.headings) > limit else "")
 
@@ -530,7 +347,7 @@ def read_sections(text: str, section_globs: list[str]) -> list[dict]:
     """Sections whose normalized heading matches a glob (`arch*`, `frontmatter`), in
     document order, as `{"heading", "level", "content"}`. Content runs from the heading
     line to the next heading of the same or higher level; for front matter, its raw YAML."""
-    doc = _analyze(text)
+    doc = outline(text)
     names = ["frontmatter"] * bool(doc.start) + [normalize_heading(t) for _, _, t in doc.headings]
     chosen: set[int] = set()
     for glob in section_globs:
@@ -549,7 +366,7 @@ def read_sections(text: str, section_globs: list[str]) -> list[dict]:
     return out
 
 
-def _find_heading(doc: _Doc, section: str, where: str) -> int | None:
+def _find_heading(doc: Outline, section: str, where: str) -> int | None:
     """Index in doc.headings of the one heading matching `section`; None when none does."""
     want = normalize_heading(section)
     if not want:
@@ -574,7 +391,7 @@ def add_to_section(text: str, section: str, new_content: str) -> str:
     """Append `new_content` at the end of a section (before the next heading of the same or
     higher level), keeping one blank line before that heading. A missing section is created
     at the end as `## {section}`. `## Title`, `title` and `TITLE` name the same section."""
-    doc = _analyze(text)
+    doc = outline(text)
     hi = _find_heading(doc, section, "section")
     if not new_content.strip():
         raise ValidationError("new_content: must not be empty")
@@ -597,7 +414,7 @@ def add_to_section(text: str, section: str, new_content: str) -> str:
 def replace_section(text: str, old_heading: str, new_heading: str, new_body: str) -> str:
     """Replace a heading and its section (down to the next heading of the same or higher
     level). The level is kept unless `new_heading` starts with #'s."""
-    doc = _analyze(text)
+    doc = outline(text)
     hi = _find_heading(doc, old_heading, "old_heading")
     if hi is None:
         raise NotFoundError(f"old_heading: no heading matches {old_heading!r}",
@@ -616,7 +433,7 @@ def replace_section(text: str, old_heading: str, new_heading: str, new_body: str
 def remove_empty_section(text: str, heading: str) -> str:
     """Drop the heading of each matching section that has no content and no subsections,
     with the blank lines it leaves. Text without such a section comes back unchanged."""
-    doc = _analyze(text)
+    doc = outline(text)
     want, lines = normalize_heading(heading), list(doc.lines)
     for hi in range(len(doc.headings) - 1, -1, -1):  # bottom up, so earlier indices hold
         line, level, title = doc.headings[hi]

@@ -15,10 +15,9 @@ from typing import Any
 import yaml
 
 from memloci.core.errors import ValidationError
-from memloci.markdown.document import _LOADER, _WIKILINK, _scalar, _stem, _target, _text
+from memloci.markdown.syntax import LINES, WIKILINK, YAML_LOADER, link_target, note_name, value_text, yaml_scalar
 from memloci.markdown.value_links import refused
 
-_LINES = re.compile(r"[^\n]*\n|[^\n]+")
 _KEY_LINE = re.compile(r"(\"[^\"\n]*\"|'[^'\n]*'|[^\s:#\-][^:\n]*):(?:[ \t]|$)")
 _ITEM = re.compile(r"([ \t]*)-(?:[ \t]|$)")
 _QUOTED = r"\"(?:[^\"\\\n]|\\.)*\"|'(?:[^'\n]|'')*'"  # a quoted scalar on one line, escapes and all
@@ -27,7 +26,7 @@ _QUOTED = r"\"(?:[^\"\\\n]|\\.)*\"|'(?:[^'\n]|'')*'"  # a quoted scalar on one l
 def split(text: str) -> tuple[str, str, str] | None:
     """(opening `---` line, YAML between, rest from the closing `---` line on); None without
     front matter. An unclosed `---` is a thematic break, not front matter."""
-    lines = _LINES.findall(text)
+    lines = LINES.findall(text)
     if not lines or lines[0].rstrip() != "---":
         return None
     for i in range(1, len(lines)):
@@ -39,7 +38,7 @@ def split(text: str) -> tuple[str, str, str] | None:
 def _blocks(yaml_text: str) -> list[tuple[str, int, int]]:
     """(key, first line, end line) of each top-level key; trailing blank and comment lines
     belong to whatever follows, not to the block."""
-    lines = _LINES.findall(yaml_text)
+    lines = LINES.findall(yaml_text)
     starts = []
     for i, line in enumerate(lines):
         m = _KEY_LINE.match(line)
@@ -54,9 +53,6 @@ def _blocks(yaml_text: str) -> list[tuple[str, int, int]]:
     return out
 
 
-scalar = _scalar  # one quoting rule for rendered and edited front matter
-
-
 def _quoted_like(old: str, value: str) -> str:
     """`value` written with the quoting `old` used (when that quoting can hold it)."""
     old = old.strip()
@@ -64,7 +60,7 @@ def _quoted_like(old: str, value: str) -> str:
         return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
     if old.startswith("'") and "\n" not in value:  # a quote in single quotes is written twice
         return "'" + value.replace("'", "''") + "'"
-    return scalar(value)
+    return yaml_scalar(value)
 
 
 def _split_key(head: str) -> tuple[str, str]:
@@ -140,7 +136,7 @@ def _as_text(item: str) -> str:
     if loaded is None:
         return item
     try:
-        return _text(loaded, "item")
+        return value_text(loaded, "item")
     except ValidationError:
         return item
 
@@ -163,8 +159,8 @@ def _block_list_style(lines: list[str]) -> str:
 
 def _render_list(key: str, values: list[str], indent: str | None) -> str:
     if indent is None or not values:
-        return f"{key}: [{', '.join(scalar(v) for v in values)}]\n"
-    return f"{key}:\n" + "".join(f"{indent}- {scalar(v)}\n" for v in values)
+        return f"{key}: [{', '.join(yaml_scalar(v) for v in values)}]\n"
+    return f"{key}:\n" + "".join(f"{indent}- {yaml_scalar(v)}\n" for v in values)
 
 
 def set_list(yaml_text: str, key: str, values: list[str],
@@ -172,7 +168,7 @@ def set_list(yaml_text: str, key: str, values: list[str],
     """Make `key` list exactly `values`: kept items keep their spelling and lines, dropped
     ones lose theirs, new ones are appended in the list's own style. `item_text` reads an
     item as the parser does (a tag `"#a"` is `a`), so a kept item is recognized."""
-    lines = _LINES.findall(yaml_text)
+    lines = LINES.findall(yaml_text)
     if lines and not lines[-1].endswith("\n"):
         lines[-1] += "\n"
     block = next((b for b in _blocks("".join(lines)) if b[0] == key), None)
@@ -197,7 +193,7 @@ def set_list(yaml_text: str, key: str, values: list[str],
                 kept.append(item)
         sep = "," if len(raw) > 1 and not raw[1].startswith((" ", "\t")) else ", "
         pad = " " if inner.startswith(" ") and inner.endswith(" ") and inner.strip() else ""
-        joined = sep.join([k.strip() for k in kept] + [scalar(v) for v in wanted])
+        joined = sep.join([k.strip() for k in kept] + [yaml_scalar(v) for v in wanted])
         lead = value[:len(value) - len(value.lstrip())] or " "
         new_head = head[:len(head) - len(after)] + f"{lead}[{pad}{joined}{pad}]" + comment + "\n"
         return "".join(lines[:first] + [new_head] + lines[first + 1:])
@@ -213,7 +209,7 @@ def set_list(yaml_text: str, key: str, values: list[str],
                 keep_lines.extend(range(i, stop))
         others = [i for i in range(first + 1, end) if i < (items[0] if items else end)]
         body = [lines[i] for i in others + keep_lines]
-        body += [f"{indent}- {scalar(v)}\n" for v in wanted]
+        body += [f"{indent}- {yaml_scalar(v)}\n" for v in wanted]
         if not body:  # an empty block list reads as null; write it as []
             return "".join(lines[:first] + [head.rstrip("\n").rstrip() + " []\n"] + lines[end:])
         return "".join(lines[:first + 1] + body + lines[end:])
@@ -221,19 +217,19 @@ def set_list(yaml_text: str, key: str, values: list[str],
     if values == [item_text(_as_text(value.strip()))]:
         return yaml_text
     new_head = head[:len(head) - len(after)] + " " + (
-        f"[{', '.join(scalar(v) for v in values)}]" if len(values) != 1 else scalar(values[0])) + comment + "\n"
+        f"[{', '.join(yaml_scalar(v) for v in values)}]" if len(values) != 1 else yaml_scalar(values[0])) + comment + "\n"
     return "".join(lines[:first] + [new_head] + lines[first + 1:end] + lines[end:])
 
 
 def set_scalar(yaml_text: str, key: str, value: str, *, timestamp: bool = False) -> str:
     """Set one scalar key in place (quoting and comment kept), or append it at the end.
     `timestamp`: the value is an ISO time, written plain as YAML reads it (unless quoted before)."""
-    lines = _LINES.findall(yaml_text)
+    lines = LINES.findall(yaml_text)
     if lines and not lines[-1].endswith("\n"):
         lines[-1] += "\n"
     block = next((b for b in _blocks("".join(lines)) if b[0] == key), None)
     if block is None:
-        return "".join(lines) + f"{key}: {scalar(value)}\n"
+        return "".join(lines) + f"{key}: {yaml_scalar(value)}\n"
     _, first, end = block
     head = lines[first]
     keyed, after = _split_key(head)
@@ -288,7 +284,7 @@ def edit_relations(yaml_text: str, remove: list[tuple[str, str]], add: list[tupl
                    key_of: Callable[[str], str] = str.casefold) -> str:
     """Drop the `relations` items naming (type, to) in `remove` (compared by key_of(to)) and
     append `add` in the style of the items already there."""
-    lines = _LINES.findall(yaml_text)
+    lines = LINES.findall(yaml_text)
     if lines and not lines[-1].endswith("\n"):
         lines[-1] += "\n"
     block = next((b for b in _blocks("".join(lines)) if b[0] == "relations"), None)
@@ -297,14 +293,14 @@ def edit_relations(yaml_text: str, remove: list[tuple[str, str]], add: list[tupl
         if not add:
             return yaml_text
         return "".join(lines) + "relations:\n" + "".join(
-            f"  - {{type: {scalar(t)}, to: {scalar(to)}}}\n" for t, to in add)
+            f"  - {{type: {yaml_scalar(t)}, to: {yaml_scalar(to)}}}\n" for t, to in add)
     _, first, end = block
     value, comment = _value_and_comment(lines[first].split(":", 1)[1].rstrip("\n"))
     if value.strip().startswith("[") and value.strip().endswith("]") and value.strip() != "[]":
         # A flow list, `relations: [{type: a, to: b}]`: its items keep their spelling.
         kept = [i for i in _flow_items(value.strip()[1:-1])
                 if not ((rel := _item_relation("- " + i.strip())) and (rel[0], key_of(rel[1])) in drop)]
-        new = [f"{{type: {scalar(t)}, to: {scalar(to)}}}" for t, to in add]
+        new = [f"{{type: {yaml_scalar(t)}, to: {yaml_scalar(to)}}}" for t, to in add]
         lines[first] = f"relations: [{', '.join([k.strip() for k in kept] + new)}]{comment}\n"
         return "".join(lines)
     if lines[first].split(":", 1)[1].split("#")[0].strip() not in ("", "[]"):
@@ -333,7 +329,7 @@ def edit_relations(yaml_text: str, remove: list[tuple[str, str]], add: list[tupl
 def _like(template: str | None, rtype: str, to: str) -> str:
     """A relations item for (rtype, to), laid out as `template` is."""
     if template is None:
-        return f"  - {{type: {scalar(rtype)}, to: {scalar(to)}}}\n"
+        return f"  - {{type: {yaml_scalar(rtype)}, to: {yaml_scalar(to)}}}\n"
     out = re.sub(r"((?:type|relation_type|relationType)\s*:\s*)(" + _QUOTED + r"|[^,}\n#]+?)(\s*(?:[,}]|#|\n|$))",
                  lambda m: m.group(1) + _quoted_like(m.group(2), rtype) + m.group(3), template, count=1)
     out = re.sub(r"(\bto\s*:\s*)(" + _QUOTED + r"|[^,}\n#]+?)(\s*(?:[,}]|#|\n|$))",
@@ -343,7 +339,7 @@ def _like(template: str | None, rtype: str, to: str) -> str:
 
 def rename_relation_targets(yaml_text: str, old: str, new: str, key_of: Callable[[str], str] = str.casefold) -> str:
     """Point `to: old` values in `relations` items at `new`, quoting kept."""
-    lines = _LINES.findall(yaml_text)
+    lines = LINES.findall(yaml_text)
     block = next((b for b in _blocks(yaml_text) if b[0] == "relations"), None)
     if block is None:
         return yaml_text
@@ -381,10 +377,10 @@ def _is_link(loaded: Any, key: str, target: str, key_of: Callable[[str], str]) -
     or beside other links, is refused: removing it alone would rewrite a person's sentence."""
     if not isinstance(loaded, str):
         return False
-    hits = [m for m in _WIKILINK.finditer(loaded) if key_of(_stem(_target(m.group(1))[1])) == key_of(target)]
+    hits = [m for m in WIKILINK.finditer(loaded) if key_of(note_name(link_target(m.group(1))[1])) == key_of(target)]
     if not hits:
         return False
-    if len(hits) > 1 or _WIKILINK.sub("", loaded).strip():
+    if len(hits) > 1 or WIKILINK.sub("", loaded).strip():
         raise ValidationError(
             f"{key}: the link [[{target}]] is part of the text {loaded!r}; memloci removes a front-matter link "
             "only when it is the whole value or a whole list item (nothing was changed)",
@@ -395,7 +391,7 @@ def _is_link(loaded: Any, key: str, target: str, key_of: Callable[[str], str]) -
 def _mapping(yaml_text: str) -> Any:
     """The front matter as the document parser reads it; None when it does not parse."""
     try:
-        loaded = yaml.load(yaml_text, Loader=_LOADER)
+        loaded = yaml.load(yaml_text, Loader=YAML_LOADER)
         return {} if loaded is None else loaded  # only comments, or nothing: no keys
     except yaml.YAMLError:
         return None
@@ -430,7 +426,7 @@ def drop_link(yaml_text: str, key: str, target: str, key_of: Callable[[str], str
     item that holds it, or the whole key when it held only that link. Comment lines inside
     the value stay. The result is read back: unless it parses to exactly the old front
     matter less that link, nothing is changed and the call is refused, naming the key."""
-    lines = _LINES.findall(yaml_text)
+    lines = LINES.findall(yaml_text)
     if lines and not lines[-1].endswith("\n"):
         lines[-1] += "\n"
     block = next((b for b in _blocks("".join(lines)) if b[0] == key), None)

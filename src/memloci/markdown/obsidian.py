@@ -7,18 +7,9 @@ import re
 
 import yaml
 
-from memloci.markdown.document import (
-    _LOADER,
-    _WIKILINK,
-    KNOWN_KEYS,
-    EntityDocument,
-    _fold,
-    _prose,
-    _stem,
-    _str_list,
-    _target,
-    set_observations,
-)
+from memloci.markdown.document import EntityDocument, set_observations
+from memloci.markdown.properties import property_links
+from memloci.markdown.syntax import WIKILINK, YAML_LOADER, prose_spans
 
 # An Obsidian tag: `#` after whitespace (or at a line's start), then letters, digits, `_`, `-`
 # and `/` (nested tags); `# Heading`, `a#b`, `url/#frag` and `[[note#heading]]` are not tags.
@@ -34,8 +25,8 @@ def inline_tags(body: str) -> list[str]:
     """`#tags` in a body, outside code and links, in first-seen order, each once (compared
     case-insensitively, spelled as first written). A tag has at least one non-digit."""
     out: dict[str, str] = {}
-    for start, end in _prose(body):
-        spans = [(m.start(), m.end()) for m in _WIKILINK.finditer(body, start, end)]
+    for start, end in prose_spans(body):
+        spans = [(m.start(), m.end()) for m in WIKILINK.finditer(body, start, end)]
         for m in _TAG.finditer(body, start, end):
             tag = m.group(1).strip("/")
             if not tag or tag.replace("/", "").replace("-", "").isdigit() or \
@@ -71,39 +62,6 @@ def block_links_or_none(blocks: list[str]) -> list[tuple[str, str]] | None:
     if not blocks or "[[" not in "".join(blocks):
         return []
     try:
-        return property_links(yaml.load("".join(b if b.endswith("\n") else b + "\n" for b in blocks), Loader=_LOADER))
+        return property_links(yaml.load("".join(b if b.endswith("\n") else b + "\n" for b in blocks), Loader=YAML_LOADER))
     except yaml.YAMLError:
         return None
-
-
-def front_matter_tags(value: object) -> list[str]:
-    """Front-matter tags as Obsidian reads them: a list, or one string of tags separated by
-    commas or spaces; a leading `#` is not part of the tag (`tags: "#a, b/c"` -> a, b/c)."""
-    raw = _str_list(value, "tags")
-    if isinstance(value, str):
-        raw = re.split(r"[,\s]+", value)
-    out: dict[str, str] = {}
-    for t in raw:
-        t = t.strip().removeprefix("#").strip()
-        if t:
-            out.setdefault(t.casefold(), t)
-    return list(out.values())
-
-
-def property_links(data: object) -> list[tuple[str, str]]:
-    """(key, target) of each `[[link]]` in the string values (or lists of strings) of front-matter
-    keys memloci does not know: `people: ["[[Anna]]", "[[Bob|Bobby]]"]` -> people->Anna, people->Bob.
-    `[[Target#Heading]]`, `[[Target|label]]` and `[[folder/Target.md]]` point at Target."""
-    out: dict[tuple[str, str], tuple[str, str]] = {}
-    if not isinstance(data, dict):
-        return []
-    for key, value in data.items():
-        if str(key) in KNOWN_KEYS:
-            continue
-        for v in value if isinstance(value, list) else [value]:
-            if isinstance(v, str):
-                for m in _WIKILINK.finditer(v):
-                    t = _stem(_target(m.group(1))[1])
-                    if t:
-                        out.setdefault((str(key), _fold(t)), (str(key), t))
-    return list(out.values())

@@ -16,10 +16,6 @@ from memloci.core.errors import ValidationError
 from memloci.markdown import frontmatter as fm
 from memloci.markdown.document import (
     EntityDocument,
-    _analyze,
-    _heading,
-    _items,
-    _observations_region,
     observation_line,
     parse_document,
     rewrite_wikilinks,
@@ -27,6 +23,8 @@ from memloci.markdown.document import (
     wikilinks,
 )
 from memloci.markdown.obsidian import tag_text
+from memloci.markdown.outline import list_items, observations_region, outline
+from memloci.markdown.syntax import parse_heading
 from memloci.markdown.value_links import rename_value_links
 
 LINKS_TO = "links_to"
@@ -117,23 +115,23 @@ def _set_title(text: str, name: str) -> str:
     parts = fm.split(text)
     if parts is not None and fm.has_key(parts[1], "name"):
         return fm.with_front_matter(text, lambda y: fm.set_scalar(y, "name", name))
-    doc = _analyze(text)
+    doc = outline(text)
     i = doc.start
     while i < len(doc.lines) and not doc.lines[i].strip():
         i += 1
     if doc.headings and doc.headings[0][:2] == (i, 1):
         line = doc.lines[i]
         m = re.match(r"(#[ \t]+)(.*?)([ \t]+#+[ \t]*)?(\n?)$", line)
-        if m and _heading(f"# {name}") == (1, name):
+        if m and parse_heading(f"# {name}") == (1, name):
             doc.lines[i] = m.group(1) + name + (m.group(3) or "") + m.group(4)
             return "".join(doc.lines)
     return fm.with_front_matter(text, lambda y: fm.set_scalar(y, "name", name))
 
 
 def _patch_observations(text: str, wanted: list[str], dates: dict[str, str]) -> str:
-    doc = _analyze(text)
-    region = _observations_region(doc)
-    items = _items(doc, region[0] + 1, region[1]) if region else []
+    doc = outline(text)
+    region = observations_region(doc)
+    items = list_items(doc, region[0] + 1, region[1]) if region else []
     parsed = [split_date(item)[0] for _, _, item in items]
     # The index holds each text once: a line a person wrote twice stays twice, and goes (both
     # times) only when its text is deleted.
@@ -212,3 +210,23 @@ def _links_or_none(text: str, fallback_name: str) -> list[tuple[str, str]] | Non
         return parse_document(text, fallback_name=fallback_name).links
     except ValidationError:
         return None
+
+
+def dated_text(text: str, created: str, updated: str, dates: dict[str, str]) -> str:
+    """`text` with its date marks set: `created:`/`modified:` where its front matter has them
+    (no key added), and the `<!-- date -->` mark of each observation line that has one (the
+    observation's date from `dates`, by its text). Every other byte stays."""
+    doc = outline(text)
+    lines = list(doc.lines)
+    region = observations_region(doc)
+    for _, stop, item in list_items(doc, region[0] + 1, region[1]) if region else []:
+        content, date = split_date(item)
+        want = dates.get(content)
+        if date and want and want != date:
+            lines[stop - 1] = lines[stop - 1].replace(f"<!-- {date} -->", f"<!-- {want} -->")
+    text = "".join(lines)
+    parts = fm.split(text)
+    for k, value in (("created", created), ("modified", updated)):
+        if parts and fm.has_key(parts[1], k):
+            text = fm.with_front_matter(text, lambda y, k=k, value=value: fm.set_scalar(y, k, value, timestamp=True))
+    return text

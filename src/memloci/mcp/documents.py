@@ -9,7 +9,7 @@ from typing import Annotated, Any
 from mcp_types import CallToolResult
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, model_validator
 
-from memloci.mcp.graph import ConfirmRoot, Library, LibraryName, ProjectPath, _annotations, _library
+from memloci.mcp.arguments import ConfirmRoot, Library, LibraryName, ProjectPath, selected, tool_annotations
 from memloci.mcp.replies import reply
 from memloci.mcp.surface import Args, hide
 from memloci.service.documents import NewEntityDocument
@@ -72,18 +72,18 @@ def register(server: Any, service: MemoryService) -> None:
         library: Library = None, library_name: LibraryName = None,
         project_path: ProjectPath = None, confirm_new_project_root: ConfirmRoot = None,
     ) -> Annotated[CallToolResult, Out]:
-        found = service.list_entities(entity_glob, library=_library(library, library_name, project_path, confirm_new_project_root))
+        found = service.list_entities(entity_glob, library=selected(library, library_name, project_path, confirm_new_project_root))
         return reply({"entities": found, "total": len(found)})
 
     def read_entities(entity_names: Names, library: Library = None,
                       library_name: LibraryName = None, project_path: ProjectPath = None,
                       confirm_new_project_root: ConfirmRoot = None) -> Annotated[CallToolResult, Out]:
-        return reply(service.read_entities(entity_names, library=_library(library, library_name, project_path, confirm_new_project_root)))
+        return reply(service.read_entities(entity_names, library=selected(library, library_name, project_path, confirm_new_project_root)))
 
     def get_entities_toc(entity_names: Names, library: Library = None,
                          library_name: LibraryName = None, project_path: ProjectPath = None,
                       confirm_new_project_root: ConfirmRoot = None) -> Annotated[CallToolResult, Out]:
-        return reply(service.get_entities_toc(entity_names, library=_library(library, library_name, project_path, confirm_new_project_root)))
+        return reply(service.get_entities_toc(entity_names, library=selected(library, library_name, project_path, confirm_new_project_root)))
 
     def read_entities_sections(
         entity_names: Names,
@@ -91,7 +91,7 @@ def register(server: Any, service: MemoryService) -> None:
         library: Library = None, library_name: LibraryName = None,
         project_path: ProjectPath = None, confirm_new_project_root: ConfirmRoot = None,
     ) -> Annotated[CallToolResult, Out]:
-        return reply(service.read_entities_sections(entity_names, section_globs, library=_library(library, library_name, project_path, confirm_new_project_root)))
+        return reply(service.read_entities_sections(entity_names, section_globs, library=selected(library, library_name, project_path, confirm_new_project_root)))
 
     def add_entities(entities: list[NewEntity], library: Library = None,
                      library_name: LibraryName = None, project_path: ProjectPath = None,
@@ -99,7 +99,7 @@ def register(server: Any, service: MemoryService) -> None:
         names = service.add_entities(
             [NewEntityDocument(e.name, e.entity_type, tuple(e.aliases),
                                tuple((r.kind, r.to) for r in e.relations), e.content) for e in entities],
-            library=_library(library, library_name, project_path, confirm_new_project_root))
+            library=selected(library, library_name, project_path, confirm_new_project_root))
         return reply({"created": names})
 
     def add_entity_content(
@@ -109,7 +109,7 @@ def register(server: Any, service: MemoryService) -> None:
         project_path: ProjectPath = None, confirm_new_project_root: ConfirmRoot = None,
     ) -> Annotated[CallToolResult, Out]:
         return reply(service.add_entity_content(entity_name, in_section, new_content,
-                                                library=_library(library, library_name, project_path, confirm_new_project_root)))
+                                                library=selected(library, library_name, project_path, confirm_new_project_root)))
 
     def delete_entity_content(
         entity_name: str,
@@ -118,7 +118,7 @@ def register(server: Any, service: MemoryService) -> None:
         project_path: ProjectPath = None, confirm_new_project_root: ConfirmRoot = None,
     ) -> Annotated[CallToolResult, Out]:
         return reply(service.delete_entity_content(entity_name, content_to_delete,
-                                                   library=_library(library, library_name, project_path, confirm_new_project_root)))
+                                                   library=selected(library, library_name, project_path, confirm_new_project_root)))
 
     def replace_entity_content(
         entity_name: str,
@@ -127,7 +127,7 @@ def register(server: Any, service: MemoryService) -> None:
         project_path: ProjectPath = None, confirm_new_project_root: ConfirmRoot = None,
     ) -> Annotated[CallToolResult, Out]:
         return reply(service.replace_entity_content(entity_name, old_content, new_content,
-                                                    library=_library(library, library_name, project_path, confirm_new_project_root)))
+                                                    library=selected(library, library_name, project_path, confirm_new_project_root)))
 
     def replace_entity_section(
         entity_name: str, old_heading: str, new_heading: str, new_body_content: str,
@@ -135,17 +135,17 @@ def register(server: Any, service: MemoryService) -> None:
         project_path: ProjectPath = None, confirm_new_project_root: ConfirmRoot = None,
     ) -> Annotated[CallToolResult, Out]:
         return reply(service.replace_entity_section(entity_name, old_heading, new_heading, new_body_content,
-                                                    library=_library(library, library_name, project_path, confirm_new_project_root)))
+                                                    library=selected(library, library_name, project_path, confirm_new_project_root)))
 
     def rename_entity(old_name: str, new_name: str, library: Library = None,
                       library_name: LibraryName = None, project_path: ProjectPath = None,
                       confirm_new_project_root: ConfirmRoot = None) -> Annotated[CallToolResult, Out]:
-        return reply(service.rename_entity(old_name, new_name, library=_library(library, library_name, project_path, confirm_new_project_root)))
+        return reply(service.rename_entity(old_name, new_name, library=selected(library, library_name, project_path, confirm_new_project_root)))
 
     def merge_entities(source_names: Names, target_name: str, library: Library = None,
                        library_name: LibraryName = None, project_path: ProjectPath = None,
                       confirm_new_project_root: ConfirmRoot = None) -> Annotated[CallToolResult, Out]:
-        return reply(service.merge_entities(source_names, target_name, library=_library(library, library_name, project_path, confirm_new_project_root)))
+        return reply(service.merge_entities(source_names, target_name, library=selected(library, library_name, project_path, confirm_new_project_root)))
 
     def find_relations(
         to_entity: str | None = None, relation_type: str | None = None, from_entity: str | None = None,
@@ -153,29 +153,29 @@ def register(server: Any, service: MemoryService) -> None:
         project_path: ProjectPath = None, confirm_new_project_root: ConfirmRoot = None,
     ) -> Annotated[CallToolResult, Out]:
         found = service.find_relations(to_entity=to_entity, relation_type=relation_type, from_entity=from_entity,
-                                       library=_library(library, library_name, project_path, confirm_new_project_root))
+                                       library=selected(library, library_name, project_path, confirm_new_project_root))
         return reply({"relations": [_relation(r) for r in found], "total": len(found)})
 
     def read_manual(library: Library = None, library_name: LibraryName = None,
         project_path: ProjectPath = None, confirm_new_project_root: ConfirmRoot = None) -> Annotated[CallToolResult, Out]:
-        return reply(service.read_manual(library=_library(library, library_name, project_path, confirm_new_project_root)))
+        return reply(service.read_manual(library=selected(library, library_name, project_path, confirm_new_project_root)))
 
     def update_manual_section(toc: Annotated[str, Field(description="The section's heading")], old_content: str,
                               new_content: str, library: Library = None,
                               library_name: LibraryName = None, project_path: ProjectPath = None,
                       confirm_new_project_root: ConfirmRoot = None) -> Annotated[CallToolResult, Out]:
-        return reply(service.update_manual_section(toc, old_content, new_content, library=_library(library, library_name, project_path, confirm_new_project_root)))
+        return reply(service.update_manual_section(toc, old_content, new_content, library=selected(library, library_name, project_path, confirm_new_project_root)))
 
     def add_manual_section(toc: Annotated[str, Field(description="The section's heading; created if missing")],
                            new_content: str, library: Library = None,
                            library_name: LibraryName = None, project_path: ProjectPath = None,
                       confirm_new_project_root: ConfirmRoot = None) -> Annotated[CallToolResult, Out]:
-        return reply(service.add_manual_section(toc, new_content, library=_library(library, library_name, project_path, confirm_new_project_root)))
+        return reply(service.add_manual_section(toc, new_content, library=selected(library, library_name, project_path, confirm_new_project_root)))
 
     def delete_manual_section(toc: str, deleting_content: str, library: Library = None,
                               library_name: LibraryName = None, project_path: ProjectPath = None,
                       confirm_new_project_root: ConfirmRoot = None) -> Annotated[CallToolResult, Out]:
-        return reply(service.delete_manual_section(toc, deleting_content, library=_library(library, library_name, project_path, confirm_new_project_root)))
+        return reply(service.delete_manual_section(toc, deleting_content, library=selected(library, library_name, project_path, confirm_new_project_root)))
 
     ro = {"read_only": True, "idempotent": True}
     tools = [
@@ -228,4 +228,4 @@ def register(server: Any, service: MemoryService) -> None:
     ]
     for fn, flags, description in tools:
         title = fn.__name__.replace("_", " ").title()
-        server.add_tool(fn, title=title, annotations=_annotations(title, **flags), description=description)
+        server.add_tool(fn, title=title, annotations=tool_annotations(title, **flags), description=description)

@@ -9,12 +9,11 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from mcp_types import CallToolResult, ToolAnnotations
+from mcp_types import CallToolResult
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from memloci.app.libraries import ProjectRef
-from memloci.core.errors import ValidationError
 from memloci.core.model import Entity, EntityInput, ObservationBatch, Relation, RelationInput
+from memloci.mcp.arguments import ConfirmRoot, Library, LibraryName, ProjectPath, selected, tool_annotations
 from memloci.mcp.replies import reply
 from memloci.mcp.surface import Args, hide
 from memloci.service.facade import DEFAULT_GRAPH_LIMIT, DEFAULT_SEARCH_LIMIT, MemoryService
@@ -64,13 +63,6 @@ class DeletionArg(Args):
     entityName: str
     observations: list[str] = Field(description="Observations to delete")
 
-
-# The selectors carry no description: they repeat on every tool, and the server's instructions
-# explain them once (and the AWAITING_CONFIRMATION error explains confirm_new_project_root).
-Library = Annotated[str | None, Field()]
-LibraryName = Annotated[str | None, Field()]  # accepted as `library`, never advertised
-ProjectPath = Annotated[str | None, Field()]
-ConfirmRoot = Annotated[str | None, Field()]
 
 # -- results -----------------------------------------------------------------------------
 
@@ -167,24 +159,6 @@ def relation_out(r: Relation, *, dates: bool = False) -> dict[str, Any]:
     return out
 
 
-def _library(library: str | None, library_name: str | None, project_path: str | None = None,
-             confirm_new_project_root: str | None = None) -> str | ProjectRef | None:
-    if library and library_name and library != library_name:
-        raise ValidationError(f"library: got library='{library}' and library_name='{library_name}'; give one")
-    if project_path is not None:
-        if library or library_name:
-            raise ValidationError("project_path: give a library or a project_path, not both")
-        return ProjectRef(project_path, confirm_new_project_root)
-    if confirm_new_project_root:
-        raise ValidationError("confirm_new_project_root: only with project_path")
-    return library or library_name
-
-
-def _annotations(title: str, *, read_only: bool = False, destructive: bool = False, idempotent: bool = False) -> ToolAnnotations:
-    return ToolAnnotations(title=title, readOnlyHint=read_only, destructiveHint=destructive,
-                           idempotentHint=idempotent, openWorldHint=False)
-
-
 # -- tools -------------------------------------------------------------------------------
 
 
@@ -195,7 +169,7 @@ def register(server: Any, service: MemoryService) -> None:
     ) -> Annotated[CallToolResult, CreateEntitiesOut]:
         results = service.create_entities(
             [EntityInput(e.name, e.entityType, tuple(e.observations)) for e in entities],
-            library=_library(library, library_name, project_path, confirm_new_project_root),
+            library=selected(library, library_name, project_path, confirm_new_project_root),
         )
         shaped = []
         for r in results:
@@ -216,7 +190,7 @@ def register(server: Any, service: MemoryService) -> None:
         project_path: ProjectPath = None, confirm_new_project_root: ConfirmRoot = None
     ) -> Annotated[CallToolResult, CreateRelationsOut]:
         created, existing = service.create_relations(
-            [RelationInput(r.from_, r.relation_type, r.to) for r in relations], library=_library(library, library_name, project_path, confirm_new_project_root)
+            [RelationInput(r.from_, r.relation_type, r.to) for r in relations], library=selected(library, library_name, project_path, confirm_new_project_root)
         )
         shaped = [relation_out(r) for r in created]
         return reply({"relations": shaped, "already_existed": [relation_out(r) for r in existing]}, text=shaped)
@@ -227,7 +201,7 @@ def register(server: Any, service: MemoryService) -> None:
     ) -> Annotated[CallToolResult, AddObservationsOut]:
         results = service.add_observations(
             [ObservationBatch(o.entityName, tuple(o.contents)) for o in observations],
-            library=_library(library, library_name, project_path, confirm_new_project_root),
+            library=selected(library, library_name, project_path, confirm_new_project_root),
         )
         shaped = [{"entityName": r.entity_name, "addedObservations": list(r.added),
                    "skippedObservations": list(r.skipped)} for r in results]
@@ -238,7 +212,7 @@ def register(server: Any, service: MemoryService) -> None:
         library: Library = None, library_name: LibraryName = None,
         project_path: ProjectPath = None, confirm_new_project_root: ConfirmRoot = None,
     ) -> Annotated[CallToolResult, DeleteOut]:
-        deleted = service.delete_entities(entityNames, library=_library(library, library_name, project_path, confirm_new_project_root))
+        deleted = service.delete_entities(entityNames, library=selected(library, library_name, project_path, confirm_new_project_root))
         message = "Entities deleted successfully"
         return reply({"success": True, "message": message, "deleted": deleted}, text=message)
 
@@ -248,7 +222,7 @@ def register(server: Any, service: MemoryService) -> None:
     ) -> Annotated[CallToolResult, DeleteOut]:
         results = service.delete_observations(
             [ObservationBatch(d.entityName, tuple(d.observations)) for d in deletions],
-            library=_library(library, library_name, project_path, confirm_new_project_root),
+            library=selected(library, library_name, project_path, confirm_new_project_root),
         )
         message = "Observations deleted successfully"
         deleted = [{"entityName": r.entity_name, "observations": list(r.removed)} for r in results]
@@ -260,7 +234,7 @@ def register(server: Any, service: MemoryService) -> None:
         project_path: ProjectPath = None, confirm_new_project_root: ConfirmRoot = None,
     ) -> Annotated[CallToolResult, DeleteOut]:
         deleted = service.delete_relations(
-            [RelationInput(r.from_, r.relation_type, r.to) for r in relations], library=_library(library, library_name, project_path, confirm_new_project_root)
+            [RelationInput(r.from_, r.relation_type, r.to) for r in relations], library=selected(library, library_name, project_path, confirm_new_project_root)
         )
         message = "Relations deleted successfully"
         return reply({"success": True, "message": message, "deleted": [relation_out(r) for r in deleted]}, text=message)
@@ -272,7 +246,7 @@ def register(server: Any, service: MemoryService) -> None:
         library: Library = None, library_name: LibraryName = None,
         project_path: ProjectPath = None, confirm_new_project_root: ConfirmRoot = None,
     ) -> Annotated[CallToolResult, PagedGraphOut]:
-        where = _library(library, library_name, project_path, confirm_new_project_root)
+        where = selected(library, library_name, project_path, confirm_new_project_root)
         page = service.read_graph(limit=limit, offset=offset, summary=summary_mode, library=where)
         structured: dict[str, Any] = {
             "entities": [entity_out(e, observations=not summary_mode) for e in page.entities],
@@ -299,7 +273,7 @@ def register(server: Any, service: MemoryService) -> None:
         project_path: ProjectPath = None, confirm_new_project_root: ConfirmRoot = None,
     ) -> Annotated[CallToolResult, SearchOut]:
         result = service.search_nodes(query, limit=limit, offset=offset,
-                                      library=_library(library, library_name, project_path, confirm_new_project_root))
+                                      library=selected(library, library_name, project_path, confirm_new_project_root))
         structured: dict[str, Any] = {
             "entities": [entity_out(h.entity, dates=True) for h in result.hits],
             "relations": [relation_out(r, dates=True) for r in result.relations],
@@ -317,7 +291,7 @@ def register(server: Any, service: MemoryService) -> None:
         library: Library = None, library_name: LibraryName = None,
         project_path: ProjectPath = None, confirm_new_project_root: ConfirmRoot = None,
     ) -> Annotated[CallToolResult, GraphOut]:
-        graph = service.open_nodes(names, library=_library(library, library_name, project_path, confirm_new_project_root))
+        graph = service.open_nodes(names, library=selected(library, library_name, project_path, confirm_new_project_root))
         structured = {
             "entities": [entity_out(e, dates=True) for e in graph.entities],
             "relations": [relation_out(r, dates=True) for r in graph.relations],
@@ -332,7 +306,7 @@ def register(server: Any, service: MemoryService) -> None:
             "entity 'created' or 'merged'.\n"
             'Example: {"entities": [{"name": "Alice", "entityType": "person", "observations": ["Works at Acme"]}]}'
         ),
-        annotations=_annotations("Create Entities"),
+        annotations=tool_annotations("Create Entities"),
     )
     server.add_tool(
         create_relations, title="Create Relations",
@@ -341,7 +315,7 @@ def register(server: Any, service: MemoryService) -> None:
             "changing nothing, if an endpoint does not exist; an existing relation is left as is.\n"
             'Example: {"relations": [{"from": "Alice", "to": "Acme", "relationType": "works_at"}]}'
         ),
-        annotations=_annotations("Create Relations", idempotent=True),
+        annotations=tool_annotations("Create Relations", idempotent=True),
     )
     server.add_tool(
         add_observations, title="Add Observations",
@@ -350,25 +324,25 @@ def register(server: Any, service: MemoryService) -> None:
             "entity does not exist; observations it already has are skipped.\n"
             'Example: {"observations": [{"entityName": "Alice", "contents": ["Prefers email"]}]}'
         ),
-        annotations=_annotations("Add Observations", idempotent=True),
+        annotations=tool_annotations("Add Observations", idempotent=True),
     )
     server.add_tool(
         delete_entities, title="Delete Entities",
         description="Delete entities with their observations and every relation touching them. Names not found are ignored.\n"
                     'Example: {"entityNames": ["Alice"]}',
-        annotations=_annotations("Delete Entities", destructive=True, idempotent=True),
+        annotations=tool_annotations("Delete Entities", destructive=True, idempotent=True),
     )
     server.add_tool(
         delete_observations, title="Delete Observations",
         description="Delete specific observations from entities. Missing ones are ignored.\n"
                     'Example: {"deletions": [{"entityName": "Alice", "observations": ["Prefers email"]}]}',
-        annotations=_annotations("Delete Observations", destructive=True, idempotent=True),
+        annotations=tool_annotations("Delete Observations", destructive=True, idempotent=True),
     )
     server.add_tool(
         delete_relations, title="Delete Relations",
         description="Delete specific relations. Missing ones are ignored.\n"
                     'Example: {"relations": [{"from": "Alice", "to": "Acme", "relationType": "works_at"}]}',
-        annotations=_annotations("Delete Relations", destructive=True, idempotent=True),
+        annotations=tool_annotations("Delete Relations", destructive=True, idempotent=True),
     )
     server.add_tool(
         read_graph, title="Read Graph",
@@ -379,7 +353,7 @@ def register(server: Any, service: MemoryService) -> None:
             "Prefer search_nodes to find something specific.\n"
             'Example: {"summary_mode": true, "limit": 100}'
         ),
-        annotations=_annotations("Read Graph", read_only=True, idempotent=True),
+        annotations=tool_annotations("Read Graph", read_only=True, idempotent=True),
     )
     server.add_tool(
         search_nodes, title="Search Nodes",
@@ -389,7 +363,7 @@ def register(server: Any, service: MemoryService) -> None:
             "is_truncated tell whether to fetch the next page (offset).\n"
             'Example: {"query": "alice acme email", "limit": 10}'
         ),
-        annotations=_annotations("Search Nodes", read_only=True, idempotent=True),
+        annotations=tool_annotations("Search Nodes", read_only=True, idempotent=True),
     )
     server.add_tool(
         open_nodes, title="Open Nodes",
@@ -398,5 +372,5 @@ def register(server: Any, service: MemoryService) -> None:
             "touching them; an alias two entities share opens both.\n"
             'Example: {"names": ["Alice", "Acme"]}'
         ),
-        annotations=_annotations("Open Nodes", read_only=True, idempotent=True),
+        annotations=tool_annotations("Open Nodes", read_only=True, idempotent=True),
     )

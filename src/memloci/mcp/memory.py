@@ -13,7 +13,7 @@ from mcp_types import CallToolResult
 from pydantic import BaseModel, Field
 
 from memloci.core.model import Memory, MemoryFilter
-from memloci.mcp.graph import ConfirmRoot, Library, LibraryName, ProjectPath, _annotations, _library
+from memloci.mcp.arguments import ConfirmRoot, Library, LibraryName, ProjectPath, selected, tool_annotations
 from memloci.mcp.replies import reply
 from memloci.service.facade import MemoryService
 
@@ -122,7 +122,7 @@ def register(server: Any, service: MemoryService) -> None:
             tags = [*(tags or ()), f"source:{client_hostname}"]
         memory, created = service.store_memory(content, tags=tags or (), memory_type=memory_type, metadata=metadata,
                                                importance=importance, entity=entity,
-                                               library=_library(library, library_name, project_path, confirm_new_project_root))
+                                               library=selected(library, library_name, project_path, confirm_new_project_root))
         added = [t for t in (tags or ()) if t in memory.tags] if not created else []
         message = ("Memory stored successfully" if created else "Duplicate content: this memory is already stored"
                    + (f" (its tags now include {', '.join(added)})" if added else ""))
@@ -146,7 +146,7 @@ def register(server: Any, service: MemoryService) -> None:
     ) -> Annotated[CallToolResult, RetrieveOut]:
         result = service.retrieve_memory(query, n_results=n_results, min_similarity=min_similarity, tags=tags or (),
                                          match_all=match_all, memory_type=memory_type, entity=entity, after=after, before=before, time=time,
-                                         library=_library(library, library_name, project_path, confirm_new_project_root))
+                                         library=selected(library, library_name, project_path, confirm_new_project_root))
         structured: dict[str, Any] = {
             "memories": [memory_out(h.memory, h.score, h.why) for h in result.hits],
             "query": result.query, "total_results": len(result.hits),
@@ -169,7 +169,7 @@ def register(server: Any, service: MemoryService) -> None:
     ) -> Annotated[CallToolResult, TagSearchOut]:
         found, total = service.search_by_tag_page(
             tags, match_all=match_all, limit=limit, offset=offset,
-            library=_library(library, library_name, project_path, confirm_new_project_root))
+            library=selected(library, library_name, project_path, confirm_new_project_root))
         structured: dict[str, Any] = {"memories": [memory_out(m) for m in found], "search_tags": tags,
                                       "match_all": match_all, "total_results": len(found), "total_count": total,
                                       "offset": offset, "is_truncated": offset + len(found) < total}
@@ -182,7 +182,7 @@ def register(server: Any, service: MemoryService) -> None:
         library: Library = None, library_name: LibraryName = None,
         project_path: ProjectPath = None, confirm_new_project_root: ConfirmRoot = None,
     ) -> Annotated[CallToolResult, DeleteMemoryOut]:
-        removed = service.delete_memory(content_hash, library=_library(library, library_name, project_path, confirm_new_project_root))
+        removed = service.delete_memory(content_hash, library=selected(library, library_name, project_path, confirm_new_project_root))
         message = "Memory deleted successfully" if removed else "No memory with this hash (nothing to delete)"
         return reply({"success": bool(removed), "message": message, "content_hash": content_hash, "deleted": len(removed)})
 
@@ -196,7 +196,7 @@ def register(server: Any, service: MemoryService) -> None:
         project_path: ProjectPath = None, confirm_new_project_root: ConfirmRoot = None,
     ) -> Annotated[CallToolResult, UpdateOut]:
         memory = service.update_memory(content_hash, content=content, tags=tags, metadata=metadata,
-                                       importance=importance, library=_library(library, library_name, project_path, confirm_new_project_root))
+                                       importance=importance, library=selected(library, library_name, project_path, confirm_new_project_root))
         return reply({"success": True, "message": "Memory updated successfully", "content_hash": memory.content_hash,
                       "memory": memory_out(memory)})
 
@@ -216,24 +216,24 @@ def register(server: Any, service: MemoryService) -> None:
         memories, total = service.list_memories(
             page=page, page_size=page_size,
             filters=MemoryFilter(tuple(tags or ()), False, memory_type, entity, after, before), time=time,
-            library=_library(library, library_name, project_path, confirm_new_project_root))
+            library=selected(library, library_name, project_path, confirm_new_project_root))
         return reply({"memories": [memory_out(m) for m in memories], "page": page, "page_size": page_size,
                       "total": total, "has_more": page * page_size < total})
 
     def check_database_health(library: Library = None, library_name: LibraryName = None,
         project_path: ProjectPath = None, confirm_new_project_root: ConfirmRoot = None) -> Annotated[CallToolResult, HealthOut]:
-        health = service.health(library=_library(library, library_name, project_path, confirm_new_project_root))
+        health = service.health(library=selected(library, library_name, project_path, confirm_new_project_root))
         health["timestamp"] = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         return reply(health)
 
-    server.add_tool(store_memory, title="Store Memory", annotations=_annotations("Store Memory", idempotent=True), description=(
+    server.add_tool(store_memory, title="Store Memory", annotations=tool_annotations("Store Memory", idempotent=True), description=(
         "Remember a piece of text with optional tags, type, importance and metadata. Storing the same text "
         "again (spacing aside) keeps one memory and says it was a duplicate. Returns its content_hash.\n"
         'Example: {"content": "We chose OAuth with PKCE for the mobile app", "tags": ["auth", "decision"], '
         '"memory_type": "decision", "importance": "high"}'))
     # read-only for the user's data: a recall only counts accesses (which drive ranking), so clients may auto-approve it
     server.add_tool(retrieve_memory, title="Retrieve Memory",
-                    annotations=_annotations("Retrieve Memory", read_only=True), description=(
+                    annotations=tool_annotations("Retrieve Memory", read_only=True), description=(
         "Recall memories by meaning, keywords, tags and type (hybrid search), newest and most used ranked up; "
         "filter by tags, type, entity or time. A time phrase in the query (\"what did we decide last week\") ranks "
         "that range first; `time` filters strictly, and if nothing in the range matches, returns the range newest "
@@ -242,21 +242,21 @@ def register(server: Any, service: MemoryService) -> None:
         "after. Each hit has why and a "
         "similarity_score in [0, 1] (the ranking's boosts may order hits that all show 1).\n"
         'Example: {"query": "what did we decide about OAuth?", "n_results": 5}'))
-    server.add_tool(search_by_tag, title="Search By Tag", annotations=_annotations("Search By Tag", read_only=True, idempotent=True), description=(
+    server.add_tool(search_by_tag, title="Search By Tag", annotations=tool_annotations("Search By Tag", read_only=True, idempotent=True), description=(
         "Memories carrying any of the tags (or all, with match_all), newest first, a page at a time: "
         "total_count and is_truncated tell whether to fetch the next page (offset).\n"
         'Example: {"tags": ["auth", "refactor"], "match_all": true}'))
-    server.add_tool(delete_memory, title="Delete Memory", annotations=_annotations("Delete Memory", destructive=True, idempotent=True), description=(
+    server.add_tool(delete_memory, title="Delete Memory", annotations=tool_annotations("Delete Memory", destructive=True, idempotent=True), description=(
         "Delete the memory with this content_hash (the journal keeps its text).\n"
         'Example: {"content_hash": "3f2a..."}'))
-    server.add_tool(update_memory, title="Update Memory", annotations=_annotations("Update Memory", destructive=True, idempotent=True), description=(
+    server.add_tool(update_memory, title="Update Memory", annotations=tool_annotations("Update Memory", destructive=True, idempotent=True), description=(
         "Change a memory's text, tags (replaced), metadata (merged) or importance; the journal keeps the old version.\n"
         'Example: {"content_hash": "3f2a...", "tags": ["auth", "done"], "importance": "low"}'))
-    server.add_tool(list_memories, title="List Memories", annotations=_annotations("List Memories", read_only=True, idempotent=True), description=(
+    server.add_tool(list_memories, title="List Memories", annotations=tool_annotations("List Memories", read_only=True, idempotent=True), description=(
         "Page through memories, newest first, optionally filtered by tags, type, entity or date "
         "(after/before, or `time`: \"last week\", \"November\", \"昨日\").\n"
         'Example: {"page": 1, "page_size": 20, "tags": ["decision"]}'))
     server.add_tool(check_database_health, title="Check Database Health",
-                    annotations=_annotations("Check Database Health", read_only=True, idempotent=True), description=(
+                    annotations=tool_annotations("Check Database Health", read_only=True, idempotent=True), description=(
         "Library statistics and the truth about the embedder: which model is loaded, whether search is hybrid "
         "or lexical only, and why."))

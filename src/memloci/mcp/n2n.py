@@ -24,7 +24,8 @@ from memloci.app.libraries import ProjectRef
 from memloci.core.errors import AwaitingConfirmationError, MemlociError, ValidationError
 from memloci.core.model import Entity, EntityInput, ObservationBatch, Relation, RelationInput
 from memloci.formats.n2n import CONTEXT_KEYS
-from memloci.mcp.graph import DeletionArg, EntityArg, ObservationArg, RelationArg, _annotations
+from memloci.mcp.arguments import tool_annotations
+from memloci.mcp.graph import DeletionArg, EntityArg, ObservationArg, RelationArg
 from memloci.mcp.replies import reply
 from memloci.service.facade import DEFAULT_GRAPH_LIMIT, DEFAULT_SEARCH_LIMIT, MemoryService
 
@@ -251,6 +252,6 @@ def register(server: Any, service: MemoryService) -> None:
          "Write the graph and context as Markdown inside the project root.\n"
          f'Example: {graph_example}"outputPath": "KNOWLEDGE_GRAPH.md"}}'),
     ):
-        annotations = _annotations(title, read_only=kind == "read", destructive=kind == "delete",
+        annotations = tool_annotations(title, read_only=kind == "read", destructive=kind == "delete",
                                    idempotent=kind != "write")
         server.add_tool(fn, title=title, description=text, annotations=annotations)

@@ -14,16 +14,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from memloci.app.libraries import ProjectRef
 from memloci.core.errors import AwaitingConfirmationError, MemlociError, NotFoundError, ValidationError
-from memloci.mcp.graph import (
-    ConfirmRoot,
-    Library,
-    LibraryName,
-    ProjectPath,
-    _annotations,
-    _library,
-    entity_out,
-    relation_out,
-)
+from memloci.mcp.arguments import ConfirmRoot, Library, LibraryName, ProjectPath, selected, tool_annotations
+from memloci.mcp.graph import entity_out, relation_out
 from memloci.mcp.replies import reply
 from memloci.service.facade import DEFAULT_GRAPH_LIMIT, MemoryService
 
@@ -68,7 +60,7 @@ def register(server: Any, service: MemoryService) -> None:
         library: Library = None, library_name: LibraryName = None,
         project_path: ProjectPath = None, confirm_new_project_root: ConfirmRoot = None,
     ) -> Annotated[CallToolResult, Out]:
-        where = _library(library, library_name, project_path, confirm_new_project_root)
+        where = selected(library, library_name, project_path, confirm_new_project_root)
         ctx = service.update_context(active_task=active_task, status=status, reason=reason, next_steps=next_steps,
                                      last_commit=last_commit, library=where)
         return reply(with_project({"context": ctx}, service, where))
@@ -79,7 +71,7 @@ def register(server: Any, service: MemoryService) -> None:
         library: Library = None, library_name: LibraryName = None,
         project_path: ProjectPath = None, confirm_new_project_root: ConfirmRoot = None,
     ) -> Annotated[CallToolResult, Out]:
-        where = _library(library, library_name, project_path, confirm_new_project_root)
+        where = selected(library, library_name, project_path, confirm_new_project_root)
         return reply(with_project(service.graph_summary(limit=limit, offset=offset, library=where), service, where))
 
     def export_markdown(
@@ -88,18 +80,18 @@ def register(server: Any, service: MemoryService) -> None:
         project_path: ProjectPath = None, confirm_new_project_root: ConfirmRoot = None,
     ) -> Annotated[CallToolResult, Out]:
         return reply(service.export_markdown(output_path,
-                                             library=_library(library, library_name, project_path, confirm_new_project_root)))
+                                             library=selected(library, library_name, project_path, confirm_new_project_root)))
 
-    server.add_tool(update_context, title="Update Context", annotations=_annotations("Update Context", idempotent=True),
+    server.add_tool(update_context, title="Update Context", annotations=tool_annotations("Update Context", idempotent=True),
                     description="Record the hot context of the current work (merged into what is there; updated_at is "
                                 "set by the server). Call it before each git commit.\n"
                                 'Example: {"project_path": "/home/me/app", "active_task": "Move sessions to Redis", '
                                 '"status": "IN_PROGRESS", "next_steps": ["write the migration", "load-test"]}')
     server.add_tool(get_graph_summary, title="Get Graph Summary",
-                    annotations=_annotations("Get Graph Summary", read_only=True, idempotent=True),
+                    annotations=tool_annotations("Get Graph Summary", read_only=True, idempotent=True),
                     description="Entity names and types only, with the relation count: a cheap overview.\n"
                                 'Example: {"project_path": "/home/me/app", "limit": 100}')
-    server.add_tool(export_markdown, title="Export Markdown", annotations=_annotations("Export Markdown", idempotent=True),
+    server.add_tool(export_markdown, title="Export Markdown", annotations=tool_annotations("Export Markdown", idempotent=True),
                     description="Write the project's graph and context as one Markdown file inside the project root "
                                 "(absolute paths and paths leaving the root are refused).\n"
                                 'Example: {"project_path": "/home/me/app", "output_path": "docs/KNOWLEDGE_GRAPH.md"}')

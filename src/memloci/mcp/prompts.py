@@ -94,20 +94,16 @@ def _where(library: str | None, project_path: str | None) -> str | ProjectRef | 
 
 def _refusal(server: Any, where: str | ProjectRef | None) -> None:
     """Over HTTP with a token: reading a library needs its read scope; a project, `*:admin`
-    (as for tools, see http/scopes.py). Without a token nothing applies."""
-    try:
-        from memloci.http import scopes
-    except ImportError:  # a build without the HTTP transport
-        return
-    token = scopes.get_access_token()
-    if token is None:
+    (as for tools, see access.py). With no caller to check nothing applies."""
+    caller = server.callers.current()
+    if caller is None:
         return
     if isinstance(where, ProjectRef):
         library, level = "*", "admin"
     else:
         mounted = server.library_names()
         library, level = (where or (mounted[0] if len(mounted) == 1 else "*")), "read"
-    if not scopes.grants(token.scopes, library, level):
+    if not caller.grants(library, level):
         raise MCPError(INVALID_PARAMS, f"PERMISSION_DENIED: this prompt needs scope {library}:{level}",
                        {"code": "PERMISSION_DENIED"})
 

@@ -10,7 +10,7 @@ the client had given it, so everything an explicit path goes through applies unc
 AWAITING_CONFIRMATION handshake with `detected_root`, confinement (no symlink out of the
 root). Over HTTP, a root is a path on the client's machine, not the server's: roots are used
 only for a `*:admin` token (which may name any folder on the server anyway); for any other
-token they are ignored and the call goes to its library as without roots (http/scopes.py
+token they are ignored and the call goes to its library as without roots (access.py
 `may_use_roots`).
 
 Which tools: those whose job is project memory, called with no library and no project path:

@@ -18,8 +18,8 @@ from mcp_types import CallToolResult, TextContent
 from memloci import __version__
 from memloci.app.projects import resolve_project_root
 from memloci.core.errors import InternalError, MemlociError, NotFoundError, ValidationError
-from memloci.http import scopes
-from memloci.mcp import documents, graph, memory, n2n, project, strict
+from memloci.mcp import access, documents, graph, memory, n2n, project, prompts, strict
+from memloci.mcp.access import Callers, NoCallers
 from memloci.mcp.replies import as_json, error_reply
 from memloci.mcp.roots import ClientRoots, connection_of
 from memloci.mcp.surface import accepted_schema, describe_validation_error, fit_hint, harden, tool_size
@@ -80,7 +80,7 @@ class MemlociServer(MCPServer):
         if listen is not None:  # its resource URIs need the scopes reading them needs (HTTP)
             async def checked_listen(ctx: Any, params: Any) -> Any:
                 for uri in params.notifications.resource_subscriptions or ():
-                    scopes.check_resource(self, str(uri))
+                    access.check_resource(self, str(uri))
                 return await listen.handler(ctx, params)
 
             low.add_request_handler("subscriptions/listen", listen.params_type, checked_listen)
@@ -92,7 +92,7 @@ class MemlociServer(MCPServer):
         self.roots.forget(ctx)
 
     async def _subscribe(self, ctx: Any, params: Any) -> mcp_types.EmptyResult:
-        scopes.check_resource(self, str(params.uri))  # the scope reading it needs (HTTP)
+        access.check_resource(self, str(params.uri))  # the scope reading it needs (HTTP)
         self._subscribers.setdefault(_canonical(str(params.uri)), set()).add(connection_of(ctx))
         return mcp_types.EmptyResult()
 
@@ -114,25 +114,26 @@ class MemlociServer(MCPServer):
 
     calls_in_flight = 0  # the HTTP server's shutdown waits for these (http/app.py)
     library_names: Any = list  # set by build_server: the mounted libraries, for token scopes
+    callers: Callers = NoCallers()  # who calls, request by request: server mode sets its tokens' (access.py)
 
     async def list_tools(self) -> list[Any]:
-        return scopes.visible_tools(self, await super().list_tools())  # a token sees only what it may call
+        return access.visible_tools(self, await super().list_tools())  # a token sees only what it may call
 
     async def read_resource(self, uri: Any, context: Any = None) -> Any:
-        scopes.check_resource(self, str(uri))  # a token's scopes (HTTP); refused as a client error
+        access.check_resource(self, str(uri))  # a token's scopes (HTTP); refused as a client error
         return await super().read_resource(uri, context)
 
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
-        started = scopes.call_started(name)
+        started = access.call_started(name)
         self.calls_in_flight += 1
         try:
             arguments = await self._with_root(name, arguments, context)
             # a token's scopes first (HTTP; over stdio there is no token and nothing is refused)
-            result = scopes.refusal(self, name, arguments) or await self._call(name, arguments, context)
+            result = access.refusal(self, name, arguments) or await self._call(name, arguments, context)
         finally:
             self.calls_in_flight -= 1
-        scopes.log_call(self, name, arguments, started, result)
-        result = scopes.visible_result(name, result)
+        access.log_call(self, name, arguments, started, result)
+        result = access.visible_result(self, name, result)
         if isinstance(result, MemlociError):
             if name in n2n.TOOLS:  # hints name the n2n_ tools first, so fit_hint keeps them
                 result.hint = n2n.n2n_fields(result.hint or "")
@@ -147,9 +148,9 @@ class MemlociServer(MCPServer):
     async def _with_root(self, name: str, arguments: dict[str, Any], context: Any) -> dict[str, Any]:
         """A project tool called without a project (no path, no library) gets the client's root
         project as its path (roots.py), so every check an explicit path meets applies to it.
-        Over HTTP only for a `*:admin` token (scopes.may_use_roots): a root is a client's path."""
+        Over HTTP only for a `*:admin` token (access.may_use_roots): a root is a client's path."""
         key = ROOT_TOOLS.get(name)
-        if key is None or not scopes.may_use_roots() or not isinstance(arguments, dict) or any(
+        if key is None or not access.may_use_roots(self) or not isinstance(arguments, dict) or any(
                 arguments.get(k) is not None for k in (key, "library", "library_name")):
             return arguments
         root = await self.roots.project_root(context)
@@ -255,8 +256,7 @@ def build_server(service: MemoryService, *, name: str = "memloci", groups: list[
         server.hidden |= {"project_path", "confirm_new_project_root"}
     for group in groups:
         GROUPS[group](server, service)
-    from memloci.mcp.prompts import register as register_prompts
-    register_prompts(server, service)  # after the tools: a prompt names only exposed tools
+    prompts.register(server, service)  # after the tools: a prompt names only exposed tools
     server.strict_tools = set(strict.TOOLS) if "strict" in groups else set()
     server.library_names = service.libraries.names
     return server

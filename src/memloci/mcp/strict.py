@@ -13,16 +13,8 @@ from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
 from memloci.core.errors import MemlociError, NotFoundError
 from memloci.core.model import EntityInput, ObservationBatch, RelationInput
-from memloci.mcp.graph import (
-    ConfirmRoot,
-    Library,
-    LibraryName,
-    ProjectPath,
-    _annotations,
-    _library,
-    entity_out,
-    relation_out,
-)
+from memloci.mcp.arguments import ConfirmRoot, Library, LibraryName, ProjectPath, selected, tool_annotations
+from memloci.mcp.graph import entity_out, relation_out
 from memloci.mcp.replies import reply
 from memloci.mcp.surface import Args
 from memloci.service.facade import MemoryService
@@ -84,7 +76,7 @@ def _run(produce: Callable[[], Any]) -> CallToolResult:
 
 def register(server: Any, service: MemoryService) -> None:
     def where(library, library_name, project_path, confirm):
-        return _library(library, library_name, project_path, confirm)
+        return selected(library, library_name, project_path, confirm)
 
     def one_entity(name: str, lib: Any) -> dict[str, Any]:
         graph = service.open_nodes([name], library=lib)
@@ -219,4 +211,4 @@ def register(server: Any, service: MemoryService) -> None:
         (flush_memory, {"idempotent": True}, "Make sure everything is on disk (every call already is); returns counts."),
     ]:
         title = fn.__name__.replace("_", " ").title()
-        server.add_tool(fn, title=title, annotations=_annotations(title, **flags), description=description)
+        server.add_tool(fn, title=title, annotations=tool_annotations(title, **flags), description=description)

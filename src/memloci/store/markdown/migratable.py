@@ -11,7 +11,8 @@ from memloci.markdown import patch
 from memloci.store.markdown.files import JOURNAL, MEMORIES_DIR, journal_text
 from memloci.store.markdown.undo import MarkdownUndo
 from memloci.store.markdown.writeback import MarkdownFiles
-from memloci.store.migratable import dated_text, journal_rows
+from memloci.markdown.patch import dated_text
+from memloci.store.migratable import journal_rows
 from memloci.store.sqlite.database import Database
 from memloci.store.sqlite.tx import WriteTx
 from memloci.store.sqlite.undo import restore_dates_in

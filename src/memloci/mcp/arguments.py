@@ -1,0 +1,39 @@
+"""What every tool group's tools share: the library selectors they take, the library or project a
+call names, and the MCP annotations each tool is registered with."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from mcp_types import ToolAnnotations
+from pydantic import Field
+
+from memloci.app.libraries import ProjectRef
+from memloci.core.errors import ValidationError
+
+# The selectors carry no description: they repeat on every tool, and the server's instructions
+# explain them once (and the AWAITING_CONFIRMATION error explains confirm_new_project_root).
+Library = Annotated[str | None, Field()]
+LibraryName = Annotated[str | None, Field()]  # accepted as `library`, never advertised
+ProjectPath = Annotated[str | None, Field()]
+ConfirmRoot = Annotated[str | None, Field()]
+
+
+def selected(library: str | None, library_name: str | None, project_path: str | None = None,
+                     confirm_new_project_root: str | None = None) -> str | ProjectRef | None:
+    """The library (or project) a call's selectors name; None: the only one mounted."""
+    if library and library_name and library != library_name:
+        raise ValidationError(f"library: got library='{library}' and library_name='{library_name}'; give one")
+    if project_path is not None:
+        if library or library_name:
+            raise ValidationError("project_path: give a library or a project_path, not both")
+        return ProjectRef(project_path, confirm_new_project_root)
+    if confirm_new_project_root:
+        raise ValidationError("confirm_new_project_root: only with project_path")
+    return library or library_name
+
+
+def tool_annotations(title: str, *, read_only: bool = False, destructive: bool = False,
+                     idempotent: bool = False) -> ToolAnnotations:
+    return ToolAnnotations(title=title, readOnlyHint=read_only, destructiveHint=destructive,
+                           idempotentHint=idempotent, openWorldHint=False)
