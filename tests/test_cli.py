@@ -64,7 +64,7 @@ def test_import_of_older_memory_json_object_and_bad_lines(home, tmp_path):
     assert proc.returncode == 1 and "line 1.name: must not be empty" in proc.stderr
     # neither bad file changed anything
     exported = memloci(home, "export", "jsonl").stdout
-    assert [json.loads(l)["name"] for l in exported.splitlines()] == ["X"]
+    assert [json.loads(line)["name"] for line in exported.splitlines()] == ["X"]
 
 
 def test_export_jsonl_is_loaded_by_the_official_server_format_rules(home, tmp_path):

@@ -691,7 +691,8 @@ def test_large_document_stays_fast():
 def test_front_matter_lists_keep_their_style():
     from memloci.markdown import frontmatter as fm
 
-    y = "title: \"Hello\"  # kept\ntags:\n  - a\n  - b\naliases: [x, \"y z\"]\n# about relations\nrelations:\n  - type: knows\n    to: bob\n"
+    y = ("title: \"Hello\"  # kept\ntags:\n  - a\n  - b\naliases: [x, \"y z\"]\n"
+         "# about relations\nrelations:\n  - type: knows\n    to: bob\n")
     assert fm.set_list(y, "tags", ["a", "c"]) == y.replace("  - b\n", "  - c\n")
     assert fm.set_list(y, "aliases", ["y z", "w"]) == y.replace('[x, "y z"]', '["y z", w]')
     assert fm.set_scalar(y, "title", "New") == y.replace('"Hello"', '"New"')

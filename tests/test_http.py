@@ -171,7 +171,7 @@ def test_a_read_token_searches_but_cannot_write_or_see_other_libraries(served):
         assert "needs scope *:admin" in text(project)["error"]["message"]
 
     run(server, tokens["reader"], body)
-    gone = [l for l in (server.log.read_text().splitlines()) if "tool=create_entities" in l and "token=reader" in l]
+    gone = [line for line in server.log.read_text().splitlines() if "tool=create_entities" in line and "token=reader" in line]
     assert gone and "outcome=PERMISSION_DENIED" in gone[-1] and "library=team" in gone[-1]
 
 
@@ -185,7 +185,7 @@ def test_access_log_names_the_token_never_its_secret_or_arguments(served):
 
     run(server, tokens["writer"], body)
     log = server.log.read_text()
-    line = next(l for l in log.splitlines() if "token=writer tool=create_entities library=team" in l)
+    line = next(entry for entry in log.splitlines() if "token=writer tool=create_entities library=team" in entry)
     assert line.endswith("outcome=ok") and " ms=" in line
     for secret in tokens.values():
         assert secret not in log

@@ -414,7 +414,7 @@ def test_a_file_changed_since_it_was_read_is_not_overwritten(tmp_path):
 # --- the text splicer on generated files: any layout, insert then remove gives the bytes back ---
 
 from hypothesis import given, settings  # noqa: E402
-from hypothesis import strategies as st
+from hypothesis import strategies as st  # noqa: E402
 
 from memloci.install import edits  # noqa: E402
 

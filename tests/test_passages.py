@@ -280,7 +280,7 @@ def test_a_running_server_embeds_a_note_a_person_edited_without_being_told(tmp_p
     import time
 
     service = _service(tmp_path, "minilm", kind="markdown")
-    store = service.store()
+    service.store()  # opened (and scanned) before the watcher starts
     try:
         service.watch_libraries()
         service.add_entities([NewEntityDocument("Pets", content=PUPPIES)])

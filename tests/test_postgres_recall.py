@@ -27,8 +27,8 @@ def _backdate(store, content: str, at: str) -> None:
         assert conn.execute("UPDATE memories SET created_at = %s WHERE content = %s", (at, content)).rowcount == 1
 
 
-def _counts(store, query: str, filters: MemoryFilter = MemoryFilter()):
-    return store.memory_word_counts(word_terms(query), [], 10, filters)
+def _counts(store, query: str, filters: MemoryFilter | None = None):
+    return store.memory_word_counts(word_terms(query), [], 10, filters or MemoryFilter())
 
 
 def test_word_positions_are_read_from_tsvector_text_by_column(pg_service):

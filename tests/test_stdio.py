@@ -126,7 +126,7 @@ def test_each_malformed_message_gets_the_json_rpc_error_the_specification_names(
             assert words in got["error"]["message"], (line[:80], got)
     finally:
         rest = server.close()
-    assert all(json.loads(l)["jsonrpc"] == "2.0" for l in server.lines + rest.splitlines())
+    assert all(json.loads(line)["jsonrpc"] == "2.0" for line in server.lines + rest.splitlines())
 
 
 @pytest.mark.parametrize("bad", [rb'"Ada\ud800"', b'"Ada\xff"', b'"\xed\xa0\x80"'],
@@ -187,7 +187,7 @@ def test_a_cancelled_call_is_never_answered_and_is_applied_whole_or_not_at_all(h
             if count == 1000:
                 break
         assert count in (0, 1000), "all or nothing"
-        assert 5 not in {json.loads(l).get("id") for l in server.lines}, "a cancelled request gets no reply"
+        assert 5 not in {json.loads(line).get("id") for line in server.lines}, "a cancelled request gets no reply"
         server.send({"jsonrpc": "2.0", "id": 5, "method": "ping"})  # its id may be used again
         assert server.until(5)[-1]["result"] == {}
     finally:
@@ -269,7 +269,7 @@ def test_overflowing_numbers_doubled_keys_and_bad_tools_call_params_are_refused_
         assert "Infinity" not in text and json.loads(text)
     finally:
         server.close()
-    assert all(json.loads(l) for l in server.lines)
+    assert all(json.loads(line) for line in server.lines)
 
 
 def test_a_malformed_notification_is_dropped_never_answered(home):

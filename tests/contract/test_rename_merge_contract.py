@@ -54,8 +54,9 @@ def test_rename_repairs_links_in_bodies_observations_front_matter_and_relations(
     # An observation that now says what another one says is kept once.
     assert observations(s, "ops") == ["backs up [[Ärger DB]] nightly"]
     # (in a Markdown library an observation is a line of its file, so its link is a relation too)
-    assert triples(s, to_entity="Ärger DB") - {("ops", "links_to", "Ärger DB")} == {("api", "uses", "Ärger DB"), ("notes", "links_to", "Ärger DB"),
-                                               ("owner", "system", "Ärger DB"), ("owner", "team", "Ärger DB")}
+    assert triples(s, to_entity="Ärger DB") - {("ops", "links_to", "Ärger DB")} == {
+        ("api", "uses", "Ärger DB"), ("notes", "links_to", "Ärger DB"),
+        ("owner", "system", "Ärger DB"), ("owner", "team", "Ärger DB")}
     # Observations' identity follows the new name: the same text is still recognised as held.
     added = s.add_observations([ObservationBatch("ärger db", ("holds data",)),
                                 ObservationBatch("ops", ("backs up [[Ärger DB]] nightly",))])

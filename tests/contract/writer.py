@@ -34,11 +34,11 @@ def main() -> None:
     service = MemoryService(LibraryRegistry(parse_library_specs(spec)), EmbedderHandle("none"))
     try:
         for i in range(n):
-            retried(lambda: service.create_entities([
+            retried(lambda i=i: service.create_entities([
                 EntityInput(f"{tag}-{i}", "t", (f"{tag} obs {i}",)),
                 EntityInput(f"shared-{i % 25}", "t", (f"{tag} says {i}",))]))
             if i % 5 == 0:
-                retried(lambda: service.add_observations([ObservationBatch("hub", (f"{tag} hub {i}",))]))
+                retried(lambda i=i: service.add_observations([ObservationBatch("hub", (f"{tag} hub {i}",))]))
     finally:
         service.close()
 

@@ -90,7 +90,7 @@ def patch_document(text: str, want: Wanted, *, fallback_name: str, key_of: Calla
             parts = fm.split(text)
             text = rewrite_wikilinks(text, old, new) if parts is None else \
                 parts[0] + rename_value_links(parts[1], old, new, want.doc.name) + rewrite_wikilinks(parts[2], old, new)
-        text = fm.with_front_matter(text, lambda y: fm.rename_relation_targets(y, old, new, key_of) if y else y)
+        text = fm.with_front_matter(text, lambda y, old=old, new=new: fm.rename_relation_targets(y, old, new, key_of) if y else y)
         if links:  # a link in a value must read back renamed, or nothing is written
             after = _links_or_none(text, fallback_name)
             fm.check_renamed_links(links, after, old, new, key_of)
@@ -143,7 +143,7 @@ def _patch_observations(text: str, wanted: list[str], dates: dict[str, str]) -> 
     # An edited observation (one text out, another in) keeps its place: the new lines take the
     # places of the removed ones, in order; the rest are appended.
     removed = [(first, stop) for (first, stop, _), content in zip(items, parsed) if content not in keep]
-    for (first, stop), line in zip(removed, new):
+    for (first, _stop), line in zip(removed, new):
         lines[first] = line
         drop.discard(first)
     new = new[len(removed):]

@@ -13,8 +13,9 @@ dataclasses of model.py, never bare tuples.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ContextManager, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from memloci.core.model import (
     AddedObservations,
@@ -426,7 +427,7 @@ class FolderLibrary(Protocol):
 
     root: Any  # the folder (a Path)
 
-    def files_frozen(self) -> ContextManager[None]:
+    def files_frozen(self) -> AbstractContextManager[None]:
         """A context manager holding the library's write lock: nothing changes the folder or index."""
         ...
     def replace_files(self, put: dict[str, bytes], remove: list[str]) -> None:

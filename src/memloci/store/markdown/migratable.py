@@ -8,10 +8,10 @@ from collections.abc import Mapping, Sequence
 
 from memloci.core.model import JournalEntry
 from memloci.markdown import patch
+from memloci.markdown.patch import dated_text
 from memloci.store.markdown.files import JOURNAL, MEMORIES_DIR, journal_text
 from memloci.store.markdown.undo import MarkdownUndo
 from memloci.store.markdown.writeback import MarkdownFiles
-from memloci.markdown.patch import dated_text
 from memloci.store.migratable import journal_rows
 from memloci.store.sqlite.database import Database
 from memloci.store.sqlite.tx import WriteTx

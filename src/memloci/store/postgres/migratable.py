@@ -4,7 +4,6 @@ original. Each method is one write transaction."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import Any
 
