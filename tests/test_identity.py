@@ -10,7 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from memloci.app.libraries import LibraryRegistry, LibrarySpec, ProjectRef
+from memloci.app.projects import ProjectRef
+from memloci.app.registry import LibraryRegistry
+from memloci.app.specs import LibrarySpec
 from memloci.core.model import EntityInput, ObservationBatch
 from memloci.search import lexical
 from memloci.search.embedder import EmbedderHandle

@@ -100,7 +100,8 @@ def cached_handle(cache: Path):
 
 def build(sample: dict[str, Any], cache: Path, handle) -> Path:
     """The conversation's library, every turn stored and embedded (built once, then reused)."""
-    from memloci.app.libraries import LibraryRegistry, LibrarySpec
+    from memloci.app.registry import LibraryRegistry
+    from memloci.app.specs import LibrarySpec
     from memloci.service.facade import MemoryService
 
     turns = turns_of(sample)
@@ -136,7 +137,8 @@ def evaluate(samples: list[dict[str, Any]], cache: Path | None = None, k: int = 
     import shutil
     import tempfile
 
-    from memloci.app.libraries import LibraryRegistry, LibrarySpec
+    from memloci.app.registry import LibraryRegistry
+    from memloci.app.specs import LibrarySpec
     from memloci.service.facade import MemoryService
 
     cache = cache or lab_cache_dir()

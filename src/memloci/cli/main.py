@@ -11,9 +11,9 @@ from typing import Annotated, Any
 import typer
 
 from memloci import __version__
-from memloci.app.libraries import LibrarySpec
+from memloci.app.specs import LibrarySpec
 from memloci.core.errors import LibraryMissingError, MemlociError
-from memloci.core.settings import Settings
+from memloci.core.settings import Settings, set_process_defaults
 
 app = typer.Typer(
     name="memloci",
@@ -55,6 +55,7 @@ def _settings(**flags: str | None) -> Settings:
     base = _run.get("settings")
     if base is None:
         base = _run["settings"] = Settings.from_env().with_flags(home=_run.get("home"), config=_run.get("config"))
+        set_process_defaults()
     return base.with_flags(**flags)
 
 
@@ -62,7 +63,8 @@ def _service(libraries: str | None, *, read_only: bool = False, embedder: bool =
              settings: Settings | None = None):
     """The service over the mounted libraries; read-only commands never create a library file.
     Commands that need meaning (serve, reindex) get the configured embedder (MEMLOCI_EMBEDDER)."""
-    from memloci.app.libraries import LibraryRegistry, default_specs
+    from memloci.app.config import default_specs
+    from memloci.app.registry import LibraryRegistry
     from memloci.search.embedder import EmbedderHandle
     from memloci.service.facade import MemoryService
 
@@ -133,7 +135,7 @@ def tools_cmd(
     from memloci.mcp.server import tool_groups, tool_sizes
 
     try:
-        from memloci.app.libraries import config_file
+        from memloci.app.config import config_file
 
         settings = _settings(libraries=libraries, tools=tools)
         rows = tool_sizes(_service(None, read_only=True, settings=settings),
@@ -210,7 +212,7 @@ def serve(
     from memloci.mcp.server import build_server, tool_groups
 
     try:
-        from memloci.app.libraries import config_file
+        from memloci.app.config import config_file
 
         config = config_file(settings)
         service = _service(None, embedder=True, settings=settings)

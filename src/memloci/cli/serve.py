@@ -77,20 +77,14 @@ def token_revoke(name: Annotated[str, typer.Argument(help="The token's name.")])
 
 def serve_http_command(build: Callable[[dict[str, Any]], Any], *, host: str | None, port: int | None,
                        stateless: bool, allowed_hosts: list[str] | None, allowed_origins: list[str] | None,
-                       max_body: int | None, rate_limit: int | None, settings: Settings | None = None) -> None:
+                       max_body: int | None, rate_limit: int | None, settings: Settings) -> None:
     """`memloci serve --transport http`: `build(config)` gives (service, server); the rest is ours.
-    `settings` are the program's (default: the environment's, read now)."""
-    from memloci.app.libraries import config_file
+    `settings` are the program's."""
+    from memloci.app.config import config_file
     from memloci.http.app import check_bind, serve_http
     from memloci.http.settings import resolve
     from memloci.http.tokens import StoredTokenVerifier, TokenStore, token_file
 
-    if settings is None:
-        try:
-            settings = Settings.from_env()
-        except MemlociError as exc:
-            _fail(exc)
-            return
     level = settings.log_level or "WARNING"
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     if settings.log_level is None:  # by default: warnings, plus the access log and start/stop lines

@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal
 from mcp_types import CallToolResult, ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from memloci.app.libraries import ProjectRef
+from memloci.app.projects import ProjectRef
 from memloci.core.errors import ValidationError
 from memloci.core.model import Entity, EntityInput, ObservationBatch, Relation, RelationInput
 from memloci.mcp.replies import reply

@@ -24,7 +24,8 @@ from memloci.markdown import frontmatter
 from memloci.store.protocols import FolderLibrary
 
 if TYPE_CHECKING:
-    from memloci.app.libraries import LibraryRegistry, ProjectRef
+    from memloci.app.projects import ProjectRef
+    from memloci.app.registry import LibraryRegistry
     from memloci.store.protocols import Store
 
 MANUAL_TITLE = "# Library manual\n"

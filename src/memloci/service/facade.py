@@ -12,7 +12,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from memloci.app.libraries import LibraryRegistry, ProjectRef
+from memloci.app.projects import ProjectRef
+from memloci.app.registry import LibraryRegistry
 from memloci.core import schema
 from memloci.core.errors import ConflictError, InternalError, MemlociError, NotFoundError, ValidationError
 from memloci.core.model import (

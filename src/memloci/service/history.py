@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from memloci.app.libraries import ProjectRef
+from memloci.app.projects import ProjectRef
 from memloci.core import schema
 from memloci.core.errors import ValidationError
 from memloci.core.model import Graph, ImportedMemories, JournalEntry, Memory, name_key

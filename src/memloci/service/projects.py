@@ -8,8 +8,7 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from memloci.app.libraries import ProjectRef
-from memloci.app.projects import project_label
+from memloci.app.projects import ProjectRef, project_label
 from memloci.core import confine, schema
 from memloci.core.errors import AlreadyExistsError, PermissionDeniedError, ValidationError
 from memloci.core.model import ObservationBatch, name_key, now_iso
