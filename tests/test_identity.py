@@ -156,8 +156,8 @@ def test_two_projects_with_one_folder_name_never_share_state(tmp_path, embedder)
             assert any(mine in h.memory.content for h in
                        service.retrieve_memory(mine, n_results=5, library=ref).hits)
         if embedder != "none":
-            assert len(service._dense) == 2  # one vector index per project root
-            assert {len(index) for index, _ in service._dense.values()} == {1}
+            assert len(service.vectors.indexes()) == 2  # one vector index per project root
+            assert {len(index) for index in service.vectors.indexes()} == {1}
     finally:
         service.close()
 

@@ -1,15 +1,20 @@
 """Every memloci operation, once. MCP tools, the CLI and benchmarks all call this API.
 
-Plain synchronous Python: validation (schema.py), the library by name (libraries.py),
+Plain synchronous Python: validation (schema.py), the library by name or project (stores.py),
 then one store call. Transports run it off their event loop.
+
+MemoryService is one facade over parts it holds: the graph, memories and search are its own;
+documents (documents.py), projects (projects.py) and history (history.py) are parts it
+delegates to; the vector indexes, embedding workers and access recorder are a part of their
+own (vectors.py). Every write path goes through `Stores.writing`, whose exit is the one
+post-write hook.
 """
 
 from __future__ import annotations
 
-import logging
-import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 from memloci.app.projects import ProjectRef
@@ -22,6 +27,7 @@ from memloci.core.model import (
     EntityInput,
     Graph,
     GraphPage,
+    JournalEntry,
     LibraryStats,
     Memory,
     MemoryFilter,
@@ -35,26 +41,25 @@ from memloci.core.model import (
     name_key,
 )
 from memloci.core.writable import write_problem
+from memloci.formats.official import OfficialFile
 from memloci.rules import graph as rules
 from memloci.rules.graph import RelationsCreated, graph_violations
 from memloci.search.embedder import Embedder, EmbedderHandle, understands
 from memloci.search.entities import OBSERVATION_WEIGHT, count_entities, find_entities, meaning_signals
 from memloci.search.hybrid import CJK_PAIRS, WEAK_MEANING, MemoryHit, retrieve, word_terms
 from memloci.search.timephrases import TimeRange, parse_time_phrase, split_time_phrase
-from memloci.search.vectors import EmbeddingWorker, PassageIndex, VectorIndex, VectorSearch, library_key
-from memloci.service.documents import DocumentService
-from memloci.service.history import HistoryService
-from memloci.service.projects import ProjectService
+from memloci.search.vectors import VectorSearch
+from memloci.service.documents import DocumentOperations, NewEntityDocument
+from memloci.service.history import HistoryOperations
+from memloci.service.projects import EXPORT_TITLE, ProjectOperations
+from memloci.service.stores import Stores
+from memloci.service.vectors import LibraryVectors
 from memloci.store.protocols import FolderLibrary, GraphBatches, Passages, ServerEngine, Store
 
 DEFAULT_GRAPH_LIMIT = 100  # a page that fits a model's context (1,000 entities were ~245 KB)
 DEFAULT_SEARCH_LIMIT = 25
 IMPORT_CHUNK = 1_000
 BODY_WEIGHT = OBSERVATION_WEIGHT  # a note's own text means as much as an observation of it
-# A passage is longer than an observation, and its cosine to a short question lower for the same
-# relevance ("holiday trip" to a paragraph about a vacation in Japan: 0.32); measured on
-# `memloci bench notes` (LoCoMo sessions), floors 0.2-0.35 differ by under 0.005 nDCG@10.
-BODY_FLOOR = 0.3
 RECENT_WAIT_S = 10.0  # how long a search waits for memories stored a moment ago to be embedded ...
 RECENT_BACKLOG = 2_000  # ... if no more than this many wait (a bulk backlog is searched as it stands)
 
@@ -69,45 +74,6 @@ class ImportReport:
     skipped_relations: list[tuple[int, str]] = field(default_factory=list)  # (line, reason)
 
 
-class AccessRecorder:
-    """Counts retrievals (access_count, last_accessed_at) off the request path: a hit is
-    recorded by a background thread a moment later, so a search never waits for a write."""
-
-    def __init__(self):
-        self._queue: list[tuple[Store, list[int]]] = []
-        self._lock = threading.Lock()
-        self._wake = threading.Event()
-        self._thread: threading.Thread | None = None
-
-    def record(self, store: Store, ids: list[int]) -> None:
-        if not ids:
-            return
-        with self._lock:
-            self._queue.append((store, ids))
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="memloci-access", daemon=True)
-                self._thread.start()
-        self._wake.set()
-
-    def _run(self) -> None:
-        while True:
-            self._wake.wait()
-            self._wake.clear()
-            self.drain()
-
-    def drain(self) -> None:
-        with self._lock:
-            queue, self._queue = self._queue, []
-        by_store: dict[int, tuple[Store, list[int]]] = {}
-        for store, ids in queue:
-            by_store.setdefault(id(store), (store, []))[1].extend(ids)
-        for store, ids in by_store.values():
-            try:
-                store.touch_memories(ids)
-            except Exception as exc:  # a count lost is better than a search failed
-                logging.getLogger(__name__).warning("could not record accesses in %s: %s", store.name, exc)
-
-
 @dataclass(frozen=True, slots=True)
 class Retrieval:
     hits: list[MemoryHit]
@@ -119,129 +85,85 @@ class Retrieval:
     note: str | None = None  # what the reply says about the hits: none matched, the range is empty, ...
 
 
-class MemoryService(DocumentService, ProjectService, HistoryService):
+class MemoryService:
     def __init__(self, libraries: LibraryRegistry, embedder: EmbedderHandle | None = None,
                  *, embed_pending: bool = True):
         """`embed_pending=False` (read-only commands) searches the stored vectors but never
         computes or writes new ones."""
         self.libraries = libraries
         self.embedder = embedder if embedder is not None else EmbedderHandle("none")
-        self._dense: dict[str, tuple[VectorIndex, EmbeddingWorker]] = {}
-        self._passages: dict[str, PassageIndex] = {}  # note-body passages, filled by the same worker
-        self._dense_lock = threading.Lock()
-        self._accesses = AccessRecorder()
-        self._bootstrapping: set[str] = set()
-        self.embed_pending = embed_pending
+        self.vectors = LibraryVectors(self.embedder, embed_pending=embed_pending)
+        self.stores = Stores(libraries, self.vectors, self._project_opened)
+        self.documents = DocumentOperations(self.stores)
+        self.recovery = HistoryOperations(self.stores, self.import_graph)
+        self.projects = ProjectOperations(self.stores, read_graph=self.read_graph, add_observations=self.add_observations,
+                                          import_everything=self.recovery.import_everything)
+
+    def _project_opened(self, store: Store, folder: Path, project: ProjectRef) -> None:
+        self.projects.carry_over_n2n(store, folder, project)
 
     def store(self, library: str | ProjectRef | None = None) -> Store:
-        if isinstance(library, ProjectRef):
-            store, first_open = self.libraries.project(library)
-            if first_open is not None:
-                try:
-                    self._carry_over_n2n(store, first_open, library)
-                except BaseException:
-                    self.libraries.forget_project(store)
-                    raise
-            return store
-        return self.libraries.get(library)
+        return self.stores.store(library)
 
     def watch_libraries(self) -> None:
         """Markdown libraries index in the background, then rescan their folders every second."""
         self.libraries.watch()
 
     def close(self) -> None:
-        """Finish background work (model load, embedding batch), then close the libraries."""
-        self.embedder.wait()
-        for _, worker in self._dense.values():
-            worker.stop()
-        self._accesses.drain()
+        """Finish background work (model load, embedding batch, access counts), then close the libraries."""
+        self.vectors.close()
         self.libraries.close()
-
-    # -- vectors -----------------------------------------------------------------------
-
-    def _vectors(self, store: Store) -> tuple[VectorIndex, EmbeddingWorker] | None:
-        """The library's vector index and embedding worker, once the embedder has loaded."""
-        if not self.embedder.enabled:
-            return None
-        embedder = self.embedder.get()
-        if embedder is None:
-            return None
-        key = library_key(store)  # never the name: two projects may share one
-        with self._dense_lock:
-            if key not in self._dense:
-                index = VectorIndex(store, embedder.model_id)
-                passages = PassageIndex(store, embedder.model_id)
-                worker = EmbeddingWorker(store, self.embedder, index.add, passages.add)
-                self._dense[key] = (index, worker)
-                self._passages[key] = passages
-                if self.embed_pending:
-                    worker.start()
-            return self._dense[key]
-
-    def _written(self, store: Store) -> None:
-        """New memories and changed note bodies wait for vectors: wake the library's embedding worker."""
-        if self.embedder.enabled:
-            with self._dense_lock:
-                pair = self._dense.get(library_key(store))
-            if pair:
-                pair[1].poke()
-            elif library_key(store) not in self._bootstrapping:
-                self._bootstrapping.add(library_key(store))  # one thread waits for the model, then starts the worker
-                self.embedder.start_background()
-                threading.Thread(target=self._vectors, args=(store,), daemon=True).start()
 
     def flush_embeddings(self, *, library: str | ProjectRef | None = None, timeout: float = 300.0) -> bool:
         """Wait until every memory and note passage of the library has its vector."""
-        pair = self._vectors(self.store(library))
-        return True if pair is None else pair[1].flush(timeout)
+        return self.vectors.flush(self.store(library), timeout)
 
     # -- the official graph tools ------------------------------------------------------
 
     def create_entities(self, entities: Sequence[EntityInput], *, library: str | ProjectRef | None = None,
                         origin: str = "create_entities") -> list[CreatedEntity]:
         clean = schema.validate_entities(entities)
-        store = self.store(library)
-        for i, e in enumerate(clean):
-            store.schema.check_entity(e, f"entities[{i}]")
-        result = store.create_entities(clean, origin=origin)
-        self._written(store)
-        return result
+        with self.stores.writing(library) as store:
+            for i, e in enumerate(clean):
+                store.schema.check_entity(e, f"entities[{i}]")
+            return store.create_entities(clean, origin=origin)
 
     def create_relations(self, relations: Sequence[RelationInput], *, library: str | ProjectRef | None = None,
                          origin: str = "create_relations") -> RelationsCreated:
         """The relations created, and those already there (unpacks as `created, existing`)."""
         clean = schema.validate_relations(relations)
-        store = self.store(library)
-        for i, r in enumerate(clean):
-            store.schema.check_relation(r, f"relations[{i}]")
-        return store.create_relations(clean, origin=origin)  # a missing end is named by its field (rules.py)
+        with self.stores.writing(library) as store:
+            for i, r in enumerate(clean):
+                store.schema.check_relation(r, f"relations[{i}]")
+            return store.create_relations(clean, origin=origin)  # a missing end is named by its field (rules.py)
 
     def add_observations(self, batches: Sequence[ObservationBatch], *, library: str | ProjectRef | None = None,
                          origin: str = "add_observations") -> list[AddedObservations]:
         clean = schema.validate_observation_batches(batches, "observations", "contents")
-        store = self.store(library)
-        for i, b in enumerate(clean):
-            for j, o in enumerate(b.contents):
-                store.schema.check_observation(o, f"observations[{i}].contents[{j}]")
-            rules.check_distinct(store.schema, b.contents, f"observations[{i}].contents")
-        result = store.add_observations(clean, origin=origin)
-        self._written(store)
-        return result
+        with self.stores.writing(library) as store:
+            for i, b in enumerate(clean):
+                for j, o in enumerate(b.contents):
+                    store.schema.check_observation(o, f"observations[{i}].contents[{j}]")
+                rules.check_distinct(store.schema, b.contents, f"observations[{i}].contents")
+            return store.add_observations(clean, origin=origin)
 
     def delete_entities(self, names: Sequence[str], *, library: str | ProjectRef | None = None,
                         origin: str = "delete_entities") -> list[str]:
         clean = schema.validate_names(names, "entityNames")
-        return self.store(library).delete_entities(clean, origin=origin)
+        with self.stores.writing(library) as store:
+            return store.delete_entities(clean, origin=origin)
 
     def delete_observations(self, batches: Sequence[ObservationBatch], *, library: str | ProjectRef | None = None,
                             origin: str = "delete_observations") -> list[RemovedObservations]:
         clean = schema.validate_observation_batches(batches, "deletions", "observations")
-        return self.store(library).delete_observations(clean, origin=origin)
+        with self.stores.writing(library) as store:
+            return store.delete_observations(clean, origin=origin)
 
     def delete_relations(self, relations: Sequence[RelationInput], *, library: str | ProjectRef | None = None,
                          origin: str = "delete_relations") -> list[Relation]:
         clean = schema.validate_relations(relations)
-        return self.store(library).delete_relations(clean, origin=origin)
+        with self.stores.writing(library) as store:
+            return store.delete_relations(clean, origin=origin)
 
     def read_graph(self, *, limit: int | None = None, offset: int = 0, summary: bool = False,
                    library: str | ProjectRef | None = None) -> GraphPage:
@@ -278,39 +200,16 @@ class MemoryService(DocumentService, ProjectService, HistoryService):
         def signals() -> list[tuple[str, float, str]]:
             # Only when the words leave room: entities whose type is a near miss, then those whose
             # observations or bodies mean what the query says (embedding the query costs time).
-            pair = self._vectors(store)  # observations embedded so far; a search never waits for a backlog
+            pair = self.vectors.of(store)  # observations embedded so far; a search never waits for a backlog
             loaded = self.embedder.get(timeout=0) if pair else None
-            embedder = _QueryEmbedding(loaded) if loaded is not None and understands(loaded, text) else None  # once; not if unreadable to it
+            # embedded once; not at all if the model cannot read the query
+            embedder = _QueryEmbedding(loaded) if loaded is not None and understands(loaded, text) else None
             extra = meaning_signals(store, text, pair[0] if pair else None, embedder)
-            return extra + self._body_signals(store, text, embedder)
+            return extra + self.vectors.body_signals(store, text, embedder, BODY_WEIGHT)
 
         # Where note bodies carry meaning, it ranks with the words, not only after them: words
         # alone fill a page for nearly any question asked in a sentence.
-        return find_entities(store, text, limit, signals=signals, fuse=self._bodies_embedded(store))
-
-    def _bodies_embedded(self, store: Store) -> bool:
-        """Whether the library has note passages with vectors (and the model is loaded)."""
-        passages = self._passages.get(library_key(store))
-        if passages is None or self.embedder.get(timeout=0) is None:
-            return False
-        passages.refresh()
-        return len(passages) > 0
-
-    def _body_signals(self, store: Store, text: str, embedder) -> list[tuple[str, float, str]]:
-        """(entity name, score, why) for notes whose body means what the query says: the
-        similarity of the closest passage, above BODY_FLOOR (passages embedded so far)."""
-        passages = self._passages.get(library_key(store)) if embedder is not None else None
-        if passages is None:
-            return []
-        try:
-            vector = embedder.embed([text])[0]
-        except Exception as exc:  # the model failed now: words still answer
-            logging.getLogger(__name__).warning("query embedding failed, notes searched without meaning: %s", exc)
-            return []
-        best = {i: sim for i, sim in passages.best_entities(vector).items() if sim >= BODY_FLOOR}
-        names = store.entity_names_by_id(list(best)) if best and isinstance(store, Passages) else {}
-        return [(names[i], BODY_WEIGHT * min(1.0, sim), f"body means it ({sim:.2f})")
-                for i, sim in best.items() if i in names]
+        return find_entities(store, text, limit, signals=signals, fuse=self.vectors.bodies_embedded(store))
 
     def open_nodes(self, names: Sequence[str], *, library: str | ProjectRef | None = None) -> Graph:
         clean = schema.validate_names(names, "names")
@@ -324,15 +223,13 @@ class MemoryService(DocumentService, ProjectService, HistoryService):
         """Store a memory; (the existing one, False) when the same text is already stored."""
         m = schema.validate_memory(MemoryInput(content, tuple(tags), memory_type, metadata or {},
                                                importance or "medium", entity))
-        store = self.store(library)
-        if m.entity:
-            store.schema.check_observation(m.content, "content")
-        stored = store.store_memory(m, origin="store_memory")
+        with self.stores.writing(library) as store:
+            if m.entity:
+                store.schema.check_observation(m.content, "content")
+            stored = store.store_memory(m, origin="store_memory")
         memory, created = stored.memory, stored.created
         if not created and m.entity and store.schema.unique_observations:
             raise rules.repeated_observation(store.schema, memory.content, memory.entity or m.entity, "content")
-        if created:
-            self._written(store)
         return memory, created
 
     def retrieve_memory(self, query: str, *, n_results: int = 5, min_similarity: float = 0.0,
@@ -398,11 +295,11 @@ class MemoryService(DocumentService, ProjectService, HistoryService):
             hits = [MemoryHit(m, 1.0, "newest" if latest else "in range") for m in listed]
             matched = len(hits)
         else:
-            pair = self._vectors(store)
+            pair = self.vectors.of(store)
             embedder = self.embedder.get(timeout=0) if pair else None
             # memories stored a moment ago (here or by another process) are found by meaning too;
             # with none waiting the worker is not woken, which would read the store for nothing
-            if pair and self.embed_pending and 0 < store.pending_count() <= RECENT_BACKLOG:
+            if pair and self.vectors.embed_pending and 0 < store.pending_count() <= RECENT_BACKLOG:
                 pair[1].flush(timeout=RECENT_WAIT_S, memories_only=True)
 
             def ranked(where: MemoryFilter, time_range: TimeRange | None, n: int) -> list[MemoryHit]:
@@ -442,7 +339,7 @@ class MemoryService(DocumentService, ProjectService, HistoryService):
         elif unmatched:
             note = (f"Nothing among the memories {_scope(shown, filters)} matched the query by words or meaning; "
                     "these are their newest memories.")
-        self._accesses.record(store, [h.memory.id for h in hits])
+        self.vectors.accesses.record(store, [h.memory.id for h in hits])
         return Retrieval(hits, query, shown, unmatched, note)
 
     def search_by_tag(self, tags: Sequence[str], *, match_all: bool = False, limit: int = 100,
@@ -472,19 +369,23 @@ class MemoryService(DocumentService, ProjectService, HistoryService):
     def delete_memory(self, content_hash: str, *, library: str | ProjectRef | None = None) -> list[Memory]:
         """Delete the memory with this hash (the free one if an observation has the same text);
         an unknown hash deletes nothing (idempotent)."""
-        store = self.store(library)
-        try:
-            memory = self._one_memory(store, content_hash)
-        except NotFoundError:
-            return []
-        return store.delete_memories([memory.id], origin="delete_memory")
+        with self.stores.writing(library) as store:
+            try:
+                memory = self._one_memory(store, content_hash)
+            except NotFoundError:
+                return []
+            return store.delete_memories([memory.id], origin="delete_memory")
 
     def update_memory(self, content_hash: str, *, content: str | None = None, tags: Sequence[str] | None = None,
                       metadata: dict[str, Any] | None = None, importance: str | None = None,
                       library: str | ProjectRef | None = None) -> Memory:
         if content is None and tags is None and metadata is None and importance is None:
             raise ValidationError("update_memory: give at least one of content, tags, metadata, importance")
-        store = self.store(library)
+        with self.stores.writing(library) as store:
+            return self._update_memory(store, content_hash, content, tags, metadata, importance)
+
+    def _update_memory(self, store: Store, content_hash: str, content: str | None, tags: Sequence[str] | None,
+                       metadata: dict[str, Any] | None, importance: str | None) -> Memory:
         memory = self._one_memory(store, content_hash)
         if content is not None:
             content = schema.clean_text(content, "content", schema.MEMORY_MAX)
@@ -496,11 +397,8 @@ class MemoryService(DocumentService, ProjectService, HistoryService):
             metadata = schema.validate_metadata(metadata, "metadata")
         if importance is not None:
             importance = schema.validate_importance(importance)
-        updated = store.update_memory(memory.id, content=content, tags=tags, metadata=metadata,
-                                      importance=importance, origin="update_memory")
-        if content is not None:
-            self._written(store)
-        return updated
+        return store.update_memory(memory.id, content=content, tags=tags, metadata=metadata,
+                                   importance=importance, origin="update_memory")
 
     def list_memories(self, *, page: int = 1, page_size: int = 10, filters: MemoryFilter | None = None,
                       library: str | ProjectRef | None = None, time: str | None = None) -> tuple[list[Memory], int]:
@@ -528,7 +426,7 @@ class MemoryService(DocumentService, ProjectService, HistoryService):
                 raise
             return unreachable
         status = self.embedder.status()
-        pair = self._dense.get(library_key(store))
+        pair = self.vectors.known(store)
         worker_error = pair[1].error if pair else None
         mismatch = bool(status.model and state["model"] and state["model"] != status.model)
         server = isinstance(store, ServerEngine)  # a database server's disk is not ours to check
@@ -548,7 +446,7 @@ class MemoryService(DocumentService, ProjectService, HistoryService):
                 "observations": stats.observations,
                 "total_tags": state["tags"],
                 "storage_size": stats.size_bytes,
-                "last_backup": self.last_backup(store),
+                "last_backup": self.recovery.last_backup(store),
             },
             "embedder": {
                 "model": status.model, "dimension": status.dimension, "loaded": status.loaded,
@@ -602,7 +500,7 @@ class MemoryService(DocumentService, ProjectService, HistoryService):
             raise ValidationError(f"embedder: '{self.embedder.spec}' is not available: {self.embedder.status().error}",
                                   hint="Set MEMLOCI_EMBEDDER to a working embedder (minilm, onnx:DIR, openai:URL#MODEL).")
         total = store.reset_vectors(embedder.model_id, embedder.dimension)
-        pair = self._vectors(store)
+        pair = self.vectors.of(store)
         assert pair is not None  # the embedder has loaded (above)
         pair[1].error = None  # an error from before the reset (say, the model mismatch) is moot now
         pair[1].start()
@@ -631,8 +529,12 @@ class MemoryService(DocumentService, ProjectService, HistoryService):
         neither in the file nor in the library are skipped and reported.
         """
         clean_entities, writable, skipped = self.plan_graph_import(entities, relations, library=library, where=where)
-        store = self.store(library)
-        report = ImportReport(skipped_relations=skipped)
+        with self.stores.writing(library) as store:
+            return self._write_graph(store, clean_entities, writable, ImportReport(skipped_relations=skipped), progress)
+
+    def _write_graph(self, store: Store, clean_entities: list[EntityInput], writable: list[RelationInput],
+                     report: ImportReport, progress: Callable[[int], None] | None) -> ImportReport:
+        """import_graph's writes, a chunk (one transaction) at a time."""
         if isinstance(store, GraphBatches):
             return self._import_batches(store, clean_entities, writable, report, progress)
         for i in range(0, len(clean_entities), IMPORT_CHUNK):
@@ -740,6 +642,126 @@ class MemoryService(DocumentService, ProjectService, HistoryService):
     def stats(self, *, library: str | ProjectRef | None = None) -> LibraryStats:
         return self.store(library).stats()
 
+
+    # -- documents: the part's methods of the same name (documents.py says what each does) --
+
+    def list_libraries(self) -> list[dict[str, Any]]:
+        return self.documents.list_libraries()
+
+    def list_entities(self, entity_glob: str = "*", *, library: str | ProjectRef | None = None) -> list[dict[str, Any]]:
+        return self.documents.list_entities(entity_glob, library=library)
+
+    def read_entities(self, names: Sequence[str], *, library: str | ProjectRef | None = None) -> dict[str, Any]:
+        return self.documents.read_entities(names, library=library)
+
+    def get_entities_toc(self, names: Sequence[str], *, library: str | ProjectRef | None = None) -> dict[str, Any]:
+        return self.documents.get_entities_toc(names, library=library)
+
+    def read_entities_sections(self, names: Sequence[str], section_globs: Sequence[str], *,
+                               library: str | ProjectRef | None = None) -> dict[str, Any]:
+        return self.documents.read_entities_sections(names, section_globs, library=library)
+
+    def find_relations(self, *, to_entity: str | None = None, relation_type: str | None = None,
+                       from_entity: str | None = None, library: str | ProjectRef | None = None) -> list[Any]:
+        return self.documents.find_relations(to_entity=to_entity, relation_type=relation_type,
+                                             from_entity=from_entity, library=library)
+
+    def add_entities(self, entities: Sequence[NewEntityDocument], *, library: str | ProjectRef | None = None) -> list[str]:
+        return self.documents.add_entities(entities, library=library)
+
+    def add_entity_content(self, entity_name: str, in_section: str, new_content: str, *,
+                           library: str | ProjectRef | None = None) -> dict[str, Any]:
+        return self.documents.add_entity_content(entity_name, in_section, new_content, library=library)
+
+    def delete_entity_content(self, entity_name: str, content_to_delete: str, *,
+                              library: str | ProjectRef | None = None) -> dict[str, Any]:
+        return self.documents.delete_entity_content(entity_name, content_to_delete, library=library)
+
+    def replace_entity_content(self, entity_name: str, old_content: str, new_content: str, *,
+                               library: str | ProjectRef | None = None) -> dict[str, Any]:
+        return self.documents.replace_entity_content(entity_name, old_content, new_content, library=library)
+
+    def replace_entity_section(self, entity_name: str, old_heading: str, new_heading: str, new_body_content: str,
+                               *, library: str | ProjectRef | None = None) -> dict[str, Any]:
+        return self.documents.replace_entity_section(entity_name, old_heading, new_heading, new_body_content,
+                                                     library=library)
+
+    def rename_entity(self, old_name: str, new_name: str, *, library: str | ProjectRef | None = None) -> dict[str, Any]:
+        return self.documents.rename_entity(old_name, new_name, library=library)
+
+    def merge_entities(self, source_names: Sequence[str], target_name: str, *,
+                       library: str | ProjectRef | None = None) -> dict[str, Any]:
+        return self.documents.merge_entities(source_names, target_name, library=library)
+
+    def read_manual(self, *, library: str | ProjectRef | None = None) -> dict[str, Any]:
+        return self.documents.read_manual(library=library)
+
+    def update_manual_section(self, toc: str, old_content: str, new_content: str, *,
+                              library: str | ProjectRef | None = None) -> dict[str, Any]:
+        return self.documents.update_manual_section(toc, old_content, new_content, library=library)
+
+    def add_manual_section(self, toc: str, new_content: str, *, library: str | ProjectRef | None = None) -> dict[str, Any]:
+        return self.documents.add_manual_section(toc, new_content, library=library)
+
+    def delete_manual_section(self, toc: str, deleting_content: str, *, library: str | ProjectRef | None = None) -> dict[str, Any]:
+        return self.documents.delete_manual_section(toc, deleting_content, library=library)
+
+    # -- projects: the part's methods of the same name (projects.py says what each does) --
+
+    def project_info(self, library: str | ProjectRef | None) -> dict[str, str] | None:
+        return self.projects.project_info(library)
+
+    def read_context(self, *, library: str | ProjectRef | None = None) -> dict[str, Any]:
+        return self.projects.read_context(library=library)
+
+    def update_context(self, *, active_task: str | None = None, status: str | None = None, reason: str | None = None,
+                       next_steps: list[str] | None = None, last_commit: str | None = None,
+                       library: str | ProjectRef | None = None) -> dict[str, Any]:
+        return self.projects.update_context(active_task=active_task, status=status, reason=reason,
+                                            next_steps=next_steps, last_commit=last_commit, library=library)
+
+    def graph_summary(self, *, limit: int | None = None, offset: int = 0,
+                      library: str | ProjectRef | None = None) -> dict[str, Any]:
+        return self.projects.graph_summary(limit=limit, offset=offset, library=library)
+
+    def export_markdown(self, output_path: str = "KNOWLEDGE_GRAPH.md", *,
+                        library: str | ProjectRef | None = None) -> dict[str, Any]:
+        return self.projects.export_markdown(output_path, library=library)
+
+    def markdown_export(self, *, title: str = EXPORT_TITLE[2:], library: str | ProjectRef | None = None
+                        ) -> tuple[str, dict[str, int]]:
+        return self.projects.markdown_export(title=title, library=library)
+
+    def add_observations_to_existing(self, batches: list[ObservationBatch], *, library: str | ProjectRef | None = None,
+                                     origin: str = "add_observations") -> tuple[list[Any], list[str]]:
+        return self.projects.add_observations_to_existing(batches, library=library, origin=origin)
+
+    def carry_over_n2n(self, store: Store, folder: Path, project: ProjectRef) -> None:
+        return self.projects.carry_over_n2n(store, folder, project)
+
+    # -- history: the part's methods of the same name (history.py says what each does; held as `recovery`) --
+
+    def history(self, *, limit: int = 50, internal: bool = False, library: str | ProjectRef | None = None) -> list[JournalEntry]:
+        return self.recovery.history(limit=limit, internal=internal, library=library)
+
+    def undo(self, change_id: int, *, library: str | ProjectRef | None = None) -> dict[str, Any]:
+        return self.recovery.undo(change_id, library=library)
+
+    def export_everything(self, *, library: str | ProjectRef | None = None) -> tuple[Graph, list[Memory]]:
+        return self.recovery.export_everything(library=library)
+
+    def import_everything(self, source: OfficialFile, *, library: str | ProjectRef | None = None,
+                          progress: Callable[[int], None] | None = None) -> tuple[Any, int, int]:
+        return self.recovery.import_everything(source, library=library, progress=progress)
+
+    def backup(self, path: str | Path, *, library: str | ProjectRef | None = None) -> dict[str, Any]:
+        return self.recovery.backup(path, library=library)
+
+    def restore(self, path: str | Path, *, force: bool = False, library: str | ProjectRef | None = None) -> dict[str, Any]:
+        return self.recovery.restore(path, force=force, library=library)
+
+    def last_backup(self, store: Store) -> str | None:
+        return self.recovery.last_backup(store)
 
 def _narrowed(filters: MemoryFilter, phrase: TimeRange) -> MemoryFilter | None:
     """The filters narrowed to a time phrase's range; None if the two do not overlap."""

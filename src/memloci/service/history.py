@@ -1,12 +1,13 @@
 """History, undo, free memories in exports, backup and restore: the service operations that
-keep a library's data recoverable. Mixed into MemoryService (uses `store`, `_written`).
+keep a library's data recoverable. A part MemoryService holds; writes go through
+Stores.writing (the post-write hook).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from memloci.app.projects import ProjectRef
 from memloci.core import schema
@@ -14,6 +15,7 @@ from memloci.core.errors import ValidationError
 from memloci.core.model import Graph, ImportedMemories, JournalEntry, Memory, name_key
 from memloci.formats.official import OfficialFile
 from memloci.service.backup import PortableStore, backup_library, restore_library
+from memloci.service.stores import Stores
 from memloci.store.protocols import Portable, Store, Undoable
 
 
@@ -23,34 +25,32 @@ def _portable(store: Store) -> PortableStore:
     return store
 
 
-class HistoryService:
-    """Journal reading and undo."""
+class HistoryOperations:
+    """Journal reading and undo, export and import of everything, backup and restore."""
 
-    if TYPE_CHECKING:  # MemoryService's, which mixes this in: declared so the store calls are checked
-        def store(self, library: str | ProjectRef | None = None) -> Store: ...
-        def _written(self, store: Store) -> None: ...
-        import_graph: Callable[..., Any]
+    def __init__(self, stores: Stores, import_graph: Callable[..., Any]):
+        """`import_graph` is MemoryService.import_graph: the one path a graph is imported by."""
+        self.stores = stores
+        self.import_graph = import_graph
 
     def history(self, *, limit: int = 50, internal: bool = False, library: str | ProjectRef | None = None) -> list[JournalEntry]:
         """The newest changes; rescans of the files and vector resets only with `internal`."""
         limit = schema.check_int(limit, "limit", 1, schema.PAGE_MAX)
-        return self.store(library).journal(limit=limit, internal=internal)
+        return self.stores.store(library).journal(limit=limit, internal=internal)
 
     def undo(self, change_id: int, *, library: str | ProjectRef | None = None) -> dict[str, Any]:
         """Revert one change of the journal (see store/sqlite_undo.py); the undo is journaled too."""
         change_id = schema.check_int(change_id, "id", 1, 2**62)
-        store = self.store(library)
-        if not isinstance(store, Undoable):
-            raise ValidationError(f"library '{store.name}': a {store.kind} library cannot undo changes yet")
-        result = store.undo_change(change_id, origin="undo")
-        self._written(store)  # observations put back wait for their vectors again
-        return result
+        with self.stores.writing(library) as store:  # observations put back wait for their vectors again
+            if not isinstance(store, Undoable):
+                raise ValidationError(f"library '{store.name}': a {store.kind} library cannot undo changes yet")
+            return store.undo_change(change_id, origin="undo")
 
     # -- export and import of everything -------------------------------------------------
 
     def export_everything(self, *, library: str | ProjectRef | None = None) -> tuple[Graph, list[Memory]]:
         """The graph (entities in insertion order, relations) and every free memory."""
-        store = self.store(library)
+        store = self.stores.store(library)
         return store.export_graph(order="id"), _portable(store).free_memories()
 
     def import_everything(self, source: OfficialFile, *, library: str | ProjectRef | None = None,
@@ -59,10 +59,10 @@ class HistoryService:
         there), then the importer's edits of entity documents, then the times the source gives the
         entities and relations it creates, then its free memories with their own times.
         Returns (the graph's ImportReport, memories added, memories already there)."""
-        store = self.store(library)
+        store = self.stores.store(library)
         portable = _portable(store)
         names = [e.name for _, e in source.entities]
-        existed = {name_key(e.name) for e in self.store(library).open_entities(names).entities} if names else set()
+        existed = {name_key(e.name) for e in store.open_entities(names).entities} if names else set()
         report = self.import_graph(source.entities, source.relations, library=library, progress=progress,
                                    where=source.where)
         new = {name_key(e.name): e for _, e in source.entities if name_key(e.name) not in existed}
@@ -77,13 +77,13 @@ class HistoryService:
 
                 # dated as the source dates the entity (its `modified`), not as the time of the import
                 stamp = source.entity_dates[key][1] if key in source.entity_dates else None
-                self.store(library).edit_document(given[key].name, text_of, origin="import",
-                                                  detail={"imported": "document"}, stamp=stamp)
+                store.edit_document(given[key].name, text_of, origin="import", detail={"imported": "document"},
+                                    stamp=stamp)
             if progress:
                 progress(1)
         # The source's dates go to what this run created, and to its own entities still without
         # them: a rerun after a stopped import finishes it (restore_dates is one transaction).
-        stored = {name_key(e.name): e.created_at for e in self.store(library).open_entities(
+        stored = {name_key(e.name): e.created_at for e in store.open_entities(
             [given[k].name for k in owned if k in source.entity_dates]).entities} if owned else {}
         dates = {k: (c, u, given[k].observations, obs) for k, (c, u, obs) in source.entity_dates.items()
                  if k in new or (k in stored and stored[k] != c)}
@@ -93,8 +93,7 @@ class HistoryService:
         imported = portable.import_memories([m for _, m in source.memories], origin="import") \
             if source.memories else ImportedMemories(0, 0)
         added, existing = imported.added, imported.existing
-        if added:
-            self._written(store)  # they wait for their vectors
+        self.stores.written(store)  # the post-write hook: what was written waits for its vectors
         if progress and source.memories:
             progress(len(source.memories))
         return report, added, existing
@@ -103,14 +102,12 @@ class HistoryService:
 
     def backup(self, path: str | Path, *, library: str | ProjectRef | None = None) -> dict[str, Any]:
         """A consistent copy of the whole library in the new file `path` (see backup.py)."""
-        return backup_library(_portable(self.store(library)), Path(path))
+        return backup_library(_portable(self.stores.store(library)), Path(path))
 
     def restore(self, path: str | Path, *, force: bool = False, library: str | ProjectRef | None = None) -> dict[str, Any]:
         """Put a backup back into the library; one that holds data only with `force` (saved first)."""
-        store = self.store(library)
-        result = restore_library(_portable(store), Path(path), force=force)
-        self._written(store)  # memories without vectors, if any, get them
-        return result
+        with self.stores.writing(library) as store:  # memories without vectors, if any, get them
+            return restore_library(_portable(store), Path(path), force=force)
 
     def last_backup(self, store: Store) -> str | None:
         """When the library's last successful backup was made (None: never)."""
