@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from memloci.app.libraries import LibrarySpec
+from memloci.app.specs import LibrarySpec
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from memloci.app.libraries import LibraryRegistry, LibrarySpec, parse_library_specs
+from memloci.app.registry import LibraryRegistry
+from memloci.app.specs import LibrarySpec, parse_library_specs
 from memloci.search.embedder import EmbedderHandle
 from memloci.service.facade import MemoryService
 

@@ -55,7 +55,8 @@ def test_postgres_totals_follow_every_write(pg_library):
     """The library totals BM25 reads on PostgreSQL (search_totals, kept by triggers) stay those
     of the memories there after stores, updates, a thread's neighbours' words, deletions and an
     entity's observations deleted with it (a cascade)."""
-    from memloci.app.libraries import LibraryRegistry, parse_library_specs
+    from memloci.app.registry import LibraryRegistry
+    from memloci.app.specs import parse_library_specs
     from memloci.core.model import EntityInput
     from memloci.search.embedder import EmbedderHandle
     from memloci.service.facade import MemoryService
@@ -88,7 +89,8 @@ def test_postgres_entity_lengths_and_totals_are_fts5s(pg_library):
     deleted, a rename, a note's body and a delete."""
     import json
 
-    from memloci.app.libraries import LibraryRegistry, parse_library_specs
+    from memloci.app.registry import LibraryRegistry
+    from memloci.app.specs import parse_library_specs
     from memloci.core.model import EntityInput, ObservationBatch
     from memloci.core.query_text import cjk_grams
     from memloci.search.embedder import EmbedderHandle

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 from conftest import run_session
 
-from memloci.app.libraries import LibraryRegistry, LibrarySpec
+from memloci.app.registry import LibraryRegistry
+from memloci.app.specs import LibrarySpec
 from memloci.core.model import ObservationBatch, RelationInput
 from memloci.search.lexical import content_hash
 from memloci.service.facade import MemoryService

@@ -128,7 +128,8 @@ def test_search_stats_and_history(home, tmp_path):
 def test_export_import_export_of_everything_is_identical_timestamps_included(home, tmp_path):
     """Entities, observations, relations and free memories (tags, metadata, importance) with every
     time they carry: exported, imported into an empty library, exported again: the same bytes."""
-    from memloci.app.libraries import LibraryRegistry, LibrarySpec
+    from memloci.app.registry import LibraryRegistry
+    from memloci.app.specs import LibrarySpec
     from memloci.core.model import EntityInput, RelationInput
     from memloci.service.facade import MemoryService
 

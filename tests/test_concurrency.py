@@ -104,7 +104,8 @@ def test_four_server_processes_on_one_library_lose_nothing(home, tmp_path):
 
 KILLED_WRITER = textwrap.dedent("""
     import sys
-    from memloci.app.libraries import LibraryRegistry, LibrarySpec
+    from memloci.app.registry import LibraryRegistry
+    from memloci.app.specs import LibrarySpec
     from memloci.core.model import EntityInput
     from memloci.service.facade import MemoryService
 

@@ -13,10 +13,13 @@ from pathlib import Path
 import pytest
 from conftest import run_session, server_env
 
-from memloci.app.libraries import LibraryRegistry, LibrarySpec, memloci_home
+from memloci.app.config import default_specs, memloci_home
+from memloci.app.registry import LibraryRegistry
+from memloci.app.specs import LibrarySpec
 from memloci.core import confine
 from memloci.core.errors import PermissionDeniedError, ValidationError
 from memloci.core.model import EntityInput
+from memloci.core.settings import Settings
 from memloci.service.facade import MemoryService
 
 SECRET = "TOPSECRET-do-not-leak"
@@ -317,7 +320,8 @@ def test_an_old_world_readable_default_library_is_tightened(tmp_path, monkeypatc
     monkeypatch.setenv("MEMLOCI_HOME", str(home))
     monkeypatch.delenv("MEMLOCI_LIBRARIES", raising=False)
     monkeypatch.delenv("MEMLOCI_CONFIG", raising=False)
-    registry = LibraryRegistry()
+    settings = Settings.from_env()
+    registry = LibraryRegistry(default_specs(settings), settings=settings)
     service = MemoryService(registry)
     assert [e.name for e in service.read_graph().entities] == ["x"]
     service.close()

@@ -6,6 +6,7 @@ import os
 import numpy as np
 import pytest
 
+from memloci.core.settings import Settings
 from memloci.search import embedder as E
 
 TEXTS = [
@@ -20,16 +21,17 @@ TEXTS = [
 
 @pytest.fixture(scope="module")
 def cache(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("model-cache")
-    mp = pytest.MonkeyPatch()
-    mp.setenv("MEMLOCI_CACHE", str(folder))
-    yield folder
-    mp.undo()
+    return tmp_path_factory.mktemp("model-cache")
+
+
+def embedder(spec, cache):
+    """The embedder of `spec`, its derived files in `cache` (the settings say where: MEMLOCI_CACHE)."""
+    return E.create_embedder(spec, Settings.from_env({"MEMLOCI_CACHE": str(cache)}))
 
 
 def test_conversion_is_cached_checked_and_close_to_the_shipped_file(cache):
-    fast = E.create_embedder("minilm")
-    exact = E.create_embedder("minilm-exact")
+    fast = embedder("minilm", cache)
+    exact = embedder("minilm-exact", cache)
     assert fast.model_id == "all-MiniLM-L6-v2-int8-dq1" and exact.model_id == "all-MiniLM-L6-v2-int8"
     cached = sorted(cache.glob("*.onnx"))
     assert len(cached) == 1 and (cache / (cached[0].name + ".sha256")).is_file()
@@ -42,13 +44,13 @@ def test_conversion_is_cached_checked_and_close_to_the_shipped_file(cache):
 
     # A damaged cache file is rebuilt, never run.
     cached[0].write_bytes(b"not a model")
-    again = E.create_embedder("minilm")
+    again = embedder("minilm", cache)
     assert cached[0].stat().st_size > 1_000_000
     assert np.allclose(again.embed(TEXTS[:1]), a[:1], atol=0.05)
 
 
 def test_batches_by_length_give_the_vectors_of_single_texts(cache):
-    exact = E.create_embedder("minilm-exact")
+    exact = embedder("minilm-exact", cache)
     together = exact.embed(TEXTS)
     alone = np.concatenate([exact.embed([t]) for t in TEXTS])
     assert np.allclose(together, alone, atol=1e-4)

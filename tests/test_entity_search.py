@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from memloci.app.libraries import LibraryRegistry, LibrarySpec
+from memloci.app.registry import LibraryRegistry
+from memloci.app.specs import LibrarySpec
 from memloci.core.model import EntityInput
 from memloci.core.query_text import cjk_grams
 from memloci.service.documents import NewEntityDocument

@@ -14,7 +14,9 @@ from pathlib import Path
 import pytest
 from conftest import server_env
 
-from memloci.app.libraries import LibraryRegistry, LibrarySpec, ProjectRef
+from memloci.app.projects import ProjectRef
+from memloci.app.registry import LibraryRegistry
+from memloci.app.specs import LibrarySpec
 from memloci.hooks.capture import LOG_BYTES, MAX_INPUT, PrivateLog
 from memloci.hooks.classify import MAX_CHARS, classify, noise_command, own_tool
 from memloci.mcp.server import KNOWN_TOOLS

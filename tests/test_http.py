@@ -380,26 +380,29 @@ def test_sigterm_finishes_the_call_in_flight_and_exits_0(tmp_path):
 
 
 def test_settings_come_from_flags_then_environment_then_config(tmp_path, monkeypatch):
-    from memloci.app.libraries import load_config
+    from memloci.app.config import load_config
+    from memloci.app.server_config import parse_http_config
     from memloci.core.errors import ValidationError
-    from memloci.http.settings import parse_http_config, resolve
+    from memloci.core.settings import Settings
+    from memloci.http.settings import resolve
 
     config_path = tmp_path / "config.toml"
     config_path.write_text('[http]\nhost = "10.0.0.5"\nport = 9000\nallowed_hosts = ["memory.example.com"]\n')
     config = load_config(config_path)
     monkeypatch.delenv("MCP_SERVER_HOST", raising=False)
     monkeypatch.delenv("MCP_SERVER_PORT", raising=False)
-    settings = resolve(config)
+    settings = resolve(config, process=Settings.from_env())
     assert (settings.host, settings.port, settings.loopback) == ("10.0.0.5", 9000, False)
     assert {"memory.example.com", "memory.example.com:*", "10.0.0.5:*"} <= set(settings.host_patterns())
     monkeypatch.setenv("MCP_SERVER_PORT", "9100")
     monkeypatch.setenv("MCP_SERVER_HOST", "::1")
-    assert (resolve(config).host, resolve(config).port, resolve(config).loopback) == ("::1", 9100, True)
-    assert resolve(config, port=9200, host="127.0.0.1").port == 9200
-    assert resolve({}, allowed_origins=["https://a.example"]).allowed_origins == ["https://a.example"]
+    from_env = resolve(config, process=Settings.from_env())
+    assert (from_env.host, from_env.port, from_env.loopback) == ("::1", 9100, True)
+    assert resolve(config, port=9200, host="127.0.0.1", process=Settings.from_env()).port == 9200
+    assert resolve({}, allowed_origins=["https://a.example"], process=Settings.from_env()).allowed_origins == ["https://a.example"]
     monkeypatch.setenv("MCP_SERVER_PORT", "http")
     with pytest.raises(ValidationError, match="MCP_SERVER_PORT: 'http' is not a port number"):
-        resolve({})
+        resolve({}, process=Settings.from_env())
     for table, message in (({"prot": 1}, "prot: unknown key"), ({"port": 70000}, "not a port number"),
                            ({"stateless": "yes"}, "stateless: must be bool"),
                            ({"allowed_hosts": "a"}, "allowed_hosts: must be a list of strings"),

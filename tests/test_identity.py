@@ -10,7 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from memloci.app.libraries import LibraryRegistry, LibrarySpec, ProjectRef
+from memloci.app.projects import ProjectRef
+from memloci.app.registry import LibraryRegistry
+from memloci.app.specs import LibrarySpec
 from memloci.core.model import EntityInput, ObservationBatch
 from memloci.search import lexical
 from memloci.search.embedder import EmbedderHandle
@@ -154,8 +156,8 @@ def test_two_projects_with_one_folder_name_never_share_state(tmp_path, embedder)
             assert any(mine in h.memory.content for h in
                        service.retrieve_memory(mine, n_results=5, library=ref).hits)
         if embedder != "none":
-            assert len(service._dense) == 2  # one vector index per project root
-            assert {len(index) for index, _ in service._dense.values()} == {1}
+            assert len(service.vectors.indexes()) == 2  # one vector index per project root
+            assert {len(index) for index in service.vectors.indexes()} == {1}
     finally:
         service.close()
 

@@ -21,7 +21,8 @@ from pathlib import Path
 import pytest
 from conftest import server_env
 
-from memloci.app.libraries import LibraryRegistry, LibrarySpec
+from memloci.app.registry import LibraryRegistry
+from memloci.app.specs import LibrarySpec
 from memloci.core.errors import MemlociError, ValidationError
 from memloci.formats.basic_memory import read_basic_memory
 from memloci.formats.memorix import read_memorix

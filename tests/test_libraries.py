@@ -356,7 +356,7 @@ def test_reindex_rebuilds_a_markdown_index_from_its_files(tmp_path, home):
 def test_a_library_url_libpq_would_refuse_is_refused_at_start(spec, says):
     """Refused when the server starts, naming the spec, never a folder made of its pieces and
     never the password shown."""
-    from memloci.app.libraries import parse_library_specs
+    from memloci.app.specs import parse_library_specs
     from memloci.core.errors import ValidationError
 
     with pytest.raises(ValidationError, match="libraries\\[0\\]") as err:
@@ -365,7 +365,8 @@ def test_a_library_url_libpq_would_refuse_is_refused_at_start(spec, says):
 
 
 def test_a_library_url_keeps_its_hosts_and_a_lower_case_scheme(tmp_path):
-    from memloci.app.libraries import load_config, parse_library_specs
+    from memloci.app.config import load_config
+    from memloci.app.specs import parse_library_specs
 
     spec = parse_library_specs("t:POSTGRESQL://u@h/db,notes:" + str(tmp_path / "n"))
     assert [(s.name, s.path, s.kind) for s in spec][0] == ("t", "postgresql://u@h/db", "postgres")

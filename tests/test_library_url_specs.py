@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from memloci.app.libraries import parse_library_specs
+from memloci.app.specs import parse_library_specs
 from memloci.core.errors import MemlociError
 
 

@@ -134,7 +134,8 @@ def test_an_import_changes_no_byte_of_the_notes_it_does_not_touch(tmp_path, smal
 
 
 def test_a_schema_that_relates_existing_entities_only_gets_every_relation(tmp_path, small_batches):
-    from memloci.app.libraries import LibraryRegistry, LibrarySpec
+    from memloci.app.registry import LibraryRegistry
+    from memloci.app.specs import LibrarySpec
     from memloci.core.schema import STRICT
     from memloci.search.embedder import EmbedderHandle
     from memloci.service.facade import MemoryService

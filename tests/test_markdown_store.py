@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from memloci.app.libraries import LibraryRegistry, LibrarySpec
+from memloci.app.registry import LibraryRegistry
+from memloci.app.specs import LibrarySpec
 from memloci.core.errors import ConflictError
 from memloci.core.model import EntityInput, ObservationBatch, RelationInput
 from memloci.service.documents import NewEntityDocument

@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 from conftest import Client, run_session
 
-from memloci.app.libraries import LibraryRegistry, LibrarySpec
+from memloci.app.registry import LibraryRegistry
+from memloci.app.specs import LibrarySpec
 from memloci.rules.passages import says_something, split_passages
 from memloci.search.embedder import EmbedderHandle, cjk_share, create_embedder, understands
 from memloci.service.documents import NewEntityDocument

@@ -9,7 +9,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from memloci.app.libraries import LibraryRegistry, LibrarySpec
+from memloci.app.registry import LibraryRegistry
+from memloci.app.specs import LibrarySpec
 from memloci.core.errors import AlreadyExistsError, ValidationError
 from memloci.core.model import EntityInput, MemoryFilter, name_key
 from memloci.search import lexical

@@ -61,7 +61,8 @@ from memloci.core.model import EntityInput  # noqa: E402
 RACE = r"""
 import os, signal, sys
 from pathlib import Path
-from memloci.app.libraries import LibraryRegistry, LibrarySpec
+from memloci.app.registry import LibraryRegistry
+from memloci.app.specs import LibrarySpec
 from memloci.core.errors import ConflictError
 from memloci.core.model import ObservationBatch
 from memloci.search.embedder import EmbedderHandle

@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 from conftest import server_env
 
-from memloci.app.libraries import LibraryRegistry, LibrarySpec
+from memloci.app.registry import LibraryRegistry
+from memloci.app.specs import LibrarySpec
 from memloci.core.errors import ValidationError
 from memloci.core.model import EntityInput, ObservationBatch, RelationInput
 from memloci.core.settings import Settings
@@ -82,7 +83,7 @@ def _run(home: Path, *args: str, embedder: str = "minilm") -> subprocess.Complet
 
 
 def _census(spec: LibrarySpec, home: Path, vectors: bool = True) -> mig.Census:
-    from memloci.app.libraries import open_store
+    from memloci.app.registry import open_store
 
     store = open_store(spec, home)
     store.open(create=False)
@@ -252,7 +253,7 @@ def test_markdown_to_postgres_and_back(tmp_path, pg_library):
     _same(original, _census(again, home, vectors=False))
     # the copy's files hold what its index holds: an index rebuilt from them alone reads the same
     # entities, dates and memories back (use counts and relation dates live in the index only)
-    from memloci.app.libraries import open_store
+    from memloci.app.registry import open_store
 
     copy = open_store(again, home)
     copy.open(create=False)
@@ -272,7 +273,7 @@ def test_a_source_the_target_schema_refuses_is_refused_whole_before_any_write(tm
     """The target's schema judges the whole source first: names, types, relation types,
     observations, and cycles (which a copy written step by step would only meet after writing
     every entity)."""
-    from memloci.app.libraries import open_store
+    from memloci.app.registry import open_store
     from memloci.core.schema import STRICT
 
     home = tmp_path / "home"
@@ -319,7 +320,7 @@ def test_a_source_the_target_schema_refuses_is_refused_whole_before_any_write(tm
 def test_restore_dates_on_markdown_dates_the_files_it_created_and_no_others(tmp_path):
     """restore_dates (migrate, `memloci import jsonl`) keeps a Markdown library's files and index
     in agreement: a file memloci created takes the dates; a person's file keeps its bytes."""
-    from memloci.app.libraries import open_store
+    from memloci.app.registry import open_store
 
     home = tmp_path / "home"
     notes = LibrarySpec("notes", tmp_path / "notes", "markdown")

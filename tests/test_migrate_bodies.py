@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from memloci.app.libraries import LibraryRegistry, LibrarySpec
+from memloci.app.registry import LibraryRegistry
+from memloci.app.specs import LibrarySpec
 from memloci.core.settings import Settings
 from memloci.search.embedder import EmbedderHandle
 from memloci.service import migrate as mig

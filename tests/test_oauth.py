@@ -14,9 +14,10 @@ import time
 import pytest
 from oauth_issuer import Issuer
 
-from memloci.app.libraries import load_config
+from memloci.app.config import load_config
+from memloci.app.server_config import parse_oauth_config
 from memloci.core.errors import ValidationError
-from memloci.http.oauth import JwksCache, JwtTokenVerifier, parse_oauth_config
+from memloci.http.oauth import JwksCache, JwtTokenVerifier
 
 
 @pytest.fixture()

@@ -11,7 +11,8 @@ import pytest
 from conftest import run_session
 from test_bytes_kept import VAULT, changed, check, files
 
-from memloci.app.libraries import LibraryRegistry, LibrarySpec
+from memloci.app.registry import LibraryRegistry
+from memloci.app.specs import LibrarySpec
 from memloci.core.errors import ValidationError
 from memloci.core.model import RelationInput
 from memloci.markdown.document import parse_document

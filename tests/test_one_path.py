@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from conftest import Client, run_session, server_env
 
-from memloci.app.libraries import ProjectRef
+from memloci.app.projects import ProjectRef
 from memloci.core import confine
 from memloci.core.errors import ValidationError
 from memloci.formats.official import read_official

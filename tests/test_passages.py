@@ -8,7 +8,8 @@ import sqlite3
 
 import pytest
 
-from memloci.app.libraries import LibraryRegistry, LibrarySpec
+from memloci.app.registry import LibraryRegistry
+from memloci.app.specs import LibrarySpec
 from memloci.core.model import EntityInput
 from memloci.rules.passages import PASSAGE_WORDS, size, split_passages
 from memloci.search.embedder import EmbedderHandle

@@ -13,7 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from memloci.app.libraries import LibraryRegistry, load_config, parse_library_specs
+from memloci.app.config import load_config
+from memloci.app.registry import LibraryRegistry
+from memloci.app.specs import parse_library_specs
 from memloci.core.errors import AlreadyExistsError, InvalidRelationError, NotFoundError, ValidationError
 from memloci.core.model import EntityInput, ObservationBatch, RelationInput
 from memloci.core.schema import schema_from_config
@@ -152,7 +154,7 @@ def _official_tools(s: MemoryService) -> list:
 
 
 def test_official_tools_answer_as_on_sqlite(pg_library, tmp_path):
-    from memloci.app.libraries import LibrarySpec
+    from memloci.app.specs import LibrarySpec
 
     sqlite, pg = _service(LibrarySpec("lite", tmp_path / "lite.db")), _service(pg_library.spec)
     try:
@@ -188,7 +190,7 @@ def _strict_rules(s: MemoryService) -> list:
 
 
 def test_strict_rules_hold_as_on_sqlite(pg_library, tmp_path):
-    from memloci.app.libraries import LibrarySpec
+    from memloci.app.specs import LibrarySpec
 
     strict = schema_from_config("strict", "schema")
     sqlite, pg = _service(LibrarySpec("lite", tmp_path / "lite.db"), strict), _service(pg_library.spec, strict)
@@ -323,7 +325,8 @@ def test_a_second_server_hears_the_first_ones_writes(pg_library):
 WRITER = textwrap.dedent("""
     import sys
     from memloci.core.errors import AlreadyExistsError
-    from memloci.app.libraries import LibraryRegistry, parse_library_specs
+    from memloci.app.registry import LibraryRegistry
+    from memloci.app.specs import parse_library_specs
     from memloci.core.model import EntityInput, ObservationBatch, RelationInput
     from memloci.service.facade import MemoryService
 
@@ -369,7 +372,8 @@ def test_four_processes_creating_at_once_lose_nothing(pg_library):
 STRICT_WRITER = textwrap.dedent("""
     import dataclasses, sys
     from memloci.core.errors import AlreadyExistsError
-    from memloci.app.libraries import LibraryRegistry, parse_library_specs
+    from memloci.app.registry import LibraryRegistry
+    from memloci.app.specs import parse_library_specs
     from memloci.core.model import EntityInput
     from memloci.core.schema import schema_from_config
     from memloci.service.facade import MemoryService
@@ -476,7 +480,7 @@ def test_a_server_refuses_a_library_url_it_does_not_serve(tmp_path, home):
 
 
 def test_the_task_context_as_on_sqlite(pg_library, tmp_path):
-    from memloci.app.libraries import LibrarySpec
+    from memloci.app.specs import LibrarySpec
 
     def run(s: MemoryService) -> list:
         first = s.update_context(active_task="port the engine", status="IN_PROGRESS", next_steps=["tests"])
@@ -572,7 +576,8 @@ def _fresh_database(pg_url: str, *settings: str, extensions_in: str | None = Non
 RACER = textwrap.dedent("""
     import dataclasses, json, sys
     from memloci.core.errors import AlreadyExistsError, InvalidRelationError
-    from memloci.app.libraries import LibraryRegistry, parse_library_specs
+    from memloci.app.registry import LibraryRegistry
+    from memloci.app.specs import parse_library_specs
     from memloci.core.model import EntityInput, RelationInput
     from memloci.core.schema import STRICT
     from memloci.service.facade import MemoryService

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from memloci.app.libraries import LibraryRegistry
+from memloci.app.registry import LibraryRegistry
 from memloci.core.errors import AlreadyExistsError, NotFoundError
 from memloci.core.model import EntityInput, MemoryFilter, ObservationBatch
 from memloci.search.embedder import EmbedderHandle

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from memloci.app.libraries import LibraryRegistry
+from memloci.app.registry import LibraryRegistry
 from memloci.core import bm25
 from memloci.core.model import MemoryFilter
 from memloci.search.hybrid import word_terms

@@ -44,7 +44,7 @@ from memloci.store.sqlite.engine import SQLiteStore
 
 SRC = Path(memloci.__file__).parent
 # The code that uses stores: the service, the registry, backups, migration, search, the adapters.
-USERS = sorted([*SRC.glob("service/*.py"), SRC / "app/libraries.py", SRC / "cli/library.py", *SRC.glob("search/*.py"),
+USERS = sorted([*SRC.glob("service/*.py"), *SRC.glob("app/*.py"), SRC / "cli/library.py", *SRC.glob("search/*.py"),
                 *SRC.glob("mcp/*.py")])
 STORE = frozenset({"store"})
 STORE_NAMES = {"migrate.py": frozenset({"store", "source", "target"})}  # elsewhere they are paths

@@ -11,7 +11,8 @@ from conftest import Client, run_session, server_env
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memloci.app.libraries import LibraryRegistry, LibrarySpec
+from memloci.app.registry import LibraryRegistry
+from memloci.app.specs import LibrarySpec
 from memloci.core.errors import MemlociError
 from memloci.core.model import EntityInput, ObservationBatch, RelationInput
 from memloci.core.schema import STRICT

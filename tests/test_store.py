@@ -6,7 +6,8 @@ import threading
 
 import pytest
 
-from memloci.app.libraries import LibraryRegistry, LibrarySpec
+from memloci.app.registry import LibraryRegistry
+from memloci.app.specs import LibrarySpec
 from memloci.core.errors import LibraryUnreadableError
 from memloci.core.model import EntityInput, ObservationBatch, RelationInput
 from memloci.service.facade import MemoryService

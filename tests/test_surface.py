@@ -310,7 +310,8 @@ BUDGET_OFFICIAL = 12_000  # the nine official tools (the official server sends 1
 
 
 def test_tool_definitions_fit_their_budget(service, tmp_path):
-    from memloci.app.libraries import LibraryRegistry, LibrarySpec
+    from memloci.app.registry import LibraryRegistry
+    from memloci.app.specs import LibrarySpec
     from memloci.mcp.server import DEFAULT_GROUPS, tool_sizes
     from memloci.service.facade import MemoryService
 

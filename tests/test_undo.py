@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from memloci.app.libraries import LibraryRegistry, LibrarySpec
+from memloci.app.registry import LibraryRegistry
+from memloci.app.specs import LibrarySpec
 from memloci.core.errors import ConflictError, NotFoundError, ValidationError
 from memloci.core.model import EntityInput, ObservationBatch, RelationInput
 from memloci.service.facade import MemoryService

@@ -9,7 +9,8 @@ import pytest
 from conftest import Client
 from conftest import run_session as run
 
-from memloci.app.libraries import LibraryRegistry, LibrarySpec, parse_library_specs
+from memloci.app.registry import LibraryRegistry
+from memloci.app.specs import LibrarySpec, parse_library_specs
 from memloci.core import schema
 from memloci.core.errors import LibraryUnreadableError, ValidationError
 from memloci.core.model import EntityInput

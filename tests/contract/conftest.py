@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from memloci.app.libraries import LibraryRegistry, parse_library_specs
+from memloci.app.registry import LibraryRegistry
+from memloci.app.specs import parse_library_specs
 from memloci.core.schema import LibrarySchema
 from memloci.search.embedder import EmbedderHandle
 from memloci.service.facade import MemoryService

@@ -225,7 +225,8 @@ PERSON = ('---\r\nrelated: "[[Bob \\"The Builder\\"]]"   # who built it\r\nsourc
 
 
 def test_a_markdown_file_a_person_wrote_changes_by_the_bytes_of_its_links(tmp_path):
-    from memloci.app.libraries import LibraryRegistry, LibrarySpec
+    from memloci.app.registry import LibraryRegistry
+    from memloci.app.specs import LibrarySpec
     from memloci.service.facade import MemoryService
 
     folder = tmp_path / "lib"
@@ -265,7 +266,8 @@ def test_rename_lists_exactly_the_documents_whose_text_changed(engine):
 
 
 def test_a_markdown_relations_mapping_on_one_line_is_renamed_in_place(tmp_path):
-    from memloci.app.libraries import LibraryRegistry, LibrarySpec
+    from memloci.app.registry import LibraryRegistry
+    from memloci.app.specs import LibrarySpec
     from memloci.service.facade import MemoryService
 
     folder = tmp_path / "lib"
@@ -286,7 +288,8 @@ def test_a_markdown_relations_mapping_on_one_line_is_renamed_in_place(tmp_path):
 
 
 def test_a_markdown_merge_target_keeps_its_escaped_aliases_and_comments(tmp_path):
-    from memloci.app.libraries import LibraryRegistry, LibrarySpec
+    from memloci.app.registry import LibraryRegistry
+    from memloci.app.specs import LibrarySpec
     from memloci.service.facade import MemoryService
 
     folder = tmp_path / "lib"

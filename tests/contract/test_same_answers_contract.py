@@ -48,7 +48,7 @@ def script(s) -> list:
             answers.append((name, exc.code, exc.message, exc.hint, plain(getattr(exc, "details", None))))
         # A search's hits are counted (access_count, which ranking weighs) by a background thread
         # a moment later; count them now, so every engine ranks the next call with the same counts.
-        s._accesses.drain()
+        s.vectors.accesses.drain()
 
     call("create", lambda: s.create_entities([
         EntityInput("Alice", "person", ("Works at Acme", "Likes green tea")),

@@ -54,7 +54,7 @@ def counted(s, content: str) -> None:
     deadline = time.monotonic() + 30
     while not any(m.content == content and m.access_count for m in s.list_memories(page_size=100)[0]):
         assert time.monotonic() < deadline, "the retrieval was never counted"
-        s._accesses.drain()
+        s.vectors.accesses.drain()
         time.sleep(0.05)
 
 

@@ -12,7 +12,8 @@ from __future__ import annotations
 import sys
 import time
 
-from memloci.app.libraries import LibraryRegistry, parse_library_specs
+from memloci.app.registry import LibraryRegistry
+from memloci.app.specs import parse_library_specs
 from memloci.core.errors import ConflictError
 from memloci.core.model import EntityInput, ObservationBatch
 from memloci.search.embedder import EmbedderHandle

@@ -13,14 +13,15 @@ from __future__ import annotations
 
 import logging
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 from memloci.core import confine
 from memloci.core.errors import AwaitingConfirmationError, NotFoundError, ValidationError
+from memloci.formats.n2n import PROJECT_DIR
 
 log = logging.getLogger(__name__)
 
-PROJECT_DIR = ".mcp"
 STRONG_MARKERS = (
     ".git", ".hg", ".svn", PROJECT_DIR, "package.json", "pyproject.toml", "requirements.txt", "setup.py",
     "setup.cfg", "Pipfile", "Cargo.toml", "go.mod", "pom.xml", "build.gradle", "build.gradle.kts",
@@ -30,6 +31,15 @@ STRONG_MARKERS = (
 VCS_MARKERS = (".git", ".hg", ".svn")
 LOOSE_MARKERS = {".gitignore", ".vscode", ".idea", "requirements.txt"}  # also found in sub-folders
 WEAK_MARKERS = ("README.md", "README", "README.txt", "README.rst", "LICENSE", "docs")
+
+
+@dataclass(frozen=True, slots=True)
+class ProjectRef:
+    """A project's own library, named by its root path (the registry opens it: registry.py)."""
+
+    path: str
+    confirm: str | None = None
+    may_create: bool = True  # resources read established projects only
 
 
 def project_label(root: Path) -> str:

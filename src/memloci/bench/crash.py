@@ -43,7 +43,8 @@ N_SOURCE_OBS, N_SOURCE_LINKERS = 10, 10
 
 def service_for(engine: str, path: Path | str):
     """A service on the library: a file or folder, or for postgres a spec `name:postgresql://...`."""
-    from memloci.app.libraries import LibraryRegistry, LibrarySpec, parse_library_specs
+    from memloci.app.registry import LibraryRegistry
+    from memloci.app.specs import LibrarySpec, parse_library_specs
     from memloci.search.embedder import EmbedderHandle
     from memloci.service.facade import MemoryService
 

@@ -74,7 +74,8 @@ class SyntheticGraph:
 
 def build_library(graph: SyntheticGraph, db: Path | str, progress: Callable[[int], None]) -> None:
     """Import the graph into a SQLite file, or into the library of a `name:postgresql://...` spec."""
-    from memloci.app.libraries import LibraryRegistry, LibrarySpec, parse_library_specs
+    from memloci.app.registry import LibraryRegistry
+    from memloci.app.specs import LibrarySpec, parse_library_specs
     from memloci.core.model import EntityInput, RelationInput
     from memloci.service.facade import MemoryService
 
@@ -181,7 +182,8 @@ def _startup_ms(command: list[str], env: dict[str, str], runs: int = 5) -> float
 
 def _held(spec: str) -> dict[str, int]:
     """What a library holds after the run (each timed write was undone by the next ones)."""
-    from memloci.app.libraries import LibraryRegistry, parse_library_specs
+    from memloci.app.registry import LibraryRegistry
+    from memloci.app.specs import parse_library_specs
     from memloci.search.embedder import EmbedderHandle
     from memloci.service.facade import MemoryService
 

@@ -44,7 +44,8 @@ def write_jsonl(path: Path, entities: int, relations: int) -> None:
 
 def import_once(source: Path, library: Path, kind: str, progress=None) -> dict[str, Any]:
     """One `memloci import jsonl` into a new library; its timings and counts."""
-    from memloci.app.libraries import LibraryRegistry, LibrarySpec
+    from memloci.app.registry import LibraryRegistry
+    from memloci.app.specs import LibrarySpec
     from memloci.formats.official import read_official
     from memloci.search.embedder import EmbedderHandle
     from memloci.service.facade import MemoryService

@@ -42,7 +42,8 @@ def make_library(folder: Path, n: int) -> None:
 
 
 def _open(folder: Path, embedder: str = "none") -> tuple[float, Any]:
-    from memloci.app.libraries import LibraryRegistry, LibrarySpec
+    from memloci.app.registry import LibraryRegistry
+    from memloci.app.specs import LibrarySpec
     from memloci.search.embedder import EmbedderHandle
     from memloci.service.facade import MemoryService
 

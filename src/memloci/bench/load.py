@@ -72,7 +72,8 @@ async def _drive(spec: str, env: dict[str, str], server: int, writes: int, on_ca
 
 def _count(spec: str) -> dict[str, int]:
     """What the library holds, read back through a service of this process."""
-    from memloci.app.libraries import LibraryRegistry, parse_library_specs
+    from memloci.app.registry import LibraryRegistry
+    from memloci.app.specs import parse_library_specs
     from memloci.search.embedder import EmbedderHandle
     from memloci.service.facade import MemoryService
 

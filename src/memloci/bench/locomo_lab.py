@@ -93,7 +93,8 @@ def cached_handle(cache: Path):
 
 def build(sample: dict[str, Any], cache: Path, handle) -> Path:
     """The conversation's library, every turn stored and embedded (built once, then reused)."""
-    from memloci.app.libraries import LibraryRegistry, LibrarySpec
+    from memloci.app.registry import LibraryRegistry
+    from memloci.app.specs import LibrarySpec
     from memloci.service.facade import MemoryService
 
     turns = turns_of(sample)
@@ -112,7 +113,7 @@ def build(sample: dict[str, Any], cache: Path, handle) -> Path:
         for t in turns:
             service.store_memory(t["content"], tags=[f"dia:{t['dia_id']}"], memory_type="dialogue",
                                  metadata={"dia_id": t["dia_id"], "session": t["session"], "date": t["date"]})
-        pair = service._vectors(service.store())
+        pair = service.vectors.of(service.store())
         assert pair is not None  # the lab's embedder is loaded
         pair[1].flush(timeout=600)
     finally:
@@ -129,7 +130,8 @@ def evaluate(samples: list[dict[str, Any]], cache: Path, k: int = 10,
     import shutil
     import tempfile
 
-    from memloci.app.libraries import LibraryRegistry, LibrarySpec
+    from memloci.app.registry import LibraryRegistry
+    from memloci.app.specs import LibrarySpec
     from memloci.service.facade import MemoryService
 
     cache.mkdir(parents=True, exist_ok=True)
@@ -140,7 +142,7 @@ def evaluate(samples: list[dict[str, Any]], cache: Path, k: int = 10,
             db = Path(tmp) / f"{sample['sample_id']}.db"
             shutil.copyfile(build(sample, cache, handle), db)
             service = MemoryService(LibraryRegistry([LibrarySpec("bench", db)]), handle)
-            service._accesses = _CountedAtOnce()  # type: ignore[assignment]  # the recorder's two methods
+            service.vectors.accesses = _CountedAtOnce()  # type: ignore[assignment]  # the recorder's two methods
             try:
                 for q in sample["qa"]:
                     evidence = evidence_ids(q.get("evidence", []))

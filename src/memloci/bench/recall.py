@@ -45,7 +45,8 @@ def run(*, size: int, queries: int, out: Path, console: Any, engine: str = "sqli
         TimeElapsedColumn,
     )
 
-    from memloci.app.libraries import LibraryRegistry, LibrarySpec
+    from memloci.app.registry import LibraryRegistry
+    from memloci.app.specs import LibrarySpec
     from memloci.search.embedder import EmbedderHandle
     from memloci.service.facade import MemoryService
 

@@ -25,7 +25,8 @@ from memloci.bench.graph import SEED
 def run(*, relations: int, calls: int, out: Path, console: Any) -> dict[str, Any]:
     import anyio
 
-    from memloci.app.libraries import LibraryRegistry, LibrarySpec
+    from memloci.app.registry import LibraryRegistry
+    from memloci.app.specs import LibrarySpec
     from memloci.core.model import EntityInput, RelationInput
     from memloci.search.embedder import EmbedderHandle
     from memloci.service.facade import MemoryService

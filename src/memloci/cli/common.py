@@ -60,7 +60,8 @@ def open_service(libraries: str | None, *, read_only: bool = False, embedder: bo
                  settings: Settings | None = None):
     """The service over the mounted libraries; read-only commands never create a library file.
     Commands that need meaning (serve, reindex) get the configured embedder (MEMLOCI_EMBEDDER)."""
-    from memloci.app.libraries import LibraryRegistry, default_specs
+    from memloci.app.config import default_specs
+    from memloci.app.registry import LibraryRegistry
     from memloci.search.embedder import EmbedderHandle
     from memloci.service.facade import MemoryService
 

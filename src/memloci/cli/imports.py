@@ -98,7 +98,7 @@ def _plan(service, data, library: str | None) -> tuple[list, list[tuple[int, str
     import dataclasses
     import tempfile
 
-    from memloci.app.libraries import LibraryRegistry
+    from memloci.app.registry import LibraryRegistry
     from memloci.core.errors import LibraryMissingError
     from memloci.search.embedder import EmbedderHandle
     from memloci.service.facade import MemoryService

@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from memloci.app.libraries import LibrarySpec
+from memloci.app.specs import LibrarySpec
 from memloci.cli.common import (
     LibrariesOpt,
     LibraryOpt,

@@ -17,7 +17,7 @@ from memloci.cli.bench import bench_app
 from memloci.cli.common import RUN
 from memloci.cli.exports import export_app
 from memloci.cli.serve import token_app
-from memloci.core.settings import Settings
+from memloci.core.settings import Settings, set_process_defaults
 
 app = typer.Typer(
     name="memloci",
@@ -35,6 +35,13 @@ app.add_typer(bench_app, name="bench")
 app.add_typer(token_app, name="token")  # server mode: memloci token ...
 
 
+def _read_settings(home: Path | None, config: Path | None) -> Settings:
+    """The program's settings: the environment, read once here, under --home/--config."""
+    settings = Settings.from_env().with_flags(home=home, config=config)
+    set_process_defaults()
+    return settings
+
+
 def _version(value: bool) -> None:
     if value:
         print(f"memloci {__version__}")
@@ -49,7 +56,7 @@ def _root(
 ) -> None:
     # Kept for the command: it builds its settings (command_settings) when it runs, inside its own
     # error handling (and the hook, which must exit 0 whatever the environment holds, in its own way).
-    RUN.start(home=home, config=config, read=lambda: Settings.from_env().with_flags(home=home, config=config))
+    RUN.start(home=home, config=config, read=lambda: _read_settings(home, config))
 
 
 # The commands, in the order `memloci --help` lists them.

@@ -72,7 +72,7 @@ def serve_http_command(build: Callable[[dict[str, Any]], Any], *, host: str | No
                        max_body: int | None, rate_limit: int | None, settings: Settings) -> None:
     """`memloci serve --transport http`: `build(config)` gives (service, server); the rest is ours.
     `settings` are the program's."""
-    from memloci.app.libraries import config_file
+    from memloci.app.config import config_file
     from memloci.http.app import check_bind, serve_http
     from memloci.http.settings import resolve
     from memloci.http.tokens import StoredTokenVerifier, TokenStore, token_file
@@ -127,7 +127,7 @@ def tools_cmd(
     from memloci.mcp.server import tool_groups, tool_sizes
 
     try:
-        from memloci.app.libraries import config_file
+        from memloci.app.config import config_file
 
         settings = command_settings(libraries=libraries, tools=tools)
         rows = tool_sizes(open_service(None, read_only=True, settings=settings),
@@ -202,7 +202,7 @@ def serve(
     from memloci.mcp.server import build_server, tool_groups
 
     try:
-        from memloci.app.libraries import config_file
+        from memloci.app.config import config_file
 
         config = config_file(settings)
         service = open_service(None, embedder=True, settings=settings)

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from types import MappingProxyType
@@ -37,6 +37,20 @@ from memloci.core.errors import ValidationError
 DEFAULT_EMBEDDER = "minilm"
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "WARN", "ERROR", "CRITICAL", "FATAL")  # logging's names
 _TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
+
+
+# Set in memloci's own process at start-up, for native code it loads that reads the environment
+# only then: the e5 engine's OpenMP threads must not spin between calls, taking the cores the server
+# needs (search/packaged.py). A value the user set is kept.
+PROCESS_DEFAULTS = {"OMP_WAIT_POLICY": "PASSIVE"}
+
+
+def set_process_defaults(environ: MutableMapping[str, str] | None = None) -> None:
+    """Write PROCESS_DEFAULTS into the environment (default: this process's) where unset. An entry
+    point calls it once, when it reads its settings, before any model loads."""
+    env = os.environ if environ is None else environ
+    for name, value in PROCESS_DEFAULTS.items():
+        env.setdefault(name, value)
 
 
 def _get(environ: Mapping[str, str], name: str) -> str | None:
@@ -109,7 +123,7 @@ class Settings:
     home: Path  # the data folder in force
     home_set: bool = False  # given (--home, MEMLOCI_HOME): `memloci install` carries it to clients
     config: Path | None = None  # --config, MEMLOCI_CONFIG; None: $home/config.toml if present
-    libraries: str | None = None  # --libraries, MEMLOCI_LIBRARIES (parsed by libraries.py)
+    libraries: str | None = None  # --libraries, MEMLOCI_LIBRARIES (parsed by app/specs.py)
     tools: str | None = None  # --tools, MEMLOCI_TOOLS (checked by mcp/server.py)
     schema: str | None = None  # --schema, MEMLOCI_SCHEMA (checked when the registry opens)
     embedder: str = DEFAULT_EMBEDDER  # MEMLOCI_EMBEDDER
@@ -163,6 +177,13 @@ class Settings:
             http_port=port_number(port, "MCP_SERVER_PORT") if port else None,
             environ=MappingProxyType(env),
         )
+
+    @classmethod
+    def defaults(cls) -> Settings:
+        """The settings of a process with none of memloci's variables set, built without reading
+        the environment: what code that uses memloci as a library (a test, a benchmark) gets when it
+        passes no settings. The program itself reads its own once (`from_env`) and passes them."""
+        return cls(home=data_home({}))
 
     def with_flags(self, *, home: Path | str | None = None, config: Path | str | None = None,
                    libraries: str | None = None, tools: str | None = None, schema: str | None = None) -> Settings:

@@ -13,12 +13,12 @@ import json
 from pathlib import Path
 from typing import Any
 
-from memloci.app.projects import PROJECT_DIR
 from memloci.core import confine
 from memloci.core.errors import ValidationError
 from memloci.formats.official import read_graph_object
 from memloci.formats.source import ImportSource
 
+PROJECT_DIR = ".mcp"  # a project's own folder: n2n-memory's files, and memloci's project library (app/projects.py)
 # memloci's context keys -> n2n-memory's: read here, and spoken by the n2n tools (mcp/n2n.py)
 CONTEXT_KEYS = {"active_task": "activeTask", "status": "status", "reason": "reason", "next_steps": "nextSteps",
                 "last_commit": "lastCommit", "updated_at": "updatedAt"}

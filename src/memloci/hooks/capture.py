@@ -278,11 +278,13 @@ def spool_record(event: HookEvent, root: Path | None, has_memory: bool) -> dict[
             "time": time.time()}
 
 
-def store(record: dict[str, Any], settings: Settings | None = None) -> str:
+def store(record: dict[str, Any], settings: Settings) -> str:
     """Store one spooled event (the caller has decided it is worth it); returns what happened.
-    `settings` (default: the environment's) say which libraries are mounted."""
-    from memloci.app.libraries import DEFAULT_LIBRARY, LibraryRegistry, ProjectRef, default_specs
-    from memloci.app.projects import project_id
+    `settings` (the hook's, read once by main) say which libraries are mounted."""
+    from memloci.app.config import default_specs
+    from memloci.app.projects import ProjectRef, project_id
+    from memloci.app.registry import LibraryRegistry
+    from memloci.app.specs import DEFAULT_LIBRARY
     from memloci.search.embedder import EmbedderHandle
     from memloci.service.facade import MemoryService
 
@@ -313,7 +315,6 @@ def store(record: dict[str, Any], settings: Settings | None = None) -> str:
         # the header, then the body as long as it really was (the spool holds only its start)
         metadata["original_chars"] = len(composed) - len(event.body) + max(len(event.body), event.full_chars or 0)
 
-    settings = settings if settings is not None else Settings.from_env()
     specs = default_specs(settings)
     service = MemoryService(LibraryRegistry(specs, settings=settings), EmbedderHandle("none", settings))
     try:
@@ -331,7 +332,7 @@ def store(record: dict[str, Any], settings: Settings | None = None) -> str:
     return f"stored {label.memory_type} ({label.importance}, confidence {label.confidence}) in {where}"
 
 
-def run(agent: str, args: list[str], home: Path, until: float | None = None, settings: Settings | None = None) -> str:
+def run(agent: str, args: list[str], home: Path, until: float | None, settings: Settings) -> str:
     """Decide, spool, store; returns the log line. Raises on a bad event or a failed write.
     With time left before `until` (time.monotonic()), older spooled events are stored too."""
     drain = partial(_drain_older, settings=settings)
@@ -368,7 +369,7 @@ def run(agent: str, args: list[str], home: Path, until: float | None = None, set
     return f"{agent} {event.event}: {result}" + drain(home, until, skip=spooled)
 
 
-def _drain_older(home: Path, until: float | None, skip: Path | None = None, settings: Settings | None = None) -> str:
+def _drain_older(home: Path, until: float | None, skip: Path | None = None, *, settings: Settings) -> str:
     """Store what earlier hooks spooled and could not store, when there is time (else the next
     run, or a drainer, does)."""
     if until is not None and until - time.monotonic() < DRAIN_MARGIN_S:
@@ -385,13 +386,13 @@ def main(argv: list[str], *, home: Path | None = None, config: Path | None = Non
     are the command line's `--home` and `--config`, over the environment's settings.
     `python -m memloci.hooks --drain`: store every spooled event, with no deadline."""
     global _home, _child_env
-    if argv[:1] == ["--drain"]:
-        return drain_main()
     started = time.monotonic()
+    settings, refused = _settings(home, config)  # the one reading of the environment
+    if argv[:1] == ["--drain"]:
+        return drain_main(settings, refused)
     agent = argv[0] if argv else ""
     reply = NEUTRAL_REPLY.get(agent)
     out = _silence()
-    settings, refused = _settings(home, config)
     seconds = max(MIN_WORK_S, _deadline(settings) - _since_start())
     if settings is not None:
         _child_env = settings.child_env()
@@ -400,8 +401,8 @@ def main(argv: list[str], *, home: Path | None = None, config: Path | None = Non
         home = settings.home if settings is not None else home.expanduser() if home else data_home()
         _log_to_file(home)
         _home = home
-        if refused is not None:  # a malformed variable: said in the log, nothing guessed
-            raise refused
+        if settings is None:  # a malformed variable: said in the log, nothing guessed
+            raise refused or MemlociError("settings: not read")
         line = run(agent, argv[1:], home, started + seconds, settings) if agent else \
             "no agent named; usage: memloci hook AGENT < event.json"
         log.info("%s (%.0f ms)", line, (time.monotonic() - started) * 1000)
@@ -413,12 +414,14 @@ def main(argv: list[str], *, home: Path | None = None, config: Path | None = Non
     return 0
 
 
-def drain_main() -> int:
-    """The detached drainer: its stdio is /dev/null already; what happens goes to the log."""
+def drain_main(settings: Settings | None, refused: MemlociError | None) -> int:
+    """The detached drainer: its stdio is /dev/null already; what happens goes to the log. The hook
+    gave it its settings in the environment (Settings.child_env); `refused` says why they could
+    not be read."""
     try:
-        home = data_home()  # the hook gave the drainer its settings in the environment
-        _log_to_file(home)
-        settings = Settings.from_env()
+        _log_to_file(settings.home if settings is not None else data_home())
+        if settings is None:
+            raise refused or MemlociError("settings: not read")
         spool.run_drainer(settings.home, partial(store, settings=settings))
     except BaseException as exc:
         log.error("spool drainer: %s: %s", type(exc).__name__, exc)

@@ -1,6 +1,6 @@
 """OAuth 2.1 resource server: JWT access tokens from one configured issuer.
 
-The option is a table in the config file:
+The option is a table in the config file (checked when the file is read: app/server_config.py):
 
     [oauth]
     issuer = "https://auth.example.com/"            # the token's `iss`, compared exactly
@@ -20,21 +20,16 @@ refused token and a log line saying why, never an exception out of the verifier.
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import json
 import logging
-import re
 import time
-from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlparse
 
 import httpx2
 import jwt
 from mcp.server.auth.provider import AccessToken
-from pydantic import AnyHttpUrl
 
-from memloci.core.errors import ValidationError
+from memloci.app.server_config import LIBRARY_SCOPE, OAuthConfig
 
 log = logging.getLogger("memloci.http.oauth")
 
@@ -47,81 +42,6 @@ JWKS_TIMEOUT_SECONDS = 5.0
 JWKS_MAX_AGE_SECONDS = 600  # keys are fetched again after this, so a removed key stops working
 JWKS_MIN_REFRESH_SECONDS = 10.0  # an unknown kid refetches at most this often (no fetch storms)
 JWKS_MAX_BYTES = 512 * 1024
-
-OAUTH_KEYS = ("issuer", "jwks_url", "audience", "resource_url", "scope_claim", "scope_map")
-_REQUIRED = ("issuer", "jwks_url", "audience", "resource_url")
-_LIBRARY_SCOPE = re.compile(r"^(\*|[A-Za-z0-9][A-Za-z0-9_.-]{0,63}):(read|write|admin)$")  # as tokens.parse_scope
-
-
-@dataclass(frozen=True)
-class OAuthConfig:
-    issuer: str
-    jwks_url: str
-    audience: str
-    resource_url: str
-    scope_claim: str = "scope"
-    scope_map: dict[str, tuple[str, ...]] = field(default_factory=dict)
-
-    @property
-    def metadata_url(self) -> str:
-        """RFC 9728 §3.1: /.well-known/oauth-protected-resource + the resource's path."""
-        from mcp.server.auth.routes import build_resource_metadata_url
-
-        return str(build_resource_metadata_url(AnyHttpUrl(self.resource_url)))
-
-
-def _loopback(host: str | None) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host or "").is_loopback
-    except ValueError:
-        return False
-
-
-def _url(where: str, key: str, value: str) -> str:
-    parsed = urlparse(value)
-    if parsed.scheme not in ("http", "https") or not parsed.hostname:
-        raise ValidationError(f"{where} {key}: '{value}' is not an http(s) URL")
-    # Keys fetched over plain HTTP could be swapped by anyone on the path; loopback is the one exception.
-    if key == "jwks_url" and parsed.scheme == "http" and not _loopback(parsed.hostname):
-        raise ValidationError(f"{where} {key}: '{value}' must use https (plain http only on loopback)",
-                              hint="Give the issuer's https JWKS address, e.g. https://auth.example.com/.well-known/jwks.json")
-    return value
-
-
-def parse_oauth_config(table: Any, where: str = "config [oauth]") -> OAuthConfig:
-    """Check an `[oauth]` table key by key; an unknown or missing key is refused, never ignored."""
-    if not isinstance(table, dict):
-        raise ValidationError(f"{where}: must be a table, e.g. [oauth] issuer = \"https://auth.example.com/\"")
-    for key in table:
-        if key not in OAUTH_KEYS:
-            raise ValidationError(f"{where} {key}: unknown key", hint=f"Known keys: {', '.join(OAUTH_KEYS)}.")
-    missing = [k for k in _REQUIRED if k not in table]
-    if missing:
-        raise ValidationError(f"{where}: missing {', '.join(missing)}",
-                              hint=f"[oauth] needs {', '.join(_REQUIRED)}; scope_claim and scope_map are optional.")
-    for key in (*_REQUIRED, "scope_claim"):
-        if key in table and (not isinstance(table[key], str) or not table[key].strip()):
-            raise ValidationError(f"{where} {key}: must be a non-empty string")
-    _url(where, "issuer", table["issuer"])
-    _url(where, "jwks_url", table["jwks_url"])
-    _url(where, "resource_url", table["resource_url"])
-    scope_map: dict[str, tuple[str, ...]] = {}
-    raw_map = table.get("scope_map", {})
-    if not isinstance(raw_map, dict):
-        raise ValidationError(f"{where} scope_map: must be a table of issuer scope = library scope(s)")
-    for name, value in raw_map.items():
-        targets = [value] if isinstance(value, str) else value
-        if not isinstance(targets, list) or not targets or not all(isinstance(t, str) for t in targets):
-            raise ValidationError(f"{where} scope_map.{name}: must be a library scope or a list of them")
-        for t in targets:
-            if not _LIBRARY_SCOPE.match(t):
-                raise ValidationError(f"{where} scope_map.{name}: '{t}' is not LIBRARY:read, LIBRARY:write or LIBRARY:admin")
-        scope_map[name] = tuple(targets)
-    return OAuthConfig(issuer=table["issuer"], jwks_url=table["jwks_url"], audience=table["audience"],
-                       resource_url=table["resource_url"], scope_claim=table.get("scope_claim", "scope"),
-                       scope_map=scope_map)
 
 
 class JwksCache:
@@ -241,7 +161,7 @@ class JwtTokenVerifier:
             raise _Refused(f"claim {self.config.scope_claim!r} is neither a space-separated string nor a list of strings")
         scopes: list[str] = []
         for name in names:
-            for s in self.config.scope_map.get(name, (name,) if _LIBRARY_SCOPE.match(name) else ()):
+            for s in self.config.scope_map.get(name, (name,) if LIBRARY_SCOPE.match(name) else ()):
                 if s not in scopes:
                     scopes.append(s)
         if not scopes:

@@ -31,8 +31,6 @@ DEFAULT_RATE_LIMIT = 1200  # per token and minute: far above an agent's pace, lo
 # Sessions per token: an agent needs one or two; without a cap, one token (even read-only) could
 # fill the SDK's 10,000 sessions and lock every other client out.
 DEFAULT_MAX_SESSIONS_PER_TOKEN = 16
-HTTP_KEYS = {"host": str, "port": int, "stateless": bool, "allowed_hosts": list, "allowed_origins": list,
-             "max_body_bytes": int, "rate_limit": int, "max_sessions_per_token": int}
 LOOPBACK_HOSTS = ["127.0.0.1:*", "localhost:*", "[::1]:*", "127.0.0.1", "localhost", "[::1]"]
 LOOPBACK_ORIGINS = ["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*",
                     "http://127.0.0.1", "http://localhost", "http://[::1]"]
@@ -85,34 +83,12 @@ def is_loopback(host: str) -> bool:
 _port = port_number  # one rule for a port, whether a flag, MCP_SERVER_PORT or `[http] port` gives it
 
 
-def parse_http_config(table: Any, where: str = "config [http]") -> dict[str, Any]:
-    """Check an `[http]` table key by key: an unknown key or a wrong type is refused, never ignored."""
-    if not isinstance(table, dict):
-        raise ValidationError(f"{where}: must be a table, e.g. [http] port = 8001")
-    for key, value in table.items():
-        kind = HTTP_KEYS.get(key)
-        if kind is None:
-            raise ValidationError(f"{where} {key}: unknown key", hint=f"Known keys: {', '.join(HTTP_KEYS)}.")
-        if key == "port":
-            _port(value, f"{where} port")
-        elif not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-            raise ValidationError(f"{where} {key}: must be {'a list of strings' if kind is list else kind.__name__}")
-        elif isinstance(value, list) and not all(isinstance(v, str) and v for v in value):
-            raise ValidationError(f"{where} {key}: must be a list of non-empty strings")
-        elif isinstance(value, int) and value < 0:
-            raise ValidationError(f"{where} {key}: must be 0 or more")
-    if table.get("max_body_bytes") == 0:
-        raise ValidationError(f"{where} max_body_bytes: must be at least 1")
-    return dict(table)
-
-
 def resolve(config: dict[str, Any], *, host: str | None = None, port: int | None = None, stateless: bool | None = None,
             allowed_hosts: list[str] | None = None, allowed_origins: list[str] | None = None,
             max_body_bytes: int | None = None, rate_limit: int | None = None,
-            process: Settings | None = None) -> HttpSettings:
+            process: Settings) -> HttpSettings:
     """The settings in force: flags first, then MCP_SERVER_HOST/MCP_SERVER_PORT (`process`, the
-    program's Settings; default: the environment's, read now), then `[http]`, then defaults."""
-    process = process if process is not None else Settings.from_env()
+    program's Settings), then `[http]`, then defaults."""
     table = config.get("http") or {}
     settings = HttpSettings(**table)
     if process.http_host:

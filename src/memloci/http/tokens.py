@@ -28,7 +28,7 @@ from typing import Any
 
 from mcp.server.auth.provider import AccessToken
 
-from memloci.app.libraries import memloci_home
+from memloci.app.config import memloci_home
 from memloci.core.confine import atomic_write
 from memloci.core.errors import AlreadyExistsError, LibraryUnreadableError, NotFoundError, ValidationError
 from memloci.core.settings import Settings

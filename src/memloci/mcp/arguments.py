@@ -8,7 +8,7 @@ from typing import Annotated
 from mcp_types import ToolAnnotations
 from pydantic import Field
 
-from memloci.app.libraries import ProjectRef
+from memloci.app.projects import ProjectRef
 from memloci.core.errors import ValidationError
 
 # The selectors carry no description: they repeat on every tool, and the server's instructions

@@ -20,7 +20,7 @@ from typing import Annotated, Any, Literal
 from mcp_types import CallToolResult
 from pydantic import BaseModel, ConfigDict, Field
 
-from memloci.app.libraries import ProjectRef
+from memloci.app.projects import ProjectRef
 from memloci.core.errors import AwaitingConfirmationError, MemlociError, ValidationError
 from memloci.core.model import Entity, EntityInput, ObservationBatch, Relation, RelationInput
 from memloci.formats.n2n import CONTEXT_KEYS

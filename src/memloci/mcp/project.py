@@ -12,7 +12,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS, CallToolResult
 from pydantic import BaseModel, ConfigDict, Field
 
-from memloci.app.libraries import ProjectRef
+from memloci.app.projects import ProjectRef
 from memloci.core.errors import AwaitingConfirmationError, MemlociError, NotFoundError, ValidationError
 from memloci.mcp.arguments import ConfirmRoot, Library, LibraryName, ProjectPath, selected, tool_annotations
 from memloci.mcp.graph import entity_out, relation_out

@@ -26,7 +26,7 @@ from mcp.server.mcpserver.prompts.base import Prompt, PromptArgument, UserMessag
 from mcp.shared.exceptions import MCPError
 from mcp_types import INTERNAL_ERROR, INVALID_PARAMS
 
-from memloci.app.libraries import ProjectRef
+from memloci.app.projects import ProjectRef
 from memloci.core.errors import AwaitingConfirmationError, MemlociError, NotFoundError, ValidationError
 from memloci.service.facade import MemoryService
 

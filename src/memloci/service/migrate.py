@@ -35,7 +35,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from memloci.app.libraries import LibrarySpec, open_store, parse_library_specs
+from memloci.app.registry import open_store
+from memloci.app.specs import LibrarySpec, parse_library_specs
 from memloci.core.errors import LibraryMissingError, MemlociError, ValidationError
 from memloci.core.model import (
     Entity,

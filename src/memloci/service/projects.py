@@ -1,26 +1,22 @@
 """Project operations of the service: the hot context, the graph summary, the Markdown export
 into a project, and carrying over n2n-memory's `.mcp/memory.json` and `context.json`.
-Mixed into MemoryService (uses `store`)."""
+A part MemoryService holds; writes go through Stores.writing (the post-write hook)."""
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from memloci.app.libraries import ProjectRef
-from memloci.app.projects import project_label
+from memloci.app.projects import ProjectRef, project_label
 from memloci.core import confine, schema
 from memloci.core.errors import AlreadyExistsError, PermissionDeniedError, ValidationError
 from memloci.core.model import ObservationBatch, name_key, now_iso
 from memloci.formats.n2n import read_n2n_context, read_n2n_graph
 from memloci.markdown.export import render_export
-from memloci.store.protocols import FolderLibrary, Portable
-
-if TYPE_CHECKING:
-    from collections.abc import Callable
-
-    from memloci.store.protocols import Store
+from memloci.service.stores import Stores
+from memloci.store.protocols import FolderLibrary, Portable, Store
 
 log = logging.getLogger(__name__)
 
@@ -38,12 +34,17 @@ def _folder(store: Store) -> Path:
     return Path(store.root)
 
 
-class ProjectService:
-    if TYPE_CHECKING:  # MemoryService's, which mixes this in: declared so the store calls are checked
-        def store(self, library: str | ProjectRef | None = None) -> Store: ...
-        read_graph: Callable[..., Any]
-        add_observations: Callable[..., Any]
-        import_everything: Callable[..., Any]
+class ProjectOperations:
+    """A project's hot context, its graph summary and Markdown export, and n2n-memory's files."""
+
+    def __init__(self, stores: Stores, *, read_graph: Callable[..., Any], add_observations: Callable[..., Any],
+                 import_everything: Callable[..., Any]):
+        """The three callables are MemoryService's own operations (each the one path of its kind):
+        a page of the graph, adding observations, importing everything a source holds."""
+        self.stores = stores
+        self.read_graph = read_graph
+        self.add_observations = add_observations
+        self.import_everything = import_everything
 
     # -- which project ------------------------------------------------------------------
 
@@ -52,13 +53,13 @@ class ProjectService:
         every clone of one repository has the same), None for a mounted library."""
         if not isinstance(library, ProjectRef):
             return None
-        store = self.store(library)
+        store = self.stores.store(library)
         return {"id": store.name, "root": str(_folder(store).parent)}
 
     # -- the hot context ---------------------------------------------------------------
 
     def read_context(self, *, library: str | ProjectRef | None = None) -> dict[str, Any]:
-        return self.store(library).read_context()
+        return self.stores.store(library).read_context()
 
     def update_context(self, *, active_task: str | None = None, status: str | None = None, reason: str | None = None,
                        next_steps: list[str] | None = None, last_commit: str | None = None,
@@ -80,8 +81,9 @@ class ProjectService:
         if not given:
             raise ValidationError("update_context: give at least one of active_task, status, reason, next_steps, "
                                   "last_commit")
-        return self.store(library).update_context(lambda before: {**before, **given, "updated_at": now_iso()},
-                                                  origin="update_context")
+        with self.stores.writing(library) as store:
+            return store.update_context(lambda before: {**before, **given, "updated_at": now_iso()},
+                                        origin="update_context")
 
     # -- summaries and export ----------------------------------------------------------
 
@@ -89,7 +91,7 @@ class ProjectService:
                       library: str | ProjectRef | None = None) -> dict[str, Any]:
         page = self.read_graph(limit=limit, offset=offset, summary=True, library=library)
         return {"entities": [{"name": e.name, "type": e.entity_type} for e in page.entities],
-                "relation_count": self.store(library).stats().relations,
+                "relation_count": self.stores.store(library).stats().relations,
                 "total_entity_count": page.total_entity_count, "is_truncated": page.is_truncated}
 
     def export_markdown(self, output_path: str = "KNOWLEDGE_GRAPH.md", *,
@@ -108,7 +110,7 @@ class ProjectService:
         if relative.suffix.lower() not in (".md", ".markdown") or any(p.startswith(".") for p in relative.parts):
             raise ValidationError(f"output_path: '{output_path}' must be a .md file outside hidden folders "
                                   "(.mcp, .git, ...)", hint="For example KNOWLEDGE_GRAPH.md or docs/graph.md.")
-        root = _folder(self.store(library)).parent
+        root = _folder(self.stores.store(library)).parent
         # No link anywhere on the way (confine.py): a `docs -> /elsewhere` in a clone is refused.
         try:
             current = confine.read_bytes(root, relative)
@@ -136,7 +138,7 @@ class ProjectService:
                         ) -> tuple[str, dict[str, int]]:
         """The library as one Markdown text (markdown/export.py): the graph in name order, its free
         memories oldest first, its context; with how many entities, relations and memories it holds."""
-        store = self.store(library)
+        store = self.stores.store(library)
         graph = store.export_graph(order="name")
         memories = sorted(store.free_memories(), key=lambda m: (m.created_at, m.id)) \
             if isinstance(store, Portable) else []
@@ -152,14 +154,14 @@ class ProjectService:
         add_observations returned, the names skipped)."""
         clean = schema.validate_observation_batches(batches, "observations", "contents")
         if not clean:
-            self.store(library)  # a project is still checked (and its handshake asked) for an empty batch
+            self.stores.store(library)  # a project is still checked (and its handshake asked) for an empty batch
             return [], []
-        found = {name_key(e.name) for e in self.store(library).open_entities([b.entity_name for b in clean]).entities}
+        found = {name_key(e.name) for e in self.stores.store(library).open_entities([b.entity_name for b in clean]).entities}
         kept = [b for b in clean if name_key(b.entity_name) in found]
         skipped = list(dict.fromkeys(b.entity_name for b in clean if name_key(b.entity_name) not in found))
         return (self.add_observations(kept, library=library, origin=origin) if kept else []), skipped
 
-    def _carry_over_n2n(self, store: Store, folder: Path, project: ProjectRef) -> None:
+    def carry_over_n2n(self, store: Store, folder: Path, project: ProjectRef) -> None:
         """Read n2n-memory's files in a project's `.mcp/` into its new library, through the import
         every importer takes (importers/n2n.py); the files stay as they were."""
         source = read_n2n_graph(folder)
@@ -174,3 +176,4 @@ class ProjectService:
                      report.relations_created + report.relations_existing)
         if context:
             store.update_context(lambda before: {**before, **context}, origin="import")
+            self.stores.written(store)
