@@ -15,8 +15,7 @@ Every import counts, wherever it is written: at the top of a module, inside a fu
 - bench/ is a leaf: only cli/ imports it, and no test does (a test drives a bench through
   `memloci bench ...`).
 
-What the code still breaks is listed in tests/architecture_allowlist.txt, one finding a line. The
-list can only shrink: a finding not on it fails, and so does a line that no longer matches one.
+Each test names every finding it makes, so a failure says which import or class to change.
 """
 
 from __future__ import annotations
@@ -31,7 +30,6 @@ from typing import Protocol
 import memloci
 
 SRC = Path(memloci.__file__).parent
-ALLOWLIST = Path(__file__).parent / "architecture_allowlist.txt"
 
 # Lowest first. A tuple is one rank of siblings.
 LAYERS: list[tuple[str, ...]] = [
@@ -259,19 +257,8 @@ def mro_findings() -> list[str]:
     return found
 
 
-def allowlist() -> list[str]:
-    if not ALLOWLIST.exists():
-        return []
-    lines = [line.strip() for line in ALLOWLIST.read_text(encoding="utf-8").splitlines()]
-    return [line for line in lines if line and not line.startswith("#")]
-
-
 def _check(kind: str, findings: list[str]) -> None:
-    allowed = {line for line in allowlist() if line.startswith(kind + ":")}
-    new = sorted(set(findings) - allowed)
-    gone = sorted(allowed - set(findings))
-    assert not new, f"{len(new)} new {kind} finding(s) (see ARCHITECTURE.md):\n" + "\n".join(new)
-    assert not gone, (f"fixed, so take them off {ALLOWLIST.name} (it only shrinks):\n" + "\n".join(gone))
+    assert not findings, f"{len(findings)} {kind} finding(s) (see ARCHITECTURE.md):\n" + "\n".join(sorted(findings))
 
 
 def test_imports_follow_the_layers():
@@ -301,13 +288,8 @@ def test_store_classes_compose_instead_of_inherit():
 
 
 def test_no_import_cycles():
-    """Every cycle must lie inside one allow-listed cycle (which names its modules)."""
-    allowed = [frozenset(line.split(":", 1)[1].split()) for line in allowlist() if line.startswith("cycle:")]
-    found = cycles()
-    new = [sorted(c) for c in found if not any(c <= a for a in allowed)]
-    assert not new, "import cycles (imports inside functions count):\n" + "\n".join(" ".join(c) for c in new)
-    gone = [sorted(a) for a in allowed if not any(c <= a for c in found)]
-    assert not gone, f"cycles broken, so take them off {ALLOWLIST.name}:\n" + "\n".join(" ".join(a) for a in gone)
+    found = [" ".join(sorted(c)) for c in cycles()]
+    assert not found, "import cycles (imports inside functions count):\n" + "\n".join(found)
 
 
 TESTS = Path(__file__).parent
