@@ -1,4 +1,11 @@
-"""Shared test helpers: real SQLite files in temp dirs, the real MCP client over stdio."""
+"""Shared test helpers: real SQLite files in temp dirs, the real MCP client.
+
+`mcp_session`/`run_session` talk to the server `memloci serve` builds, run in this process over
+the MCP SDK's in-memory transport: most tests check tools and their replies, and a server
+process costs about two seconds to start. `process_session`/`run_process_session` start
+`python -m memloci serve` and talk to it over stdio, for the tests where the process is what is
+tested (its stdio framing, its environment, its exit, several processes at once).
+"""
 
 from __future__ import annotations
 
@@ -10,10 +17,14 @@ from pathlib import Path
 
 import anyio
 import pytest
+from mcp import Client as SdkClient
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
-from memloci.app.libraries import LibraryRegistry, LibrarySpec
+from memloci.app.libraries import LibraryRegistry, LibrarySpec, config_file, default_specs
+from memloci.core.settings import Settings
+from memloci.mcp.server import build_server, tool_groups
+from memloci.search.embedder import EmbedderHandle
 from memloci.service.facade import MemoryService
 
 
@@ -30,9 +41,44 @@ def server_params(home: Path, *args: str, **env: str) -> StdioServerParameters:
     return StdioServerParameters(command=sys.executable, args=["-m", "memloci", "serve", *args], env=server_env(home, **env))
 
 
+# The flags of `memloci serve` an in-process server takes, and the Settings field each sets.
+SERVE_FLAGS = {"--libraries": "libraries", "--tools": "tools", "--schema": "schema", "--name": "name"}
+
+
+def serve_flags(args: tuple[str, ...]) -> dict[str, str]:
+    """`--libraries X --tools Y ...` as {"libraries": X, "tools": Y}; any other argument is a
+    mistake here (a transport, a host: use process_session)."""
+    if len(args) % 2 or any(flag not in SERVE_FLAGS for flag in args[::2]):
+        raise ValueError(f"an in-process server takes {', '.join(SERVE_FLAGS)} with a value each, not {args}")
+    return {SERVE_FLAGS[flag]: value for flag, value in zip(args[::2], args[1::2], strict=True)}
+
+
 @asynccontextmanager
 async def mcp_session(home: Path, *args: str, **env: str):
-    """A real client session with `memloci serve` running in a subprocess."""
+    """A client session with the server `memloci serve [args]` builds, over the SDK's in-memory
+    transport. The server is built as src/memloci/cli/main.py `serve` builds it, from Settings
+    read from server_env(home, **env) (never from this process's environment); errors that
+    would make `serve` exit are raised here."""
+    flags = serve_flags(args)
+    name = flags.pop("name", None)
+    settings = Settings.from_env(server_env(home, **env)).with_flags(**flags)
+    config = config_file(settings)
+    service = MemoryService(LibraryRegistry(default_specs(settings), create_missing=True, settings=settings),
+                            EmbedderHandle(None, settings), embed_pending=True)
+    try:
+        server = build_server(service, name=name or config.get("name") or "memloci",
+                              groups=tool_groups(settings.tools or config.get("tools")))
+        service.embedder.start_background(delay=0.5)
+        service.watch_libraries()
+        async with SdkClient(server, mode="legacy", cache=None) as client:
+            yield client.session
+    finally:
+        service.close()
+
+
+@asynccontextmanager
+async def process_session(home: Path, *args: str, **env: str):
+    """A client session with `memloci serve` running in a subprocess, over stdio."""
     async with stdio_client(server_params(home, *args, **env)) as (read, write):
         async with ClientSession(read, write) as session:
             await session.initialize()
@@ -69,10 +115,21 @@ class Client:
 
 
 def run_session(home: Path, body, *args: str, **env: str) -> None:
-    """Run `await body(Client)` against a fresh `memloci serve` (args and env passed through)."""
+    """Run `await body(Client)` against a fresh server as `memloci serve` builds it, in this
+    process (args and env passed through, see mcp_session)."""
 
     async def main():
         async with mcp_session(home, *args, **env) as session:
+            await body(Client(session))
+
+    anyio.run(main)
+
+
+def run_process_session(home: Path, body, *args: str, **env: str) -> None:
+    """Run `await body(Client)` against a fresh `memloci serve` process (see process_session)."""
+
+    async def main():
+        async with process_session(home, *args, **env) as session:
             await body(Client(session))
 
     anyio.run(main)

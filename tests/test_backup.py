@@ -16,7 +16,7 @@ from pathlib import Path
 
 import anyio
 import pytest
-from conftest import Client, mcp_session, server_env
+from conftest import Client, mcp_session, process_session, server_env
 from test_undo import KINDS, dump, files, open_service, populate
 
 from memloci.core.errors import AlreadyExistsError, ConflictError, ValidationError
@@ -129,7 +129,7 @@ def test_backup_while_a_server_process_writes_is_consistent(tmp_path, kind):
     results = []
 
     async def main():
-        async with mcp_session(home, "--libraries", spec) as session:
+        async with process_session(home, "--libraries", spec) as session:
             client = Client(session)
             await client.ok("create_entities", entities=[{"name": "seed", "entityType": "t", "observations": ["s"]}])
             done = anyio.Event()

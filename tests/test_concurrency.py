@@ -12,7 +12,7 @@ import time
 from functools import partial
 
 import anyio
-from conftest import Client, mcp_session, server_env
+from conftest import Client, process_session, server_env
 
 
 def count(db) -> tuple[int, int]:
@@ -28,7 +28,7 @@ def count(db) -> tuple[int, int]:
 
 def test_twenty_parallel_calls_from_one_client_all_land(home):
     async def main():
-        async with mcp_session(home) as session:
+        async with process_session(home) as session:  # over stdio: its transport runs calls at once
             c = Client(session)
             async with anyio.create_task_group() as tg:
                 for i in range(20):
