@@ -14,6 +14,7 @@ import os
 import sys
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -26,6 +27,28 @@ from memloci.core.settings import Settings
 from memloci.mcp.server import build_server, tool_groups
 from memloci.search.embedder import EmbedderHandle
 from memloci.service.facade import MemoryService
+
+# The files whose every test is in `make test-full` only (marked `full` here, so that a file of its
+# own keeps its imports as they are); single tests elsewhere carry @pytest.mark.full.
+FULL_FILES = {
+    "test_crash.py": "SIGKILL of writer processes",
+    "contract/test_sigkill_contract.py": "SIGKILL of writer processes, on every engine",
+    "contract/test_concurrency_contract.py": "four writer processes at once, on every engine",
+    "test_http_load.py": "HTTP load: 16 clients on a server process",
+    "test_replicas.py": "two server processes behind a load balancer",
+    "test_postgres_servers.py": "several server processes on one PostgreSQL library",
+    "test_packaging.py": "a wheel built and installed in a new virtual environment",
+    "test_official_compat.py": "the official Node server beside memloci",
+}
+TESTS = Path(__file__).resolve().parent
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects by marker
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    full = {TESTS / name for name in FULL_FILES}
+    for item in items:
+        if item.path in full:
+            item.add_marker(pytest.mark.full)
 
 
 def server_env(home: Path, **extra: str) -> dict[str, str]:
@@ -54,11 +77,12 @@ def serve_flags(args: tuple[str, ...]) -> dict[str, str]:
 
 
 @asynccontextmanager
-async def mcp_session(home: Path, *args: str, **env: str):
+async def mcp_session(home: Path, *args: str, client_options: dict[str, Any] | None = None, **env: str):
     """A client session with the server `memloci serve [args]` builds, over the SDK's in-memory
     transport. The server is built as src/memloci/cli/main.py `serve` builds it, from Settings
     read from server_env(home, **env) (never from this process's environment); errors that
-    would make `serve` exit are raised here."""
+    would make `serve` exit are raised here. `client_options` go to the SDK's Client (say a
+    message_handler)."""
     flags = serve_flags(args)
     name = flags.pop("name", None)
     settings = Settings.from_env(server_env(home, **env)).with_flags(**flags)
@@ -70,7 +94,7 @@ async def mcp_session(home: Path, *args: str, **env: str):
                               groups=tool_groups(settings.tools or config.get("tools")))
         service.embedder.start_background(delay=0.5)
         service.watch_libraries()
-        async with SdkClient(server, mode="legacy", cache=None) as client:
+        async with SdkClient(server, mode="legacy", cache=None, **(client_options or {})) as client:
             yield client.session
     finally:
         service.close()

@@ -12,6 +12,7 @@ import time
 from functools import partial
 
 import anyio
+import pytest
 from conftest import Client, process_session, server_env
 
 
@@ -76,6 +77,7 @@ WRITER = textwrap.dedent("""
 """)
 
 
+@pytest.mark.full  # several server processes
 def test_four_server_processes_on_one_library_lose_nothing(home, tmp_path):
     script = tmp_path / "writer.py"
     script.write_text(WRITER)
@@ -117,6 +119,7 @@ KILLED_WRITER = textwrap.dedent("""
 """)
 
 
+@pytest.mark.full  # SIGKILL
 def test_sigkill_mid_batch_leaves_whole_batches_only(tmp_path):
     db = tmp_path / "lib.db"
     script = tmp_path / "killed.py"

@@ -273,6 +273,7 @@ def test_manual_sections(tmp_path, home):
     run_session(home, body, "--libraries", f"work:{work}")
 
 
+@pytest.mark.full  # two server processes
 def test_two_processes_edit_one_markdown_library(tmp_path, home):
     work = tmp_path / "work"
     n = 200
