@@ -39,6 +39,10 @@ FULL_FILES = {
     "test_postgres_servers.py": "several server processes on one PostgreSQL library",
     "test_packaging.py": "a wheel built and installed in a new virtual environment",
     "test_official_compat.py": "the official Node server beside memloci",
+    "test_stdio.py": "the stdio framing of a server process: each test starts one",
+    "test_http.py": "server mode: each test a `memloci serve --transport http` process",
+    "test_storage_errors.py": "a process each in a namespace with a full or read-only disk",
+    "test_bench_postgres.py": "benchmarks on PostgreSQL",
 }
 TESTS = Path(__file__).resolve().parent
 

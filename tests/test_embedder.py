@@ -27,6 +27,7 @@ def cache(tmp_path_factory):
     mp.undo()
 
 
+@pytest.mark.full  # converts the model: a minute of CPU
 def test_conversion_is_cached_checked_and_close_to_the_shipped_file(cache):
     fast = E.create_embedder("minilm")
     exact = E.create_embedder("minilm-exact")

@@ -154,6 +154,7 @@ def test_the_cjk_set_is_well_formed_and_discriminates():
     assert scores["en->en"]["hit@3"] >= 90 and scores["cross"]["hit@3"] < 40, scores
 
 
+@pytest.mark.full  # a benchmark of every model
 @needs_multilingual
 def test_bench_models_measures_each_model_in_a_table_and_json(tmp_path):
     out = tmp_path / "models.json"
