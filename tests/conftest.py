@@ -2,9 +2,9 @@
 
 `mcp_session`/`run_session` talk to the server `memloci serve` builds, run in this process over
 the MCP SDK's in-memory transport: most tests check tools and their replies, and a server
-process costs about two seconds to start. `process_session`/`run_process_session` start
-`python -m memloci serve` and talk to it over stdio, for the tests where the process is what is
-tested (its stdio framing, its environment, its exit, several processes at once).
+process costs about two seconds to start. `process_session` starts `python -m memloci serve`
+and talks to it over stdio, for the tests where the process is what is tested (its stdio
+transport, several processes at once).
 """
 
 from __future__ import annotations
@@ -148,16 +148,6 @@ def run_session(home: Path, body, *args: str, **env: str) -> None:
 
     async def main():
         async with mcp_session(home, *args, **env) as session:
-            await body(Client(session))
-
-    anyio.run(main)
-
-
-def run_process_session(home: Path, body, *args: str, **env: str) -> None:
-    """Run `await body(Client)` against a fresh `memloci serve` process (see process_session)."""
-
-    async def main():
-        async with process_session(home, *args, **env) as session:
             await body(Client(session))
 
     anyio.run(main)
