@@ -1,5 +1,8 @@
-# `make run` starts the MCP server on the embedded default; `make test` runs every test.
-# Both create the virtual environment and install memloci into it first when needed.
+# `make run` starts the MCP server on the embedded default. `make test` runs the fast tier (every
+# test not marked `full`: the contract suite on the three engines, the Python-client conformance
+# pass, mypy, ruff; a few minutes); `make test-full` runs every test (processes killed and
+# crashed, several servers, the TypeScript and Inspector clients on both transports, HTTP load,
+# packaging), as CI does. Each creates the virtual environment and installs memloci first when needed.
 
 PYTHON ?= python3
 VENV   ?= .venv
@@ -14,7 +17,11 @@ OFFICIAL := .official/node_modules/@modelcontextprotocol/server-memory/dist/inde
 # conformance suite (skipped when npm is missing; under CI=true that is a failure).
 CONFORMANCE := tests/conformance/node_modules/.package-lock.json
 
-.PHONY: run test install dist bench clean
+# Both tiers run on two processes (pytest-xdist); a file's tests stay on one process, since the
+# conformance and recall modules share a server run or a library between their tests.
+PYTEST_XDIST ?= -n 2 --dist loadfile
+
+.PHONY: run test test-full install dist bench clean
 
 # `make -C /path/to/memloci run` must not print "Entering directory" on stdout: it is the protocol.
 MAKEFLAGS += --no-print-directory
@@ -52,8 +59,11 @@ $(CONFORMANCE): tests/conformance/package-lock.json
 		|| echo "npm ci failed: the TypeScript conformance tests will be skipped" >&2; \
 	else echo "npm not found: the TypeScript conformance tests will be skipped" >&2; fi
 
-test: $(TEST_STAMP) $(OFFICIAL) $(CONFORMANCE)
-	$(VENV)/bin/python -m pytest
+test: $(TEST_STAMP)
+	$(VENV)/bin/python -m pytest $(PYTEST_XDIST) -m "not full"
+
+test-full: $(TEST_STAMP) $(OFFICIAL) $(CONFORMANCE)
+	$(VENV)/bin/python -m pytest $(PYTEST_XDIST)
 
 bench: $(RUN_STAMP)
 	$(VENV)/bin/memloci bench graph --n 50000

@@ -1,4 +1,11 @@
-"""Shared test helpers: real SQLite files in temp dirs, the real MCP client over stdio."""
+"""Shared test helpers: real SQLite files in temp dirs, the real MCP client.
+
+`mcp_session`/`run_session` talk to the server `memloci serve` builds, run in this process over
+the MCP SDK's in-memory transport: most tests check tools and their replies, and a server
+process costs about two seconds to start. `process_session` starts `python -m memloci serve`
+and talks to it over stdio, for the tests where the process is what is tested (its stdio
+transport, several processes at once).
+"""
 
 from __future__ import annotations
 
@@ -7,15 +14,45 @@ import os
 import sys
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
+from mcp import Client as SdkClient
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
 from memloci.app.registry import LibraryRegistry
 from memloci.app.specs import LibrarySpec
+from memloci.core.settings import Settings
+from memloci.mcp.server import serve_from
 from memloci.service.facade import MemoryService
+
+# The files whose every test is in `make test-full` only (marked `full` here, so that a file of its
+# own keeps its imports as they are); single tests elsewhere carry @pytest.mark.full.
+FULL_FILES = {
+    "test_crash.py": "SIGKILL of writer processes",
+    "contract/test_sigkill_contract.py": "SIGKILL of writer processes, on every engine",
+    "contract/test_concurrency_contract.py": "four writer processes at once, on every engine",
+    "test_http_load.py": "HTTP load: 16 clients on a server process",
+    "test_replicas.py": "two server processes behind a load balancer",
+    "test_postgres_servers.py": "several server processes on one PostgreSQL library",
+    "test_packaging.py": "a wheel built and installed in a new virtual environment",
+    "test_official_compat.py": "the official Node server beside memloci",
+    "test_stdio.py": "the stdio framing of a server process: each test starts one",
+    "test_http.py": "server mode: each test a `memloci serve --transport http` process",
+    "test_storage_errors.py": "a process each in a namespace with a full or read-only disk",
+    "test_bench_postgres.py": "benchmarks on PostgreSQL",
+}
+TESTS = Path(__file__).resolve().parent
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects by marker
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    full = {TESTS / name for name in FULL_FILES}
+    for item in items:
+        if item.path in full:
+            item.add_marker(pytest.mark.full)
 
 
 def server_env(home: Path, **extra: str) -> dict[str, str]:
@@ -31,9 +68,41 @@ def server_params(home: Path, *args: str, **env: str) -> StdioServerParameters:
     return StdioServerParameters(command=sys.executable, args=["-m", "memloci", "serve", *args], env=server_env(home, **env))
 
 
+# The flags of `memloci serve` an in-process server takes, and the Settings field each sets.
+SERVE_FLAGS = {"--libraries": "libraries", "--tools": "tools", "--schema": "schema", "--name": "name"}
+
+
+def serve_flags(args: tuple[str, ...]) -> dict[str, str]:
+    """`--libraries X --tools Y ...` as {"libraries": X, "tools": Y}; any other argument is a
+    mistake here (a transport, a host: use process_session)."""
+    if len(args) % 2 or any(flag not in SERVE_FLAGS for flag in args[::2]):
+        raise ValueError(f"an in-process server takes {', '.join(SERVE_FLAGS)} with a value each, not {args}")
+    return {SERVE_FLAGS[flag]: value for flag, value in zip(args[::2], args[1::2], strict=True)}
+
+
 @asynccontextmanager
-async def mcp_session(home: Path, *args: str, **env: str):
-    """A real client session with `memloci serve` running in a subprocess."""
+async def mcp_session(home: Path, *args: str, client_options: dict[str, Any] | None = None, **env: str):
+    """A client session with the server `memloci serve [args]` builds, over the SDK's in-memory
+    transport. The server is built by mcp.server.serve_from, as `memloci serve` builds it, from
+    Settings read from server_env(home, **env) (never from this process's environment); errors that
+    would make `serve` exit are raised here. `client_options` go to the SDK's Client (say a
+    message_handler)."""
+    flags = serve_flags(args)
+    name = flags.pop("name", None)
+    settings = Settings.from_env(server_env(home, **env)).with_flags(**flags)
+    service, server = serve_from(settings, name=name)
+    try:
+        service.embedder.start_background(delay=0.5)
+        service.watch_libraries()
+        async with SdkClient(server, mode="legacy", cache=None, **(client_options or {})) as client:
+            yield client.session
+    finally:
+        service.close()
+
+
+@asynccontextmanager
+async def process_session(home: Path, *args: str, **env: str):
+    """A client session with `memloci serve` running in a subprocess, over stdio."""
     async with stdio_client(server_params(home, *args, **env)) as (read, write):
         async with ClientSession(read, write) as session:
             await session.initialize()
@@ -70,7 +139,8 @@ class Client:
 
 
 def run_session(home: Path, body, *args: str, **env: str) -> None:
-    """Run `await body(Client)` against a fresh `memloci serve` (args and env passed through)."""
+    """Run `await body(Client)` against a fresh server as `memloci serve` builds it, in this
+    process (args and env passed through, see mcp_session)."""
 
     async def main():
         async with mcp_session(home, *args, **env) as session:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import anyio
 import pytest
-from conftest import Client, mcp_session, server_env
+from conftest import Client, mcp_session, process_session, server_env
 from test_undo import KINDS, dump, files, open_service, populate
 
 from memloci.core.errors import AlreadyExistsError, ConflictError, ValidationError
@@ -118,6 +118,7 @@ def _backup_cli(home: Path, spec: str, target: Path) -> subprocess.CompletedProc
                           env=server_env(home), capture_output=True, text=True, timeout=120)
 
 
+@pytest.mark.full  # a server process writing while others back up
 @pytest.mark.parametrize("kind", KINDS)
 def test_backup_while_a_server_process_writes_is_consistent(tmp_path, kind):
     """A real `memloci serve` writes batches of 3-observation entities; backups taken meanwhile
@@ -129,7 +130,7 @@ def test_backup_while_a_server_process_writes_is_consistent(tmp_path, kind):
     results = []
 
     async def main():
-        async with mcp_session(home, "--libraries", spec) as session:
+        async with process_session(home, "--libraries", spec) as session:
             client = Client(session)
             await client.ok("create_entities", entities=[{"name": "seed", "entityType": "t", "observations": ["s"]}])
             done = anyio.Event()
@@ -300,6 +301,7 @@ def test_a_restored_note_keeps_its_mtime_and_so_its_date(tmp_path):
         registry.close()
 
 
+@pytest.mark.full  # SIGKILL
 def test_restore_killed_at_any_moment_is_all_or_nothing(tmp_path):
     """SIGKILL `memloci restore --force` of a 30-note folder at many moments: afterwards the notes
     are wholly as before the restore or wholly as in the backup, and the index agrees."""

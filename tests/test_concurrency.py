@@ -12,7 +12,8 @@ import time
 from functools import partial
 
 import anyio
-from conftest import Client, mcp_session, server_env
+import pytest
+from conftest import Client, process_session, server_env
 
 
 def count(db) -> tuple[int, int]:
@@ -28,7 +29,7 @@ def count(db) -> tuple[int, int]:
 
 def test_twenty_parallel_calls_from_one_client_all_land(home):
     async def main():
-        async with mcp_session(home) as session:
+        async with process_session(home) as session:  # over stdio: its transport runs calls at once
             c = Client(session)
             async with anyio.create_task_group() as tg:
                 for i in range(20):
@@ -76,6 +77,7 @@ WRITER = textwrap.dedent("""
 """)
 
 
+@pytest.mark.full  # several server processes
 def test_four_server_processes_on_one_library_lose_nothing(home, tmp_path):
     script = tmp_path / "writer.py"
     script.write_text(WRITER)
@@ -118,6 +120,7 @@ KILLED_WRITER = textwrap.dedent("""
 """)
 
 
+@pytest.mark.full  # SIGKILL
 def test_sigkill_mid_batch_leaves_whole_batches_only(tmp_path):
     db = tmp_path / "lib.db"
     script = tmp_path / "killed.py"

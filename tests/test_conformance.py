@@ -9,6 +9,9 @@ calls is tests/conformance/calls.py. Each scenario runs on one server process pe
 transport: over stdio the client starts it; over streamable HTTP it is a real `memloci serve
 --transport http` on a free loopback port, reached with a bearer token from `memloci token
 create` holding every library at admin level (so every tool is listed), and stopped with SIGTERM.
+The Python client also runs each scenario on the SDK's in-memory transport, against the server
+`memloci serve` builds, in this process (conftest.mcp_session): that pass is in `make test`; the
+others, a process each, are in `make test-full` (marked `full`).
 
 Every scenario but n2n runs twice: with `main` a SQLite file and `notes` a Markdown folder, and
 (the `pg-` scenarios) with both in a PostgreSQL database of their own on the session's server
@@ -39,7 +42,7 @@ import jsonschema
 import pytest
 from conformance.calls import PG_REFUSAL, SCENARIOS, Scenario, fill
 from conformance.databases import fresh_database
-from conftest import server_env
+from conftest import mcp_session, server_env
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.shared.exceptions import MCPError
@@ -51,8 +54,19 @@ NODE_MODULES = HERE / "node_modules"
 # What `npx @modelcontextprotocol/inspector --cli` runs (inspector 1.x bundles SDK 1.32).
 INSPECTOR = NODE_MODULES / "@modelcontextprotocol" / "inspector" / "cli" / "build" / "cli.js"
 TRANSPORTS = ("stdio", "http")  # http: streamable HTTP at http://127.0.0.1:PORT/mcp, with a token
+MEMORY = "memory"  # the Python client only: the SDK's in-memory transport to a server in this process
 HTTP_SCOPES = ["*:admin"]  # every library, every tool: the table calls them all
 CLIENTS = ("typescript", "typescript-v2", "python")  # -v2: the 2.x client, on newer protocol versions
+
+
+def transports(client: str) -> tuple[str, ...]:
+    return (MEMORY, *TRANSPORTS) if client == "python" else TRANSPORTS
+
+
+def tier(client: str, transport: str) -> tuple[pytest.MarkDecorator, ...]:
+    """The Python client on the in-memory transport is in `make test`; every pass that starts a
+    process (a server, a Node client) is in `make test-full` only."""
+    return () if (client, transport) == ("python", MEMORY) else (pytest.mark.full,)
 
 
 def node_missing() -> str | None:
@@ -113,8 +127,12 @@ def token_for(home: Path) -> str:
 @contextmanager
 def serving(scenario: Scenario, places: dict[str, Path], transport: str):
     """Where a client reaches the scenario's server: for stdio the command it starts (the client
-    owns the process), for http the URL and headers of a server started here for the run."""
+    owns the process), for http the URL and headers of a server started here for the run, for
+    memory the home and the flags of a server this process builds."""
     command, args, env = server_command(scenario, places)
+    if transport == MEMORY:
+        yield {"home": places["home"], "flags": args[3:]}  # args[:3] is `-m memloci serve`
+        return
     if transport == "stdio":
         yield {"command": command, "args": args, "env": env, "cwd": str(places["tmp"])}
         return
@@ -130,6 +148,11 @@ async def python_session(where: dict[str, Any], **session_kwargs: Any):
     """A Python SDK ClientSession on either transport, initialized (`session.init_result`)."""
     if "url" in where:
         async with http_session(where["url"], where["headers"], **session_kwargs) as session:
+            yield session
+        return
+    if "flags" in where:
+        async with mcp_session(where["home"], *where["flags"], client_options=session_kwargs) as session:
+            session.init_result = session.initialize_result
             yield session
         return
     params = StdioServerParameters(command=where["command"], args=where["args"], env=where["env"], cwd=where["cwd"])
@@ -271,9 +294,10 @@ def foreign_tools(tools: list[dict], text: str | None) -> list[str]:
     return sorted({w for w in TOOL_WORD.findall(text or "") if w in ALL_TOOLS and w not in listed})
 
 
-STEP_CASES = [pytest.param(client, transport, s.name, i, id=f"{client}-{transport}-{s.name}-{i:02d}-{step.label}")
-              for client in CLIENTS for transport in TRANSPORTS for s in SCENARIOS if client in (s.clients or CLIENTS)
-              for i, step in enumerate(s.steps)]
+STEP_CASES = [pytest.param(client, transport, s.name, i, id=f"{client}-{transport}-{s.name}-{i:02d}-{step.label}",
+                           marks=tier(client, transport))
+              for client in CLIENTS for transport in transports(client) for s in SCENARIOS
+              if client in (s.clients or CLIENTS) for i, step in enumerate(s.steps)]
 
 
 @pytest.mark.parametrize("client,transport,scenario,index", STEP_CASES)
@@ -302,8 +326,9 @@ def test_call(run, client, transport, scenario, index):
         assert code == step.code, f"{where}: expected {step.code}, got {code}: {got['text'][:600]}"
 
 
-GROUP_CASES = [pytest.param(client, transport, s.name, id=f"{client}-{transport}-{s.name}")
-               for client in CLIENTS for transport in TRANSPORTS for s in SCENARIOS if client in (s.clients or CLIENTS)]
+GROUP_CASES = [pytest.param(client, transport, s.name, id=f"{client}-{transport}-{s.name}", marks=tier(client, transport))
+               for client in CLIENTS for transport in transports(client) for s in SCENARIOS
+               if client in (s.clients or CLIENTS)]
 
 
 @pytest.mark.parametrize("client,transport,scenario", GROUP_CASES)
@@ -346,6 +371,7 @@ OFFICIAL_TOOLS = {"create_entities", "create_relations", "add_observations", "de
                   "delete_relations", "read_graph", "search_nodes", "open_nodes"}
 
 
+@pytest.mark.full  # the TypeScript client
 @pytest.mark.parametrize("scenario,budget", [("graph", 35_000), ("official", 12_000)])
 def test_tools_list_fits_the_context_budget(run, scenario, budget):
     """What tools/list costs a model's context, as a TypeScript client receives it (each tool as
@@ -403,6 +429,7 @@ def inspector_home(tmp_path_factory) -> Path:
     return home
 
 
+@pytest.mark.full  # the Inspector CLI
 @pytest.mark.parametrize("tool,tool_args,expect_error", INSPECTOR_CALLS[1:],
                          ids=[f"{c[0]}-{'error' if c[2] else 'ok'}" for c in INSPECTOR_CALLS[1:]])
 def test_inspector_cli(inspector_home, tool, tool_args, expect_error):
@@ -424,6 +451,7 @@ PG_INSPECTOR_CALLS = [  # in order, on one PostgreSQL library, the server's only
 ]
 
 
+@pytest.mark.full  # the Inspector CLI
 def test_inspector_cli_on_postgres(tmp_path, pg_library):
     """The Inspector CLI against a server whose only library is in PostgreSQL: each call is a
     server process of its own, and the later ones find what the earlier ones stored."""
@@ -438,6 +466,7 @@ def test_inspector_cli_on_postgres(tmp_path, pg_library):
             assert wanted in text, f"{tool}: the reply should name {wanted}: {text[:600]}"
 
 
+@pytest.mark.full  # the Inspector CLI
 def test_inspector_cli_sets_up_project_memory(tmp_path):
     """The AWAITING_CONFIRMATION step reaches the Inspector as a tool error it shows, and the
     confirm step then keeps the memory in the project."""
@@ -522,7 +551,8 @@ def run_resources_python(places: dict[str, Path], transport: str) -> dict[str, A
 
 
 @pytest.mark.filterwarnings("ignore:resources/subscribe is removed")  # the session here is 2025-era, where it is the way
-@pytest.mark.parametrize("client,transport", [pytest.param(c, t, id=f"{c}-{t}") for c in CLIENTS for t in TRANSPORTS])
+@pytest.mark.parametrize("client,transport", [pytest.param(c, t, id=f"{c}-{t}", marks=tier(c, t))
+                                              for c in CLIENTS for t in transports(c)])
 def test_resources_read_and_notify(tmp_path, client, transport):
     """resources/read and resources/subscribe: a write to the default library and a context
     change in a project each notify their subscribers, a read notifies no one, and reading the
@@ -580,6 +610,7 @@ HTTP_INSPECTOR_CALLS = [  # in order: the first makes what the later ones find
 ]
 
 
+@pytest.mark.full  # the Inspector CLI
 def test_inspector_cli_over_http(inspector_http):
     for tool, tool_args, expect_error in HTTP_INSPECTOR_CALLS:
         reply = inspector_reply(inspector_over_http(inspector_http, tool, tool_args), expect_error)

@@ -29,6 +29,7 @@ def embedder(spec, cache):
     return E.create_embedder(spec, Settings.from_env({"MEMLOCI_CACHE": str(cache)}))
 
 
+@pytest.mark.full  # converts the model: a minute of CPU
 def test_conversion_is_cached_checked_and_close_to_the_shipped_file(cache):
     fast = embedder("minilm", cache)
     exact = embedder("minilm-exact", cache)

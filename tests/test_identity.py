@@ -164,7 +164,7 @@ def test_two_projects_with_one_folder_name_never_share_state(tmp_path, embedder)
 
 def test_handles_survive_a_clone_of_a_project_over_mcp(tmp_path, home):
     """A project's memory made by one server, cloned without its index, answered by another:
-    the content_hash a client kept still finds the memory (real server processes)."""
+    the content_hash a client kept still finds the memory (two real servers, one per home)."""
     from conftest import run_session
 
     app = tmp_path / "app"

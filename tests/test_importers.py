@@ -566,6 +566,7 @@ def start_import(src: Path, spec: str, home: Path, lib: Path) -> tuple[subproces
     return proc, time.monotonic()
 
 
+@pytest.mark.full  # SIGKILL
 @pytest.mark.parametrize("kind", ["sqlite", "markdown"])
 def test_basic_memory_import_killed_then_run_again_ends_as_one_clean_run(tmp_path, kind):
     """SIGKILL at moments spread over an import's writes, then the same import again: the

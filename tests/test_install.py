@@ -468,6 +468,7 @@ def test_splices_keep_every_layout_and_come_back_out(doc, indent, jsonc, crlf, k
         assert back == text
 
 
+@pytest.mark.full  # SIGKILL
 def test_killed_at_any_moment_the_file_is_whole_and_the_next_run_cleans_up(tmp_path):
     import random
     import signal
@@ -499,6 +500,7 @@ def test_killed_at_any_moment_the_file_is_whole_and_the_next_run_cleans_up(tmp_p
     assert not list(path.parent.glob(".*.tmp"))  # what killed runs left was swept by the next
 
 
+@pytest.mark.full  # several processes
 def test_installs_at_the_same_time_lose_nothing(tmp_path):
     # Several installs into one file at once: the ledger lock makes them take turns, so every
     # entry lands, and every uninstall (again all at once) leaves the original bytes.

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import anyio
 import pytest
-from conftest import Client, mcp_session, run_session, server_env
+from conftest import Client, process_session, run_session, server_env
 
 
 def _libs(tmp_path: Path) -> str:
@@ -273,12 +273,13 @@ def test_manual_sections(tmp_path, home):
     run_session(home, body, "--libraries", f"work:{work}")
 
 
+@pytest.mark.full  # two server processes
 def test_two_processes_edit_one_markdown_library(tmp_path, home):
     work = tmp_path / "work"
     n = 200
 
     async def writer(tag: str, results: list):
-        async with mcp_session(home, "--libraries", f"work:{work}") as session:
+        async with process_session(home, "--libraries", f"work:{work}") as session:
             c = Client(session)
             for i in range(n):
                 if i % 4 == 0:
@@ -292,7 +293,7 @@ def test_two_processes_edit_one_markdown_library(tmp_path, home):
             results.append(tag)
 
     async def main():
-        async with mcp_session(home, "--libraries", f"work:{work}") as session:
+        async with process_session(home, "--libraries", f"work:{work}") as session:
             await Client(session).ok("create_entities", entities=[{"name": "shared", "entityType": "note", "observations": []}])
         results: list = []
         async with anyio.create_task_group() as tg:

@@ -151,6 +151,7 @@ def test_the_merged_file_is_fsynced_before_it_replaces_the_note_and_its_folder_a
         "the note's folder was not fsynced after the swap"
 
 
+@pytest.mark.full  # SIGKILL
 def test_a_kill_right_after_the_merged_file_is_in_place_loses_neither_save(tmp_path):
     root = _library(tmp_path)
     run = _race(root, "kill")

@@ -148,6 +148,7 @@ def _bench_models(tmp_path, models: str) -> tuple[subprocess.CompletedProcess, d
     return done, json.loads(out.read_text())
 
 
+@pytest.mark.full  # `memloci bench models` in a process of its own
 def test_the_cjk_set_is_well_formed_and_discriminates(tmp_path):
     data = json.loads(CJK_SET.read_text(encoding="utf-8"))
     assert len(data["memories"]) == 60 and len(data["queries"]) == 180
@@ -162,6 +163,7 @@ def test_the_cjk_set_is_well_formed_and_discriminates(tmp_path):
     assert str(CJK_SET) == report["cjk_set"]
 
 
+@pytest.mark.full  # a benchmark of every model
 @needs_multilingual
 def test_bench_models_measures_each_model_in_a_table_and_json(tmp_path):
     done, report = _bench_models(tmp_path, "multilingual,nosuch")

@@ -220,6 +220,7 @@ def _post_initialize(url: str, token: str | None):
     return httpx2.post(url, json=body, headers=headers, timeout=30)
 
 
+@pytest.mark.full  # a server process over HTTP
 def test_jwts_through_a_real_server(tmp_path, issuer):
     import anyio
     import httpx2
@@ -282,6 +283,7 @@ def test_jwts_through_a_real_server(tmp_path, issuer):
     assert "token=jwt:reader tool=create_entities library=team" in log and "outcome=PERMISSION_DENIED" in log
 
 
+@pytest.mark.full  # a server process over HTTP
 def test_oauth_alone_counts_as_tokens_configured_for_a_wide_bind(tmp_path, issuer):
     """No stored token, only [oauth]: listening beyond loopback is allowed, and a JWT gets in."""
     from conftest import server_env

@@ -343,6 +343,7 @@ WRITER = textwrap.dedent("""
 """)
 
 
+@pytest.mark.full  # several processes
 def test_four_processes_creating_at_once_lose_nothing(pg_library):
     """4 server processes x 250 create calls (each with a merge into one shared entity, and a
     relation to it) on a library none has opened yet: every entity, observation and relation
@@ -392,6 +393,7 @@ STRICT_WRITER = textwrap.dedent("""
 """)
 
 
+@pytest.mark.full  # several processes
 def test_unique_names_hold_across_processes(pg_library):
     """Three processes race to create the same 60 names under unique names: each exists once,
     and exactly one process won each."""
@@ -532,6 +534,7 @@ def test_export_and_import_through_postgres_keep_every_timestamp(pg_library, tmp
     assert (tmp_path / "c.jsonl").read_bytes() == a
 
 
+@pytest.mark.full  # several server processes
 def test_bench_load_runs_servers_on_one_library_and_counts_lost_writes(pg_url, tmp_path, home):
     import json
 

@@ -202,6 +202,7 @@ def run_node(tmp_path: Path, sdk: str, calls: list[dict]) -> dict:
     return json.loads(proc.stdout)
 
 
+@pytest.mark.full  # the TypeScript client
 @pytest.mark.parametrize("sdk", ["1", "2"])
 def test_typescript_client(tmp_path, sdk):
     async def seed():

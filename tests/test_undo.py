@@ -246,6 +246,7 @@ def test_cli_history_and_undo(tmp_path, kind):
     assert again.returncode == 1 and "CONFLICT" in again.stderr and "gamma" in again.stderr
 
 
+@pytest.mark.full  # SIGKILL
 def test_undo_killed_at_any_moment_is_all_or_nothing(tmp_path):
     """SIGKILL `memloci undo` of a rename that rewrote 31 notes, at many moments: afterwards the
     folder is wholly as before the undo or wholly as after it, and the index agrees."""

@@ -167,19 +167,14 @@ def serve(
     if transport not in ("stdio", "http"):
         fail(MemlociError(f"--transport: '{transport}' is not stdio or http"))
     if transport == "http":
-        from memloci.mcp.server import build_server, tool_groups
+        from memloci.mcp.server import serve_from
 
         try:
             settings = command_settings(libraries=libraries, tools=tools, schema=schema)
         except MemlociError as exc:
             fail(exc)
 
-        def build(config: dict):
-            service = open_service(None, embedder=True, settings=settings)
-            return service, build_server(service, name=name or config.get("name") or "memloci",
-                                         groups=tool_groups(settings.tools or config.get("tools")))
-
-        serve_http_command(build, host=host, port=port, stateless=stateless, allowed_hosts=allowed_host,
+        serve_http_command(lambda config: serve_from(settings, name=name), host=host, port=port, stateless=stateless, allowed_hosts=allowed_host,
                            allowed_origins=allowed_origin, max_body=max_body, rate_limit=rate_limit,
                            settings=settings)
         return
@@ -199,15 +194,10 @@ def serve(
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     if level != "DEBUG":  # the SDK's info lines echo resource URIs, which hold project paths
         logging.getLogger("mcp").setLevel(max(logging.WARNING, logging.getLogger().level))
-    from memloci.mcp.server import build_server, tool_groups
+    from memloci.mcp.server import serve_from
 
     try:
-        from memloci.app.config import config_file
-
-        config = config_file(settings)
-        service = open_service(None, embedder=True, settings=settings)
-        server = build_server(service, name=name or config.get("name") or "memloci",
-                              groups=tool_groups(settings.tools or config.get("tools")))
+        service, server = serve_from(settings, name=name)
     except MemlociError as exc:
         claim.release()
         fail(exc)

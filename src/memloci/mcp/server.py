@@ -16,13 +16,17 @@ from mcp.server.subscriptions import ResourceUpdated
 from mcp_types import CallToolResult, TextContent
 
 from memloci import __version__
+from memloci.app.config import config_file, default_specs
 from memloci.app.projects import resolve_project_root
+from memloci.app.registry import LibraryRegistry
 from memloci.core.errors import InternalError, MemlociError, NotFoundError, ValidationError
+from memloci.core.settings import Settings
 from memloci.mcp import access, documents, graph, memory, n2n, project, prompts, strict
 from memloci.mcp.access import Callers, NoCallers
 from memloci.mcp.replies import as_json, error_reply
 from memloci.mcp.roots import ClientRoots, connection_of
 from memloci.mcp.surface import accepted_schema, describe_validation_error, fit_hint, harden, tool_size
+from memloci.search.embedder import EmbedderHandle
 from memloci.service.facade import MemoryService
 from memloci.service.projects import CONTEXT_HINT
 
@@ -275,3 +279,20 @@ def tool_sizes(service: MemoryService, groups: list[str]) -> list[dict[str, Any]
     listed = {t.name: t for t in anyio.run(server.list_tools)}
     return [{"group": g, "tool": name, "chars": tool_size(listed[name])}
             for g in groups for name in GROUP_TOOLS[g] if name in listed]
+
+
+def serve_from(settings: Settings, *, name: str | None = None) -> tuple[MemoryService, MemlociServer]:
+    """The service and the server `memloci serve` runs, from the program's settings: the libraries
+    they mount (created on first use), the configured embedder, and the tool groups and name of
+    the flags or the config file. The caller starts the embedder and the watcher once a client
+    can connect, and closes the service when it is done."""
+    config = config_file(settings)
+    service = MemoryService(LibraryRegistry(default_specs(settings), create_missing=True, settings=settings),
+                            EmbedderHandle(None, settings), embed_pending=True)
+    try:
+        server = build_server(service, name=name or config.get("name") or "memloci",
+                              groups=tool_groups(settings.tools or config.get("tools")))
+    except BaseException:
+        service.close()
+        raise
+    return service, server
