@@ -19,7 +19,7 @@ from memloci.core.model import EntityInput, RelationInput, name_key
 from memloci.formats.official import read_official
 from memloci.markdown.document import EntityDocument, parse_document, render_document
 from memloci.markdown.syntax import yaml_scalar
-from memloci.service import facade as service_module
+from memloci.service import history as service_module
 from memloci.store.markdown.importing import rendered_body
 
 
