@@ -1,4 +1,4 @@
-"""memloci/bm25.py is FTS5's bm25(): the same numbers for the same documents, so an engine that
+"""core/bm25.py is FTS5's bm25(): the same numbers for the same documents, so an engine that
 hands over statistics (PostgreSQL) ranks as SQLite's FTS5 does."""
 
 from __future__ import annotations

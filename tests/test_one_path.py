@@ -167,8 +167,8 @@ def test_every_tool_set_reports_an_error_with_its_details(home):
 # -- content identity and query text belong to the engines' side ------------------------------
 
 def test_no_engine_imports_search_but_the_vector_protocol():
-    """Content identity (normalize_content, content_hash) is model.py's and the query-text syntax
-    store/query_text.py's: a module under store/ reaching into search/ for either is a second
+    """Content identity (normalize_content, content_hash) is core/model.py's and the query-text syntax
+    core/query_text.py's: a module under store/ reaching into search/ for either is a second
     path to the same rule (search/lexical.py keeps the old names by re-exporting these)."""
     import ast
     import pathlib
@@ -247,7 +247,7 @@ def test_the_benches_share_percentiles_and_the_postgres_start():
 
 def test_free_memory_answers_are_the_rules_on_every_engine():
     """What a memory told again gains, and update_memory's and store_memory's refusals, are
-    rules.py's: an engine spelling one of those errors or that tag rule itself is a second copy."""
+    rules/graph.py's: an engine spelling one of those errors or that tag rule itself is a second copy."""
     from memloci.rules import graph as rules
     from memloci.store.postgres import memories
     from memloci.store.sqlite import memories as sqlite_memories

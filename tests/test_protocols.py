@@ -4,7 +4,7 @@ Read from the code itself, so the contract cannot drift from what is used: every
 service, the registry, backups, search and the adapters use on a store is declared in a
 protocol; the engines implement each protocol they claim with the same parameters; nothing
 tests an engine's abilities by attribute name; and store methods answer with the frozen
-dataclasses of model.py, on real SQLite and Markdown libraries.
+dataclasses of core/model.py, on real SQLite and Markdown libraries.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The library rules (rules.py) with no engine under them: a small in-memory graph implements
+"""The library rules (rules/graph.py) with no engine under them: a small in-memory graph implements
 the GraphTx protocol (a real implementation, with rollback), so what is tested here is the
 rules alone: merge-on-create, unique names and observations, typed and acyclic relations,
 missing endpoints, and nothing half-applied when a rule refuses."""

@@ -1,4 +1,4 @@
-"""Settings: every environment variable memloci reads is parsed once, in settings.py, and passed down."""
+"""Settings: every environment variable memloci reads is parsed once, in core/settings.py, and passed down."""
 
 from __future__ import annotations
 
@@ -152,7 +152,7 @@ def test_the_hook_logs_a_malformed_variable_and_still_exits_0(tmp_path):
     assert "MEMLOCI_EMBEDDER_MULTILINGUAL: 'maybe' is not a switch" in log
 
 
-# -- the rule: no module reads or writes the environment but settings.py ---------------------
+# -- the rule: no module reads or writes the environment but core/settings.py ---------------------
 
 _ENV = re.compile(r"\bos\.(environ|getenv|putenv|unsetenv)\b|\bfrom os import [^\n]*\b(environ|getenv)\b")
 _CHILD_ENV = re.compile(r"\{\*\*os\.environ\b|\bos\.environ\.items\(\)")  # a copy handed to a child process
@@ -175,7 +175,7 @@ def test_no_module_outside_settings_reads_or_writes_the_environment():
         for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
             if _ENV.search(line):
                 (allowed if _allowed(rel, line) else found).append(f"{rel}:{number}: {line.strip()}")
-    assert not found, "read the variable in settings.py and pass Settings down:\n" + "\n".join(found)
+    assert not found, "read the variable in core/settings.py and pass Settings down:\n" + "\n".join(found)
     assert any(a.startswith("core/settings.py:") for a in allowed)  # the scan sees what it looks for
 
 

@@ -1,4 +1,4 @@
-"""Note bodies carry meaning on every engine: a body is cut into passages (memloci/passages.py),
+"""Note bodies carry meaning on every engine: a body is cut into passages (rules/passages.py),
 kept in step with every way the body changes (edits, rename, merge, delete, undo), embedded by
 the background worker, and a note whose body says what a query means is found by search_nodes
 with no word in common. On PostgreSQL the vectors are pgvector columns: a second server on the

@@ -2,7 +2,7 @@
 front-matter values, relations), links waiting for the new name resolved, observations and
 relations folded once each, the same errors, and the same journal entry.
 
-The expected values are written once for all engines (rename_rules.py decides them), so an
+The expected values are written once for all engines (rules/rename.py decides them), so an
 engine that answers differently fails."""
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ PostgreSQL library, and every answer is compared with SQLite's (the reference en
 Compared: everything a caller reads, except what cannot be the same across libraries made at
 different moments (times, ids, hashes of timestamps) and what an engine may render its own
 way (a Markdown entity's body holds its observations as text). Search results are compared
-in order. Memories' word scores are compared too: one BM25 (memloci/bm25.py) scores them on every
+in order. Memories' word scores are compared too: one BM25 (core/bm25.py) scores them on every
 engine, so they are the same numbers; entities' scores are not compared, only their order."""
 
 from __future__ import annotations

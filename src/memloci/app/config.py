@@ -31,7 +31,7 @@ CONFIG_EXAMPLES = {"name": "memloci", "tools": "graph,memory"}
 
 def memloci_home(settings: Settings | None = None) -> Path:
     """The data directory: `settings.home`; without settings, as the environment says now
-    (`$MEMLOCI_HOME`, else `$XDG_DATA_HOME/memloci`, else `~/.local/share/memloci`: settings.py)."""
+    (`$MEMLOCI_HOME`, else `$XDG_DATA_HOME/memloci`, else `~/.local/share/memloci`: core/settings.py)."""
     return settings.home if settings is not None else data_home()
 
 

@@ -9,7 +9,7 @@ top 10). Beside it, on the same text and the same questions:
 - BM25: Okapi BM25 (k1 = 1.2, b = 0.75) written out here, over the words memloci's index
   sees (SQLite FTS5's `porter unicode61 remove_diacritics 2` tokenizer, read back through
   fts5vocab), the query's stop words dropped (search/hybrid.py's list);
-- meaning: notes ranked by their closest passage alone (memloci/passages.py cuts the
+- meaning: notes ranked by their closest passage alone (rules/passages.py cuts the
   bodies as the server does), with the embedder given.
 
 Data, read from the path given (never copied, never downloaded):

@@ -181,7 +181,7 @@ def serve(
     from memloci.mcp.stdio import serve_stdio
     from memloci.mcp.stdio_claim import StdioClaim
 
-    # First of all: from here on only the protocol reaches the real stdout (see stdio_claim.py).
+    # First of all: from here on only the protocol reaches the real stdout (see mcp/stdio_claim.py).
     claim = StdioClaim.take()
     try:
         settings = command_settings(libraries=libraries, tools=tools, schema=schema)

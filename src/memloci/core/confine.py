@@ -260,7 +260,7 @@ def atomic_write(path: str | os.PathLike[str], data: bytes, mode: int = 0o666, *
     """Replace the file `path` (a config file, the token file, an export, a spooled event) with
     `data` as one step: every reader sees the old bytes or the new, never half. memloci's one
     atomic file write; a library's files go through `write_atomic` below it, and a Markdown
-    library's changes of several files through store/markdown_intent.py.
+    library's changes of several files through store/markdown/intent.py.
 
     The folder is the caller's (resolved, and made if missing); the file itself is never
     followed: a link there is refused, not written through or replaced. `mode` is for a new

@@ -1,15 +1,7 @@
 """OAuth 2.1 resource server: JWT access tokens from one configured issuer.
 
-The option is a table in the config file (checked when the file is read: app/server_config.py):
-
-    [oauth]
-    issuer = "https://auth.example.com/"            # the token's `iss`, compared exactly
-    jwks_url = "https://auth.example.com/.well-known/jwks.json"
-    audience = "https://memory.example.com/mcp"     # the token's `aud` must contain it
-    resource_url = "https://memory.example.com/mcp" # what clients reach; the metadata names it
-    scope_claim = "scope"                           # "scope" (space-separated) or "scp" (a list)
-    [oauth.scope_map]                               # optional: issuer scope -> library scopes
-    "memory.read" = ["team:read", "personal:read"]
+The option is the `[oauth]` table of the config file (its keys, checked when the file is read:
+app/server_config.py).
 
 `JwtTokenVerifier` is a `TokenVerifier` of the MCP SDK: it answers an `AccessToken` whose
 scopes are library scopes (`LIBRARY:read|write|admin`), or None, which the HTTP layer turns

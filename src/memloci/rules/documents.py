@@ -1,4 +1,4 @@
-"""What a note with a body means, written once for every engine (store/sqlite_documents.py,
+"""What a note with a body means, written once for every engine (store/sqlite/documents.py,
 store/postgres/documents.py).
 
 An entity document (front matter + Markdown body, markdown/document.py) is one more view of an

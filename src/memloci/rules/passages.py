@@ -1,5 +1,5 @@
 """Note bodies cut into passages, so a note's own words carry meaning: the splitting rule,
-the same on every engine (store/sqlite_passages.py, store/postgres/passages.py keep the
+the same on every engine (store/sqlite/passages.py, store/postgres/passages.py keep the
 passages and their vectors).
 
 An entity's Markdown body is cut into passages (paragraphs, merged or split to at most

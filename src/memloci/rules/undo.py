@@ -14,9 +14,9 @@ is refused with what stands in the way, and nothing changes. Otherwise the curre
 replaced by the kept ones in the same transaction, which keeps its own record, so an undo is
 undone like any change.
 
-Each engine gives an `UndoRows` over one open write transaction (SQLite: store/sqlite_undo.py;
+Each engine gives an `UndoRows` over one open write transaction (SQLite: store/sqlite/undo.py;
 PostgreSQL: store/postgres/undo.py): reading an entity or memory as plain data, and putting
-one back. A Markdown library keeps files on top of these rows (store/markdown_undo.py).
+one back. A Markdown library keeps files on top of these rows (store/markdown/undo.py).
 """
 
 from __future__ import annotations

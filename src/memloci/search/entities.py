@@ -1,7 +1,7 @@
 """Entity search (search_nodes): words, respelled names, meaning, and other signals, fused.
 
 1. Words: the store ranks entities by BM25 over all of the query's words, stop words dropped
-   (store/sqlite_search.py). A word found nowhere is respelled from the words of names, types
+   (store/sqlite/search.py). A word found nowhere is respelled from the words of names, types
    and aliases ("alcie" and "Aliec" mean "alice", so "Alice Chen" is found), within one edit for
    words of up to five letters and two for longer ones.
    A word that begins words of names ("Ali", "Che") stands for them too.

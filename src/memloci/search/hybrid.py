@@ -90,7 +90,7 @@ def word_terms(query: str, stop_words_alone: bool = True) -> list[str]:
 
 
 def word_candidates(store, terms: list[str], grams: list[str], k: int, filters: MemoryFilter) -> dict[int, float]:
-    """The best `k` memories by words (BM25, memloci/bm25.py: scored by the engine's index, or here
+    """The best `k` memories by words (BM25, core/bm25.py: scored by the engine's index, or here
     from the statistics it hands over), plus those found by CJK pieces."""
     if isinstance(store, WordScores):
         return store.lexical_memory_candidates(terms, grams, k, filters)

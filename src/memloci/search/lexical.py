@@ -1,7 +1,7 @@
 """Query text and content identity, under the names search/ has always given them.
 
-The query-text syntax lives with the engines (store/query_text.py) and content identity in
-model.py, so that no engine imports search/; these names are kept for the callers that use them.
+The query-text syntax lives in core/query_text.py and content identity in
+core/model.py, so that no engine imports search/; these names are kept for the callers that use them.
 """
 
 from __future__ import annotations

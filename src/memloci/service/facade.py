@@ -1,6 +1,6 @@
 """Every memloci operation, once. MCP tools, the CLI and benchmarks all call this API.
 
-Plain synchronous Python: validation (schema.py), the library by name or project (stores.py),
+Plain synchronous Python: validation (core/schema.py), the library by name or project (stores.py),
 then one store call. Transports run it off their event loop.
 
 MemoryService is one facade over parts it holds: the graph tools, entity search, health,
@@ -107,7 +107,7 @@ class MemoryService:
         with self.stores.writing(library) as store:
             for i, r in enumerate(clean):
                 store.schema.check_relation(r, f"relations[{i}]")
-            return store.create_relations(clean, origin=origin)  # a missing end is named by its field (rules.py)
+            return store.create_relations(clean, origin=origin)  # a missing end is named by its field (rules/graph.py)
 
     def add_observations(self, batches: Sequence[ObservationBatch], *, library: str | ProjectRef | None = None,
                          origin: str = "add_observations") -> list[AddedObservations]:

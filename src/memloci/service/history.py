@@ -50,7 +50,7 @@ class HistoryOperations:
         return self.stores.store(library).journal(limit=limit, internal=internal)
 
     def undo(self, change_id: int, *, library: str | ProjectRef | None = None) -> dict[str, Any]:
-        """Revert one change of the journal (see store/sqlite_undo.py); the undo is journaled too."""
+        """Revert one change of the journal (see store/sqlite/undo.py); the undo is journaled too."""
         change_id = schema.check_int(change_id, "id", 1, 2**62)
         with self.stores.writing(library) as store:  # observations put back wait for their vectors again
             if not isinstance(store, Undoable):

@@ -157,7 +157,7 @@ class Report:
                 "checks": self.rows, "notes": self.notes}
 
 
-BODY_TAGS = "body_tags"  # entity metadata the engines derive from #tags (store/sqlite_vault.py)
+BODY_TAGS = "body_tags"  # entity metadata the engines derive from #tags (store/sqlite/vault.py)
 
 
 def prose(body: str) -> str:

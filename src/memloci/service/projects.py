@@ -111,7 +111,7 @@ class ProjectOperations:
             raise ValidationError(f"output_path: '{output_path}' must be a .md file outside hidden folders "
                                   "(.mcp, .git, ...)", hint="For example KNOWLEDGE_GRAPH.md or docs/graph.md.")
         root = _folder(self.stores.store(library)).parent
-        # No link anywhere on the way (confine.py): a `docs -> /elsewhere` in a clone is refused.
+        # No link anywhere on the way (core/confine.py): a `docs -> /elsewhere` in a clone is refused.
         try:
             current = confine.read_bytes(root, relative)
         except FileNotFoundError:

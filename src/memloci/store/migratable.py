@@ -1,4 +1,4 @@
-"""store.Migratable: what `memloci migrate` (migrate.py) sets that no tool call can, so a copied
+"""store.Migratable: what `memloci migrate` (service/migrate.py) sets that no tool call can, so a copied
 library holds the same dates, use counts and journal as the original. What the engines share
 is here (the journal's rows); each engine's part is its own (store/sqlite/migratable.py,
 store/markdown/migratable.py with markdown.patch.dated_text, store/postgres/migratable.py).

@@ -7,7 +7,7 @@ GraphBatches, Portable, FolderLibrary), tested with isinstance, never with hasat
 contract is read here, not guessed from attribute names.
 
 Every mutating method is one transaction: all or nothing. Results are the frozen
-dataclasses of model.py, never bare tuples.
+dataclasses of core/model.py, never bare tuples.
 """
 
 from __future__ import annotations
@@ -81,7 +81,7 @@ class StoreBase(Protocol):
 
 
 class GraphStore(StoreBase, Protocol):
-    """Entities, relations and observations: the nine official tools' data (the rules in rules.py)."""
+    """Entities, relations and observations: the nine official tools' data (the rules in rules/graph.py)."""
 
     def create_entities(self, entities: Sequence[EntityInput], *, origin: str) -> list[CreatedEntity]:
         """Create each entity, or merge it into the one of that name (its new observations added)."""
@@ -260,13 +260,13 @@ class Store(GraphStore, MemoryStore, VectorStore, DocumentStore, ContextStore, M
 # -- optional capabilities: test with isinstance(store, X) -------------------------------
 
 # Words: an engine either scores memories by BM25 itself (WordScores: SQLite's FTS5 computes
-# the formula of memloci/bm25.py) or hands search/ the statistics BM25 needs (WordStatistics:
+# the formula of core/bm25.py) or hands search/ the statistics BM25 needs (WordStatistics:
 # PostgreSQL), so both rank alike. Every store offers one of the two.
 
 
 @runtime_checkable
 class WordScores(Protocol):
-    """A store whose full-text index scores memories by BM25 as memloci/bm25.py defines it."""
+    """A store whose full-text index scores memories by BM25 as core/bm25.py defines it."""
 
     def lexical_memory_candidates(self, terms: list[str], grams: list[str], k: int,
                                   filters: MemoryFilter) -> dict[int, float]:
@@ -276,7 +276,7 @@ class WordScores(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class MemoryWordCounts:
-    """What BM25 needs to score memories by a query's words (memloci/bm25.py scores them).
+    """What BM25 needs to score memories by a query's words (core/bm25.py scores them).
 
     `documents` and `tokens`: the library's memories and their tokens in all columns;
     `holders[i]`: how many memories hold term i (exact, or for a term in very many
@@ -294,7 +294,7 @@ class MemoryWordCounts:
 
 @runtime_checkable
 class WordStatistics(Protocol):
-    """A store that hands search/ the statistics BM25 needs, for memloci/bm25.py to score."""
+    """A store that hands search/ the statistics BM25 needs, for core/bm25.py to score."""
 
     def memory_word_counts(self, terms: list[str], grams: list[str], k: int,
                            filters: MemoryFilter) -> MemoryWordCounts:
@@ -316,8 +316,8 @@ class Undoable(Protocol):
 
 @runtime_checkable
 class Passages(Protocol):
-    """A store that cuts note bodies into passages for the embedder (the rule: memloci/passages.py;
-    kept by sqlite_passages.py, and postgres/passages.py in pgvector columns)."""
+    """A store that cuts note bodies into passages for the embedder (the rule: rules/passages.py;
+    kept by store/sqlite/passages.py, and postgres/passages.py in pgvector columns)."""
 
     def refresh_passages(self, limit: int = 64) -> int:
         """Split again up to `limit` bodies changed since their passages were made; how many."""
@@ -373,7 +373,7 @@ class Portable(Protocol):
         """Give entities (name_key -> created, updated, observations, their dates) and relations
         ((from key, type, to key) -> created) the times a file says they have."""
         ...
-    # backups (backup.py): when the last one was made, whether there is data a restore would replace
+    # backups (service/backup.py): when the last one was made, whether there is data a restore would replace
     def note_backup(self, at: str, path: str) -> None:
         """Remember the last successful backup (health reports it)."""
         ...
@@ -391,7 +391,7 @@ class Portable(Protocol):
 @runtime_checkable
 class MemoryCopies(Protocol):
     """A store that takes every memory of a library in one transaction, as the source holds
-    them (migrate.py): far faster than a write per memory on a database server."""
+    them (service/migrate.py): far faster than a write per memory on a database server."""
 
     def copy_memories(self, memories: Sequence[Memory], vectors: Mapping[int, Any], model: str | None,
                       *, origin: str, on_batch: Callable[[int], None] | None = None) -> int:
@@ -403,7 +403,7 @@ class MemoryCopies(Protocol):
 
 @runtime_checkable
 class Migratable(Protocol):
-    """A store `memloci migrate` can fill exactly (migrate.py, store/migratable.py): the parts
+    """A store `memloci migrate` can fill exactly (service/migrate.py, store/migratable.py): the parts
     the tools have no call for, set as another library holds them."""
 
     def restore_memory_state(self, items: Sequence[tuple[int, str, str, int, str | None]]) -> None:
@@ -422,7 +422,7 @@ class Migratable(Protocol):
 
 @runtime_checkable
 class FolderLibrary(Protocol):
-    """A library kept as a folder of files with an index beside them (markdown.py): the files
+    """A library kept as a folder of files with an index beside them (store/markdown/engine.py): the files
     are the truth, edited by people too, rescanned and watched."""
 
     root: Any  # the folder (a Path)

@@ -1,5 +1,5 @@
 """Files of a Markdown library: reserved names, file names for entities, journal.md's entries,
-and file bytes as an undo record keeps them (writes go through confine.py)."""
+and file bytes as an undo record keeps them (writes go through core/confine.py)."""
 
 from __future__ import annotations
 

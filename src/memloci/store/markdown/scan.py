@@ -53,7 +53,7 @@ class Scanner:
 
     def walk(self) -> dict[str, tuple[int, int]]:
         """Every Markdown file under the root (rel path -> (mtime_ns, size)). Folders are listed
-        through file descriptors reached without following links (confine.py); a link, to a
+        through file descriptors reached without following links (core/confine.py); a link, to a
         file or a folder, is reported in `refused_links` and never read."""
         found: dict[str, tuple[int, int]] = {}
         links: dict[str, str] = {}

@@ -1,7 +1,7 @@
 """Ranking entities on PostgreSQL (search_nodes) by the BM25 SQLite's FTS5 computes.
 
-store/sqlite_search.py ranks entities inside FTS5; this module ranks them the same way from
-what PostgreSQL keeps, scoring with memloci/bm25.py, so both engines put the same entities in
+store/sqlite/search.py ranks entities inside FTS5; this module ranks them the same way from
+what PostgreSQL keeps, scoring with core/bm25.py, so both engines put the same entities in
 the same order:
 - Each query word is a term. A term is one or more phrases, as FTS5 sees them: the word (with
   the words of names it begins: "ali" -> ali, alice), else the word as a prefix, else its
@@ -42,9 +42,9 @@ from memloci.core.query_text import entity_query_terms as query_terms
 from memloci.store.postgres.tsquery import LEXEME, estimated_holders
 from memloci.store.protocols import NameVocabulary
 
-COMMON = 500  # a term more entities hold is common (as store/sqlite_search.py)
+COMMON = 500  # a term more entities hold is common (as store/sqlite/search.py)
 COUNTED = 10_000  # a common term's holders are counted up to this, then estimated
-POOL = 300  # entities ranked for a page at least (as store/sqlite_search.py)
+POOL = 300  # entities ranked for a page at least (as store/sqlite/search.py)
 FUZZY_MIN = 0.5  # word_similarity of a misspelled word to a name, at least
 _COLUMN = {"A": 0, "C": 3}  # tsvector weight -> BM25 column (B: aliases 1 or tags 2; D, no letter: text 4)
 _ALIASES, _TAGS, _TEXT = 1, 2, 4  # BM25 columns (bm25.ENTITY_WEIGHTS' order)

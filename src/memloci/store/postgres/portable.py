@@ -79,7 +79,7 @@ class PostgresPortable:
         far more than building them once, so they are dropped and built again at the end
         (the unique index of texts per owner with them: a text given twice for one owner fails
         it, rolling the whole copy back). Into a library whose memories table is empty only
-        (migrate.py's target). Content hashes are computed here from the text and the owner's
+        (service/migrate.py's target). Content hashes are computed here from the text and the owner's
         name, as every write computes them. Returns how many memories were copied."""
         at = now_iso()
         with self.db.write("memories") as tx:

@@ -4,7 +4,7 @@ A document (front matter + Markdown body, see markdown/document.py) is one more 
 entity. Applying one replaces the entity's type, aliases, tags, body, observations and
 outgoing relations with the document's; `[[wikilinks]]` in the body are `links_to`
 relations. A link to a name that does not exist yet waits in `pending_links` and becomes a
-relation when that entity appears. What a document means is documents_rules.py's (shared with
+relation when that entity appears. What a document means is rules/documents.py's (shared with
 the postgres engine); this module reads and writes it in SQLite.
 """
 

@@ -1,4 +1,4 @@
-"""The GraphTx of a SQLite (or Markdown) library: the primitives rules.py writes the graph with,
+"""The GraphTx of a SQLite (or Markdown) library: the primitives rules/graph.py writes the graph with,
 over one connection inside one `BEGIN IMMEDIATE` transaction of the store.
 
 A Markdown library needs nothing more here: its triggers note every changed entity in

@@ -1,7 +1,7 @@
 """Passages of note bodies in the SQLite engine, so a note's own words carry meaning.
 
 An entity's Markdown body is cut into passages by the rule every engine shares
-(memloci/passages.py: paragraphs, merged or split to at most PASSAGE_WORDS words, each
+(rules/passages.py: paragraphs, merged or split to at most PASSAGE_WORDS words, each
 carrying the heading it sits under) and every passage gets a
 vector from the same background worker that embeds memories. Observations are memories and
 have vectors already; the body had none.

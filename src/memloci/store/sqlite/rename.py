@@ -1,4 +1,4 @@
-"""The RenameTx of a SQLite (or Markdown) library: the primitives rename_rules.py renames and
+"""The RenameTx of a SQLite (or Markdown) library: the primitives rules/rename.py renames and
 merges entities with, over one connection inside one `BEGIN IMMEDIATE` transaction.
 
 A Markdown library's files follow through the transaction (tx.py): `tx.note_rename` (every file
