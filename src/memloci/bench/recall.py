@@ -19,6 +19,7 @@ from typing import Any
 
 from memloci.bench.common import client_session_class, percentiles, print_latencies, save_report
 from memloci.bench.graph import SEED, SyntheticGraph
+from memloci.core.settings import Settings
 
 TOPICS = ["deploy", "billing", "auth", "database", "frontend", "meeting", "hiring", "budget", "incident", "design"]
 
@@ -26,8 +27,9 @@ TOPICS = ["deploy", "billing", "auth", "database", "frontend", "meeting", "hirin
 ENGINES = ("sqlite", "postgres")
 
 
-def run(*, size: int, queries: int, out: Path, console: Any, engine: str = "sqlite",
+def run(*, size: int, queries: int, out: Path, console: Any, settings: Settings, engine: str = "sqlite",
         url: str | None = None, library: str | None = None) -> dict[str, Any]:
+    """`settings`: the command's (the embedder it configures, its model cache)."""
     if engine not in ENGINES:
         raise ValueError(f"--engine: unknown engine {engine!r}; known: {', '.join(ENGINES)}")
     if engine == "postgres":
@@ -57,7 +59,8 @@ def run(*, size: int, queries: int, out: Path, console: Any, engine: str = "sqli
     report: dict[str, Any] = {"bench": "recall", "engine": "sqlite", "size": size, "queries": queries}
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=console) as progress:
-        service = MemoryService(LibraryRegistry([LibrarySpec("recall", db)]), EmbedderHandle())
+        service = MemoryService(LibraryRegistry([LibrarySpec("recall", db)], settings=settings),
+                                EmbedderHandle(None, settings))
         task = progress.add_task("storing memories", total=size)
         started = time.perf_counter()
         middle = ""  # when the second half of the library began: a time filter holding half of it

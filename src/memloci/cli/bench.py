@@ -50,7 +50,7 @@ def bench_notes(
     from memloci.bench.notes import run as run_notes
 
     try:
-        run_notes(data=data, out=out, console=open_console(), embedder=embedder, questions=questions, summaries=summaries,
+        run_notes(data=data, out=out, console=open_console(), settings=command_settings(), embedder=embedder, questions=questions, summaries=summaries,
                   engine=engine, url=url)
     except ValueError as exc:
         open_console(stderr=True).print(str(exc))
@@ -78,7 +78,7 @@ def bench_locomo(
         raise typer.Exit(1) from None
     if folds:
         run_folds(data=data, k=10 if 10 in ks else max(ks), out=out, console=open_console(),
-                  cache=command_settings().cache_for("locomo-lab"), limit=conversations)
+                  cache=command_settings().cache_for("locomo-lab"), settings=command_settings(), limit=conversations)
         return
     run_locomo(data=data, ks=ks, out=out, console=open_console(), limit=conversations)
 
@@ -184,7 +184,8 @@ def bench_recall(
     from memloci.bench.recall import run as run_recall
 
     try:
-        run_recall(size=size, queries=queries, out=out, console=open_console(), engine=engine, url=url, library=library)
+        run_recall(size=size, queries=queries, out=out, console=open_console(), settings=command_settings(), engine=engine,
+                   url=url, library=library)
     except ValueError as exc:
         open_console(stderr=True).print(str(exc))
         raise typer.Exit(1) from None
