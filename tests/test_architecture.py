@@ -347,3 +347,27 @@ def test_the_rules_find_what_they_look_for():
     made_up = ('import memloci.bench.graph\nfrom memloci import bench\nRUN = ["-m", "memloci.bench.crash"]\n'
                'CODE = "from memloci.bench import crash"\nDOC = "memloci bench crash, memloci.bench.crash"\n')
     assert bench_imports_in(made_up, "t.py") == ["t.py:1", "t.py:2", "t.py:3", "t.py:4"]
+
+
+ROOT = SRC.parent.parent
+
+
+def test_the_map_matches_the_tree():
+    """ARCHITECTURE.md names every package in its code map, in the order LAYERS holds, and every
+    module path it names exists (a path is relative to src/memloci/, to its package's row, or to
+    the project)."""
+    text = (ROOT / "ARCHITECTURE.md").read_text(encoding="utf-8")
+    rows = re.findall(r"^\| `([a-z_/]+)/`(?:, `([a-z_]+)/`)? \|", text, re.M)
+    mapped = [name for row in rows for name in row if name]
+    packages = sorted(p.name for p in SRC.iterdir() if (p / "__init__.py").exists())
+    assert sorted(n for n in mapped if "/" not in n) == packages
+    order = [n for n in mapped if "/" not in n]
+    assert order == [p for rank in LAYERS for p in rank if p in packages]
+    missing = []
+    for row in text.splitlines():
+        package = re.match(r"^\| `([a-z_/]+)/`", row)
+        for path in re.findall(r"`([a-z_/]+\.py)`", row):
+            places = [SRC / path, ROOT / path, *([SRC / package.group(1) / path] if package else [])]
+            if not any(p.exists() for p in places) and not list(SRC.rglob(path)):
+                missing.append(path)
+    assert not missing, f"ARCHITECTURE.md names modules that do not exist: {missing}"
