@@ -201,8 +201,8 @@ def _drop_schema(spec: str) -> None:
     name, url = spec.split(":", 1)
     store = PostgresStore(url, name)
     try:
-        with store._write("drop") as conn:
-            conn.execute(f"DROP SCHEMA IF EXISTS {store.schema_name} CASCADE")
+        with store.db.write("drop") as tx:
+            tx.conn.execute(f"DROP SCHEMA IF EXISTS {store.schema_name} CASCADE")
     finally:
         store.close()
 

@@ -187,11 +187,11 @@ def run(*, size: int, queries: int, out: Path, console: Any, url: str | None,
             else:
                 report["load_s"] = report["load_memories_per_s"] = None  # loaded by an earlier run
                 report["reused_library"] = library
-            with store._read() as conn:
+            with store.db.read() as conn:
                 report["library_mb"] = round(conn.execute(
                     "SELECT sum(pg_total_relation_size(c.oid)) FROM pg_class c WHERE c.relnamespace = %s::regnamespace "
                     "AND c.relkind = 'r'", (store.schema_name,)).fetchone()[0] / 2**20)
-            with store._read() as conn:  # the time half of the memories were written after
+            with store.db.read() as conn:  # the time half of the memories were written after
                 middle = conn.execute("SELECT created_at FROM memories ORDER BY id OFFSET %s LIMIT 1",
                                       (size // 2,)).fetchone()[0]
 
@@ -238,8 +238,8 @@ def run(*, size: int, queries: int, out: Path, console: Any, url: str | None,
     finally:
         if store is not None and library is None:
             try:
-                with store._write("drop") as conn:
-                    conn.execute(f"DROP SCHEMA IF EXISTS {store.schema_name} CASCADE")
+                with store.db.write("drop") as tx:
+                    tx.conn.execute(f"DROP SCHEMA IF EXISTS {store.schema_name} CASCADE")
             except Exception as exc:
                 console.print(f"could not drop the bench's schema {store.schema_id}: {exc}")
         if store is not None:

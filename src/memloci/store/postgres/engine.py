@@ -88,7 +88,7 @@ class PostgresStore:
     def __init__(self, url: str, name: str = "default", *, pool_size: int = POOL_SIZE,
                  pool_timeout: float = POOL_TIMEOUT, lock_timeout: float = LOCK_TIMEOUT):
         db = Database(url, name, pool_size=pool_size, pool_timeout=pool_timeout, lock_timeout=lock_timeout)
-        self._db = db
+        self.db = db
         self.url = url  # never shown: it may hold a password
         self.name = name
         self.schema_id = db.schema_id  # unquoted
@@ -112,49 +112,49 @@ class PostgresStore:
     def open(self, *, create: bool = True) -> None:
         """Connect, create (unless `create` is false) or migrate the library's schema, start
         listening for other servers' writes. Idempotent."""
-        self._db.open(create=create)
+        self.db.open(create=create)
 
     def close(self) -> None:
-        self._db.close()
+        self.db.close()
 
     def changes(self) -> int:
         """How many change notices this process has heard on the library's channel (its own
         writes', other servers', and reconnections of the listener)."""
-        return self._db.changes()
+        return self.db.changes()
 
     def change_mark(self) -> int | None:
         """A number that moves whenever the library may have changed (a write of this store,
         at once; another server's, once its notice arrives); None while no listener is
         connected, when nothing can be known without asking the database."""
-        return self._db.change_mark()
+        return self.db.change_mark()
 
     def on_change(self, callback: Any) -> None:
         """Call `callback(what)` on the listener's thread whenever a change notice arrives."""
-        self._db.on_change(callback)
+        self.db.on_change(callback)
 
     # For tests and benchmarks that run SQL of their own on the library.
 
     def _read(self) -> Any:
         """A read snapshot's connection (database.Database.read)."""
-        return self._db.read()
+        return self.db.read()
 
     @contextmanager
     def _write(self, what: str = "graph") -> Iterator[Any]:
         """A write transaction's connection, under the library's lock (database.Database.write)."""
-        with self._db.write(what) as tx:
+        with self.db.write(what) as tx:
             yield tx.conn
 
     @property
     def _pool(self) -> Any:
-        return self._db.pool
+        return self.db.pool
 
     @property
     def _lock_key(self) -> int:
-        return self._db.lock_key
+        return self.db.lock_key
 
     @property
     def _search_path(self) -> str:
-        return self._db.search_path
+        return self.db.search_path
 
     # -- the graph ---------------------------------------------------------------------
 
