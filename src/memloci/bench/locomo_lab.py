@@ -84,11 +84,11 @@ def cached_handle(cache: Path, settings: Settings):
     from memloci.search.embedder import EmbedderHandle
 
     handle = EmbedderHandle(None, settings)
-    inner = handle.get(timeout=None)
-    if inner is None:
-        raise RuntimeError(f"the embedder did not load: {handle.status().error}")
     # keyed by the code too: the embedder's own source (search/embedder.py) decides the vectors
-    handle._embedder = CachedEmbedder(inner, cache / f"queries-{inner.model_id.replace('/', '_')}-{code_digest()}.npz")
+    cached = handle.wrap(lambda inner: CachedEmbedder(
+        inner, cache / f"queries-{inner.model_id.replace('/', '_')}-{code_digest()}.npz"))
+    if cached is None:
+        raise RuntimeError(f"the embedder did not load: {handle.status().error}")
     return handle
 
 

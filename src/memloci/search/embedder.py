@@ -42,6 +42,7 @@ import sys
 import tempfile
 import threading
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -397,6 +398,15 @@ class EmbedderHandle:
         self.start_background()
         self._done.wait(timeout)
         return self._embedder
+
+    def wrap(self, wrapper: Callable[[Embedder], Embedder]) -> Embedder | None:
+        """Load the embedder (waiting for it), then put `wrapper(embedder)` in its place: the same
+        vectors with something around them, such as a cache of query vectors. None, and nothing
+        wrapped, if it cannot load."""
+        embedder = self.get(timeout=None)
+        if embedder is not None:
+            self._embedder = embedder = wrapper(embedder)
+        return embedder
 
     @property
     def enabled(self) -> bool:
