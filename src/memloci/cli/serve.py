@@ -178,10 +178,10 @@ def serve(
                            allowed_origins=allowed_origin, max_body=max_body, rate_limit=rate_limit,
                            settings=settings)
         return
+    from memloci.core.stdio_claim import StdioClaim
     from memloci.mcp.stdio import serve_stdio
-    from memloci.mcp.stdio_claim import StdioClaim
 
-    # First of all: from here on only the protocol reaches the real stdout (see mcp/stdio_claim.py).
+    # First of all: from here on only the protocol reaches the real stdout (see core/stdio_claim.py).
     claim = StdioClaim.take()
     try:
         settings = command_settings(libraries=libraries, tools=tools, schema=schema)

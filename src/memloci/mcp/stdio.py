@@ -39,7 +39,7 @@ from mcp.shared._context_streams import create_context_streams
 from mcp.shared.dispatcher import coerce_request_id
 from mcp.shared.message import SessionMessage
 
-from memloci.mcp.stdio_claim import StdioClaim
+from memloci.core.stdio_claim import StdioClaim
 
 log = logging.getLogger("memloci.stdio")
 
