@@ -234,7 +234,7 @@ class DocumentOperations:
 
     def _edit_manual(self, library: str | ProjectRef | None, action: str, change: Callable[[str], str],
                      detail: dict[str, Any]) -> dict[str, Any]:
-        with self.stores.writing(library) as store:
+        with self.stores.writing(library, new_text=False) as store:
             new_text = store.edit_manual(lambda text: change(text or MANUAL_TITLE), origin=action, detail=detail)
         return {"toc": md.toc(new_text)}
 

@@ -104,7 +104,7 @@ class MemoryService:
                          origin: str = "create_relations") -> RelationsCreated:
         """The relations created, and those already there (unpacks as `created, existing`)."""
         clean = schema.validate_relations(relations)
-        with self.stores.writing(library) as store:
+        with self.stores.writing(library, new_text=False) as store:
             for i, r in enumerate(clean):
                 store.schema.check_relation(r, f"relations[{i}]")
             return store.create_relations(clean, origin=origin)  # a missing end is named by its field (rules/graph.py)
@@ -122,19 +122,19 @@ class MemoryService:
     def delete_entities(self, names: Sequence[str], *, library: str | ProjectRef | None = None,
                         origin: str = "delete_entities") -> list[str]:
         clean = schema.validate_names(names, "entityNames")
-        with self.stores.writing(library) as store:
+        with self.stores.writing(library, new_text=False) as store:
             return store.delete_entities(clean, origin=origin)
 
     def delete_observations(self, batches: Sequence[ObservationBatch], *, library: str | ProjectRef | None = None,
                             origin: str = "delete_observations") -> list[RemovedObservations]:
         clean = schema.validate_observation_batches(batches, "deletions", "observations")
-        with self.stores.writing(library) as store:
+        with self.stores.writing(library, new_text=False) as store:
             return store.delete_observations(clean, origin=origin)
 
     def delete_relations(self, relations: Sequence[RelationInput], *, library: str | ProjectRef | None = None,
                          origin: str = "delete_relations") -> list[Relation]:
         clean = schema.validate_relations(relations)
-        with self.stores.writing(library) as store:
+        with self.stores.writing(library, new_text=False) as store:
             return store.delete_relations(clean, origin=origin)
 
     def read_graph(self, *, limit: int | None = None, offset: int = 0, summary: bool = False,

@@ -195,7 +195,7 @@ class MemoryOperations:
     def delete_memory(self, content_hash: str, *, library: str | ProjectRef | None = None) -> list[Memory]:
         """Delete the memory with this hash (the free one if an observation has the same text);
         an unknown hash deletes nothing (idempotent)."""
-        with self.stores.writing(library) as store:
+        with self.stores.writing(library, new_text=False) as store:
             try:
                 memory = self._one_memory(store, content_hash)
             except NotFoundError:

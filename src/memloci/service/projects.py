@@ -81,7 +81,7 @@ class ProjectOperations:
         if not given:
             raise ValidationError("update_context: give at least one of active_task, status, reason, next_steps, "
                                   "last_commit")
-        with self.stores.writing(library) as store:
+        with self.stores.writing(library, new_text=False) as store:
             return store.update_context(lambda before: {**before, **given, "updated_at": now_iso()},
                                         origin="update_context")
 

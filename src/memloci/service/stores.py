@@ -3,7 +3,8 @@
 A call names a mounted library (or none, when one is mounted) or a project's root
 (ProjectRef); `store` gives its store, opening a project's library the first time (and then
 `on_project_opened` carries its n2n-memory files over). Every write goes through `writing`,
-whose exit is the post-write hook (`written`): what follows a write, once, for every path.
+whose exit is the post-write hook (`written`): what follows a write, once, for every path that
+can add text to embed.
 """
 
 from __future__ import annotations
@@ -43,11 +44,14 @@ class Stores:
         return self.registry.get(library)
 
     @contextmanager
-    def writing(self, library: str | ProjectRef | None = None) -> Iterator[Store]:
-        """The store to write to; after the block has written (and not raised), the post-write hook."""
+    def writing(self, library: str | ProjectRef | None = None, *, new_text: bool = True) -> Iterator[Store]:
+        """The store to write to; after the block has written (and not raised), the post-write hook.
+        `new_text=False` for a write that can add no text to embed (a deletion, a relation, the
+        context, the manual): the embedding worker has nothing new to read then."""
         store = self.store(library)
         yield store
-        self.written(store)
+        if new_text:
+            self.written(store)
 
     def written(self, store: Store) -> None:
         """The post-write hook: new memories, observations and note bodies wait for their vectors,
