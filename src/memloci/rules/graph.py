@@ -124,6 +124,24 @@ class GraphTx(Protocol):
 
 # -- the rules ---------------------------------------------------------------------------
 
+def named(names: Sequence[str], reached: dict[str, tuple[str, ...]], fields: Sequence[str]) -> list[str]:
+    """Each name as the stored name of the entity it names, for every tool that takes an entity
+    name: an entity's own name (any case) wins; else an alias reaches the one entity listing
+    it; an alias two or more entities list is refused, naming them all. A name that reaches
+    nothing is kept as given (the tool says what that means: not found, ignored, a new entity).
+    `reached`: the store's entity_names of `names`; `fields[i]`: the field names[i] came in."""
+    out = []
+    for name, field in zip(names, fields, strict=True):
+        found = reached.get(name_key(name), ())
+        if len(found) > 1:
+            listed = ", ".join(f"'{n}'" for n in found)
+            raise ValidationError(f"{field}: '{name}' is an alias of {len(found)} entities ({listed})",
+                                  hint="Name the entity by its own name instead; nothing was changed.",
+                                  details={"alias": name, "candidates": list(found)})
+        out.append(found[0] if found else name)
+    return out
+
+
 def grouped(entities: Sequence[EntityInput]) -> dict[str, tuple[EntityInput, list[str]]]:
     """Entities by name key; the same name twice in one call merges into its first occurrence
     (whose name and type win)."""

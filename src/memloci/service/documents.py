@@ -23,6 +23,8 @@ from memloci.core.errors import MemlociError, NotFoundError, ValidationError
 from memloci.core.model import name_key
 from memloci.markdown import document as md
 from memloci.markdown import frontmatter
+from memloci.service.names import entity_name as entity_name_of
+from memloci.service.names import entity_names
 from memloci.service.stores import Stores
 from memloci.store.protocols import FolderLibrary
 
@@ -91,8 +93,8 @@ class DocumentOperations:
 
     def _texts(self, names: Sequence[str], library: str | ProjectRef | None) -> tuple[list[tuple[str, str]], list[str]]:
         """(name, document text) for the names that exist, and the missing names."""
-        clean = schema.validate_names(names, "entity_names")
         store = self.stores.store(library)
+        clean = entity_names(store, schema.validate_names(names, "entity_names"), "entity_names")
         docs = store.entity_documents(clean)
         found, missing = [], []
         for n in clean:
@@ -134,8 +136,10 @@ class DocumentOperations:
 
     def find_relations(self, *, to_entity: str | None = None, relation_type: str | None = None,
                        from_entity: str | None = None, library: str | ProjectRef | None = None) -> list[Any]:
-        return self.stores.store(library).find_relations(to_entity=to_entity or None, relation_type=relation_type or None,
-                                                  from_entity=from_entity or None)
+        store = self.stores.store(library)
+        return store.find_relations(to_entity=entity_name_of(store, to_entity, "to_entity") if to_entity else None,
+                                    relation_type=relation_type or None,
+                                    from_entity=entity_name_of(store, from_entity, "from_entity") if from_entity else None)
 
     # -- writing -----------------------------------------------------------------------
 
@@ -175,7 +179,8 @@ class DocumentOperations:
               change: Callable[[str], str], detail: dict[str, Any]) -> dict[str, Any]:
         schema.validate_names([entity_name], "entity_name")
         with self.stores.writing(library) as store:
-            edited = store.edit_document(entity_name.strip(), change, origin=action, detail=detail)
+            edited = store.edit_document(entity_name_of(store, entity_name.strip(), "entity_name"), change,
+                                         origin=action, detail=detail)
         return {"entity": edited.name, "changed": edited.changed}
 
     def add_entity_content(self, entity_name: str, in_section: str, new_content: str, *,
@@ -215,7 +220,8 @@ class DocumentOperations:
             raise ValidationError("new_name: must not contain [ ] | or # (they would break [[wikilinks]] to it)")
         with self.stores.writing(library) as store:  # observations whose links were rewritten need new vectors
             store.schema.check_name(new_name.strip(), "new_name")
-            return store.rename_entity(old_name.strip(), new_name.strip(), origin="rename_entity")
+            return store.rename_entity(entity_name_of(store, old_name.strip(), "old_name"), new_name.strip(),
+                                       origin="rename_entity")
 
     def merge_entities(self, source_names: Sequence[str], target_name: str, *,
                        library: str | ProjectRef | None = None) -> dict[str, Any]:
@@ -224,7 +230,8 @@ class DocumentOperations:
             raise ValidationError("source_names: give at least one entity to merge")
         schema.validate_names([target_name], "target_name")
         with self.stores.writing(library) as store:
-            return store.merge_entities(sources, target_name.strip(), origin="merge_entities")
+            return store.merge_entities(entity_names(store, sources, "source_names"),
+                                        entity_name_of(store, target_name.strip(), "target_name"), origin="merge_entities")
 
     # -- the library manual ------------------------------------------------------------
 

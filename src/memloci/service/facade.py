@@ -13,6 +13,7 @@ write path goes through `Stores.writing`, whose exit is the one post-write hook.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +47,7 @@ from memloci.search.entities import OBSERVATION_WEIGHT, count_entities, find_ent
 from memloci.service.documents import DocumentOperations, NewEntityDocument
 from memloci.service.history import HistoryOperations, ImportReport
 from memloci.service.memories import MemoryOperations, Retrieval
+from memloci.service.names import entity_names
 from memloci.service.projects import EXPORT_TITLE, ProjectOperations
 from memloci.service.stores import Stores
 from memloci.service.vectors import LibraryVectors
@@ -107,7 +109,8 @@ class MemoryService:
         with self.stores.writing(library, new_text=False) as store:
             for i, r in enumerate(clean):
                 store.schema.check_relation(r, f"relations[{i}]")
-            return store.create_relations(clean, origin=origin)  # a missing end is named by its field (rules/graph.py)
+            # a missing end is named by its field (rules/graph.py)
+            return store.create_relations(_relations_named(store, clean), origin=origin)
 
     def add_observations(self, batches: Sequence[ObservationBatch], *, library: str | ProjectRef | None = None,
                          origin: str = "add_observations") -> list[AddedObservations]:
@@ -117,25 +120,25 @@ class MemoryService:
                 for j, o in enumerate(b.contents):
                     store.schema.check_observation(o, f"observations[{i}].contents[{j}]")
                 rules.check_distinct(store.schema, b.contents, f"observations[{i}].contents")
-            return store.add_observations(clean, origin=origin)
+            return store.add_observations(_batches_named(store, clean, "observations"), origin=origin)
 
     def delete_entities(self, names: Sequence[str], *, library: str | ProjectRef | None = None,
                         origin: str = "delete_entities") -> list[str]:
         clean = schema.validate_names(names, "entityNames")
         with self.stores.writing(library, new_text=False) as store:
-            return store.delete_entities(clean, origin=origin)
+            return store.delete_entities(entity_names(store, clean, "entityNames"), origin=origin)
 
     def delete_observations(self, batches: Sequence[ObservationBatch], *, library: str | ProjectRef | None = None,
                             origin: str = "delete_observations") -> list[RemovedObservations]:
         clean = schema.validate_observation_batches(batches, "deletions", "observations")
         with self.stores.writing(library, new_text=False) as store:
-            return store.delete_observations(clean, origin=origin)
+            return store.delete_observations(_batches_named(store, clean, "deletions"), origin=origin)
 
     def delete_relations(self, relations: Sequence[RelationInput], *, library: str | ProjectRef | None = None,
                          origin: str = "delete_relations") -> list[Relation]:
         clean = schema.validate_relations(relations)
         with self.stores.writing(library, new_text=False) as store:
-            return store.delete_relations(clean, origin=origin)
+            return store.delete_relations(_relations_named(store, clean), origin=origin)
 
     def read_graph(self, *, limit: int | None = None, offset: int = 0, summary: bool = False,
                    library: str | ProjectRef | None = None) -> GraphPage:
@@ -483,6 +486,20 @@ class MemoryService:
 
     def last_backup(self, store: Store) -> str | None:
         return self.recovery.last_backup(store)
+
+def _batches_named(store: Store, batches: Sequence[ObservationBatch], field: str) -> list[ObservationBatch]:
+    """The batches with each entity as its stored name (an alias reaches its entity: names.py)."""
+    names = entity_names(store, [b.entity_name for b in batches],
+                         [f"{field}[{i}].entityName" for i in range(len(batches))])
+    return [replace(b, entity_name=n) for b, n in zip(batches, names)]
+
+
+def _relations_named(store: Store, relations: Sequence[RelationInput]) -> list[RelationInput]:
+    """The relations with both ends as stored names (an alias reaches its entity: names.py)."""
+    ends = entity_names(store, [n for r in relations for n in (r.from_entity, r.to_entity)],
+                        [f"relations[{i}].{end}" for i in range(len(relations)) for end in ("from", "to")])
+    return [replace(r, from_entity=ends[2 * i], to_entity=ends[2 * i + 1]) for i, r in enumerate(relations)]
+
 
 class _QueryEmbedding:
     """An embedder that embeds each text once: one search asks for the query's vector for

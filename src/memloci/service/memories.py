@@ -17,6 +17,7 @@ from memloci.rules import graph as rules
 from memloci.search.hybrid import CJK_PAIRS, WEAK_MEANING, MemoryHit, retrieve, word_terms
 from memloci.search.timephrases import TimeRange, parse_time_phrase, split_time_phrase
 from memloci.search.vectors import VectorSearch
+from memloci.service.names import entity_name
 from memloci.service.stores import Stores
 from memloci.service.vectors import LibraryVectors
 from memloci.store.protocols import Store
@@ -51,6 +52,7 @@ class MemoryOperations:
                                                importance or "medium", entity))
         with self.stores.writing(library) as store:
             if m.entity:
+                m = replace(m, entity=entity_name(store, m.entity, "entity"))  # an alias reaches its entity
                 store.schema.check_observation(m.content, "content")
             stored = store.store_memory(m, origin="store_memory")
         memory, created = stored.memory, stored.created
@@ -92,6 +94,7 @@ class MemoryOperations:
         if filters.after and filters.before and filters.after >= filters.before:
             raise ValidationError(f"after/before: after ({filters.after}) must be earlier than before ({filters.before})")
         store = self.stores.store(library)
+        filters = _entity_named(store, filters)
         rest, soft = split_time_phrase(text)
         keywords = None  # the text words and meaning come from, when not the whole query
         everything = False  # the query's time range holds every memory the filters allow
@@ -238,8 +241,14 @@ class MemoryOperations:
             if narrowed is None:  # the range and after/before do not overlap: nothing to list
                 return [], 0
             filters = narrowed
-        found = self.stores.store(library).list_memories(offset=(page - 1) * page_size, limit=page_size, filters=filters)
+        store = self.stores.store(library)
+        found = store.list_memories(offset=(page - 1) * page_size, limit=page_size, filters=_entity_named(store, filters))
         return list(found.memories), found.total
+
+
+def _entity_named(store: Store, filters: MemoryFilter) -> MemoryFilter:
+    """The filters with their `entity` as its stored name: an alias filters by its entity (names.py)."""
+    return replace(filters, entity=entity_name(store, filters.entity, "entity")) if filters.entity else filters
 
 
 def _narrowed(filters: MemoryFilter, phrase: TimeRange) -> MemoryFilter | None:

@@ -108,6 +108,11 @@ class GraphStore(StoreBase, Protocol):
     def open_entities(self, names: Sequence[str]) -> Graph:
         """The named entities (by name or alias) and the relations touching them."""
         ...
+    def entity_names(self, names: Sequence[str]) -> dict[str, tuple[str, ...]]:
+        """name_key(name) -> the stored names it reaches: the entity of that name, or else every
+        entity listing it among its aliases (oldest first). Names that reach nothing are left out.
+        rules/graph.py's `named` turns this into one entity per name."""
+        ...
     def export_graph(self, *, order: str = "id") -> Graph:
         """Every entity (insertion or `name` order) and relation, from one snapshot."""
         ...

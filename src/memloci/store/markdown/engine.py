@@ -492,6 +492,10 @@ class MarkdownStore:
         self.open()
         return self.index.open_entities(names)
 
+    def entity_names(self, names: Sequence[str]) -> dict[str, tuple[str, ...]]:
+        self.open()
+        return self.index.entity_names(names)
+
     def export_graph(self, *, order: str = "id") -> Graph:
         self.open()
         return self.index.export_graph(order=order)

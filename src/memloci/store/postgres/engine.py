@@ -182,6 +182,9 @@ class PostgresStore:
     def open_entities(self, names: Sequence[str]) -> Graph:
         return self._reads.open_entities(names)
 
+    def entity_names(self, names: Sequence[str]) -> dict[str, tuple[str, ...]]:
+        return self._reads.entity_names(names)
+
     def export_graph(self, *, order: str = "id") -> Graph:
         return self._reads.export_graph(order=order)
 

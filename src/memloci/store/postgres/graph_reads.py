@@ -44,6 +44,17 @@ class PostgresGraphReads:
             relations = relations_touching(conn, ordered)
         return Graph(tuple(entities.values()), tuple(relations))
 
+    def entity_names(self, names: Sequence[str]) -> dict[str, tuple[str, ...]]:
+        with self.db.read() as conn:
+            found: dict[str, tuple[str, ...]] = {k: (v.name,) for k, v in resolve(conn, names).items()}
+            rest = [n for n in names if name_key(n) not in found]
+            held = alias_holders(conn, rest) if rest else {}
+            if held:
+                ids = sorted({i for holders in held.values() for i in holders})
+                named = dict(conn.execute("SELECT id, name FROM entities WHERE id = ANY(%s)", (ids,)).fetchall())
+                found.update({k: tuple(named[i] for i in holders) for k, holders in held.items()})
+        return found
+
     def entity_names_by_id(self, ids: Sequence[int]) -> dict[int, str]:
         with self.db.read() as conn:
             return dict(conn.execute("SELECT id, name FROM entities WHERE id = ANY(%s)", (list(ids),)).fetchall())

@@ -152,6 +152,9 @@ class SQLiteStore:
     def open_entities(self, names: Sequence[str]) -> Graph:
         return self._graph.open_entities(names)
 
+    def entity_names(self, names: Sequence[str]) -> dict[str, tuple[str, ...]]:
+        return self._graph.entity_names(names)
+
     def export_graph(self, *, order: str = "id") -> Graph:
         return self._graph.export_graph(order=order)
 

@@ -23,7 +23,7 @@ from memloci.store.sqlite.database import Database
 from memloci.store.sqlite.rows import alias_holders, load_entities, relations_touching, relations_where, resolve
 from memloci.store.sqlite.search import count_entities as count_matches
 from memloci.store.sqlite.search import name_changes, rank_entities
-from memloci.store.sqlite.sql import chunks
+from memloci.store.sqlite.sql import chunks, marks
 
 
 class SQLiteGraphReads:
@@ -58,6 +58,17 @@ class SQLiteGraphReads:
             entities = load_entities(conn, ordered)
             relations = relations_touching(conn, ordered)
         return Graph(tuple(entities.values()), tuple(relations))
+
+    def entity_names(self, names: Sequence[str]) -> dict[str, tuple[str, ...]]:
+        with self.db.read() as conn:
+            found: dict[str, tuple[str, ...]] = {k: (v[1],) for k, v in resolve(conn, names).items()}
+            held = alias_holders(conn, [n for n in names if name_key(n) not in found])
+            if held:
+                ids = sorted({i for holders in held.values() for i in holders})
+                named = {i: n for chunk in chunks(ids) for i, n in conn.execute(
+                    f"SELECT id, name FROM entities WHERE id IN ({marks(len(chunk))})", chunk)}
+                found.update({k: tuple(named[i] for i in holders) for k, holders in held.items()})
+        return found
 
     def search_entities(self, query: str, *, limit: int, extra: Sequence[tuple[str, float, str]] = (),
                         stop_words: frozenset[str] = frozenset(), names: NameVocabulary | None = None,
