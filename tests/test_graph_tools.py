@@ -307,3 +307,19 @@ def test_search_nodes_finds_cjk_words_typos_and_prefixes_of_any_word(home):
         assert found["entities"][0]["name"] == "Alice Chen" and found["why"]["Alice Chen"].startswith("all 3 words")
 
     run(home, body)
+
+
+def test_an_alias_names_its_entity_in_the_graph_writes(home):
+    async def body(c: Client):
+        await c.ok("add_entities", entities=[{"name": "Anna Smith", "entity_type": "person", "aliases": ["Anna", "Boss"]},
+                                              {"name": "Bob", "entity_type": "person", "aliases": ["Boss"]}])
+        _, text = await c.ok("add_observations", observations=[{"entityName": "Anna", "contents": ["Likes tea"]}])
+        assert text == [{"entityName": "Anna Smith", "addedObservations": ["Likes tea"], "skippedObservations": []}]
+        err = await c.error("add_observations", observations=[{"entityName": "boss", "contents": ["x"]}])
+        assert err["code"] == "VALIDATION_ERROR" and err["details"]["candidates"] == ["Anna Smith", "Bob"]
+        assert err["message"].startswith("observations[0].entityName: 'boss' is an alias of 2 entities")
+        graph, _ = await c.ok("read_graph")
+        assert sorted(e["name"] for e in graph["entities"]) == ["Anna Smith", "Bob"]
+        assert [e["observations"] for e in graph["entities"] if e["name"] == "Anna Smith"] == [["Likes tea"]]
+
+    run(home, body)

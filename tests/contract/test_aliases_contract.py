@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from memloci.core.errors import ValidationError
-from memloci.core.model import MemoryFilter, ObservationBatch, RelationInput
+from memloci.core.model import EntityInput, MemoryFilter, ObservationBatch, RelationInput
 from memloci.service.documents import NewEntityDocument
 
 
@@ -38,6 +38,8 @@ def test_graph_writes_reach_the_entity_through_its_alias(engine):
         ("Anna Smith", "Bob")]
     (removed,) = s.delete_observations([ObservationBatch("Anna", ("Speaks Finnish",))])
     assert removed.entity_name == "Anna Smith" and removed.removed == ("Speaks Finnish",)
+    (merged,) = s.create_entities([EntityInput("ANNA", "person", ("Was born in Turku",))])
+    assert (merged.name, merged.status, merged.observations) == ("Anna Smith", "merged", ("Was born in Turku",))
     assert _names(s) == ["Anna Smith", "Bob", "Carol"], "no entity is made under an alias"
     assert s.delete_entities(["Bobby"]) == ["Bob"]
     assert _names(s) == ["Anna Smith", "Carol"]
@@ -48,6 +50,7 @@ def test_an_alias_several_entities_list_is_refused_naming_them(engine):
     before = s.export_graph()
     calls = [
         lambda: s.add_observations([ObservationBatch("Anna", ("x",)), ObservationBatch("boss", ("y",))]),
+        lambda: s.create_entities([EntityInput("Boss", "person", ("z",))]),
         lambda: s.delete_observations([ObservationBatch("Boss", ("Likes tea.",))]),
         lambda: s.create_relations([RelationInput("Anna", "reports_to", "Boss")]),
         lambda: s.delete_relations([RelationInput("Boss", "knows", "Anna")]),

@@ -100,7 +100,9 @@ class MemoryService:
         with self.stores.writing(library) as store:
             for i, e in enumerate(clean):
                 store.schema.check_entity(e, f"entities[{i}]")
-            return store.create_entities(clean, origin=origin)
+            # an alias names its entity here too: its observations merge into it, no entity is made under it
+            names = entity_names(store, [e.name for e in clean], [f"entities[{i}].name" for i in range(len(clean))])
+            return store.create_entities([replace(e, name=n) for e, n in zip(clean, names)], origin=origin)
 
     def create_relations(self, relations: Sequence[RelationInput], *, library: str | ProjectRef | None = None,
                          origin: str = "create_relations") -> RelationsCreated:
