@@ -5,6 +5,10 @@ A tool that takes an entity's name (graph writes, documents, a memory's `entity`
 alias reaches the one entity listing it, and an alias several entities list is refused
 naming them. What the store then sees is always a stored name, so a write through an alias
 changes that entity (its file in a Markdown library) and never makes one called like the alias.
+The names are read just before the write's transaction: should another writer rename that
+entity in between, the write finds no entity of the name read and says so (NOT_FOUND, or
+nothing to do where a tool ignores missing names; create_entities makes an entity of that name),
+as it would for a name typed before a rename.
 """
 
 from __future__ import annotations
