@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
+import pytest
 from conftest import server_env
 
 OFFICIAL_JSONL = "\n".join(json.dumps(x) for x in [
@@ -169,3 +171,70 @@ def test_export_import_export_of_everything_is_identical_timestamps_included(hom
     bad.write_text(json.dumps({**memory, "colour": "red"}) + "\n")
     proc = memloci(home, "import", "jsonl", str(bad), "--libraries", f"default:{tmp_path / 'third.db'}", check=False)
     assert proc.returncode == 1 and "line 1: unknown key 'colour'" in proc.stderr
+
+
+# -- in-process runs of the command (typer's CliRunner): the refusals and warnings a person reads --
+
+def run_cli(monkeypatch, home, *args: str):
+    """`memloci --home HOME ARGS` in this process, with no MEMLOCI_ variable of the test's own."""
+    from typer.testing import CliRunner
+
+    from memloci.cli.main import app
+
+    for name in [k for k in os.environ if k.startswith("MEMLOCI_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("MEMLOCI_EMBEDDER", "none")
+    return CliRunner().invoke(app, ["--home", str(home), *args])
+
+
+def test_a_token_scope_for_a_library_not_mounted_is_kept_with_a_warning(monkeypatch, tmp_path):
+    home = tmp_path / "home"
+    result = run_cli(monkeypatch, home, "token", "create", "bob", "--scope", "nosuchlib:read", "--scope", "*:read")
+    assert result.exit_code == 0, result.output
+    assert result.stdout.startswith("mlc_")
+    assert ("warning: no library 'nosuchlib' is mounted here (mounted: default); the token is created"
+            in result.stderr)
+    assert "'*'" not in result.stderr  # every library: nothing to check
+    scoped = run_cli(monkeypatch, home, "token", "create", "carol", "--scope", "tema:write", "--scope", "notes:read",
+                     "--libraries", f"team:{tmp_path / 't.db'},notes:{tmp_path / 'notes'}")
+    assert scoped.exit_code == 0, scoped.output
+    assert "no library 'tema' is mounted here (mounted: team, notes) (did you mean 'team'?)" in scoped.stderr
+    assert "'notes' is mounted" not in scoped.stderr and scoped.stderr.count("warning:") == 1
+    listed = run_cli(monkeypatch, home, "token", "list").stdout
+    assert "bob\tnosuchlib:read *:read" in listed and "carol\ttema:write notes:read" in listed
+    quiet = run_cli(monkeypatch, home, "token", "create", "dan", "--scope", "default:write")
+    assert quiet.exit_code == 0 and "warning" not in quiet.stderr
+
+
+@pytest.mark.parametrize("args,flag,allowed,closest", [
+    (["serve", "--transport", "htp"], "--transport", "stdio, http", "http"),
+    (["install", "cursor", "--transport", "stdi"], "--transport", "stdio, http", "stdio"),
+    (["install", "cursor", "--scope", "usr"], "--scope", "user, project", "user"),
+    (["bench", "crash", "--kinds", "creat"], "--kinds", "create, rename", "create"),
+    (["bench", "crash", "--engines", "sqlit"], "--engines", "markdown, sqlite, postgres", "sqlite"),
+])
+def test_a_bad_choice_is_a_validation_error_naming_the_option_and_the_closest_value(monkeypatch, tmp_path, args,
+                                                                                   flag, allowed, closest):
+    result = run_cli(monkeypatch, tmp_path / "home", *args)
+    assert result.exit_code == 1, result.output
+    assert result.stderr.startswith(f"VALIDATION_ERROR: {flag}: '{args[-1]}' is not one of {allowed}")
+    assert f"did you mean '{closest}'?" in result.stderr
+    assert "Traceback" not in result.output and not (tmp_path / "home").exists()
+
+
+def test_errors_at_the_terminal_are_worded_for_a_person(monkeypatch, tmp_path):
+    from memloci.cli.common import person_hint
+    from memloci.core.errors import ConflictError, NotFoundError, StorageFullError, ValidationError
+
+    refused = run_cli(monkeypatch, tmp_path / "home", "check", "--schema", "stict")
+    assert refused.exit_code == 1 and "unknown schema 'stict'" in refused.stderr
+    assert "run the command again" in refused.stderr and "call" not in refused.stderr
+    # default hints written for a model, and model words inside a hint of its own
+    assert "call" not in person_hint(ValidationError("x")) and "search_nodes" not in person_hint(NotFoundError("x"))
+    assert "run the command again" in person_hint(StorageFullError("x"))
+    assert person_hint(ConflictError("x", hint="Nothing was changed; send the call again in a moment.")) == \
+        "Nothing was changed; run the command again in a moment."
+    assert person_hint(ConflictError("x", hint="Send the call again in a moment.")) == "Run the command again in a moment."
+    assert person_hint(ValidationError("x", hint="Use --tools strict.")) == "Use --tools strict."
+    # the MCP errors keep their words
+    assert ValidationError("x").to_dict()["error"]["hint"] == ValidationError.default_hint

@@ -272,7 +272,7 @@ def test_project_scope_creates_and_removes_its_files(tmp_path):
 def test_scopes_and_options_are_checked(tmp_path):
     cases = [
         (["install", "windsurf", "--scope", "project"], "only user scope"),
-        (["install", "cursor", "--scope", "team"], "--scope must be user or project"),
+        (["install", "cursor", "--scope", "team"], "--scope: 'team' is not one of user, project"),
         (["install", "cursour"], "did you mean 'cursor'"),
         (["install", "cursor", "--url", "http://x/mcp"], "--url goes with --transport http"),
         (["install", "cursor", "--transport", "http", "--token", "a", "--token-env", "B"], "give one of them"),

@@ -7,7 +7,8 @@ from typing import Annotated
 
 import typer
 
-from memloci.cli.common import command_settings, open_console, styled
+from memloci.cli.common import check_choice, command_settings, fail, open_console, styled
+from memloci.core.errors import MemlociError
 
 bench_app = typer.Typer(help="Benchmarks: print a table and write JSON.", no_args_is_help=True, rich_markup_mode=None)
 
@@ -150,10 +151,19 @@ def bench_crash(
     url: Annotated[str | None, typer.Option("--url", help="postgresql:// URL the postgres engine writes to.")] = None,
 ) -> None:
     """Kill a writer with SIGKILL at many points of each write kind; check all-or-nothing, files and index agreeing, no temp file left."""
+    from memloci.bench.crash import ENGINES, KINDS
     from memloci.bench.crash import run as run_crash
 
-    report = run_crash(rounds=rounds, kinds=[k.strip() for k in kinds.split(",") if k.strip()],
-                       engines=[e.strip() for e in engines.split(",") if e.strip()], out=out, console=open_console(),
+    kind_list = [k.strip() for k in kinds.split(",") if k.strip()]
+    engine_list = [e.strip() for e in engines.split(",") if e.strip()]
+    try:
+        for kind in kind_list:
+            check_choice("--kinds", kind, KINDS)
+        for engine in engine_list:
+            check_choice("--engines", engine, (*ENGINES, "postgres"))
+    except MemlociError as exc:
+        fail(exc)
+    report = run_crash(rounds=rounds, kinds=kind_list, engines=engine_list, out=out, console=open_console(),
                        size=size, pg_url=url)
     if any(r["failures"] for r in report["results"]):
         raise typer.Exit(1)
