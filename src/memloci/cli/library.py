@@ -126,7 +126,8 @@ def undo(
 
 
 def backup(
-    path: Annotated[Path, typer.Argument(help="New file: a .db for a SQLite library, a .tar.gz for a Markdown one.")],
+    path: Annotated[Path, typer.Argument(help="New file: a .db for a SQLite library, a .tar.gz for a Markdown one "
+                                      "(another ending is refused).")],
     libraries: LibrariesOpt = None,
     library: LibraryOpt = None,
 ) -> None:
