@@ -222,9 +222,10 @@ def migrate_cmd(
         if src.vector_model():  # load the embedder only when there are vectors to keep
             embedder = create_embedder(settings.embedder, settings)
             embedder_model = (embedder.model_id, embedder.dimension) if embedder is not None else None
-        with Progress(TextColumn("{task.description:<9}"), BarColumn(), MofNCompleteColumn(),
+        width = max(map(len, mig.PART_LABELS.values()))
+        with Progress(TextColumn(f"{{task.description:<{width}}}"), BarColumn(), MofNCompleteColumn(),
                       console=open_console(stderr=True)) as bar:
-            tasks = {part: bar.add_task(part, total=None) for part in mig.PARTS}
+            tasks = {part: bar.add_task(mig.PART_LABELS[part], total=None) for part in mig.PARTS}
             report = mig.migrate(src, dst, embedder_model=embedder_model,
                                  progress=lambda part, done, total: bar.update(tasks[part], completed=done, total=total))
         src.close()
