@@ -348,6 +348,44 @@ def test_a_backup_that_is_not_ours_is_kept(tmp_path):
     assert (tmp_path / (name + ".bak.1")).read_text() == original
 
 
+@pytest.mark.parametrize("edit", [False, True])
+def test_the_backup_keeps_the_persons_first_original_across_installs(tmp_path, edit):
+    """FILE.bak holds the file as it was before memloci's first install, whatever installs come
+    later: one that changes nothing writes no backup, a later one never replaces FILE.bak (bytes
+    memloci left need none; a person's edits since go to FILE.bak.1), and uninstalling everything
+    gives back the original, or the person's edited file, with FILE.bak removed only then."""
+    name, original = FIXTURES["cursor"]
+    path = write(tmp_path / "cfg" / name, original)
+    bak = path.with_name(name + ".bak")
+    assert memloci(tmp_path, "install", "cursor", "--config", str(path)).returncode == 0
+    assert bak.read_bytes() == original.encode()
+    again = memloci(tmp_path, "install", "cursor", "--config", str(path))
+    assert "nothing to do" in again.stdout and "(backup:" not in again.stdout
+    edited = path.read_bytes().decode()
+    if edit:  # the person changes the other server between the installs
+        edited = edited.replace('"npx"', '"bunx"')
+        path.write_bytes(edited.encode())
+    second = memloci(tmp_path, "install", "cursor", "--config", str(path), "--name", "second")
+    assert second.returncode == 0, second.stderr
+    assert bak.read_bytes() == original.encode()
+    kept = sorted(p.name for p in path.parent.iterdir())
+    if edit:  # the edited bytes are backed up too, beside the original, never over it
+        assert kept == [name, name + ".bak", name + ".bak.1"] and "(backup: " in second.stdout
+        assert path.with_name(name + ".bak.1").read_bytes() == edited.encode()
+    else:  # the file was as memloci left it: the original and the ledger already give it back
+        assert kept == [name, name + ".bak"] and "(backup:" not in second.stdout
+    assert memloci(tmp_path, "install", "cursor", "--config", str(path), "--name", "third").returncode == 0
+    assert bak.read_bytes() == original.encode()
+    for server in ("third", "second", "memloci"):
+        assert memloci(tmp_path, "uninstall", "cursor", "--config", str(path), "--name", server).returncode == 0
+    if edit:
+        assert path.read_bytes() == original.replace('"npx"', '"bunx"').encode()  # the edit stays
+        assert bak.read_bytes() == original.encode()
+    else:
+        assert path.read_bytes() == original.encode()
+        assert sorted(p.name for p in path.parent.iterdir()) == [name]
+
+
 def test_list_shows_where_memloci_is(tmp_path):
     home = tmp_path / "userhome"
     write(home / ".cursor" / "mcp.json", '{"mcpServers": {}}')
