@@ -318,6 +318,34 @@ def test_a_link_as_config_file_is_refused(tmp_path):
     assert link.is_symlink() and real.read_text() == '{"mcpServers": {}}\n'
 
 
+def test_a_link_as_config_folder_is_refused_as_a_linked_file_is(tmp_path):
+    """~/.cursor -> elsewhere: install and uninstall refuse to write through it, naming the link and
+    its target, whether the path is the client's usual one, a --config under home, or a hooks file."""
+    home, outside = tmp_path / "userhome", tmp_path / "elsewhere"
+    home.mkdir()
+    outside.mkdir()
+    (home / ".cursor").symlink_to(outside)
+    for args in (["install", "cursor"], ["install", "cursor", "--config", str(home / ".cursor" / "mcp.json")],
+                 ["install", "cursor", "--hooks", "--config", str(tmp_path / "mcp.json")]):
+        result = memloci(tmp_path, *args)
+        assert result.returncode == 1, (args, result.stdout)
+        assert f"{home / '.cursor'} is a symbolic link (to {outside})" in result.stderr, (args, result.stderr)
+        assert f"--config {outside.resolve() / ('hooks.json' if '--hooks' in args else 'mcp.json')}" in result.stderr
+    assert list(outside.iterdir()) == [] and not (tmp_path / "mcp.json").exists()
+    there = write(outside / "mcp.json", '{"mcpServers": {"memloci": {"command": "x"}}}\n')
+    refused = memloci(tmp_path, "uninstall", "cursor")
+    assert refused.returncode == 1 and "is a symbolic link" in refused.stderr
+    assert there.read_text() == '{"mcpServers": {"memloci": {"command": "x"}}}\n'
+    there.unlink()
+    # a deeper folder too (Windsurf's ~/.codeium/windsurf), and the real path is taken
+    (outside / "windsurf").mkdir()
+    (home / ".codeium").mkdir()
+    (home / ".codeium" / "windsurf").symlink_to(outside / "windsurf")
+    assert "is a symbolic link" in memloci(tmp_path, "install", "windsurf").stderr
+    done = memloci(tmp_path, "install", "cursor", "--config", str(outside / "mcp.json"))
+    assert done.returncode == 0 and (outside / "mcp.json").is_file()
+
+
 def test_project_scope_refuses_a_folder_that_leads_outside(tmp_path):
     project, outside = tmp_path / "app", tmp_path / "elsewhere"
     project.mkdir()

@@ -49,9 +49,11 @@ class FilePlan:
 
 
 def check_path(path: Path, project_dir: Path | None) -> None:
-    """Refuse a link as the file, and (project scope) any folder that leads out of the project."""
+    """Refuse a link as the file, (project scope) any folder that leads out of the project, and
+    a link as any folder between the root (the project folder, else the home folder when the
+    file is in it) and the file: memloci writes where the path says, never through a link."""
     if path.is_symlink():
-        raise InstallError(f"{path} is a symbolic link; memloci edits regular files only",
+        raise InstallError(f"{path} is a symbolic link (to {os.readlink(path)}); memloci edits regular files only",
                            hint="pass the file it points to with --config")
     if path.exists() and not path.is_file():
         raise InstallError(f"{path} is not a regular file")
@@ -63,6 +65,25 @@ def check_path(path: Path, project_dir: Path | None) -> None:
         if not parent.resolve().is_relative_to(root):
             raise InstallError(f"{path} leads out of the project folder {root} through a link",
                                hint="pass the file to edit with --config")
+    _check_folders(path, project_dir if project_dir is not None else Path.home())
+
+
+def _check_folders(path: Path, root: Path) -> None:
+    """Refuse a symbolic link as a folder on the way from `root` (itself not checked: where a
+    home or project folder lives is the system's business) down to `path`."""
+    path, root = path.absolute(), root.absolute()
+    if not path.is_relative_to(root):
+        return
+    folder = root
+    for part in path.relative_to(root).parts[:-1]:
+        folder = folder / part
+        if folder.is_symlink():
+            target = os.readlink(folder)
+            raise InstallError(f"{folder} is a symbolic link (to {target}); memloci does not write through a linked "
+                               "folder, as it does not write through a linked config file",
+                               hint=f"pass the file with its real path: --config {path.resolve()}")
+        if not folder.exists():
+            return
 
 
 def read(path: Path) -> str | None:
