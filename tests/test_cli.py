@@ -244,3 +244,54 @@ def test_errors_at_the_terminal_are_worded_for_a_person(monkeypatch, tmp_path):
     assert person_hint(ValidationError("x", hint="Use --tools strict.")) == "Use --tools strict."
     # the MCP errors keep their words
     assert ValidationError("x").to_dict()["error"]["hint"] == ValidationError.default_hint
+
+
+def _commands(command, prefix=()):
+    """(name words, command) of every leaf command under `command` (a group has `commands`)."""
+    if hasattr(command, "commands"):
+        for name, sub in command.commands.items():
+            yield from _commands(sub, (*prefix, name))
+    else:
+        yield " ".join(prefix), command
+
+
+def test_the_readme_says_which_commands_take_libraries_and_library():
+    """The README's sentence on `--libraries` and `-l/--library` names exactly the commands that
+    take them (`import ...`: every import command)."""
+    import re
+    from pathlib import Path
+
+    import typer
+
+    from memloci.cli.main import app
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    sentence = re.search(r"`--libraries SPEC` \(the libraries to mount\) is taken by (.*?); `-l/--library NAME` "
+                         r"\(one of the mounted libraries\) by (.*?)\.\n", readme, re.S)
+    assert sentence, "the README's sentence on --libraries and -l is gone"
+    commands = dict(_commands(typer.main.get_command(app)))
+
+    def named(text: str) -> set[str]:
+        found = set()
+        for name in re.findall(r"`([a-z ]+?)(?: \.\.\.)?`", text):
+            found |= {c for c in commands if c == name or c.startswith(name + " ")}
+        return found
+
+    def taking(*flags: str) -> set[str]:
+        return {name for name, cmd in commands.items() if not name.startswith("bench")
+                and any(set(flags) <= set(p.opts) for p in cmd.params)}
+
+    assert named(sentence[1]) == taking("--libraries")
+    assert named(sentence[2]) == taking("--library", "-l")
+    assert {"stats", "import mms", "export markdown", "token create"} <= taking("--libraries")
+
+
+def test_stats_of_one_library(monkeypatch, tmp_path):
+    spec = f"work:{tmp_path / 'work.db'},notes:{tmp_path / 'notes'}"
+    both = run_cli(monkeypatch, tmp_path / "home", "stats", "--libraries", spec)
+    assert both.exit_code == 0 and "work" in both.stdout and "notes" in both.stdout
+    one = run_cli(monkeypatch, tmp_path / "home", "stats", "--libraries", spec, "-l", "Notes")
+    assert one.exit_code == 0 and "notes" in one.stdout and "work" not in one.stdout
+    missing = run_cli(monkeypatch, tmp_path / "home", "stats", "--libraries", spec, "-l", "team")
+    assert missing.exit_code == 1 and "NOT_FOUND: library 'team' is not mounted; mounted: work, notes" in missing.stderr
+    assert not (tmp_path / "work.db").exists() and not (tmp_path / "notes").exists()  # read-only: nothing created

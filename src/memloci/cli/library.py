@@ -52,14 +52,19 @@ def search(
     console.print(table)
 
 
-def stats(libraries: LibrariesOpt = None) -> None:
-    """Counts and size of every mounted library."""
+def stats(libraries: LibrariesOpt = None, library: LibraryOpt = None) -> None:
+    """Counts and size of every mounted library (of one with -l)."""
     from rich.table import Table
 
     try:
         service = open_service(libraries, read_only=True)
         rows = []
-        for spec in service.libraries.specs:  # one not created yet is a row of zeros, not a failure
+        specs = service.libraries.specs
+        if library is not None:  # names match case-insensitively, as everywhere
+            specs = [spec for spec in specs if spec.name.casefold() == library.casefold()]
+            if not specs:
+                service.store(library)  # refused: NOT_FOUND, naming the mounted libraries
+        for spec in specs:  # one not created yet is a row of zeros, not a failure
             try:
                 rows.append(service.stats(library=spec.name))
             except LibraryMissingError:
