@@ -154,10 +154,10 @@ def test_export_import_export_of_everything_is_identical_timestamps_included(hom
     exported = tmp_path / "all.jsonl"
     said = memloci(home, "export", "jsonl", str(exported), "--libraries", f"default:{first_db}").stderr
     # every export counts what it wrote the same way, free memories included
-    assert f"Wrote 2 entities (2 observations), 1 relations and 2 memories to {exported}" in said
+    assert f"Wrote 2 entities, 1 relations and 2 memories to {exported}" in said
     markdown = tmp_path / "all.md"
     said = memloci(home, "export", "markdown", str(markdown), "--libraries", f"default:{first_db}").stderr
-    assert f"Wrote 2 entities (2 observations), 1 relations and 2 memories to {markdown}" in said
+    assert f"Wrote 2 entities, 1 relations and 2 memories to {markdown}" in said
     assert "the deploy runs on Fridays" in markdown.read_text()
     lines = [json.loads(line) for line in exported.read_text().splitlines()]
     assert [x["type"] for x in lines] == ["entity", "entity", "relation", "memory", "memory"]

@@ -33,11 +33,10 @@ def _write_output(path: Path | None, text: str) -> None:
 
 
 def _wrote(path: Path, counts: dict[str, int]) -> None:
-    """What the file holds, counted as import, stats and migrate count: "memories" are the free
-    ones; observations are counted with their entities."""
-    open_console(stderr=True).print(
-        f"Wrote {counts['entities']} entities ({counts['observations']} observations), {counts['relations']} relations "
-        f"and {counts['memories']} memories to {path}", highlight=False)
+    """What the file holds, counted as import, stats and migrate count: the entities (with their
+    observations), the relations, and the free memories."""
+    open_console(stderr=True).print(f"Wrote {counts['entities']} entities, {counts['relations']} relations and "
+                                    f"{counts['memories']} memories to {path}", highlight=False)
 
 
 @export_app.command("jsonl")
@@ -65,8 +64,7 @@ def export_jsonl(
         graph, memories = _EMPTY_GRAPH, []
     _write_output(path, render_official(graph.entities, graph.relations, memories, dates=not official))
     if path is not None:
-        _wrote(path, {"entities": len(graph.entities), "observations": sum(len(e.observations) for e in graph.entities),
-                      "relations": len(graph.relations), "memories": len(memories)})
+        _wrote(path, {"entities": len(graph.entities), "relations": len(graph.relations), "memories": len(memories)})
 
 
 @export_app.command("markdown")
@@ -84,7 +82,7 @@ def export_markdown(
     except MemlociError as exc:
         if not not_created(exc):
             fail(exc)
-        text, counts = render_export([], []), dict.fromkeys(("entities", "observations", "relations", "memories"), 0)
+        text, counts = render_export([], []), dict.fromkeys(("entities", "relations", "memories"), 0)
     _write_output(path, text)
     if path is not None:
         _wrote(path, counts)

@@ -137,15 +137,13 @@ class ProjectOperations:
     def markdown_export(self, *, title: str = EXPORT_TITLE[2:], library: str | ProjectRef | None = None
                         ) -> tuple[str, dict[str, int]]:
         """The library as one Markdown text (markdown/export.py): the graph in name order, its free
-        memories oldest first, its context; with how many entities, observations, relations and
-        memories it holds."""
+        memories oldest first, its context; with how many entities, relations and memories it holds."""
         store = self.stores.store(library)
         graph = store.export_graph(order="name")
         memories = sorted(store.free_memories(), key=lambda m: (m.created_at, m.id)) \
             if isinstance(store, Portable) else []
         text = render_export(graph.entities, graph.relations, memories, store.read_context(), title=title)
-        return text, {"entities": len(graph.entities), "observations": sum(len(e.observations) for e in graph.entities),
-                      "relations": len(graph.relations), "memories": len(memories)}
+        return text, {"entities": len(graph.entities), "relations": len(graph.relations), "memories": len(memories)}
 
     # -- n2n-memory ----------------------------------------------------------------------
 
