@@ -414,6 +414,17 @@ def test_the_backup_keeps_the_persons_first_original_across_installs(tmp_path, e
         assert sorted(p.name for p in path.parent.iterdir()) == [name]
 
 
+def test_a_file_install_created_gets_no_backup_and_goes_whole(tmp_path):
+    path = tmp_path / "cfg" / "mcp.json"
+    for server in ("memloci", "second"):
+        done = memloci(tmp_path, "install", "cursor", "--config", str(path), "--name", server)
+        assert done.returncode == 0 and "(backup:" not in done.stdout, done.stdout
+    assert sorted(p.name for p in path.parent.iterdir()) == ["mcp.json"]
+    for server in ("second", "memloci"):
+        assert memloci(tmp_path, "uninstall", "cursor", "--config", str(path), "--name", server).returncode == 0
+    assert not path.parent.exists()  # the file and the folder install made
+
+
 def test_list_shows_where_memloci_is(tmp_path):
     home = tmp_path / "userhome"
     write(home / ".cursor" / "mcp.json", '{"mcpServers": {}}')

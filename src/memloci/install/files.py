@@ -144,13 +144,14 @@ def _kept(plan: FilePlan, ledger: Ledger) -> bool:
     """Whether the file's bytes before this change need no new backup: the file is exactly as a
     recorded install left it, and install's backup of what it held before (the person's
     original) is still there unchanged. Those bytes are that original plus memloci's own
-    entries, which uninstall takes back out."""
+    entries, which uninstall takes back out (or, in a file install created, memloci's alone)."""
     if plan.before is None:
         return True
     left = sha(plan.before)
-    if not any(e["file"] == str(plan.path) and e["sha_after"] == left for e in ledger.entries):
+    recorded = [e for e in ledger.entries if e["file"] == str(plan.path)]
+    if not any(e["sha_after"] == left for e in recorded):
         return False
-    return bool(ledger.own_backups(plan.path))
+    return recorded[0]["created_file"] or bool(ledger.own_backups(plan.path))
 
 
 def _make_dirs(path: Path) -> list[str]:
@@ -297,7 +298,7 @@ def drop_backups(plan: FilePlan, ledger: Ledger) -> None:
     file holds again (only ones memloci wrote and nobody changed since), so nothing is left
     behind. A backup of anything else stays: undoing one of several installs gives back the
     state before that one, and the person's original, in FILE.bak, is kept until the file is
-    that original again."""
+    that original again. A file install created and uninstall removed takes its backups along."""
     now = plan.after
     for bak, digest in list(ledger.baks.items()):
         path = Path(bak)
@@ -306,7 +307,7 @@ def drop_backups(plan: FilePlan, ledger: Ledger) -> None:
         current = read(path) if path.is_file() and not path.is_symlink() else None
         if current is None:
             del ledger.baks[bak]
-        elif sha(current) == digest and current == now:
+        elif sha(current) == digest and (now is None or current == now):
             path.unlink()
             del ledger.baks[bak]
 
