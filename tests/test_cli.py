@@ -230,7 +230,7 @@ def test_a_bad_choice_is_a_validation_error_naming_the_option_and_the_closest_va
 
 def test_errors_at_the_terminal_are_worded_for_a_person(monkeypatch, tmp_path):
     from memloci.cli.common import person_hint
-    from memloci.core.errors import ConflictError, NotFoundError, StorageFullError, ValidationError
+    from memloci.core.errors import ConflictError, InternalError, NotFoundError, StorageFullError, ValidationError
 
     refused = run_cli(monkeypatch, tmp_path / "home", "check", "--schema", "stict")
     assert refused.exit_code == 1 and "unknown schema 'stict'" in refused.stderr
@@ -238,6 +238,7 @@ def test_errors_at_the_terminal_are_worded_for_a_person(monkeypatch, tmp_path):
     # default hints written for a model, and model words inside a hint of its own
     assert "call" not in person_hint(ValidationError("x")) and "search_nodes" not in person_hint(NotFoundError("x"))
     assert "run the command again" in person_hint(StorageFullError("x"))
+    assert "server log" not in person_hint(InternalError("x"))
     assert person_hint(ConflictError("x", hint="Nothing was changed; send the call again in a moment.")) == \
         "Nothing was changed; run the command again in a moment."
     assert person_hint(ConflictError("x", hint="Send the call again in a moment.")) == "Run the command again in a moment."

@@ -19,6 +19,7 @@ import typer
 from memloci.core.errors import (
     AlreadyExistsError,
     ConflictError,
+    InternalError,
     InvalidRelationError,
     LibraryMissingError,
     MemlociError,
@@ -119,6 +120,7 @@ _PERSON_HINTS: dict[type[MemlociError], str] = {
     ConflictError: "Run the command again in a moment.",
     StorageFullError: "Free disk space (or move the library to another disk) and run the command again; "
                       "nothing was changed.",
+    InternalError: "This is a fault in memloci or its storage, not in the command as typed.",
 }
 _CALL_WORDS = [  # what a hint written for a model says, and what it says to a person
     (re.compile(r"\b([Ss])end the (same )?call again\b"), lambda m: ("R" if m[1] == "S" else "r") + "un the command again"),
