@@ -218,6 +218,7 @@ def test_a_token_scope_for_a_library_not_mounted_is_kept_with_a_warning(monkeypa
     (["install", "cursor", "--scope", "usr"], "--scope", "user, project", "user"),
     (["bench", "crash", "--kinds", "creat"], "--kinds", "create, rename", "create"),
     (["bench", "crash", "--engines", "sqlit"], "--engines", "markdown, sqlite, postgres", "sqlite"),
+    (["bench", "import", "--engine", "markdwn"], "--engine", "sqlite, markdown, both", "markdown"),
 ])
 def test_a_bad_choice_is_a_validation_error_naming_the_option_and_the_closest_value(monkeypatch, tmp_path, args,
                                                                                    flag, allowed, closest):

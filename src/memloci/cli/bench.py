@@ -133,9 +133,10 @@ def bench_import(
     from memloci.bench.imports import ENGINES
     from memloci.bench.imports import run as run_import
 
-    if engine not in (*ENGINES, "both"):
-        open_console(stderr=True).print(styled(("--engine", "bold red"), f": expected sqlite, markdown or both, got {engine!r}"))
-        raise typer.Exit(1)
+    try:
+        check_choice("--engine", engine, (*ENGINES, "both"))
+    except MemlociError as exc:
+        fail(exc)
     run_import(engines=list(ENGINES) if engine == "both" else [engine], entities=entities, relations=relations,
                repeat=repeat, out=out, console=open_console())
 
@@ -233,9 +234,10 @@ def bench_http(
     from memloci.bench.http import ENGINES
     from memloci.bench.http import run as run_http
 
-    if engine not in ENGINES:
-        open_console(stderr=True).print(styled(("--engine", "bold red"), f": unknown engine {engine!r}; known: {', '.join(ENGINES)}"))
-        raise typer.Exit(1)
+    try:
+        check_choice("--engine", engine, ENGINES)
+    except MemlociError as exc:
+        fail(exc)
     report = run_http(clients=clients, writes=writes, engine=engine, repeat=repeat, out=out, console=open_console())
     if report["median_run"]["lost_writes"] or report["median_run"]["errors"]:
         raise typer.Exit(1)
