@@ -113,6 +113,33 @@ def test_restore_refuses_what_is_not_a_backup_of_that_kind(tmp_path):
         registry.close()
 
 
+NAMES = {"sqlite": (".db", ["x.tar.gz", "x.zip", "x"], ["x.db", "y.sqlite3"]),
+         "markdown": (".tar.gz", ["x.db", "x.zip", "x"], ["x.tar.gz", "y.tgz"])}
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_backup_name_that_says_another_format_is_refused(tmp_path, kind):
+    """`backup x.tar.gz` of a SQLite library would be a SQLite file under a tarball's name: refused,
+    naming what backup writes and the name to give; nothing is written."""
+    suffix, wrong, right = NAMES[kind]
+    service, registry = open_service(tmp_path / "lib", kind)
+    folder = tmp_path / "bk"
+    folder.mkdir()
+    try:
+        populate(service)
+        for name in wrong:
+            with pytest.raises(ValidationError) as err:
+                service.backup(folder / name)
+            assert f"path: '{name}' does not end in {suffix}" in err.value.message
+            assert f"e.g. {folder / ('x' + suffix)};" in err.value.hint
+        assert list(folder.iterdir()) == []
+        for name in right:
+            assert service.backup(folder / name)["kind"] == kind
+        assert sorted(p.name for p in folder.iterdir()) == right
+    finally:
+        registry.close()
+
+
 def _backup_cli(home: Path, spec: str, target: Path) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "memloci", "backup", str(target), "--libraries", spec],
                           env=server_env(home), capture_output=True, text=True, timeout=120)
@@ -191,6 +218,9 @@ def test_cli_backup_and_restore(tmp_path):
     spec = f"default:{db}"
     run = lambda *a: subprocess.run([sys.executable, "-m", "memloci", *a, "--libraries", spec],
                                     env=server_env(home), capture_output=True, text=True, timeout=120)
+    wrong = run("backup", str(tmp_path / "b.tar.gz"))
+    assert wrong.returncode == 1 and "VALIDATION_ERROR: path: 'b.tar.gz' does not end in .db" in wrong.stderr
+    assert f"e.g. {tmp_path / 'b.db'}" in wrong.stderr and not (tmp_path / "b.tar.gz").exists()
     out = run("backup", str(tmp_path / "b.db"))
     assert out.returncode == 0 and "Backed up library 'default'" in out.stdout, out.stderr
     refused = run("restore", str(tmp_path / "b.db"))

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
+import pytest
 from conftest import server_env
 
 OFFICIAL_JSONL = "\n".join(json.dumps(x) for x in [
@@ -150,7 +152,13 @@ def test_export_import_export_of_everything_is_identical_timestamps_included(hom
     registry.close()
 
     exported = tmp_path / "all.jsonl"
-    memloci(home, "export", "jsonl", str(exported), "--libraries", f"default:{first_db}")
+    said = memloci(home, "export", "jsonl", str(exported), "--libraries", f"default:{first_db}").stderr
+    # every export counts what it wrote the same way, free memories included
+    assert f"Wrote 2 entities, 1 relations and 2 memories to {exported}" in said
+    markdown = tmp_path / "all.md"
+    said = memloci(home, "export", "markdown", str(markdown), "--libraries", f"default:{first_db}").stderr
+    assert f"Wrote 2 entities, 1 relations and 2 memories to {markdown}" in said
+    assert "the deploy runs on Fridays" in markdown.read_text()
     lines = [json.loads(line) for line in exported.read_text().splitlines()]
     assert [x["type"] for x in lines] == ["entity", "entity", "relation", "memory", "memory"]
     assert lines[0]["observationDates"] == ["2024-01-01T00:00:00Z", "2024-01-02T00:00:00Z"]
@@ -169,3 +177,123 @@ def test_export_import_export_of_everything_is_identical_timestamps_included(hom
     bad.write_text(json.dumps({**memory, "colour": "red"}) + "\n")
     proc = memloci(home, "import", "jsonl", str(bad), "--libraries", f"default:{tmp_path / 'third.db'}", check=False)
     assert proc.returncode == 1 and "line 1: unknown key 'colour'" in proc.stderr
+
+
+# -- in-process runs of the command (typer's CliRunner): the refusals and warnings a person reads --
+
+def run_cli(monkeypatch, home, *args: str):
+    """`memloci --home HOME ARGS` in this process, with no MEMLOCI_ variable of the test's own."""
+    from typer.testing import CliRunner
+
+    from memloci.cli.main import app
+
+    for name in [k for k in os.environ if k.startswith("MEMLOCI_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("MEMLOCI_EMBEDDER", "none")
+    return CliRunner().invoke(app, ["--home", str(home), *args])
+
+
+def test_a_token_scope_for_a_library_not_mounted_is_kept_with_a_warning(monkeypatch, tmp_path):
+    home = tmp_path / "home"
+    result = run_cli(monkeypatch, home, "token", "create", "bob", "--scope", "nosuchlib:read", "--scope", "*:read")
+    assert result.exit_code == 0, result.output
+    assert result.stdout.startswith("mlc_")
+    assert ("warning: no library 'nosuchlib' is mounted here (mounted: default); the token is created"
+            in result.stderr)
+    assert "'*'" not in result.stderr  # every library: nothing to check
+    scoped = run_cli(monkeypatch, home, "token", "create", "carol", "--scope", "tema:write", "--scope", "notes:read",
+                     "--libraries", f"team:{tmp_path / 't.db'},notes:{tmp_path / 'notes'}")
+    assert scoped.exit_code == 0, scoped.output
+    assert "no library 'tema' is mounted here (mounted: team, notes) (did you mean 'team'?)" in scoped.stderr
+    assert "'notes' is mounted" not in scoped.stderr and scoped.stderr.count("warning:") == 1
+    listed = run_cli(monkeypatch, home, "token", "list").stdout
+    assert "bob\tnosuchlib:read *:read" in listed and "carol\ttema:write notes:read" in listed
+    quiet = run_cli(monkeypatch, home, "token", "create", "dan", "--scope", "default:write")
+    assert quiet.exit_code == 0 and "warning" not in quiet.stderr
+
+
+@pytest.mark.parametrize("args,flag,allowed,closest", [
+    (["serve", "--transport", "htp"], "--transport", "stdio, http", "http"),
+    (["install", "cursor", "--transport", "stdi"], "--transport", "stdio, http", "stdio"),
+    (["install", "cursor", "--scope", "usr"], "--scope", "user, project", "user"),
+    (["bench", "crash", "--kinds", "creat"], "--kinds", "create, rename", "create"),
+    (["bench", "crash", "--engines", "sqlit"], "--engines", "markdown, sqlite, postgres", "sqlite"),
+    (["bench", "import", "--engine", "markdwn"], "--engine", "sqlite, markdown, both", "markdown"),
+])
+def test_a_bad_choice_is_a_validation_error_naming_the_option_and_the_closest_value(monkeypatch, tmp_path, args,
+                                                                                   flag, allowed, closest):
+    result = run_cli(monkeypatch, tmp_path / "home", *args)
+    assert result.exit_code == 1, result.output
+    assert result.stderr.startswith(f"VALIDATION_ERROR: {flag}: '{args[-1]}' is not one of {allowed}")
+    assert f"did you mean '{closest}'?" in result.stderr
+    assert "Traceback" not in result.output and not (tmp_path / "home").exists()
+
+
+def test_errors_at_the_terminal_are_worded_for_a_person(monkeypatch, tmp_path):
+    from memloci.cli.common import person_hint
+    from memloci.core.errors import ConflictError, InternalError, NotFoundError, StorageFullError, ValidationError
+
+    refused = run_cli(monkeypatch, tmp_path / "home", "check", "--schema", "stict")
+    assert refused.exit_code == 1 and "unknown schema 'stict'" in refused.stderr
+    assert "run the command again" in refused.stderr and "call" not in refused.stderr
+    # default hints written for a model, and model words inside a hint of its own
+    assert "call" not in person_hint(ValidationError("x")) and "search_nodes" not in person_hint(NotFoundError("x"))
+    assert "run the command again" in person_hint(StorageFullError("x"))
+    assert "server log" not in person_hint(InternalError("x"))
+    assert person_hint(ConflictError("x", hint="Nothing was changed; send the call again in a moment.")) == \
+        "Nothing was changed; run the command again in a moment."
+    assert person_hint(ConflictError("x", hint="Send the call again in a moment.")) == "Run the command again in a moment."
+    assert person_hint(ValidationError("x", hint="Use --tools strict.")) == "Use --tools strict."
+    # the MCP errors keep their words
+    assert ValidationError("x").to_dict()["error"]["hint"] == ValidationError.default_hint
+
+
+def _commands(command, prefix=()):
+    """(name words, command) of every leaf command under `command` (a group has `commands`)."""
+    if hasattr(command, "commands"):
+        for name, sub in command.commands.items():
+            yield from _commands(sub, (*prefix, name))
+    else:
+        yield " ".join(prefix), command
+
+
+def test_the_readme_says_which_commands_take_libraries_and_library():
+    """The README's sentence on `--libraries` and `-l/--library` names exactly the commands that
+    take them (`import ...`: every import command)."""
+    import re
+    from pathlib import Path
+
+    import typer
+
+    from memloci.cli.main import app
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    sentence = re.search(r"`--libraries SPEC` \(the libraries to mount\) is taken by (.*?); `-l/--library NAME` "
+                         r"\(one of the mounted libraries\) by (.*?)\.\n", readme, re.S)
+    assert sentence, "the README's sentence on --libraries and -l is gone"
+    commands = dict(_commands(typer.main.get_command(app)))
+
+    def named(text: str) -> set[str]:
+        found = set()
+        for name in re.findall(r"`([a-z ]+?)(?: \.\.\.)?`", text):
+            found |= {c for c in commands if c == name or c.startswith(name + " ")}
+        return found
+
+    def taking(*flags: str) -> set[str]:
+        return {name for name, cmd in commands.items() if not name.startswith("bench")
+                and any(set(flags) <= set(p.opts) for p in cmd.params)}
+
+    assert named(sentence[1]) == taking("--libraries")
+    assert named(sentence[2]) == taking("--library", "-l")
+    assert {"stats", "import mms", "export markdown", "token create"} <= taking("--libraries")
+
+
+def test_stats_of_one_library(monkeypatch, tmp_path):
+    spec = f"work:{tmp_path / 'work.db'},notes:{tmp_path / 'notes'}"
+    both = run_cli(monkeypatch, tmp_path / "home", "stats", "--libraries", spec)
+    assert both.exit_code == 0 and "work" in both.stdout and "notes" in both.stdout
+    one = run_cli(monkeypatch, tmp_path / "home", "stats", "--libraries", spec, "-l", "Notes")
+    assert one.exit_code == 0 and "notes" in one.stdout and "work" not in one.stdout
+    missing = run_cli(monkeypatch, tmp_path / "home", "stats", "--libraries", spec, "-l", "team")
+    assert missing.exit_code == 1 and "NOT_FOUND: library 'team' is not mounted; mounted: work, notes" in missing.stderr
+    assert not (tmp_path / "work.db").exists() and not (tmp_path / "notes").exists()  # read-only: nothing created

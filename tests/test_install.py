@@ -102,6 +102,30 @@ def memloci(tmp_path: Path, *args: str, limit_fsize: int | None = None) -> subpr
                           cwd=tmp_path, timeout=60, preexec_fn=limit)
 
 
+@pytest.fixture
+def in_process(tmp_path, monkeypatch):
+    """`memloci ARGS` run in this process (typer's CliRunner), in the environment `memloci()`
+    gives a process: for tests of what install decides, where a process would only add time."""
+    from typer.testing import CliRunner
+
+    from memloci.cli.main import app
+
+    for name in [k for k in os.environ if k.startswith(("MEMLOCI_", "CODEX_"))]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("MEMLOCI_HOME", str(tmp_path / "mhome"))
+    monkeypatch.setenv("HOME", str(tmp_path / "userhome"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", "")
+    monkeypatch.chdir(tmp_path)
+
+    def run(_tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
+        result = CliRunner().invoke(app, list(args))
+        if result.exception is not None and not isinstance(result.exception, SystemExit):
+            raise result.exception
+        return subprocess.CompletedProcess(list(args), result.exit_code, result.stdout, result.stderr)
+
+    return run
+
+
 def parse(client: str, text: str):
     if client == "codex":
         return tomllib.loads(text)
@@ -272,7 +296,7 @@ def test_project_scope_creates_and_removes_its_files(tmp_path):
 def test_scopes_and_options_are_checked(tmp_path):
     cases = [
         (["install", "windsurf", "--scope", "project"], "only user scope"),
-        (["install", "cursor", "--scope", "team"], "--scope must be user or project"),
+        (["install", "cursor", "--scope", "team"], "--scope: 'team' is not one of user, project"),
         (["install", "cursour"], "did you mean 'cursor'"),
         (["install", "cursor", "--url", "http://x/mcp"], "--url goes with --transport http"),
         (["install", "cursor", "--transport", "http", "--token", "a", "--token-env", "B"], "give one of them"),
@@ -318,6 +342,34 @@ def test_a_link_as_config_file_is_refused(tmp_path):
     assert link.is_symlink() and real.read_text() == '{"mcpServers": {}}\n'
 
 
+def test_a_link_as_config_folder_is_refused_as_a_linked_file_is(tmp_path, in_process):
+    """~/.cursor -> elsewhere: install and uninstall refuse to write through it, naming the link and
+    its target, whether the path is the client's usual one, a --config under home, or a hooks file."""
+    home, outside = tmp_path / "userhome", tmp_path / "elsewhere"
+    home.mkdir()
+    outside.mkdir()
+    (home / ".cursor").symlink_to(outside)
+    for args in (["install", "cursor"], ["install", "cursor", "--config", str(home / ".cursor" / "mcp.json")],
+                 ["install", "cursor", "--hooks", "--config", str(tmp_path / "mcp.json")]):
+        result = in_process(tmp_path, *args)
+        assert result.returncode == 1, (args, result.stdout)
+        assert f"{home / '.cursor'} is a symbolic link (to {outside})" in result.stderr, (args, result.stderr)
+        assert f"--config {outside.resolve() / ('hooks.json' if '--hooks' in args else 'mcp.json')}" in result.stderr
+    assert list(outside.iterdir()) == [] and not (tmp_path / "mcp.json").exists()
+    there = write(outside / "mcp.json", '{"mcpServers": {"memloci": {"command": "x"}}}\n')
+    refused = in_process(tmp_path, "uninstall", "cursor")
+    assert refused.returncode == 1 and "is a symbolic link" in refused.stderr
+    assert there.read_text() == '{"mcpServers": {"memloci": {"command": "x"}}}\n'
+    there.unlink()
+    # a deeper folder too (Windsurf's ~/.codeium/windsurf), and the real path is taken
+    (outside / "windsurf").mkdir()
+    (home / ".codeium").mkdir()
+    (home / ".codeium" / "windsurf").symlink_to(outside / "windsurf")
+    assert "is a symbolic link" in in_process(tmp_path, "install", "windsurf").stderr
+    done = in_process(tmp_path, "install", "cursor", "--config", str(outside / "mcp.json"))
+    assert done.returncode == 0 and (outside / "mcp.json").is_file()
+
+
 def test_project_scope_refuses_a_folder_that_leads_outside(tmp_path):
     project, outside = tmp_path / "app", tmp_path / "elsewhere"
     project.mkdir()
@@ -346,6 +398,55 @@ def test_a_backup_that_is_not_ours_is_kept(tmp_path):
     assert memloci(tmp_path, "install", "windsurf", "--config", str(path)).returncode == 0
     assert mine.read_text() == "a person's own backup\n"
     assert (tmp_path / (name + ".bak.1")).read_text() == original
+
+
+@pytest.mark.parametrize("edit", [False, True])
+def test_the_backup_keeps_the_persons_first_original_across_installs(tmp_path, in_process, edit):
+    """FILE.bak holds the file as it was before memloci's first install, whatever installs come
+    later: one that changes nothing writes no backup, a later one never replaces FILE.bak (bytes
+    memloci left need none; a person's edits since go to FILE.bak.1), and uninstalling everything
+    gives back the original, or the person's edited file, with FILE.bak removed only then."""
+    name, original = FIXTURES["cursor"]
+    path = write(tmp_path / "cfg" / name, original)
+    bak = path.with_name(name + ".bak")
+    assert in_process(tmp_path, "install", "cursor", "--config", str(path)).returncode == 0
+    assert bak.read_bytes() == original.encode()
+    again = in_process(tmp_path, "install", "cursor", "--config", str(path))
+    assert "nothing to do" in again.stdout and "(backup:" not in again.stdout
+    edited = path.read_bytes().decode()
+    if edit:  # the person changes the other server between the installs
+        edited = edited.replace('"npx"', '"bunx"')
+        path.write_bytes(edited.encode())
+    second = in_process(tmp_path, "install", "cursor", "--config", str(path), "--name", "second")
+    assert second.returncode == 0, second.stderr
+    assert bak.read_bytes() == original.encode()
+    kept = sorted(p.name for p in path.parent.iterdir())
+    if edit:  # the edited bytes are backed up too, beside the original, never over it
+        assert kept == [name, name + ".bak", name + ".bak.1"] and "(backup: " in second.stdout
+        assert path.with_name(name + ".bak.1").read_bytes() == edited.encode()
+    else:  # the file was as memloci left it: the original and the ledger already give it back
+        assert kept == [name, name + ".bak"] and "(backup:" not in second.stdout
+    assert in_process(tmp_path, "install", "cursor", "--config", str(path), "--name", "third").returncode == 0
+    assert bak.read_bytes() == original.encode()
+    for server in ("third", "second", "memloci"):
+        assert in_process(tmp_path, "uninstall", "cursor", "--config", str(path), "--name", server).returncode == 0
+    if edit:
+        assert path.read_bytes() == original.replace('"npx"', '"bunx"').encode()  # the edit stays
+        assert bak.read_bytes() == original.encode()
+    else:
+        assert path.read_bytes() == original.encode()
+        assert sorted(p.name for p in path.parent.iterdir()) == [name]
+
+
+def test_a_file_install_created_gets_no_backup_and_goes_whole(tmp_path, in_process):
+    path = tmp_path / "cfg" / "mcp.json"
+    for server in ("memloci", "second"):
+        done = in_process(tmp_path, "install", "cursor", "--config", str(path), "--name", server)
+        assert done.returncode == 0 and "(backup:" not in done.stdout, done.stdout
+    assert sorted(p.name for p in path.parent.iterdir()) == ["mcp.json"]
+    for server in ("second", "memloci"):
+        assert in_process(tmp_path, "uninstall", "cursor", "--config", str(path), "--name", server).returncode == 0
+    assert not path.parent.exists()  # the file and the folder install made
 
 
 def test_list_shows_where_memloci_is(tmp_path):

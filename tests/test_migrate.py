@@ -174,6 +174,30 @@ def test_sqlite_to_markdown_and_back_keeps_graph_documents_and_memories(tmp_path
     assert "- by: migrate" not in journal and "· create_entities" in journal  # the source's journal, not the copy's
 
 
+def test_the_progress_counts_agree_with_the_check_table(tmp_path):
+    """Each progress bar's last count is what the check table counts under the bar's label: the
+    memories part copies the observations and the free memories, and says so."""
+    home = tmp_path / "home"
+    service = _service(home, LibrarySpec("old", tmp_path / "old.db"), "none")
+    _fill(service)
+    service.close()
+    source, target = mig.open_pair(LibrarySpec("old", tmp_path / "old.db"), LibrarySpec("new", tmp_path / "new.db"),
+                                   Settings.from_env().with_flags(home=str(home)))
+    last: dict[str, tuple[int, int]] = {}
+    report = mig.migrate(source, target, embedder_model=None,
+                         progress=lambda part, done, total: last.__setitem__(part, (done, total)))
+    source.close()
+    target.close()
+    table = {r["what"]: r["target"] for r in report.rows}
+    assert report.ok and table["observations"] > 0 and table["memories"] > 0
+    assert set(last) == set(mig.PARTS) and all(done == total for done, total in last.values())
+    assert mig.PART_LABELS["memories"] == "observations and memories"
+    assert last["memories"][1] == table["observations"] + table["memories"]
+    for part in ("entities", "relations"):
+        assert last[part][1] == table[mig.PART_LABELS[part]]
+    assert last["journal"][1] == table[mig.PART_LABELS["journal"]]
+
+
 def test_refusals(tmp_path, pg_library):
     home = tmp_path / "home"
     taken = tmp_path / "taken.db"

@@ -7,7 +7,8 @@ from typing import Annotated
 
 import typer
 
-from memloci.cli.common import command_settings, open_console, styled
+from memloci.cli.common import check_choice, command_settings, fail, open_console, styled
+from memloci.core.errors import MemlociError
 
 bench_app = typer.Typer(help="Benchmarks: print a table and write JSON.", no_args_is_help=True, rich_markup_mode=None)
 
@@ -132,9 +133,10 @@ def bench_import(
     from memloci.bench.imports import ENGINES
     from memloci.bench.imports import run as run_import
 
-    if engine not in (*ENGINES, "both"):
-        open_console(stderr=True).print(styled(("--engine", "bold red"), f": expected sqlite, markdown or both, got {engine!r}"))
-        raise typer.Exit(1)
+    try:
+        check_choice("--engine", engine, (*ENGINES, "both"))
+    except MemlociError as exc:
+        fail(exc)
     run_import(engines=list(ENGINES) if engine == "both" else [engine], entities=entities, relations=relations,
                repeat=repeat, out=out, console=open_console())
 
@@ -150,10 +152,19 @@ def bench_crash(
     url: Annotated[str | None, typer.Option("--url", help="postgresql:// URL the postgres engine writes to.")] = None,
 ) -> None:
     """Kill a writer with SIGKILL at many points of each write kind; check all-or-nothing, files and index agreeing, no temp file left."""
+    from memloci.bench.crash import ENGINES, KINDS
     from memloci.bench.crash import run as run_crash
 
-    report = run_crash(rounds=rounds, kinds=[k.strip() for k in kinds.split(",") if k.strip()],
-                       engines=[e.strip() for e in engines.split(",") if e.strip()], out=out, console=open_console(),
+    kind_list = [k.strip() for k in kinds.split(",") if k.strip()]
+    engine_list = [e.strip() for e in engines.split(",") if e.strip()]
+    try:
+        for kind in kind_list:
+            check_choice("--kinds", kind, KINDS)
+        for engine in engine_list:
+            check_choice("--engines", engine, (*ENGINES, "postgres"))
+    except MemlociError as exc:
+        fail(exc)
+    report = run_crash(rounds=rounds, kinds=kind_list, engines=engine_list, out=out, console=open_console(),
                        size=size, pg_url=url)
     if any(r["failures"] for r in report["results"]):
         raise typer.Exit(1)
@@ -223,9 +234,10 @@ def bench_http(
     from memloci.bench.http import ENGINES
     from memloci.bench.http import run as run_http
 
-    if engine not in ENGINES:
-        open_console(stderr=True).print(styled(("--engine", "bold red"), f": unknown engine {engine!r}; known: {', '.join(ENGINES)}"))
-        raise typer.Exit(1)
+    try:
+        check_choice("--engine", engine, ENGINES)
+    except MemlociError as exc:
+        fail(exc)
     report = run_http(clients=clients, writes=writes, engine=engine, repeat=repeat, out=out, console=open_console())
     if report["median_run"]["lost_writes"] or report["median_run"]["errors"]:
         raise typer.Exit(1)

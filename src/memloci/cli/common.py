@@ -7,14 +7,26 @@ command builds them the first time it asks (`command_settings`), inside its own 
 
 from __future__ import annotations
 
+import difflib
+import re
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-from memloci.core.errors import LibraryMissingError, MemlociError
+from memloci.core.errors import (
+    AlreadyExistsError,
+    ConflictError,
+    InternalError,
+    InvalidRelationError,
+    LibraryMissingError,
+    MemlociError,
+    NotFoundError,
+    StorageFullError,
+    ValidationError,
+)
 from memloci.core.settings import Settings
 
 LibrariesOpt = Annotated[
@@ -87,20 +99,64 @@ def styled(*parts: str | tuple[str, str]) -> Any:
     return Text.assemble(*parts)
 
 
+def check_choice(flag: str, value: str, allowed: Sequence[str],
+                 error: type[ValidationError] = ValidationError) -> str:
+    """`value` when it is one of `allowed`; otherwise a ValidationError (or `error`, a kind of
+    it) naming the option, the values it takes and the closest one."""
+    if value in allowed:
+        return value
+    close = difflib.get_close_matches(value, list(allowed), n=1, cutoff=0.6)
+    near = f"; did you mean '{close[0]}'?" if close else ""
+    raise error(f"{flag}: '{value}' is not one of {', '.join(allowed)}{near}")
+
+
+# The default hints of core/errors.py speak to a model calling a tool; at a terminal the same
+# errors get these (the MCP errors keep theirs).
+_PERSON_HINTS: dict[type[MemlociError], str] = {
+    NotFoundError: "Check the name (memloci search, memloci stats), or create it first.",
+    ValidationError: "Fix the named option or value and run the command again; nothing was changed.",
+    AlreadyExistsError: "Pick another name.",
+    InvalidRelationError: "Create the missing entities first; nothing was changed.",
+    ConflictError: "Run the command again in a moment.",
+    StorageFullError: "Free disk space (or move the library to another disk) and run the command again; "
+                      "nothing was changed.",
+    InternalError: "This is a fault in memloci or its storage, not in the command as typed.",
+}
+_CALL_WORDS = [  # what a hint written for a model says, and what it says to a person
+    (re.compile(r"\b([Ss])end the (same )?call again\b"), lambda m: ("R" if m[1] == "S" else "r") + "un the command again"),
+    (re.compile(r"\b([Rr])e(?:peat|try) the (?:same )?call\b"), lambda m: ("R" if m[1] == "R" else "r") + "un the command again"),
+    (re.compile(r"\b([Ss])plit the batch into several calls\b"), lambda m: ("S" if m[1] == "S" else "s") + "plit it"),
+]
+
+
+def person_hint(exc: MemlociError) -> str:
+    """The error's hint as a person at a terminal reads it: a default written for a model
+    becomes the command line's own, and "send the call again" becomes "run the command again"."""
+    hint = exc.hint
+    for kind in type(exc).__mro__:
+        if kind in _PERSON_HINTS and hint == getattr(kind, "default_hint", None):
+            return _PERSON_HINTS[kind]
+    for pattern, words in _CALL_WORDS:
+        hint = pattern.sub(words, hint)
+    return hint
+
+
 def fail(exc: MemlociError) -> None:
-    """Report the error on stderr (its code in bold red, then its hint) and exit 1."""
+    """Report the error on stderr (its code in bold red, then its hint for a person) and exit 1."""
     err = open_console(stderr=True)
     err.print(styled((exc.code, "bold red"), ": ", exc.message), highlight=False)
-    if exc.hint:
-        err.print(styled((exc.hint, "dim")), highlight=False)
+    hint = person_hint(exc)
+    if hint:
+        err.print(styled((hint, "dim")), highlight=False)
     raise typer.Exit(1)
 
 
 def fail_plainly(exc: MemlociError) -> None:
     """Report the error on stderr as plain lines (no Rich), and exit 1."""
     print(f"{exc.code}: {exc.message}", file=sys.stderr)
-    if exc.hint:
-        print(exc.hint, file=sys.stderr)
+    hint = person_hint(exc)
+    if hint:
+        print(hint, file=sys.stderr)
     raise typer.Exit(1)
 
 

@@ -32,6 +32,13 @@ def _write_output(path: Path | None, text: str) -> None:
         raise typer.Exit(1) from None
 
 
+def _wrote(path: Path, counts: dict[str, int]) -> None:
+    """What the file holds, counted as import, stats and migrate count: the entities (with their
+    observations), the relations, and the free memories."""
+    open_console(stderr=True).print(f"Wrote {counts['entities']} entities, {counts['relations']} relations and "
+                                    f"{counts['memories']} memories to {path}", highlight=False)
+
+
 @export_app.command("jsonl")
 def export_jsonl(
     path: Annotated[Path | None, typer.Argument(help="Output file (default: standard output).")] = None,
@@ -57,8 +64,7 @@ def export_jsonl(
         graph, memories = _EMPTY_GRAPH, []
     _write_output(path, render_official(graph.entities, graph.relations, memories, dates=not official))
     if path is not None:
-        open_console(stderr=True).print(f"Wrote {len(graph.entities)} entities, {len(graph.relations)} relations and "
-                                    f"{len(memories)} memories to {path}", highlight=False)
+        _wrote(path, {"entities": len(graph.entities), "relations": len(graph.relations), "memories": len(memories)})
 
 
 @export_app.command("markdown")
@@ -76,7 +82,7 @@ def export_markdown(
     except MemlociError as exc:
         if not not_created(exc):
             fail(exc)
-        text, counts = render_export([], []), {"entities": 0}
+        text, counts = render_export([], []), dict.fromkeys(("entities", "relations", "memories"), 0)
     _write_output(path, text)
     if path is not None:
-        open_console(stderr=True).print(f"Wrote {counts['entities']} entities to {path}", highlight=False)
+        _wrote(path, counts)

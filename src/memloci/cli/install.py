@@ -11,7 +11,7 @@ from typing import Annotated, Any
 
 import typer
 
-from memloci.cli.common import command_settings, fail_plainly
+from memloci.cli.common import check_choice, command_settings, fail_plainly
 from memloci.core.errors import ConflictError, MemlociError
 from memloci.install import clients as cl
 from memloci.install.clients import InstallError
@@ -52,8 +52,7 @@ def _ledger(dry_run: bool):
 
 
 def _scope(client: cl.Client, scope: str, project_dir: Path | None) -> Path | None:
-    if scope not in ("user", "project"):
-        raise InstallError(f"--scope must be user or project, not {scope!r}")
+    check_choice("--scope", scope, ("user", "project"), InstallError)
     if scope not in client.scopes:
         raise InstallError(f"--scope {scope}: {client.title} has only {', '.join(client.scopes)} scope",
                            hint=client.note or None)
@@ -86,8 +85,7 @@ def _server(name: str, transport: str, url: str | None, token: str | None, token
             libraries: str | None, tools: str | None) -> cl.Server:
     if not _NAME.match(name):
         raise InstallError(f"--name {name!r}: letters, digits, '_', '.', '-' (at most 64), starting with a letter or digit")
-    if transport not in ("stdio", "http"):
-        raise InstallError(f"--transport must be stdio or http, not {transport!r}")
+    check_choice("--transport", transport, ("stdio", "http"), InstallError)
     if token and token_env:
         raise InstallError("--token and --token-env: give one of them")
     if token_env and not _ENV.match(token_env):

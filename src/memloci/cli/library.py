@@ -52,14 +52,19 @@ def search(
     console.print(table)
 
 
-def stats(libraries: LibrariesOpt = None) -> None:
-    """Counts and size of every mounted library."""
+def stats(libraries: LibrariesOpt = None, library: LibraryOpt = None) -> None:
+    """Counts and size of every mounted library (of one with -l)."""
     from rich.table import Table
 
     try:
         service = open_service(libraries, read_only=True)
         rows = []
-        for spec in service.libraries.specs:  # one not created yet is a row of zeros, not a failure
+        specs = service.libraries.specs
+        if library is not None:  # names match case-insensitively, as everywhere
+            specs = [spec for spec in specs if spec.name.casefold() == library.casefold()]
+            if not specs:
+                service.store(library)  # refused: NOT_FOUND, naming the mounted libraries
+        for spec in specs:  # one not created yet is a row of zeros, not a failure
             try:
                 rows.append(service.stats(library=spec.name))
             except LibraryMissingError:
@@ -126,7 +131,8 @@ def undo(
 
 
 def backup(
-    path: Annotated[Path, typer.Argument(help="New file: a .db for a SQLite library, a .tar.gz for a Markdown one.")],
+    path: Annotated[Path, typer.Argument(help="New file: a .db for a SQLite library, a .tar.gz for a Markdown one "
+                                      "(another ending is refused).")],
     libraries: LibrariesOpt = None,
     library: LibraryOpt = None,
 ) -> None:
@@ -221,9 +227,10 @@ def migrate_cmd(
         if src.vector_model():  # load the embedder only when there are vectors to keep
             embedder = create_embedder(settings.embedder, settings)
             embedder_model = (embedder.model_id, embedder.dimension) if embedder is not None else None
-        with Progress(TextColumn("{task.description:<9}"), BarColumn(), MofNCompleteColumn(),
+        width = max(map(len, mig.PART_LABELS.values()))
+        with Progress(TextColumn(f"{{task.description:<{width}}}"), BarColumn(), MofNCompleteColumn(),
                       console=open_console(stderr=True)) as bar:
-            tasks = {part: bar.add_task(part, total=None) for part in mig.PARTS}
+            tasks = {part: bar.add_task(mig.PART_LABELS[part], total=None) for part in mig.PARTS}
             report = mig.migrate(src, dst, embedder_model=embedder_model,
                                  progress=lambda part, done, total: bar.update(tasks[part], completed=done, total=total))
         src.close()

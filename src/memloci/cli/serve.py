@@ -11,10 +11,19 @@ from typing import Annotated, Any
 
 import typer
 
-from memloci.cli.common import LibrariesOpt, command_settings, fail, fail_plainly, open_console, open_service
+from memloci.cli.common import (
+    LibrariesOpt,
+    check_choice,
+    command_settings,
+    fail,
+    fail_plainly,
+    open_console,
+    open_service,
+)
 from memloci.core.errors import MemlociError
 from memloci.core.settings import Settings
 
+TRANSPORTS = ("stdio", "http")
 token_app = typer.Typer(help="Bearer tokens for `memloci serve --transport http` (stored hashed).",
                         no_args_is_help=True, rich_markup_mode=None)
 
@@ -23,18 +32,44 @@ token_app = typer.Typer(help="Bearer tokens for `memloci serve --transport http`
 def token_create(
     name: Annotated[str, typer.Argument(help="A name for the token's holder; the access log shows it.")],
     scope: Annotated[list[str], typer.Option("--scope", help="LIBRARY:read|write|admin, repeatable; * is every library.")],
+    libraries: LibrariesOpt = None,
 ) -> None:
-    """Create a token and print it once: only its SHA-256 is stored ($MEMLOCI_HOME/tokens.json)."""
+    """Create a token and print it once: only its SHA-256 is stored ($MEMLOCI_HOME/tokens.json).
+    A scope naming a library that is not mounted is kept, with a warning."""
     from memloci.http.tokens import TokenStore, token_file
 
     try:
-        store = TokenStore(token_file(command_settings()))
+        settings = command_settings(libraries=libraries)
+        store = TokenStore(token_file(settings))
         secret = store.create(name, scope)
     except MemlociError as exc:
         fail_plainly(exc)
     print(secret)
     print(f"Token '{name}' created with {', '.join(scope)}. It is shown only now: keep it in your client's "
           "configuration as the header Authorization: Bearer <token>.", file=sys.stderr)
+    _warn_unmounted(name, scope, settings)
+
+
+def _warn_unmounted(name: str, scopes: list[str], settings: Settings) -> None:
+    """A scope for a library this configuration does not mount is most often a typo: say so on
+    stderr. The token keeps it, for a library mounted later (or only by the server's --libraries)."""
+    from memloci.app.config import default_specs
+    from memloci.http.tokens import unmounted_libraries
+
+    try:
+        mounted = [spec.name for spec in default_specs(settings)]
+    except MemlociError as exc:
+        print(f"warning: cannot tell which libraries are mounted here ({exc.message}), so the scopes "
+              "were not checked against them", file=sys.stderr)
+        return
+    import difflib
+
+    for library in unmounted_libraries(scopes, mounted):
+        close = difflib.get_close_matches(library, mounted, n=1, cutoff=0.6)
+        typo = f" (did you mean '{close[0]}'?)" if close else ""
+        print(f"warning: no library '{library}' is mounted here (mounted: {', '.join(mounted)}){typo}; the token "
+              f"is created, and it can use '{library}' once a server mounts it. If the name is wrong: "
+              f"memloci token revoke {name}", file=sys.stderr)
 
 
 @token_app.command("list")
@@ -164,8 +199,10 @@ def serve(
     rate_limit: Annotated[int | None, typer.Option("--rate-limit", help="http: calls a minute per token (default 1200; 0: no limit).")] = None,
 ) -> None:
     """Run the MCP server on stdio (what MCP clients start), or over HTTP with --transport http."""
-    if transport not in ("stdio", "http"):
-        fail(MemlociError(f"--transport: '{transport}' is not stdio or http"))
+    try:
+        check_choice("--transport", transport, TRANSPORTS)
+    except MemlociError as exc:
+        fail(exc)
     if transport == "http":
         from memloci.mcp.server import serve_from
 

@@ -58,6 +58,13 @@ def parse_scope(text: str) -> str:
     return f"{library}:{level}"
 
 
+def unmounted_libraries(scopes: list[str], mounted: list[str]) -> list[str]:
+    """The libraries `scopes` name (each parsed by parse_scope) that are not in `mounted`, in
+    scope order; `*` names none. Such a scope is kept: the library may be mounted later."""
+    named = (parse_scope(s).rpartition(":")[0] for s in scopes)
+    return list(dict.fromkeys(lib for lib in named if lib != "*" and lib not in mounted))
+
+
 @dataclass(frozen=True)
 class StoredToken:
     name: str

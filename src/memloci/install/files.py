@@ -38,8 +38,9 @@ class FilePlan:
     created_dirs: list[str] = field(default_factory=list)
     bak: Path | None = None
     backup: bool = True  # False when the result is bytes already kept (an exact undo) or ours alone
-    # Install's backup is FILE.bak (the file before memloci); uninstall writes FILE.uninstall.bak,
-    # so the backup of a person's original is never replaced by a later one.
+    # Install's first backup is FILE.bak (the file before memloci), and no backup replaces a file:
+    # a later one takes FILE.bak.1, ...; uninstall's is FILE.uninstall.bak. So the backup of a
+    # person's original is never replaced by a later one.
     bak_suffix: str = ".bak"
 
     @property
@@ -48,9 +49,11 @@ class FilePlan:
 
 
 def check_path(path: Path, project_dir: Path | None) -> None:
-    """Refuse a link as the file, and (project scope) any folder that leads out of the project."""
+    """Refuse a link as the file, (project scope) any folder that leads out of the project, and
+    a link as any folder between the root (the project folder, else the home folder when the
+    file is in it) and the file: memloci writes where the path says, never through a link."""
     if path.is_symlink():
-        raise InstallError(f"{path} is a symbolic link; memloci edits regular files only",
+        raise InstallError(f"{path} is a symbolic link (to {os.readlink(path)}); memloci edits regular files only",
                            hint="pass the file it points to with --config")
     if path.exists() and not path.is_file():
         raise InstallError(f"{path} is not a regular file")
@@ -62,6 +65,25 @@ def check_path(path: Path, project_dir: Path | None) -> None:
         if not parent.resolve().is_relative_to(root):
             raise InstallError(f"{path} leads out of the project folder {root} through a link",
                                hint="pass the file to edit with --config")
+    _check_folders(path, project_dir if project_dir is not None else Path.home())
+
+
+def _check_folders(path: Path, root: Path) -> None:
+    """Refuse a symbolic link as a folder on the way from `root` (itself not checked: where a
+    home or project folder lives is the system's business) down to `path`."""
+    path, root = path.absolute(), root.absolute()
+    if not path.is_relative_to(root):
+        return
+    folder = root
+    for part in path.relative_to(root).parts[:-1]:
+        folder = folder / part
+        if folder.is_symlink():
+            target = os.readlink(folder)
+            raise InstallError(f"{folder} is a symbolic link (to {target}); memloci does not write through a linked "
+                               "folder, as it does not write through a linked config file",
+                               hint=f"pass the file with its real path: --config {path.resolve()}")
+        if not folder.exists():
+            return
 
 
 def read(path: Path) -> str | None:
@@ -108,17 +130,28 @@ def _mode(path: Path) -> int:
         return 0o600  # a new file may hold a token: private until the person opens it up
 
 
-def _backup_path(path: Path, ledger: Ledger, suffix: str = ".bak") -> Path:
-    """`<file><suffix>`, unless one memloci did not write (or that changed since) is there: then
-    `<suffix>.1`, `<suffix>.2`, ..."""
+def _backup_path(path: Path, suffix: str = ".bak") -> Path:
+    """The first free name of `<file><suffix>`, `<suffix>.1`, `<suffix>.2`, ...: a backup never
+    replaces a file, so the first one (the person's original, or a `.bak` of their own) stays."""
     for n in range(0, 100):
         candidate = path.with_name(path.name + (suffix if n == 0 else f"{suffix}.{n}"))
         if not candidate.exists() and not candidate.is_symlink():
             return candidate
-        current = read(candidate) if candidate.is_file() and not candidate.is_symlink() else None
-        if current is not None and ledger.baks.get(str(candidate)) == sha(current):
-            return candidate
     raise InstallError(f"{path}: no free name for a backup ({suffix} to {suffix}.99 are taken)")
+
+
+def _kept(plan: FilePlan, ledger: Ledger) -> bool:
+    """Whether the file's bytes before this change need no new backup: the file is exactly as a
+    recorded install left it, and install's backup of what it held before (the person's
+    original) is still there unchanged. Those bytes are that original plus memloci's own
+    entries, which uninstall takes back out (or, in a file install created, memloci's alone)."""
+    if plan.before is None:
+        return True
+    left = sha(plan.before)
+    recorded = [e for e in ledger.entries if e["file"] == str(plan.path)]
+    if not any(e["sha_after"] == left for e in recorded):
+        return False
+    return recorded[0]["created_file"] or bool(ledger.own_backups(plan.path))
 
 
 def _make_dirs(path: Path) -> list[str]:
@@ -174,8 +207,8 @@ def commit(plans: list[FilePlan], ledger: Ledger) -> None:
             if read(plan.path) != plan.before:  # the client (or a person) wrote it meanwhile
                 raise InstallError(f"{plan.path} changed while memloci was working on it",
                                    hint="nothing was changed; run the command again")
-            if plan.before is not None and plan.backup:
-                plan.bak = _backup_path(plan.path, ledger, plan.bak_suffix)
+            if plan.before is not None and plan.backup and not _kept(plan, ledger):
+                plan.bak = _backup_path(plan.path, plan.bak_suffix)
                 confine.atomic_write(plan.bak, plan.before.encode("utf-8"), _mode(plan.path))
                 ledger.baks[str(plan.bak)] = sha(plan.before)
             done.append(plan)
@@ -238,6 +271,19 @@ class Ledger:
             "created_dirs": plan.created_dirs, "created_root": created_root,
         })
 
+    def own_backups(self, file: Path) -> list[Path]:
+        """The backups of `file` install wrote (`FILE.bak`, `FILE.bak.N`) that are unchanged since."""
+        found = []
+        for bak, digest in self.baks.items():
+            path = Path(bak)
+            rest = path.name[len(file.name):] if path.name.startswith(file.name) else ""
+            if path.parent != file.parent or not (rest == ".bak" or rest.startswith(".bak.")):
+                continue
+            current = read(path) if path.is_file() and not path.is_symlink() else None
+            if current is not None and sha(current) == digest:
+                found.append(path)
+        return found
+
     def forget(self, entry: dict) -> None:
         self.entries.remove(entry)
 
@@ -248,18 +294,21 @@ class Ledger:
 
 
 def drop_backups(plan: FilePlan, ledger: Ledger) -> None:
-    """After an exact undo the file is the original again, and the backups installs wrote hold
-    the original or the original plus memloci's own entries: remove those (only ones memloci
-    wrote and nobody changed since), so nothing is left behind."""
+    """After an exact undo: remove the backups install wrote that now hold the very bytes the
+    file holds again (only ones memloci wrote and nobody changed since), so nothing is left
+    behind. A backup of anything else stays: undoing one of several installs gives back the
+    state before that one, and the person's original, in FILE.bak, is kept until the file is
+    that original again. A file install created and uninstall removed takes its backups along."""
+    now = plan.after
     for bak, digest in list(ledger.baks.items()):
         path = Path(bak)
         if path.parent != plan.path.parent or not path.name.startswith(plan.path.name + ".bak"):
             continue
         current = read(path) if path.is_file() and not path.is_symlink() else None
-        if current is not None and sha(current) == digest:
-            path.unlink()
+        if current is None:
             del ledger.baks[bak]
-        elif current is None:
+        elif sha(current) == digest and (now is None or current == now):
+            path.unlink()
             del ledger.baks[bak]
 
 

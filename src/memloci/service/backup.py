@@ -36,6 +36,10 @@ SQLITE_MAGIC = b"SQLite format 3\x00"
 GZIP_MAGIC = b"\x1f\x8b"
 INDEX_MEMBER = ".memloci/index.db"
 SKIPPED_DIRS = {".memloci", ".git"}
+# The names a backup may have, by the kind of library (what it writes): the first is suggested.
+BACKUP_SUFFIXES = {"sqlite": (".db", ".sqlite", ".sqlite3"), "markdown": (".tar.gz", ".tgz")}
+_FORMATS = {"sqlite": "a SQLite database", "markdown": "a .tar.gz of its folder"}
+_ANY_SUFFIX = (".tar.gz", ".tgz", ".gz", ".tar", ".zip", ".db", ".sqlite", ".sqlite3", ".bak")
 
 
 class PortableStore(Store, Portable, Protocol):
@@ -96,8 +100,29 @@ def _fresh_target(dest: Path) -> Path:
     return dest
 
 
+def _check_name(store: PortableStore, dest: Path) -> None:
+    """A backup's name says what it holds: a SQLite library's ends in .db (.sqlite, .sqlite3), a
+    Markdown library's in .tar.gz (.tgz). A name that says otherwise is refused, not corrected:
+    the file is then where the person looks for it, under the name they gave."""
+    kind = store.kind if store.kind == "sqlite" or isinstance(store, FolderLibrary) else None
+    if kind is None or dest.name.lower().endswith(BACKUP_SUFFIXES[kind]):
+        return
+    stem = dest.name
+    for suffix in _ANY_SUFFIX:
+        if stem.lower().endswith(suffix) and len(stem) > len(suffix):
+            stem = stem[: -len(suffix)]
+            break
+    wanted = BACKUP_SUFFIXES[kind]
+    endings = f"{', '.join(wanted[:-1])} or {wanted[-1]}"
+    raise ValidationError(f"path: '{dest.name}' does not end in {endings}; the backup of {kind} library "
+                          f"'{store.name}' is {_FORMATS[kind]}, which backup writes under a {wanted[0]} name",
+                          hint=f"Give it a {wanted[0]} name, e.g. {dest.with_name(stem + wanted[0])}; nothing was written.")
+
+
 def backup_library(store: PortableStore, dest: Path) -> dict[str, Any]:
-    """Write a backup of `store` to the new file `dest`; what was written."""
+    """Write a backup of `store` to the new file `dest` (its name ending as BACKUP_SUFFIXES says
+    for the library's kind); what was written."""
+    _check_name(store, dest)
     dest = _fresh_target(dest)
     # Not confine.atomic_write: SQLite's backup API and tarfile write the copy to a path, and a
     # backup is a new file published by a hard link, which never replaces one that appeared meanwhile.

@@ -56,6 +56,10 @@ from memloci.store.protocols import MemoryCopies, Migratable, Portable, Store
 ORIGIN = "migrate"
 BATCH = 500  # items per write transaction
 PARTS = ("entities", "relations", "memories", "vectors", "journal")  # one progress bar each
+# What each bar counts, as its label says: the "memories" part copies every memory row, the
+# observations (which the check table counts on their own row) and the free memories.
+PART_LABELS = {"entities": "entities", "relations": "relations", "memories": "observations and memories",
+               "vectors": "vectors", "journal": "journal entries"}
 JOURNAL_ALL = 2**31  # "every entry" for Maintenance.journal's limit
 
 Progress = Callable[[str, int, int], None]  # (part, done, total)
