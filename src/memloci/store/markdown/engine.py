@@ -128,6 +128,9 @@ END;
 # Files memloci created itself: only their `modified:` is stamped on later writes. A clone or
 # a lost index forgets this, and then memloci treats them as a person's files (no stamp).
 CREATED_FILES = "CREATE TABLE IF NOT EXISTS md_created (path TEXT PRIMARY KEY)"
+# A person's file memloci added to: its bytes before (`base`) and the sha256 of what memloci
+# last wrote from them, so removing every addition gives back exactly `base` (writeback.py).
+PERSON_BASES = "CREATE TABLE IF NOT EXISTS md_base (path TEXT PRIMARY KEY, base BLOB NOT NULL, written TEXT NOT NULL)"
 
 
 def _corrupt(exc: Exception) -> bool:
@@ -247,6 +250,7 @@ class MarkdownStore:
                     for statement in split_sql(MARKDOWN_TRIGGERS):
                         conn.execute(statement)
                     conn.execute(CREATED_FILES)
+                    conn.execute(PERSON_BASES)
                     conn.execute(INTENTS_TABLE)
                     recover(self.root, conn, self.name)  # a change a killed process left half done
                     conn.execute("COMMIT")

@@ -30,7 +30,7 @@ from memloci.markdown.document import parse_document
 from memloci.markdown.memories import is_day, parse_day
 from memloci.store.markdown.files import CONTEXT, JOURNAL, MANUAL, MEMORIES_DIR, decode_kept, sha256_hex
 from memloci.store.markdown.scan import apply_day, forget
-from memloci.store.markdown.writeback import MarkdownFiles, staged_files
+from memloci.store.markdown.writeback import MarkdownFiles, restored_base, staged_files
 from memloci.store.sqlite.database import Database
 from memloci.store.sqlite.documents import apply_document
 from memloci.store.sqlite.rows import journal, refresh_fts
@@ -160,6 +160,7 @@ class MarkdownUndo:
                 continue
             self.files.unlink(tx, rel)
             conn.execute("DELETE FROM md_files WHERE path = ?", (rel,))
+            restored_base(conn, rel, None)
             if _kind(rel) == "day":
                 conn.execute("DELETE FROM memories WHERE entity_id IS NULL AND substr(created_at, 1, 10) = ?",
                              (Path(rel).stem,))
@@ -186,6 +187,7 @@ class MarkdownUndo:
             entity_id = apply_document(tx, self.db.schema, doc, at, stamp=doc.modified)
             conn.execute("DELETE FROM md_files WHERE path = ? AND entity_id IS NOT ?", (rel, entity_id))
             self.files.put(tx, rel, text, entity_id, name_key(doc.name))
+            restored_base(conn, rel, data)
             if owners.get(rel) not in (None, entity_id):
                 _drop_if_fileless(conn, owners[rel])
             applied.append(entity_id)
