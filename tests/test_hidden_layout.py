@@ -66,6 +66,8 @@ def make_old_library(root: Path, *, index: bool = True) -> dict[str, object]:
     service.create_entities([EntityInput("Anna", "person", ("likes tea",))])
     service.store_memory("the office moved to the harbour")
     service.store_memory("standup at nine", tags=["team"])
+    gone, _ = service.store_memory("a memory deleted before the move")
+    service.delete_memory(gone.content_hash)
     service.delete_observations([ObservationBatch("Anna", ("likes tea",))])
     held = {"history": [(e.action, e.entities) for e in service.history(limit=50)],
             "memories": sorted((m.id, m.content) for m in service.store().free_memories())}
@@ -121,6 +123,19 @@ def test_an_older_library_is_moved_on_open(tmp_path, index):
     assert_moved(root, held, same_ids=index)
 
 
+def test_a_change_made_before_the_move_is_undone_where_its_files_are_now(tmp_path):
+    root = tmp_path / "lib"
+    make_old_library(root)
+    service = service_for("markdown", root)
+    try:
+        (deleted,) = [e.id for e in service.history(limit=50) if e.action == "delete_memory"]
+        service.undo(deleted)
+        assert "a memory deleted before the move" in [m.content for m in service.store().free_memories()]
+        assert not (root / "memories").exists()
+    finally:
+        service.close()
+
+
 def test_an_old_branch_journal_merged_in_is_joined_to_the_moved_one(tmp_path):
     root = tmp_path / "lib"
     held = make_old_library(root)
@@ -131,16 +146,23 @@ def test_an_old_branch_journal_merged_in_is_joined_to_the_moved_one(tmp_path):
     old_entry = (b"# Journal\n\nEvery change to this library, newest last.\n\n"
                  b"## 2024-01-01T00:00:00Z \xc2\xb7 delete_entities \xc2\xb7 gone\n")
     (root / "journal.md").write_bytes(old_entry)  # a git merge of a branch of the older layout
+    (day,) = (root / ".memloci" / "memories").glob("*.md")  # its memories: one day the library has, one not
+    (root / "memories").mkdir()
+    (root / "memories" / day.name).write_text(f"# Memories of {day.stem}\n\n## 23:59:58Z · note\nfrom the branch\n")
+    (root / "memories" / "2024-01-01.md").write_text("# Memories of 2024-01-01\n\n## 10:00:00Z · note\nnew year\n")
     service = service_for("markdown", root)
     try:
         service.store()
-        assert not (root / "journal.md").exists()
+        assert not (root / "journal.md").exists() and not (root / "memories").exists()
         joined = (root / ".memloci" / "journal.md").read_bytes()
         assert joined.startswith(moved) and joined.endswith(b"\xc2\xb7 delete_entities \xc2\xb7 gone\n")
-        assert "Journal" not in {e["name"] for e in service.list_entities("*")}
+        assert not {"Journal", day.stem, "2024-01-01"} & {e["name"] for e in service.list_entities("*")}
+        free = [m.content for m in service.store().free_memories()]
+        before = held["memories"]
+        assert isinstance(before, list)
+        assert {"from the branch", "new year", *(c for _, c in before)} == set(free)
     finally:
         service.close()
-    assert held["journal"]
 
 
 def _kill(root: Path, *where: str) -> str:
@@ -151,6 +173,7 @@ def _kill(root: Path, *where: str) -> str:
     return "killed" if done.returncode == -9 else "finished"
 
 
+@pytest.mark.full  # SIGKILL of real processes, as tests/test_crash.py
 def test_a_kill_anywhere_in_the_move_loses_nothing(tmp_path):
     """SIGKILL after each file operation of the move (0: with only its intent written), and
     after its commit before the emptied folder goes: the next open finishes the move."""

@@ -65,7 +65,7 @@ def _remove(service: MemoryService, path: Path, kind: str, pick: int) -> None:
     assert path.read_bytes() == after
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(note=notes(), added=steps, removal_order=st.randoms(use_true_random=False))
 def test_removing_what_memloci_added_gives_back_the_notes_bytes(note, added, removal_order):
     folder = Path(tempfile.mkdtemp())

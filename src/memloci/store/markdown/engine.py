@@ -74,16 +74,9 @@ from memloci.markdown.context import parse_context, render_context
 from memloci.markdown.document import EntityDocument
 from memloci.rules.graph import RelationsCreated
 from memloci.store.markdown import importing
-from memloci.store.markdown.files import CONTEXT, INDEX_DIR, MANUAL, WATCH_INTERVAL_S, SyncReport
+from memloci.store.markdown.files import CONTEXT, INDEX_DIR, MANUAL, OLD_JOURNAL, OLD_MEMORIES, WATCH_INTERVAL_S, SyncReport
 from memloci.store.markdown.intent import INTENTS_TABLE, recover
-from memloci.store.markdown.layout import (
-    GITIGNORE,
-    OLD_GITIGNORES,
-    OLD_JOURNAL,
-    OLD_MEMORIES,
-    drop_old_folder,
-    move_to_hidden,
-)
+from memloci.store.markdown.layout import GITIGNORE, OLD_GITIGNORES, drop_old_folder, move_to_hidden
 from memloci.store.markdown.migratable import MarkdownMigration
 from memloci.store.markdown.scan import Scanner
 from memloci.store.markdown.undo import MarkdownUndo

@@ -19,15 +19,13 @@ from pathlib import Path
 from memloci.core import confine
 from memloci.core.errors import MemlociError
 from memloci.markdown.memories import day_header, is_day
-from memloci.store.markdown.files import JOURNAL, JOURNAL_TITLE, MEMORIES_DIR, sha256_hex
+from memloci.store.markdown.files import JOURNAL, JOURNAL_TITLE, MEMORIES_DIR, OLD_JOURNAL, OLD_MEMORIES, sha256_hex
 from memloci.store.markdown.undo import parse_journal
 from memloci.store.markdown.writeback import staged_files
 from memloci.store.sqlite.tx import WriteTx
 
 log = logging.getLogger(__name__)
 
-OLD_JOURNAL = "journal.md"
-OLD_MEMORIES = "memories"
 # The index and memloci's working files stay out of git; the journal and the free memories are
 # the library's history and data, kept beside the notes in a clone.
 GITIGNORE = (b"# memloci's own folder: the index (rebuilt from the files) stays out of git;\n"
@@ -92,11 +90,12 @@ def move_to_hidden(tx: WriteTx, root: Path) -> int:
     change = staged_files(tx)
     for old, (new, data) in moves.items():
         present = _regular(root, new)
-        if present is not None and old == OLD_JOURNAL:  # both (a merge of an old branch): one journal
-            data = present + data[len(JOURNAL_TITLE):] if data.startswith(JOURNAL_TITLE.encode()) else present + data
-        elif present is not None and present != data:
-            log.warning("%s and %s both exist and differ; %s is left where it is", old, new, old)
-            continue
+        # Both there (a git merge of a branch of the older layout): one file holds both, the
+        # moved one's entries (or memories) after the ones already in place.
+        title = JOURNAL_TITLE if old == OLD_JOURNAL else day_header(Path(old).stem)
+        if present is not None and present != data:
+            data = present + (data[len(title.encode("utf-8")):] if data.startswith(title.encode("utf-8")) else data)
+            log.warning("%s and %s both existed: %s now holds both", old, new, new)
         change.put(new, data, None if present is None else sha256_hex(present))
         change.delete(old, sha256_hex(moves[old][1]))
         conn.execute("DELETE FROM md_files WHERE path = ?", (new,))
