@@ -101,7 +101,7 @@ def test_a_link_swapped_in_for_the_root_is_refused(tmp_path, outside):
 def make_project(base: Path, name: str, link: str, target: Path) -> Path:
     root = base / name
     (root / ".git").mkdir(parents=True)
-    (root / ".mcp").mkdir()
+    (root / ".mcp" / link).parent.mkdir(parents=True)
     os.symlink(target, root / ".mcp" / link)
     return root
 
@@ -109,8 +109,8 @@ def make_project(base: Path, name: str, link: str, target: Path) -> Path:
 def test_links_inside_mcp_are_never_followed(tmp_path, home, outside):
     base = tmp_path / "projects"
     projects = {
-        "journal.md": make_project(base, "p-journal", "journal.md", outside / "journal.md"),
-        "memories": make_project(base, "p-memories", "memories", outside / "dir"),
+        "journal.md": make_project(base, "p-journal", ".memloci/journal.md", outside / "journal.md"),
+        "memories": make_project(base, "p-memories", ".memloci/memories", outside / "dir"),
         "meta.md": make_project(base, "p-meta", "meta.md", outside / "meta.md"),
         "context.md": make_project(base, "p-context", "context.md", outside / "context.md"),
         ".memloci": make_project(base, "p-index", ".memloci", outside / "dir"),
@@ -199,14 +199,17 @@ def test_a_markdown_library_reports_links_and_reads_nothing_through_them(tmp_pat
     (folder / "real.md").write_text("# real\n\n## Observations\n- a real note\n")
     os.symlink(outside / "note.md", folder / "linked.md")
     os.symlink(outside / "dir", folder / "linked-folder")
-    os.symlink(outside / "journal.md", folder / "journal.md")
+    os.symlink(outside / "journal.md", folder / "journal.md")  # a note's name now; not followed either
+    (folder / ".memloci").mkdir()
+    os.symlink(outside / "journal.md", folder / ".memloci" / "journal.md")
+    os.symlink(outside / "dir", folder / ".memloci" / "memories")
     registry = LibraryRegistry([LibrarySpec("notes", folder, "markdown")])
     service = MemoryService(registry)
     try:
         assert [e.name for e in service.read_graph().entities] == ["real"]
         listed = service.list_libraries()[0]
         problems = listed["unparsed_files"]
-        assert {"linked.md", "linked-folder", "journal.md"} <= set(problems)
+        assert {"linked.md", "linked-folder", "journal.md", ".memloci/memories"} <= set(problems)
         assert all("symbolic link" in why for why in problems.values())
         with pytest.raises(PermissionDeniedError):  # the journal would be appended to
             service.create_entities([EntityInput("new", "note", ())])

@@ -58,7 +58,8 @@ def test_two_libraries_mounted_side_by_side(tmp_path, home):
     assert "relations:\n  - {type: uses, to: fastapi}\n" in text
     # memloci dates the observation lines it writes, in a comment a reader does not see
     assert "# python-project\n\n## Observations\n- Started development on 2024-01-29 <!-- 20" in text
-    assert (work / ".memloci" / ".gitignore").read_text().strip().endswith("*")
+    # the index stays out of git; the journal and free memories beside it are kept
+    assert "*\n!journal.md\n!memories/\n!memories/*.md\n" in (work / ".memloci" / ".gitignore").read_text()
     assert not (tmp_path / "personal").exists() and (tmp_path / "personal.db").is_file()
 
 
@@ -228,7 +229,7 @@ def test_rename_and_merge_repair_every_link(tmp_path, home):
         await c.ok("rename_entity", library="work", old_name="auth-service", new_name="identity")
         assert not (work / "auth-service.md").exists() and (work / "identity.md").is_file()
         stale = subprocess.run(["grep", "-rl", "auth-service", str(work), "--include=*.md",
-                                "--exclude=journal.md"], capture_output=True, text=True)
+                                "--exclude-dir=.memloci"], capture_output=True, text=True)
         assert stale.stdout == ""
         assert "[[identity|auth]]" in (work / "user-db.md").read_text()
         assert "- replicated for [[identity]]" in (work / "user-db.md").read_text()
@@ -247,7 +248,7 @@ def test_rename_and_merge_repair_every_link(tmp_path, home):
         assert "- uses SAML" in text
         rels, _ = await c.ok("find_relations", library="work", from_entity="identity")
         assert {r["to"] for r in rels["relations"]} == {"user-db"}
-        history = (work / "journal.md").read_text()
+        history = (work / ".memloci" / "journal.md").read_text()
         assert "merge_entities · identity, authn, auth-svc" in history and "SAML too." in history
 
     run_session(home, body, "--libraries", f"work:{work}")
@@ -303,7 +304,7 @@ def test_two_processes_edit_one_markdown_library(tmp_path, home):
 
     anyio.run(main)
     shared = (work / "shared.md").read_text()
-    memories = "".join(p.read_text() for p in (work / "memories").glob("*.md"))
+    memories = "".join(p.read_text() for p in (work / ".memloci" / "memories").glob("*.md"))
     for tag in "ab":
         for i in range(n):
             if i % 4 == 0:

@@ -106,7 +106,7 @@ def test_free_memories_round_trip_through_day_files(md):
     tricky = "first line\n## 10:00:00Z · note\n<!-- memloci {\"x\": 1} -->"
     service.store_memory(tricky, tags=["has space", "ok"], importance="high", metadata={"k": 1})
     service.store_memory("plain one", tags=["ok"])
-    day = next((folder / "memories").glob("*.md"))
+    day = next((folder / ".memloci" / "memories").glob("*.md"))
     day.write_text(day.read_text().replace("\n\n## ", "\n\nA line a person added.\n\n## ", 1))
     store.sync()
     store.rebuild_index()

@@ -170,7 +170,7 @@ def test_sqlite_to_markdown_and_back_keeps_graph_documents_and_memories(tmp_path
     _same(original, _census(back, home, vectors=False))
     falcon = (tmp_path / "notes" / "Project Falcon.md").read_text()
     assert "aliases:" in falcon and "The shared memory rollout." in falcon and "## Risks" in falcon
-    journal = (tmp_path / "notes" / "journal.md").read_text()
+    journal = (tmp_path / "notes" / ".memloci" / "journal.md").read_text()
     assert "- by: migrate" not in journal and "· create_entities" in journal  # the source's journal, not the copy's
 
 
@@ -290,7 +290,7 @@ def test_markdown_to_postgres_and_back(tmp_path, pg_library):
         assert rebuilt.digests[what] == original.digests[what], what
     assert {**rebuilt.counts, "journal entries": 0} == {**original.counts, "journal entries": 0}  # (+ the rebuild's)
     assert "created: 2024-01-01T08:00:00Z" in (tmp_path / "again" / "Bob.md").read_text()
-    assert "the office moved to the harbour" in (tmp_path / "again" / "memories" / "2024-05-01.md").read_text()
+    assert "the office moved to the harbour" in (tmp_path / "again" / ".memloci" / "memories" / "2024-05-01.md").read_text()
 
 
 def test_a_source_the_target_schema_refuses_is_refused_whole_before_any_write(tmp_path):

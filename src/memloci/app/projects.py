@@ -117,12 +117,13 @@ def project_library_dir(root: Path, confirm: str | None, *, may_create: bool = T
 
 
 def mark_journal_union(folder: Path) -> None:
-    """`.mcp/.gitattributes` saying `journal.md merge=union`, written once, when memloci first
-    makes `.mcp/` a project library (the README names this file): two branches that both append
-    to the journal then merge without a conflict. A person's notes folder never gets one, and an
-    existing file (or a link there) is left alone."""
+    """`.mcp/.gitattributes` saying `.memloci/journal.md merge=union`, written once, when memloci
+    first makes `.mcp/` a project library (the README names this file): two branches that both
+    append to the journal then merge without a conflict. A person's notes folder never gets one,
+    and an existing file (or a link there) is left alone (an older one's `journal.md merge=union`
+    names every journal.md, the moved one too)."""
     if not confine.exists(folder, ".gitattributes"):
-        confine.write_atomic(folder, ".gitattributes", b"journal.md merge=union\n", mode=0o644)
+        confine.write_atomic(folder, ".gitattributes", b".memloci/journal.md merge=union\n", mode=0o644)
 
 
 # -- project id: the same for every clone of one repository -------------------------------

@@ -7,6 +7,7 @@ the first time a call names its root.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import stat
@@ -155,7 +156,16 @@ class LibraryRegistry:
             # Not while .memloci/staging holds a change a killed process left: the next opening
             # needs its kept files to put it back (this call's own failed change is back already).
             if not any((store.root / INDEX_DIR / "staging").glob("*.intent")):
-                shutil.rmtree(store.root / INDEX_DIR, ignore_errors=True)
+                hidden = store.root / INDEX_DIR  # the index goes; a journal and free memories there stay
+                for part in list(hidden.iterdir()) if hidden.is_dir() and not hidden.is_symlink() else []:
+                    if part.name in ("journal.md", "memories"):
+                        continue
+                    if part.is_dir() and not part.is_symlink():
+                        shutil.rmtree(part, ignore_errors=True)
+                    else:
+                        part.unlink(missing_ok=True)
+                with contextlib.suppress(OSError):  # emptied: the next opening is a first one again
+                    hidden.rmdir()
 
     def all(self) -> list[Store]:
         return list(self._stores.values())

@@ -3,10 +3,10 @@
 A backup is one file, never written over:
 - a SQLite library's is a SQLite database made with SQLite's online backup API
   (`sqlite3.Connection.backup`): a consistent snapshot even while other processes write;
-- a Markdown library's is a `.tar.gz` of its folder (every file but `.memloci/` and `.git/`;
-  symbolic links are left out) plus a snapshot of its index as `.memloci/index.db`, both taken
-  under the library's write lock, so files and index agree and keep every date, vector and the
-  journal.
+- a Markdown library's is a `.tar.gz` of its folder (every file but `.git/` and `.memloci/`,
+  whose journal and free memories it holds all the same; symbolic links are left out) plus a
+  snapshot of its index as `.memloci/index.db`, both taken under the library's write lock, so
+  files and index agree and keep every date, vector and the journal.
 
 Restore puts a backup back into the mounted library. A library that holds data is replaced only
 when asked (`force`), and then its current state is first saved as a pre-restore backup beside
@@ -40,6 +40,9 @@ SKIPPED_DIRS = {".memloci", ".git"}
 BACKUP_SUFFIXES = {"sqlite": (".db", ".sqlite", ".sqlite3"), "markdown": (".tar.gz", ".tgz")}
 _FORMATS = {"sqlite": "a SQLite database", "markdown": "a .tar.gz of its folder"}
 _ANY_SUFFIX = (".tar.gz", ".tgz", ".gz", ".tar", ".zip", ".db", ".sqlite", ".sqlite3", ".bak")
+# What a Markdown library keeps in its hidden folder as data, not index: its journal and the day
+# files of its free memories (store/markdown/layout.py); a backup holds them as files.
+KEPT_HIDDEN = (".memloci/journal.md", ".memloci/memories/")
 
 
 class PortableStore(Store, Portable, Protocol):
@@ -77,6 +80,20 @@ def library_files(root: Path) -> list[str]:
             path = here / name
             if not path.is_symlink() and path.is_file():
                 found.append(path.relative_to(root).as_posix())
+    return found + [rel for rel in _hidden_files(root) if rel.startswith(KEPT_HIDDEN)]
+
+
+def _hidden_files(root: Path) -> list[str]:
+    """Regular files of the library's hidden folder, links left out (the folder itself a link: none)."""
+    hidden = root / INDEX_MEMBER.split("/")[0]
+    if hidden.is_symlink() or not hidden.is_dir():
+        return []
+    found = []
+    for folder, dirs, files in os.walk(hidden, followlinks=False):
+        here = Path(folder)
+        dirs[:] = sorted(d for d in dirs if not (here / d).is_symlink())
+        found += [(here / n).relative_to(root).as_posix() for n in sorted(files)
+                  if not (here / n).is_symlink() and (here / n).is_file()]
     return found
 
 
@@ -190,7 +207,7 @@ def _read_tar(path: Path) -> tuple[dict[str, tuple[bytes, float]], bytes | None]
                 data = file.read()
                 if name.as_posix() == INDEX_MEMBER:
                     index = data
-                elif name.parts[0] in SKIPPED_DIRS:
+                elif name.parts[0] in SKIPPED_DIRS and not name.as_posix().startswith(KEPT_HIDDEN):
                     continue
                 else:
                     mtime = float(member.pax_headers.get("mtime", member.mtime))

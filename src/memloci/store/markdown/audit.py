@@ -9,7 +9,7 @@ import os
 import sqlite3
 from pathlib import Path
 
-from memloci.store.markdown.files import CONTEXT, INDEX_DIR, JOURNAL, MANUAL, sha256_hex
+from memloci.store.markdown.files import CONTEXT, INDEX_DIR, JOURNAL, MANUAL, MEMORIES_DIR, sha256_hex
 from memloci.store.markdown.intent import STAGING
 
 RESERVED = frozenset({MANUAL, JOURNAL, CONTEXT})  # the library's own files: not notes
@@ -17,11 +17,13 @@ TEMP_SUFFIXES = (".tmp", ".memloci-tmp")
 
 
 def note_files(root: Path) -> dict[str, bytes]:
-    """The note files of the library under `root`, by path (hidden and reserved files left out)."""
+    """The note files of the library under `root`, by path (hidden and reserved files left out),
+    and the day files of its free memories (`.memloci/memories/`)."""
     found = {}
-    for p in root.rglob("*.md"):
+    for p in [*root.rglob("*.md"), *(root / MEMORIES_DIR).glob("*.md")]:
         rel = p.relative_to(root).as_posix()
-        if any(part.startswith(".") for part in Path(rel).parts) or rel in RESERVED:
+        if (any(part.startswith(".") for part in Path(rel).parts) and Path(rel).parent.as_posix() != MEMORIES_DIR) \
+                or rel in RESERVED:
             continue
         found[rel] = p.read_bytes()
     return found

@@ -1,10 +1,12 @@
 """A library kept as a folder of Markdown files: the files are the truth (DESIGN.md §3).
 
-One entity per `.md` file (subfolders allowed) in the entity-document format; free memories
-in day files under `memories/`; the library manual in `meta.md`; the journal in
-`journal.md`. The index is a SQLite store in `.memloci/index.db` (rebuildable, kept out of
-git) with the same tables as a SQLite library, so search, memories and the graph tools work
-unchanged.
+One entity per `.md` file (subfolders allowed) in the entity-document format; the library
+manual in `meta.md` and the hot context in `context.md`, when a call writes them. Everything
+else of memloci's own is in the hidden folder `.memloci/`, never beside the notes: free memories
+in day files under `.memloci/memories/`, the journal in `.memloci/journal.md`, and the index, a
+SQLite store in `.memloci/index.db` (rebuildable, kept out of git) with the same tables as a
+SQLite library, so search, memories and the graph tools work unchanged. layout.py moves the
+`journal.md` and `memories/` of libraries written before into `.memloci/` on open.
 
 `MarkdownStore` is the facade of the Store protocols; it HAS its index (`self.index`, a
 SQLiteStore built with this library's FileSide) and delegates to it, after opening the folder.
@@ -72,8 +74,9 @@ from memloci.markdown.context import parse_context, render_context
 from memloci.markdown.document import EntityDocument
 from memloci.rules.graph import RelationsCreated
 from memloci.store.markdown import importing
-from memloci.store.markdown.files import CONTEXT, INDEX_DIR, MANUAL, WATCH_INTERVAL_S, SyncReport
+from memloci.store.markdown.files import CONTEXT, INDEX_DIR, MANUAL, OLD_JOURNAL, OLD_MEMORIES, WATCH_INTERVAL_S, SyncReport
 from memloci.store.markdown.intent import INTENTS_TABLE, recover
+from memloci.store.markdown.layout import GITIGNORE, OLD_GITIGNORES, drop_old_folder, move_to_hidden
 from memloci.store.markdown.migratable import MarkdownMigration
 from memloci.store.markdown.scan import Scanner
 from memloci.store.markdown.undo import MarkdownUndo
@@ -128,6 +131,9 @@ END;
 # Files memloci created itself: only their `modified:` is stamped on later writes. A clone or
 # a lost index forgets this, and then memloci treats them as a person's files (no stamp).
 CREATED_FILES = "CREATE TABLE IF NOT EXISTS md_created (path TEXT PRIMARY KEY)"
+# A person's file memloci added to: its bytes before (`base`) and the sha256 of what memloci
+# last wrote from them, so removing every addition gives back exactly `base` (writeback.py).
+PERSON_BASES = "CREATE TABLE IF NOT EXISTS md_base (path TEXT PRIMARY KEY, base BLOB NOT NULL, written TEXT NOT NULL)"
 
 
 def _corrupt(exc: Exception) -> bool:
@@ -190,13 +196,15 @@ class MarkdownStore:
             try:
                 try:
                     self._open(create)
-                    self._undo.load_journal()  # a fresh index gets its history back from journal.md
+                    self._move_to_hidden()
+                    self._undo.load_journal()  # a fresh index gets its history back from the journal
                     self._scanner.scan()  # other threads wait here until the folder is indexed
                 except LibraryUnreadableError as exc:
                     if not _corrupt(exc):
                         raise
                     self._move_index_aside(exc)  # damage found past the first page: start again from the files
                     self._open(create)
+                    self._move_to_hidden()
                     self._undo.load_journal()
                     self._scanner.scan()
                 self._md_ready = True
@@ -218,11 +226,11 @@ class MarkdownStore:
             # The index is memloci's own: private (0700, files 0600), never reached through a link
             # (a clone's `.memloci -> /elsewhere` must not put an index there).
             confine.private_dir(self.root, INDEX_DIR)
-            if not confine.exists(self.root, f"{INDEX_DIR}/.gitignore"):  # rebuilt from the files: not for git
-                confine.write_atomic(self.root, f"{INDEX_DIR}/.gitignore", b"# memloci's rebuildable index\n*\n",
-                                     mode=confine.PRIVATE_FILE)
+            ignore = f"{INDEX_DIR}/.gitignore"  # the index is rebuilt from the files: not for git
+            if not confine.exists(self.root, ignore) or confine.read_bytes(self.root, ignore) in OLD_GITIGNORES:
+                confine.write_atomic(self.root, ignore, GITIGNORE, mode=confine.PRIVATE_FILE)
             # No .gitattributes: memloci adds nothing to a person's folder beyond .memloci/ and the
-            # files the README names (it documents `journal.md merge=union` for git users).
+            # files the README names (it documents `.memloci/journal.md merge=union` for git users).
             # SQLite opens its files by name: check them for links just before, and make them private.
             for folder in ("", INDEX_DIR):  # a writer killed between its temp file and the rename
                 confine.remove_stray_temps(self.root, folder)
@@ -247,6 +255,7 @@ class MarkdownStore:
                     for statement in split_sql(MARKDOWN_TRIGGERS):
                         conn.execute(statement)
                     conn.execute(CREATED_FILES)
+                    conn.execute(PERSON_BASES)
                     conn.execute(INTENTS_TABLE)
                     recover(self.root, conn, self.name)  # a change a killed process left half done
                     conn.execute("COMMIT")
@@ -255,6 +264,19 @@ class MarkdownStore:
                     raise
         finally:
             conn.close()
+
+    def _move_to_hidden(self) -> None:
+        """Move the `journal.md` and `memories/` an older memloci kept at the root into `.memloci/`
+        (layout.py): one change, all or nothing; a kill mid-way is finished here next time."""
+        if not (confine.exists(self.root, OLD_JOURNAL) or confine.exists(self.root, OLD_MEMORIES)):
+            return
+        with self.index.db.write(reading_files=True) as tx:
+            moved = move_to_hidden(tx, self.root)
+        with self.index.db.write(reading_files=True) as tx:
+            drop_old_folder(tx, self.root)
+        if moved:
+            log.info("library %s: moved %d file(s) of memloci's (journal.md, memories/) into %s/",
+                     self.name, moved, INDEX_DIR)
 
     def recover(self) -> None:
         """Open the index and finish or undo a change a killed process left half done, without
@@ -312,6 +334,7 @@ class MarkdownStore:
         """Bring the index up to the files: parse what changed since the last look."""
         self.open()
         with self._md_lock:
+            self._move_to_hidden()  # a restored backup, or a git pull, of the older layout
             return self._scanner.scan()
 
     def rebuild_index(self) -> SyncReport:
@@ -339,7 +362,7 @@ class MarkdownStore:
             self._undo.replace_files(put, remove)
 
     def reload_journal(self) -> int:
-        """The journal table becomes journal.md's entries again (after a restore put the file back)."""
+        """The journal table becomes the journal file's entries again (after a restore put the file back)."""
         self.open()
         return self._undo.reload_journal()
 

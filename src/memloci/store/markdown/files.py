@@ -1,4 +1,4 @@
-"""Files of a Markdown library: reserved names, file names for entities, journal.md's entries,
+"""Files of a Markdown library: reserved names, file names for entities, the journal's entries,
 and file bytes as an undo record keeps them (writes go through core/confine.py)."""
 
 from __future__ import annotations
@@ -9,11 +9,14 @@ import json
 import re
 from dataclasses import dataclass, field
 
-INDEX_DIR = ".memloci"
-MANUAL = "meta.md"
-JOURNAL = "journal.md"
+INDEX_DIR = ".memloci"  # memloci's own folder in a library: every file of its own but the two below
+MANUAL = "meta.md"  # the library manual and the hot context: documents a call asks for, at the root
 CONTEXT = "context.md"
-MEMORIES_DIR = "memories"
+JOURNAL = f"{INDEX_DIR}/journal.md"  # layout.py moves a journal.md and memories/ of older libraries here
+MEMORIES_DIR = f"{INDEX_DIR}/memories"
+OLD_JOURNAL = "journal.md"  # where an older memloci kept them, at the root
+OLD_MEMORIES = "memories"
+JOURNAL_TITLE = "# Journal\n\nEvery change to this library, newest last.\n"
 WATCH_INTERVAL_S = 1.0
 _UNSAFE = re.compile(r'[\\/:*?"<>|\x00-\x1f]')
 
@@ -50,7 +53,7 @@ class FileStat:
 def journal_text(rows: list[tuple[str, str, str, str, str | None]], *, new_file: bool) -> str:
     """journal.md's entries for (at, tool, action, entities JSON, detail JSON) rows, the file's
     title first when it is `new_file` (undo.parse_journal reads them back)."""
-    lines = ["# Journal\n\nEvery change to this library, newest last.\n"] if new_file else []
+    lines = [JOURNAL_TITLE] if new_file else []
     for at, tool, action, entities, detail in rows:
         listed = json.loads(entities)
         names = ", ".join(listed[:5]) + (f" and {len(listed) - 5} more" if len(listed) > 5 else "")

@@ -22,7 +22,7 @@ from memloci.core.errors import MemlociError
 from memloci.core.model import content_hash, name_key, now_iso, tag_keys
 from memloci.markdown.document import EntityDocument, parse_document
 from memloci.markdown.memories import MemoryBlock, is_day, parse_day
-from memloci.store.markdown.files import CONTEXT, JOURNAL, MANUAL, MEMORIES_DIR, FileStat, SyncReport, sha256_hex
+from memloci.store.markdown.files import CONTEXT, MANUAL, MEMORIES_DIR, FileStat, SyncReport, sha256_hex
 from memloci.store.markdown.writeback import MarkdownFiles, record_file
 from memloci.store.sqlite.database import Database
 from memloci.store.sqlite.documents import apply_document
@@ -65,10 +65,30 @@ class Scanner:
                     self._list(fd, folder, stack, found, links)
             except (OSError, MemlociError):
                 continue
+        self._list_days(found, links)
         for rel in sorted(set(links) - set(self.files.refused_links)):
             log.warning("library %s: %s is a symbolic link; not followed", self.name, rel)
         self.files.refused_links = links
         return found
+
+    def _list_days(self, found: dict[str, tuple[int, int]], links: dict[str, str]) -> None:
+        """The day files of free memories, in `.memloci/memories/`: the one part of memloci's hidden
+        folder that is read as the library's data (a link there, at any level, is not followed)."""
+        try:
+            with confine.dir_fd(self.root, MEMORIES_DIR.split("/")) as fd:
+                for entry in list(os.scandir(fd)):
+                    rel = f"{MEMORIES_DIR}/{entry.name}"
+                    if entry.is_symlink():
+                        links[rel] = "a symbolic link; memloci does not follow links inside a library"
+                    elif entry.name.endswith(".md") and is_day(entry.name[:-3]) and entry.is_file(follow_symlinks=False):
+                        st = entry.stat(follow_symlinks=False)
+                        found[rel] = (st.st_mtime_ns, st.st_size)
+        except FileNotFoundError:
+            return
+        except confine.LinkRefusedError as exc:
+            links[MEMORIES_DIR] = exc.message
+        except (OSError, MemlociError):
+            return
 
     @staticmethod
     def _list(fd: int, folder: list[str], stack: list[list[str]], found: dict[str, tuple[int, int]],
@@ -86,7 +106,7 @@ class Scanner:
             if entry.is_dir(follow_symlinks=False):
                 stack.append([*folder, entry.name])
             elif entry.name.endswith(".md") and entry.is_file(follow_symlinks=False):
-                if rel in (MANUAL, JOURNAL, CONTEXT):
+                if rel in (MANUAL, CONTEXT):
                     continue
                 st = entry.stat(follow_symlinks=False)
                 found[rel] = (st.st_mtime_ns, st.st_size)

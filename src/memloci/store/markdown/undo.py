@@ -27,10 +27,10 @@ from memloci.core import confine
 from memloci.core.errors import ConflictError, MemlociError, ValidationError
 from memloci.core.model import name_key, now_iso
 from memloci.markdown.document import parse_document
-from memloci.markdown.memories import is_day, parse_day
-from memloci.store.markdown.files import CONTEXT, JOURNAL, MANUAL, MEMORIES_DIR, decode_kept, sha256_hex
+from memloci.markdown.memories import day_header, is_day, parse_day
+from memloci.store.markdown.files import CONTEXT, JOURNAL, MANUAL, MEMORIES_DIR, OLD_MEMORIES, decode_kept, sha256_hex
 from memloci.store.markdown.scan import apply_day, forget
-from memloci.store.markdown.writeback import MarkdownFiles, staged_files
+from memloci.store.markdown.writeback import MarkdownFiles, restored_base, staged_files
 from memloci.store.sqlite.database import Database
 from memloci.store.sqlite.documents import apply_document
 from memloci.store.sqlite.rows import journal, refresh_fts
@@ -94,6 +94,7 @@ class MarkdownUndo:
             if "files" not in record:
                 raise ValidationError(f"id: change #{change_id} ({action}) kept no files, so it cannot be "
                                       "undone in a Markdown library")
+            record = moved_days(record)
             blockers = self._file_blockers(conn, change_id, record)
             if blockers:
                 raise ConflictError(f"change #{change_id} ({action}) cannot be undone: " + "; ".join(blockers)
@@ -160,6 +161,7 @@ class MarkdownUndo:
                 continue
             self.files.unlink(tx, rel)
             conn.execute("DELETE FROM md_files WHERE path = ?", (rel,))
+            restored_base(conn, rel, None)
             if _kind(rel) == "day":
                 conn.execute("DELETE FROM memories WHERE entity_id IS NULL AND substr(created_at, 1, 10) = ?",
                              (Path(rel).stem,))
@@ -186,6 +188,7 @@ class MarkdownUndo:
             entity_id = apply_document(tx, self.db.schema, doc, at, stamp=doc.modified)
             conn.execute("DELETE FROM md_files WHERE path = ? AND entity_id IS NOT ?", (rel, entity_id))
             self.files.put(tx, rel, text, entity_id, name_key(doc.name))
+            restored_base(conn, rel, data)
             if owners.get(rel) not in (None, entity_id):
                 _drop_if_fileless(conn, owners[rel])
             applied.append(entity_id)
@@ -253,6 +256,24 @@ class MarkdownUndo:
                                json.dumps(detail, ensure_ascii=False) if detail is not None else None)
                               for at, tool, action, names, detail in entries])
         return len(entries)
+
+
+def moved_days(record: dict[str, Any]) -> dict[str, Any]:
+    """An undo record made before layout.py moved `memories/<day>.md` into `.memloci/memories/`
+    names the day files where they now are (a day file is known by its `# Memories of` title)."""
+    def where(rel: str) -> str:
+        name = rel.removeprefix(f"{OLD_MEMORIES}/")
+        data = decode_kept(record["files"].get(rel))
+        if name != rel and "/" not in name and is_day(name.removesuffix(".md")) and data is not None \
+                and data.startswith(day_header(name.removesuffix(".md")).encode("utf-8")):
+            return f"{MEMORIES_DIR}/{name}"
+        return rel
+
+    moved = {rel: where(rel) for rel in record["files"]}
+    if all(rel == new for rel, new in moved.items()):
+        return record
+    return {**record, "files": {moved[rel]: v for rel, v in record["files"].items()},
+            "files_after": {moved.get(rel, rel): v for rel, v in record["files_after"].items()}}
 
 
 def _kind(rel: str) -> str:

@@ -256,6 +256,7 @@ class MarkdownFiles:
                                     hint="Pick another name, or merge into the entity that file holds.")
         ours = source is None or created_here(conn, old or rel)
         rendered = False
+        start: bytes | None = None  # the bytes the edits start from, when they are a person's
         text = tx.texts.pop(key, None)  # an edit keeps the person's formatting
         if text is not None:  # the edit's text is the file's, LF and without its BOM: put those back
             style = patch.decode(source)[1] if source is not None else patch.Style()
@@ -280,12 +281,19 @@ class MarkdownFiles:
                     """SELECT r.relation_type, e.name FROM relations r JOIN entities e ON e.id = r.to_id WHERE r.from_id = ?
                        UNION ALL SELECT relation_type, target FROM pending_links WHERE from_id = ?""",
                     (entity_id, entity_id)).fetchall()
-                lf, style = patch.decode(source)
+                # Adding and removing only: the edits start from the person's bytes (what memloci
+                # added before is added again), so once all of it is removed the file is theirs again.
+                if not ours and old is None and not tx.renames and not tx.tails.get(key):
+                    base = person_base(conn, rel, source)
+                    start = source if base is None else base
+                lf, style = patch.decode(source if start is None else start)
                 want = patch.Wanted(doc, relations, list(tx.renames), tx.tails.get(key, ""), now_iso() if ours else None,
                                     resolve=lambda texts: alias_keys(conn, texts))  # `[[alias]]` links
                 text = patch.encode(patch.patch_document(lf, want, fallback_name=Path(old or rel).stem, key_of=name_key,
                                                          new_stem=Path(rel).stem),
                                     style).decode("utf-8")
+        if source is not None and not ours:
+            keep_base(conn, old or rel, rel, start, text.encode("utf-8"))
         if source is not None and text.encode("utf-8") == source and rel == (old or rel):
             return  # nothing to change: the file keeps its bytes and its mtime
         # A file name just found free needs no second look on disk (apply() checks it still is).
@@ -362,6 +370,35 @@ def record_file(conn: sqlite3.Connection, rel: str, entity_id: int | None, key: 
         conn.execute("DELETE FROM md_files WHERE entity_id = ? AND path != ?", (entity_id, rel))
     conn.execute("INSERT OR REPLACE INTO md_files (path, entity_id, name_key, mtime_ns, size, sha256) "
                  "VALUES (?, ?, ?, ?, ?, ?)", (rel, entity_id, key, st.st_mtime_ns, st.st_size, sha))
+
+
+def person_base(conn: sqlite3.Connection, rel: str, source: bytes) -> bytes | None:
+    """The bytes a person's file had before memloci's additions to it, while the file still holds
+    exactly what memloci last wrote from them (None: no such additions, or the file changed since)."""
+    row = conn.execute("SELECT base, written FROM md_base WHERE path = ?", (rel,)).fetchone()
+    return bytes(row[0]) if row is not None and row[1] == sha256_hex(source) else None
+
+
+def keep_base(conn: sqlite3.Connection, old: str, rel: str, base: bytes | None, written: bytes) -> None:
+    """Remember the person's bytes `base` of `rel` beside the bytes memloci writes from them (kept
+    when they are the same: an undo may bring memloci's additions back); None (an edit of the
+    person's text: a rename, a merge, a document edit) forgets them, as a file moved from `old` does."""
+    conn.execute("DELETE FROM md_base WHERE path IN (?, ?)", (old, rel))
+    if base is not None:
+        conn.execute("INSERT INTO md_base VALUES (?, ?, ?)", (rel, base, sha256_hex(written)))
+
+
+def restored_base(conn: sqlite3.Connection, rel: str, data: bytes | None) -> None:
+    """Undo put `data` back in `rel` (None: removed it). The file was as the undone change left it,
+    so `data` are bytes memloci wrote from the person's bytes it remembers, or those bytes: later
+    removals still end at the person's bytes."""
+    row = conn.execute("SELECT base FROM md_base WHERE path = ?", (rel,)).fetchone()
+    if row is None:
+        return
+    if data is None:
+        conn.execute("DELETE FROM md_base WHERE path = ?", (rel,))
+    else:
+        conn.execute("UPDATE md_base SET written = ? WHERE path = ?", (sha256_hex(data), rel))
 
 
 def created_here(conn: sqlite3.Connection, rel: str) -> bool:
