@@ -8,6 +8,7 @@ memories with every field), and for Markdown libraries against the files' bytes.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -220,7 +221,8 @@ def test_markdown_history_survives_a_fresh_index_and_hides_rescans(tmp_path):
 
 
 def memloci(home: Path, *args: str) -> subprocess.CompletedProcess:
-    env = {"MEMLOCI_HOME": str(home), "MEMLOCI_EMBEDDER": "none", "PATH": "/usr/bin:/bin"}
+    env = {"MEMLOCI_HOME": str(home), "MEMLOCI_EMBEDDER": "none", "PATH": "/usr/bin:/bin",
+           "PYTHONPATH": os.environ.get("PYTHONPATH", "")}  # the code under test, not the installed copy
     return subprocess.run([sys.executable, "-m", "memloci", *args], capture_output=True, text=True, env=env, timeout=120)
 
 
@@ -229,6 +231,7 @@ def test_cli_history_and_undo(tmp_path, kind):
     path = tmp_path / ("lib.db" if kind == "sqlite" else "lib")
     service, registry = open_service(tmp_path, kind)
     populate(service)
+    service.store_memory("the deploy runs on Fridays", tags=["release [v2]"])  # told again, one tag more
     service.delete_entities(["gamma"])
     registry.close()
     spec = f"default:{path}"
@@ -239,6 +242,9 @@ def test_cli_history_and_undo(tmp_path, kind):
     assert lines[0]["action"] == "delete_entities" and isinstance(lines[0]["id"], int)
     table = memloci(home, "history", "--libraries", spec)
     assert "delete_entities" in table.stdout and str(lines[0]["id"]) in table.stdout
+    # a memory's change names the memory by its text
+    assert lines[1]["action"] == "store_memory" and lines[1]["detail"]["added_tags"] == ["release [v2]"]
+    assert '"the deploy runs on Fridays"' in next(row for row in table.stdout.splitlines() if f" {lines[1]['id']} " in row)
     done = memloci(home, "undo", str(lines[0]["id"]), "--libraries", spec)
     assert done.returncode == 0, done.stderr
     assert "gamma" in done.stdout
