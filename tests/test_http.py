@@ -207,6 +207,9 @@ def test_a_search_of_every_library_searches_only_the_token_s_libraries(served):
         assert text(unknown)["error"]["code"] == "PERMISSION_DENIED"  # never says whether it exists
 
     run(server, tokens["reader"], body)
+    searched = [line for line in server.log.read_text().splitlines()
+                if "tool=search_nodes" in line and "token=reader" in line and "outcome=ok" in line]
+    assert searched and "library=team " in searched[-1]  # "*" as narrowed to the token's libraries
 
 
 def test_access_log_names_the_token_never_its_secret_or_arguments(served):

@@ -257,6 +257,8 @@ def log_call(server: Any, name: str, arguments: Any, started: float, result: Any
     caller = server.callers.current()
     if isinstance(arguments, dict) and _project(arguments):
         library = "(project)"  # never the path: paths stay out of logs
+    elif isinstance(arguments, dict) and _asks_several(name, arguments):  # as narrowed to the caller's ("*")
+        library = ",".join(str(n) for n in readable_only(server, name, arguments)["library"]) or "-"
     else:
         library = resolve_library(server, arguments) or "-"
     if isinstance(result, MemlociError):
