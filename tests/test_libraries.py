@@ -421,6 +421,10 @@ def test_search_across_libraries_ranks_the_hits_together_and_names_each_library(
         one, _ = await c.ok("retrieve_memory", query="deploy", library=["work", "personal"], n_results=1)
         assert len(one["memories"]) == 1 and one["total_results"] == 1
 
+        newest, _ = await c.ok("retrieve_memory", query="latest", library="*", n_results=10)  # a listing: by date
+        dates = [m["created_at"] for m in newest["memories"]]
+        assert len(dates) == 6 and dates == sorted(dates, reverse=True)
+        assert {m["library"] for m in newest["memories"]} == {"work", "personal"}
         only, _ = await c.ok("retrieve_memory", query="deploy", library="*", entity="garden")  # in one library
         assert [(m["library"], m["content"]) for m in only["memories"]] == [
             ("personal", "deploy the tomato seedlings in May")]

@@ -36,15 +36,12 @@ class AcrossSearch:
     libraries: tuple[str, ...]
 
 
-def fuse(ranked: Sequence[tuple[str, Sequence[Hit]]], score: Callable[[Hit], float],
-         matched: Callable[[Hit], bool] = lambda hit: True) -> list[tuple[str, Hit]]:
-    """The hits of every library's ranking, best first, as (library, hit): those `matched` before
-    the others (a library's fillers, its newest memories when nothing in a time range matched,
-    come after every library's matches, as they come after the matches in one library), then by
-    reciprocal rank, then the hit's own score, then the libraries' order."""
-    fused = [(matched(hit), 1.0 / (RRF_K + rank), score(hit), -order, library, hit)
+def fuse(ranked: Sequence[tuple[str, Sequence[Hit]]], score: Callable[[Hit], float]) -> list[tuple[str, Hit]]:
+    """The hits of every library's ranking, best first, as (library, hit): by reciprocal rank,
+    then the hit's own score, then the libraries' order."""
+    fused = [(1.0 / (RRF_K + rank), score(hit), -order, library, hit)
              for order, (library, hits) in enumerate(ranked) for rank, hit in enumerate(hits, start=1)]
-    fused.sort(key=lambda item: item[:4], reverse=True)
+    fused.sort(key=lambda item: item[:3], reverse=True)
     return [(library, hit) for *_, library, hit in fused]
 
 

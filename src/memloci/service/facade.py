@@ -44,6 +44,7 @@ from memloci.rules import graph as rules
 from memloci.rules.graph import RelationsCreated, graph_violations
 from memloci.search.embedder import Embedder, EmbedderHandle, understands
 from memloci.search.entities import OBSERVATION_WEIGHT, count_entities, find_entities, meaning_signals
+from memloci.search.hybrid import MemoryHit
 from memloci.service.across import AcrossSearch, distinct, fuse, naming
 from memloci.service.documents import DocumentOperations, NewEntityDocument
 from memloci.service.history import HistoryOperations, ImportReport
@@ -264,13 +265,19 @@ class MemoryService:
         if not results:  # the entity is in none of them
             raise NotFoundError(f"entity: '{entity}' does not exist in any of the libraries "
                                 + ", ".join(f"'{name}'" for name in names), hint=lacking[0].hint)
-        best = fuse([(name, r.hits) for name, r in results], lambda hit: hit.score,
-                    matched=lambda hit: hit.score > 0)[:n_results]
+        # Newest-first listings (a time phrase alone, a range's fillers) merge by date, newest
+        # first, after every library's matches, which merge by rank.
+        best = fuse([(name, [h for h in r.hits if not _listed(h)]) for name, r in results], lambda hit: hit.score)
+        listed = [(name, h) for name, r in results for h in r.hits if _listed(h)]
+        listed.sort(key=lambda item: item[1].memory.created_at, reverse=True)
+        best = (best + listed)[:n_results]
         for name in names:
             kept = [hit.memory.id for library, hit in best if library == name]
             if kept:
                 self.vectors.accesses.record(self.store(name), kept)
-        notes = [f"library '{name}': {r.note}" for name, r in results if r.note]
+        said = {r.note for _, r in results if r.note}
+        notes = list(said) if len(said) == 1 and all(r.note for _, r in results) else \
+            [f"library '{name}': {r.note}" for name, r in results if r.note]
         time_range = next((r.time_range for _, r in results if r.time_range is not None), None)
         return Retrieval([dataclasses.replace(hit, library=name) for name, hit in best], query, time_range,
                          all(r.unmatched for _, r in results), " ".join(notes) or None)
@@ -555,6 +562,11 @@ class MemoryService:
 
     def last_backup(self, store: Store) -> str | None:
         return self.recovery.last_backup(store)
+
+def _listed(hit: MemoryHit) -> bool:
+    """A hit of a newest-first listing (retrieve_memory's fillers and time-phrase listings), not a match."""
+    return hit.score <= 0 or hit.why in ("newest", "in range")
+
 
 class _QueryEmbedding:
     """An embedder that embeds each text once: one search asks for the query's vector for
