@@ -197,6 +197,28 @@ def test_markdown_delete_then_undo_brings_a_hand_written_note_back_byte_for_byte
         registry.close()
 
 
+def test_markdown_a_stored_memory_keeps_its_day_file_as_a_length_and_its_undo_cuts_it_back(tmp_path):
+    """Storing a memory appends to its day file: the undo record keeps the old length, not the
+    file (a day of memories would copy the file into journal.md once per memory), and the undo
+    gives back the day file's bytes."""
+    service, registry = open_service(tmp_path, "markdown")
+    try:
+        service.store_memory("the first memory of the day")
+        (day,) = (tmp_path / "lib").rglob("memories/*.md")
+        first = day.read_bytes()
+        service.store_memory("the second memory of the day")
+        entry = service.history(limit=1)[0]
+        rel = day.relative_to(tmp_path / "lib").as_posix()
+        assert entry.detail["undo"]["files"] == {rel: {"prefix": len(first)}}
+        service.undo(entry.id)
+        assert day.read_bytes() == first
+        assert [m.content for m in service.list_memories(page_size=10)[0]] == ["the first memory of the day"]
+        service.undo(last_change(service))  # the undo undone: the memory is back
+        assert "the second memory of the day" in day.read_text()
+    finally:
+        registry.close()
+
+
 def test_markdown_history_survives_a_fresh_index_and_hides_rescans(tmp_path):
     service, registry = open_service(tmp_path, "markdown")
     root = tmp_path / "lib"
