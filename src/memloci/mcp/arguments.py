@@ -44,8 +44,8 @@ def selected(library: str | None, library_name: str | None, project_path: str | 
 def several(library: str | list[str] | None, mounted: list[str], library_name: str | None = None,
             project_path: str | None = None, confirm_new_project_root: str | None = None) -> list[str] | None:
     """The libraries a search names when it names several (`"*"`: every mounted one, `mounted`;
-    a list: those, each once), or None when it names one library or a project (then `selected`
-    says which)."""
+    a list: those, as given; the service takes each once), or None when it names one library or a
+    project (then `selected` says which)."""
     if library != EVERY_LIBRARY and not isinstance(library, list):
         return None
     if library_name or project_path is not None or confirm_new_project_root:
