@@ -175,6 +175,43 @@ def test_a_read_token_searches_but_cannot_write_or_see_other_libraries(served):
     assert gone and "outcome=PERMISSION_DENIED" in gone[-1] and "library=team" in gone[-1]
 
 
+def test_a_search_of_every_library_searches_only_the_token_s_libraries(served):
+    """`library: "*"` leaves the libraries outside the token's scopes out; naming one is refused."""
+    server, tokens, _ = served
+
+    async def seed(s):
+        for library in ("team", "other"):
+            await s.call_tool("create_entities", {"library": library, "entities": [
+                {"name": f"quokka-{library}", "entityType": "animal", "observations": ["a quokka smiles"]}]})
+            await s.call_tool("store_memory", {"library": library, "content": f"quokka sighting in {library}"})
+
+    run(server, tokens["admin"], seed)
+
+    async def everything(s):
+        found = text(await s.call_tool("search_nodes", {"library": "*", "query": "quokka"}))
+        assert [(e["library"], e["name"]) for e in found["entities"]] == [("team", "quokka-team"), ("other", "quokka-other")]
+
+    run(server, tokens["admin"], everything)
+
+    async def body(s):
+        found = text(await s.call_tool("search_nodes", {"library": "*", "query": "quokka"}))
+        assert [(e["library"], e["name"]) for e in found["entities"]] == [("team", "quokka-team")]
+        assert found["libraries"] == ["team"]
+        recalled = text(await s.call_tool("retrieve_memory", {"library": "*", "query": "quokka sighting"}))
+        assert {m["library"] for m in recalled["memories"]} == {"team"}
+        assert "quokka sighting in team" in [m["content"] for m in recalled["memories"]]
+        named = await s.call_tool("retrieve_memory", {"library": ["team", "other"], "query": "quokka"})
+        assert named.is_error and text(named)["error"]["code"] == "PERMISSION_DENIED"
+        assert "needs scope other:read" in text(named)["error"]["message"]
+        unknown = await s.call_tool("search_nodes", {"library": ["team", "secret"], "query": "quokka"})
+        assert text(unknown)["error"]["code"] == "PERMISSION_DENIED"  # never says whether it exists
+
+    run(server, tokens["reader"], body)
+    searched = [line for line in server.log.read_text().splitlines()
+                if "tool=search_nodes" in line and "token=reader" in line and "outcome=ok" in line]
+    assert searched and "library=team " in searched[-1]  # "*" as narrowed to the token's libraries
+
+
 def test_access_log_names_the_token_never_its_secret_or_arguments(served):
     server, tokens, _ = served
 

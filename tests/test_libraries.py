@@ -376,3 +376,72 @@ def test_a_library_url_keeps_its_hosts_and_a_lower_case_scheme(tmp_path):
     config.write_text('[libraries]\nteam = "postgresql://u:pw@127.0.0.1:1,127.0.0.1:55433/postgres"\n')
     (lib,) = load_config(config)["libraries"]
     assert lib.kind == "postgres" and lib.path == "postgresql://u:pw@127.0.0.1:1,127.0.0.1:55433/postgres"
+
+
+def test_search_across_libraries_ranks_the_hits_together_and_names_each_library(tmp_path, home):
+    """`library: "*"` or a list on search_nodes, retrieve_memory and search_memory: a Markdown and
+    a SQLite library searched at once; one ranking, limits over it, every hit naming its library."""
+
+    async def body(c: Client):
+        await c.ok("create_entities", library="work", entities=[
+            {"name": "deploy-pipeline", "entityType": "project", "observations": ["deploy runs on Fridays"]},
+            {"name": "deploy-docs", "entityType": "doc", "observations": ["how the deploy works"]}])
+        await c.ok("create_entities", library="personal", entities=[
+            {"name": "garden", "entityType": "place", "observations": ["deploy the tomato seedlings in May"]}])
+        await c.ok("create_relations", library="work",
+                   relations=[{"from": "deploy-docs", "relationType": "describes", "to": "deploy-pipeline"}])
+        await c.ok("store_memory", library="work", content="the deploy pipeline needs a green build")
+        await c.ok("store_memory", library="personal", content="deploy the hammock before summer")
+        await c.ok("store_memory", library="personal", content="buy tomato seeds")
+
+        every, text = await c.ok("search_nodes", query="deploy", library="*")
+        assert sorted((e["library"], e["name"]) for e in every["entities"]) == [
+            ("personal", "garden"), ("work", "deploy-docs"), ("work", "deploy-pipeline")]
+        assert every["total_count"] == 3 and every["libraries"] == ["work", "personal"]
+        assert every["entities"] == text["entities"]  # the text says the same
+        assert [(r["library"], r["from"]) for r in every["relations"]] == [("work", "deploy-docs")]
+        assert all(e["why"] for e in every["entities"])
+        # each library's best first: its ranks interleave, its own order is kept
+        firsts = {e["library"] for e in every["entities"][:2]}
+        assert firsts == {"work", "personal"}
+        page, _ = await c.ok("search_nodes", query="deploy", library=["personal", "WORK"], limit=2)
+        assert len(page["entities"]) == 2 and page["is_truncated"] and page["next_offset"] == 2
+        rest, _ = await c.ok("search_nodes", query="deploy", library=["personal", "WORK"], limit=2, offset=2)
+        assert {(e["library"], e["name"]) for e in page["entities"] + rest["entities"]} == {
+            (e["library"], e["name"]) for e in every["entities"]} and not rest["is_truncated"]
+        alone, _ = await c.ok("search_nodes", query="deploy", library="personal")
+        assert "library" not in alone["entities"][0]  # one library: the reply as before
+
+        memories, text = await c.ok("retrieve_memory", query="deploy", library="*", n_results=10)
+        assert sorted((m["library"], m["content"]) for m in memories["memories"]) == [  # observations are memories too
+            ("personal", "deploy the hammock before summer"), ("personal", "deploy the tomato seedlings in May"),
+            ("work", "deploy runs on Fridays"), ("work", "how the deploy works"),
+            ("work", "the deploy pipeline needs a green build")]
+        assert {m["library"] for m in memories["memories"][:2]} == {"work", "personal"}
+        assert memories["memories"] == text["memories"]
+        one, _ = await c.ok("retrieve_memory", query="deploy", library=["work", "personal"], n_results=1)
+        assert len(one["memories"]) == 1 and one["total_results"] == 1
+
+        newest, _ = await c.ok("retrieve_memory", query="latest", library="*", n_results=10)  # a listing: by date
+        dates = [m["created_at"] for m in newest["memories"]]
+        assert len(dates) == 6 and dates == sorted(dates, reverse=True)
+        assert {m["library"] for m in newest["memories"]} == {"work", "personal"}
+        only, _ = await c.ok("retrieve_memory", query="deploy", library="*", entity="garden")  # in one library
+        assert [(m["library"], m["content"]) for m in only["memories"]] == [
+            ("personal", "deploy the tomato seedlings in May")]
+        nobody = await c.error("retrieve_memory", query="deploy", library="*", entity="nobody")
+        assert nobody["code"] == "NOT_FOUND" and "libraries 'work', 'personal'" in nobody["message"]
+        missing = await c.error("search_nodes", query="deploy", library=["work", "nope"])
+        assert missing["code"] == "NOT_FOUND" and "'nope'" in missing["message"]
+        empty = await c.error("retrieve_memory", query="deploy", library=[])
+        assert empty["code"] == "VALIDATION_ERROR" and empty["message"].startswith("library:")
+        both = await c.error("search_nodes", query="deploy", library="*", library_name="work")
+        assert both["code"] == "VALIDATION_ERROR" and "library_name" in both["message"]
+
+    async def strict(c: Client):  # the strict set's search
+        found, _ = await c.ok("search_memory", query="deploy", library="*")
+        assert {(r["library"], r["name"]) for r in found["data"]["results"]} == {
+            ("personal", "garden"), ("work", "deploy-docs"), ("work", "deploy-pipeline")}
+
+    run_session(home, body, "--libraries", _libs(tmp_path))
+    run_session(home, strict, "--libraries", _libs(tmp_path), "--tools", "strict")

@@ -8,6 +8,7 @@ memories with every field), and for Markdown libraries against the files' bytes.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -196,6 +197,28 @@ def test_markdown_delete_then_undo_brings_a_hand_written_note_back_byte_for_byte
         registry.close()
 
 
+def test_markdown_a_stored_memory_keeps_its_day_file_as_a_length_and_its_undo_cuts_it_back(tmp_path):
+    """Storing a memory appends to its day file: the undo record keeps the old length, not the
+    file (a day of memories would copy the file into journal.md once per memory), and the undo
+    gives back the day file's bytes."""
+    service, registry = open_service(tmp_path, "markdown")
+    try:
+        service.store_memory("the first memory of the day")
+        (day,) = (tmp_path / "lib").rglob("memories/*.md")
+        first = day.read_bytes()
+        service.store_memory("the second memory of the day")
+        entry = service.history(limit=1)[0]
+        rel = day.relative_to(tmp_path / "lib").as_posix()
+        assert entry.detail["undo"]["files"] == {rel: {"prefix": len(first)}}
+        service.undo(entry.id)
+        assert day.read_bytes() == first
+        assert [m.content for m in service.list_memories(page_size=10)[0]] == ["the first memory of the day"]
+        service.undo(last_change(service))  # the undo undone: the memory is back
+        assert "the second memory of the day" in day.read_text()
+    finally:
+        registry.close()
+
+
 def test_markdown_history_survives_a_fresh_index_and_hides_rescans(tmp_path):
     service, registry = open_service(tmp_path, "markdown")
     root = tmp_path / "lib"
@@ -222,7 +245,8 @@ def test_markdown_history_survives_a_fresh_index_and_hides_rescans(tmp_path):
 
 
 def memloci(home: Path, *args: str) -> subprocess.CompletedProcess:
-    env = {"MEMLOCI_HOME": str(home), "MEMLOCI_EMBEDDER": "none", "PATH": "/usr/bin:/bin"}
+    env = {"MEMLOCI_HOME": str(home), "MEMLOCI_EMBEDDER": "none", "PATH": "/usr/bin:/bin",
+           "PYTHONPATH": os.environ.get("PYTHONPATH", "")}  # the code under test, not the installed copy
     return subprocess.run([sys.executable, "-m", "memloci", *args], capture_output=True, text=True, env=env, timeout=120)
 
 
@@ -231,6 +255,7 @@ def test_cli_history_and_undo(tmp_path, kind):
     path = tmp_path / ("lib.db" if kind == "sqlite" else "lib")
     service, registry = open_service(tmp_path, kind)
     populate(service)
+    service.store_memory("the deploy runs on Fridays", tags=["release [v2]"])  # told again, one tag more
     service.delete_entities(["gamma"])
     registry.close()
     spec = f"default:{path}"
@@ -241,6 +266,9 @@ def test_cli_history_and_undo(tmp_path, kind):
     assert lines[0]["action"] == "delete_entities" and isinstance(lines[0]["id"], int)
     table = memloci(home, "history", "--libraries", spec)
     assert "delete_entities" in table.stdout and str(lines[0]["id"]) in table.stdout
+    # a memory's change names the memory by its text
+    assert lines[1]["action"] == "store_memory" and lines[1]["detail"]["added_tags"] == ["release [v2]"]
+    assert '"the deploy runs on Fridays"' in next(row for row in table.stdout.splitlines() if f" {lines[1]['id']} " in row)
     done = memloci(home, "undo", str(lines[0]["id"]), "--libraries", spec)
     assert done.returncode == 0, done.stderr
     assert "gamma" in done.stdout

@@ -275,3 +275,36 @@ def test_an_undone_delete_links_what_its_note_was_waiting_for(engine):
     s.undo(deleted)
     assert [(r.from_entity, r.relation_type, r.to_entity) for r in s.export_graph().relations] == \
         [("plan", "links_to", "Bob")]
+
+
+def test_every_change_of_a_free_memory_is_journaled_with_its_text_and_undone(engine):
+    """A memory told again with more tags, stored, updated or deleted: each is a journal entry
+    that names the memory's text, and undoing it gives the memory back as it was."""
+    from memloci.service.history import memory_text
+
+    s = engine.service
+    populate(s)
+    before = dump(s)
+    s.store_memory("the deploy runs on Fridays", tags=["ops", "release"])  # the same memory, one tag more
+    told_again = s.history(limit=1)[0]
+    assert (told_again.action, told_again.detail["added_tags"]) == ("store_memory", ["release"])
+    assert memory_text(told_again) == "the deploy runs on Fridays" and "undo" in told_again.detail
+    assert next(m.tags for m in s.list_memories(page_size=100)[0]
+                if m.content == "the deploy runs on Fridays") == ("ops", "Deploy", "release")
+    s.undo(told_again.id)
+    assert dump(s) == before
+    s.store_memory("the deploy runs on Fridays", tags=["Ops"])  # nothing new: no change, no entry
+    assert s.history(limit=1)[0].action == "undo" and dump(s) == before
+
+    s.store_memory("a brand new memory about tea " + "x" * 80, tags=["t"])
+    stored = s.history(limit=1)[0]
+    assert memory_text(stored) == ("a brand new memory about tea " + "x" * 80)[:59] + "…"
+    s.undo(stored.id)
+    assert dump(s) == before
+    s.undo(last_change(s))  # the undo of the store is undone: the memory is back
+    assert "a brand new memory about tea" in json.dumps(dump(s)["memories"])
+
+    s.update_memory(_hash(s, "lunch is at noon"), content="lunch is at one")
+    assert memory_text(s.history(limit=1)[0]) == "lunch is at noon → lunch is at one"
+    s.delete_memory(_hash(s, "lunch is at one"))
+    assert memory_text(s.history(limit=1)[0]) == "lunch is at one"

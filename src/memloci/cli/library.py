@@ -92,6 +92,8 @@ def history(
     """The library's change journal, newest first; `memloci undo ID` reverts a change."""
     from rich.table import Table
 
+    from memloci.service.history import memory_text
+
     try:
         entries = open_service(libraries, read_only=True).history(limit=limit, internal=internal, library=library)
     except MemlociError as exc:
@@ -103,9 +105,12 @@ def history(
             print(json.dumps({"id": e.id, "at": e.at, "tool": e.tool, "action": e.action,
                               "entities": list(e.entities), "detail": e.detail}, ensure_ascii=False))
         return
-    table = Table("#", "at", "tool", "action", "entities", "undo")
+    table = Table("#", "at", "tool", "action", "entities / memory", "undo")
     for e in entries:
         names = ", ".join(e.entities[:5]) + (f" (+{len(e.entities) - 5})" if len(e.entities) > 5 else "")
+        text = memory_text(e)
+        if text is not None:  # a memory's change names the memory by its text
+            names = (f"{names}: " if names else "") + f'"{text}"'
         table.add_row(str(e.id), e.at, e.tool, e.action, names, "yes" if e.detail and "undo" in e.detail else "")
     open_console().print(table)
 

@@ -113,6 +113,7 @@ class SearchHit:
     score: float
     matched_terms: int
     why: str
+    library: str | None = None  # the library it was found in, in a search across libraries
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,6 +29,7 @@ from typing import Any, Protocol
 from mcp_types import CallToolResult
 
 from memloci.core.errors import MemlociError, NotFoundError, ValidationError
+from memloci.mcp.arguments import EVERY_LIBRARY, SEARCHES_SEVERAL
 from memloci.mcp.replies import reply
 
 ADMIN_TOOLS = {"export_markdown", "flush_memory", "n2n_export_markdown"}
@@ -134,6 +135,8 @@ def refusal(server: Any, name: str, arguments: Any) -> MemlociError | None:
         if not caller.grants_some(level):
             return caller.denied(name, "*", level)
         return None
+    if _asks_several(name, arguments):
+        return _several_refusal(server, caller, name, arguments["library"], level)
     mounted = server.library_names()
     named = arguments.get("library") or arguments.get("library_name")
     if named is not None and not isinstance(named, str):
@@ -152,6 +155,47 @@ def refusal(server: Any, name: str, arguments: Any) -> MemlociError | None:
     if not caller.grants(library, level):
         return caller.denied(f"{name} on library '{library}'", library, level)
     return None
+
+
+def _asks_several(name: str, arguments: dict[str, Any]) -> bool:
+    asked = arguments.get("library")
+    return name in SEARCHES_SEVERAL and (asked == EVERY_LIBRARY or isinstance(asked, list))
+
+
+def _several_refusal(server: Any, caller: Caller, name: str, asked: Any, level: str) -> MemlociError | None:
+    """A search of several libraries: `"*"` needs one library the caller may search (the others are
+    left out, not refused); every library a list names must be mounted and the caller's."""
+    mounted = server.library_names()
+    if asked == EVERY_LIBRARY or EVERY_LIBRARY in asked:
+        if not any(caller.grants(m, level) for m in mounted):
+            return caller.denied(f"{name} on every library", EVERY_LIBRARY, level)
+        return None
+    for named in asked:
+        if not isinstance(named, str):
+            return None  # the argument check names the wrong type
+        library = next((m for m in mounted if m.casefold() == named.casefold()), None)
+        if library is None:
+            if not caller.grants(named, "read"):  # never say whether a library outside its scopes exists
+                return caller.denied(f"{name} on library '{named}'", named, level)
+            return NotFoundError(f"library '{named}' is not mounted; this token's libraries: "
+                                 f"{', '.join(_mine(caller, mounted)) or '(none mounted)'}",
+                                 hint="Name the libraries list_libraries shows, or \"*\" for all of them.")
+        if not caller.grants(library, level):
+            return caller.denied(f"{name} on library '{library}'", library, level)
+    return None
+
+
+def readable_only(server: Any, name: str, arguments: Any) -> Any:
+    """The arguments of a search of every library (`library: "*"`) with `*` narrowed to the
+    libraries the caller may search: those outside its scopes are left out, silently."""
+    caller = server.callers.current()
+    if caller is None or not isinstance(arguments, dict) or not _asks_several(name, arguments):
+        return arguments
+    asked = arguments["library"]
+    if asked != EVERY_LIBRARY and EVERY_LIBRARY not in asked:
+        return arguments
+    level = tool_level(server, name)
+    return {**arguments, "library": [m for m in server.library_names() if caller.grants(m, level)]}
 
 
 def visible_result(server: Any, name: str, result: Any) -> Any:
@@ -213,6 +257,8 @@ def log_call(server: Any, name: str, arguments: Any, started: float, result: Any
     caller = server.callers.current()
     if isinstance(arguments, dict) and _project(arguments):
         library = "(project)"  # never the path: paths stay out of logs
+    elif isinstance(arguments, dict) and _asks_several(name, arguments):  # as narrowed to the caller's ("*")
+        library = ",".join(str(n) for n in readable_only(server, name, arguments)["library"]) or "-"
     else:
         library = resolve_library(server, arguments) or "-"
     if isinstance(result, MemlociError):

@@ -17,6 +17,14 @@ Library = Annotated[str | None, Field()]
 LibraryName = Annotated[str | None, Field()]  # accepted as `library`, never advertised
 ProjectPath = Annotated[str | None, Field()]
 ConfirmRoot = Annotated[str | None, Field()]
+# The searches also take several libraries, so their selector says how.
+Libraries = Annotated[str | list[str] | None, Field(
+    description='"*" or a list: several libraries')]
+EVERY_LIBRARY = "*"
+# The tools that search several libraries at once (`library: "*"` or a list; access.py checks
+# each library named, and narrows "*" to the caller's own). A project library (project_path) is
+# not among "*": it is a folder on the server's disk, not a mounted library.
+SEARCHES_SEVERAL = frozenset({"search_nodes", "retrieve_memory", "search_memory"})
 
 
 def selected(library: str | None, library_name: str | None, project_path: str | None = None,
@@ -31,6 +39,26 @@ def selected(library: str | None, library_name: str | None, project_path: str | 
     if confirm_new_project_root:
         raise ValidationError("confirm_new_project_root: only with project_path")
     return library or library_name
+
+
+def several(library: str | list[str] | None, mounted: list[str], library_name: str | None = None,
+            project_path: str | None = None, confirm_new_project_root: str | None = None) -> list[str] | None:
+    """The libraries a search names when it names several (`"*"`: every mounted one, `mounted`;
+    a list: those, as given; the service takes each once), or None when it names one library or a
+    project (then `selected` says which)."""
+    if library != EVERY_LIBRARY and not isinstance(library, list):
+        return None
+    if library_name or project_path is not None or confirm_new_project_root:
+        given = "library_name" if library_name else "project_path" if project_path is not None \
+            else "confirm_new_project_root"
+        raise ValidationError(f"{given}: not with library {library!r}; a search of several libraries names them "
+                              "in `library` alone")
+    if library == EVERY_LIBRARY or EVERY_LIBRARY in library:
+        return list(mounted)
+    if not library:
+        raise ValidationError("library: an empty list names no library",
+                              hint='Name one or more libraries, or "*" for every library.')
+    return list(library)
 
 
 def tool_annotations(title: str, *, read_only: bool = False, destructive: bool = False,

@@ -13,9 +13,19 @@ from mcp_types import CallToolResult
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from memloci.core.model import Entity, EntityInput, ObservationBatch, Relation, RelationInput
-from memloci.mcp.arguments import ConfirmRoot, Library, LibraryName, ProjectPath, selected, tool_annotations
+from memloci.mcp.arguments import (
+    ConfirmRoot,
+    Libraries,
+    Library,
+    LibraryName,
+    ProjectPath,
+    selected,
+    several,
+    tool_annotations,
+)
 from memloci.mcp.replies import reply
 from memloci.mcp.surface import Args, hide
+from memloci.service.across import AcrossSearch
 from memloci.service.facade import DEFAULT_GRAPH_LIMIT, DEFAULT_SEARCH_LIMIT, MemoryService
 
 # -- arguments (the official shapes) -----------------------------------------------------
@@ -97,6 +107,9 @@ class PagedGraphOut(GraphOut):
     hint: str | None = None
 
 
+# A search of several libraries adds `library` (and `why`) to each entity, `library` to each
+# relation and `libraries` to the reply: keys the schema leaves open rather than advertises on
+# every listing of the tools (the tools' size is budgeted, tests/test_surface.py).
 class SearchOut(GraphOut):
     is_truncated: bool
     total_count: int
@@ -157,6 +170,22 @@ def relation_out(r: Relation, *, dates: bool = False) -> dict[str, Any]:
     if dates and r.created_at:
         out["createdAt"] = r.created_at
     return out
+
+
+def found_across(result: AcrossSearch) -> dict[str, Any]:
+    """search_nodes' reply for a search of several libraries: each entity and relation names its
+    library, and each entity says why it matched (`why`, by name, keeps the best hit of a name)."""
+    why: dict[str, str] = {}
+    for h in result.hits:
+        why.setdefault(h.entity.name, h.why)
+    structured: dict[str, Any] = {
+        "entities": [{**entity_out(h.entity, dates=True), "library": h.library, "why": h.why} for h in result.hits],
+        "relations": [{**relation_out(r, dates=True), "library": library} for library, r in result.relations],
+        "is_truncated": result.is_truncated, "total_count": result.total_count, "offset": result.offset,
+        "why": why, "libraries": list(result.libraries)}
+    if result.is_truncated:
+        structured["next_offset"] = result.offset + len(result.hits)
+    return structured
 
 
 # -- tools -------------------------------------------------------------------------------
@@ -269,9 +298,13 @@ def register(server: Any, service: MemoryService) -> None:
         query: Annotated[str, Field(description="Words or a part of a word; empty lists every entity")],
         limit: Annotated[int | None, Field(description=f"Entities per page (default {DEFAULT_SEARCH_LIMIT})")] = None,
         offset: Annotated[int, Field(description="Entities to skip (the next page)")] = 0,
-        library: Library = None, library_name: LibraryName = None,
+        library: Libraries = None, library_name: LibraryName = None,
         project_path: ProjectPath = None, confirm_new_project_root: ConfirmRoot = None,
     ) -> Annotated[CallToolResult, SearchOut]:
+        names = several(library, service.libraries.names(), library_name, project_path, confirm_new_project_root)
+        if names is not None:
+            return reply(found_across(service.search_nodes_across(query, libraries=names, limit=limit, offset=offset)))
+        assert not isinstance(library, list)  # several() took every list
         result = service.search_nodes(query, limit=limit, offset=offset,
                                       library=selected(library, library_name, project_path, confirm_new_project_root))
         structured: dict[str, Any] = {

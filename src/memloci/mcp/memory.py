@@ -13,8 +13,18 @@ from mcp_types import CallToolResult
 from pydantic import BaseModel, Field
 
 from memloci.core.model import Memory, MemoryFilter
-from memloci.mcp.arguments import ConfirmRoot, Library, LibraryName, ProjectPath, selected, tool_annotations
+from memloci.mcp.arguments import (
+    ConfirmRoot,
+    Libraries,
+    Library,
+    LibraryName,
+    ProjectPath,
+    selected,
+    several,
+    tool_annotations,
+)
 from memloci.mcp.replies import reply
+from memloci.service.across import distinct
 from memloci.service.facade import MemoryService
 
 
@@ -40,7 +50,7 @@ class StoreOut(BaseModel):
     duplicate: bool
 
 
-class RetrieveOut(BaseModel):
+class RetrieveOut(BaseModel):  # a search of several libraries adds `library` to each memory (as SearchOut)
     memories: list[MemoryOut]
     query: str
     total_results: int
@@ -141,16 +151,25 @@ def register(server: Any, service: MemoryService) -> None:
         before: Annotated[str | None, Field(description="Only memories created before this ISO date")] = None,
         time: Annotated[str | None, Field(description="Filter: yesterday, last week, in March, 3 days ago, latest, "
                                                        "昨日, 先週, 上个月, ...")] = None,
-        library: Library = None, library_name: LibraryName = None,
+        library: Libraries = None, library_name: LibraryName = None,
         project_path: ProjectPath = None, confirm_new_project_root: ConfirmRoot = None,
     ) -> Annotated[CallToolResult, RetrieveOut]:
-        result = service.retrieve_memory(query, n_results=n_results, min_similarity=min_similarity, tags=tags or (),
-                                         match_all=match_all, memory_type=memory_type, entity=entity, after=after, before=before, time=time,
-                                         library=selected(library, library_name, project_path, confirm_new_project_root))
-        structured: dict[str, Any] = {
-            "memories": [memory_out(h.memory, h.score, h.why) for h in result.hits],
-            "query": result.query, "total_results": len(result.hits),
-        }
+        names = several(library, service.libraries.names(), library_name, project_path, confirm_new_project_root)
+        if names is not None:  # each hit names its library
+            result = service.retrieve_memory_across(
+                query, libraries=names, n_results=n_results, min_similarity=min_similarity, tags=tags or (),
+                match_all=match_all, memory_type=memory_type, entity=entity, after=after, before=before, time=time)
+            memories = [{**memory_out(h.memory, h.score, h.why), "library": h.library} for h in result.hits]
+        else:
+            assert not isinstance(library, list)  # several() took every list
+            result = service.retrieve_memory(query, n_results=n_results, min_similarity=min_similarity, tags=tags or (),
+                                             match_all=match_all, memory_type=memory_type, entity=entity, after=after,
+                                             before=before, time=time,
+                                             library=selected(library, library_name, project_path, confirm_new_project_root))
+            memories = [memory_out(h.memory, h.score, h.why) for h in result.hits]
+        structured: dict[str, Any] = {"memories": memories, "query": result.query, "total_results": len(result.hits)}
+        if names is not None:
+            structured["libraries"] = distinct(names, service.libraries.names())
         if result.time_range is not None:
             after_, before_ = result.time_range.iso()
             structured["time_range"] = {"phrase": result.time_range.phrase, "after": after_, "before": before_,

@@ -48,7 +48,8 @@ GROUP_INSTRUCTIONS = {
     "n2n": "Project memory (n2n-memory tools): pass projectPath (the project's absolute root; optional when the "
            "client shares its roots) to every n2n_ tool, and call n2n_update_context before each commit.",
 }
-LIBRARY_INSTRUCTION = "Several libraries are mounted: pass `library` to any tool to name one (list_libraries lists them)."
+LIBRARY_INSTRUCTION = ("Several libraries are mounted: pass `library` to any tool to name one; a search also takes "
+                       "\"*\" or a list of names, to search them together (list_libraries lists them).")
 
 
 def instructions(groups: list[str], several_libraries: bool) -> str:
@@ -133,7 +134,8 @@ class MemlociServer(MCPServer):
         try:
             arguments = await self._with_root(name, arguments, context)
             # a token's scopes first (HTTP; over stdio there is no token and nothing is refused)
-            result = access.refusal(self, name, arguments) or await self._call(name, arguments, context)
+            result = access.refusal(self, name, arguments) or await self._call(
+                name, access.readable_only(self, name, arguments), context)  # "*": the caller's libraries
         finally:
             self.calls_in_flight -= 1
         access.log_call(self, name, arguments, started, result)

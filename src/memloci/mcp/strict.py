@@ -12,8 +12,17 @@ from mcp_types import CallToolResult
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
 from memloci.core.errors import MemlociError, NotFoundError
-from memloci.core.model import EntityInput, ObservationBatch, RelationInput
-from memloci.mcp.arguments import ConfirmRoot, Library, LibraryName, ProjectPath, selected, tool_annotations
+from memloci.core.model import Entity, EntityInput, ObservationBatch, RelationInput
+from memloci.mcp.arguments import (
+    ConfirmRoot,
+    Libraries,
+    Library,
+    LibraryName,
+    ProjectPath,
+    selected,
+    several,
+    tool_annotations,
+)
 from memloci.mcp.graph import entity_out, relation_out
 from memloci.mcp.replies import reply
 from memloci.mcp.surface import Args
@@ -130,22 +139,28 @@ def register(server: Any, service: MemoryService) -> None:
                     "created": bool(created)}
         return _run(produce)
 
-    def search_memory(query: str, library: Library = None, library_name: LibraryName = None,
+    def search_memory(query: str, library: Libraries = None, library_name: LibraryName = None,
                       project_path: ProjectPath = None, confirm_new_project_root: ConfirmRoot = None
                       ) -> Annotated[CallToolResult, Out]:
-        lib = where(library, library_name, project_path, confirm_new_project_root)
+        names = several(library, service.libraries.names(), library_name, project_path, confirm_new_project_root)
+        lib = None if names is not None else where(library, library_name, project_path, confirm_new_project_root)
 
         def produce():
             recent = bool(RECENCY.search(query))
             words = " ".join(RECENCY.sub(" ", query).split())
-            if words:
-                hits = [h.entity for h in service.search_nodes(words, library=lib).hits]
+            found: list[tuple[str | None, Entity]]
+            if names is not None:  # several libraries: one ranking, each result naming its library
+                found = [(h.library, h.entity) for h in service.search_nodes_across(words, libraries=names).hits]
+            elif words:
+                found = [(None, h.entity) for h in service.search_nodes(words, library=lib).hits]
             else:  # "latest": everything, newest first
-                hits = list(service.read_graph(limit=100, library=lib).entities)
+                found = [(None, e) for e in service.read_graph(limit=100, library=lib).entities]
             if recent:  # "most recent workout": the newest matches first, by their last change
-                hits.sort(key=lambda e: max([e.updated_at, *(o.created_at for o in e.observations)]), reverse=True)
+                found.sort(key=lambda f: max([f[1].updated_at, *(o.created_at for o in f[1].observations)]),
+                           reverse=True)
             return {"query": query, "recency": recent,
-                    "results": [entity_out(e, dates=True) for e in hits]}
+                    "results": [entity_out(e, dates=True) if name is None else {**entity_out(e, dates=True), "library": name}
+                                for name, e in found]}
 
         data = produce()
         if not data["results"]:

@@ -23,6 +23,7 @@ from memloci.core.model import (
     CreatedEntity,
     Entity,
     EntityInput,
+    Memory,
     ObservationBatch,
     Relation,
     RelationInput,
@@ -499,6 +500,22 @@ def tags_told_again(held: Sequence[str], told: Sequence[str]) -> list[str]:
     hold yet, compared as names are ("Decision" is not a new tag beside "decision"), each once."""
     have = {name_key(t) for t in held}
     return list(dict.fromkeys(t for t in told if name_key(t) not in have))
+
+
+def tags_added_detail(memory: Memory, added: Sequence[str]) -> dict[str, Any]:
+    """The journal detail of a memory told again with more tags (`memloci history` shows its text)."""
+    return {"content_hash": memory.content_hash, "content": memory.content, "tags": list(memory.tags),
+            "added_tags": list(added)}
+
+
+def update_detail(before: Memory, after: Memory) -> dict[str, Any]:
+    """The journal detail of update_memory: the memory as it was, and its text now when that changed."""
+    detail: dict[str, Any] = {"content_hash": before.content_hash, "before": {
+        "content": before.content, "tags": list(before.tags), "metadata": before.metadata,
+        "importance": before.importance}}
+    if after.content != before.content:
+        detail["content"] = after.content
+    return detail
 
 
 def memory_owner_missing(name: str) -> NotFoundError:

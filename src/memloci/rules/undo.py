@@ -30,7 +30,7 @@ from memloci.core.errors import ConflictError, NotFoundError, ValidationError
 from memloci.core.model import name_key
 
 UNDOABLE = {"delete_entities", "delete_observations", "delete_relations", "rename_entity", "merge_entities",
-            "update_memory", "delete_memory", "undo", "update_manual_section", "delete_manual_section",
+            "store_memory", "update_memory", "delete_memory", "undo", "update_manual_section", "delete_manual_section",
             "add_manual_section", "update_context"}
 
 # A kept memory (free, or an observation of a kept entity), field by field, as every engine reads it.
@@ -130,6 +130,13 @@ def keep_before(rows: UndoRows, kept: dict[str, Any], entity_ids: Iterable[int] 
             kept["memories"][memory_id] = rows.free_memory_state(memory_id)
 
 
+def keep_new_memory(kept: dict[str, Any], content_hash: str) -> None:
+    """A free memory this transaction stores: nothing was there to keep, and its fingerprint
+    after the change is sealed, so an undo removes it again (unless it changed since)."""
+    kept["armed"] = True
+    kept.setdefault("hashes", set()).add(content_hash)
+
+
 def keep_meta(rows: UndoRows, kept: dict[str, Any], key: str) -> None:
     """Keep a library-wide value (the manual, the context) before this transaction changes it."""
     kept["armed"] = True
@@ -206,8 +213,8 @@ def entry(rows: UndoRows, change_id: int) -> tuple[str, list[str], dict[str, Any
         why = ("was recorded before memloci kept undo records" if action in UNDOABLE
                else "removed nothing, so there is nothing to undo")
         raise ValidationError(f"id: change #{change_id} ({action}) {why}",
-                              hint="Undo works on deletes, edits, renames, merges, memory updates and undos; "
-                                   "take back an addition with a delete.")
+                              hint="Undo works on deletes, edits, renames, merges, free memories stored or "
+                                   "changed, and undos; take back another addition with a delete.")
     return action, entities, detail
 
 

@@ -68,6 +68,7 @@ class MemoryHit:
     why: str
     words: float = 0.0  # the word signal (0..1) that found it
     meaning: float = 0.0  # the meaning signal (0..1, already weighed by how near anything is at all)
+    library: str | None = None  # the library it was found in, in a search across libraries
 
 
 # A hit found by meaning alone below this is a guess, not a match: "anything" is nearest to some

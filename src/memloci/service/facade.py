@@ -20,7 +20,7 @@ from typing import Any
 from memloci.app.projects import ProjectRef
 from memloci.app.registry import LibraryRegistry
 from memloci.core import schema
-from memloci.core.errors import InternalError, MemlociError, ValidationError
+from memloci.core.errors import InternalError, MemlociError, NotFoundError, ValidationError
 from memloci.core.model import (
     AddedObservations,
     CreatedEntity,
@@ -44,6 +44,8 @@ from memloci.rules import graph as rules
 from memloci.rules.graph import RelationsCreated, graph_violations
 from memloci.search.embedder import Embedder, EmbedderHandle, understands
 from memloci.search.entities import OBSERVATION_WEIGHT, count_entities, find_entities, meaning_signals
+from memloci.search.hybrid import MemoryHit
+from memloci.service.across import AcrossSearch, distinct, fuse, naming
 from memloci.service.documents import DocumentOperations, NewEntityDocument
 from memloci.service.history import HistoryOperations, ImportReport
 from memloci.service.memories import MemoryOperations, Retrieval
@@ -188,6 +190,36 @@ class MemoryService:
         # alone fill a page for nearly any question asked in a sentence.
         return find_entities(store, text, limit, signals=signals, fuse=self.vectors.bodies_embedded(store))
 
+    def search_nodes_across(self, query: str, *, libraries: Sequence[str], limit: int | None = None,
+                            offset: int = 0) -> AcrossSearch:
+        """search_nodes over several mounted libraries (`library: "*"` or a list): one ranking
+        (across.py: reciprocal rank fusion), `limit` and `offset` over it, each hit and relation
+        naming its library; total_count is the sum of the libraries' counts."""
+        schema.validate_query(query)
+        limit = DEFAULT_SEARCH_LIMIT if limit is None else schema.check_int(limit, "limit", 1, schema.SEARCH_LIMIT_MAX)
+        offset = schema.check_int(offset, "offset", 0, schema.SEARCH_LIMIT_MAX - 1)
+        names = distinct(libraries, self.libraries.names())
+        ranked: list[tuple[str, Sequence[SearchHit]]] = []
+        relations: dict[str, tuple[Relation, ...]] = {}
+        total = 0
+        for name in names:  # each library's best offset + limit: the merged page lies among them
+            try:
+                found = self.search_nodes(query, limit=min(offset + limit, schema.SEARCH_LIMIT_MAX), library=name)
+            except MemlociError as exc:
+                naming(name, exc)
+                raise
+            ranked.append((name, found.hits))
+            relations[name] = found.relations
+            total += found.total_count if found.total_count is not None else len(found.hits)
+        page = fuse(ranked, lambda hit: hit.score)[offset:offset + limit]
+        shown: dict[str, set[str]] = {}
+        for name, hit in page:
+            shown.setdefault(name, set()).add(hit.entity.name)
+        return AcrossSearch(tuple(replace(hit, library=name) for name, hit in page),
+                            tuple((name, r) for name in names for r in relations[name]
+                                  if r.from_entity in shown.get(name, ()) or r.to_entity in shown.get(name, ())),
+                            offset + len(page) < total, total, offset, tuple(names))
+
     def open_nodes(self, names: Sequence[str], *, library: str | ProjectRef | None = None) -> Graph:
         clean = schema.validate_names(names, "names")
         return self.store(library).open_entities(clean)
@@ -207,6 +239,52 @@ class MemoryService:
         return self.memories.retrieve_memory(query, n_results=n_results, min_similarity=min_similarity, tags=tags,
                                              match_all=match_all, memory_type=memory_type, entity=entity,
                                              after=after, before=before, time=time, library=library)
+
+    def retrieve_memory_across(self, query: str, *, libraries: Sequence[str], n_results: int = 5,
+                               min_similarity: float = 0.0, tags: Sequence[str] = (), match_all: bool = False,
+                               memory_type: str | None = None, entity: str | None = None, after: str | None = None,
+                               before: str | None = None, time: str | None = None) -> Retrieval:
+        """retrieve_memory over several mounted libraries (`library: "*"` or a list): each library
+        ranks its best `n_results`, one ranking keeps the best `n_results` of all (across.py: by
+        reciprocal rank, every library's matches before any library's newest-in-range fillers),
+        and each hit names its library. Only the hits kept count as retrieved."""
+        n_results = schema.check_int(n_results, "n_results", 1, schema.SEARCH_LIMIT_MAX)
+        names = distinct(libraries, self.libraries.names())
+        results: list[tuple[str, Retrieval]] = []
+        lacking: list[NotFoundError] = []  # libraries without the `entity` filtered on: none of their memories
+        for name in names:
+            try:
+                results.append((name, self.memories.retrieve_memory(
+                    query, n_results=n_results, min_similarity=min_similarity, tags=tags, match_all=match_all,
+                    memory_type=memory_type, entity=entity, after=after, before=before, time=time, library=name,
+                    count_use=False)))
+            except NotFoundError as exc:
+                naming(name, exc)
+                if entity is None or not ("entity: '" in exc.message and exc.message.endswith("' does not exist")):
+                    raise
+                lacking.append(exc)
+            except MemlociError as exc:
+                naming(name, exc)
+                raise
+        if not results:  # the entity is in none of them
+            raise NotFoundError(f"entity: '{entity}' does not exist in any of the libraries "
+                                + ", ".join(f"'{name}'" for name in names), hint=lacking[0].hint)
+        # Newest-first listings (a time phrase alone, a range's fillers) merge by date, newest
+        # first, after every library's matches, which merge by rank.
+        best = fuse([(name, [h for h in r.hits if not _listed(h)]) for name, r in results], lambda hit: hit.score)
+        listed = [(name, h) for name, r in results for h in r.hits if _listed(h)]
+        listed.sort(key=lambda item: item[1].memory.created_at, reverse=True)
+        best = (best + listed)[:n_results]
+        for name in names:
+            kept = [hit.memory.id for library, hit in best if library == name]
+            if kept:
+                self.vectors.accesses.record(self.store(name), kept)
+        said = {r.note for _, r in results if r.note}
+        notes = list(said) if len(said) == 1 and all(r.note for _, r in results) else \
+            [f"library '{name}': {r.note}" for name, r in results if r.note]
+        time_range = next((r.time_range for _, r in results if r.time_range is not None), None)
+        return Retrieval([replace(hit, library=name) for name, hit in best], query, time_range,
+                         all(r.unmatched for _, r in results), " ".join(notes) or None)
 
     def search_by_tag(self, tags: Sequence[str], *, match_all: bool = False, limit: int = 100,
                       library: str | ProjectRef | None = None) -> list[Memory]:
@@ -501,6 +579,11 @@ def _relations_named(store: Store, relations: Sequence[RelationInput]) -> list[R
     ends = entity_names(store, [n for r in relations for n in (r.from_entity, r.to_entity)],
                         [f"relations[{i}].{end}" for i in range(len(relations)) for end in ("from", "to")])
     return [replace(r, from_entity=ends[2 * i], to_entity=ends[2 * i + 1]) for i, r in enumerate(relations)]
+
+
+def _listed(hit: MemoryHit) -> bool:
+    """A hit of a newest-first listing (retrieve_memory's fillers and time-phrase listings), not a match."""
+    return hit.score <= 0 or hit.why in ("newest", "in range")
 
 
 class _QueryEmbedding:

@@ -32,6 +32,27 @@ class ImportReport:
     skipped_relations: list[tuple[int, str]] = field(default_factory=list)  # (line, reason)
 
 
+def memory_text(entry: JournalEntry, width: int = 60) -> str | None:
+    """The text of the memories a journal entry changed, trimmed to `width` characters (None: it
+    changed no memory, or it was written before entries held it). An update names the old text
+    and the new one; an undo the texts it put back or removed."""
+    detail = entry.detail or {}
+    texts: list[str] = []
+    if entry.action in ("store_memory", "update_memory") and isinstance(detail.get("before"), dict):
+        texts.append(str(detail["before"].get("content", "")))
+    if entry.action in ("store_memory", "update_memory") and isinstance(detail.get("content"), str):
+        texts.append(detail["content"])
+    elif entry.action == "delete_memory":
+        texts += [str(m.get("content", "")) for m in detail.get("removed", []) if isinstance(m, dict)]
+    if not texts and isinstance(detail.get("undo"), dict) and not entry.entities:
+        texts += [str(m.get("content", "")) for m in detail["undo"].get("memories", []) if isinstance(m, dict)]
+    texts = [" ".join(t.split()) for t in texts if t]
+    if not texts:
+        return None
+    shown = [t if len(t) <= width else t[: width - 1] + "…" for t in texts]
+    return " → ".join(shown) if entry.action == "update_memory" else "; ".join(shown)
+
+
 def _portable(store: Store) -> PortableStore:
     if not isinstance(store, Portable):
         raise ValidationError(f"library '{store.name}': a {store.kind} library cannot export free memories yet")

@@ -63,8 +63,10 @@ class MemoryOperations:
     def retrieve_memory(self, query: str, *, n_results: int = 5, min_similarity: float = 0.0,
                         tags: Sequence[str] = (), match_all: bool = False, memory_type: str | None = None,
                         entity: str | None = None, after: str | None = None, before: str | None = None,
-                        time: str | None = None, library: str | ProjectRef | None = None) -> Retrieval:
-        """The best memories for `query`.
+                        time: str | None = None, library: str | ProjectRef | None = None,
+                        count_use: bool = True) -> Retrieval:
+        """The best memories for `query`; `count_use=False`: the caller counts the retrieval of
+        the hits it keeps (a search across libraries keeps only the best of each).
 
         Filters (`time`, `after`, `before`, `tags`, `memory_type`, `entity`) are hard: the query
         ranks within them, and words that match nothing never empty them. With no word match
@@ -168,7 +170,8 @@ class MemoryOperations:
         elif unmatched:
             note = (f"Nothing among the memories {_scope(shown, filters)} matched the query by words or meaning; "
                     "these are their newest memories.")
-        self.vectors.accesses.record(store, [h.memory.id for h in hits])
+        if count_use:
+            self.vectors.accesses.record(store, [h.memory.id for h in hits])
         return Retrieval(hits, query, shown, unmatched, note)
 
     def search_by_tag(self, tags: Sequence[str], *, match_all: bool = False, limit: int = 100,

@@ -43,6 +43,11 @@ log = logging.getLogger(__name__)
 _HEADING = re.compile(r"^## (\S+) · ([^·\n]+?)(?: · (.*))?$")
 
 
+def _appended(kept: Any) -> bool:
+    """Whether an undo record keeps this file as a length (the change only appended to it)."""
+    return isinstance(kept, dict) and "prefix" in kept
+
+
 def parse_journal(text: str) -> list[tuple[str, str, str, list[str], dict | None]]:
     """(at, tool, action, entities, detail) of each entry of a journal.md, oldest first."""
     entries = []
@@ -123,6 +128,8 @@ class MarkdownUndo:
                 blockers.append(f"{rel} was changed since{after or ' (outside memloci?)'}")
         files = record["files"]
         for rel, value in files.items():
+            if _appended(value):  # a day file, appended to: no note in it
+                continue
             data = decode_kept(value)
             if data is None or _kind(rel) != "entity":
                 continue
@@ -140,7 +147,9 @@ class MarkdownUndo:
     def _put_back_files(self, tx: WriteTx, record: dict[str, Any]) -> list[str]:
         conn = tx.conn
         at = now_iso()
-        files = {rel: decode_kept(v) for rel, v in record["files"].items()}
+        # (an appended file is as the change left it, the blockers checked: its old bytes begin it)
+        files = {rel: confine.read_bytes(self.root, rel)[:int(v["prefix"])] if _appended(v) else decode_kept(v)
+                 for rel, v in record["files"].items()}
         rows = {name_key(s["name"]): s for s in record.get("entities", [])}
         held = [r[0] for r in conn.execute(
             f"SELECT DISTINCT entity_id FROM md_files WHERE entity_id IS NOT NULL AND path IN ({','.join('?' * len(files))})",

@@ -103,8 +103,11 @@ class MarkdownFiles:
     def sealing(self, tx: WriteTx, detail: dict[str, Any]) -> None:
         """The undo record keeps the rows (store/sqlite/undo_rows.py), plus every file this
         transaction changes: its bytes now (staged changes are not in place yet) and the sha256
-        it will have."""
-        before, after = {}, {}
+        it will have. A file only appended to keeps its length alone (`{"prefix": n}`): undo
+        finds it as the change left it (its sha256), so its first n bytes are the old ones, and
+        a day of stored memories does not copy its day file into journal.md once per memory."""
+        before: dict[str, Any] = {}
+        after = {}
         for rel, op in staged_files(tx).ops.items():
             if rel == JOURNAL:
                 continue
@@ -112,7 +115,7 @@ class MarkdownFiles:
                 old = confine.read_bytes(self.root, rel)
             except (FileNotFoundError, NotADirectoryError):
                 old = None
-            before[rel] = encode_kept(old)
+            before[rel] = {"prefix": len(old)} if op.kind == "append" and old is not None else encode_kept(old)
             after[rel] = (sha256_hex(op.data) if op.kind == "put" else None if op.kind == "delete"
                           else sha256_hex((old or b"") + op.data))
         detail["undo"]["files"] = before

@@ -33,6 +33,7 @@ from memloci.core.model import (
     tag_keys,
 )
 from memloci.rules import graph as rules
+from memloci.rules import undo
 from memloci.store.postgres.database import Database
 from memloci.store.postgres.entities import reindex
 from memloci.store.postgres.graph import retag
@@ -100,17 +101,22 @@ class PostgresMemories:
                 memory = load_memories(conn, [existing])[existing]
                 new_tags = rules.tags_told_again(memory.tags, m.tags)
                 if new_tags:  # the same memory, told again with more tags: keep them all
+                    tx.keep(memory_ids=[existing])  # a change like update_memory: journaled, undoable
                     conn.execute("UPDATE memories SET tags = %s, updated_at = %s WHERE id = %s",
                                  (as_jsonb([*memory.tags, *new_tags]), at, existing))
                     add_tags(conn, existing, new_tags)
                     memory = load_memories(conn, [existing])[existing]
+                    tx.journal(origin, "store_memory", [memory.entity] if memory.entity else [],
+                               rules.tags_added_detail(memory, new_tags), at)
                 return StoredMemory(memory, False)
             if entity_id is not None:
                 conn.execute("UPDATE entities SET updated_at = %s WHERE id = %s", (at, entity_id))
                 observations_changed(conn, [entity_id])
             memory = load_memories(conn, [memory_id])[memory_id]
+            if entity_id is None:  # a free memory stored is undone by removing it (an observation: by a delete)
+                undo.keep_new_memory(tx.kept, memory.content_hash)
             tx.journal(origin, "store_memory", [memory.entity] if memory.entity else [],
-                          {"content_hash": memory.content_hash, "tags": list(memory.tags)}, at)
+                       {"content_hash": memory.content_hash, "content": memory.content, "tags": list(memory.tags)}, at)
         return StoredMemory(memory, True)
 
     def memories_by_hash(self, content_hash: str) -> list[Memory]:
@@ -157,9 +163,7 @@ class PostgresMemories:
                 if owner is not None:
                     observations_changed(conn, [int(owner)])
             after = load_memories(conn, [memory_id])[memory_id]
-            tx.journal(origin, "update_memory", [after.entity] if after.entity else [],
-                          {"content_hash": before.content_hash, "before": {"content": before.content,
-                           "tags": list(before.tags), "metadata": before.metadata, "importance": before.importance}}, at)
+            tx.journal(origin, "update_memory", [after.entity] if after.entity else [], rules.update_detail(before, after), at)
         return after
 
     def delete_memories(self, ids: Sequence[int], *, origin: str) -> list[Memory]:

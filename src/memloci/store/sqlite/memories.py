@@ -29,6 +29,7 @@ from memloci.core.model import (
     tag_keys,
 )
 from memloci.rules import graph as rules
+from memloci.rules import undo
 from memloci.store.sqlite.database import Database
 from memloci.store.sqlite.memory_rows import (
     filter_sql,
@@ -68,20 +69,25 @@ class SQLiteMemories:
                 memory = load_memories(conn, [existing])[existing]
                 new_tags = rules.tags_told_again(memory.tags, m.tags)
                 if new_tags:  # the same memory, told again with more tags: keep them all
+                    keep_before(tx, memory_ids=[existing])  # a change like update_memory: journaled, undoable
                     tags = [*memory.tags, *new_tags]
                     conn.execute("UPDATE memories SET tags = ?, updated_at = ? WHERE id = ?",
                                  (json.dumps(tags, ensure_ascii=False), at, existing))
                     conn.executemany("INSERT OR IGNORE INTO memory_tags (tag, memory_id) VALUES (?, ?)",
                                      [(t, existing) for t in tag_keys(new_tags)])
                     memory = load_memories(conn, [existing])[existing]
+                    journal(tx, origin, "store_memory", [memory.entity] if memory.entity else [],
+                            rules.tags_added_detail(memory, new_tags))
                 return StoredMemory(memory, False)
             if entity_id is not None:
                 conn.execute("UPDATE entities SET updated_at = ? WHERE id = ?", (at, entity_id))
                 retag(conn, [entity_id])  # an observation's #tags are its entity's tags
                 refresh_fts(conn, [entity_id])
             memory = load_memories(conn, [memory_id])[memory_id]
+            if entity_id is None:  # a free memory stored is undone by removing it (an observation: by a delete)
+                undo.keep_new_memory(tx.record, memory.content_hash)
             journal(tx, origin, "store_memory", [memory.entity] if memory.entity else [],
-                          {"content_hash": memory.content_hash, "tags": list(memory.tags)})
+                    {"content_hash": memory.content_hash, "content": memory.content, "tags": list(memory.tags)})
         return StoredMemory(memory, True)
 
     def memories_by_hash(self, content_hash: str) -> list[Memory]:
@@ -130,9 +136,7 @@ class SQLiteMemories:
                     retag(conn, [owner])  # an observation's #tags are its entity's tags
                     refresh_fts(conn, [owner])
             after = load_memories(conn, [memory_id])[memory_id]
-            journal(tx, origin, "update_memory", [after.entity] if after.entity else [],
-                          {"content_hash": before.content_hash, "before": {"content": before.content,
-                           "tags": list(before.tags), "metadata": before.metadata, "importance": before.importance}})
+            journal(tx, origin, "update_memory", [after.entity] if after.entity else [], rules.update_detail(before, after))
         return after
 
     def delete_memories(self, ids: Sequence[int], *, origin: str) -> list[Memory]:
