@@ -271,8 +271,11 @@ def moved_days(record: dict[str, Any]) -> dict[str, Any]:
     """An undo record made before layout.py moved `memories/<day>.md` into `.memloci/memories/`
     names the day files where they now are (a day file is known by its `# Memories of` title)."""
     def where(rel: str) -> str:
+        kept = record["files"].get(rel)
+        if _appended(kept):  # kept as a length: written after the move, so already where it is
+            return rel
         name = rel.removeprefix(f"{OLD_MEMORIES}/")
-        data = decode_kept(record["files"].get(rel))
+        data = decode_kept(kept)
         if name != rel and "/" not in name and is_day(name.removesuffix(".md")) and data is not None \
                 and data.startswith(day_header(name.removesuffix(".md")).encode("utf-8")):
             return f"{MEMORIES_DIR}/{name}"
