@@ -20,6 +20,22 @@ from memloci.service.facade import MemoryService
 from memloci.store.sqlite.schema import MIGRATIONS
 
 
+# What `.memloci/.gitignore` keeps in git: the journal and the free memories; the index is rebuilt.
+VERSIONED = {"journal.md", "memories", ".gitignore"}
+
+
+def unversioned(folder: str, names: list[str]) -> list[str]:
+    """copytree's ignore: what a git clone of a library does not bring (its index)."""
+    return [n for n in names if Path(folder).name == ".memloci" and n not in VERSIONED]
+
+
+def drop_index(library: Path) -> None:
+    """Leave a library as a fresh clone has it: its files, journal and memories, no index."""
+    for path in (library / ".memloci").iterdir():
+        if path.name not in VERSIONED:
+            shutil.rmtree(path) if path.is_dir() else path.unlink()
+
+
 def hashes(db: Path) -> dict[str, str]:
     with sqlite3.connect(db) as conn:
         return dict(conn.execute("SELECT content, content_hash FROM memories"))
@@ -59,7 +75,7 @@ def test_markdown_hashes_survive_a_lost_index_and_a_reindex(tmp_path):
     before = hashes(folder / ".memloci" / "index.db")
     service.libraries.close()
 
-    shutil.rmtree(folder / ".memloci")  # a fresh clone: the files only
+    drop_index(folder)  # a fresh clone: the files only
     service = service_for(LibrarySpec("notes", folder, "markdown"))
     service.reindex()
     assert hashes(folder / ".memloci" / "index.db") == before
@@ -183,7 +199,7 @@ def test_handles_survive_a_clone_of_a_project_over_mcp(tmp_path, home):
 
     run_session(home, first)
     clone = tmp_path / "clone" / "app"
-    shutil.copytree(app, clone, ignore=shutil.ignore_patterns(".memloci"))  # what git clone brings
+    shutil.copytree(app, clone, ignore=unversioned)  # what git clone brings
 
     async def second(c):
         _, out = await c.ok("update_memory", project_path=str(clone), content_hash=kept["free"], tags=["process"])
