@@ -51,8 +51,9 @@ import yaml
 
 from memloci.core.errors import MemlociError, ValidationError
 from memloci.core.model import name_key
-from memloci.formats.official import OfficialFile
+from memloci.formats.official import OfficialFile, check_storable, shown
 from memloci.formats.source import (
+    YEARS,
     ImportSource,
     entity_input,
     read_inside,
@@ -142,7 +143,7 @@ def _front_matter(text: str) -> tuple[dict[str, Any], str, int]:
         if end != -1 and text[end + 4 : close if close != -1 else len(text)].strip() == "":
             try:
                 data = yaml.safe_load(text[4:end] if end > 3 else "") or {}
-            except yaml.YAMLError:
+            except (yaml.YAMLError, ValueError, OverflowError, RecursionError):  # ValueError: a date in year 0
                 data = None
             if isinstance(data, dict):
                 body = text[close + 1 :] if close != -1 else ""
@@ -157,13 +158,13 @@ def _time(value: Any, fallback: str, where: str) -> str:
         value = value.isoformat()
     elif isinstance(value, date):
         value = datetime(value.year, value.month, value.day).isoformat()
-    if isinstance(value, str) and re.fullmatch(r"\d{4}-\d\d-\d\d(T\d\d:\d\d(:\d\d(\.\d+)?)?)?", value.strip()):
-        # A time with no zone is the note writer's wall clock, as basic-memory reads it
-        value = datetime.fromisoformat(value.strip()).astimezone().isoformat()
     try:
-        return utc_from_text(value)
-    except ValidationError as exc:
-        raise ValidationError(f"{where}: {exc.message}") from exc
+        if isinstance(value, str) and re.fullmatch(r"\d{4}-\d\d-\d\d(T\d\d:\d\d(:\d\d(\.\d+)?)?)?", value.strip()):
+            # A time with no zone is the note writer's wall clock, as basic-memory reads it
+            value = datetime.fromisoformat(value.strip()).astimezone().isoformat()
+    except (ValueError, OverflowError) as exc:  # month 13; or year 1 or 9999 moved to this zone
+        raise ValidationError(f"{where}: {shown(value)} is no time in {YEARS}") from exc
+    return utc_from_text(value, where)
 
 
 def _tags(value: Any) -> list[str]:
@@ -175,6 +176,7 @@ def _tags(value: Any) -> list[str]:
 
 def read_note(root: Path, rel: str) -> Note:
     text = read_inside(root, rel).removeprefix("\ufeff").replace("\r\n", "\n")
+    check_storable(text, rel)
     fm, body, offset = _front_matter(text)
     mtime = utc_from_epoch(int(os.stat(root / rel, follow_symlinks=False).st_mtime))
     created = _time(fm.get("created"), mtime, f"{rel}: created")
@@ -183,6 +185,7 @@ def read_note(root: Path, rel: str) -> Note:
     note = Note(rel, title.strip() or Path(rel).stem, str(fm.get("type") or "note"), _tags(fm.get("tags")),
                 {k: v for k, v in fm.items() if k not in KNOWN_KEYS}, created,
                 _time(fm.get("modified"), mtime, f"{rel}: modified"), body.splitlines(keepends=True), offset + 1)
+    check_storable([note.title, note.entity_type, note.tags, note.extra], f"{rel}: front matter")
     fenced = False
     lines = note.lines
     for i, line in enumerate(lines):
@@ -357,6 +360,10 @@ def read_basic_memory(root: Path) -> ImportSource:
                     entity.name, entity.entity_type, observations=list(entity.observations))))[0], fallback_name=entity.name)
             except MemlociError as exc:
                 source.warnings.append((where, f"its prose, tags and front matter are left out: {exc.message}"))
+                usable = False
+            except (ValueError, TypeError, RecursionError, yaml.YAMLError) as exc:  # front matter YAML cannot write back
+                source.warnings.append((where, "its prose, tags and front matter are left out: its front matter "
+                                               f"cannot be written back ({shown(str(exc) or type(exc).__name__)})"))
                 usable = False
             source.data.entity_dates[key] = (note.created, note.modified, [note.created] * len(entity.observations))
             if usable:
