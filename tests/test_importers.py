@@ -329,7 +329,7 @@ def test_basic_memory_into_a_markdown_library_keeps_the_notes_readable(tmp_path,
         service.import_everything(read_basic_memory(notes).data)
     finally:
         registry.close()
-    text = (tmp_path / "lib" / "Coffee Brewing Methods.md").read_text()
+    text = (tmp_path / "lib" / "coffee" / "Coffee Brewing Methods.md").read_text()  # in its folder, as in the source
     # written once, with its relations, in the entity document's order (DESIGN.md §1)
     assert text.startswith("---\ntype: note\nrelations:\n  - {type: recommended_by, to: Alice}\n"
                            "  - {type: requires, to: Coffee Bean Origins}\ncreated: 2026-03-01T09:30:00Z\n")
@@ -349,6 +349,35 @@ def test_basic_memory_into_a_markdown_library_keeps_the_notes_readable(tmp_path,
         registry.close()
 
 
+def test_basic_memory_folders_and_file_names_are_kept_in_a_markdown_library(tmp_path):
+    """people/anna.md comes in as people/anna.md (its title, Anna, names the entity); a note
+    whose path is taken by a person's file goes beside it, named after its title; an entity that
+    exists keeps its file where it is; hidden folders are never made."""
+    src = tmp_path / "notes"
+    for rel, text in {"people/anna.md": "---\ntitle: Anna\n---\n# Anna\n- [role] barista\n",
+                      "coffee/deep/roast.md": "---\ntitle: Roast Levels\n---\n- [fact] dark is bitter\n",
+                      "people/bob.md": "---\ntitle: Bob\n---\n- [fact] likes tea\n",
+                      "top.md": "- [fact] at the root\n",  # no title: named after its file
+                      "mine/kept.md": "---\ntitle: Kept\n---\n- [fact] theirs\n"}.items():
+        (src / rel).parent.mkdir(parents=True, exist_ok=True)
+        (src / rel).write_text(text)
+    lib = tmp_path / "lib"
+    (lib / "people").mkdir(parents=True)
+    (lib / "people" / "bob.md").write_text("# Robert\n\nA person's own note.\n")  # the path is taken
+    (lib / "Kept.md").write_text("# Kept\n\nAlready here.\n")  # the entity exists, at the root
+    service, registry = open_service(tmp_path, "markdown")
+    try:
+        service.store().sync()
+        service.import_everything(read_basic_memory(src).data)
+        paths = {row["name"]: row.get("path") for row in service.list_entities("*")}
+    finally:
+        registry.close()
+    assert paths == {"Anna": "people/anna.md", "Roast Levels": "coffee/deep/roast.md", "Bob": "people/Bob.md",
+                     "Robert": "people/bob.md", "top": "top.md", "Kept": "Kept.md"}
+    assert (lib / "people" / "bob.md").read_text() == "# Robert\n\nA person's own note.\n"
+    assert not (lib / "mine").exists()
+
+
 def test_basic_memory_into_a_markdown_library_dates_each_file_as_its_note(tmp_path, notes):
     """The `modified:` memloci writes is the note's own date (front matter, else the file's
     mtime), not the time of the import: file and index agree, and a rebuilt index keeps it."""
@@ -358,10 +387,10 @@ def test_basic_memory_into_a_markdown_library_dates_each_file_as_its_note(tmp_pa
         indexed = {e.name: e.updated_at for e in service.export_graph().entities}
     finally:
         registry.close()
-    expected = {"Coffee Brewing Methods": "2026-03-04T18:05:12Z", "Alice": "2026-01-01T00:00:00Z"}
-    for name, at in expected.items():
-        assert indexed[name] == at
-        assert f"\nmodified: {at}\n" in (tmp_path / "lib" / f"{name}.md").read_text()
+    expected = {"coffee/Coffee Brewing Methods": "2026-03-04T18:05:12Z", "people/Alice": "2026-01-01T00:00:00Z"}
+    for path, at in expected.items():
+        assert indexed[path.split("/")[1]] == at
+        assert f"\nmodified: {at}\n" in (tmp_path / "lib" / f"{path}.md").read_text()
     shutil.rmtree(tmp_path / "lib" / ".memloci")
     service, registry = open_service(tmp_path, "markdown")
     try:
@@ -444,7 +473,7 @@ def test_cli_imports_each_format_then_imports_nothing_again(home, mms_db, memori
     out = memloci(home, "import", "basic-memory", str(notes), "--libraries", f"notes:{lib}").stdout
     assert "3 entities created (0 already there), 8 observations, 4 relations" in out
     assert "coffee/Coffee Brewing Methods.md:26: relation pairs_with -> 'Pastry Notes'" in out
-    assert (lib / "Alice.md").is_file()
+    assert (lib / "people" / "Alice.md").is_file() and not (lib / "Alice.md").exists()
     assert "Nothing new" in memloci(home, "import", "basic-memory", str(notes), "--libraries", f"notes:{lib}").stdout
 
 

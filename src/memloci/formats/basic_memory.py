@@ -19,7 +19,7 @@ Prose, with an inline [[Link]].
 
 | basic-memory                          | memloci                                                        |
 |---------------------------------------|----------------------------------------------------------------|
-| a note (`*.md`, hidden folders left out) | an entity named by `title` (else the file name)             |
+| a note (`*.md`, hidden folders left out) | an entity named by `title` (else the file name); in a Markdown library its file keeps the note's path (`people/anna.md`) |
 | `type` (default `note`)               | `entity_type`                                                  |
 | `tags` (list or comma-separated)      | the entity's `tags`                                            |
 | `permalink` and other front matter keys | kept in the entity's front matter as written values          |
@@ -366,6 +366,12 @@ def read_basic_memory(root: Path) -> ImportSource:
                                                f"cannot be written back ({shown(str(exc) or type(exc).__name__)})"))
                 usable = False
             source.data.entity_dates[key] = (note.created, note.modified, [note.created] * len(entity.observations))
+            try:  # a Markdown library keeps it: people/anna.md stays people/anna.md
+                check_storable(note.rel, note.rel)
+                source.data.entity_paths[key] = note.rel
+            except ValidationError:
+                source.warnings.append((where, "its file or folder name is not UTF-8: its entity is named "
+                                               "after its title in the library's root"))
             if usable:
                 source.data.entity_edits[key] = change
     return source

@@ -200,6 +200,9 @@ class OfficialFile:
     # set when the source is one JSON object (n2n-memory's memory.json): the name errors give
     # it, and then an item's number is its index in the `entities` or `relations` array
     object_name: str | None = None
+    # an entity's note in the source, by name_key (basic-memory's `people/anna.md`): a Markdown
+    # library creates the entity's file there, so the source's folders stay folders
+    entity_paths: dict[str, str] = field(default_factory=dict)
     # what could not be read and was left out: (where, e.g. "line 3", the reason)
     skipped: list[tuple[str, str]] = field(default_factory=list)
 
