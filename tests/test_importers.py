@@ -269,11 +269,12 @@ def test_memorix_wrong_sources_are_refused(tmp_path, memorix_db):
 
 def test_basic_memory_counts_and_values(lib, notes):
     source = read_basic_memory(notes)
-    assert sorted(source.skipped) == [
-        ("coffee/Coffee Bean Origins.md:18", "relation grown near -> 'Mount Elgon': no note of that name; "
-                                            "its line stays in the body as a link"),
-        ("coffee/Coffee Brewing Methods.md:26", "relation pairs_with -> 'Pastry Notes': no note of that name; "
-                                               "its line stays in the body as a link"),
+    assert source.skipped == []
+    assert sorted(source.warnings) == [
+        ("coffee/Coffee Bean Origins.md:18", "relation grown near -> 'Mount Elgon': no note of that name; it waits "
+                                            "as a link of that type and becomes the relation when such an entity exists"),
+        ("coffee/Coffee Brewing Methods.md:26", "relation pairs_with -> 'Pastry Notes': no note of that name; it waits "
+                                               "as a link of that type and becomes the relation when such an entity exists"),
     ]
     report, added, _ = lib.import_everything(source.data)
     assert (report.entities_created, report.observations_added, report.relations_created, added) == (3, 8, 4, 0)
@@ -307,7 +308,8 @@ def test_basic_memory_counts_and_values(lib, notes):
     assert beans.tags == ("coffee", "sourcing", "ethiopia", "colombia") and alice.tags == ("equipment",)
     assert "permalink: coffee/coffee-brewing-methods" in text
     assert "Notes on the ways I brew, kept while testing grinders. Beans come from\n[[Coffee Bean Origins]]" in text
-    assert "- pairs_with [[Pastry Notes]]" in text  # an unresolved relation keeps its line
+    assert "- pairs_with [[Pastry Notes]]" not in text  # a relation to a name nothing has waits, typed:
+    assert "  - {type: pairs_with, to: Pastry Notes}\n" in text  # it becomes the relation when Pastry Notes appears
     assert "- requires [[Coffee Bean Origins]]" not in text and text.count("# Coffee Brewing Methods") == 1
     alice_text = lib.read_entities(["Alice"])["entities"][0]["content"]
     for prose in ("- [ ] ask about the Kenya lot", "> - [hours] Closed on Mondays",
@@ -323,6 +325,40 @@ def test_basic_memory_counts_and_values(lib, notes):
     assert len(lib.export_graph().relations) == 7
 
 
+def test_basic_memory_relation_to_a_name_nothing_has_keeps_its_type(lib, notes):
+    """`- pairs_with [[Pastry Notes]]` with no such note: once Pastry Notes is created (a tool
+    call, later), the relation is `pairs_with`, not `links_to`; one to an entity the library
+    already holds is that relation at once."""
+    from memloci.core.model import EntityInput
+
+    lib.create_entities([EntityInput("Mount Elgon", "place", ())])
+    lib.import_everything(read_basic_memory(notes).data)
+
+    def typed(target):
+        return {(r.from_entity, r.relation_type) for r in lib.export_graph().relations if r.to_entity == target}
+
+    assert typed("Mount Elgon") == {("Coffee Bean Origins", "grown near")}
+    assert typed("Pastry Notes") == set()
+    lib.create_entities([EntityInput("Pastry Notes", "note", ())])
+    assert typed("Pastry Notes") == {("Coffee Brewing Methods", "pairs_with")}
+
+
+def test_basic_memory_relation_to_a_missing_name_under_a_typed_schema_stays_text(tmp_path, notes):
+    """A schema that lists relation types wants both ends: the line stays in the body as written."""
+    from memloci.core.schema import LibrarySchema
+
+    typed = LibrarySchema(name="typed", relation_types=("requires", "recommended_by", "used_by", "taught_me",
+                                                          "pairs_with", "grown near"))
+    registry = LibraryRegistry([LibrarySpec("default", tmp_path / "lib.db", "sqlite", typed)])
+    service = MemoryService(registry)
+    try:
+        service.import_everything(read_basic_memory(notes).data)
+        text = service.read_entities(["Coffee Brewing Methods"])["entities"][0]["content"]
+    finally:
+        registry.close()
+    assert "- pairs_with [[Pastry Notes]]" in text and "to: Pastry Notes" not in text
+
+
 def test_basic_memory_into_a_markdown_library_keeps_the_notes_readable(tmp_path, notes):
     service, registry = open_service(tmp_path, "markdown")
     try:
@@ -332,7 +368,9 @@ def test_basic_memory_into_a_markdown_library_keeps_the_notes_readable(tmp_path,
     text = (tmp_path / "lib" / "coffee" / "Coffee Brewing Methods.md").read_text()  # in its folder, as in the source
     # written once, with its relations, in the entity document's order (DESIGN.md §1)
     assert text.startswith("---\ntype: note\nrelations:\n  - {type: recommended_by, to: Alice}\n"
-                           "  - {type: requires, to: Coffee Bean Origins}\ncreated: 2026-03-01T09:30:00Z\n")
+                           "  - {type: requires, to: Coffee Bean Origins}\n"
+                           "  - {type: pairs_with, to: Pastry Notes}\n"  # waits for its target, typed
+                           "created: 2026-03-01T09:30:00Z\n")
     assert "tags:\n  - coffee\n  - brewing\npermalink: coffee/coffee-brewing-methods\n---\n" in text
     assert ("# Coffee Brewing Methods\n\nNotes on the ways I brew, kept while testing grinders. Beans come from\n"
             "[[Coffee Bean Origins]]; see also the [grinder manual](https://example.com/grinder).\n\n"
@@ -560,8 +598,17 @@ def test_basic_memory_edits_a_persons_file_only_where_the_import_adds(tmp_path, 
         for line in person.splitlines(keepends=True):  # every line of theirs is still there, as written
             assert line in text
         entity = {e.name: e for e in service.export_graph().entities}["Coffee Bean Origins"]
-        assert entity.tags == ("mine",) and "permalink" not in text  # their front matter is theirs
+        assert "tags:\n  - mine\n" in text and "permalink" not in text  # their front matter is theirs
         assert len(entity.observations) == 3 and "My own prose." in entity.body
+        # the note's relation to a name nothing has yet waits in their front matter, typed
+        assert "  - {type: grown near, to: Mount Elgon}\n" in text and "[[Mount Elgon]]" not in text
+    finally:
+        registry.close()
+    shutil.rmtree(tmp_path / "lib" / ".memloci")  # the index and the files agree: a rebuild reads the same
+    service, registry = open_service(tmp_path, "markdown")
+    try:
+        rebuilt = {e.name: e for e in service.export_graph().entities}["Coffee Bean Origins"]
+        assert rebuilt.tags == entity.tags == ("mine", "ethiopia", "colombia")  # the observations' #tags too
     finally:
         registry.close()
 

@@ -29,8 +29,11 @@ Prose, with an inline [[Link]].
 | `[[Target]]` anywhere else in prose    | stays in the body: memloci reads body links as `links_to`, as basic-memory does |
 | the rest of the body                  | the entity's body, as written (the `# Title` line and emptied `## Observations` / `## Relations` headings left out) |
 
-A relation whose target is no note of the folder is reported, and its line stays in the body
-as written, where it is a `links_to` link that becomes a relation once such an entity exists.
+A relation whose target is no note of the folder keeps its type: it goes into the entity's
+front matter `relations:` (its line leaves the body), where it is that relation at once if
+the library holds the target, else a typed link that waits and becomes that relation when
+the target is created. Under a schema that lists relation types its line stays in the body as
+written (the schema wants both ends). It is listed as a warning.
 Lines inside code fences and block quotes (Obsidian callouts) are prose, as in basic-memory;
 unlike basic-memory, a paragraph outside a list is never an observation. An entity that
 already has prose of its own (a person's entity of the same name) gets the note's observations
@@ -241,7 +244,8 @@ def _prose(body: str) -> str:
     return md.remove_empty_section(md.set_observations(body, []), "Observations").strip()
 
 
-def _with_body(note: Note, body: str, observations: list[str]) -> Callable[[str], tuple[str, bool]]:
+def _with_body(note: Note, body_with_links: str, body_typed: str, observations: list[str],
+               waiting: list[tuple[str, str]]) -> Callable[[str, bool], tuple[str, bool]]:
     """The edit that gives an imported entity its note's prose, tags, creation date and other
     front matter keys; what the import put there (type, observations, relations) stays.
 
@@ -251,13 +255,25 @@ def _with_body(note: Note, body: str, observations: list[str]) -> Callable[[str]
     made. An entity with prose of its own that is not the note's (a person's entity of the
     same name) is left as the graph import leaves it. The dates go into the text too, so a
     Markdown library's files carry them (its index is rebuilt from the files). Returns the
-    text and whether the entity is the note's own (its dates then follow)."""
+    text and whether the entity is the note's own (its dates then follow).
+
+    `waiting`: the note's relations to a name no note of the source has, (type, target). Where
+    the library keeps links that wait for their target (`links_wait`: its schema does not list
+    relation types), they go into the front matter's `relations:`, so each becomes a relation
+    of its own type when its target appears (or at once, if the library has it), and their
+    lines leave the body (`body_typed`); else their lines stay in the body as written
+    (`body_with_links`), plain text under such a schema."""
     tags, extra = note.tags, note.extra
 
-    def change(text: str) -> tuple[str, bool]:
+    def change(text: str, links_wait: bool) -> tuple[str, bool]:
         doc = md.parse_document(text, fallback_name="")
+        related = {(rt, name_key(to)) for rt, to in doc.relations}
+        add = list(dict.fromkeys((rt, to) for rt, to in waiting if links_wait and (rt, name_key(to)) not in related))
+        body = body_with_links if not (links_wait and waiting) else body_typed
         prose = _prose(doc.body)
-        if prose and prose != _prose(body):
+        if prose and prose != _prose(body):  # a person's entity: its relations, and nothing else
+            if add:
+                text = frontmatter.with_front_matter(text, lambda y: frontmatter.edit_relations(y, [], add, key_of=name_key))
             return text, False
         if not prose and text.endswith(doc.body):  # the body after the title is the Observations list alone
             dates = {**doc.dates, **{o: note.created for o in observations if o in doc.dates}}  # dated: a Markdown file
@@ -267,6 +283,8 @@ def _with_body(note: Note, body: str, observations: list[str]) -> Callable[[str]
             yaml_edits.append(lambda y: frontmatter.set_list(y, "tags", list(dict.fromkeys([*doc.tags, *tags]))))
         if doc.created is not None and doc.created != note.created:
             yaml_edits.append(lambda y: frontmatter.set_scalar(y, "created", note.created, timestamp=True))
+        if add:
+            yaml_edits.append(lambda y: frontmatter.edit_relations(y, [], add, key_of=name_key))
         have = {block.split(":", 1)[0].strip() for block in doc.extra} | {"name", "aliases", "relations"}
         missing = "".join(yaml.safe_dump({k: v}, allow_unicode=True, sort_keys=False, default_flow_style=False,
                                          width=1 << 20) for k, v in extra.items() if str(k) not in have)
@@ -323,6 +341,8 @@ def read_basic_memory(root: Path) -> ImportSource:
             if key:
                 by_key.setdefault(name_key(key), note.title)
     taken: dict[str, str] = {}
+    # relations to a name no note has, by the entity's name_key: (type, target), for its edit
+    waiting: dict[str, list[tuple[str, str]]] = {}
     for number, note in enumerate(notes, start=1):
         where = f"{note.rel}:{note.first_line}"
         if name_key(note.title) in taken:
@@ -336,28 +356,37 @@ def read_basic_memory(root: Path) -> ImportSource:
             source.skipped.append((where, exc.message))
             continue
         source.data.entities.append((number, entity))
+        key = name_key(note.title)
+        waits = waiting.setdefault(key, [])
+        waiting_lines: set[int] = set()
         for span, rel_type, target in note.relations:
             line_where = f"{note.rel}:{note.first_line + span.start}"
-            resolved = by_key.get(name_key(target)) or by_key.get(name_key(target.split("|")[0].split("#")[0].strip()))
-            if resolved is None:
-                source.skipped.append((line_where, f"relation {rel_type} -> '{target}': no note of that name; "
-                                                   "its line stays in the body as a link"))
-                continue
+            plain = target.split("|")[0].split("#")[0].strip()  # [[Target|shown]], [[Target#Heading]]
+            resolved = by_key.get(name_key(target)) or by_key.get(name_key(plain))
             try:
-                relation = relation_input(note.title, rel_type, resolved, line_where)
+                relation = relation_input(note.title, rel_type, resolved or plain, line_where)
             except MemlociError as exc:
                 source.skipped.append((line_where, exc.message))
+                continue
+            if resolved is None:  # the entity may be in the library, or come later: a typed link waits for it
+                source.warnings.append((line_where, f"relation {rel_type} -> {shown(target)}: no note of that name; "
+                                                    "it waits as a link of that type and becomes the relation when "
+                                                    "such an entity exists"))
+                waits.append((relation.relation_type, relation.to_entity))
+                waiting_lines.update(span)
                 continue
             removed.update(span)
             source.relation_where[len(source.relation_where) + 1] = line_where
             source.data.relations.append((len(source.relation_where), relation))
-        key = name_key(note.title)
         if taken[key] == note.rel:
-            change = _with_body(note, _body(note, removed), list(entity.observations))
+            change = _with_body(note, _body(note, removed), _body(note, removed | waiting_lines),
+                                list(entity.observations), waits)
             usable = True
             try:  # the edit is tried here on the entity as the import will make it: a bad one stops nothing halfway
-                md.parse_document(change(md.render_document(md.EntityDocument(
-                    entity.name, entity.entity_type, observations=list(entity.observations))))[0], fallback_name=entity.name)
+                made = md.render_document(md.EntityDocument(entity.name, entity.entity_type,
+                                                            observations=list(entity.observations)))
+                for links_wait in (True, False):
+                    md.parse_document(change(made, links_wait)[0], fallback_name=entity.name)
             except MemlociError as exc:
                 source.warnings.append((where, f"its prose, tags and front matter are left out: {exc.message}"))
                 usable = False

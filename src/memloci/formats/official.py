@@ -196,7 +196,9 @@ class OfficialFile:
     # document text, applied after the graph is written (e.g. a note's prose as the body). It
     # returns the new text and whether the entity is the source's own (then it takes the
     # source's dates), not a person's entity of the same name that the import merged into.
-    entity_edits: dict[str, Callable[[str], tuple[str, bool]]] = field(default_factory=dict)
+    # `links_wait`, the edit's second argument: whether the library keeps a link to a name no
+    # entity has as a typed link that waits for it (its schema lists no relation types).
+    entity_edits: dict[str, Callable[[str, bool], tuple[str, bool]]] = field(default_factory=dict)
     # set when the source is one JSON object (n2n-memory's memory.json): the name errors give
     # it, and then an item's number is its index in the `entities` or `relations` array
     object_name: str | None = None

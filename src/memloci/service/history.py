@@ -79,10 +79,11 @@ class HistoryOperations:
         new = {name_key(e.name): e for _, e in source.entities if name_key(e.name) not in existed}
         given = {name_key(e.name): e for _, e in source.entities}
         owned: set[str] = set()  # the source's own entities (not a person's that the import merged into)
+        links_wait = store.schema.relation_types is None  # a typed schema wants both ends of a relation
         for key, change in source.entity_edits.items():  # one transaction each; an edit that changes nothing writes nothing
             if key in given:
                 def text_of(text: str, change=change, key=key) -> str:
-                    new_text, own = change(text)
+                    new_text, own = change(text, links_wait)
                     (owned.add if own else owned.discard)(key)
                     return new_text
 
