@@ -15,6 +15,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+import pytest
 from conftest import server_env
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -318,30 +319,42 @@ HOSTILE_NOTES: list[tuple[str, bytes]] = [
 ]
 
 
+# Relation items no reader may take (the note itself is good): listed by file and line.
+HOSTILE_RELATIONS = ["- 'a\u0001b' [[Good 0]]", "- knows [[" + "n" * 300 + "]]",
+                     "- " + "t" * 200 + " [[Good 0]]"]
+
+
 @FEW
 @given(goods=st.integers(1, 4), hostile=st.lists(st.sampled_from(HOSTILE_NOTES), min_size=1, max_size=4, unique=True),
-       folders=st.lists(st.sampled_from(["", "people/", "coffee/deep/"]), min_size=4, max_size=4))
-def test_basic_memory_hostile_notes_are_skipped_and_listed(goods, hostile, folders):
+       folders=st.lists(st.sampled_from(["", "people/", "coffee/deep/"]), min_size=4, max_size=4),
+       bad_relation=st.sampled_from(HOSTILE_RELATIONS), kind=st.sampled_from(["sqlite", "markdown"]))
+def test_basic_memory_hostile_notes_are_skipped_and_listed(goods, hostile, folders, bad_relation, kind):
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "notes"
         for i in range(goods):
             path = root / folders[i] / f"good {i}.md"
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(f"---\ntitle: Good {i}\ncreated: 2026-01-02T03:04:05Z\n---\n# Good {i}\n\nProse {i}.\n\n"
-                            f"## Observations\n- [fact] fact {i}\n\n## Relations\n- knows [[Good 0]]\n")
+                            f"## Observations\n- [fact] fact {i}\n\n## Relations\n- knows [[Good 0]]\n{bad_relation}\n")
         for name, text in hostile:
             (root / name).parent.mkdir(parents=True, exist_ok=True)
             (root / name).write_bytes(text)
         source = read_basic_memory(root)
-        assert {where.split(":")[0] for where, _ in source.skipped} == {name for name, _ in hostile}
-        service, registry = open_service(Path(tmp))
+        bad_lines = {f"{folders[i]}good {i}.md:14" for i in range(goods)}
+        assert {where for where, _ in source.skipped if ".md:14" in where} == bad_lines
+        assert {where.split(":")[0] for where, _ in source.skipped if ".md:14" not in where} == {n for n, _ in hostile}
+        service, registry = open_service(Path(tmp), kind)
         try:
             service.import_everything(source.data)
             names, _, relations = library_contents(service)
+            paths = {row["name"]: row.get("path") for row in service.list_entities("*")}
         finally:
             registry.close()
     assert names == {f"Good {i}" for i in range(goods)}
-    assert relations == {(f"Good {i}", "knows", "Good 0") for i in range(goods)}
+    # a skipped relation item's line stays in the body as prose, where its [[link]] is a links_to
+    assert {r for r in relations if r[1] != "links_to"} == {(f"Good {i}", "knows", "Good 0") for i in range(goods)}
+    if kind == "markdown":  # each in its folder, at its own file name
+        assert paths == {f"Good {i}": f"{folders[i]}good {i}.md" for i in range(goods)}
 
 
 def test_the_cli_lists_hostile_rows_of_every_importer_without_a_traceback(tmp_path):
@@ -363,3 +376,36 @@ def test_the_cli_lists_hostile_rows_of_every_importer_without_a_traceback(tmp_pa
         assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr + proc.stdout
         for text in expected:
             assert text in proc.stdout, (text, proc.stdout)
+
+
+@pytest.mark.full  # PostgreSQL
+def test_hostile_rows_and_waiting_relations_on_postgresql(pg_library, tmp_path):
+    """What PostgreSQL refuses outright (NUL in text or jsonb, NaN and Infinity in jsonb, lone
+    surrogates) is refused per row before any write; a basic-memory relation to a name nothing
+    has keeps its type there too."""
+    from memloci.core.model import EntityInput
+
+    lines = [json.dumps(jsonl_entity(0)).encode(), json.dumps(jsonl_memory(0)).encode()]
+    hostile = [json.dumps(replace(jsonl_memory(1), "metadata", {"s": "a\x00b"})).encode(),
+               json.dumps(replace(jsonl_memory(2), "content", "lone \ud800")).encode(),
+               b'{"type": "memory", "content": "x", "metadata": {"n": NaN}, "created_at": "2024-01-02T03:04:05Z", '
+               b'"updated_at": "2024-01-02T03:04:05Z"}',
+               json.dumps(replace(jsonl_entity(3), "observations", ["a\x00b"])).encode()]
+    path = tmp_path / "memory.jsonl"
+    path.write_bytes(b"\n".join(lines + hostile) + b"\n")
+    source = read_official(path)
+    assert [where for where, _ in source.skipped] == ["line 3", "line 4", "line 5", "line 6"]
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "brew.md").write_text("---\ntitle: Brew\n---\n## Relations\n- pairs_with [[Pastry Notes]]\n")
+    registry = LibraryRegistry([pg_library.spec])
+    service = MemoryService(registry)
+    try:
+        service.import_everything(source)
+        service.import_everything(read_basic_memory(notes).data)
+        names, memories, _ = library_contents(service)
+        assert names == {"good 0", "Brew"} and memories == {"memory 0"}
+        service.create_entities([EntityInput("Pastry Notes", "note", ())])
+        assert ("Brew", "pairs_with", "Pastry Notes") in library_contents(service)[2]
+    finally:
+        registry.close()
