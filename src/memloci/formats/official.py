@@ -49,6 +49,8 @@ def check_storable(value: Any, where: str) -> None:
     """Refuse a row holding text no engine can store: a NUL character, or a lone surrogate (what
     a `\\ud800` escape or bytes that are not UTF-8 become). Strings inside lists and objects
     (their keys too) are looked at; `where` names the row."""
+    if isinstance(value, str) and not _UNSTORABLE.search(value):
+        return  # the common case, at once
     stack = [value]
     while stack:
         item = stack.pop()
@@ -80,15 +82,17 @@ def _int_or_infinite(text: str) -> float | int:
     return int(text) if len(text) <= 4000 else math.inf  # Python reads no longer integer
 
 
-def parse_json(text: str | bytes, where: str, *, whole: bool = False) -> Any:
+_ROW_JSON = json.JSONDecoder(parse_float=_finite, parse_constant=_no_constant)
+_WHOLE_JSON = json.JSONDecoder(parse_int=_int_or_infinite)
+
+
+def parse_json(text: str, where: str, *, whole: bool = False) -> Any:
     """JSON as the importers read it, with every way it can fail a ValidationError naming `where`:
     strict JSON for a row (no NaN or Infinity, no number beyond a float). A `whole` file of many
     rows (memorix's observations.json) takes them, as non-finite floats, so that the rows holding
     them fail their own checks instead of the file failing."""
     try:
-        if whole:
-            return json.loads(text, parse_int=_int_or_infinite)
-        return json.loads(text, parse_float=_finite, parse_constant=_no_constant)
+        return (_WHOLE_JSON if whole else _ROW_JSON).decode(text)
     except json.JSONDecodeError as exc:
         at = f"line {exc.lineno} column {exc.colno}" if exc.lineno > 1 else f"column {exc.colno}"
         raise ValidationError(f"{where}: not valid JSON ({exc.msg} at {at})") from exc
