@@ -142,7 +142,8 @@ def import_jsonl(
     library: LibraryOpt = None,
 ) -> None:
     """Import the official MCP memory server's memory.jsonl, or memloci's own export (then also free
-    memories and every timestamp). Existing entities are merged, not duplicated."""
+    memories and every timestamp). Existing entities are merged, not duplicated; a line that
+    cannot be read is skipped and listed, and the rest imported."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
     from memloci.formats.official import read_official
