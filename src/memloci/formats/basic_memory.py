@@ -265,6 +265,14 @@ def _with_body(note: Note, body_with_links: str, body_typed: str, observations: 
     (`body_with_links`), plain text under such a schema."""
     tags, extra = note.tags, note.extra
 
+    def with_relations(text: str, add: list[tuple[str, str]]) -> str:
+        if not add:
+            return text
+        try:
+            return frontmatter.with_front_matter(text, lambda y: frontmatter.edit_relations(y, [], add, key_of=name_key))
+        except ValidationError:  # `relations:` written by a person in a form memloci does not edit: left as it is
+            return text
+
     def change(text: str, links_wait: bool) -> tuple[str, bool]:
         doc = md.parse_document(text, fallback_name="")
         related = {(rt, name_key(to)) for rt, to in doc.relations}
@@ -272,9 +280,7 @@ def _with_body(note: Note, body_with_links: str, body_typed: str, observations: 
         body = body_with_links if not (links_wait and waiting) else body_typed
         prose = _prose(doc.body)
         if prose and prose != _prose(body):  # a person's entity: its relations, and nothing else
-            if add:
-                text = frontmatter.with_front_matter(text, lambda y: frontmatter.edit_relations(y, [], add, key_of=name_key))
-            return text, False
+            return with_relations(text, add), False
         if not prose and text.endswith(doc.body):  # the body after the title is the Observations list alone
             dates = {**doc.dates, **{o: note.created for o in observations if o in doc.dates}}  # dated: a Markdown file
             text = text[: len(text) - len(doc.body)] + md.set_observations(body, doc.observations, dates)
@@ -283,8 +289,6 @@ def _with_body(note: Note, body_with_links: str, body_typed: str, observations: 
             yaml_edits.append(lambda y: frontmatter.set_list(y, "tags", list(dict.fromkeys([*doc.tags, *tags]))))
         if doc.created is not None and doc.created != note.created:
             yaml_edits.append(lambda y: frontmatter.set_scalar(y, "created", note.created, timestamp=True))
-        if add:
-            yaml_edits.append(lambda y: frontmatter.edit_relations(y, [], add, key_of=name_key))
         have = {block.split(":", 1)[0].strip() for block in doc.extra} | {"name", "aliases", "relations"}
         missing = "".join(yaml.safe_dump({k: v}, allow_unicode=True, sort_keys=False, default_flow_style=False,
                                          width=1 << 20) for k, v in extra.items() if str(k) not in have)
@@ -292,7 +296,7 @@ def _with_body(note: Note, body_with_links: str, body_typed: str, observations: 
             yaml_edits.append(lambda y: y + missing)
         for edit in yaml_edits:
             text = frontmatter.with_front_matter(text, edit)
-        return text, True
+        return with_relations(text, add), True
 
     return change
 
