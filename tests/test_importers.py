@@ -269,11 +269,12 @@ def test_memorix_wrong_sources_are_refused(tmp_path, memorix_db):
 
 def test_basic_memory_counts_and_values(lib, notes):
     source = read_basic_memory(notes)
-    assert sorted(source.skipped) == [
-        ("coffee/Coffee Bean Origins.md:18", "relation grown near -> 'Mount Elgon': no note of that name; "
-                                            "its line stays in the body as a link"),
-        ("coffee/Coffee Brewing Methods.md:26", "relation pairs_with -> 'Pastry Notes': no note of that name; "
-                                               "its line stays in the body as a link"),
+    assert source.skipped == []
+    assert sorted(source.warnings) == [
+        ("coffee/Coffee Bean Origins.md:18", "relation grown near -> 'Mount Elgon': no note of that name; it waits "
+                                            "as a link of that type and becomes the relation when such an entity exists"),
+        ("coffee/Coffee Brewing Methods.md:26", "relation pairs_with -> 'Pastry Notes': no note of that name; it waits "
+                                               "as a link of that type and becomes the relation when such an entity exists"),
     ]
     report, added, _ = lib.import_everything(source.data)
     assert (report.entities_created, report.observations_added, report.relations_created, added) == (3, 8, 4, 0)
@@ -307,7 +308,8 @@ def test_basic_memory_counts_and_values(lib, notes):
     assert beans.tags == ("coffee", "sourcing", "ethiopia", "colombia") and alice.tags == ("equipment",)
     assert "permalink: coffee/coffee-brewing-methods" in text
     assert "Notes on the ways I brew, kept while testing grinders. Beans come from\n[[Coffee Bean Origins]]" in text
-    assert "- pairs_with [[Pastry Notes]]" in text  # an unresolved relation keeps its line
+    assert "- pairs_with [[Pastry Notes]]" not in text  # a relation to a name nothing has waits, typed:
+    assert "  - {type: pairs_with, to: Pastry Notes}\n" in text  # it becomes the relation when Pastry Notes appears
     assert "- requires [[Coffee Bean Origins]]" not in text and text.count("# Coffee Brewing Methods") == 1
     alice_text = lib.read_entities(["Alice"])["entities"][0]["content"]
     for prose in ("- [ ] ask about the Kenya lot", "> - [hours] Closed on Mondays",
@@ -323,16 +325,52 @@ def test_basic_memory_counts_and_values(lib, notes):
     assert len(lib.export_graph().relations) == 7
 
 
+def test_basic_memory_relation_to_a_name_nothing_has_keeps_its_type(lib, notes):
+    """`- pairs_with [[Pastry Notes]]` with no such note: once Pastry Notes is created (a tool
+    call, later), the relation is `pairs_with`, not `links_to`; one to an entity the library
+    already holds is that relation at once."""
+    from memloci.core.model import EntityInput
+
+    lib.create_entities([EntityInput("Mount Elgon", "place", ())])
+    lib.import_everything(read_basic_memory(notes).data)
+
+    def typed(target):
+        return {(r.from_entity, r.relation_type) for r in lib.export_graph().relations if r.to_entity == target}
+
+    assert typed("Mount Elgon") == {("Coffee Bean Origins", "grown near")}
+    assert typed("Pastry Notes") == set()
+    lib.create_entities([EntityInput("Pastry Notes", "note", ())])
+    assert typed("Pastry Notes") == {("Coffee Brewing Methods", "pairs_with")}
+
+
+def test_basic_memory_relation_to_a_missing_name_under_a_typed_schema_stays_text(tmp_path, notes):
+    """A schema that lists relation types wants both ends: the line stays in the body as written."""
+    from memloci.core.schema import LibrarySchema
+
+    typed = LibrarySchema(name="typed", relation_types=("requires", "recommended_by", "used_by", "taught_me",
+                                                          "pairs_with", "grown near"))
+    registry = LibraryRegistry([LibrarySpec("default", tmp_path / "lib.db", "sqlite", typed)])
+    service = MemoryService(registry)
+    try:
+        service.import_everything(read_basic_memory(notes).data)
+        text = service.read_entities(["Coffee Brewing Methods"])["entities"][0]["content"]
+    finally:
+        registry.close()
+    assert "- pairs_with [[Pastry Notes]]" in text and "to: Pastry Notes" not in text
+
+
 def test_basic_memory_into_a_markdown_library_keeps_the_notes_readable(tmp_path, notes):
     service, registry = open_service(tmp_path, "markdown")
     try:
         service.import_everything(read_basic_memory(notes).data)
     finally:
         registry.close()
-    text = (tmp_path / "lib" / "Coffee Brewing Methods.md").read_text()
+    text = (tmp_path / "lib" / "coffee" / "Coffee Brewing Methods.md").read_text()  # in its folder, as in the source
     # written once, with its relations, in the entity document's order (DESIGN.md §1)
     assert text.startswith("---\ntype: note\nrelations:\n  - {type: recommended_by, to: Alice}\n"
-                           "  - {type: requires, to: Coffee Bean Origins}\ncreated: 2026-03-01T09:30:00Z\n")
+                           "  - {type: requires, to: Coffee Bean Origins}\n"
+                           "  - {type: pairs_with, to: Pastry Notes}\n"  # waits for its target, typed
+                           "created: 2026-03-01T09:30:00Z\n")
     assert "tags:\n  - coffee\n  - brewing\npermalink: coffee/coffee-brewing-methods\n---\n" in text
     assert ("# Coffee Brewing Methods\n\nNotes on the ways I brew, kept while testing grinders. Beans come from\n"
             "[[Coffee Bean Origins]]; see also the [grinder manual](https://example.com/grinder).\n\n"
@@ -349,6 +387,35 @@ def test_basic_memory_into_a_markdown_library_keeps_the_notes_readable(tmp_path,
         registry.close()
 
 
+def test_basic_memory_folders_and_file_names_are_kept_in_a_markdown_library(tmp_path):
+    """people/anna.md comes in as people/anna.md (its title, Anna, names the entity); a note
+    whose path is taken by a person's file goes beside it, named after its title; an entity that
+    exists keeps its file where it is; hidden folders are never made."""
+    src = tmp_path / "notes"
+    for rel, text in {"people/anna.md": "---\ntitle: Anna\n---\n# Anna\n- [role] barista\n",
+                      "coffee/deep/roast.md": "---\ntitle: Roast Levels\n---\n- [fact] dark is bitter\n",
+                      "people/bob.md": "---\ntitle: Bob\n---\n- [fact] likes tea\n",
+                      "top.md": "- [fact] at the root\n",  # no title: named after its file
+                      "mine/kept.md": "---\ntitle: Kept\n---\n- [fact] theirs\n"}.items():
+        (src / rel).parent.mkdir(parents=True, exist_ok=True)
+        (src / rel).write_text(text)
+    lib = tmp_path / "lib"
+    (lib / "people").mkdir(parents=True)
+    (lib / "people" / "bob.md").write_text("# Robert\n\nA person's own note.\n")  # the path is taken
+    (lib / "Kept.md").write_text("# Kept\n\nAlready here.\n")  # the entity exists, at the root
+    service, registry = open_service(tmp_path, "markdown")
+    try:
+        service.store().sync()
+        service.import_everything(read_basic_memory(src).data)
+        paths = {row["name"]: row.get("path") for row in service.list_entities("*")}
+    finally:
+        registry.close()
+    assert paths == {"Anna": "people/anna.md", "Roast Levels": "coffee/deep/roast.md", "Bob": "people/Bob.md",
+                     "Robert": "people/bob.md", "top": "top.md", "Kept": "Kept.md"}
+    assert (lib / "people" / "bob.md").read_text() == "# Robert\n\nA person's own note.\n"
+    assert not (lib / "mine").exists()
+
+
 def test_basic_memory_into_a_markdown_library_dates_each_file_as_its_note(tmp_path, notes):
     """The `modified:` memloci writes is the note's own date (front matter, else the file's
     mtime), not the time of the import: file and index agree, and a rebuilt index keeps it."""
@@ -358,10 +425,10 @@ def test_basic_memory_into_a_markdown_library_dates_each_file_as_its_note(tmp_pa
         indexed = {e.name: e.updated_at for e in service.export_graph().entities}
     finally:
         registry.close()
-    expected = {"Coffee Brewing Methods": "2026-03-04T18:05:12Z", "Alice": "2026-01-01T00:00:00Z"}
-    for name, at in expected.items():
-        assert indexed[name] == at
-        assert f"\nmodified: {at}\n" in (tmp_path / "lib" / f"{name}.md").read_text()
+    expected = {"coffee/Coffee Brewing Methods": "2026-03-04T18:05:12Z", "people/Alice": "2026-01-01T00:00:00Z"}
+    for path, at in expected.items():
+        assert indexed[path.split("/")[1]] == at
+        assert f"\nmodified: {at}\n" in (tmp_path / "lib" / f"{path}.md").read_text()
     shutil.rmtree(tmp_path / "lib" / ".memloci")
     service, registry = open_service(tmp_path, "markdown")
     try:
@@ -444,7 +511,7 @@ def test_cli_imports_each_format_then_imports_nothing_again(home, mms_db, memori
     out = memloci(home, "import", "basic-memory", str(notes), "--libraries", f"notes:{lib}").stdout
     assert "3 entities created (0 already there), 8 observations, 4 relations" in out
     assert "coffee/Coffee Brewing Methods.md:26: relation pairs_with -> 'Pastry Notes'" in out
-    assert (lib / "Alice.md").is_file()
+    assert (lib / "people" / "Alice.md").is_file() and not (lib / "Alice.md").exists()
     assert "Nothing new" in memloci(home, "import", "basic-memory", str(notes), "--libraries", f"notes:{lib}").stdout
 
 
@@ -531,8 +598,17 @@ def test_basic_memory_edits_a_persons_file_only_where_the_import_adds(tmp_path, 
         for line in person.splitlines(keepends=True):  # every line of theirs is still there, as written
             assert line in text
         entity = {e.name: e for e in service.export_graph().entities}["Coffee Bean Origins"]
-        assert entity.tags == ("mine",) and "permalink" not in text  # their front matter is theirs
+        assert "tags:\n  - mine\n" in text and "permalink" not in text  # their front matter is theirs
         assert len(entity.observations) == 3 and "My own prose." in entity.body
+        # the note's relation to a name nothing has yet waits in their front matter, typed
+        assert "  - {type: grown near, to: Mount Elgon}\n" in text and "[[Mount Elgon]]" not in text
+    finally:
+        registry.close()
+    shutil.rmtree(tmp_path / "lib" / ".memloci")  # the index and the files agree: a rebuild reads the same
+    service, registry = open_service(tmp_path, "markdown")
+    try:
+        rebuilt = {e.name: e for e in service.export_graph().entities}["Coffee Bean Origins"]
+        assert rebuilt.tags == entity.tags == ("mine", "ethiopia", "colombia")  # the observations' #tags too
     finally:
         registry.close()
 

@@ -80,6 +80,12 @@ def _run(reader: Callable[[Path], ImportSource], path: Path, libraries: str | No
     _warnings(out, source.warnings)
 
 
+def _printable(text: str) -> str:
+    """A source's bytes that are not UTF-8 (kept in names as lone surrogates) written as escapes,
+    so listing them cannot fail."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def _warnings(out, warnings: list[tuple[str, str]]) -> None:
     """Items imported, but not quite as the source had them (e.g. MMS metadata kept as text)."""
     if not warnings:
@@ -87,7 +93,7 @@ def _warnings(out, warnings: list[tuple[str, str]]) -> None:
     shown = f" (the first {SHOWN} shown)" if len(warnings) > SHOWN else ""
     out.print(styled((f"{len(warnings)} items imported with a warning{shown}:", "yellow")), highlight=False)
     for where, reason in warnings[:SHOWN]:
-        out.print(f"  {where}: {reason}", highlight=False)
+        out.print(_printable(f"  {where}: {reason}"), highlight=False)
 
 
 def _plan(service, data, library: str | None) -> tuple[list, list[tuple[int, str]]]:
@@ -126,7 +132,7 @@ def _skipped(out, skipped: list[tuple[str, str]]) -> None:
     shown = f" (the first {SHOWN} shown)" if len(skipped) > SHOWN else ""
     out.print(styled((f"{len(skipped)} items skipped{shown}:", "yellow")), highlight=False)
     for where, reason in skipped[:SHOWN]:  # a rule's message may already start with the place
-        out.print(f"  {reason}" if reason.startswith(where) else f"  {where}: {reason}", highlight=False)
+        out.print(_printable(f"  {reason}" if reason.startswith(where) else f"  {where}: {reason}"), highlight=False)
 
 
 def import_jsonl(
@@ -136,15 +142,21 @@ def import_jsonl(
     library: LibraryOpt = None,
 ) -> None:
     """Import the official MCP memory server's memory.jsonl, or memloci's own export (then also free
-    memories and every timestamp). Existing entities are merged, not duplicated."""
+    memories and every timestamp). Existing entities are merged, not duplicated; a line that
+    cannot be read is skipped and listed, and the rest imported."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
     from memloci.formats.official import read_official
 
     console = open_console()
     try:
-        service = open_service(libraries)
         source = read_official(path)
+    except OSError as exc:
+        open_console(stderr=True).print(styled((f"cannot read {path}", "bold red"), f": {exc.strerror or exc}"),
+                                        highlight=False)
+        raise typer.Exit(1) from None
+    try:
+        service = open_service(libraries)
         with Progress(TextColumn("importing"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
                       console=console, transient=False) as bar:
             task = bar.add_task("import", total=len(source.entities) + len(source.relations) + len(source.memories))
@@ -167,6 +179,13 @@ def import_jsonl(
         console.print(styled((f"{len(report.skipped_relations)} relations skipped:", "yellow")), highlight=False)
         for line, reason in report.skipped_relations[:20]:
             console.print(f"  {source.where('relation', line)}: {reason}", highlight=False)
+    if source.skipped:  # lines that could not be read; the rest was imported
+        console.print(styled((f"{len(source.skipped)} lines skipped, not readable"
+                              + (f" (the first {SHOWN} shown)" if len(source.skipped) > SHOWN else "") + ":",
+                              "yellow")), highlight=False)
+        for where, reason in source.skipped[:SHOWN]:
+            console.print(_printable(f"  {reason}" if reason.startswith(where) else f"  {where}: {reason}"),
+                          highlight=False)
 
 
 IntoLibrariesOpt = Annotated[str | None, typer.Option("--libraries",

@@ -19,7 +19,7 @@ Prose, with an inline [[Link]].
 
 | basic-memory                          | memloci                                                        |
 |---------------------------------------|----------------------------------------------------------------|
-| a note (`*.md`, hidden folders left out) | an entity named by `title` (else the file name)             |
+| a note (`*.md`, hidden folders left out) | an entity named by `title` (else the file name); in a Markdown library its file keeps the note's path (`people/anna.md`) |
 | `type` (default `note`)               | `entity_type`                                                  |
 | `tags` (list or comma-separated)      | the entity's `tags`                                            |
 | `permalink` and other front matter keys | kept in the entity's front matter as written values          |
@@ -29,8 +29,11 @@ Prose, with an inline [[Link]].
 | `[[Target]]` anywhere else in prose    | stays in the body: memloci reads body links as `links_to`, as basic-memory does |
 | the rest of the body                  | the entity's body, as written (the `# Title` line and emptied `## Observations` / `## Relations` headings left out) |
 
-A relation whose target is no note of the folder is reported, and its line stays in the body
-as written, where it is a `links_to` link that becomes a relation once such an entity exists.
+A relation whose target is no note of the folder keeps its type: it goes into the entity's
+front matter `relations:` (its line leaves the body), where it is that relation at once if
+the library holds the target, else a typed link that waits and becomes that relation when
+the target is created. Under a schema that lists relation types its line stays in the body as
+written (the schema wants both ends). It is listed as a warning.
 Lines inside code fences and block quotes (Obsidian callouts) are prose, as in basic-memory;
 unlike basic-memory, a paragraph outside a list is never an observation. An entity that
 already has prose of its own (a person's entity of the same name) gets the note's observations
@@ -51,8 +54,9 @@ import yaml
 
 from memloci.core.errors import MemlociError, ValidationError
 from memloci.core.model import name_key
-from memloci.formats.official import OfficialFile
+from memloci.formats.official import OfficialFile, check_storable, shown
 from memloci.formats.source import (
+    YEARS,
     ImportSource,
     entity_input,
     read_inside,
@@ -142,7 +146,7 @@ def _front_matter(text: str) -> tuple[dict[str, Any], str, int]:
         if end != -1 and text[end + 4 : close if close != -1 else len(text)].strip() == "":
             try:
                 data = yaml.safe_load(text[4:end] if end > 3 else "") or {}
-            except yaml.YAMLError:
+            except (yaml.YAMLError, ValueError, OverflowError, RecursionError):  # ValueError: a date in year 0
                 data = None
             if isinstance(data, dict):
                 body = text[close + 1 :] if close != -1 else ""
@@ -157,13 +161,13 @@ def _time(value: Any, fallback: str, where: str) -> str:
         value = value.isoformat()
     elif isinstance(value, date):
         value = datetime(value.year, value.month, value.day).isoformat()
-    if isinstance(value, str) and re.fullmatch(r"\d{4}-\d\d-\d\d(T\d\d:\d\d(:\d\d(\.\d+)?)?)?", value.strip()):
-        # A time with no zone is the note writer's wall clock, as basic-memory reads it
-        value = datetime.fromisoformat(value.strip()).astimezone().isoformat()
     try:
-        return utc_from_text(value)
-    except ValidationError as exc:
-        raise ValidationError(f"{where}: {exc.message}") from exc
+        if isinstance(value, str) and re.fullmatch(r"\d{4}-\d\d-\d\d(T\d\d:\d\d(:\d\d(\.\d+)?)?)?", value.strip()):
+            # A time with no zone is the note writer's wall clock, as basic-memory reads it
+            value = datetime.fromisoformat(value.strip()).astimezone().isoformat()
+    except (ValueError, OverflowError) as exc:  # month 13; or year 1 or 9999 moved to this zone
+        raise ValidationError(f"{where}: {shown(value)} is no time in {YEARS}") from exc
+    return utc_from_text(value, where)
 
 
 def _tags(value: Any) -> list[str]:
@@ -175,6 +179,7 @@ def _tags(value: Any) -> list[str]:
 
 def read_note(root: Path, rel: str) -> Note:
     text = read_inside(root, rel).removeprefix("\ufeff").replace("\r\n", "\n")
+    check_storable(text, rel)
     fm, body, offset = _front_matter(text)
     mtime = utc_from_epoch(int(os.stat(root / rel, follow_symlinks=False).st_mtime))
     created = _time(fm.get("created"), mtime, f"{rel}: created")
@@ -183,6 +188,7 @@ def read_note(root: Path, rel: str) -> Note:
     note = Note(rel, title.strip() or Path(rel).stem, str(fm.get("type") or "note"), _tags(fm.get("tags")),
                 {k: v for k, v in fm.items() if k not in KNOWN_KEYS}, created,
                 _time(fm.get("modified"), mtime, f"{rel}: modified"), body.splitlines(keepends=True), offset + 1)
+    check_storable([note.title, note.entity_type, note.tags, note.extra], f"{rel}: front matter")
     fenced = False
     lines = note.lines
     for i, line in enumerate(lines):
@@ -238,7 +244,8 @@ def _prose(body: str) -> str:
     return md.remove_empty_section(md.set_observations(body, []), "Observations").strip()
 
 
-def _with_body(note: Note, body: str, observations: list[str]) -> Callable[[str], tuple[str, bool]]:
+def _with_body(note: Note, body_with_links: str, body_typed: str, observations: list[str],
+               waiting: list[tuple[str, str]]) -> Callable[[str, bool], tuple[str, bool]]:
     """The edit that gives an imported entity its note's prose, tags, creation date and other
     front matter keys; what the import put there (type, observations, relations) stays.
 
@@ -248,14 +255,32 @@ def _with_body(note: Note, body: str, observations: list[str]) -> Callable[[str]
     made. An entity with prose of its own that is not the note's (a person's entity of the
     same name) is left as the graph import leaves it. The dates go into the text too, so a
     Markdown library's files carry them (its index is rebuilt from the files). Returns the
-    text and whether the entity is the note's own (its dates then follow)."""
+    text and whether the entity is the note's own (its dates then follow).
+
+    `waiting`: the note's relations to a name no note of the source has, (type, target). Where
+    the library keeps links that wait for their target (`links_wait`: its schema does not list
+    relation types), they go into the front matter's `relations:`, so each becomes a relation
+    of its own type when its target appears (or at once, if the library has it), and their
+    lines leave the body (`body_typed`); else their lines stay in the body as written
+    (`body_with_links`), plain text under such a schema."""
     tags, extra = note.tags, note.extra
 
-    def change(text: str) -> tuple[str, bool]:
+    def with_relations(text: str, add: list[tuple[str, str]]) -> str:
+        if not add:
+            return text
+        try:
+            return frontmatter.with_front_matter(text, lambda y: frontmatter.edit_relations(y, [], add, key_of=name_key))
+        except ValidationError:  # `relations:` written by a person in a form memloci does not edit: left as it is
+            return text
+
+    def change(text: str, links_wait: bool) -> tuple[str, bool]:
         doc = md.parse_document(text, fallback_name="")
+        related = {(rt, name_key(to)) for rt, to in doc.relations}
+        add = list(dict.fromkeys((rt, to) for rt, to in waiting if links_wait and (rt, name_key(to)) not in related))
+        body = body_with_links if not (links_wait and waiting) else body_typed
         prose = _prose(doc.body)
-        if prose and prose != _prose(body):
-            return text, False
+        if prose and prose != _prose(body):  # a person's entity: its relations, and nothing else
+            return with_relations(text, add), False
         if not prose and text.endswith(doc.body):  # the body after the title is the Observations list alone
             dates = {**doc.dates, **{o: note.created for o in observations if o in doc.dates}}  # dated: a Markdown file
             text = text[: len(text) - len(doc.body)] + md.set_observations(body, doc.observations, dates)
@@ -271,7 +296,7 @@ def _with_body(note: Note, body: str, observations: list[str]) -> Callable[[str]
             yaml_edits.append(lambda y: y + missing)
         for edit in yaml_edits:
             text = frontmatter.with_front_matter(text, edit)
-        return text, True
+        return with_relations(text, add), True
 
     return change
 
@@ -320,6 +345,8 @@ def read_basic_memory(root: Path) -> ImportSource:
             if key:
                 by_key.setdefault(name_key(key), note.title)
     taken: dict[str, str] = {}
+    # relations to a name no note has, by the entity's name_key: (type, target), for its edit
+    waiting: dict[str, list[tuple[str, str]]] = {}
     for number, note in enumerate(notes, start=1):
         where = f"{note.rel}:{note.first_line}"
         if name_key(note.title) in taken:
@@ -333,32 +360,51 @@ def read_basic_memory(root: Path) -> ImportSource:
             source.skipped.append((where, exc.message))
             continue
         source.data.entities.append((number, entity))
+        key = name_key(note.title)
+        waits = waiting.setdefault(key, [])
+        waiting_lines: set[int] = set()
         for span, rel_type, target in note.relations:
             line_where = f"{note.rel}:{note.first_line + span.start}"
-            resolved = by_key.get(name_key(target)) or by_key.get(name_key(target.split("|")[0].split("#")[0].strip()))
-            if resolved is None:
-                source.skipped.append((line_where, f"relation {rel_type} -> '{target}': no note of that name; "
-                                                   "its line stays in the body as a link"))
-                continue
+            plain = target.split("|")[0].split("#")[0].strip()  # [[Target|shown]], [[Target#Heading]]
+            resolved = by_key.get(name_key(target)) or by_key.get(name_key(plain))
             try:
-                relation = relation_input(note.title, rel_type, resolved, line_where)
+                relation = relation_input(note.title, rel_type, resolved or plain, line_where)
             except MemlociError as exc:
                 source.skipped.append((line_where, exc.message))
+                continue
+            if resolved is None:  # the entity may be in the library, or come later: a typed link waits for it
+                source.warnings.append((line_where, f"relation {rel_type} -> {shown(target)}: no note of that name; "
+                                                    "it waits as a link of that type and becomes the relation when "
+                                                    "such an entity exists"))
+                waits.append((relation.relation_type, relation.to_entity))
+                waiting_lines.update(span)
                 continue
             removed.update(span)
             source.relation_where[len(source.relation_where) + 1] = line_where
             source.data.relations.append((len(source.relation_where), relation))
-        key = name_key(note.title)
         if taken[key] == note.rel:
-            change = _with_body(note, _body(note, removed), list(entity.observations))
+            change = _with_body(note, _body(note, removed), _body(note, removed | waiting_lines),
+                                list(entity.observations), waits)
             usable = True
             try:  # the edit is tried here on the entity as the import will make it: a bad one stops nothing halfway
-                md.parse_document(change(md.render_document(md.EntityDocument(
-                    entity.name, entity.entity_type, observations=list(entity.observations))))[0], fallback_name=entity.name)
+                made = md.render_document(md.EntityDocument(entity.name, entity.entity_type,
+                                                            observations=list(entity.observations)))
+                for links_wait in (True, False):
+                    md.parse_document(change(made, links_wait)[0], fallback_name=entity.name)
             except MemlociError as exc:
                 source.warnings.append((where, f"its prose, tags and front matter are left out: {exc.message}"))
                 usable = False
+            except (ValueError, TypeError, RecursionError, yaml.YAMLError) as exc:  # front matter YAML cannot write back
+                source.warnings.append((where, "its prose, tags and front matter are left out: its front matter "
+                                               f"cannot be written back ({shown(str(exc) or type(exc).__name__)})"))
+                usable = False
             source.data.entity_dates[key] = (note.created, note.modified, [note.created] * len(entity.observations))
+            try:  # a Markdown library keeps it: people/anna.md stays people/anna.md
+                check_storable(note.rel, note.rel)
+                source.data.entity_paths[key] = note.rel
+            except ValidationError:
+                source.warnings.append((where, "its file or folder name is not UTF-8: its entity is named "
+                                               "after its title in the library's root"))
             if usable:
                 source.data.entity_edits[key] = change
     return source

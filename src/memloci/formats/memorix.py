@@ -27,20 +27,18 @@ An observation without a valid `createdAt` is skipped and reported (a date is ne
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from pathlib import Path
 from typing import Any
 
 from memloci.core import confine
 from memloci.core.errors import MemlociError, ValidationError
-from memloci.formats.official import MemoryLine, OfficialFile
+from memloci.formats.official import MemoryLine, OfficialFile, json_lines, parse_json, shown
 from memloci.formats.source import (
     ImportSource,
     entity_input,
     memory_line,
     open_read_only,
-    read_inside,
     relation_input,
     table_columns,
     utc_from_text,
@@ -64,7 +62,7 @@ def observation_memory(obs: Any, where: str) -> MemoryLine:
     parts = [p for p in (title.strip(), narrative.strip(), "\n".join(f"- {f}" for f in facts)) if p]
     if "createdAt" not in obs:
         raise ValidationError(f"{where}: no createdAt, so the observation has no date")
-    created = utc_from_text(obs["createdAt"])
+    created = utc_from_text(obs["createdAt"], f"{where}.createdAt")
     metadata: dict[str, Any] = {"source": "memorix"}
     if obs.get("id") is not None:
         metadata["memorixId"] = obs["id"]
@@ -73,7 +71,8 @@ def observation_memory(obs: Any, where: str) -> MemoryLine:
     metadata.update({k: v for k, v in obs.items() if k not in DROPPED and v not in (None, "", [], {})})
     return memory_line("\n\n".join(parts), tags=obs.get("concepts") or [], memory_type=obs.get("type"),
                        metadata=metadata, created_at=created,
-                       updated_at=utc_from_text(obs["updatedAt"]) if obs.get("updatedAt") else created, where=where)
+                       updated_at=utc_from_text(obs["updatedAt"], f"{where}.updatedAt") if obs.get("updatedAt") else created,
+                       where=where)
 
 
 def _add_memory(source: ImportSource, number: int, obs: Any, where: str) -> None:
@@ -117,41 +116,38 @@ def _from_db(root: Path) -> ImportSource:
     finally:
         conn.close()
     source = ImportSource("memorix", OfficialFile([], [], []), layout="memorix.db")
-    for row in observations:
+    for number, row in enumerate(observations, start=1):
         obs = {k: row[k] for k in row.keys()}
-        where = f"observation id {obs.get('id')}"
-        for key in JSON_LISTS + ("progress",):  # memorix stores these as JSON text
-            if isinstance(obs.get(key), str):
-                try:
-                    obs[key] = json.loads(obs[key])
-                except json.JSONDecodeError:
-                    source.skipped.append((where, f"{key} is not JSON"))
-                    break
-        else:
-            _add_memory(source, int(obs.get("id") or 0), obs, where)
-    for rowid, name, kind, observations_json in entities:
-        where = f"graph entity '{name}'"
+        where = f"observation id {shown(obs.get('id'))}"
         try:
-            items = json.loads(observations_json or "[]")
-        except json.JSONDecodeError:
-            source.skipped.append((where, "observations is not JSON"))
+            for key in JSON_LISTS + ("progress",):  # memorix stores these as JSON text
+                if isinstance(obs.get(key), str):
+                    obs[key] = parse_json(obs[key], key)
+        except ValidationError as exc:
+            source.skipped.append((where, exc.message))
+            continue
+        _add_memory(source, obs["id"] if isinstance(obs.get("id"), int) else number, obs, where)
+    for rowid, name, kind, observations_json in entities:
+        where = f"graph entity {shown(name)}"
+        try:
+            if observations_json is not None and not isinstance(observations_json, str):
+                raise ValidationError(f"observations: must be JSON text, got {type(observations_json).__name__}")
+            items = parse_json(observations_json or "[]", "observations")
+        except ValidationError as exc:
+            source.skipped.append((where, exc.message))
             continue
         _add_entity(source, rowid, name, kind, items, where)
     for row_id, from_entity, to_entity, relation_type in relations:
-        _add_relation(source, f"graph relation id {row_id}", from_entity, relation_type, to_entity)
+        _add_relation(source, f"graph relation id {shown(row_id)}", from_entity, relation_type, to_entity)
     return source
 
 
 def _jsonl(root: Path, name: str, source: ImportSource) -> list[tuple[int, dict[str, Any]]]:
     """The objects of a JSON Lines file; a line that is not one is skipped and listed."""
     out = []
-    for number, raw in enumerate(read_inside(root, name).splitlines(), start=1):
-        if not raw.strip():
-            continue
-        try:
-            obj = json.loads(raw)
-        except json.JSONDecodeError as exc:
-            source.skipped.append((f"{name}:{number}", f"not valid JSON ({exc.msg} at column {exc.colno})"))
+    for number, obj in json_lines(confine.read_bytes(root, name), name):
+        if isinstance(obj, ValidationError):
+            source.skipped.append((f"{name}:{number}", obj.message.removeprefix(f"{name}:{number}: ")))
             continue
         if not isinstance(obj, dict):
             source.skipped.append((f"{name}:{number}", f"expected a JSON object, got {type(obj).__name__}"))
@@ -161,16 +157,16 @@ def _jsonl(root: Path, name: str, source: ImportSource) -> list[tuple[int, dict[
 
 
 def _from_json(root: Path) -> ImportSource:
-    try:
-        observations = json.loads(read_inside(root, "observations.json"))
-    except json.JSONDecodeError as exc:
-        raise ValidationError(f"{root / 'observations.json'}: not valid JSON ({exc.msg} at line {exc.lineno})") from exc
+    # One JSON document: bytes that are not UTF-8 spoil only the observation holding them
+    # (kept as lone surrogates here, refused by that observation's checks).
+    text = confine.read_bytes(root, "observations.json").decode("utf-8-sig", "surrogateescape")
+    observations = parse_json(text, str(root / "observations.json"), whole=True)
     if not isinstance(observations, list):
         raise ValidationError(f"{root / 'observations.json'}: must be a JSON array of observations")
     graph = [n for n in ("entities.jsonl", "relations.jsonl", "graph.jsonl") if confine.exists(root, n)]
     source = ImportSource("memorix", OfficialFile([], [], []), layout=" + ".join(["observations.json", *graph]))
     for i, obs in enumerate(observations):
-        _add_memory(source, i + 1, obs, f"observations.json[{i}] (id {obs.get('id') if isinstance(obs, dict) else '?'})")
+        _add_memory(source, i + 1, obs, f"observations.json[{i}] (id {shown(obs.get('id')) if isinstance(obs, dict) else '?'})")
     for name in graph:
         for number, obj in _jsonl(root, name, source):
             where = f"{name}:{number}"
@@ -180,7 +176,7 @@ def _from_json(root: Path) -> ImportSource:
             elif kind == "entity" or (kind is None and name == "entities.jsonl"):
                 _add_entity(source, number, obj.get("name"), obj.get("entityType"), obj.get("observations", []), where)
             else:
-                source.skipped.append((where, f"a line of type {kind!r}, neither entity nor relation"))
+                source.skipped.append((where, f"a line of type {shown(kind)}, neither entity nor relation"))
     return source
 
 

@@ -17,12 +17,12 @@ extension the stock `sqlite3` module cannot load, and memloci makes its own vect
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 from memloci.core.errors import MemlociError, ValidationError
-from memloci.formats.official import OfficialFile
+from memloci.formats.official import MemoryLine, OfficialFile, parse_json, shown
 from memloci.formats.source import ImportSource, memory_line, open_read_only, table_columns, utc_from_epoch
 
 NEEDED = {"content", "content_hash", "tags", "memory_type", "metadata", "created_at", "updated_at"}
@@ -55,28 +55,52 @@ def read_mms(path: Path) -> ImportSource:
         conn.close()
     source = ImportSource("mms", OfficialFile([], [], []), layout="memories table")
     for row_id, content_hash, content, tags, memory_type, metadata, created, updated, deleted_at in rows:
-        where = f"id {row_id}"
-        if deleted_at is not None:
-            source.skipped.append((where, f"deleted in MMS (deleted_at {utc_from_epoch(deleted_at)})"))
-            continue
+        where = f"id {shown(row_id)}"
         try:
-            meta = json.loads(metadata) if metadata else {}
-            problem = None if isinstance(meta, dict) else f"a JSON {type(meta).__name__}, not an object"
-        except (json.JSONDecodeError, TypeError) as exc:
-            problem = f"not JSON ({exc.msg if isinstance(exc, json.JSONDecodeError) else exc})"
-        if problem:  # the content is still good: keep it, and the metadata's text as written
-            meta = {"original_metadata": metadata if isinstance(metadata, str) else str(metadata)}
-            source.warnings.append((where, f"metadata is {problem}: kept as text in metadata.original_metadata"))
-        try:
-            if "source" in meta and meta["source"] != "mms":
-                meta["mms_source"] = meta["source"]
-            meta["source"] = "mms"
-            created_at = utc_from_epoch(created)
-            line = memory_line(content, tags=[t for t in (tags or "").split(",") if t.strip()],
-                               memory_type=memory_type, metadata=meta, created_at=created_at,
-                               updated_at=utc_from_epoch(updated) if updated is not None else created_at, where=where)
+            line, warning = _row(where, content, tags, memory_type, metadata, created, updated, deleted_at)
         except MemlociError as exc:
-            source.skipped.append((f"{where} ({str(content_hash)[:12]})", exc.message))
+            label = content_hash[:12] if isinstance(content_hash, str) else shown(content_hash)
+            source.skipped.append((where if deleted_at is not None else f"{where} ({label})", exc.message))
             continue
-        source.data.memories.append((row_id, line))
+        if warning:
+            source.warnings.append((where, warning))
+        source.data.memories.append((row_id if isinstance(row_id, int) else len(source.data.memories), line))
     return source
+
+
+def _row(where: str, content: Any, tags: Any, memory_type: Any, metadata: Any, created: Any, updated: Any,
+         deleted_at: Any) -> tuple[MemoryLine, str | None]:
+    """One row of `memories` as a memory, and a warning if it is not quite as MMS had it; a
+    ValidationError says why the row cannot be one."""
+    if deleted_at is not None:
+        try:
+            when = f" (deleted_at {utc_from_epoch(deleted_at, 'deleted_at')})"
+        except ValidationError:
+            when = ""  # deleted all the same: the reason to skip it is that, not its date
+        raise ValidationError(f"deleted in MMS{when}")
+    if isinstance(metadata, bytes):  # a BLOB: JSON is text
+        metadata = metadata.decode("utf-8", "surrogateescape")
+    problem = warning = None
+    meta: Any = {}
+    if metadata not in (None, ""):
+        if isinstance(metadata, str):
+            try:
+                meta = parse_json(metadata, "metadata")
+                problem = None if isinstance(meta, dict) else f"a JSON {type(meta).__name__}, not an object"
+            except ValidationError as exc:
+                problem = "not JSON" + exc.message.removeprefix("metadata: not valid JSON")
+        else:
+            problem = f"a {type(metadata).__name__}, not JSON text"
+    if problem:  # the content is still good: keep it, and the metadata's text as written
+        meta = {"original_metadata": metadata if isinstance(metadata, str) else str(metadata)}
+        warning = f"metadata is {problem}: kept as text in metadata.original_metadata"
+    if "source" in meta and meta["source"] != "mms":
+        meta["mms_source"] = meta["source"]
+    meta["source"] = "mms"
+    if tags is not None and not isinstance(tags, str):
+        raise ValidationError(f"{where}.tags: must be comma-separated text, got {type(tags).__name__}")
+    created_at = utc_from_epoch(created, f"{where}.created_at")
+    return memory_line(content, tags=[t for t in (tags or "").split(",") if t.strip()], memory_type=memory_type,
+                       metadata=meta, created_at=created_at,
+                       updated_at=utc_from_epoch(updated, f"{where}.updated_at") if updated is not None else created_at,
+                       where=where), warning

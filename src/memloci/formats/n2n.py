@@ -33,7 +33,7 @@ def _load(folder: Path, name: str) -> Any:
     except confine.LinkRefusedError as exc:
         raise ValidationError(f"{PROJECT_DIR}/{name}: a symbolic link; memloci does not follow links in a project, "
                               "nothing was imported", hint="Replace the link with the file itself.") from exc
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, RecursionError) as exc:  # RecursionError: JSON nested too deeply
         raise ValidationError(f"{PROJECT_DIR}/{name}: not readable JSON ({exc}); nothing was imported",
                               hint="Fix or move the file; memloci reads it on first use.") from exc
 

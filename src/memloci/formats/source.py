@@ -8,9 +8,13 @@ every importer writes through the one import path, `MemoryService.import_everyth
 reader only reads: SQLite sources are opened read-only (`mode=ro`), folders are walked
 without following a symbolic link anywhere.
 
-One rule for bad input, in every importer: a row, line or note that cannot be read is
-skipped and listed by where it is (row id, file and line, or file) with the reason, and
-everything else is imported. What can be kept is kept: an MMS row whose metadata is not a
+One rule for bad input, in every importer (`import jsonl`'s official.read_official too): a
+row, line or note that cannot be read is skipped and listed by where it is (row id, file and
+line, or file) with the reason, and everything else is imported. "Cannot be read" takes in
+whatever a foreign file may hold: a time that is no time in the years 1 to 9999, a value of
+the wrong type, JSON that is broken, cut short or nested too deeply, bytes that are not UTF-8
+(SQLite text is decoded row by row, so one bad row spoils only itself), a lone surrogate or
+NUL (official.check_storable), a value beyond memloci's limits. What can be kept is kept: an MMS row whose metadata is not a
 JSON object keeps its content, with the metadata's text as written under
 `metadata.original_metadata`, and is listed as a warning, not skipped. Only a source that is
 not what it claims to be (not SQLite, no `memories` table, no memorix files, an
@@ -19,6 +23,7 @@ not what it claims to be (not SQLite, no `memories` table, no memorix files, an
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import sqlite3
@@ -30,7 +35,7 @@ from typing import Any
 from memloci.core import confine, schema
 from memloci.core.errors import ValidationError
 from memloci.core.model import EntityInput, RelationInput
-from memloci.formats.official import MemoryLine, OfficialFile
+from memloci.formats.official import MemoryLine, OfficialFile, check_storable, shown
 
 _UTC = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z$")  # memloci's own form of a time
 
@@ -53,45 +58,71 @@ class ImportSource:
                 "skipped": len(self.skipped)}
 
 
-def utc_from_epoch(value: Any) -> str:
+YEARS = "the years 1 to 9999"  # what a time can be, here and in every engine
+
+
+def utc_from_epoch(value: Any, field: str = "time") -> str:
     """Epoch seconds as memloci's UTC time, to the microsecond where the source has a fraction
-    (the same text MMS keeps in its `*_iso` columns)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise ValidationError(f"not a time in epoch seconds: {value!r}")
-    at = datetime.fromtimestamp(value, tz=UTC)
+    (the same text MMS keeps in its `*_iso` columns). `field` names the value in a refusal."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValidationError(f"{field}: {shown(value)} is not a time (epoch seconds, a number, expected)")
+    if not math.isfinite(value):
+        raise ValidationError(f"{field}: {shown(value)} is not a time (epoch seconds must be a finite number)")
+    try:
+        at = datetime.fromtimestamp(value, tz=UTC)
+    except (OverflowError, OSError, ValueError) as exc:
+        raise ValidationError(f"{field}: {shown(value)} epoch seconds is no date in {YEARS}") from exc
     return at.strftime("%Y-%m-%dT%H:%M:%S" + (".%f" if at.microsecond else "") + "Z")
 
 
-def utc_from_text(value: Any) -> str:
+def utc_from_text(value: Any, field: str = "time") -> str:
     """An ISO 8601 time (with an offset, or UTC) as memloci's UTC time; fractions kept as written
-    when the time is already UTC with a `Z`."""
+    when the time is already UTC with a `Z`. `field` names the value in a refusal."""
     if not isinstance(value, str) or not value.strip():
-        raise ValidationError(f"not an ISO 8601 time: {value!r}")
+        raise ValidationError(f"{field}: not an ISO 8601 time: {shown(value)}")
     text = value.strip()
     try:
         at = datetime.fromisoformat(text.replace("Z", "+00:00") if text.endswith("Z") else text)
     except ValueError as exc:
-        raise ValidationError(f"not an ISO 8601 time: {value!r}") from exc
+        raise ValidationError(f"{field}: not an ISO 8601 time: {shown(value)}") from exc
     if at.tzinfo is None:
-        raise ValidationError(f"time without a zone: {value!r} (it could be any zone's wall clock)")
+        raise ValidationError(f"{field}: time without a zone: {shown(value)} (it could be any zone's wall clock)")
     if _UTC.match(text):
         return text  # already memloci's form: keep its digits exactly
-    at = at.astimezone(UTC)
+    try:
+        at = at.astimezone(UTC)
+    except (OverflowError, ValueError) as exc:  # 0001-01-01T00:00:00+01:00 is in year 0
+        raise ValidationError(f"{field}: {shown(value)} is no time in {YEARS} once in UTC") from exc
     return at.strftime("%Y-%m-%dT%H:%M:%S" + (".%f" if at.microsecond else "") + "Z")
 
 
 def memory_line(content: Any, *, tags: Any, memory_type: Any, metadata: Any, created_at: str,
                 updated_at: str, where: str) -> MemoryLine:
-    """A free memory checked by the same rules as one stored by a tool (ValidationError naming `where`)."""
+    """A free memory checked by the same rules as one stored by a tool (ValidationError naming `where`),
+    and holding nothing an engine cannot store."""
+    for key, value in (("content", content), ("tags", tags), ("memory_type", memory_type), ("metadata", metadata)):
+        check_storable(value, f"{where}.{key}")
     return MemoryLine(
         content=schema.clean_text(content, f"{where}.content", schema.MEMORY_MAX),
         tags=tuple(schema.validate_tags(tags, f"{where}.tags")),
         memory_type=schema.clean_label(memory_type or "note", f"{where}.memory_type", schema.TAG_MAX),
         importance="medium",
-        metadata=schema.validate_metadata(metadata, f"{where}.metadata"),
+        metadata=schema.validate_metadata(storable_json(metadata, f"{where}.metadata"), f"{where}.metadata"),
         created_at=created_at,
         updated_at=updated_at,
     )
+
+
+def storable_json(value: Any, where: str) -> Any:
+    """`value` if it is plain JSON every engine keeps (no NaN or Infinity, which PostgreSQL's
+    jsonb refuses; no bytes or other Python objects)."""
+    try:
+        json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise ValidationError(f"{where}: must be plain JSON ({exc})") from exc
+    except RecursionError as exc:
+        raise ValidationError(f"{where}: nested too deeply") from exc
+    return value
 
 
 def open_read_only(path: Path, what: str) -> sqlite3.Connection:
@@ -109,6 +140,9 @@ def open_read_only(path: Path, what: str) -> sqlite3.Connection:
     wal = len(header) == 100 and header[:16] == b"SQLite format 3\x00" and header[18] == 2
     idle = wal and not Path(f"{path}-wal").exists()
     conn = sqlite3.connect(path.absolute().as_uri() + ("?mode=ro&immutable=1" if idle else "?mode=ro"), uri=True)
+    # Text that is not UTF-8 fails the whole query with the default factory; kept with its bad
+    # bytes as lone surrogates, it fails only its own row (check_storable names it).
+    conn.text_factory = lambda raw: raw.decode("utf-8", "surrogateescape")
     try:
         conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
     except sqlite3.DatabaseError as exc:
@@ -122,10 +156,15 @@ def entity_input(name: Any, entity_type: Any, observations: Any, where: str) -> 
     if not isinstance(observations, list):
         raise ValidationError(f"{where}.observations: must be an array, got {type(observations).__name__}")
     kind = entity_type if isinstance(entity_type, str) and entity_type.strip() else "note"
+    check_storable(name, f"{where}.name")
+    check_storable(kind, f"{where}.entityType")
+    check_storable(observations, f"{where}.observations")
     return schema.validate_entity(EntityInput(name, kind, tuple(observations)), where)
 
 
 def relation_input(from_entity: Any, relation_type: Any, to_entity: Any, where: str) -> RelationInput:
+    for key, value in (("from", from_entity), ("relationType", relation_type), ("to", to_entity)):
+        check_storable(value, f"{where}.{key}")
     return schema.validate_relation(RelationInput(from_entity, relation_type, to_entity), where)
 
 

@@ -5,7 +5,7 @@ writes go through Stores.writing (the post-write hook).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -96,14 +96,15 @@ class HistoryOperations:
         names = [e.name for _, e in source.entities]
         existed = {name_key(e.name) for e in store.open_entities(names).entities} if names else set()
         report = self.import_graph(source.entities, source.relations, library=library, progress=progress,
-                                   where=source.where)
+                                   where=source.where, paths=source.entity_paths)
         new = {name_key(e.name): e for _, e in source.entities if name_key(e.name) not in existed}
         given = {name_key(e.name): e for _, e in source.entities}
         owned: set[str] = set()  # the source's own entities (not a person's that the import merged into)
+        links_wait = store.schema.relation_types is None  # a typed schema wants both ends of a relation
         for key, change in source.entity_edits.items():  # one transaction each; an edit that changes nothing writes nothing
             if key in given:
                 def text_of(text: str, change=change, key=key) -> str:
-                    new_text, own = change(text)
+                    new_text, own = change(text, links_wait)
                     (owned.add if own else owned.discard)(key)
                     return new_text
 
@@ -132,23 +133,27 @@ class HistoryOperations:
 
     def import_graph(self, entities: Sequence[tuple[int, EntityInput]], relations: Sequence[tuple[int, RelationInput]],
                      *, library: str | ProjectRef | None = None, progress: Callable[[int], None] | None = None,
-                     where: Callable[[str, int], str] | None = None) -> ImportReport:
+                     where: Callable[[str, int], str] | None = None,
+                     paths: Mapping[str, str] | None = None) -> ImportReport:
         """Load a whole graph (e.g. the official server's memory.jsonl).
 
         Every item is validated first (errors name the source line), so a bad file changes
         nothing. Writes go in chunks of IMPORT_CHUNK, each its own transaction, so other
         writers are never locked out for the whole import. Relations whose endpoints exist
-        neither in the file nor in the library are skipped and reported.
+        neither in the file nor in the library are skipped and reported. `paths`: the source's
+        file of an entity, by name_key (`people/anna.md`); a Markdown library puts one it creates there.
         """
         clean_entities, writable, skipped = self.plan_graph_import(entities, relations, library=library, where=where)
         with self.stores.writing(library) as store:
-            return self._write_graph(store, clean_entities, writable, ImportReport(skipped_relations=skipped), progress)
+            return self._write_graph(store, clean_entities, writable, ImportReport(skipped_relations=skipped), progress,
+                                     paths or {})
 
     def _write_graph(self, store: Store, clean_entities: list[EntityInput], writable: list[RelationInput],
-                     report: ImportReport, progress: Callable[[int], None] | None) -> ImportReport:
+                     report: ImportReport, progress: Callable[[int], None] | None,
+                     paths: Mapping[str, str]) -> ImportReport:
         """import_graph's writes, a chunk (one transaction) at a time."""
         if isinstance(store, GraphBatches):
-            return self._import_batches(store, clean_entities, writable, report, progress)
+            return self._import_batches(store, clean_entities, writable, report, progress, paths)
         for i in range(0, len(clean_entities), IMPORT_CHUNK):
             chunk = clean_entities[i : i + IMPORT_CHUNK]
             results = store.create_entities(chunk, origin="import")
@@ -167,7 +172,8 @@ class HistoryOperations:
 
     @staticmethod
     def _import_batches(store: Store, entities: list[EntityInput], relations: list[RelationInput],
-                        report: ImportReport, progress: Callable[[int], None] | None) -> ImportReport:
+                        report: ImportReport, progress: Callable[[int], None] | None,
+                        paths: Mapping[str, str]) -> ImportReport:
         """import_graph for a store that writes entities with their outgoing relations: each
         batch of IMPORT_CHUNK entities goes with the relations going out of them (one file write
         per entity in a Markdown library); relations from entities already in the library, and
@@ -181,7 +187,8 @@ class HistoryOperations:
         for i in range(0, len(entities), IMPORT_CHUNK):
             chunk = entities[i : i + IMPORT_CHUNK]
             going = [r for e in chunk for r in outgoing.pop(name_key(e.name), [])]
-            batch = store.create_graph(chunk, going, origin="import")
+            batch = store.create_graph(chunk, going, origin="import",
+                                       paths={k: paths[k] for e in chunk if (k := name_key(e.name)) in paths})
             report.entities_merged += len(chunk) - len(batch.entities)  # same name twice in the file
             for entity in batch.entities:
                 if entity.status == "created":

@@ -353,12 +353,13 @@ class GraphBatches(Protocol):
     transaction (a Markdown library: each entity file is written once per import, not once
     for the entity and again for its relations)."""
 
-    def create_graph(self, entities: Sequence[EntityInput], relations: Sequence[RelationInput], *, origin: str
-                     ) -> GraphBatch:
+    def create_graph(self, entities: Sequence[EntityInput], relations: Sequence[RelationInput], *, origin: str,
+                     paths: Mapping[str, str] | None = None) -> GraphBatch:
         """Create or merge `entities` (as create_entities does) and `relations`, whose sources are
         among them or in the library; a relation whose target comes in a later batch waits for
         it. Relations `deferred` are for the caller to create once every entity exists (a schema
-        that relates existing entities only defers them all)."""
+        that relates existing entities only defers them all). `paths`: where the file of an entity
+        created here goes, by name_key (a source's own path, `people/anna.md`), where files are kept."""
         ...
 
 

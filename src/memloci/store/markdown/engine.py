@@ -371,12 +371,12 @@ class MarkdownStore:
         with self._md_lock:
             return self._undo.undo_change(change_id, origin=origin)
 
-    def create_graph(self, entities: Sequence[EntityInput], relations: Sequence[RelationInput], *, origin: str
-                     ) -> GraphBatch:
+    def create_graph(self, entities: Sequence[EntityInput], relations: Sequence[RelationInput], *, origin: str,
+                     paths: Mapping[str, str] | None = None) -> GraphBatch:
         """Create (or merge) `entities` and the `relations` going out of them in one transaction,
-        each file written once (importing.py)."""
+        each file written once, a new one at its source's path (importing.py)."""
         self.open()
-        return importing.create_graph(self.index, entities, relations, origin=origin)
+        return importing.create_graph(self.index, entities, relations, origin=origin, paths=paths)
 
     # -- reporting ---------------------------------------------------------------------
 

@@ -15,12 +15,14 @@ entities not imported yet wait as pending links; running the import again comple
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from pathlib import PurePosixPath
 
 from memloci.core.errors import InvalidRelationError
 from memloci.core.model import EntityInput, GraphBatch, Relation, RelationInput, name_key, now_iso
 from memloci.core.schema import LibrarySchema
 from memloci.rules import graph as rules
+from memloci.store.markdown.files import INDEX_DIR, MEMORIES_DIR
 from memloci.store.sqlite.engine import SQLiteStore
 from memloci.store.sqlite.graph_tx import SQLiteGraphTx
 from memloci.store.sqlite.rows import refresh_fts
@@ -52,18 +54,37 @@ def defers_relations(schema: LibrarySchema) -> bool:
     return schema.relation_types is None and not schema.acyclic and not schema.unique_names
 
 
+def note_paths(paths: Mapping[str, str] | None) -> dict[str, str]:
+    """Where new entity files may go, of the `paths` a source gives (`people/anna.md`): a `.md`
+    file inside the library, in no hidden folder and not in memloci's own (`.memloci/`,
+    `memories/`). Any other is left out, and that entity's file is named after it in the root."""
+    kept = {}
+    for key, path in (paths or {}).items():
+        rel = PurePosixPath(path)
+        if (not rel.is_absolute() and rel.suffix.lower() == ".md" and rel.parts[0] not in (INDEX_DIR, MEMORIES_DIR)
+                and not any(p in (".", "..") or p.startswith(".") for p in rel.parts)):
+            kept[key] = rel.as_posix()
+    return kept
+
+
 def create_graph(index: SQLiteStore, entities: Sequence[EntityInput], relations: Sequence[RelationInput], *,
-                 origin: str) -> GraphBatch:
+                 origin: str, paths: Mapping[str, str] | None = None) -> GraphBatch:
     """Create (or merge) `entities` and the `relations` going out of them in one transaction of
     the library's `index` (its files follow); relations deferred are for the caller to create
-    once every entity exists."""
-    if not defers_relations(index.schema):
-        return GraphBatch(tuple(index.create_entities(entities, origin=origin)), (), (), tuple(relations))
-    groups = rules.grouped(entities)  # the same name twice merges into the first (as create_entities does)
+    once every entity exists. An entity created here gets its file at its path of `paths` (by
+    name_key) if it has one and the file is free, else beside it named after the entity; one
+    that exists stays where its file is."""
     at = now_iso()
+    if not defers_relations(index.schema):
+        with index.db.write() as write:  # create_entities, with the paths
+            write.paths = note_paths(paths)
+            made = rules.create_entities(SQLiteGraphTx(write, at, link_pending=True), index.schema, entities, origin)
+        return GraphBatch(tuple(made), (), (), tuple(relations))
+    groups = rules.grouped(entities)  # the same name twice merges into the first (as create_entities does)
     created: list[Relation] = []
     existing_rel: list[Relation] = []
     with index.db.write() as write:
+        write.paths = note_paths(paths)
         conn = write.conn
         tx = SQLiteGraphTx(write, at)
         existing = tx.resolve([e.name for e, _ in groups.values()])

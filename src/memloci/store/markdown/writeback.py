@@ -242,13 +242,15 @@ class MarkdownFiles:
             rel, old = row[0], None
             current = source = self.check_fresh(tx, rel)
         else:  # new, or renamed: a file named after the entity, beside the old one
-            folder = Path(row[0]).parent if row is not None else Path(".")
+            wanted = Path(tx.paths[key]) if row is None and key in tx.paths else None  # an import keeps its path
+            folder = Path(row[0]).parent if row is not None else wanted.parent if wanted else Path(".")
             old = row[0] if row is not None else None
             if old is not None:
                 source = self.check_fresh(tx, old)
             stem = file_stem(name)
             # Names that map to one file name ("x/y", "x:y") get the name's hash as well.
-            for candidate in (stem, f"{stem}-{sha256_hex(name.encode())[:6]}"):
+            candidates = ([file_stem(wanted.stem)] if wanted else []) + [stem, f"{stem}-{sha256_hex(name.encode())[:6]}"]
+            for candidate in candidates:
                 rel = (folder / f"{candidate}.md").as_posix().removeprefix("./")
                 self.refuse_broken(conn, rel, name)  # a broken note is never shadowed by a second file
                 if rel == old or not (self.exists(tx, rel) or rel in (MANUAL, JOURNAL, CONTEXT)

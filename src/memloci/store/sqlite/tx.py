@@ -33,6 +33,9 @@ class WriteTx:
     stamps: dict[str, str] = field(default_factory=dict)
     renames: list[tuple[str, str]] = field(default_factory=list)
     tails: dict[str, str] = field(default_factory=dict)
+    # Where a new entity's file goes (relative, `people/anna.md`), by name_key: an import keeps
+    # the source's folders and file names (store/markdown/importing.py). Else `<name>.md` at the root.
+    paths: dict[str, str] = field(default_factory=dict)
     files: Any = None  # the file side's staged change for this transaction (set by FileSide.begin)
 
     def keep_text(self, key: str, text: str, stamp: str | None = None) -> None:
