@@ -364,7 +364,8 @@ def test_sigterm_finishes_the_call_in_flight_and_exits_0(tmp_path):
     log = server.log.read_text()
     # the call was still running when the signal came, and ended well before the process did
     done = next(line for line in log.splitlines() if "tool=create_entities library=team" in line)
-    assert log.index("shutdown requested") < log.index(done) < log.index("Shutting down")
+    assert log.index("SIGTERM: refusing new calls") < log.index(done) < log.index("all running calls answered")
+    assert log.index("all running calls answered") < log.index("Shutting down")
     assert done.endswith("outcome=ok")
     reply = outcome["reply"]  # and its reply still reached the client
     assert isinstance(reply, httpx2.Response) and reply.status_code == 200, reply
