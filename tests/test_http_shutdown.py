@@ -30,7 +30,8 @@ from memloci.http.app import SHUTDOWN_WAIT_SECONDS, SHUTTING_DOWN
 
 pytestmark = pytest.mark.full
 WRITERS = 6
-WRITES_PER_SESSION = 4  # each writer opens sessions one after another: new sessions come all the time
+WRITES_PER_SESSION = 4
+PROBE = "sent after the server logged SIGTERM"  # each writer opens sessions one after another: new sessions come all the time
 
 
 @dataclass
@@ -140,6 +141,7 @@ def test_sigterm_under_load_answers_every_request_and_keeps_every_acknowledged_w
     server = Server(tmp_path, MEMLOCI_LOG_LEVEL="DEBUG")
     tally = Tally()
     slow: dict[str, Any] = {}
+    probes: list[bool] = []  # for each probe sent after the signal: was it refused as shutting down?
     seen: dict[str, float] = {}
 
     def log_has(text: str) -> bool:
@@ -170,7 +172,7 @@ def test_sigterm_under_load_answers_every_request_and_keeps_every_acknowledged_w
                 with anyio.fail_after(120):
                     while len(tally.acknowledged) < 3 * WRITERS:  # the load is going
                         await anyio.sleep(0.05)
-                async with anyio.create_task_group() as held:
+                async with anyio.create_task_group() as held, recorded_session(server, token, tally) as probe:
                     held.start_soon(slow_call)
                     with anyio.fail_after(60):
                         while not log_has("call started tool=add_observations"):
@@ -180,6 +182,17 @@ def test_sigterm_under_load_answers_every_request_and_keeps_every_acknowledged_w
                         while not log_has("SIGTERM: refusing new calls"):
                             await anyio.sleep(0.01)
                     seen["sigterm"] = time.monotonic()
+                    # whatever the writers were doing at that moment: a call in an open session, and a
+                    # new session, both sent now, are refused
+                    try:
+                        await probe.call_tool("store_memory", {"content": PROBE, "library": "team"})
+                    except Exception as exc:
+                        probes.append(shutting_down(exc))
+                    try:
+                        async with recorded_session(server, token, tally):
+                            pass
+                    except Exception as exc:
+                        probes.append(shutting_down(exc))
                     with anyio.fail_after(120):  # every writer is refused and stops; the held call still waits
                         while len(tally.refused) + len(tally.refused_sessions) + len(tally.failures) < WRITERS:
                             await anyio.sleep(0.05)
@@ -208,6 +221,7 @@ def test_sigterm_under_load_answers_every_request_and_keeps_every_acknowledged_w
     assert late and all(r.status == 503 for r in late), [r for r in late if r.status != 503][:5]
     assert all(r.status == 503 for r in tally.requests if r.method == "GET" and r.at > seen["sigterm"])
     assert len(tally.refused) + len(tally.refused_sessions) == WRITERS
+    assert probes == [True, True]
     assert "SIGTERM: refusing new calls" in log and "all running calls answered" in log
     assert "drain window" not in log and "unfinished" not in log
 
@@ -219,5 +233,5 @@ def test_sigterm_under_load_answers_every_request_and_keeps_every_acknowledged_w
     kept = names | contents
     acknowledged = set(tally.acknowledged)
     assert acknowledged <= kept, sorted(acknowledged - kept)[:5]
-    assert not set(tally.refused) & kept, "a refused call's write landed"
+    assert not (set(tally.refused) | {PROBE}) & kept, "a refused call's write landed"
     assert "added while the server was asked to stop" in observations
