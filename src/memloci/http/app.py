@@ -38,9 +38,10 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from memloci.core.errors import ValidationError
+from memloci.http.connections import ConnectionLimits, limited_protocol
 from memloci.http.limits import MessageGuard, RateLimit, RateLimiter, SessionCap, rpc_error, send_json
 from memloci.http.scopes import TokenCallers
-from memloci.http.settings import HttpSettings, is_loopback
+from memloci.http.settings import HttpSettings, default_max_connections, is_loopback
 
 log = logging.getLogger("memloci.http")
 SHUTDOWN_WAIT_SECONDS = 60  # how long SIGTERM waits for the calls running to be answered
@@ -448,8 +449,11 @@ def serve_http(server: Any, settings: HttpSettings, *, verifiers: Sequence[Token
                          extra_routes=extra_routes, resource_metadata_url=resource_metadata_url,
                          on_shutdown=on_shutdown, stopping=lambda: runner.should_exit, shutdown=shutdown,
                          open_while=open_while)
+    limits = ConnectionLimits(settings.header_timeout, settings.body_timeout,
+                              settings.max_connections or default_max_connections())
     config = uvicorn.Config(app, host=settings.host, port=settings.port, log_config=None, access_log=False,
-                            lifespan="on", timeout_graceful_shutdown=GRACE_AFTER_DRAIN_SECONDS, server_header=False)
+                            lifespan="on", timeout_graceful_shutdown=GRACE_AFTER_DRAIN_SECONDS, server_header=False,
+                            http=limited_protocol(limits))
 
     class TwoStepServer(uvicorn.Server):
         """The first SIGTERM/SIGINT only requests the shutdown (see Shutdown); a second stops at once."""
