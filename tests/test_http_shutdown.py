@@ -31,6 +31,7 @@ from memloci.http.app import SHUTDOWN_WAIT_SECONDS, SHUTTING_DOWN
 pytestmark = pytest.mark.full
 WRITERS = 6
 WRITES_PER_SESSION = 4
+HAMMERS = 32
 PROBE = "sent after the server logged SIGTERM"  # each writer opens sessions one after another: new sessions come all the time
 
 
@@ -135,10 +136,30 @@ async def writer(server: Server, token: str, c: int, tally: Tally) -> None:
             return
 
 
+async def hammer(server: Server, token: str, outcomes: list[tuple[float, str]]) -> None:
+    """A client that takes no hint: a request at once after each reply, each on a new connection
+    after the signal (the server closes them), until the process has exited. What matters is
+    the moment the server stops listening: a request on its way in then must still get a reply."""
+    headers = {"authorization": f"Bearer {token}", "accept": "application/json, text/event-stream"}
+    ping = {"jsonrpc": "2.0", "id": 1, "method": "ping"}  # without a session: 400 before the signal, 503 after
+    async with httpx2.AsyncClient(headers=headers, timeout=60) as http:
+        while server.process.poll() is None:
+            sent = time.monotonic()
+            try:
+                outcomes.append((sent, str((await http.post(server.url, json=ping)).status_code)))
+            except httpx2.ConnectError:  # nothing listens: the request was never sent
+                outcomes.append((sent, "refused"))
+                await anyio.sleep(0.01)
+            except httpx2.HTTPError as exc:
+                outcomes.append((sent, repr(exc)))
+
+
 def test_sigterm_under_load_answers_every_request_and_keeps_every_acknowledged_write(tmp_path: Path):
     (tmp_path / "config.toml").write_text("[http]\nrate_limit = 0\n")  # the rate limit is not what is tested
     token = create_token(tmp_path, "w", "*:write")
+    pinger = create_token(tmp_path, "pinger", "team:read")
     server = Server(tmp_path, MEMLOCI_LOG_LEVEL="DEBUG")
+    pings: list[tuple[float, str]] = []
     tally = Tally()
     slow: dict[str, Any] = {}
     probes: list[bool] = []  # for each probe sent after the signal: was it refused as shutting down?
@@ -169,6 +190,8 @@ def test_sigterm_under_load_answers_every_request_and_keeps_every_acknowledged_w
             async with anyio.create_task_group() as load:
                 for c in range(WRITERS):
                     load.start_soon(writer, server, token, c, tally)
+                for _ in range(HAMMERS):
+                    load.start_soon(hammer, server, pinger, pings)
                 with anyio.fail_after(120):
                     while len(tally.acknowledged) < 3 * WRITERS:  # the load is going
                         await anyio.sleep(0.05)
@@ -222,6 +245,10 @@ def test_sigterm_under_load_answers_every_request_and_keeps_every_acknowledged_w
     assert all(r.status == 503 for r in tally.requests if r.method == "GET" and r.at > seen["sigterm"])
     assert len(tally.refused) + len(tally.refused_sessions) == WRITERS
     assert probes == [True, True]
+    # the clients that took no hint: a reply to each request, until nothing listened
+    assert {o for _, o in pings} <= {"400", "503", "refused"}, [o for _, o in pings if not o.isalnum()][:5]
+    assert all(o in ("503", "refused") for at, o in pings if at > seen["sigterm"])
+    assert any(o == "503" for _, o in pings) and pings[-1][1] == "refused"
     assert "SIGTERM: refusing new calls" in log and "all running calls answered" in log
     assert "drain window" not in log and "unfinished" not in log
 

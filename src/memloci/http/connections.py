@@ -15,6 +15,9 @@ only once its headers are complete):
   with a JSON-RPC error, and close;
 - connections: at most `max_connections` open at once; one more is answered 503 with
   Retry-After and closed at once, before anything of it is read.
+- stopping: uvicorn closes each connection with no request under way at once, which resets
+  one whose request is on its way in; here such a connection gets STOP_GRACE_SECONDS for its
+  request to arrive and be answered (503, during shutdown) first.
 
 The time an application takes to answer is not limited here: a tool call may run long.
 """
@@ -32,6 +35,11 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 
 log = logging.getLogger("memloci.http")
 REFUSED_CLOSE_SECONDS = 1.0  # a refused connection's 503 is read (and its request dropped) for at most this long
+# When uvicorn stops, it closes at once each connection with no request under way; but a request
+# may be on its way in (sent, not yet read, as on a connection accepted an instant before), and
+# closing with it unread resets the connection: its client never learns what became of it. Such
+# a connection gets this long for a request to arrive and be answered (503, during shutdown).
+STOP_GRACE_SECONDS = 1.0
 LOG_EVERY_SECONDS = 10.0  # at most one line a kind this often: a flood of slow clients must not flood the log
 
 
@@ -88,6 +96,7 @@ def limited_protocol(limits: ConnectionLimits) -> type[asyncio.Protocol]:
 
     class LimitedH11Protocol(H11Protocol):
         refused = False
+        stopping = False
         deadline: asyncio.TimerHandle | None = None
         deadline_kind: str | None = None
 
@@ -118,7 +127,21 @@ def limited_protocol(limits: ConnectionLimits) -> type[asyncio.Protocol]:
 
         def handle_events(self) -> None:
             super().handle_events()
+            if self.stopping and self.cycle is not None:
+                self.cycle.keep_alive = False  # a request that came in the grace: answered, then closed
             self._follow()
+
+        def shutdown(self) -> None:
+            """uvicorn is stopping: a connection between requests waits STOP_GRACE_SECONDS for one on its way."""
+            if self.cycle is not None and not self.cycle.response_complete:
+                super().shutdown()  # a request under way: answered, then closed
+            elif not self.stopping:
+                self.stopping = True
+                self.loop.call_later(STOP_GRACE_SECONDS, self._stop_now)
+
+        def _stop_now(self) -> None:
+            if not self.transport.is_closing():
+                super().shutdown()
 
         def _follow(self) -> None:
             """Arm the deadline the client's side of the connection is under now, if any."""
