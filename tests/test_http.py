@@ -401,7 +401,8 @@ def test_sigterm_finishes_the_call_in_flight_and_exits_0(tmp_path):
     log = server.log.read_text()
     # the call was still running when the signal came, and ended well before the process did
     done = next(line for line in log.splitlines() if "tool=create_entities library=team" in line)
-    assert log.index("shutdown requested") < log.index(done) < log.index("Shutting down")
+    assert log.index("SIGTERM: refusing new calls") < log.index(done) < log.index("all running calls answered")
+    assert log.index("all running calls answered") < log.index("Shutting down")
     assert done.endswith("outcome=ok")
     reply = outcome["reply"]  # and its reply still reached the client
     assert isinstance(reply, httpx2.Response) and reply.status_code == 200, reply
@@ -443,9 +444,31 @@ def test_settings_come_from_flags_then_environment_then_config(tmp_path, monkeyp
     for table, message in (({"prot": 1}, "prot: unknown key"), ({"port": 70000}, "not a port number"),
                            ({"stateless": "yes"}, "stateless: must be bool"),
                            ({"allowed_hosts": "a"}, "allowed_hosts: must be a list of strings"),
-                           ({"rate_limit": -1}, "rate_limit: must be 0 or more")):
+                           ({"rate_limit": -1}, "rate_limit: must be 0 or more"),
+                           ({"header_timeout": "10s"}, "header_timeout: must be a number of seconds"),
+                           ({"body_timeout": True}, "body_timeout: must be a number of seconds"),
+                           ({"max_connections": 1.5}, "max_connections: must be int")):
         with pytest.raises(ValidationError, match=message):
             parse_http_config(table)
+    assert parse_http_config({"header_timeout": 2.5, "body_timeout": 30, "max_connections": 100})
+    from memloci.http.settings import FILES_KEPT_FREE, default_max_connections
+
+    monkeypatch.delenv("MCP_SERVER_PORT")
+    defaults = resolve({}, process=Settings.from_env())
+    assert (defaults.header_timeout, defaults.body_timeout) == (10, 30)
+    assert defaults.max_connections == default_max_connections()
+    import resource
+
+    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    assert default_max_connections() == max(64, soft - FILES_KEPT_FREE)
+    flagged = resolve({"http": {"header_timeout": 5}}, header_timeout=2, body_timeout=3, max_connections=50,
+                      process=Settings.from_env())
+    assert (flagged.header_timeout, flagged.body_timeout, flagged.max_connections) == (2, 3, 50)
+    for flags, message in (({"header_timeout": 0}, "--header-timeout: must be more than 0"),
+                           ({"body_timeout": float("inf")}, "--body-timeout: must be more than 0"),
+                           ({"max_connections": 0}, "--max-connections: must be at least 1")):
+        with pytest.raises(ValidationError, match=message):
+            resolve({}, process=Settings.from_env(), **flags)
 
 
 def test_sigterm_with_an_idle_client_connected_exits_promptly(tmp_path):

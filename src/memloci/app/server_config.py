@@ -31,7 +31,17 @@ from memloci.core.errors import ValidationError
 from memloci.core.settings import port_number
 
 HTTP_KEYS = {"host": str, "port": int, "stateless": bool, "allowed_hosts": list, "allowed_origins": list,
-             "max_body_bytes": int, "rate_limit": int, "max_sessions_per_token": int}
+             "max_body_bytes": int, "rate_limit": int, "max_sessions_per_token": int, "header_timeout": float,
+             "body_timeout": float, "max_connections": int}
+
+
+KIND_NAMES = {list: "a list of strings", float: "a number of seconds"}
+
+
+def _is_kind(value: Any, kind: type) -> bool:
+    if isinstance(value, bool):  # a bool is an int to Python, not to a config file
+        return kind is bool
+    return isinstance(value, (int, float) if kind is float else kind)
 
 
 def parse_http_config(table: Any, where: str = "config [http]") -> dict[str, Any]:
@@ -44,11 +54,11 @@ def parse_http_config(table: Any, where: str = "config [http]") -> dict[str, Any
             raise ValidationError(f"{where} {key}: unknown key", hint=f"Known keys: {', '.join(HTTP_KEYS)}.")
         if key == "port":
             port_number(value, f"{where} port")
-        elif not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-            raise ValidationError(f"{where} {key}: must be {'a list of strings' if kind is list else kind.__name__}")
+        elif not _is_kind(value, kind):
+            raise ValidationError(f"{where} {key}: must be {KIND_NAMES.get(kind, kind.__name__)}")
         elif isinstance(value, list) and not all(isinstance(v, str) and v for v in value):
             raise ValidationError(f"{where} {key}: must be a list of non-empty strings")
-        elif isinstance(value, int) and value < 0:
+        elif isinstance(value, (int, float)) and value < 0:
             raise ValidationError(f"{where} {key}: must be 0 or more")
     if table.get("max_body_bytes") == 0:
         raise ValidationError(f"{where} max_body_bytes: must be at least 1")

@@ -104,7 +104,9 @@ def token_revoke(name: Annotated[str, typer.Argument(help="The token's name.")])
 
 def serve_http_command(build: Callable[[dict[str, Any]], Any], *, host: str | None, port: int | None,
                        stateless: bool, allowed_hosts: list[str] | None, allowed_origins: list[str] | None,
-                       max_body: int | None, rate_limit: int | None, settings: Settings) -> None:
+                       max_body: int | None, rate_limit: int | None, settings: Settings,
+                       header_timeout: float | None = None, body_timeout: float | None = None,
+                       max_connections: int | None = None) -> None:
     """`memloci serve --transport http`: `build(config)` gives (service, server); the rest is ours.
     `settings` are the program's."""
     from memloci.app.config import config_file
@@ -124,6 +126,7 @@ def serve_http_command(build: Callable[[dict[str, Any]], Any], *, host: str | No
         config = config_file(settings)
         http = resolve(config, host=host, port=port, stateless=stateless, allowed_hosts=allowed_hosts,
                        allowed_origins=allowed_origins, max_body_bytes=max_body, rate_limit=rate_limit,
+                       header_timeout=header_timeout, body_timeout=body_timeout, max_connections=max_connections,
                        process=settings)
         stored = StoredTokenVerifier(TokenStore(token_file(settings)))
         verifiers: list[Any] = [stored]
@@ -197,6 +200,9 @@ def serve(
     allowed_origin: Annotated[list[str] | None, typer.Option("--allowed-origin", help="http: an Origin to accept beside loopback ones (repeatable).")] = None,
     max_body: Annotated[int | None, typer.Option("--max-body", help="http: largest request body in bytes (default 4 MiB).")] = None,
     rate_limit: Annotated[int | None, typer.Option("--rate-limit", help="http: calls a minute per token (default 1200; 0: no limit).")] = None,
+    header_timeout: Annotated[float | None, typer.Option("--header-timeout", help="http: seconds to receive a request's headers, then 408 and closed (default 10).")] = None,
+    body_timeout: Annotated[float | None, typer.Option("--body-timeout", help="http: seconds to receive a request's body, then 408 and closed (default 30).")] = None,
+    max_connections: Annotated[int | None, typer.Option("--max-connections", help="http: connections open at once; one more gets 503 (default: the open-file limit less 256).")] = None,
 ) -> None:
     """Run the MCP server on stdio (what MCP clients start), or over HTTP with --transport http."""
     try:
@@ -213,7 +219,8 @@ def serve(
 
         serve_http_command(lambda config: serve_from(settings, name=name), host=host, port=port, stateless=stateless, allowed_hosts=allowed_host,
                            allowed_origins=allowed_origin, max_body=max_body, rate_limit=rate_limit,
-                           settings=settings)
+                           settings=settings, header_timeout=header_timeout, body_timeout=body_timeout,
+                           max_connections=max_connections)
         return
     from memloci.core.stdio_claim import StdioClaim
     from memloci.mcp.stdio import serve_stdio

@@ -22,6 +22,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
 import anyio
+import mcp_types as types
 from mcp.server.auth.middleware.auth_context import AuthContextMiddleware
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser, BearerAuthBackend, RequireAuthMiddleware
 from mcp.server.auth.provider import AccessToken, TokenVerifier
@@ -37,57 +38,101 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from memloci.core.errors import ValidationError
+from memloci.http.connections import ConnectionLimits, limited_protocol
 from memloci.http.limits import MessageGuard, RateLimit, RateLimiter, SessionCap, rpc_error, send_json
 from memloci.http.scopes import TokenCallers
-from memloci.http.settings import HttpSettings, is_loopback
+from memloci.http.settings import HttpSettings, default_max_connections, is_loopback
 
 log = logging.getLogger("memloci.http")
-SHUTDOWN_WAIT_SECONDS = 60  # how long SIGTERM waits for tool calls still running
+SHUTDOWN_WAIT_SECONDS = 60  # how long SIGTERM waits for the calls running to be answered
 # A session with no request and no stream open for this long is closed (the SDK's default is
 # 30 minutes): a client that went away without DELETE does not hold memory for half an hour.
 SESSION_IDLE_SECONDS = 600
-# After the last call's reply is sent, the server keeps listening this long with no request
-# coming: a client may ask for more to use that reply (the Python SDK lists the tools to check
-# a result against its output schema), and would otherwise find the port closed.
+# Once the drain is over, uvicorn closes the connections left (idle ones, event streams) and
+# waits this long for the last replies being written before it cuts them.
+GRACE_AFTER_DRAIN_SECONDS = 5
+# After the last running call's reply is sent, the server keeps listening this long while no
+# request it still answers comes: a client may ask for the tool list to check that reply (the
+# Python SDK does, to check a result against its output schema) and would otherwise find the
+# port closed. Requests refused with 503 do not extend it.
 QUIET_SECONDS = 2.0
+RETRY_AFTER_SECONDS = 5  # what a 503 during shutdown tells the client: about a restart's time
 SHUTTING_DOWN = -32031  # a server-defined JSON-RPC code (the -32000..-32099 range)
+# In a session already open, these are still answered during shutdown: they start no work on
+# any library, and a client may need the tool list to read a reply it got.
+ANSWERED_WHILE_STOPPING = frozenset({"tools/list", "ping"})
 
 
 class Shutdown:
-    """SIGTERM in two steps. First `requested`: the server keeps listening and serving, but takes
-    no new tool calls (ShutdownGate); once no call runs, no POST is being answered, and none came
-    for QUIET_SECONDS, `finish()` lets uvicorn stop (stop listening, close the streams, exit).
-    A second SIGTERM or SIGINT skips the wait."""
+    """SIGTERM in two steps. `request()`: the server keeps listening, answers every request
+    that would start work with 503 (ShutdownGate), and waits for the requests it took before
+    to be answered; `finish()` then lets uvicorn stop (stop listening, close the connections
+    and streams, exit). A second SIGTERM or SIGINT skips the wait."""
 
     def __init__(self) -> None:
         self.requested = False
+        self.requested_at = 0.0  # monotonic time of the SIGTERM
         self.posts = 0  # POSTs being answered (a call's reply is written before its POST ends)
         self.last_post = 0.0  # monotonic time the last POST ended
+        self.refused = 0  # requests answered 503 since the SIGTERM
+        self.signal_name = "SIGTERM"
         self.finish: Callable[[], None] = lambda: None
+
+    def request(self, signal_name: str, calls_running: int) -> None:
+        self.requested, self.requested_at, self.signal_name = True, time.monotonic(), signal_name
+        log.info("%s: refusing new calls and sessions (503); %d calls running, %d requests being answered",
+                 signal_name, calls_running, self.posts)
 
     def quiet(self) -> bool:
         return not self.posts and time.monotonic() - self.last_post >= QUIET_SECONDS
 
 
 class ShutdownGate:
-    """Counts the POSTs being answered; once shutdown is requested, refuses new tool calls (503)."""
+    """Counts the POSTs being answered; once shutdown is requested, answers 503 (Retry-After, a
+    JSON-RPC error with the request's id) to every request that would start work: a tool call,
+    `initialize` (a new session), any other request except ANSWERED_WHILE_STOPPING in an open
+    session, and a GET (a new event stream). Notifications and responses still pass (a running
+    call may be waiting for the client's answer), as does DELETE (closing a session). Every
+    response after the SIGTERM closes its connection, so no client keeps one that is about to go."""
 
     def __init__(self, app: ASGIApp, shutdown: Shutdown):
         self.app, self.shutdown = app, shutdown
 
+    def refuses(self, scope: Scope) -> tuple[bool, Any]:
+        """(refuse this request?, the JSON-RPC id to answer)."""
+        if scope["method"] == "GET":
+            return True, None
+        message = scope.get("memloci.message")  # set by MessageGuard
+        if not isinstance(message, types.JSONRPCRequest):
+            return False, None
+        in_session = any(key == b"mcp-session-id" for key, _ in scope["headers"])
+        return not (in_session and message.method in ANSWERED_WHILE_STOPPING), message.id
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["method"] != "POST":
+        if scope["type"] != "http" or scope["method"] not in ("POST", "GET"):
             await self.app(scope, receive, send)
             return
-        message = scope.get("memloci.message")  # set by MessageGuard
-        if self.shutdown.requested and isinstance(message, dict) and message.get("method") == "tools/call":
-            await send_json(send, 503, rpc_error(SHUTTING_DOWN, "Server shutting down: it finishes the calls "
-                                                 "already running and takes no new ones; retry once it is back",
-                                                 message.get("id")))
+        if self.shutdown.requested:
+            refuse, request_id = self.refuses(scope)
+            if refuse:
+                self.shutdown.refused += 1
+                await send_json(send, 503, rpc_error(
+                    SHUTTING_DOWN, "Server shutting down: it answers the calls already running and takes no new "
+                    f"ones; nothing of this request was done. Retry in {RETRY_AFTER_SECONDS} s, once it is back",
+                    request_id), [(b"retry-after", str(RETRY_AFTER_SECONDS).encode()), (b"connection", b"close")])
+                return
+
+        async def closing(message: Any) -> None:
+            if message["type"] == "http.response.start" and self.shutdown.requested:
+                message = {**message, "headers": [*message.get("headers", []), (b"connection", b"close")]}
+            await send(message)
+
+        if scope["method"] == "GET":  # an event stream: open until the session or the server ends
+            await self.app(scope, receive, closing)
             return
         self.shutdown.posts += 1
         try:
-            await self.app(scope, receive, send)
+            await self.app(scope, receive, closing)
         finally:
             self.shutdown.posts -= 1
             self.shutdown.last_post = time.monotonic()
@@ -284,7 +329,7 @@ def build_http_app(server: Any, settings: HttpSettings, *, verifiers: Sequence[T
     needs no token (allowed on loopback only: serve_http checks). `extra_routes` are added
     unauthenticated (e.g. OAuth protected-resource metadata), and `resource_metadata_url` goes
     into the 401's WWW-Authenticate header. `on_shutdown` runs after the last tool call ended;
-    `stopping()` says uvicorn is stopping (then open streams close once calls end); `shutdown`,
+    `stopping()` says uvicorn is stopping (then the open event streams close); `shutdown`,
     when given, is the step before (see Shutdown). `open_while()`, when given, is asked on each
     request: while it is true (no token exists yet, on a loopback server), a request without a
     token is let in; from the moment it turns false (the first `memloci token create`), every
@@ -306,24 +351,43 @@ def build_http_app(server: Any, settings: HttpSettings, *, verifiers: Sequence[T
     mcp_app = RefusalLog(HostOriginCheck(Cors(mcp_app, settings.allowed_origins), security))
 
     async def drain() -> None:
-        """Once uvicorn is stopping, close the open SSE streams, but only after the tool calls
-        still running have ended (sse-starlette would otherwise close them at once, and a
-        running call's reply would be lost though its write is kept)."""
+        """SIGTERM's first step (see Shutdown): wait for the calls running and the POSTs being
+        answered, then for QUIET_SECONDS with no request coming, within the drain window; say in
+        the log what happened; then let uvicorn stop. The open event streams are closed only
+        then (sse-starlette would close them at uvicorn's stop at once, and a running call's
+        reply on a stream would be lost though its write is kept)."""
         assert stopping is not None  # started only when given (lifespan)
         if shutdown is not None:
             while not shutdown.requested and not stopping():
-                await anyio.sleep(0.1)
-            with anyio.move_on_after(SHUTDOWN_WAIT_SECONDS):
-                while (server.calls_in_flight or not shutdown.quiet()) and not stopping():
-                    await anyio.sleep(0.05)
-            log.info("no call running and no request for %.0f s: stopping", QUIET_SECONDS)
+                await anyio.sleep(0.05)
+            if shutdown.requested and not stopping():
+                await wait_for_running_calls(shutdown, stopping)
             shutdown.finish()
         while not stopping():
-            await anyio.sleep(0.1)
-        with anyio.move_on_after(SHUTDOWN_WAIT_SECONDS):
-            while server.calls_in_flight:
-                await anyio.sleep(0.05)
+            await anyio.sleep(0.05)
         AppStatus.should_exit = True
+
+    async def wait_for_running_calls(shutdown: Shutdown, stopping: Callable[[], bool]) -> None:
+        def running() -> int:
+            return max(server.calls_in_flight, shutdown.posts)
+
+        answered_at = None
+        with anyio.move_on_after(SHUTDOWN_WAIT_SECONDS - (time.monotonic() - shutdown.requested_at)):
+            while not stopping() and (running() or not shutdown.quiet()):
+                if running():
+                    answered_at = None
+                elif answered_at is None:
+                    answered_at = time.monotonic()
+                await anyio.sleep(0.02)
+        if stopping():  # a second signal
+            log.warning("second signal: stopping now with %d calls running", running())
+        elif running():
+            log.warning("drain window of %d s over with %d calls still running: stopping; their clients get no "
+                        "reply", SHUTDOWN_WAIT_SECONDS, running())
+        else:
+            took = (answered_at or time.monotonic()) - shutdown.requested_at
+            log.info("all running calls answered %.1f s after %s (%d requests refused): stopping", took,
+                     shutdown.signal_name, shutdown.refused)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -333,10 +397,9 @@ def build_http_app(server: Any, settings: HttpSettings, *, verifiers: Sequence[T
                     tasks.start_soon(drain)
                 yield
                 tasks.cancel_scope.cancel()
-            # SIGTERM: uvicorn stopped taking requests; let the calls still running finish
-            # (their writes and, while the client is connected, their replies) before the
-            # session manager cancels what is left.
-            with anyio.move_on_after(SHUTDOWN_WAIT_SECONDS):
+            # uvicorn has stopped: a call still running now (the drain window is over, or a second
+            # signal came) gets a moment to end its write before the session manager cancels it
+            with anyio.move_on_after(5):
                 while server.calls_in_flight:
                     await anyio.sleep(0.05)
             if server.calls_in_flight:
@@ -386,8 +449,11 @@ def serve_http(server: Any, settings: HttpSettings, *, verifiers: Sequence[Token
                          extra_routes=extra_routes, resource_metadata_url=resource_metadata_url,
                          on_shutdown=on_shutdown, stopping=lambda: runner.should_exit, shutdown=shutdown,
                          open_while=open_while)
+    limits = ConnectionLimits(settings.header_timeout, settings.body_timeout,
+                              settings.max_connections or default_max_connections())
     config = uvicorn.Config(app, host=settings.host, port=settings.port, log_config=None, access_log=False,
-                            lifespan="on", timeout_graceful_shutdown=SHUTDOWN_WAIT_SECONDS + 5, server_header=False)
+                            lifespan="on", timeout_graceful_shutdown=GRACE_AFTER_DRAIN_SECONDS, server_header=False,
+                            http=limited_protocol(limits))
 
     class TwoStepServer(uvicorn.Server):
         """The first SIGTERM/SIGINT only requests the shutdown (see Shutdown); a second stops at once."""
@@ -397,12 +463,10 @@ def serve_http(server: Any, settings: HttpSettings, *, verifiers: Sequence[Token
                 super().handle_exit(sig, frame)
                 return
             self._captured_signals.append(sig)
-            shutdown.requested = True
-            log.info("shutdown requested: finishing %d running tool calls, taking no new ones",
-                     server.calls_in_flight)
+            shutdown.request(signal.Signals(sig).name, server.calls_in_flight)
 
     runner = TwoStepServer(config)
-    shutdown.finish = lambda: setattr(runner, "should_exit", True)
+    shutdown.finish = lambda: setattr(runner, "should_exit", True)  # drain() closes the streams next
     AppStatus.disable_automatic_graceful_drain()  # drain() closes the streams, after the calls end
     if settings.loopback and not tokens_configured:
         log.warning("no token configured: any program on this machine may use every library")

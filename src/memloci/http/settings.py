@@ -13,11 +13,15 @@ Each setting comes from the first of: a `memloci serve` flag, an environment var
     max_body_bytes = 4194304                      # a larger request body is refused (413)
     rate_limit = 1200                             # calls a minute per token; 0 turns the limit off
     max_sessions_per_token = 16                   # open sessions per token; 0 turns the limit off
+    header_timeout = 10                           # seconds to receive a request's headers; then 408, closed
+    body_timeout = 30                             # seconds to receive a request's body; then 408, closed
+    max_connections = 768                         # open at once; one more: 503, closed (default below)
 """
 
 from __future__ import annotations
 
 import ipaddress
+import math
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -31,6 +35,11 @@ DEFAULT_RATE_LIMIT = 1200  # per token and minute: far above an agent's pace, lo
 # Sessions per token: an agent needs one or two; without a cap, one token (even read-only) could
 # fill the SDK's 10,000 sessions and lock every other client out.
 DEFAULT_MAX_SESSIONS_PER_TOKEN = 16
+DEFAULT_HEADER_TIMEOUT = 10.0  # seconds: a client on a slow link sends its few hundred bytes of headers in far less
+DEFAULT_BODY_TIMEOUT = 30.0  # seconds: 4 MiB (the largest body) arrives in 30 s at about 1 Mbit/s
+# Connections at once, by default: the open-file limit less this many, kept for the libraries,
+# the model, the journal and the log, so that a flood of connections cannot starve them.
+FILES_KEPT_FREE = 256
 LOOPBACK_HOSTS = ["127.0.0.1:*", "localhost:*", "[::1]:*", "127.0.0.1", "localhost", "[::1]"]
 LOOPBACK_ORIGINS = ["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*",
                     "http://127.0.0.1", "http://localhost", "http://[::1]"]
@@ -46,6 +55,9 @@ class HttpSettings:
     max_body_bytes: int = DEFAULT_MAX_BODY
     rate_limit: int = DEFAULT_RATE_LIMIT
     max_sessions_per_token: int = DEFAULT_MAX_SESSIONS_PER_TOKEN
+    header_timeout: float = DEFAULT_HEADER_TIMEOUT
+    body_timeout: float = DEFAULT_BODY_TIMEOUT
+    max_connections: int | None = None  # None: default_max_connections()
 
     @property
     def loopback(self) -> bool:
@@ -61,6 +73,19 @@ class HttpSettings:
 
     def origin_patterns(self) -> list[str]:
         return [*LOOPBACK_ORIGINS, *self.allowed_origins]
+
+
+def default_max_connections() -> int:
+    """The open-file limit (soft) less FILES_KEPT_FREE, and at least 64."""
+    try:
+        import resource
+
+        soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    except (ImportError, OSError, ValueError):  # no such limit on this system
+        return 1024
+    if soft == resource.RLIM_INFINITY or soft <= 0:
+        soft = 65536
+    return max(64, soft - FILES_KEPT_FREE)
 
 
 def _has_port(host: str) -> bool:
@@ -86,7 +111,8 @@ _port = port_number  # one rule for a port, whether a flag, MCP_SERVER_PORT or `
 def resolve(config: dict[str, Any], *, host: str | None = None, port: int | None = None, stateless: bool | None = None,
             allowed_hosts: list[str] | None = None, allowed_origins: list[str] | None = None,
             max_body_bytes: int | None = None, rate_limit: int | None = None,
-            process: Settings) -> HttpSettings:
+            header_timeout: float | None = None, body_timeout: float | None = None,
+            max_connections: int | None = None, process: Settings) -> HttpSettings:
     """The settings in force: flags first, then MCP_SERVER_HOST/MCP_SERVER_PORT (`process`, the
     program's Settings), then `[http]`, then defaults."""
     table = config.get("http") or {}
@@ -96,7 +122,9 @@ def resolve(config: dict[str, Any], *, host: str | None = None, port: int | None
     if process.http_port is not None:
         settings = replace(settings, port=process.http_port)
     flags: dict[str, Any] = {"host": host, "port": port, "stateless": stateless or None,
-                             "max_body_bytes": max_body_bytes, "rate_limit": rate_limit}
+                             "max_body_bytes": max_body_bytes, "rate_limit": rate_limit,
+                             "header_timeout": header_timeout, "body_timeout": body_timeout,
+                             "max_connections": max_connections}
     settings = replace(settings, **{k: v for k, v in flags.items() if v is not None})
     if port is not None:
         _port(port, "--port")
@@ -104,5 +132,12 @@ def resolve(config: dict[str, Any], *, host: str | None = None, port: int | None
         raise ValidationError("--max-body: must be at least 1 byte")
     if settings.rate_limit < 0:
         raise ValidationError("--rate-limit: must be 0 (no limit) or more calls a minute")
+    for name, seconds in (("--header-timeout", settings.header_timeout), ("--body-timeout", settings.body_timeout)):
+        if not (math.isfinite(seconds) and 0 < seconds <= 3600):
+            raise ValidationError(f"{name}: must be more than 0 and at most 3600 seconds, not {seconds:g}")
+    if settings.max_connections is None:
+        settings = replace(settings, max_connections=default_max_connections())
+    elif settings.max_connections < 1:
+        raise ValidationError("--max-connections: must be at least 1")
     return replace(settings, allowed_hosts=[*settings.allowed_hosts, *(allowed_hosts or [])],
                    allowed_origins=[*settings.allowed_origins, *(allowed_origins or [])])
