@@ -1,0 +1,127 @@
+"""Whether a library's PostgreSQL server answers, as this process last found it.
+
+An outage (the server stopped, crashed, or unreachable) is found by a call: its connection
+breaks, or the pool cannot hand one out in time and a connection made there and then fails
+too. From then on every call of the library fails at once with the outage's error
+(STORAGE_UNAVAILABLE, "cannot reach PostgreSQL", the library and the masked URL), except that
+at most once a second one call connects to see whether the server is back; the first that
+finds it back lets the engine make its connections again (`on_back`), and the calls after it
+are served. The log gets one line when an outage begins and one when it ends.
+
+Not an outage: a server that answers but refuses the login, or lacks the database (those calls
+fail with their own codes), and a pool whose connections are all in use while the server
+answers (that is contention: CONFLICT "busy", as before).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+from memloci.core.errors import StorageUnavailableError
+from memloci.core.secrets import masked_url
+from memloci.store.postgres.connection import CONNECT_TIMEOUT, connect_options, engine_error, scrubbed
+
+log = logging.getLogger(__name__)
+
+RETRY_EVERY = 1.0  # seconds: while the server is down, how often a call connects to see whether it is back
+
+
+class Reachability:
+    """The outage of one library's server, if one is under way. `reason` is what the last
+    connection tried said (None while the server answers)."""
+
+    def __init__(self, library: str, url: str, *, on_lost: Callable[[], None], on_back: Callable[[], None]):
+        """`on_lost()` runs once when an outage begins (the engine lets its dead connections
+        go); `on_back()` runs, under this object's lock, when the server answers again and
+        before any call is let through (the engine makes its connections anew)."""
+        self.library = library
+        self.url = url  # never shown: it may hold a password
+        self.on_lost = on_lost
+        self.on_back = on_back
+        self.reason: str | None = None
+        self.since = 0.0  # time.monotonic() when the outage began
+        self.tried = 0.0  # time.monotonic() of the last connection tried during it
+        self.lock = threading.Lock()
+
+    @property
+    def down(self) -> bool:
+        return self.reason is not None
+
+    def error(self) -> StorageUnavailableError:
+        """The error a call gets while the outage lasts (a new one per call: an exception
+        raised in several threads at once must not share its traceback)."""
+        return StorageUnavailableError(
+            f"library '{self.library}': cannot reach PostgreSQL at {masked_url(self.url)}: {self.reason}",
+            hint="Nothing was changed. Check that the database server runs; memloci connects again by itself once it "
+                 "answers (no restart needed), and the same call then succeeds.")
+
+    def try_connect(self) -> str | None:
+        """Connect once (within CONNECT_TIMEOUT): None when the server answers (even if it
+        refuses the login: that is not an outage), else what libpq said, password masked."""
+        import psycopg
+
+        try:
+            with psycopg.connect(self.url, autocommit=True, application_name="memloci-probe",
+                                 **connect_options(self.url)) as conn:
+                conn.execute("SELECT 1")
+        except psycopg.Error as exc:
+            mapped = engine_error(self.library, self.url, exc)
+            if mapped is exc or isinstance(mapped, StorageUnavailableError):
+                return " ".join(scrubbed(self.url, exc).split())  # libpq's text runs over several lines
+        return None
+
+    def lost(self, reason: str) -> StorageUnavailableError:
+        """A call found the server unreachable (`reason`, from try_connect): the outage begins,
+        unless it is under way already; returns the error the call fails with."""
+        begins = False
+        with self.lock:
+            self.reason = reason
+            self.tried = time.monotonic()
+            if not self.since:
+                self.since, begins = self.tried, True
+        if begins:
+            log.warning("library '%s': cannot reach PostgreSQL at %s (%s); every call of the library fails until it "
+                        "answers again", self.library, masked_url(self.url), self.reason)
+            self.on_lost()
+        return self.error()
+
+    def check(self) -> None:
+        """Before a call: nothing while the server answers; during an outage, the outage's error,
+        unless this call's try (at most one a second, one at a time) finds the server back."""
+        if self.reason is None:
+            return
+        # One call at a time connects; the others wait for its answer rather than connect too.
+        if not self.lock.acquire(timeout=CONNECT_TIMEOUT + 1.0):
+            raise self.error()
+        try:
+            if self.reason is None:
+                return
+            if time.monotonic() - self.tried < RETRY_EVERY:
+                raise self.error()
+            failed = self.try_connect()
+            self.tried = time.monotonic()
+            if failed is not None:
+                self.reason = failed
+                raise self.error()
+            self.on_back()
+            lasted = time.monotonic() - self.since
+            self.reason, self.since = None, 0.0
+        finally:
+            self.lock.release()
+        log.warning("library '%s': PostgreSQL at %s answers again after %.0f s; calls are served again",
+                    self.library, masked_url(self.url), lasted)
+
+    def opened(self) -> None:
+        """The library was opened (its first connection made): an outage found while it could
+        not be opened is over."""
+        if self.reason is None:
+            return
+        with self.lock:
+            was, self.reason, self.since = self.reason, None, 0.0
+        if was is not None:
+            log.warning("library '%s': PostgreSQL at %s answers again; calls are served again",
+                        self.library, masked_url(self.url))
+
