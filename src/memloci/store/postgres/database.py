@@ -29,12 +29,12 @@ Outages. A server that stopped or cannot be reached is not contention: a call wh
 connection breaks, or that finds no connection within OUTAGE_CHECK seconds while a connection
 made there and then fails too, fails with STORAGE_UNAVAILABLE "cannot reach PostgreSQL" (the
 library, the masked URL, what libpq said), and so does every call after it, at once, until the
-server answers again (outage.Reachability: one try a second). The pool is let go when the
-outage begins (its background reconnection would back off for minutes, and log each try) and
-made anew when the server answers, so the first call after it is served. Every wait of a call
-is bounded: connecting by CONNECT_TIMEOUT, the check of a pooled connection by CHECK_TIMEOUT
-(connection.py), the pool and the writers' queue by OUTAGE_CHECK slices between which the
-outage is looked for.
+server answers again (outage.Reachability: one connection tried per call, shared by the calls
+waiting meanwhile). The pool is let go when the outage begins (its background reconnection
+would back off for minutes, and log each try) and made anew when the server answers, so the
+first call after it is served. Every wait of a call is bounded: connecting by CONNECT_TIMEOUT,
+the check of a pooled connection by CHECK_TIMEOUT (connection.py), the pool and the writers'
+queue by OUTAGE_CHECK slices between which the outage is looked for.
 
 Sessions hold nothing. Every transaction sets its own `search_path` (`SET LOCAL`: the
 library's schema, `public`, and wherever the host keeps the vector and pg_trgm extensions),

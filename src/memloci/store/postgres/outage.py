@@ -2,11 +2,12 @@
 
 An outage (the server stopped, crashed, or unreachable) is found by a call: its connection
 breaks, or the pool cannot hand one out in time and a connection made there and then fails
-too. From then on every call of the library fails at once with the outage's error
-(STORAGE_UNAVAILABLE, "cannot reach PostgreSQL", the library and the masked URL), except that
-at most once a second one call connects to see whether the server is back; the first that
-finds it back lets the engine make its connections again (`on_back`), and the calls after it
-are served. The log gets one line when an outage begins and one when it ends.
+too. From then on a call of the library first connects once to see whether the server is back
+(one call at a time; the calls waiting meanwhile share its answer) and fails at once with the
+outage's error (STORAGE_UNAVAILABLE, "cannot reach PostgreSQL", the library and the masked
+URL) while it is not; the first that finds it back lets the engine make its connections
+again (`on_back`), and it and the calls after it are served. The log gets one line when an
+outage begins and one when it ends.
 
 Not an outage: a server that answers but refuses the login, or lacks the database (those calls
 fail with their own codes), and a pool whose connections are all in use while the server
@@ -26,8 +27,6 @@ from memloci.store.postgres.connection import CONNECT_TIMEOUT, connect_options, 
 
 log = logging.getLogger(__name__)
 
-RETRY_EVERY = 1.0  # seconds: while the server is down, how often a call connects to see whether it is back
-
 
 class Reachability:
     """The outage of one library's server, if one is under way. `reason` is what the last
@@ -43,7 +42,7 @@ class Reachability:
         self.on_back = on_back
         self.reason: str | None = None
         self.since = 0.0  # time.monotonic() when the outage began
-        self.tried = 0.0  # time.monotonic() of the last connection tried during it
+        self.tried = 0.0  # time.monotonic() when the last connection tried during it began
         self.lock = threading.Lock()
 
     @property
@@ -89,20 +88,23 @@ class Reachability:
         return self.error()
 
     def check(self) -> None:
-        """Before a call: nothing while the server answers; during an outage, the outage's error,
-        unless this call's try (at most one a second, one at a time) finds the server back."""
+        """Before a call: nothing while the server answers. During an outage, the outage's
+        error, unless a connection tried since this call arrived finds the server back: one call
+        at a time tries, and the calls that arrived before its try began take its answer instead
+        of trying too (so a burst of calls makes one connection attempt, and the first call after
+        the server is back is served)."""
         if self.reason is None:
             return
-        # One call at a time connects; the others wait for its answer rather than connect too.
-        if not self.lock.acquire(timeout=CONNECT_TIMEOUT + 1.0):
+        arrived = time.monotonic()
+        if not self.lock.acquire(timeout=CONNECT_TIMEOUT + 1.0):  # the try in flight hangs: so does the server
             raise self.error()
         try:
             if self.reason is None:
                 return
-            if time.monotonic() - self.tried < RETRY_EVERY:
+            if self.tried >= arrived:  # a try that began after this call arrived failed
                 raise self.error()
-            failed = self.try_connect()
             self.tried = time.monotonic()
+            failed = self.try_connect()
             if failed is not None:
                 self.reason = failed
                 raise self.error()
@@ -111,7 +113,7 @@ class Reachability:
             self.reason, self.since = None, 0.0
         finally:
             self.lock.release()
-        log.warning("library '%s': PostgreSQL at %s answers again after %.0f s; calls are served again",
+        log.warning("library '%s': PostgreSQL at %s answers again after %.1f s; calls are served again",
                     self.library, masked_url(self.url), lasted)
 
     def opened(self) -> None:
