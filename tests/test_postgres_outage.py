@@ -14,9 +14,13 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from pg import StoppablePgServer
@@ -151,3 +155,65 @@ def test_a_stopped_database_is_an_outage_and_the_server_recovers(home, database)
     assert len(began) == 1 and "WARNING" in began[0] and masked in began[0], log
     assert len(ended) == 1 and masked in ended[0], log
     assert "s3cret" not in log
+
+
+def test_over_http_calls_fail_fast_and_healthz_says_degraded_until_the_database_returns(home, database):
+    """The same outage under `memloci serve --transport http`: a tool call fails within 5 s with
+    STORAGE_UNAVAILABLE; GET /healthz (anyone may ask; it names no library) answers 200
+    `degraded` while the outage lasts, and `alive` again once a call has found the database back."""
+    import anyio
+    import httpx2
+    from conftest import server_env
+    from test_http import free_port, session
+
+    port = free_port()
+    healthz = f"http://127.0.0.1:{port}/healthz"
+    home.mkdir(parents=True, exist_ok=True)
+    log = home / "http.log"
+    with log.open("w") as err:
+        process = subprocess.Popen([sys.executable, "-m", "memloci", "serve", "--transport", "http", "--port", str(port),
+                                    "--libraries", f"team:{database.url}"], env=server_env(home),
+                                   stdout=subprocess.DEVNULL, stderr=err)
+    try:
+        wait_until(lambda: _get(httpx2, healthz) is not None, "the HTTP server answers /healthz", 90)
+        assert _get(httpx2, healthz) == (200, {"status": "alive"})
+        replies: dict[str, tuple[bool, dict, float]] = {}
+
+        async def calls(label: str, *names: str) -> None:
+            async with session(SimpleNamespace(url=f"http://127.0.0.1:{port}/mcp"), None) as s:
+                for name in names:
+                    arguments = {"entities": [{"name": label, "entityType": "t"}]} if name == "create_entities" else {}
+                    started = time.monotonic()
+                    result = await s.call_tool(name, arguments)
+                    replies[f"{label} {name}"] = (bool(result.is_error), json.loads(result.content[0].text),
+                                                  time.monotonic() - started)
+
+        anyio.run(calls, "Before", "create_entities")
+        assert not replies["Before create_entities"][0], replies
+        database.stop()
+        anyio.run(calls, "During", "create_entities", "read_graph")
+        for name in ("create_entities", "read_graph"):
+            failed, body, took = replies[f"During {name}"]
+            assert failed and body["error"]["code"] == "STORAGE_UNAVAILABLE", body
+            assert "cannot reach PostgreSQL" in body["error"]["message"] and "s3cret" not in json.dumps(body)
+            assert took < BOUND_S, f"{name} took {took:.1f} s to fail; the README promises under {BOUND_S:g} s"
+        status, body = _get(httpx2, healthz)
+        assert status == 200 and body["status"] == "degraded" and "team" not in json.dumps(body), body
+        database.start()
+        anyio.run(calls, "After", "create_entities", "read_graph")
+        failed, graph, _ = replies["After read_graph"]
+        assert not failed and {e["name"] for e in graph["entities"]} == {"Before", "After"}, graph
+        assert _get(httpx2, healthz) == (200, {"status": "alive"})
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.wait(timeout=90)
+    text = log.read_text()
+    assert "Traceback" not in text and "s3cret" not in text, text
+
+
+def _get(httpx2, url: str) -> tuple[int, dict] | None:
+    try:
+        response = httpx2.get(url, timeout=2)
+    except httpx2.HTTPError:
+        return None
+    return response.status_code, response.json()

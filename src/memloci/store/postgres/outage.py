@@ -42,7 +42,7 @@ class Reachability:
         self.on_back = on_back
         self.reason: str | None = None
         self.since = 0.0  # time.monotonic() when the outage began
-        self.tried = 0.0  # time.monotonic() when the last connection tried during it began
+        self.tried = 0.0  # time.monotonic() when the last connection tried during it ended
         self.lock = threading.Lock()
 
     @property
@@ -89,10 +89,10 @@ class Reachability:
 
     def check(self) -> None:
         """Before a call: nothing while the server answers. During an outage, the outage's
-        error, unless a connection tried since this call arrived finds the server back: one call
-        at a time tries, and the calls that arrived before its try began take its answer instead
-        of trying too (so a burst of calls makes one connection attempt, and the first call after
-        the server is back is served)."""
+        error, unless a connection tried for it finds the server back: one call at a time tries,
+        and the calls that arrived before a try ended take its answer instead of trying too (so
+        a burst of calls makes one connection attempt and waits for one at most, and the first
+        call after the server is back is served)."""
         if self.reason is None:
             return
         arrived = time.monotonic()
@@ -101,10 +101,10 @@ class Reachability:
         try:
             if self.reason is None:
                 return
-            if self.tried >= arrived:  # a try that began after this call arrived failed
+            if self.tried >= arrived:  # a try that ended after this call arrived failed
                 raise self.error()
-            self.tried = time.monotonic()
             failed = self.try_connect()
+            self.tried = time.monotonic()
             if failed is not None:
                 self.reason = failed
                 raise self.error()
