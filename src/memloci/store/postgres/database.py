@@ -128,6 +128,7 @@ class Database:
         listening for other servers' writes. Idempotent."""
         if self.pool is not None:
             return
+        unreachable: Exception | None = None
         with self.open_lock:
             if self.pool is not None:
                 return
@@ -140,12 +141,15 @@ class Database:
                 pool = open_pool(self.url, self.schema_id, self.pool_size, self.pool_timeout)
             except psycopg.Error as exc:
                 mapped = engine_error(self.name, self.url, exc)
-                if isinstance(mapped, StorageUnavailableError):
-                    raise self.reach.lost(" ".join(scrubbed(self.url, exc).split())) from exc
-                raise (connection_error(self.name, self.url, exc) if mapped is exc else mapped) from exc
-            listener = ChangeListener(self.url, self.schema_id)
-            listener.start()
-            self.listener, self.pool = listener, pool
+                if not isinstance(mapped, StorageUnavailableError):
+                    raise (connection_error(self.name, self.url, exc) if mapped is exc else mapped) from exc
+                unreachable = exc
+            else:
+                listener = ChangeListener(self.url, self.schema_id)
+                listener.start()
+                self.listener, self.pool = listener, pool
+        if unreachable is not None:  # (outside open_lock, which the outage's own lock may wait for)
+            raise self.reach.lost(" ".join(scrubbed(self.url, unreachable).split())) from unreachable
         self.reach.opened()
 
     def close(self) -> None:
@@ -176,26 +180,29 @@ class Database:
                 self.pool = open_pool(self.url, self.schema_id, self.pool_size, self.pool_timeout)
 
     @contextmanager
-    def connection(self) -> Iterator[Any]:
-        """A connection of the pool, for one transaction. Waits at most pool_timeout for one
-        (then CONFLICT "busy": every connection stayed in use), looking for an outage every
-        OUTAGE_CHECK seconds of the wait (then STORAGE_UNAVAILABLE, within a few seconds)."""
+    def connection(self, arrived: float | None = None) -> Iterator[Any]:
+        """A connection of the pool, for one transaction of a call that arrived at `arrived`
+        (by default now). Waits at most pool_timeout for one (then CONFLICT "busy": every
+        connection stayed in use), looking for an outage every OUTAGE_CHECK seconds of the wait
+        (then STORAGE_UNAVAILABLE, within a few seconds)."""
         import psycopg_pool
 
+        arrived = time.monotonic() if arrived is None else arrived
         deadline = time.monotonic() + self.pool_timeout
         while True:
-            self.reach.check()
+            self.reach.check(arrived)
             self.open()
             pool = self.pool
+            waited_from = time.monotonic()
             try:
-                conn = pool.getconn(timeout=max(0.001, min(OUTAGE_CHECK, deadline - time.monotonic())))
+                conn = pool.getconn(timeout=max(0.001, min(OUTAGE_CHECK, deadline - waited_from)))
                 break
             except psycopg_pool.PoolClosed:  # let go by an outage another call found, or renewed meanwhile
                 if not self.reach.down and pool is self.pool:
                     raise
                 continue
             except psycopg_pool.PoolTimeout as exc:
-                failed = self.reach.try_connect()
+                failed = self.reach.probe(waited_from)
                 if failed is not None:
                     raise self.reach.lost(failed) from exc
                 if time.monotonic() >= deadline:  # the server answers: every connection stayed in use
@@ -219,17 +226,18 @@ class Database:
     def write(self, what: str = "graph") -> Iterator[WriteTx]:
         """One write transaction under the library's advisory lock: committed whole, or rolled
         back whole; other servers hear `what` changed once it commits (unless it is QUIET)."""
-        self.reach.check()
+        arrived = time.monotonic()
+        self.reach.check(arrived)
         self.open()
         # In line before borrowing a connection (see "Waiting" in the module's docstring); an
-        # outage found meanwhile by the call in front ends the wait.
-        waited_until = time.monotonic() + self.lock_timeout
+        # outage found meanwhile by the call in front ends the wait (with that call's answer).
+        waited_until = arrived + self.lock_timeout
         while not self.writers.acquire(timeout=max(0.001, min(OUTAGE_CHECK, waited_until - time.monotonic()))):
-            self.reach.check()
+            self.reach.check(arrived)
             if time.monotonic() >= waited_until:
                 raise busy_error(self.name, f"this server's other calls held its write lock for {self.lock_timeout:g} s")
         try:
-            with self.engine_errors(), self.connection() as conn:
+            with self.engine_errors(), self.connection(arrived) as conn:
                 with conn.transaction():
                     # Isolation first (before any snapshot), then the transaction's own settings
                     # and the lock, in one round trip; the key is our own integer, not user text.
@@ -269,7 +277,7 @@ class Database:
         except (psycopg.Error, psycopg_pool.PoolTimeout) as exc:
             mapped = engine_error(self.name, self.url, exc)
             if isinstance(mapped, StorageUnavailableError):
-                failed = self.reach.try_connect()
+                failed = self.reach.probe(time.monotonic())
                 if failed is not None:
                     raise self.reach.lost(failed) from exc
             if mapped is exc:
