@@ -158,9 +158,10 @@ def test_a_stopped_database_is_an_outage_and_the_server_recovers(home, database)
 
 
 def test_over_http_calls_fail_fast_and_healthz_says_degraded_until_the_database_returns(home, database):
-    """The same outage under `memloci serve --transport http`: a tool call fails within 5 s with
-    STORAGE_UNAVAILABLE; GET /healthz (anyone may ask; it names no library) answers 200
-    `degraded` while the outage lasts, and `alive` again once a call has found the database back."""
+    """The same outage under `memloci serve --transport http`: GET /healthz (anyone may ask; it
+    names no library) answers 200 `degraded` once the database stops, before any call (the
+    listening connection notices), tool calls fail within 5 s with STORAGE_UNAVAILABLE, and
+    /healthz answers `alive` again once the database is back, again before any call."""
     import anyio
     import httpx2
     from conftest import server_env
@@ -191,6 +192,7 @@ def test_over_http_calls_fail_fast_and_healthz_says_degraded_until_the_database_
         anyio.run(calls, "Before", "create_entities")
         assert not replies["Before create_entities"][0], replies
         database.stop()
+        wait_until(lambda: _get(httpx2, healthz)[1]["status"] == "degraded", "/healthz degraded, with no call", 60)
         anyio.run(calls, "During", "create_entities", "read_graph")
         for name in ("create_entities", "read_graph"):
             failed, body, took = replies[f"During {name}"]
@@ -200,10 +202,10 @@ def test_over_http_calls_fail_fast_and_healthz_says_degraded_until_the_database_
         status, body = _get(httpx2, healthz)
         assert status == 200 and body["status"] == "degraded" and "team" not in json.dumps(body), body
         database.start()
+        wait_until(lambda: _get(httpx2, healthz) == (200, {"status": "alive"}), "/healthz alive, with no call", 60)
         anyio.run(calls, "After", "create_entities", "read_graph")
         failed, graph, _ = replies["After read_graph"]
         assert not failed and {e["name"] for e in graph["entities"]} == {"Before", "After"}, graph
-        assert _get(httpx2, healthz) == (200, {"status": "alive"})
     finally:
         process.send_signal(signal.SIGTERM)
         process.wait(timeout=90)

@@ -274,10 +274,15 @@ class ChangeListener:
     KEEPALIVE = 30.0  # seconds between pings of a quiet connection
     BACKOFF_MAX = 10.0  # seconds between tries to connect again, at most: changes are heard soon after an outage
 
-    def __init__(self, url: str, channel: str, *, keepalive: float | None = None):
+    def __init__(self, url: str, channel: str, *, keepalive: float | None = None,
+                 on_drop: Callable[[], None] | None = None, on_back: Callable[[], None] | None = None):
+        """`on_drop()` runs on the listener's thread when its connection breaks (once per
+        loss), `on_back()` when it is made again: the first to notice a server stopping or
+        returning is often this connection, before any call."""
         self.url = url
         self.channel = channel
         self.keepalive = self.KEEPALIVE if keepalive is None else keepalive
+        self.on_drop, self.on_back = on_drop, on_back
         self.count = 0
         self.listening = False
         self.callbacks: list[Callable[[str], None]] = []
@@ -300,6 +305,13 @@ class ChangeListener:
             except Exception:  # a reader's bug must not stop the listening
                 log.exception("change callback failed on %s", self.channel)
 
+    def _tell(self, callback: Callable[[], None] | None) -> None:
+        if callback is not None:
+            try:
+                callback()
+            except Exception:  # its bug must not stop the listening
+                log.exception("listener callback failed on %s", self.channel)
+
     def _run(self) -> None:
         import psycopg
 
@@ -313,6 +325,7 @@ class ChangeListener:
                     self.listening = True
                     if not first:
                         self._bump("reconnected")
+                        self._tell(self.on_back)
                     first, backoff = False, 0.5
                     self._ready.set()
                     pinged = time.monotonic()
@@ -332,6 +345,8 @@ class ChangeListener:
                 # (database.Reachability), and the tries say nothing new.
                 log.log(logging.INFO if backoff == 0.5 else logging.DEBUG, "LISTEN %s at %s: %s; connecting again in "
                         "%.1f s", self.channel, masked_url(self.url), scrubbed(self.url, exc).splitlines()[0], backoff)
+                if backoff == 0.5:
+                    self._tell(self.on_drop)
                 self._stop.wait(backoff)
                 backoff = min(backoff * 2, self.BACKOFF_MAX)
         self.listening = False

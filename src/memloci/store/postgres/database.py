@@ -145,7 +145,8 @@ class Database:
                     raise (connection_error(self.name, self.url, exc) if mapped is exc else mapped) from exc
                 unreachable = exc
             else:
-                listener = ChangeListener(self.url, self.schema_id)
+                listener = ChangeListener(self.url, self.schema_id, on_drop=self._listener_dropped,
+                                          on_back=self._listener_back)
                 listener.start()
                 self.listener, self.pool = listener, pool
         if unreachable is not None:  # (outside open_lock, which the outage's own lock may wait for)
@@ -171,6 +172,22 @@ class Database:
         pool = self.pool
         if pool is not None:
             threading.Thread(target=pool.close, name=f"memloci-pool-close-{self.schema_id}", daemon=True).start()
+
+    def _listener_dropped(self) -> None:
+        """The listening connection broke (on the listener's thread): when no new connection
+        can be made either, the outage begins now, not at the next call (so /healthz says so
+        before any call)."""
+        failed = self.reach.probe(time.monotonic())
+        if failed is not None:
+            self.reach.lost(failed)
+
+    def _listener_back(self) -> None:
+        """The listening connection was made again: an outage under way is over, now, not at
+        the next call."""
+        try:
+            self.reach.check()
+        except StorageUnavailableError:  # down again meanwhile: the next call finds it
+            pass
 
     def _renew_pool(self) -> None:
         """The server answers again: a new pool (under Reachability's lock, before any call
