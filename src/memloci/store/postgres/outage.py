@@ -1,13 +1,15 @@
 """Whether a library's PostgreSQL server answers, as this process last found it.
 
-An outage (the server stopped, crashed, or unreachable) is found by a call: its connection
-breaks, or the pool cannot hand one out in time and a connection made there and then fails
-too. From then on a call of the library first connects once to see whether the server is back
-(one call at a time; the calls waiting meanwhile share its answer) and fails at once with the
-outage's error (STORAGE_UNAVAILABLE, "cannot reach PostgreSQL", the library and the masked
-URL) while it is not; the first that finds it back lets the engine make its connections
-again (`on_back`), and it and the calls after it are served. The log gets one line when an
-outage begins and one when it ends.
+An outage (the server stopped, crashed, or unreachable) is found by the connection that
+listens for other servers' writes (it breaks the moment the server stops: Database's
+ChangeListener callbacks), or by a call: its connection breaks, or the pool cannot hand one
+out in time, and a connection made there and then fails too. From then on a call of the
+library first connects once to see whether the server is back (one call at a time; the calls
+waiting meanwhile share its answer) and fails at once with the outage's error
+(STORAGE_UNAVAILABLE, "cannot reach PostgreSQL", the library and the masked URL) while it is
+not; the first that finds it back lets the engine make its connections again (`on_back`),
+and it and the calls after it are served; the listener's reconnection ends an outage too.
+The log gets one line when an outage begins and one when it ends.
 
 Not an outage: a server that answers but refuses the login, or lacks the database (those calls
 fail with their own codes), and a pool whose connections are all in use while the server
