@@ -253,6 +253,7 @@ class Database:
             self.reach.check(arrived)
             if time.monotonic() >= waited_until:
                 raise busy_error(self.name, f"this server's other calls held its write lock for {self.lock_timeout:g} s")
+        committing = False
         try:
             with self.engine_errors(), self.connection(arrived) as conn:
                 with conn.transaction():
@@ -266,8 +267,18 @@ class Database:
                     tx.seal()  # what a destructive change removed goes into its journal entry
                     if what not in QUIET:
                         conn.execute("SELECT pg_notify(%s, %s)", (self.schema_id, what))
+                    committing = True  # the COMMIT is sent as this block ends
             if what not in QUIET:
                 self.own_writes += 1
+        except StorageUnavailableError as exc:
+            if not committing:
+                raise
+            # The server may have committed before the connection broke: "nothing was changed"
+            # would be a guess.
+            raise StorageUnavailableError(
+                exc.message + " (the connection broke while the write was being committed)",
+                hint="The write may or may not have been applied: read before sending it again. memloci connects "
+                     "again by itself once the database server answers.") from exc
         finally:
             self.writers.release()
 
