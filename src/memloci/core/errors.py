@@ -82,6 +82,16 @@ class StorageFullError(MemlociError):
     default_hint = "Free disk space (or move the library to another disk) and send the call again; nothing was changed."
 
 
+class StorageUnavailableError(MemlociError):
+    """The library's storage cannot be reached now (its database server is down, or does not
+    answer): nothing was changed, and the same call succeeds once it is back. Not CONFLICT:
+    nothing competes with the call, and sending it again at once does not help."""
+
+    code = "STORAGE_UNAVAILABLE"
+    default_hint = ("Nothing was changed. The library's database server is down or does not answer; send the call "
+                    "again once it is back (memloci connects again by itself, no restart needed).")
+
+
 READ_ONLY_HINT = ("The file or its folder is read-only (a read-only mount, or no write permission): make it writable, "
                   "or mount the library from a writable folder. Nothing was changed.")
 

@@ -9,7 +9,9 @@ A request to `/mcp` passes, in order:
 5. a new session beyond the token's session cap (limits.SessionCap): its oldest idle one closes, else 429;
 6. the SDK's transport, then `MemlociServer`, which applies the token's scopes (scopes.py, mcp/access.py).
 
-`GET /healthz` answers `{"status": "alive"}` to anyone and says nothing else.
+`GET /healthz` answers `{"status": "alive"}` to anyone and says nothing else, unless a mounted
+library's database server cannot be reached: then `{"status": "degraded", ...}` (still 200: the
+process serves; no library is named, check_database_health names it).
 """
 
 from __future__ import annotations
@@ -299,8 +301,15 @@ def security_settings(settings: HttpSettings) -> TransportSecuritySettings:
                                      allowed_origins=settings.origin_patterns())
 
 
-async def healthz(request: Request) -> JSONResponse:
-    return JSONResponse({"status": "alive"})
+def health_endpoint(server: Any) -> Callable[[Request], Any]:
+    """`GET /healthz`: alive, or degraded while a library's database cannot be reached (known
+    from the last calls; nothing is asked of any database here)."""
+    async def healthz(request: Request) -> JSONResponse:
+        if server.unreachable_libraries():
+            return JSONResponse({"status": "degraded", "problem": "the database of a mounted library cannot be "
+                                                                  "reached; check_database_health names it"})
+        return JSONResponse({"status": "alive"})
+    return healthz
 
 
 class OpenUntilTokens:
@@ -407,7 +416,7 @@ def build_http_app(server: Any, settings: HttpSettings, *, verifiers: Sequence[T
         if on_shutdown is not None:
             on_shutdown()
 
-    routes = [Route("/healthz", healthz, methods=["GET"]), Route("/mcp", endpoint=mcp_app), *extra_routes]
+    routes = [Route("/healthz", health_endpoint(server), methods=["GET"]), Route("/mcp", endpoint=mcp_app), *extra_routes]
     return Starlette(routes=routes, middleware=middleware, lifespan=lifespan)
 
 

@@ -119,6 +119,7 @@ class MemlociServer(MCPServer):
 
     calls_in_flight = 0  # the HTTP server's shutdown waits for these (http/app.py)
     library_names: Any = list  # set by build_server: the mounted libraries, for token scopes
+    unreachable_libraries: Any = list  # set by build_server: those whose database is down (http/app.py /healthz)
     callers: Callers = NoCallers()  # who calls, request by request: server mode sets its tokens' (access.py)
 
     async def list_tools(self) -> list[Any]:
@@ -265,6 +266,7 @@ def build_server(service: MemoryService, *, name: str = "memloci", groups: list[
     prompts.register(server, service)  # after the tools: a prompt names only exposed tools
     server.strict_tools = set(strict.TOOLS) if "strict" in groups else set()
     server.library_names = service.libraries.names
+    server.unreachable_libraries = service.unreachable_libraries
     return server
 
 

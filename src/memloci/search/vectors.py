@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from memloci.core.errors import StorageUnavailableError
 from memloci.core.model import MemoryFilter
 from memloci.search.embedder import EmbedderHandle, yield_to_requests
 from memloci.store.protocols import Passages, VectorSearch
@@ -337,8 +338,12 @@ class EmbeddingWorker:
                         break
                 self.error = None
             except Exception as exc:  # keep serving lexically; health reports the error
-                self.error = f"{type(exc).__name__}: {exc}"
-                log.error("embedding worker for %s: %s", self.store.name, self.error)
+                error = f"{type(exc).__name__}: {exc}"
+                # Once per error, not every round it lasts; an unreachable database is logged
+                # by its store already, once, when the outage begins.
+                if error != self.error and not isinstance(exc, StorageUnavailableError):
+                    log.error("embedding worker for %s: %s", self.store.name, error)
+                self.error = error
                 time.sleep(1.0)
             self._idle_if_unasked(self._idle, self._memories_idle)
 

@@ -452,6 +452,11 @@ class MemoryService:
     def list_libraries(self) -> list[dict[str, Any]]:
         return self.documents.list_libraries()
 
+    def unreachable_libraries(self) -> list[str]:
+        """The mounted libraries whose database server the last call could not reach; no
+        database is asked (the HTTP server's /healthz says so to anyone, cheaply)."""
+        return [s.name for s in self.libraries.all() if isinstance(s, ServerEngine) and s.outage() is not None]
+
     def list_entities(self, entity_glob: str = "*", *, library: str | ProjectRef | None = None) -> list[dict[str, Any]]:
         return self.documents.list_entities(entity_glob, library=library)
 

@@ -9,6 +9,7 @@ import logging
 import threading
 from typing import Any
 
+from memloci.core.errors import StorageUnavailableError
 from memloci.search.embedder import EmbedderHandle
 from memloci.search.vectors import EmbeddingWorker, PassageIndex, VectorIndex, library_key
 from memloci.store.protocols import Passages, Store
@@ -56,6 +57,8 @@ class AccessRecorder:
         for store, ids in by_store.values():
             try:
                 store.touch_memories(ids)
+            except StorageUnavailableError:  # its store has logged the outage once; a count lost
+                pass
             except Exception as exc:  # a count lost is better than a search failed
                 log.warning("could not record accesses in %s: %s", store.name, exc)
 

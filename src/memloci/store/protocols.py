@@ -481,6 +481,11 @@ class ServerEngine(Protocol):
         """The engine, its server's version and its extensions', the connection pool's figures."""
         ...
 
+    def outage(self) -> str | None:
+        """Why the server cannot be reached, as this process's last call found it (password
+        masked), without asking the server; None while it answers."""
+        ...
+
 
 @dataclass(frozen=True, slots=True)
 class VectorCandidates:

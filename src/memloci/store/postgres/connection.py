@@ -21,6 +21,7 @@ from memloci.core.errors import (
     NotFoundError,
     PermissionDeniedError,
     StorageFullError,
+    StorageUnavailableError,
 )
 from memloci.core.secrets import masked_url, url_secrets
 
@@ -31,6 +32,13 @@ _IDENTIFIER_MAX = 63
 # Taken by every migration transaction in a database: migrations of all libraries (and the
 # CREATE EXTENSION they may run, which is database-wide) never race each other.
 MIGRATION_LOCK = int.from_bytes(hashlib.sha256(b"memloci:migrations").digest()[:8], "big", signed=True)
+# Seconds a connection attempt may take (libpq's connect_timeout, per address tried), unless
+# the URL sets its own: a server that accepts TCP and never answers is given up on in time for
+# a call to fail within 5 s; a stopped one refuses at once anyway.
+CONNECT_TIMEOUT = 3
+# Seconds the check of a pooled connection (one empty round trip) may take: a server that holds
+# the connection open and never answers fails the check instead of holding the call.
+CHECK_TIMEOUT = 1.0
 
 
 def schema_for(library: str) -> str:
@@ -66,11 +74,54 @@ def require_psycopg(library: str) -> Any:
     return psycopg
 
 
-def connection_error(library: str, url: str, exc: Exception) -> LibraryUnreadableError:
+def connection_error(library: str, url: str, exc: BaseException) -> StorageUnavailableError:
     """A failed connection as memloci reports it, the password masked wherever it appears."""
-    return LibraryUnreadableError(f"library '{library}': cannot reach PostgreSQL at {masked_url(url)}: "
-                                  f"{scrubbed(url, exc)}",
-                                  hint="Check that the server runs and that the URL, user and password are right.")
+    return StorageUnavailableError(f"library '{library}': cannot reach PostgreSQL at {masked_url(url)}: "
+                                   f"{scrubbed(url, exc)}",
+                                   hint="Nothing was changed. Check that the server runs and that the URL is right; "
+                                        "memloci connects again by itself once it answers (no restart needed).")
+
+
+def connect_options(url: str) -> dict[str, Any]:
+    """What every connection of the engine passes to libpq beside the URL: CONNECT_TIMEOUT,
+    unless the URL sets connect_timeout itself (then the person's choice holds)."""
+    from psycopg.conninfo import conninfo_to_dict
+
+    try:
+        given = conninfo_to_dict(url)
+    except Exception:  # a URL libpq cannot parse fails at the connection, with its own words
+        given = {}
+    return {} if "connect_timeout" in given else {"connect_timeout": CONNECT_TIMEOUT}
+
+
+def check_connection(conn: Any) -> None:
+    """The pool's check of a connection before it is handed out: one empty round trip, given
+    CHECK_TIMEOUT seconds (psycopg_pool's own check waits for ever on a server that holds the
+    connection and never answers). Raises when the connection does not work."""
+    import select
+
+    import psycopg
+
+    if conn.closed or conn.pgconn.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+        raise psycopg.OperationalError("the connection is closed or inside a transaction")
+    pgconn = conn.pgconn
+    pgconn.send_query(b"")
+    deadline = time.monotonic() + CHECK_TIMEOUT
+    while pgconn.flush() != 0:  # the query is tiny: one send, as a rule
+        if not select.select([], [pgconn.socket], [], max(0.0, deadline - time.monotonic()))[1]:
+            raise psycopg.OperationalError(f"the server did not answer within {CHECK_TIMEOUT:g} s")
+    while True:
+        pgconn.consume_input()
+        if not pgconn.is_busy():
+            break
+        if not select.select([pgconn.socket], [], [], max(0.0, deadline - time.monotonic()))[0]:
+            raise psycopg.OperationalError(f"the server did not answer within {CHECK_TIMEOUT:g} s")
+    failed = None
+    while (result := pgconn.get_result()) is not None:
+        if result.status == psycopg.pq.ExecStatus.FATAL_ERROR:
+            failed = result.get_error_message()
+    if failed is not None:
+        raise psycopg.OperationalError(failed)
 
 
 def scrubbed(url: str, exc: BaseException) -> str:
@@ -140,8 +191,9 @@ def engine_error(library: str, url: str, exc: Exception) -> Exception:
         return ConflictError(f"{where}: the statement was cancelled or ran past statement_timeout: {scrubbed(url, exc)}",
                              hint="Nothing was changed; send the call again, or raise statement_timeout for this user.")
     if state in _SHUTDOWN:
-        return LibraryUnreadableError(f"{where}: {_SHUTDOWN[state]}: {scrubbed(url, exc)}",
-                                      hint="Send the call again in a moment; memloci connects again by itself.")
+        return StorageUnavailableError(f"{where}: {_SHUTDOWN[state]}: {scrubbed(url, exc)}",
+                                       hint="Nothing was changed; send the call again in a moment (memloci connects "
+                                            "again by itself).")
     refused = login_error(library, url, exc, state)
     if refused is not None:
         return refused
@@ -192,16 +244,23 @@ def open_pool(url: str, schema: str, size: int, timeout: float = 30.0) -> Any:
     one server session to many clients, can never send a statement to another library's schema."""
     import psycopg_pool
 
+    # The pool's own warnings ("error connecting", "discarding closed connection") repeat, every
+    # few seconds of an outage, what database.Database reports once at its start and once at its
+    # end: only its errors are let through.
+    quiet = logging.getLogger("psycopg.pool")
+    quiet.setLevel(max(quiet.getEffectiveLevel(), logging.ERROR))
     # min_size 1: an idle server holds one connection per library, not `size`. Autocommit, so
     # each `conn.transaction()` is an explicit BEGIN ... COMMIT. `check`: a connection is tried
-    # (one empty round trip) before it is handed out, and one the server closed meanwhile (a
-    # restart, pg_terminate_backend, an idle timeout) is replaced, so the first call after a
-    # server restart answers instead of failing. The application name (unless the URL sets one)
-    # lets an administrator tell a library's connections in pg_stat_activity.
+    # (one empty round trip, bounded: check_connection) before it is handed out, and one the
+    # server closed meanwhile (a restart, pg_terminate_backend, an idle timeout) is replaced, so
+    # the first call after a server restart answers instead of failing. The application name
+    # (unless the URL sets one) lets an administrator tell a library's connections in
+    # pg_stat_activity.
     return psycopg_pool.ConnectionPool(url, min_size=1, max_size=size, open=True,
-                                       kwargs={"autocommit": True, "fallback_application_name": f"memloci-{schema}"},
+                                       kwargs={"autocommit": True, "fallback_application_name": f"memloci-{schema}",
+                                               **connect_options(url)},
                                        timeout=timeout, num_workers=1, name=f"memloci-{schema}",
-                                       check=psycopg_pool.ConnectionPool.check_connection)
+                                       check=check_connection)
 
 
 class ChangeListener:
@@ -213,11 +272,17 @@ class ChangeListener:
     stale. `listening` is false while no connection listens: nothing heard then proves nothing."""
 
     KEEPALIVE = 30.0  # seconds between pings of a quiet connection
+    BACKOFF_MAX = 10.0  # seconds between tries to connect again, at most: changes are heard soon after an outage
 
-    def __init__(self, url: str, channel: str, *, keepalive: float | None = None):
+    def __init__(self, url: str, channel: str, *, keepalive: float | None = None,
+                 on_drop: Callable[[], None] | None = None, on_back: Callable[[], None] | None = None):
+        """`on_drop()` runs on the listener's thread when its connection breaks (once per
+        loss), `on_back()` when it is made again: the first to notice a server stopping or
+        returning is often this connection, before any call."""
         self.url = url
         self.channel = channel
         self.keepalive = self.KEEPALIVE if keepalive is None else keepalive
+        self.on_drop, self.on_back = on_drop, on_back
         self.count = 0
         self.listening = False
         self.callbacks: list[Callable[[str], None]] = []
@@ -240,6 +305,13 @@ class ChangeListener:
             except Exception:  # a reader's bug must not stop the listening
                 log.exception("change callback failed on %s", self.channel)
 
+    def _tell(self, callback: Callable[[], None] | None) -> None:
+        if callback is not None:
+            try:
+                callback()
+            except Exception:  # its bug must not stop the listening
+                log.exception("listener callback failed on %s", self.channel)
+
     def _run(self) -> None:
         import psycopg
 
@@ -247,12 +319,13 @@ class ChangeListener:
         first = True
         while not self._stop.is_set():
             try:
-                with psycopg.connect(self.url, autocommit=True, connect_timeout=10,
-                                     application_name="memloci-listen") as conn:
+                with psycopg.connect(self.url, autocommit=True, application_name="memloci-listen",
+                                     **connect_options(self.url)) as conn:
                     conn.execute(f"LISTEN {quoted(self.channel)}")
                     self.listening = True
                     if not first:
                         self._bump("reconnected")
+                        self._tell(self.on_back)
                     first, backoff = False, 0.5
                     self._ready.set()
                     pinged = time.monotonic()
@@ -268,10 +341,14 @@ class ChangeListener:
                 if self._stop.is_set():
                     return
                 first = False  # whatever was sent while we were away is lost: count the reconnection
-                log.warning("LISTEN %s at %s: %s; connecting again in %.1f s", self.channel, masked_url(self.url),
-                            scrubbed(self.url, exc).splitlines()[0], backoff)
+                # Once per loss, not per try: a server down for minutes is reported by the calls
+                # (database.Reachability), and the tries say nothing new.
+                log.log(logging.INFO if backoff == 0.5 else logging.DEBUG, "LISTEN %s at %s: %s; connecting again in "
+                        "%.1f s", self.channel, masked_url(self.url), scrubbed(self.url, exc).splitlines()[0], backoff)
+                if backoff == 0.5:
+                    self._tell(self.on_drop)
                 self._stop.wait(backoff)
-                backoff = min(backoff * 2, 30.0)
+                backoff = min(backoff * 2, self.BACKOFF_MAX)
         self.listening = False
 
 
@@ -318,8 +395,8 @@ class EmbeddingClaims:
         with self._lock:
             self._end()
             if self._conn is None or self._conn.closed:
-                self._conn = psycopg.connect(self.url, autocommit=False, connect_timeout=10,
-                                             application_name="memloci-embed-claims")
+                self._conn = psycopg.connect(self.url, autocommit=False, application_name="memloci-embed-claims",
+                                             **connect_options(self.url))
             conn = self._conn
             try:
                 conn.execute(f"SET TRANSACTION ISOLATION LEVEL READ COMMITTED; {self.search_path}")

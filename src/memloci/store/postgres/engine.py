@@ -393,6 +393,9 @@ class PostgresStore:
     def engine_health(self) -> dict[str, Any]:
         return self._upkeep.engine_health()
 
+    def outage(self) -> str | None:
+        return self.db.reach.error().message if self.db.reach.down else None
+
     def journal(self, *, limit: int, internal: bool = True) -> list[JournalEntry]:
         return self._reads.journal(limit=limit, internal=internal)
 
