@@ -19,7 +19,6 @@ from memloci.search.embedder import EmbedderHandle
 from memloci.service.facade import MemoryService
 from memloci.store.sqlite.schema import MIGRATIONS
 
-
 # What `.memloci/.gitignore` keeps in git: the journal and the free memories; the index is rebuilt.
 VERSIONED = {"journal.md", "memories", ".gitignore"}
 
