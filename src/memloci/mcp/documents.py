@@ -9,6 +9,7 @@ from typing import Annotated, Any
 from mcp_types import CallToolResult
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, model_validator
 
+from memloci.core.errors import NotFoundError
 from memloci.mcp.arguments import ConfirmRoot, Library, LibraryName, ProjectPath, selected, tool_annotations
 from memloci.mcp.replies import reply
 from memloci.mcp.surface import Args, hide
@@ -63,8 +64,15 @@ def _relation(r: Any) -> dict[str, str]:
 
 
 def register(server: Any, service: MemoryService) -> None:
-    def list_libraries() -> Annotated[CallToolResult, Out]:
-        return reply({"libraries": service.list_libraries()})
+    def list_libraries(library: Annotated[str | None, Field(description="Only this library")] = None,
+                       ) -> Annotated[CallToolResult, Out]:
+        found = service.list_libraries()
+        if library is not None:
+            found = [lib for lib in found if lib.get("name") == library]
+            if not found:
+                raise NotFoundError(f"library: no library named '{library}' is mounted",
+                                    hint="Call list_libraries without a library to see them all.")
+        return reply({"libraries": found})
 
     def list_entities(
         entity_glob: Annotated[str, Field(description="Glob over names, case-insensitive: 'project-*', '*auth*'; in a Markdown "
