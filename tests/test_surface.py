@@ -476,7 +476,7 @@ def test_a_strict_model_sends_null_or_empty_text_for_what_it_does_not_mean(home)
         stored, _ = await c.ok("store_memory", content="Met Anna in Lisbon", tags=None, memory_type="",
                                metadata='{"source": "chat", "n": 2}', importance=None, entity="")
         listed, _ = await c.ok("list_memories", page=1.0, page_size=None, tags=None, memory_type="", entity="",
-                               after="", before="", time="")
+                               after="", before="", time="", project_path="", confirm_new_project_root="")
         assert [(m["memory_type"], m["metadata"]) for m in listed["memories"]] == [("note", {"source": "chat", "n": 2})]
         await c.ok("update_memory", content_hash=stored["content_hash"], content="", tags=None,
                    metadata={"n": 3}, importance="")

@@ -64,13 +64,14 @@ def _relation(r: Any) -> dict[str, str]:
 
 
 def register(server: Any, service: MemoryService) -> None:
-    def list_libraries(library: Annotated[str | None, Field(description="Only this library")] = None,
+    # `name`, not `library`: list_libraries works on no one library (access.py filters its rows).
+    def list_libraries(name: Annotated[str | None, Field(description="Only the library of this name")] = None,
                        ) -> Annotated[CallToolResult, Out]:
         found = service.list_libraries()
-        if library is not None:
-            found = [lib for lib in found if lib.get("name") == library]
+        if name is not None:
+            found = [lib for lib in found if lib.get("name") == name]
             if not found:
-                raise NotFoundError(f"library: no library named '{library}' is mounted",
+                raise NotFoundError(f"name: no library named '{name}' is mounted",
                                     hint="Call list_libraries without a library to see them all.")
         return reply({"libraries": found})
 

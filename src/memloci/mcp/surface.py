@@ -112,7 +112,7 @@ def harden(tool: Any, hidden: set[str]) -> None:
     base = tool.fn_metadata.arg_model
     strict_model: Any = type(base.__name__, (base,), {
         "model_config": {**base.model_config, "extra": "forbid", "strict": True},
-        "_relaxed": model_validator(mode="before")(classmethod(_relax_arguments))})
+        "_relaxed": model_validator(mode="before")(_relax_arguments)})
     tool.fn_metadata.arg_model = strict_model
     full = _inline(strict_model.model_json_schema(by_alias=True))
     if "library" in full.get("properties", {}) and not set(full["properties"]) - hidden:
