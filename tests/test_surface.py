@@ -483,6 +483,12 @@ def test_a_strict_model_sends_null_or_empty_text_for_what_it_does_not_mean(home)
         listed, _ = await c.ok("list_memories")
         assert listed["memories"][0]["metadata"] == {"source": "chat", "n": 3}
         await c.ok("read_graph", summary_mode=None, limit=None, offset=None)
+        # list_libraries' one property (strict converters refuse a tool with none): `name`
+        # (Client.ok's own first parameter is `name`, so these go through the session)
+        listed = (await c.session.call_tool("list_libraries", {"name": None})).structured_content["libraries"]
+        one = await c.session.call_tool("list_libraries", {"name": listed[0]["name"]})
+        assert one.structured_content["libraries"] == listed[:1]
+        assert (await c.session.call_tool("list_libraries", {"name": "nowhere"})).is_error
         await c.ok("search_nodes", query="anna", limit=5.0, offset=0.0)
         for name, arguments, message in [
             ("retrieve_memory", {"query": "x", "n_results": 5.5}, "n_results: Input should be a valid integer"),

@@ -72,7 +72,7 @@ def register(server: Any, service: MemoryService) -> None:
             found = [lib for lib in found if lib.get("name") == name]
             if not found:
                 raise NotFoundError(f"name: no library named '{name}' is mounted",
-                                    hint="Call list_libraries without a library to see them all.")
+                                    hint="Call list_libraries without a name to see them all.")
         return reply({"libraries": found})
 
     def list_entities(

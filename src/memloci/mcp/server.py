@@ -49,7 +49,7 @@ GROUP_INSTRUCTIONS = {
            "client shares its roots) to every n2n_ tool, and call n2n_update_context before each commit.",
 }
 # Strict-mode clients send every argument; this says what they send for one they do not mean.
-ARGUMENTS_INSTRUCTION = ('Optional arguments: null, or "" for text, means not given (the default applies).')
+ARGUMENTS_INSTRUCTION = 'Optional arguments: null, or "" for text, means not given (the default applies).'
 LIBRARY_INSTRUCTION = "Several libraries are mounted: pass `library` to any tool to name one (list_libraries lists them)."
 
 
