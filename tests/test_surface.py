@@ -432,6 +432,12 @@ RANGES = {"read_graph": {"limit": (1, 10_000), "offset": (0, 1_000_000_000)},
           "n2n_search": {"limit": (1, 1_000), "offset": (0, 999)}}
 
 
+# Defaults a model cannot guess (null is the default of the other optional arguments).
+DEFAULTS = {"read_graph": {"limit": 100, "offset": 0}, "search_nodes": {"limit": 25}, "n2n_search": {"limit": 25},
+            "list_memories": {"page": 1, "page_size": 10}, "retrieve_memory": {"n_results": 5},
+            "store_memory": {"memory_type": "note"}, "list_entities": {"entity_glob": "*"}}
+
+
 def test_every_optional_argument_is_nullable_with_its_default_and_range(tmp_path):
     import anyio
 
@@ -464,8 +470,8 @@ def test_every_optional_argument_is_nullable_with_its_default_and_range(tmp_path
                 for name, (low, high) in RANGES.get(tool.name, {}).items():
                     prop = schema["properties"][name]
                     assert (prop["minimum"], prop["maximum"]) == (low, high), (tool.name, name)
-                if tool.name == "list_memories":
-                    assert schema["properties"]["page_size"]["default"] == 10
+                for name, default in DEFAULTS.get(tool.name, {}).items():
+                    assert schema["properties"][name]["default"] == default, (tool.name, name)
     finally:
         registry.close()
 

@@ -53,9 +53,12 @@ FIELD_NAMES = [(r"\bproject_path\b", "projectPath"), (r"\bconfirm_new_project_ro
 # explain them once.
 ProjectPath = Annotated[str | None, Field()]
 ConfirmRoot = Annotated[str | None, Field()]
-Limit = Annotated[int | None, Field(ge=1, le=schema.PAGE_MAX, description="Entities per page")]
+# The limits' defaults are the service's (None reaches it), advertised as what they are.
+Limit = Annotated[int | None, Field(ge=1, le=schema.PAGE_MAX, json_schema_extra={"default": DEFAULT_GRAPH_LIMIT},
+                                    description="Entities per page")]
 Offset = Annotated[int, Field(ge=0, le=schema.OFFSET_MAX, description="Entities to skip")]
-SearchLimit = Annotated[int | None, Field(ge=1, le=schema.SEARCH_LIMIT_MAX, description="Entities per page")]
+SearchLimit = Annotated[int | None, Field(ge=1, le=schema.SEARCH_LIMIT_MAX,
+                                          json_schema_extra={"default": DEFAULT_SEARCH_LIMIT}, description="Entities per page")]
 SearchOffset = Annotated[int, Field(ge=0, le=schema.SEARCH_LIMIT_MAX - 1, description="Entities to skip")]
 
 

@@ -67,8 +67,8 @@ def register(server: Any, service: MemoryService) -> None:
         return reply(with_project({"context": ctx}, service, where))
 
     def get_graph_summary(
-        limit: Annotated[int | None, Field(ge=1, le=schema.PAGE_MAX,
-                                           description=f"Entities per page (default {DEFAULT_GRAPH_LIMIT})")] = None,
+        limit: Annotated[int | None, Field(ge=1, le=schema.PAGE_MAX, json_schema_extra={"default": DEFAULT_GRAPH_LIMIT},
+                                           description="Entities per page")] = None,
         offset: Annotated[int, Field(ge=0, le=schema.OFFSET_MAX, description="Entities to skip")] = 0,
         library: Library = None, library_name: LibraryName = None,
         project_path: ProjectPath = None, confirm_new_project_root: ConfirmRoot = None,
