@@ -95,6 +95,7 @@ def relaxed(model: type[BaseModel], data: Any) -> Any:
 
 
 def _relax_arguments(cls: type[BaseModel], data: Any) -> Any:
+    # (pydantic makes a validator a classmethod when its first parameter is named `cls`)
     return relaxed(cls, data)
 
 
