@@ -44,6 +44,7 @@ FULL_FILES = {
     "test_storage_errors.py": "a process each in a namespace with a full or read-only disk",
     "test_bench_postgres.py": "benchmarks on PostgreSQL",
     "test_postgres_outage.py": "a private PostgreSQL stopped and started under a server process",
+    "test_frameworks.py": "every tool through four agent frameworks, a server process each",
 }
 TESTS = Path(__file__).resolve().parent
 

@@ -333,15 +333,16 @@ GROUP_CASES = [pytest.param(client, transport, s.name, id=f"{client}-{transport}
 
 @pytest.mark.parametrize("client,transport,scenario", GROUP_CASES)
 def test_tools_list(run, client, transport, scenario):
-    """tools/list succeeds, and every input schema is inline and closed."""
+    """tools/list succeeds, and every input schema is inline, with no boolean additionalProperties
+    (google-genai reads one as a schema and fails; the server refuses unknown arguments itself)."""
     record = run(client, scenario, transport)
     assert record["list_error"] is None, f"tools/list failed: {record['list_error']}"
     problems = []
     for tool in record["tools"]:
         schema = tool["inputSchema"]
-        if schema.get("additionalProperties") is not False:
-            problems.append(f"{tool['name']}: inputSchema lacks additionalProperties: false")
         text = json.dumps(schema)
+        if '"additionalProperties"' in text:
+            problems.append(f"{tool['name']}: inputSchema has additionalProperties (google-genai cannot convert it)")
         if '"$ref"' in text or '"$defs"' in text:
             problems.append(f"{tool['name']}: inputSchema uses $ref/$defs (some clients do not resolve them)")
     assert not problems, "\n".join(problems)
@@ -372,11 +373,12 @@ OFFICIAL_TOOLS = {"create_entities", "create_relations", "add_observations", "de
 
 
 @pytest.mark.full  # the TypeScript client
-@pytest.mark.parametrize("scenario,budget", [("graph", 35_000), ("official", 12_000)])
+@pytest.mark.parametrize("scenario,budget", [("graph", 36_000), ("official", 12_000)])
 def test_tools_list_fits_the_context_budget(run, scenario, budget):
     """What tools/list costs a model's context, as a TypeScript client receives it (each tool as
-    Python's json.dumps with default separators): every group at most 35,000 characters, the
-    nine official tools alone at most 12,000."""
+    Python's json.dumps with default separators): every group at most 36,000 characters (every
+    optional argument nullable for strict-mode frameworks took ~1,300), the nine official tools
+    alone at most 12,000."""
     tools = run("typescript", scenario, "stdio")["tools"]
     if scenario == "official":
         assert {t["name"] for t in tools} == OFFICIAL_TOOLS

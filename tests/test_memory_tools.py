@@ -150,8 +150,8 @@ def test_memory_input_errors(home):
         assert err["code"] == "NOT_FOUND"
         err = await c.error("search_by_tag", tags=[])
         assert "tags: give at least one tag" in err["message"]
-        err = await c.error("retrieve_memory", query="x", time="")
-        assert err["code"] == "VALIDATION_ERROR" and "time: must not be empty" in err["message"]
+        # "" on an optional argument is "not given" (what a strict-mode model sends); blank text is refused
+        await c.ok("retrieve_memory", query="x", time="")
         err = await c.error("list_memories", time="   ")
         assert "time: must not be empty" in err["message"]
         listed, _ = await c.ok("list_memories")

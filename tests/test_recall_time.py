@@ -413,8 +413,8 @@ def test_filters_are_never_emptied_by_words_and_empty_ones_say_so(tester):
             found, text = await c.ok("retrieve_memory", query="anything", time=phrase)
             assert found["memories"] == [] and found["note"].startswith("No memories in"), found
             assert phrase in found["note"] and text["note"] == found["note"]
-        # a time argument is text that names a time, never empty
-        error = await c.error("retrieve_memory", query="anything", time="")
+        # a time argument is text that names a time, never blank ("" is "not given", like null)
+        error = await c.error("retrieve_memory", query="anything", time="  ")
         assert error["code"] == "VALIDATION_ERROR" and "time" in error["message"], error
 
     run(home, body)

@@ -305,7 +305,9 @@ def test_hint_in_a_memory_only_server_names_no_graph_tool(home):
 
 # -- context cost: sizes, not timings --------------------------------------------------------
 
-BUDGET_ALL = 35_000  # tools/list with every group exposed
+# tools/list with every group exposed; every optional argument nullable for strict-mode frameworks
+# (`["integer", "null"]`, ~10 characters each) took ~1,300 of it
+BUDGET_ALL = 36_000
 BUDGET_OFFICIAL = 12_000  # the nine official tools (the official server sends 11,485)
 
 
@@ -414,5 +416,96 @@ def test_graph_set_names_each_missing_endpoint_and_suggests_unadvertised_argumen
         assert "libary: unknown argument; did you mean library?" in err["message"], err
         graph, _ = await c.ok("read_graph")
         assert [e["name"] for e in graph["entities"]] == ["A"]
+
+    run(home, body)
+
+
+# -- schemas every agent framework converts (the frameworks themselves: test_frameworks.py) ----
+
+# The ranges the service enforces, stated in the schema: tool -> argument -> (minimum, maximum).
+RANGES = {"read_graph": {"limit": (1, 10_000), "offset": (0, 1_000_000_000)},
+          "search_nodes": {"limit": (1, 1_000), "offset": (0, 999)},
+          "retrieve_memory": {"n_results": (1, 1_000), "min_similarity": (0, 1)},
+          "search_by_tag": {"limit": (1, 10_000), "offset": (0, 1_000_000_000)},
+          "list_memories": {"page": (1, 1_000_000_000), "page_size": (1, 10_000)},
+          "get_graph_summary": {"limit": (1, 10_000)}, "n2n_read_graph": {"limit": (1, 10_000)},
+          "n2n_search": {"limit": (1, 1_000), "offset": (0, 999)}}
+
+
+# Defaults a model cannot guess (null is the default of the other optional arguments).
+DEFAULTS = {"read_graph": {"limit": 100, "offset": 0}, "search_nodes": {"limit": 25}, "n2n_search": {"limit": 25},
+            "list_memories": {"page": 1, "page_size": 10}, "retrieve_memory": {"n_results": 5},
+            "store_memory": {"memory_type": "note"}, "list_entities": {"entity_glob": "*"}}
+
+
+def test_every_optional_argument_is_nullable_with_its_default_and_range(tmp_path):
+    import anyio
+
+    from memloci.app.registry import LibraryRegistry
+    from memloci.app.specs import LibrarySpec
+    from memloci.mcp.server import build_server
+    from memloci.service.facade import MemoryService
+
+    def nullable(prop: dict) -> bool:
+        kind = prop.get("type")
+        return (isinstance(kind, list) and "null" in kind) or {"type": "null"} in prop.get("anyOf", [])
+
+    def walk(where: str, node: dict) -> None:
+        assert "additionalProperties" not in node, where  # google-genai reads a boolean as a schema
+        for name, prop in node.get("properties", {}).items():
+            assert name in node.get("required", []) or nullable(prop), f"{where}.{name}: optional but not nullable"
+            if "enum" in json.dumps(prop):  # google-genai's enums are strings: null goes in an anyOf
+                assert None not in (prop.get("enum") or []), f"{where}.{name}"
+            for inner in [prop, prop.get("items", {}), *prop.get("anyOf", [])]:
+                if inner.get("properties"):
+                    walk(f"{where}.{name}", inner)
+
+    registry = LibraryRegistry([LibrarySpec("a", tmp_path / "a.db")])
+    try:
+        for groups in (["graph", "memory", "documents", "project"], ["strict"], ["n2n"]):
+            for tool in anyio.run(build_server(MemoryService(registry), groups=groups).list_tools):
+                schema = tool.input_schema
+                assert schema["properties"], f"{tool.name}: strict converters refuse an object with no property"
+                walk(tool.name, schema)
+                for name, (low, high) in RANGES.get(tool.name, {}).items():
+                    prop = schema["properties"][name]
+                    assert (prop["minimum"], prop["maximum"]) == (low, high), (tool.name, name)
+                for name, default in DEFAULTS.get(tool.name, {}).items():
+                    assert schema["properties"][name]["default"] == default, (tool.name, name)
+    finally:
+        registry.close()
+
+
+def test_a_strict_model_sends_null_or_empty_text_for_what_it_does_not_mean(home):
+    async def body(c: Client):
+        # null and "" are "not given": the defaults apply (memory_type "note", limit 100)
+        stored, _ = await c.ok("store_memory", content="Met Anna in Lisbon", tags=None, memory_type="",
+                               metadata='{"source": "chat", "n": 2}', importance=None, entity="")
+        listed, _ = await c.ok("list_memories", page=1.0, page_size=None, tags=None, memory_type="", entity="",
+                               after="", before="", time="", project_path="", confirm_new_project_root="")
+        assert [(m["memory_type"], m["metadata"]) for m in listed["memories"]] == [("note", {"source": "chat", "n": 2})]
+        await c.ok("update_memory", content_hash=stored["content_hash"], content="", tags=None,
+                   metadata={"n": 3}, importance="")
+        listed, _ = await c.ok("list_memories")
+        assert listed["memories"][0]["metadata"] == {"source": "chat", "n": 3}
+        await c.ok("read_graph", summary_mode=None, limit=None, offset=None)
+        # list_libraries' one property (strict converters refuse a tool with none): `name`
+        # (Client.ok's own first parameter is `name`, so these go through the session)
+        listed = (await c.session.call_tool("list_libraries", {"name": None})).structured_content["libraries"]
+        one = await c.session.call_tool("list_libraries", {"name": listed[0]["name"]})
+        assert one.structured_content["libraries"] == listed[:1]
+        assert (await c.session.call_tool("list_libraries", {"name": "nowhere"})).is_error
+        await c.ok("search_nodes", query="anna", limit=5.0, offset=0.0)
+        for name, arguments, message in [
+            ("retrieve_memory", {"query": "x", "n_results": 5.5}, "n_results: Input should be a valid integer"),
+            ("read_graph", {"limit": 0}, "limit: must be between 1 and 10000, got 0"),
+            ("read_graph", {"limit": 20_000.0}, "limit: must be between 1 and 10000, got 20000"),
+            ("store_memory", {"content": "x", "metadata": "[1, 2]"}, "metadata: must be a JSON object"),
+            ("store_memory", {"content": "x", "metadata": "{oops"}, "metadata: must be a JSON object"),
+            ("store_memory", {"content": ""}, "content: must not be empty"),  # required text: "" is refused
+            ("read_graph", {"limit": True}, "limit: Input should be a valid integer"),
+        ]:
+            err = await c.error(name, **arguments)
+            assert err["code"] == "VALIDATION_ERROR" and message in err["message"], (name, arguments, err)
 
     run(home, body)

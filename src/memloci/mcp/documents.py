@@ -9,6 +9,7 @@ from typing import Annotated, Any
 from mcp_types import CallToolResult
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, model_validator
 
+from memloci.core.errors import NotFoundError
 from memloci.mcp.arguments import ConfirmRoot, Library, LibraryName, ProjectPath, selected, tool_annotations
 from memloci.mcp.replies import reply
 from memloci.mcp.surface import Args, hide
@@ -63,8 +64,16 @@ def _relation(r: Any) -> dict[str, str]:
 
 
 def register(server: Any, service: MemoryService) -> None:
-    def list_libraries() -> Annotated[CallToolResult, Out]:
-        return reply({"libraries": service.list_libraries()})
+    # `name`, not `library`: list_libraries works on no one library (access.py filters its rows).
+    def list_libraries(name: Annotated[str | None, Field(description="Only the library of this name")] = None,
+                       ) -> Annotated[CallToolResult, Out]:
+        found = service.list_libraries()
+        if name is not None:
+            found = [lib for lib in found if lib.get("name") == name]
+            if not found:
+                raise NotFoundError(f"name: no library named '{name}' is mounted",
+                                    hint="Call list_libraries without a name to see them all.")
+        return reply({"libraries": found})
 
     def list_entities(
         entity_glob: Annotated[str, Field(description="Glob over names, case-insensitive: 'project-*', '*auth*'; in a Markdown "

@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal
 from mcp_types import CallToolResult
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from memloci.core import schema
 from memloci.core.model import Entity, EntityInput, ObservationBatch, Relation, RelationInput
 from memloci.mcp.arguments import (
     ConfirmRoot,
@@ -270,8 +271,9 @@ def register(server: Any, service: MemoryService) -> None:
 
     def read_graph(
         summary_mode: Annotated[bool, Field(description="Names and types only, no observations")] = False,
-        limit: Annotated[int | None, Field(description=f"Entities per page (default {DEFAULT_GRAPH_LIMIT})")] = None,
-        offset: Annotated[int, Field(description="Entities to skip (for the next page)")] = 0,
+        limit: Annotated[int | None, Field(ge=1, le=schema.PAGE_MAX, json_schema_extra={"default": DEFAULT_GRAPH_LIMIT},
+                                           description="Entities per page")] = None,
+        offset: Annotated[int, Field(ge=0, le=schema.OFFSET_MAX, description="Entities to skip (for the next page)")] = 0,
         library: Library = None, library_name: LibraryName = None,
         project_path: ProjectPath = None, confirm_new_project_root: ConfirmRoot = None,
     ) -> Annotated[CallToolResult, PagedGraphOut]:
@@ -296,8 +298,9 @@ def register(server: Any, service: MemoryService) -> None:
 
     def search_nodes(
         query: Annotated[str, Field(description="Words or a part of a word; empty lists every entity")],
-        limit: Annotated[int | None, Field(description=f"Entities per page (default {DEFAULT_SEARCH_LIMIT})")] = None,
-        offset: Annotated[int, Field(description="Entities to skip (the next page)")] = 0,
+        limit: Annotated[int | None, Field(ge=1, le=schema.SEARCH_LIMIT_MAX, json_schema_extra={"default": DEFAULT_SEARCH_LIMIT},
+                                           description="Entities per page")] = None,
+        offset: Annotated[int, Field(ge=0, le=schema.SEARCH_LIMIT_MAX - 1, description="Entities to skip (the next page)")] = 0,
         library: Libraries = None, library_name: LibraryName = None,
         project_path: ProjectPath = None, confirm_new_project_root: ConfirmRoot = None,
     ) -> Annotated[CallToolResult, SearchOut]:

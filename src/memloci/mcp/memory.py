@@ -10,8 +10,9 @@ from datetime import UTC, datetime
 from typing import Annotated, Any
 
 from mcp_types import CallToolResult
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, BeforeValidator, Field, WithJsonSchema
 
+from memloci.core import schema
 from memloci.core.model import Memory, MemoryFilter
 from memloci.mcp.arguments import (
     ConfirmRoot,
@@ -24,6 +25,7 @@ from memloci.mcp.arguments import (
     tool_annotations,
 )
 from memloci.mcp.replies import reply
+from memloci.mcp.surface import json_object
 from memloci.service.across import distinct
 from memloci.service.facade import MemoryService
 
@@ -116,12 +118,20 @@ TOOLS = ("store_memory", "retrieve_memory", "search_by_tag", "delete_memory", "u
 Tags = list[str] | None
 
 
+# A free JSON object, advertised as its JSON text: strict converters close every object schema, so
+# text is the one form a strict model can fill. An object is accepted too.
+Metadata = Annotated[dict[str, Any] | None, BeforeValidator(json_object), WithJsonSchema({
+    "type": "string", "description": 'JSON object text kept with the memory: {"source": "chat"}'})]
+MetadataMerge = Annotated[dict[str, Any] | None, BeforeValidator(json_object), WithJsonSchema({
+    "type": "string", "description": "JSON object text merged into the metadata"})]
+
+
 def register(server: Any, service: MemoryService) -> None:
     def store_memory(
         content: Annotated[str, Field(description="The text to remember, in your own words")],
         tags: Tags = None,
         memory_type: Annotated[str, Field(description="Kind: note, decision, fact, todo, dialogue, ...")] = "note",
-        metadata: Annotated[dict[str, Any] | None, Field(description="Free JSON fields kept with the memory")] = None,
+        metadata: Metadata = None,
         importance: Annotated[str | None, Field(description="critical, high, medium (default) or low")] = None,
         entity: Annotated[str | None, Field(description="Entity this memory is an observation of")] = None,
         library: Library = None, library_name: LibraryName = None,
@@ -140,7 +150,7 @@ def register(server: Any, service: MemoryService) -> None:
 
     def retrieve_memory(
         query: Annotated[str, Field(description="What to recall, in words; may name a time (\"last week\")")],
-        n_results: Annotated[int, Field(description="How many memories")] = 5,
+        n_results: Annotated[int, Field(ge=1, le=schema.SEARCH_LIMIT_MAX, description="How many memories")] = 5,
         min_similarity: Annotated[float, Field(ge=0, le=1, description="Drop hits whose similarity_score "
                                                                        "is below this")] = 0.0,
         tags: Tags = None,
@@ -181,8 +191,8 @@ def register(server: Any, service: MemoryService) -> None:
     def search_by_tag(
         tags: Annotated[list[str], Field(description="Tags to look for")],
         match_all: Annotated[bool, Field(description="Require every tag (default: any)")] = False,
-        limit: Annotated[int, Field(description="Memories per page")] = 100,
-        offset: Annotated[int, Field(description="Memories to skip (the next page)")] = 0,
+        limit: Annotated[int, Field(ge=1, le=schema.PAGE_MAX, description="Memories per page")] = 100,
+        offset: Annotated[int, Field(ge=0, le=schema.OFFSET_MAX, description="Memories to skip (the next page)")] = 0,
         library: Library = None, library_name: LibraryName = None,
         project_path: ProjectPath = None, confirm_new_project_root: ConfirmRoot = None,
     ) -> Annotated[CallToolResult, TagSearchOut]:
@@ -209,7 +219,7 @@ def register(server: Any, service: MemoryService) -> None:
         content_hash: Annotated[str, Field(description="The memory to change")],
         content: Annotated[str | None, Field(description="New text (the hash changes)")] = None,
         tags: Annotated[list[str] | None, Field(description="New tags, replacing the old ones")] = None,
-        metadata: Annotated[dict[str, Any] | None, Field(description="Fields merged into the metadata")] = None,
+        metadata: MetadataMerge = None,
         importance: Annotated[str | None, Field(description="critical, high, medium or low")] = None,
         library: Library = None, library_name: LibraryName = None,
         project_path: ProjectPath = None, confirm_new_project_root: ConfirmRoot = None,
@@ -220,8 +230,8 @@ def register(server: Any, service: MemoryService) -> None:
                       "memory": memory_out(memory)})
 
     def list_memories(
-        page: int = 1,
-        page_size: int = 10,
+        page: Annotated[int, Field(ge=1, le=schema.OFFSET_MAX)] = 1,
+        page_size: Annotated[int, Field(ge=1, le=schema.PAGE_MAX)] = 10,
         tags: Tags = None,
         memory_type: str | None = None,
         entity: str | None = None,

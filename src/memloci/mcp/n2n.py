@@ -21,6 +21,7 @@ from mcp_types import CallToolResult
 from pydantic import BaseModel, ConfigDict, Field
 
 from memloci.app.projects import ProjectRef
+from memloci.core import schema
 from memloci.core.errors import AwaitingConfirmationError, MemlociError, ValidationError
 from memloci.core.model import Entity, EntityInput, ObservationBatch, Relation, RelationInput
 from memloci.formats.n2n import CONTEXT_KEYS
@@ -52,8 +53,13 @@ FIELD_NAMES = [(r"\bproject_path\b", "projectPath"), (r"\bconfirm_new_project_ro
 # explain them once.
 ProjectPath = Annotated[str | None, Field()]
 ConfirmRoot = Annotated[str | None, Field()]
-Limit = Annotated[int | None, Field(description="Entities per page")]
-Offset = Annotated[int, Field(description="Entities to skip")]
+# The limits' defaults are the service's (None reaches it), advertised as what they are.
+Limit = Annotated[int | None, Field(ge=1, le=schema.PAGE_MAX, json_schema_extra={"default": DEFAULT_GRAPH_LIMIT},
+                                    description="Entities per page")]
+Offset = Annotated[int, Field(ge=0, le=schema.OFFSET_MAX, description="Entities to skip")]
+SearchLimit = Annotated[int | None, Field(ge=1, le=schema.SEARCH_LIMIT_MAX,
+                                          json_schema_extra={"default": DEFAULT_SEARCH_LIMIT}, description="Entities per page")]
+SearchOffset = Annotated[int, Field(ge=0, le=schema.SEARCH_LIMIT_MAX - 1, description="Entities to skip")]
 
 
 class Out(BaseModel):
@@ -180,8 +186,8 @@ def register(server: Any, service: MemoryService) -> None:
         return reply({"entities": summary["entities"], "relationCount": summary["relation_count"],
                       "totalEntityCount": summary["total_entity_count"], "isTruncated": summary["is_truncated"]})
 
-    def n2n_search(query: Annotated[str, Field(description="Words or part of a word")], limit: Limit = None,
-                   offset: Offset = 0, fuzzy: Annotated[bool, Field(description="Accepted; typos always match")] = True,
+    def n2n_search(query: Annotated[str, Field(description="Words or part of a word")], limit: SearchLimit = None,
+                   offset: SearchOffset = 0, fuzzy: Annotated[bool, Field(description="Accepted; typos always match")] = True,
                    minScore: Annotated[float, Field(ge=0, le=1, description="Accepted; ranking decides")] = 0.3,
                    projectPath: ProjectPath = None,
                    confirmNewProjectRoot: ConfirmRoot = None) -> Annotated[CallToolResult, Out]:

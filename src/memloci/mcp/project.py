@@ -13,6 +13,7 @@ from mcp_types import INVALID_PARAMS, CallToolResult
 from pydantic import BaseModel, ConfigDict, Field
 
 from memloci.app.projects import ProjectRef
+from memloci.core import schema
 from memloci.core.errors import AwaitingConfirmationError, MemlociError, NotFoundError, ValidationError
 from memloci.mcp.arguments import ConfirmRoot, Library, LibraryName, ProjectPath, selected, tool_annotations
 from memloci.mcp.graph import entity_out, relation_out
@@ -66,8 +67,9 @@ def register(server: Any, service: MemoryService) -> None:
         return reply(with_project({"context": ctx}, service, where))
 
     def get_graph_summary(
-        limit: Annotated[int | None, Field(description=f"Entities per page (default {DEFAULT_GRAPH_LIMIT})")] = None,
-        offset: Annotated[int, Field(description="Entities to skip")] = 0,
+        limit: Annotated[int | None, Field(ge=1, le=schema.PAGE_MAX, json_schema_extra={"default": DEFAULT_GRAPH_LIMIT},
+                                           description="Entities per page")] = None,
+        offset: Annotated[int, Field(ge=0, le=schema.OFFSET_MAX, description="Entities to skip")] = 0,
         library: Library = None, library_name: LibraryName = None,
         project_path: ProjectPath = None, confirm_new_project_root: ConfirmRoot = None,
     ) -> Annotated[CallToolResult, Out]:

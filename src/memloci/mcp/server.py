@@ -48,12 +48,14 @@ GROUP_INSTRUCTIONS = {
     "n2n": "Project memory (n2n-memory tools): pass projectPath (the project's absolute root; optional when the "
            "client shares its roots) to every n2n_ tool, and call n2n_update_context before each commit.",
 }
+# Strict-mode clients send every argument; this says what they send for one they do not mean.
+ARGUMENTS_INSTRUCTION = 'Optional arguments: null, or "" for text, means not given (the default applies).'
 LIBRARY_INSTRUCTION = ("Several libraries are mounted: pass `library` to any tool to name one; a search also takes "
                        "\"*\" or a list of names, to search them together (list_libraries lists them).")
 
 
 def instructions(groups: list[str], several_libraries: bool) -> str:
-    lines = [INTRO] + [GROUP_INSTRUCTIONS[g] for g in groups]
+    lines = [INTRO] + [GROUP_INSTRUCTIONS[g] for g in groups] + [ARGUMENTS_INSTRUCTION]
     if several_libraries and groups != ["n2n"]:  # n2n tools name a project, never a library
         lines.append(LIBRARY_INSTRUCTION if "documents" in groups else LIBRARY_INSTRUCTION.split(" (")[0] + ".")
     return "\n".join(lines)
@@ -158,7 +160,7 @@ class MemlociServer(MCPServer):
         Over HTTP only for a `*:admin` token (access.may_use_roots): a root is a client's path."""
         key = ROOT_TOOLS.get(name)
         if key is None or not access.may_use_roots(self) or not isinstance(arguments, dict) or any(
-                arguments.get(k) is not None for k in (key, "library", "library_name")):
+                arguments.get(k) not in (None, "") for k in (key, "library", "library_name")):
             return arguments
         root = await self.roots.project_root(context)
         return arguments if root is None else {**arguments, key: root}

@@ -3,10 +3,21 @@
 Every tool goes through `MemlociServer.add_tool`, which calls `harden` here once: the SDK's
 argument model is made strict (no coercion: `true` is not a number, `"3"` not an integer)
 and closed (an unknown argument is an error, never silently dropped), and the advertised
-schemas are made small and self-contained (no `$ref`, no titles, no `null` branches), since
-every character of `tools/list` costs the model context and some clients do not resolve
-`$ref`. Arguments accepted but not advertised (`library_name`, peers' extra names) stay in
-the argument model and leave only the advertised schema.
+schemas are made small and self-contained (no `$ref`, no titles), since every character of
+`tools/list` costs the model context and some clients do not resolve `$ref`. Arguments
+accepted but not advertised (`library_name`, peers' extra names) stay in the argument model
+and leave only the advertised schema.
+
+The schemas are also made to survive the agent frameworks that convert them (see
+tests/test_frameworks.py). Strict function calling (OpenAI strict mode, openai-agents,
+LangChain `strict=True`, pydantic-ai) makes every property required, so the model sends
+every argument: every optional argument is advertised nullable (`"type": ["integer", "null"]`,
+or `anyOf` with `null` for an enum, since google-genai's enums hold strings only), and `null`,
+or `""` for an optional text argument, means "not given" (its default applies). Whole-number
+floats (5.0) are taken as integers, as JSON Schema counts them. No schema says
+`additionalProperties` (google-genai reads a boolean there as a nested schema and fails; the
+server refuses unknown arguments all the same), and every tool advertises at least one
+property (strict converters refuse an object with none that is not closed).
 """
 
 from __future__ import annotations
@@ -14,11 +25,14 @@ from __future__ import annotations
 import difflib
 import json
 import re
+import types
+import typing
 from collections.abc import Set as AbstractSet
+from functools import cache
 from typing import Any
 
 import pydantic
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, model_validator
 
 from memloci.core.errors import ValidationError
 
@@ -26,10 +40,63 @@ MAX_PROBLEMS = 20  # a batch with many bad items names this many, then "and N mo
 
 
 class Args(BaseModel):
-    # Base of nested argument objects: unknown keys refused, no type coercion. (No docstrings on
-    # argument models: pydantic would send them as schema descriptions.)
+    # Base of nested argument objects: unknown keys refused, no type coercion but `relaxed`'s.
+    # (No docstrings on argument models: pydantic would send them as schema descriptions.)
 
     model_config = ConfigDict(extra="forbid", strict=True, populate_by_name=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _relaxed(cls, data: Any) -> Any:
+        return relaxed(cls, data)
+
+
+@cache
+def _input_kinds(model: type[BaseModel]) -> dict[str, tuple[bool, frozenset[type]]]:
+    """Each name an argument may be sent under: whether it is optional, and the plain types
+    its annotation allows (`str | None` -> {str, NoneType})."""
+    kinds: dict[str, tuple[bool, frozenset[type]]] = {}
+    for name, field in model.model_fields.items():
+        allowed: set[type] = set()
+        todo: list[Any] = [field.annotation]
+        while todo:
+            node = todo.pop()
+            if typing.get_origin(node) in (typing.Union, types.UnionType, typing.Annotated):
+                todo.extend(typing.get_args(node)[:1] if typing.get_origin(node) is typing.Annotated
+                            else typing.get_args(node))
+            elif isinstance(node, type):
+                allowed.add(node)
+        names = {name, field.alias}
+        choices = field.validation_alias
+        names |= set(getattr(choices, "choices", [choices]))
+        for key in names:
+            if isinstance(key, str):
+                kinds[key] = (not field.is_required(), frozenset(allowed))
+    return kinds
+
+
+def relaxed(model: type[BaseModel], data: Any) -> Any:
+    """The arguments as a strict-mode model may send them, made plain: `null`, or `""` for an
+    optional text argument, is "not given" (the key is dropped, so its default applies), and a
+    whole-number float is the integer it counts as in JSON Schema (5.0 -> 5; 5.5 stays and is
+    refused). Unknown keys pass through, for the model to refuse."""
+    if not isinstance(data, dict):
+        return data
+    kinds = _input_kinds(model)
+    out = {}
+    for key, value in data.items():
+        optional, allowed = kinds.get(key, (False, frozenset()))
+        if optional and (value is None or (value == "" and str in allowed)):
+            continue
+        if int in allowed and float not in allowed and isinstance(value, float) and value.is_integer():
+            value = int(value)
+        out[key] = value
+    return out
+
+
+def _relax_arguments(cls: type[BaseModel], data: Any) -> Any:
+    # (pydantic makes a validator a classmethod when its first parameter is named `cls`)
+    return relaxed(cls, data)
 
 
 def hide(schema: dict[str, Any], *names: str, require: str | None = None) -> None:
@@ -44,10 +111,14 @@ def hide(schema: dict[str, Any], *names: str, require: str | None = None) -> Non
 def harden(tool: Any, hidden: set[str]) -> None:
     """Make `tool` (the SDK's registered Tool) strict and closed, and slim what it advertises."""
     base = tool.fn_metadata.arg_model
-    strict_model: Any = type(base.__name__, (base,), {"model_config": {**base.model_config, "extra": "forbid",
-                                                                    "strict": True}})
+    strict_model: Any = type(base.__name__, (base,), {
+        "model_config": {**base.model_config, "extra": "forbid", "strict": True},
+        "_relaxed": model_validator(mode="before")(_relax_arguments)})
     tool.fn_metadata.arg_model = strict_model
-    tool.parameters = slim(_inline(strict_model.model_json_schema(by_alias=True)), drop=hidden)
+    full = _inline(strict_model.model_json_schema(by_alias=True))
+    if "library" in full.get("properties", {}) and not set(full["properties"]) - hidden:
+        hidden = hidden - {"library"}  # a tool advertises one property at least (see the module's docstring)
+    tool.parameters = slim(full, drop=hidden)
     if tool.fn_metadata.output_schema is not None:
         out = shallow(slim(_inline(tool.fn_metadata.output_schema), output=True))
         # An open object (`extra="allow"`, no fields) constrains nothing: not worth its characters.
@@ -102,10 +173,10 @@ def _inline(schema: dict[str, Any]) -> dict[str, Any]:
 
 
 def slim(schema: dict[str, Any], *, drop: AbstractSet[str] = frozenset(), output: bool = False) -> dict[str, Any]:
-    """Drop what a client does not need: titles, `default: null`, `null` branches of optional
-    inputs (leaving an argument out is how a client says "none"). Input objects get
-    `additionalProperties: false`. Output schemas keep their `null` branches (as a type list),
-    since replies do carry nulls."""
+    """Drop what a client does not need: titles, `default: null`, `additionalProperties`.
+    Every optional input property is nullable (`null` is "not given"), in one form: a type
+    list, or `anyOf` with `null` for an enum. Output schemas keep their `null` branches (as a
+    type list), since replies do carry nulls."""
 
     def walk(node: Any, top: bool = False) -> Any:
         if isinstance(node, list):
@@ -135,13 +206,52 @@ def slim(schema: dict[str, Any], *, drop: AbstractSet[str] = frozenset(), output
                     out = merged
                 elif not output:
                     out = {**single, **merged}
-        if out.get("type") == "object" and "properties" in out and not output and "additionalProperties" not in out:
-            out["additionalProperties"] = False
+        if not output:
+            out.pop("additionalProperties", None)
+            if isinstance(out.get("properties"), dict):
+                required = set(out.get("required", ()))
+                out["properties"] = {name: prop if name in required else nullable(prop)
+                                     for name, prop in out["properties"].items()}
         if out.get("required") == []:
             del out["required"]
         return out
 
     return walk(schema, top=True)
+
+
+def nullable(prop: dict[str, Any]) -> dict[str, Any]:
+    """`prop` accepting `null` too: `["integer", "null"]`; `anyOf` for an enum (google-genai
+    keeps an enum's values as strings, so `null` cannot join them)."""
+    kind = prop.get("type")
+    if "enum" in prop and kind is not None:
+        rest = {k: v for k, v in prop.items() if k not in ("type", "enum")}
+        return {"anyOf": [{"type": kind, "enum": prop["enum"]}, {"type": "null"}], **rest}
+    if isinstance(kind, str) and kind != "null":
+        return {**prop, "type": [kind, "null"]}
+    if isinstance(kind, list) and "null" not in kind:
+        return {**prop, "type": [*kind, "null"]}
+    if "anyOf" in prop and {"type": "null"} not in prop["anyOf"]:
+        return {**prop, "anyOf": [*prop["anyOf"], {"type": "null"}]}
+    return prop
+
+
+def json_object(value: Any) -> Any:
+    """A free-form JSON object argument (`metadata`) sent as an object or as its JSON text:
+    strict converters close every object schema, so a strict model can only send the text.
+    `""` is "not given", like `null`."""
+    parsed = value
+    if isinstance(value, str):  # (the SDK may have parsed the text already)
+        if not value.strip():
+            return None
+        try:
+            parsed = json.loads(value)
+        except ValueError:
+            raise ValueError('must be a JSON object, or its JSON text (\'{"key": "value"}\'); '
+                             "got text that is not JSON") from None
+    if parsed is not None and not isinstance(parsed, dict):
+        kind = {list: "an array", str: "a string", bool: "a boolean", int: "a number", float: "a number"}
+        raise ValueError(f"must be a JSON object, or its JSON text; got {kind.get(type(parsed), 'another value')}")
+    return parsed
 
 
 def tool_size(tool: Any) -> int:
@@ -166,6 +276,18 @@ def _names_at(schema: dict[str, Any] | None, loc: tuple[Any, ...]) -> list[str]:
         node = _object_branch(node)
         node = node.get("items", {}) if isinstance(part, int) else node.get("properties", {}).get(part, {})
     return list(_object_branch(node).get("properties", {}))
+
+
+def _bounds_at(schema: dict[str, Any] | None, loc: tuple[Any, ...]) -> tuple[Any, Any] | None:
+    """The `minimum` and `maximum` the schema states for the argument at `loc`, if it states both."""
+    node: Any = schema or {}
+    for part in loc:
+        node = _object_branch(node)
+        node = node.get("items", {}) if isinstance(part, int) else node.get("properties", {}).get(part, {})
+    for branch in [node, *node.get("anyOf", ())]:
+        if "minimum" in branch and "maximum" in branch:
+            return branch["minimum"], branch["maximum"]
+    return None
 
 
 def _object_branch(node: dict[str, Any]) -> dict[str, Any]:
@@ -202,6 +324,8 @@ def describe_validation_error(exc: pydantic.ValidationError, schema: dict[str, A
                                                   f"; valid: {', '.join(valid)}" if valid else ""))
         elif err["type"] == "missing":
             problems.append(f"{path}: Field required")
+        elif err["type"] in ("greater_than_equal", "less_than_equal") and (bounds := _bounds_at(accepted or schema, loc)):
+            problems.append(f"{path}: must be between {bounds[0]} and {bounds[1]}, got {err['input']}")
         else:
             message = _VALUE_ERROR.sub("", err["msg"])
             field = re.match(r"^(\w+): (.*)", message)  # a model's own check naming one of its fields
