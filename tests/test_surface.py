@@ -414,8 +414,14 @@ def test_graph_set_names_each_missing_endpoint_and_suggests_unadvertised_argumen
         assert "library" not in (await tools_of(c))["create_entities"].input_schema["properties"]
         err = await c.error("create_entities", entities=[entity("B")], libary="default")
         assert "libary: unknown argument; did you mean library?" in err["message"], err
+        # an advertised name is suggested before an accepted one, which needs a near miss
+        err = await c.error("find_relations", entity_name="A")
+        assert "entity_name: unknown argument" in err["message"] and "library_name" not in err["message"], err
         graph, _ = await c.ok("read_graph")
         assert [e["name"] for e in graph["entities"]] == ["A"]
+        # "*" is for the searches: elsewhere it is refused as such, not looked up as a library's name
+        err = await c.error("search_by_tag", tags=["x"], library="*")
+        assert err["code"] == "VALIDATION_ERROR" and "'*' (every library) is taken by the searches only" in err["message"]
 
     run(home, body)
 

@@ -30,6 +30,10 @@ SEARCHES_SEVERAL = frozenset({"search_nodes", "retrieve_memory", "search_memory"
 def selected(library: str | None, library_name: str | None, project_path: str | None = None,
                      confirm_new_project_root: str | None = None) -> str | ProjectRef | None:
     """The library (or project) a call's selectors name; None: the only one mounted."""
+    if EVERY_LIBRARY in (library, library_name):
+        raise ValidationError(f"library: '{EVERY_LIBRARY}' (every library) is taken by the searches only "
+                              f"({', '.join(sorted(SEARCHES_SEVERAL))})",
+                              hint="Name one library here; list_libraries lists them.")
     if library and library_name and library != library_name:
         raise ValidationError(f"library: got library='{library}' and library_name='{library_name}'; give one")
     if project_path is not None:

@@ -318,7 +318,10 @@ def describe_validation_error(exc: pydantic.ValidationError, schema: dict[str, A
         if err["type"] == "extra_forbidden":
             valid = _names_at(schema, loc[:-1])
             every = _names_at(accepted, loc[:-1]) if accepted is not None else valid
-            close = difflib.get_close_matches(str(loc[-1]), every, n=1, cutoff=0.6)
+            # An advertised name first; a name accepted but not advertised (`library_name`, a peer's
+            # spelling) only for a near miss, so `entity_name` is not steered to `library_name`.
+            close = (difflib.get_close_matches(str(loc[-1]), valid, n=1, cutoff=0.6)
+                     or difflib.get_close_matches(str(loc[-1]), every, n=1, cutoff=0.85))
             what = "unknown argument" if len(loc) == 1 else "unknown field"
             problems.append(f"{path}: {what}" + (f"; did you mean {close[0]}?" if close else
                                                   f"; valid: {', '.join(valid)}" if valid else ""))
