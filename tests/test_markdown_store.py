@@ -157,3 +157,22 @@ def test_edits_stamp_modified_and_content_front_matter_is_used(md):
     time.sleep(1.1)
     service.add_entity_content("doc", "Steps", "2. stop")
     assert (folder / "doc.md").read_text().split("modified: ")[1].split("\n")[0] > stamp
+
+
+def test_no_file_is_made_beside_one_that_differs_only_in_case(md):
+    """`todo.md` and `TODO.md` are one file on macOS and Windows (and after a clone onto them):
+    a new entity's file takes its other name instead, and the person's file keeps its bytes."""
+    service, store, folder = md
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "people").mkdir()
+    mine = {"todo.md": b"# My List\n\n- buy milk\n", "people/anna.md": b"# Someone Else\n"}
+    for rel, data in mine.items():
+        (folder / rel).write_bytes(data)
+    store.sync()
+    service.create_entities([EntityInput("TODO", "list", ("ship it",)), EntityInput("Anna", "person")])
+    for rel, data in mine.items():
+        assert (folder / rel).read_bytes() == data
+    made = sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*.md") if ".memloci" not in p.parts)
+    assert "TODO.md" not in made and len([m for m in made if m.casefold().startswith("todo")]) == 2, made
+    assert len({m.casefold() for m in made}) == len(made), made
+    assert [o.content for o in service.open_nodes(["TODO"]).entities[0].observations] == ["ship it"]

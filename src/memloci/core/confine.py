@@ -199,6 +199,15 @@ def is_stray_temp(name: str) -> bool:
     return False
 
 
+def names_in(root: Path, rel_dir: str | os.PathLike[str] = "") -> list[str]:
+    """The names in one folder of `root`, reached without following a link ([] if it is not there)."""
+    try:
+        with dir_fd(root, parts(rel_dir) if str(rel_dir) not in ("", ".") else []) as d:
+            return os.listdir(d)
+    except (FileNotFoundError, NotADirectoryError, LinkRefusedError):
+        return []
+
+
 def remove_stray_temps(root: Path, rel_dir: str | os.PathLike[str] = "") -> list[str]:
     """Remove the temp files a killed writer left in one folder of `root`; their names."""
     removed = []

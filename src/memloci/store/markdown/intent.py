@@ -158,6 +158,10 @@ class FileChange:
         self.staging = root / INDEX_DIR / STAGING
         self.id = f"{time.time_ns():x}-{os.getpid():x}"
         self.ops: dict[str, FileOp] = {}  # by path, in the order first touched
+        # A folder's names on disk by their case-folded form, read once per transaction, and the
+        # paths this transaction puts, the same way: writeback.py never makes a case twin.
+        self.listed: dict[str, dict[str, list[str]]] = {}
+        self.folded: dict[str, str] = {}
         self._n = 0
         self._n_staged = 0
 
@@ -175,6 +179,7 @@ class FileChange:
         op = self.ops.get(rel)
         if op is None:
             op = self.ops[rel] = FileOp("put", rel, expected)
+            self.folded.setdefault(rel.casefold(), rel)
         elif op.kind == "append":  # rare: appended, then rewritten in one call
             op.kind, op.data = "put", b""
         op.kind, op.data = "put", data

@@ -226,6 +226,21 @@ class MarkdownFiles:
             return staged.kind != "delete"
         return confine.exists(self.root, rel)
 
+    def case_twin(self, tx: WriteTx, rel: str, old: str | None) -> bool:
+        """Whether another file of `rel`'s folder has its name but for case (`todo.md` beside
+        `TODO.md`): one file on macOS and Windows, or after a clone onto them, so never made."""
+        folder = Path(rel).parent.as_posix()
+        change = staged_files(tx)
+        on_disk = change.listed.get(folder)
+        if on_disk is None:
+            on_disk = change.listed[folder] = {}
+            for n in confine.names_in(self.root, folder):
+                on_disk.setdefault(n.casefold(), []).append(n)
+        mine = (rel, old)
+        twins = [f"{folder}/{n}".removeprefix("./") for n in on_disk.get(Path(rel).name.casefold(), ())]
+        staged = change.folded.get(rel.casefold())
+        return any(t not in mine for t in twins) or (staged is not None and staged not in mine)
+
     def write_entity(self, tx: WriteTx, entity_id: int) -> None:
         conn = tx.conn
         row = conn.execute("SELECT path, name_key FROM md_files WHERE entity_id = ?", (entity_id,)).fetchone()
@@ -253,7 +268,8 @@ class MarkdownFiles:
             for candidate in candidates:
                 rel = (folder / f"{candidate}.md").as_posix().removeprefix("./")
                 self.refuse_broken(conn, rel, name)  # a broken note is never shadowed by a second file
-                if rel == old or not (self.exists(tx, rel) or rel in (MANUAL, JOURNAL, CONTEXT)
+                if rel == old or not (self.exists(tx, rel) or self.case_twin(tx, rel, old)
+                                      or rel in (MANUAL, JOURNAL, CONTEXT)
                                       or Path(rel).parent.as_posix() == MEMORIES_DIR and is_day(candidate)):
                     break
             else:
