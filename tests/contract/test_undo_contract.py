@@ -308,3 +308,21 @@ def test_every_change_of_a_free_memory_is_journaled_with_its_text_and_undone(eng
     assert memory_text(s.history(limit=1)[0]) == "lunch is at noon → lunch is at one"
     s.delete_memory(_hash(s, "lunch is at one"))
     assert memory_text(s.history(limit=1)[0]) == "lunch is at one"
+
+
+def test_an_observation_told_again_with_more_tags_is_undone_on_every_engine(engine):
+    """The same observation stored again with a new tag: its undo takes the tag back (in a
+    Markdown library the tags live in the index, not the note), and undoing that undo returns it."""
+    s = engine.service
+    s.create_entities([EntityInput("Anna", "person", ())])
+    s.store_memory("likes tea", entity="Anna", tags=["a"])
+
+    def tags() -> tuple[str, ...]:
+        return next(m.tags for m in s.search_by_tag_page(["a"], limit=10, offset=0)[0] if m.content == "likes tea")
+
+    s.store_memory("likes tea", entity="Anna", tags=["b"])
+    assert tags() == ("a", "b")
+    s.undo(s.history(limit=1)[0].id)
+    assert tags() == ("a",)
+    s.undo(last_change(s))
+    assert tags() == ("a", "b")

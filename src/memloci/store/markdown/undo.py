@@ -33,6 +33,7 @@ from memloci.store.markdown.scan import apply_day, forget
 from memloci.store.markdown.writeback import MarkdownFiles, restored_base, staged_files
 from memloci.store.sqlite.database import Database
 from memloci.store.sqlite.documents import apply_document
+from memloci.store.sqlite.memory_rows import set_tags
 from memloci.store.sqlite.rows import journal, refresh_fts
 from memloci.store.sqlite.tx import WriteTx
 from memloci.store.sqlite.undo_rows import journal_entry, keep_before, later
@@ -159,7 +160,12 @@ class MarkdownUndo:
         dated = [r[0] for r in conn.execute(
             f"SELECT id FROM memories WHERE entity_id IS NULL AND substr(created_at, 1, 10) IN ({','.join('?' * len(days))})",
             days)] if days else []
-        keep_before(tx, held, dated)  # this undo keeps its own undo record
+        # observations' tags live in the index alone: entities the change kept but whose files it
+        # left as they were get them back from the kept rows (below), so this undo keeps them too
+        unfiled = [r[0] for r in conn.execute(
+            f"SELECT id FROM entities WHERE name_key IN ({','.join('?' * len(rows))})", list(rows))
+            if r[0] not in held] if rows else []
+        keep_before(tx, [*held, *unfiled], dated)  # this undo keeps its own undo record
         tx.record["armed"] = True
         owners = dict(conn.execute(f"SELECT path, entity_id FROM md_files WHERE path IN ({','.join('?' * len(files))})",
                                    list(files)).fetchall()) if files else {}
@@ -206,6 +212,8 @@ class MarkdownUndo:
             conn.execute("UPDATE memories SET updated_at = ?, access_count = ?, last_accessed_at = ? "
                          "WHERE entity_id IS NULL AND content = ?",
                          (m["updated_at"], m["access_count"], m["last_accessed_at"], m["content"]))
+        for entity_id in unfiled:
+            _restore_tags(conn, entity_id, rows)
         tx.record["new_ids"].update(applied)
         link_pending(conn)
         for entity_id, name in zip(applied, names[len(names) - len(applied):]):
@@ -310,6 +318,16 @@ def _drop_if_fileless(conn: sqlite3.Connection, entity_id: int | None) -> str | 
     row = conn.execute("SELECT name FROM entities WHERE id = ?", (entity_id,)).fetchone()
     forget(conn, entity_id)
     return row[0] if row else None
+
+
+def _restore_tags(conn: sqlite3.Connection, entity_id: int, rows: dict[str, dict[str, Any]]) -> None:
+    """The kept tags of an entity's observations (the file holds none: they live in the index)."""
+    key = conn.execute("SELECT name_key FROM entities WHERE id = ?", (entity_id,)).fetchone()[0]
+    for o in rows[key]["observations"]:
+        found = conn.execute("SELECT id, tags FROM memories WHERE entity_id = ? AND content = ?",
+                             (entity_id, o["content"])).fetchone()
+        if found is not None and json.loads(found[1]) != list(o["tags"]):
+            set_tags(conn, found[0], o["tags"])
 
 
 def _restore_dates(conn: sqlite3.Connection, entity_id: int, snap: dict[str, Any] | None) -> None:

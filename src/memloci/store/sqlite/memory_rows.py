@@ -37,6 +37,14 @@ _BM25 = bm25.fts5_weights("memory_fts", bm25.MEMORY_WEIGHTS)
 _HIRAGANA = re.compile(r"[\u3040-\u309f]")
 
 
+def set_tags(conn: sqlite3.Connection, memory_id: int, tags: Sequence[str]) -> None:
+    """A memory's tags as written (`memories.tags`) and their keys (`memory_tags`), both at once."""
+    conn.execute("UPDATE memories SET tags = ? WHERE id = ?", (json.dumps(list(tags), ensure_ascii=False), memory_id))
+    conn.execute("DELETE FROM memory_tags WHERE memory_id = ?", (memory_id,))
+    conn.executemany("INSERT OR IGNORE INTO memory_tags (tag, memory_id) VALUES (?, ?)",
+                     [(t, memory_id) for t in tag_keys(tags)])
+
+
 def labels_text(tags: Sequence[str], memory_type: str) -> str:
     """What memory_fts.labels holds (as the trigger of migration 6 computes it)."""
     return " ".join(sorted({t.lower() for t in tags} | {memory_type.lower()}))
