@@ -134,6 +134,11 @@ def test_a_write_token_lists_and_calls_tools(served):
         assert not created.is_error, created.content[0].text
         found = await s.call_tool("search_nodes", {"library": "team", "query": "alpha"})
         assert [e["name"] for e in text(found)["entities"]] == ["alpha"]
+        # what a strict-mode model sends: every argument, "" or null for the unused; no project named
+        strict = await s.call_tool("search_nodes", {"library": "team", "query": "alpha", "limit": None, "offset": None,
+                                                    "project_path": "", "confirm_new_project_root": ""})
+        assert not strict.is_error, strict.content[0].text
+        assert [e["name"] for e in text(strict)["entities"]] == ["alpha"]
 
     run(server, tokens["writer"], body)
 

@@ -15,7 +15,8 @@ Each setting comes from the first of: a `memloci serve` flag, an environment var
     max_sessions_per_token = 16                   # open sessions per token; 0 turns the limit off
     header_timeout = 10                           # seconds to receive a request's headers; then 408, closed
     body_timeout = 30                             # seconds to receive a request's body; then 408, closed
-    max_connections = 768                         # open at once; one more: 503, closed (default below)
+    max_connections = 768                         # open at once; one more: 503, closed (default: the
+                                                  # open-file limit less 256; 768 under 1024 files)
 """
 
 from __future__ import annotations

@@ -62,7 +62,8 @@ def unmounted_libraries(scopes: list[str], mounted: list[str]) -> list[str]:
     """The libraries `scopes` name (each parsed by parse_scope) that are not in `mounted`, in
     scope order; `*` names none. Such a scope is kept: the library may be mounted later."""
     named = (parse_scope(s).rpartition(":")[0] for s in scopes)
-    return list(dict.fromkeys(lib for lib in named if lib != "*" and lib not in mounted))
+    known = {m.casefold() for m in mounted}  # a scope names its library in any case (scopes.grants)
+    return list(dict.fromkeys(lib for lib in named if lib != "*" and lib.casefold() not in known))
 
 
 @dataclass(frozen=True)

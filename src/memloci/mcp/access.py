@@ -76,7 +76,8 @@ class NoCallers:
 
 
 def _project(arguments: Any) -> bool:
-    return isinstance(arguments, dict) and any(arguments.get(k) is not None for k in PROJECT_ARGS)
+    # as the tools read them (surface.relaxed): null or "" is a project not named
+    return isinstance(arguments, dict) and any(arguments.get(k) not in (None, "") for k in PROJECT_ARGS)
 
 
 def tool_level(server: Any, name: str) -> str:

@@ -230,8 +230,19 @@ def nullable(prop: dict[str, Any]) -> dict[str, Any]:
         return {**prop, "type": [kind, "null"]}
     if isinstance(kind, list) and "null" not in kind:
         return {**prop, "type": [*kind, "null"]}
-    if "anyOf" in prop and {"type": "null"} not in prop["anyOf"]:
-        return {**prop, "anyOf": [*prop["anyOf"], {"type": "null"}]}
+    if "anyOf" in prop:
+        branches = prop["anyOf"]
+        kinds = [b.get("type") for b in branches]
+        keys = [(k, repr(v)) for b in branches for k, v in b.items() if k != "type"]
+        # Branches of distinct plain types (`library`: a name or a list of names) as one type list:
+        # google-genai marks only that form nullable (an `anyOf` null branch it keeps as a branch).
+        if all(isinstance(k, str) for k in kinds) and len(set(kinds)) == len(kinds) \
+                and not any(k in ("enum", "anyOf") for k, _ in keys) and len({k for k, _ in keys}) == len(keys):
+            merged = {k: v for b in branches for k, v in b.items() if k != "type"}
+            rest = {k: v for k, v in prop.items() if k != "anyOf"}
+            return {**rest, **merged, "type": [*(k for k in kinds if k != "null"), "null"]}
+        if {"type": "null"} not in branches:
+            return {**prop, "anyOf": [*branches, {"type": "null"}]}
     return prop
 
 

@@ -76,7 +76,7 @@ from memloci.rules.graph import RelationsCreated
 from memloci.store.markdown import importing
 from memloci.store.markdown.files import CONTEXT, INDEX_DIR, MANUAL, OLD_JOURNAL, OLD_MEMORIES, WATCH_INTERVAL_S, SyncReport
 from memloci.store.markdown.intent import INTENTS_TABLE, recover
-from memloci.store.markdown.layout import GITIGNORE, OLD_GITIGNORES, drop_old_folder, move_to_hidden
+from memloci.store.markdown.layout import GITIGNORE, OLD_GITIGNORES, drop_old_folder, move_to_hidden, to_move
 from memloci.store.markdown.migratable import MarkdownMigration
 from memloci.store.markdown.scan import Scanner
 from memloci.store.markdown.undo import MarkdownUndo
@@ -270,6 +270,9 @@ class MarkdownStore:
         (layout.py): one change, all or nothing; a kill mid-way is finished here next time."""
         if not (confine.exists(self.root, OLD_JOURNAL) or confine.exists(self.root, OLD_MEMORIES)):
             return
+        with self.index.db.read() as conn:
+            if not to_move(conn, self.root):
+                return
         with self.index.db.write(reading_files=True) as tx:
             moved = move_to_hidden(tx, self.root)
         with self.index.db.write(reading_files=True) as tx:

@@ -22,7 +22,7 @@ from memloci.core.errors import InvalidRelationError
 from memloci.core.model import EntityInput, GraphBatch, Relation, RelationInput, name_key, now_iso
 from memloci.core.schema import LibrarySchema
 from memloci.rules import graph as rules
-from memloci.store.markdown.files import INDEX_DIR, MEMORIES_DIR
+from memloci.store.markdown.files import INDEX_DIR, OLD_MEMORIES
 from memloci.store.sqlite.engine import SQLiteStore
 from memloci.store.sqlite.graph_tx import SQLiteGraphTx
 from memloci.store.sqlite.rows import refresh_fts
@@ -61,7 +61,7 @@ def note_paths(paths: Mapping[str, str] | None) -> dict[str, str]:
     kept = {}
     for key, path in (paths or {}).items():
         rel = PurePosixPath(path)
-        if (not rel.is_absolute() and rel.suffix.lower() == ".md" and rel.parts[0] not in (INDEX_DIR, MEMORIES_DIR)
+        if (not rel.is_absolute() and rel.suffix.lower() == ".md" and rel.parts[0] not in (INDEX_DIR, OLD_MEMORIES)
                 and not any(p in (".", "..") or p.startswith(".") for p in rel.parts)):
             kept[key] = rel.as_posix()
     return kept

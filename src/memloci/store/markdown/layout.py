@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import sqlite3
 import stat
 from pathlib import Path
 
@@ -78,13 +79,24 @@ def old_layout(root: Path, day_paths: set[str]) -> dict[str, tuple[str, bytes]]:
     return moves
 
 
+def old_day_paths(conn: sqlite3.Connection) -> set[str]:
+    """The paths an old index knows as day files of the old `memories/` folder."""
+    return {p for (p,) in conn.execute("SELECT path FROM md_files WHERE entity_id IS NULL AND path GLOB ?",
+                                       (f"{OLD_MEMORIES}/*.md",))}
+
+
+def to_move(conn: sqlite3.Connection, root: Path) -> bool:
+    """Whether there is anything to move or remove (read only: a person's own `journal.md` or
+    `memories/` folder at the root costs the watcher's scans no write)."""
+    moved = conn.execute("SELECT 1 FROM library_meta WHERE key = ?", (MOVED_KEY,)).fetchone() is not None
+    return moved or bool(old_layout(root, old_day_paths(conn)))
+
+
 def move_to_hidden(tx: WriteTx, root: Path) -> int:
     """Stage the move of memloci's old-layout files into `.memloci/` in this transaction (its
     FileChange; the index rows move with them). How many files move."""
     conn = tx.conn
-    days = {p for (p,) in conn.execute("SELECT path FROM md_files WHERE entity_id IS NULL AND path GLOB ?",
-                                       (f"{OLD_MEMORIES}/*.md",))}
-    moves = old_layout(root, days)
+    moves = old_layout(root, old_day_paths(conn))
     if not moves:
         return 0
     change = staged_files(tx)

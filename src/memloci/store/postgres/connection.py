@@ -39,6 +39,12 @@ CONNECT_TIMEOUT = 3
 # Seconds the check of a pooled connection (one empty round trip) may take: a server that holds
 # the connection open and never answers fails the check instead of holding the call.
 CHECK_TIMEOUT = 1.0
+# A statement already sent when the server's host hangs or drops off the network: TCP keepalives
+# and a user timeout (libpq's names, each unless the URL sets it) end the connection within about
+# 10 s instead of the kernel's minutes, so the call fails and frees the library's write lock. A
+# slow statement on a live server is not cut: its server still acknowledges the packets.
+DEAD_PEER = {"keepalives": 1, "keepalives_idle": 5, "keepalives_interval": 2, "keepalives_count": 2,
+             "tcp_user_timeout": 10_000}
 
 
 def schema_for(library: str) -> str:
@@ -83,15 +89,15 @@ def connection_error(library: str, url: str, exc: BaseException) -> StorageUnava
 
 
 def connect_options(url: str) -> dict[str, Any]:
-    """What every connection of the engine passes to libpq beside the URL: CONNECT_TIMEOUT,
-    unless the URL sets connect_timeout itself (then the person's choice holds)."""
+    """What every connection of the engine passes to libpq beside the URL: CONNECT_TIMEOUT and
+    DEAD_PEER, each unless the URL sets it itself (then the person's choice holds)."""
     from psycopg.conninfo import conninfo_to_dict
 
     try:
         given = conninfo_to_dict(url)
     except Exception:  # a URL libpq cannot parse fails at the connection, with its own words
         given = {}
-    return {} if "connect_timeout" in given else {"connect_timeout": CONNECT_TIMEOUT}
+    return {k: v for k, v in {"connect_timeout": CONNECT_TIMEOUT, **DEAD_PEER}.items() if k not in given}
 
 
 def check_connection(conn: Any) -> None:
