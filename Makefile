@@ -16,6 +16,11 @@ OFFICIAL := .official/node_modules/@modelcontextprotocol/server-memory/dist/inde
 # The TypeScript SDK and the MCP Inspector, pinned in tests/conformance/package-lock.json, for the
 # conformance suite (skipped when npm is missing; under CI=true that is a failure).
 CONFORMANCE := tests/conformance/node_modules/.package-lock.json
+# The LangChain client of tests/test_frameworks.py: langchain-mcp-adapters needs MCP SDK 1.x, memloci
+# runs on 2.x, so the client gets its own environment, pinned in tests/frameworks/requirements-langchain.txt
+# (skipped when missing; under CI=true that is a failure).
+LANGCHAIN_VENV := .venv-langchain
+LANGCHAIN := $(LANGCHAIN_VENV)/.installed
 
 # Both tiers run on two processes (pytest-xdist); a file's tests stay on one process, since the
 # conformance and recall modules share a server run or a library between their tests.
@@ -59,14 +64,21 @@ $(CONFORMANCE): tests/conformance/package-lock.json
 		|| echo "npm ci failed: the TypeScript conformance tests will be skipped" >&2; \
 	else echo "npm not found: the TypeScript conformance tests will be skipped" >&2; fi
 
+$(LANGCHAIN): tests/frameworks/requirements-langchain.txt
+	@($(PYTHON) -m venv $(LANGCHAIN_VENV) >&2 \
+		&& $(LANGCHAIN_VENV)/bin/python -m pip install --quiet --disable-pip-version-check \
+			-r tests/frameworks/requirements-langchain.txt >&2 \
+		&& touch $@) \
+	|| echo "pip install failed: the LangChain framework tests will be skipped" >&2
+
 test: $(TEST_STAMP)
 	$(VENV)/bin/python -m pytest $(PYTEST_XDIST) -m "not full"
 
-test-full: $(TEST_STAMP) $(OFFICIAL) $(CONFORMANCE)
+test-full: $(TEST_STAMP) $(OFFICIAL) $(CONFORMANCE) $(LANGCHAIN)
 	$(VENV)/bin/python -m pytest $(PYTEST_XDIST)
 
 bench: $(RUN_STAMP)
 	$(VENV)/bin/memloci bench graph --n 50000
 
 clean:
-	rm -rf $(VENV) .official tests/conformance/node_modules build dist src/*.egg-info .pytest_cache
+	rm -rf $(VENV) $(LANGCHAIN_VENV) .official tests/conformance/node_modules build dist src/*.egg-info .pytest_cache

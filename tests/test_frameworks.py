@@ -5,7 +5,8 @@ strict-mode model sends (every property, `null` for the ones it does not mean), 
 
 openai-agents (MCPServerStdio, MCPUtil.to_function_tool with strict schemas), pydantic-ai
 (MCPToolset tool definitions, OpenAIJsonSchemaTransformer strict), langchain-mcp-adapters
-(load_mcp_tools, then langchain-core's convert_to_openai_tool(strict=True)) and google-genai
+(load_mcp_tools, then langchain-core's convert_to_openai_tool(strict=True); on MCP SDK 1.x in its own
+environment and process, tests/frameworks/langchain_client.py) and google-genai
 (its MCP path: McpToGenAiToolAdapter, mcp_to_gemini_tool). No model is involved: the arguments
 are built from each converted schema and a table of real values for what a call needs.
 Each test runs `memloci serve` processes over stdio, so the file is in the full tier."""
@@ -13,12 +14,11 @@ Each test runs `memloci serve` processes over stdio, so the file is in the full 
 from __future__ import annotations
 
 import copy
-import importlib
 import json
 import logging
+import os
 import re
 import sys
-import types
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -26,6 +26,7 @@ from typing import Any
 import anyio
 import jsonschema
 import pytest
+from anyio.streams.buffered import BufferedByteReceiveStream
 from conftest import process_session, server_env
 
 from memloci.core.model import content_hash
@@ -283,85 +284,63 @@ async def through_pydantic_ai(home: Path, config: str, tmp: Path) -> None:
         await run_calls(converted, set(tools), CONFIGS[config][1](), project_root(tmp))
 
 
-def langchain_mcp_adapters_on_mcp_2() -> Any:
-    """langchain-mcp-adapters 0.3.1 (the newest) is written against MCP SDK 1.x: it imports names
-    the 2.x SDK memloci runs on no longer has (`mcp.server.fastmcp`, used only to turn LangChain
-    tools into MCP tools, the other direction; three type aliases), and reads results by their
-    1.x camelCase names. A LangChain user runs it in their own process with an SDK 1.x client;
-    here both live in one interpreter, so the missing names get placeholders and the session
-    answers to the 1.x names (V1Names). The adapter's own conversion and call code runs as is."""
-    for name in ("mcp.server.fastmcp", "mcp.server.fastmcp.tools", "mcp.server.fastmcp.utilities",
-                 "mcp.server.fastmcp.utilities.func_metadata"):
-        sys.modules.setdefault(name, types.ModuleType(name))
-    sys.modules["mcp.server.fastmcp.tools"].Tool = object  # type: ignore[attr-defined]
-    sys.modules["mcp.server.fastmcp.utilities.func_metadata"].ArgModelBase = object  # type: ignore[attr-defined]
-    sys.modules["mcp.server.fastmcp.utilities.func_metadata"].FuncMetadata = object  # type: ignore[attr-defined]
-    for _ in range(20):
-        try:
-            return importlib.import_module("langchain_mcp_adapters.tools")
-        except ImportError as exc:
-            missing_name = re.match(r"cannot import name '(\w+)' from '([\w.]+)'", str(exc))
-            missing_module = re.match(r"No module named '([\w.]+)'", str(exc))
-            if missing_name:
-                setattr(importlib.import_module(missing_name.group(2)), missing_name.group(1), object)
-            elif missing_module:
-                sys.modules[missing_module.group(1)] = types.ModuleType(missing_module.group(1))
-            else:
-                raise
-            for module in [m for m in sys.modules if m.startswith("langchain_mcp_adapters")]:
-                del sys.modules[module]
-    raise AssertionError("langchain_mcp_adapters.tools did not import")
+# The LangChain client runs in its own environment: langchain-mcp-adapters has no release for the
+# MCP SDK 2.x memloci runs on, so it runs as LangChain users run it, on SDK 1.x, in another process
+# (tests/frameworks/langchain_client.py, with .venv-langchain made by `make test-full` from
+# tests/frameworks/requirements-langchain.txt).
+ROOT = Path(__file__).resolve().parent.parent
+LANGCHAIN_CLIENT = ROOT / "tests" / "frameworks" / "langchain_client.py"
+LANGCHAIN_VENV = ROOT / ".venv-langchain"
 
 
-class V1Names:
-    """An MCP SDK 2.x object that also answers to the SDK 1.x camelCase names (inputSchema, isError,
-    structuredContent, nextCursor)."""
-
-    def __init__(self, target: Any):
-        self._target = target
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._target, re.sub(r"([A-Z])", lambda m: "_" + m.group(1).lower(), name))
-
-
-class V1Session:
-    """An SDK 2.x ClientSession with the SDK 1.x call shapes langchain-mcp-adapters uses."""
-
-    def __init__(self, session: Any):
-        self.session = session
-
-    async def list_tools(self, cursor: str | None = None) -> Any:
-        from mcp_types import PaginatedRequestParams
-
-        result = await self.session.list_tools(params=PaginatedRequestParams(cursor=cursor) if cursor else None)
-        listed = V1Names(result)
-        listed.tools = [V1Names(t) for t in result.tools]  # type: ignore[attr-defined]
-        return listed
-
-    async def call_tool(self, name: str, arguments: dict[str, Any] | None = None, **kwargs: Any) -> Any:
-        return V1Names(await self.session.call_tool(name, arguments, **kwargs))
+def require_langchain_venv() -> Path:
+    """The LangChain environment's python; skipped when it is missing (failed under CI=true)."""
+    python = LANGCHAIN_VENV / "bin" / "python"
+    if (LANGCHAIN_VENV / ".installed").exists() and python.exists():
+        return python
+    reason = (f"the LangChain client's environment {LANGCHAIN_VENV} is not installed (run `make test-full`, "
+              "or `make .venv-langchain/.installed`)")
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"CI must run the LangChain framework tests: {reason}")
+    pytest.skip(reason)
 
 
 async def through_langchain(home: Path, config: str, tmp: Path) -> None:
-    from langchain_core.utils.function_calling import convert_to_openai_tool
+    python = require_langchain_venv()
+    args, env = command(home, config, tmp)
+    server = json.dumps({"command": sys.executable, "args": args, "env": env})
+    with open(tmp / "langchain-client.stderr", "wb") as stderr:
+        async with await anyio.open_process([str(python), str(LANGCHAIN_CLIENT), server],
+                                            stderr=stderr) as client:
+            assert client.stdin is not None and client.stdout is not None
+            lines = BufferedByteReceiveStream(client.stdout)
 
-    adapters = langchain_mcp_adapters_on_mcp_2()
-    args, _ = command(home, config, tmp)
-    async with process_session(home, *args[3:]) as session:
-        loaded = await adapters.load_mcp_tools(V1Session(session), handle_tool_errors=False)
-        tools = {t.name: t for t in loaded}
-        converted = Converted()
-        for name, tool in tools.items():
-            function = convert_to_openai_tool(tool, strict=True)["function"]
-            assert function["strict"] is True, name
-            converted.schemas[name] = function["parameters"]
+            async def receive() -> dict[str, Any]:
+                try:
+                    with anyio.fail_after(300):  # a guard against a hang, not a measure of speed
+                        return json.loads(await lines.receive_until(b"\n", 1 << 30))
+                except (anyio.EndOfStream, anyio.IncompleteRead, TimeoutError) as exc:
+                    log = (tmp / "langchain-client.stderr").read_text(errors="replace")
+                    raise AssertionError(f"the LangChain client stopped ({exc!r}): {log[-3000:]}") from exc
 
-        async def call(name: str, arguments: dict[str, Any]) -> str:
-            out = await tools[name].ainvoke(arguments)  # raises ToolException on an error reply
-            return json.dumps(out, default=str) if not isinstance(out, str) else out
+            loaded = await receive()
+            assert not loaded["errors"], f"LangChain could not convert: {loaded['errors']}"
+            functions: dict[str, dict[str, Any]] = loaded["functions"]
+            not_strict = [name for name, function in functions.items() if function.get("strict") is not True]
+            assert not not_strict, f"not converted to strict mode: {not_strict}"
+            converted = Converted()
+            converted.schemas = {name: function["parameters"] for name, function in functions.items()}
 
-        converted.call = call
-        await run_calls(converted, set(tools), CONFIGS[config][1](), project_root(tmp))
+            async def call(name: str, arguments: dict[str, Any]) -> str:
+                await client.stdin.send((json.dumps({"name": name, "arguments": arguments}) + "\n").encode())
+                out = await receive()
+                assert out["ok"], f"{name} {json.dumps(arguments)}: {out['error']}"
+                return str(out["text"])
+
+            converted.call = call
+            await run_calls(converted, set(functions), CONFIGS[config][1](), project_root(tmp))
+            await client.stdin.aclose()
+            assert await client.wait() == 0, (tmp / "langchain-client.stderr").read_text(errors="replace")[-3000:]
 
 
 async def through_google_genai(home: Path, config: str, tmp: Path) -> None:
