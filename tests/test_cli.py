@@ -295,3 +295,11 @@ def test_stats_of_one_library(monkeypatch, tmp_path):
     missing = run_cli(monkeypatch, tmp_path / "home", "stats", "--libraries", spec, "-l", "team")
     assert missing.exit_code == 1 and "NOT_FOUND: library 'team' is not mounted; mounted: work, notes" in missing.stderr
     assert not (tmp_path / "work.db").exists() and not (tmp_path / "notes").exists()  # read-only: nothing created
+
+
+def test_a_value_out_of_range_names_the_command_s_own_option(monkeypatch, tmp_path):
+    home = tmp_path / "home"
+    found = run_cli(monkeypatch, home, "search", "foo", "-n", "0")
+    assert found.exit_code == 1 and found.stderr.startswith("VALIDATION_ERROR: -n/--limit: must be between 1 and"), found.stderr
+    undone = run_cli(monkeypatch, home, "undo", "0")
+    assert undone.exit_code == 1 and undone.stderr.startswith("VALIDATION_ERROR: ID: must be between 1 and"), undone.stderr

@@ -141,10 +141,18 @@ def person_hint(exc: MemlociError) -> str:
     return hint
 
 
-def fail(exc: MemlociError) -> None:
-    """Report the error on stderr (its code in bold red, then its hint for a person) and exit 1."""
+def as_option(exc: MemlociError, options: dict[str, str]) -> str:
+    """The error's message with a field the service names (`limit: must be ...`) named as the
+    command's option or argument that gave it (`-n/--limit: must be ...`)."""
+    field, sep, rest = exc.message.partition(": ")
+    return f"{options[field]}{sep}{rest}" if sep and field in options else exc.message
+
+
+def fail(exc: MemlociError, options: dict[str, str] | None = None) -> None:
+    """Report the error on stderr (its code in bold red, then its hint for a person) and exit 1;
+    `options`: the service's field names as this command's options (`{"limit": "-n/--limit"}`)."""
     err = open_console(stderr=True)
-    err.print(styled((exc.code, "bold red"), ": ", exc.message), highlight=False)
+    err.print(styled((exc.code, "bold red"), ": ", as_option(exc, options or {})), highlight=False)
     hint = person_hint(exc)
     if hint:
         err.print(styled((hint, "dim")), highlight=False)

@@ -38,7 +38,7 @@ def search(
         result = open_service(libraries, read_only=True, embedder=True).search_nodes(query, limit=limit, library=library)
     except MemlociError as exc:
         if not not_created(exc):
-            fail(exc)
+            fail(exc, {"limit": "-n/--limit"})
         result = None
     console = open_console()
     if result is None or not result.hits:
@@ -98,7 +98,7 @@ def history(
         entries = open_service(libraries, read_only=True).history(limit=limit, internal=internal, library=library)
     except MemlociError as exc:
         if not not_created(exc):
-            fail(exc)
+            fail(exc, {"limit": "-n/--limit"})
         entries = []
     if details:
         for e in entries:
@@ -129,7 +129,7 @@ def undo(
         finally:
             service.close()
     except MemlociError as exc:
-        fail(exc)
+        fail(exc, {"id": "ID"})
     names = ", ".join(result["entities"])
     open_console().print(f"Undid change #{result['undid']} ({result['action']})" + (f": {names}" if names else ""),
                      highlight=False)
