@@ -26,7 +26,8 @@ from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from test_http import Server, create_token
 
-from memloci.http.app import SHUTDOWN_WAIT_SECONDS, SHUTTING_DOWN
+from memloci.http.app import SHUTTING_DOWN
+from memloci.http.settings import DEFAULT_DRAIN_TIMEOUT
 
 pytestmark = pytest.mark.full
 WRITERS = 6
@@ -225,14 +226,14 @@ def test_sigterm_under_load_answers_every_request_and_keeps_every_acknowledged_w
             lock.close()
 
     anyio.run(main)
-    code = server.process.wait(timeout=SHUTDOWN_WAIT_SECONDS + 15)
+    code = server.process.wait(timeout=DEFAULT_DRAIN_TIMEOUT + 15)
     exited = time.monotonic()
     server.err.close()
     log = server.log.read_text(errors="replace")
 
     assert not tally.failures, f"{tally.failures[:5]}\n{log[-3000:]}"
     assert code == 0, log[-3000:]
-    assert exited - seen["sigterm"] < SHUTDOWN_WAIT_SECONDS + 10
+    assert exited - seen["sigterm"] < DEFAULT_DRAIN_TIMEOUT + 10
     # the call running at the signal got its reply, and its write is kept
     result = slow["result"]
     assert not isinstance(result, Exception), repr(result)
