@@ -452,7 +452,9 @@ def test_settings_come_from_flags_then_environment_then_config(tmp_path, monkeyp
                            ({"rate_limit": -1}, "rate_limit: must be 0 or more"),
                            ({"header_timeout": "10s"}, "header_timeout: must be a number of seconds"),
                            ({"body_timeout": True}, "body_timeout: must be a number of seconds"),
-                           ({"max_connections": 1.5}, "max_connections: must be int")):
+                           ({"max_connections": 1.5}, "max_connections: must be int"),
+                           ({"drain_timeout": "60s"}, "drain_timeout: must be a number of seconds"),
+                           ({"drain_timeout": -1}, "drain_timeout: must be 0 or more")):
         with pytest.raises(ValidationError, match=message):
             parse_http_config(table)
     assert parse_http_config({"header_timeout": 2.5, "body_timeout": 30, "max_connections": 100})
@@ -460,7 +462,7 @@ def test_settings_come_from_flags_then_environment_then_config(tmp_path, monkeyp
 
     monkeypatch.delenv("MCP_SERVER_PORT")
     defaults = resolve({}, process=Settings.from_env())
-    assert (defaults.header_timeout, defaults.body_timeout) == (10, 30)
+    assert (defaults.header_timeout, defaults.body_timeout, defaults.drain_timeout) == (10, 30, 60)
     assert defaults.max_connections == default_max_connections()
     import resource
 
@@ -469,9 +471,13 @@ def test_settings_come_from_flags_then_environment_then_config(tmp_path, monkeyp
     flagged = resolve({"http": {"header_timeout": 5}}, header_timeout=2, body_timeout=3, max_connections=50,
                       process=Settings.from_env())
     assert (flagged.header_timeout, flagged.body_timeout, flagged.max_connections) == (2, 3, 50)
+    assert resolve({"http": {"drain_timeout": 5}}, process=Settings.from_env()).drain_timeout == 5
+    assert resolve({"http": {"drain_timeout": 5}}, drain_timeout=2.5, process=Settings.from_env()).drain_timeout == 2.5
     for flags, message in (({"header_timeout": 0}, "--header-timeout: must be more than 0"),
                            ({"body_timeout": float("inf")}, "--body-timeout: must be more than 0"),
-                           ({"max_connections": 0}, "--max-connections: must be at least 1")):
+                           ({"max_connections": 0}, "--max-connections: must be at least 1"),
+                           ({"drain_timeout": 0}, "--drain-timeout: must be more than 0"),
+                           ({"drain_timeout": float("nan")}, "--drain-timeout: must be more than 0")):
         with pytest.raises(ValidationError, match=message):
             resolve({}, process=Settings.from_env(), **flags)
 

@@ -24,9 +24,11 @@ import httpx2
 import pytest
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
+from mcp.types import CallToolResult
 from test_http import Server, create_token
 
-from memloci.http.app import SHUTDOWN_WAIT_SECONDS, SHUTTING_DOWN
+from memloci.http.app import SHUTTING_DOWN
+from memloci.http.settings import DEFAULT_DRAIN_TIMEOUT
 
 pytestmark = pytest.mark.full
 WRITERS = 6
@@ -225,14 +227,14 @@ def test_sigterm_under_load_answers_every_request_and_keeps_every_acknowledged_w
             lock.close()
 
     anyio.run(main)
-    code = server.process.wait(timeout=SHUTDOWN_WAIT_SECONDS + 15)
+    code = server.process.wait(timeout=DEFAULT_DRAIN_TIMEOUT + 15)
     exited = time.monotonic()
     server.err.close()
     log = server.log.read_text(errors="replace")
 
     assert not tally.failures, f"{tally.failures[:5]}\n{log[-3000:]}"
     assert code == 0, log[-3000:]
-    assert exited - seen["sigterm"] < SHUTDOWN_WAIT_SECONDS + 10
+    assert exited - seen["sigterm"] < DEFAULT_DRAIN_TIMEOUT + 10
     # the call running at the signal got its reply, and its write is kept
     result = slow["result"]
     assert not isinstance(result, Exception), repr(result)
@@ -262,3 +264,98 @@ def test_sigterm_under_load_answers_every_request_and_keeps_every_acknowledged_w
     assert acknowledged <= kept, sorted(acknowledged - kept)[:5]
     assert not (set(tally.refused) | {PROBE}) & kept, "a refused call's write landed"
     assert "added while the server was asked to stop" in observations
+
+
+
+def test_a_call_running_past_the_drain_window_is_cut_and_the_server_stops(tmp_path: Path):
+    """`--drain-timeout 2`, one call held (by the write lock) past it: the server gives up on it
+    within the window and the close after it, says so, refuses what comes after the signal,
+    and exits 0; the held call gets no reply, and its library opens and reads whole.
+
+    The held call waits in a worker thread, which nothing can stop: the process exits only
+    once it has ended (by SQLite's busy timeout, 60 s, if the lock were never released). So the
+    lock is released once the server has logged that it gave up on the call, and the write then
+    lands, unacknowledged and whole."""
+    window = 2.0
+    token = create_token(tmp_path, "w", "*:write")
+    server = Server(tmp_path, "--drain-timeout", f"{window:g}", MEMLOCI_LOG_LEVEL="DEBUG")
+    held: dict[str, Any] = {}
+    probes: list[bool] = []
+    seen: dict[str, float] = {}
+
+    def log_has(text: str) -> bool:
+        return text in server.log.read_text(errors="replace")
+
+    async def held_call() -> None:
+        try:
+            async with recorded_session(server, token, Tally()) as s:
+                held["result"] = await s.call_tool("add_observations", {"library": "other", "observations": [
+                    {"entityName": "anchor", "contents": ["held past the drain window"]}]})
+        except Exception as exc:  # the server went away without a reply
+            held["result"] = exc
+
+    async def main() -> None:
+        async with recorded_session(server, token, Tally()) as s:
+            result = await s.call_tool("create_entities", {"library": "other", "entities": [
+                {"name": "anchor", "entityType": "t", "observations": ["first"]}]})
+            assert not result.is_error
+        lock = sqlite3.connect(tmp_path / "other.db", isolation_level=None)
+        lock.execute("BEGIN IMMEDIATE")  # the held call waits for this write lock, past the window
+        try:
+            async with anyio.create_task_group() as calls, recorded_session(server, token, Tally()) as probe:
+                calls.start_soon(held_call)
+                with anyio.fail_after(60):
+                    while not log_has("call started tool=add_observations"):
+                        await anyio.sleep(0.02)
+                server.process.send_signal(signal.SIGTERM)
+                with anyio.fail_after(30):
+                    while not log_has("SIGTERM: refusing new calls"):
+                        await anyio.sleep(0.01)
+                seen["sigterm"] = time.monotonic()
+                try:
+                    await probe.call_tool("store_memory", {"content": PROBE, "library": "team"})
+                except Exception as exc:
+                    probes.append(shutting_down(exc))
+                with anyio.fail_after(window + 60):  # the lock is still held: only the window ends the wait
+                    while not log_has("tool calls unfinished"):
+                        await anyio.sleep(0.05)
+                seen["gave up"] = time.monotonic()
+                assert server.process.poll() is None  # still waiting for the held call to end
+                lock.execute("ROLLBACK")
+                with anyio.fail_after(60):
+                    while server.process.poll() is None:
+                        await anyio.sleep(0.05)
+                seen["exited"] = time.monotonic()
+                calls.cancel_scope.cancel()  # the held call's client would wait for a reply that will not come
+        finally:
+            lock.close()
+
+    anyio.run(main)
+    code = server.process.wait(timeout=5)
+    server.err.close()
+    log = server.log.read_text(errors="replace")
+    story = "\n".join(line for line in log.splitlines() if " DEBUG " not in line)[-3000:]  # for a failure
+
+    assert probes == [True], story  # a request after the signal: 503
+    assert f"drain window of {window:g} s over with 1 call still running: stopping; their clients get no reply" \
+        in log, story
+    assert "shutting down with 1 tool calls unfinished" in log
+    assert "all running calls answered" not in log and "tool=add_observations library=other" not in log
+    # no acknowledgement reached the client: its stream ended without a reply
+    assert isinstance(held.get("result"), Exception) and not isinstance(held["result"], CallToolResult), held
+    assert "SSE stream ended without a response" in repr(held["result"]), held
+    assert code == 0, story
+    # the promise: the server gives up on the call within the window and the close after it (5 s
+    # for the call to end its write), with a margin for a busy machine; then exits once it ended
+    assert seen["gave up"] - seen["sigterm"] < window + 5 + 10, story
+    assert seen["exited"] - seen["gave up"] < 15, story
+
+    with sqlite3.connect(tmp_path / "other.db") as con:  # whole: the first write, and the held one entire
+        assert con.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+        observations = sorted(row[0] for row in con.execute(
+            "SELECT m.content FROM memories m JOIN entities e ON e.id = m.entity_id WHERE e.name = 'anchor'"))
+    assert observations == ["first", "held past the drain window"], observations
+    with sqlite3.connect(tmp_path / "team.db") as con:  # refused before it opened the library
+        tables = {row[0] for row in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        stored = {row[0] for row in con.execute("SELECT content FROM memories")} if "memories" in tables else set()
+    assert PROBE not in stored

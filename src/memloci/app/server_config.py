@@ -32,7 +32,7 @@ from memloci.core.settings import port_number
 
 HTTP_KEYS = {"host": str, "port": int, "stateless": bool, "allowed_hosts": list, "allowed_origins": list,
              "max_body_bytes": int, "rate_limit": int, "max_sessions_per_token": int, "header_timeout": float,
-             "body_timeout": float, "max_connections": int}
+             "body_timeout": float, "max_connections": int, "drain_timeout": float}
 
 
 KIND_NAMES = {list: "a list of strings", float: "a number of seconds"}

@@ -106,7 +106,7 @@ def serve_http_command(build: Callable[[dict[str, Any]], Any], *, host: str | No
                        stateless: bool, allowed_hosts: list[str] | None, allowed_origins: list[str] | None,
                        max_body: int | None, rate_limit: int | None, settings: Settings,
                        header_timeout: float | None = None, body_timeout: float | None = None,
-                       max_connections: int | None = None) -> None:
+                       max_connections: int | None = None, drain_timeout: float | None = None) -> None:
     """`memloci serve --transport http`: `build(config)` gives (service, server); the rest is ours.
     `settings` are the program's."""
     from memloci.app.config import config_file
@@ -127,7 +127,7 @@ def serve_http_command(build: Callable[[dict[str, Any]], Any], *, host: str | No
         http = resolve(config, host=host, port=port, stateless=stateless, allowed_hosts=allowed_hosts,
                        allowed_origins=allowed_origins, max_body_bytes=max_body, rate_limit=rate_limit,
                        header_timeout=header_timeout, body_timeout=body_timeout, max_connections=max_connections,
-                       process=settings)
+                       drain_timeout=drain_timeout, process=settings)
         stored = StoredTokenVerifier(TokenStore(token_file(settings)))
         verifiers: list[Any] = [stored]
         extra_routes: list[Any] = []
@@ -203,6 +203,7 @@ def serve(
     header_timeout: Annotated[float | None, typer.Option("--header-timeout", help="http: seconds to receive a request's headers, then 408 and closed (default 10).")] = None,
     body_timeout: Annotated[float | None, typer.Option("--body-timeout", help="http: seconds to receive a request's body, then 408 and closed (default 30).")] = None,
     max_connections: Annotated[int | None, typer.Option("--max-connections", help="http: connections open at once; one more gets 503 (default: the open-file limit less 256).")] = None,
+    drain_timeout: Annotated[float | None, typer.Option("--drain-timeout", help="http: seconds SIGTERM waits for the calls running to be answered, then stops (default 60).")] = None,
 ) -> None:
     """Run the MCP server on stdio (what MCP clients start), or over HTTP with --transport http."""
     try:
@@ -220,7 +221,7 @@ def serve(
         serve_http_command(lambda config: serve_from(settings, name=name), host=host, port=port, stateless=stateless, allowed_hosts=allowed_host,
                            allowed_origins=allowed_origin, max_body=max_body, rate_limit=rate_limit,
                            settings=settings, header_timeout=header_timeout, body_timeout=body_timeout,
-                           max_connections=max_connections)
+                           max_connections=max_connections, drain_timeout=drain_timeout)
         return
     from memloci.core.stdio_claim import StdioClaim
     from memloci.mcp.stdio import serve_stdio

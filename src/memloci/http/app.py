@@ -46,7 +46,6 @@ from memloci.http.scopes import TokenCallers
 from memloci.http.settings import HttpSettings, default_max_connections, is_loopback
 
 log = logging.getLogger("memloci.http")
-SHUTDOWN_WAIT_SECONDS = 60  # how long SIGTERM waits for the calls running to be answered
 # A session with no request and no stream open for this long is closed (the SDK's default is
 # 30 minutes): a client that went away without DELETE does not hold memory for half an hour.
 SESSION_IDLE_SECONDS = 600
@@ -381,7 +380,7 @@ def build_http_app(server: Any, settings: HttpSettings, *, verifiers: Sequence[T
             return max(server.calls_in_flight, shutdown.posts)
 
         answered_at = None
-        with anyio.move_on_after(SHUTDOWN_WAIT_SECONDS - (time.monotonic() - shutdown.requested_at)):
+        with anyio.move_on_after(settings.drain_timeout - (time.monotonic() - shutdown.requested_at)):
             while not stopping() and (running() or not shutdown.quiet()):
                 if running():
                     answered_at = None
@@ -391,8 +390,8 @@ def build_http_app(server: Any, settings: HttpSettings, *, verifiers: Sequence[T
         if stopping():  # a second signal
             log.warning("second signal: stopping now with %d calls running", running())
         elif running():
-            log.warning("drain window of %d s over with %d calls still running: stopping; their clients get no "
-                        "reply", SHUTDOWN_WAIT_SECONDS, running())
+            log.warning("drain window of %g s over with %d %s still running: stopping; their clients get no "
+                        "reply", settings.drain_timeout, running(), "call" if running() == 1 else "calls")
         else:
             took = (answered_at or time.monotonic()) - shutdown.requested_at
             log.info("all running calls answered %.1f s after %s (%d requests refused): stopping", took,

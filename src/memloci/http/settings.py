@@ -17,6 +17,7 @@ Each setting comes from the first of: a `memloci serve` flag, an environment var
     body_timeout = 30                             # seconds to receive a request's body; then 408, closed
     max_connections = 768                         # open at once; one more: 503, closed (default: the
                                                   # open-file limit less 256; 768 under 1024 files)
+    drain_timeout = 60                            # seconds SIGTERM waits for the calls running; then stops
 """
 
 from __future__ import annotations
@@ -38,6 +39,9 @@ DEFAULT_RATE_LIMIT = 1200  # per token and minute: far above an agent's pace, lo
 DEFAULT_MAX_SESSIONS_PER_TOKEN = 16
 DEFAULT_HEADER_TIMEOUT = 10.0  # seconds: a client on a slow link sends its few hundred bytes of headers in far less
 DEFAULT_BODY_TIMEOUT = 30.0  # seconds: 4 MiB (the largest body) arrives in 30 s at about 1 Mbit/s
+# Seconds SIGTERM waits for the calls running to be answered before the server stops anyway:
+# within systemd's default stop timeout (90 s), with room for the close after it.
+DEFAULT_DRAIN_TIMEOUT = 60.0
 # Connections at once, by default: the open-file limit less this many, kept for the libraries,
 # the model, the journal and the log, so that a flood of connections cannot starve them.
 FILES_KEPT_FREE = 256
@@ -59,6 +63,7 @@ class HttpSettings:
     header_timeout: float = DEFAULT_HEADER_TIMEOUT
     body_timeout: float = DEFAULT_BODY_TIMEOUT
     max_connections: int | None = None  # None: default_max_connections()
+    drain_timeout: float = DEFAULT_DRAIN_TIMEOUT
 
     @property
     def loopback(self) -> bool:
@@ -113,7 +118,8 @@ def resolve(config: dict[str, Any], *, host: str | None = None, port: int | None
             allowed_hosts: list[str] | None = None, allowed_origins: list[str] | None = None,
             max_body_bytes: int | None = None, rate_limit: int | None = None,
             header_timeout: float | None = None, body_timeout: float | None = None,
-            max_connections: int | None = None, process: Settings) -> HttpSettings:
+            max_connections: int | None = None, drain_timeout: float | None = None,
+            process: Settings) -> HttpSettings:
     """The settings in force: flags first, then MCP_SERVER_HOST/MCP_SERVER_PORT (`process`, the
     program's Settings), then `[http]`, then defaults."""
     table = config.get("http") or {}
@@ -125,7 +131,7 @@ def resolve(config: dict[str, Any], *, host: str | None = None, port: int | None
     flags: dict[str, Any] = {"host": host, "port": port, "stateless": stateless or None,
                              "max_body_bytes": max_body_bytes, "rate_limit": rate_limit,
                              "header_timeout": header_timeout, "body_timeout": body_timeout,
-                             "max_connections": max_connections}
+                             "max_connections": max_connections, "drain_timeout": drain_timeout}
     settings = replace(settings, **{k: v for k, v in flags.items() if v is not None})
     if port is not None:
         _port(port, "--port")
@@ -133,7 +139,8 @@ def resolve(config: dict[str, Any], *, host: str | None = None, port: int | None
         raise ValidationError("--max-body: must be at least 1 byte")
     if settings.rate_limit < 0:
         raise ValidationError("--rate-limit: must be 0 (no limit) or more calls a minute")
-    for name, seconds in (("--header-timeout", settings.header_timeout), ("--body-timeout", settings.body_timeout)):
+    for name, seconds in (("--header-timeout", settings.header_timeout), ("--body-timeout", settings.body_timeout),
+                          ("--drain-timeout", settings.drain_timeout)):
         if not (math.isfinite(seconds) and 0 < seconds <= 3600):
             raise ValidationError(f"{name}: must be more than 0 and at most 3600 seconds, not {seconds:g}")
     if settings.max_connections is None:
