@@ -16,8 +16,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
-from memloci.core.errors import MemlociError, ValidationError
+from memloci.core.errors import MemlociError, NotFoundError, ValidationError
 from memloci.core.model import Relation, SearchHit
+from memloci.rules.graph import MISSING_ENTITY
 
 RRF_K = 60
 Hit = TypeVar("Hit")
@@ -46,14 +47,21 @@ def fuse(ranked: Sequence[tuple[str, Sequence[Hit]]], score: Callable[[Hit], flo
 
 
 def naming(library: str, exc: MemlociError) -> None:
-    """Name the library in `exc`, raised by the search of one of several libraries (a wrong
-    argument is wrong in every library: its message stays as it is)."""
-    if isinstance(exc, ValidationError):
+    """Name the library in `exc`, raised by the search of one of several libraries. A wrong
+    argument is wrong in every library: its message stays as it is; an alias several entities of
+    one library list (rules/graph.py `named`, its details hold the `candidates`) is that library's."""
+    if isinstance(exc, ValidationError) and "candidates" not in exc.details:
         return
     if f"'{library}'" not in exc.message:
         exc.message = f"library '{library}': {exc.message}"
         exc.args = (exc.message,)
     exc.details = {**exc.details, "library": library}
+
+
+def lacks_entity(exc: MemlociError, entity: str | None) -> bool:
+    """Whether `exc` says only that its library has no entity `entity` (the memories' owner,
+    rules/graph.py `memory_owner_missing`): that library has none of the memories filtered on."""
+    return entity is not None and isinstance(exc, NotFoundError) and MISSING_ENTITY in exc.details
 
 
 def distinct(libraries: Sequence[str], mounted: Sequence[str] = ()) -> list[str]:

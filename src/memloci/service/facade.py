@@ -45,7 +45,7 @@ from memloci.rules.graph import RelationsCreated, graph_violations
 from memloci.search.embedder import Embedder, EmbedderHandle, understands
 from memloci.search.entities import OBSERVATION_WEIGHT, count_entities, find_entities, meaning_signals
 from memloci.search.hybrid import MemoryHit
-from memloci.service.across import AcrossSearch, distinct, fuse, naming
+from memloci.service.across import AcrossSearch, distinct, fuse, lacks_entity, naming
 from memloci.service.documents import DocumentOperations, NewEntityDocument
 from memloci.service.history import HistoryOperations, ImportReport
 from memloci.service.memories import MemoryOperations, Retrieval
@@ -251,21 +251,18 @@ class MemoryService:
         n_results = schema.check_int(n_results, "n_results", 1, schema.SEARCH_LIMIT_MAX)
         names = distinct(libraries, self.libraries.names())
         results: list[tuple[str, Retrieval]] = []
-        lacking: list[NotFoundError] = []  # libraries without the `entity` filtered on: none of their memories
+        lacking: list[MemlociError] = []  # libraries without the `entity` filtered on: none of their memories
         for name in names:
             try:
                 results.append((name, self.memories.retrieve_memory(
                     query, n_results=n_results, min_similarity=min_similarity, tags=tags, match_all=match_all,
                     memory_type=memory_type, entity=entity, after=after, before=before, time=time, library=name,
                     count_use=False)))
-            except NotFoundError as exc:
-                naming(name, exc)
-                if entity is None or not ("entity: '" in exc.message and exc.message.endswith("' does not exist")):
-                    raise
-                lacking.append(exc)
             except MemlociError as exc:
                 naming(name, exc)
-                raise
+                if not lacks_entity(exc, entity):
+                    raise
+                lacking.append(exc)
         if not results:  # the entity is in none of them
             raise NotFoundError(f"entity: '{entity}' does not exist in any of the libraries "
                                 + ", ".join(f"'{name}'" for name in names), hint=lacking[0].hint)
