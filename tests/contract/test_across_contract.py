@@ -9,9 +9,10 @@ import pytest
 
 from memloci.app.registry import LibraryRegistry
 from memloci.app.specs import parse_library_specs
-from memloci.core.errors import NotFoundError
+from memloci.core.errors import NotFoundError, ValidationError
 from memloci.core.model import EntityInput
 from memloci.search.embedder import EmbedderHandle
+from memloci.service.documents import NewEntityDocument
 from memloci.service.facade import MemoryService
 
 
@@ -56,3 +57,31 @@ def test_search_nodes_and_retrieve_memory_across_two_libraries(two):
     assert [(h.library, h.memory.content) for h in kiln.hits] == [(lib, "fires pottery at night")]
     with pytest.raises(NotFoundError, match="library 'nope'"):
         s.search_nodes_across("pottery", libraries=[lib, "nope"])
+
+
+def test_an_entity_filter_across_libraries_tells_a_missing_entity_by_its_detail_and_names_an_ambiguous_alias(two):
+    """A library without the entity filtered on has none of its memories (its NOT_FOUND says so
+    in `details["missing_entity"]`, not only in words); an alias two entities of one library list
+    is that library's error, named in the message and the details; a wrong argument names none."""
+    s, lib = two
+    s.add_entities([NewEntityDocument("Anna Smith", "person", aliases=("Boss",)),
+                    NewEntityDocument("Bob", "person", aliases=("Boss",))], library="side")
+    s.store_memory("likes tea", entity="Bob", library="side")
+    with pytest.raises(NotFoundError) as alone:
+        s.retrieve_memory("tea", entity="Bob", library=lib)
+    assert alone.value.details == {"missing_entity": "Bob"}
+    found = s.retrieve_memory_across("tea", libraries=[lib, "side"], entity="Bob")
+    assert [(h.library, h.memory.content) for h in found.hits] == [("side", "likes tea")]
+    with pytest.raises(NotFoundError, match="does not exist in any of the libraries"):
+        s.retrieve_memory_across("tea", libraries=[lib, "side"], entity="Nobody")
+
+    with pytest.raises(ValidationError) as ambiguous:
+        s.retrieve_memory_across("tea", libraries=[lib, "side"], entity="Boss")
+    assert ambiguous.value.message.startswith("library 'side': entity: 'Boss' is an alias of 2 entities")
+    assert ambiguous.value.details["library"] == "side"
+    assert sorted(ambiguous.value.details["candidates"]) == ["Anna Smith", "Bob"]
+    with pytest.raises(ValidationError) as wrong:
+        s.retrieve_memory_across("tea", libraries=[lib, "side"], after="not a date")
+    assert "library" not in wrong.value.message and "library" not in wrong.value.details
+    with pytest.raises(ValidationError, match="an empty list names no library"):
+        s.search_nodes_across("tea", libraries=[])

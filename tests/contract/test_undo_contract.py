@@ -310,6 +310,35 @@ def test_every_change_of_a_free_memory_is_journaled_with_its_text_and_undone(eng
     assert memory_text(s.history(limit=1)[0]) == "lunch is at one"
 
 
+def test_the_undo_of_a_change_of_a_free_memory_shows_the_texts_it_takes_away_and_puts_back(engine):
+    """`memloci history` names the memory's text on an undo's row too: the texts the undo takes
+    away, then those it puts back; an undo of an undo shows them the other way round."""
+    from memloci.service.history import memory_text
+
+    s = engine.service
+    populate(s)
+
+    def undone_last() -> str | None:
+        s.undo(last_change(s))
+        entry = s.history(limit=1)[0]
+        assert entry.action == "undo"
+        return memory_text(entry)
+
+    s.store_memory("the deploy runs on Fridays", tags=["release"])  # told again, one tag more
+    assert undone_last() == "the deploy runs on Fridays"
+    s.store_memory("a brand new memory about tea", tags=["t"])
+    assert undone_last() == "a brand new memory about tea"  # taken away
+    assert undone_last() == "a brand new memory about tea"  # put back
+    s.update_memory(_hash(s, "lunch is at noon"), content="lunch is at one")
+    assert undone_last() == "lunch is at one → lunch is at noon"
+    assert undone_last() == "lunch is at noon → lunch is at one"
+    s.delete_memory(_hash(s, "lunch is at one"))
+    assert undone_last() == "lunch is at one"  # put back
+    assert _hash(s, "lunch is at one")
+    assert undone_last() == "lunch is at one"  # deleted again
+    assert "lunch is at one" not in json.dumps(dump(s)["memories"])
+
+
 def test_an_observation_told_again_with_more_tags_is_undone_on_every_engine(engine):
     """The same observation stored again with a new tag: its undo takes the tag back (in a
     Markdown library the tags live in the index, not the note), and undoing that undo returns it."""

@@ -29,8 +29,9 @@ from typing import Any, Protocol
 from mcp_types import CallToolResult
 
 from memloci.core.errors import MemlociError, NotFoundError, ValidationError
-from memloci.mcp.arguments import EVERY_LIBRARY, SEARCHES_SEVERAL
+from memloci.mcp.arguments import SEARCHES_SEVERAL
 from memloci.mcp.replies import reply
+from memloci.service.across import EVERY_LIBRARY, asks_every
 
 ADMIN_TOOLS = {"export_markdown", "flush_memory", "n2n_export_markdown"}
 # These write into a project folder only (never a mounted library), so only `*:admin` can use them
@@ -167,7 +168,7 @@ def _several_refusal(server: Any, caller: Caller, name: str, asked: Any, level: 
     """A search of several libraries: `"*"` needs one library the caller may search (the others are
     left out, not refused); every library a list names must be mounted and the caller's."""
     mounted = server.library_names()
-    if asked == EVERY_LIBRARY or EVERY_LIBRARY in asked:
+    if asks_every(asked):
         if not any(caller.grants(m, level) for m in mounted):
             return caller.denied(f"{name} on every library", EVERY_LIBRARY, level)
         return None
@@ -192,8 +193,7 @@ def readable_only(server: Any, name: str, arguments: Any) -> Any:
     caller = server.callers.current()
     if caller is None or not isinstance(arguments, dict) or not _asks_several(name, arguments):
         return arguments
-    asked = arguments["library"]
-    if asked != EVERY_LIBRARY and EVERY_LIBRARY not in asked:
+    if not asks_every(arguments["library"]):
         return arguments
     level = tool_level(server, name)
     return {**arguments, "library": [m for m in server.library_names() if caller.grants(m, level)]}

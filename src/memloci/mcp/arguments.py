@@ -10,6 +10,7 @@ from pydantic import Field
 
 from memloci.app.projects import ProjectRef
 from memloci.core.errors import ValidationError
+from memloci.service.across import EVERY_LIBRARY, selection
 
 # The selectors carry no description: they repeat on every tool, and the server's instructions
 # explain them once (and the AWAITING_CONFIRMATION error explains confirm_new_project_root).
@@ -20,7 +21,6 @@ ConfirmRoot = Annotated[str | None, Field()]
 # The searches also take several libraries, so their selector says how.
 Libraries = Annotated[str | list[str] | None, Field(
     description='"*" or a list: several libraries')]
-EVERY_LIBRARY = "*"
 # The tools that search several libraries at once (`library: "*"` or a list; access.py checks
 # each library named, and narrows "*" to the caller's own). A project library (project_path) is
 # not among "*": it is a folder on the server's disk, not a mounted library.
@@ -47,9 +47,9 @@ def selected(library: str | None, library_name: str | None, project_path: str | 
 
 def several(library: str | list[str] | None, mounted: list[str], library_name: str | None = None,
             project_path: str | None = None, confirm_new_project_root: str | None = None) -> list[str] | None:
-    """The libraries a search names when it names several (`"*"`: every mounted one, `mounted`;
-    a list: those, as given; the service takes each once), or None when it names one library or a
-    project (then `selected` says which)."""
+    """The libraries a search names when it names several (service/across.py `selection`: `"*"`
+    is every mounted one, `mounted`; a list, those it names, each once, spelled as mounted), or
+    None when it names one library or a project (then `selected` says which)."""
     if library != EVERY_LIBRARY and not isinstance(library, list):
         return None
     if library_name or project_path is not None or confirm_new_project_root:
@@ -57,12 +57,7 @@ def several(library: str | list[str] | None, mounted: list[str], library_name: s
             else "confirm_new_project_root"
         raise ValidationError(f"{given}: not with library {library!r}; a search of several libraries names them "
                               "in `library` alone")
-    if library == EVERY_LIBRARY or EVERY_LIBRARY in library:
-        return list(mounted)
-    if not library:
-        raise ValidationError("library: an empty list names no library",
-                              hint='Name one or more libraries, or "*" for every library.')
-    return list(library)
+    return selection(library, mounted)
 
 
 def tool_annotations(title: str, *, read_only: bool = False, destructive: bool = False,

@@ -26,7 +26,6 @@ from memloci.mcp.arguments import (
 )
 from memloci.mcp.replies import reply
 from memloci.mcp.surface import json_object
-from memloci.service.across import distinct
 from memloci.service.facade import MemoryService
 
 
@@ -179,7 +178,7 @@ def register(server: Any, service: MemoryService) -> None:
             memories = [memory_out(h.memory, h.score, h.why) for h in result.hits]
         structured: dict[str, Any] = {"memories": memories, "query": result.query, "total_results": len(result.hits)}
         if names is not None:
-            structured["libraries"] = distinct(names, service.libraries.names())
+            structured["libraries"] = names
         if result.time_range is not None:
             after_, before_ = result.time_range.iso()
             structured["time_range"] = {"phrase": result.time_range.phrase, "after": after_, "before": before_,

@@ -518,8 +518,15 @@ def update_detail(before: Memory, after: Memory) -> dict[str, Any]:
     return detail
 
 
-def memory_owner_missing(name: str) -> NotFoundError:
-    return NotFoundError(f"entity: '{name}' does not exist", hint="Create it with create_entities, or leave entity out.")
+MISSING_ENTITY = "missing_entity"  # the detail naming the entity of memory_owner_missing
+
+
+def memory_owner_missing(name: str, hint: str | None = "Create it with create_entities, or leave entity out."
+                         ) -> NotFoundError:
+    """A memory's owner (`entity`: given to store it, or as a filter) that is no entity. Its
+    details name it (MISSING_ENTITY), so a search across libraries tells a library without that
+    entity from any other NOT_FOUND without reading the message; hint None: the default one."""
+    return NotFoundError(f"entity: '{name}' does not exist", hint=hint, details={MISSING_ENTITY: name})
 
 
 def memory_gone() -> NotFoundError:

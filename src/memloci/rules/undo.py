@@ -293,13 +293,28 @@ def put_back(rows: UndoRows, kept: dict[str, Any], record: dict[str, Any]) -> li
     return list(dict.fromkeys([n for _, n in current.values()] + [s["name"] for s in record["entities"]]))
 
 
-def revert(rows: UndoRows, kept: dict[str, Any], change_id: int) -> tuple[str, list[str]]:
+def undo_detail(change_id: int, action: str, detail: dict[str, Any]) -> dict[str, Any]:
+    """The journal detail of the undo of entry `change_id` (`action`, `detail`: that entry's):
+    which change it undid, and the texts of the free memories it takes away (`texts_removed`: those
+    the change stored or rewrote) and puts back (`texts_restored`: as the change found them), so
+    `memloci history` shows them on every engine. An undo of an undo swaps its two lists."""
+    if action == "undo":
+        removed, restored = list(detail.get("texts_restored", ())), list(detail.get("texts_removed", ()))
+    else:
+        removed = [detail["content"]] if action in ("store_memory", "update_memory") \
+            and isinstance(detail.get("content"), str) else []
+        restored = [m["content"] for m in detail["undo"].get("memories", ()) if isinstance(m, dict) and "content" in m]
+    return {"undid": change_id, "action": action, **({"texts_removed": removed} if removed else {}),
+            **({"texts_restored": restored} if restored else {})}
+
+
+def revert(rows: UndoRows, kept: dict[str, Any], change_id: int) -> tuple[str, list[str], dict[str, Any]]:
     """Undo journal entry `change_id` inside the caller's write transaction: (its action, the
-    entities touched); CONFLICT, with nothing changed, if a later change stands in the way.
-    The caller journals the undo (its record is `kept`)."""
+    entities touched, the undo's journal detail: undo_detail); CONFLICT, with nothing changed,
+    if a later change stands in the way. The caller journals the undo (its record is `kept`)."""
     action, _, detail = entry(rows, change_id)
     record = detail["undo"]
     found = blockers(rows, change_id, record)
     if found:
         raise refused(change_id, action, found)
-    return action, put_back(rows, kept, record)
+    return action, put_back(rows, kept, record), undo_detail(change_id, action, detail)

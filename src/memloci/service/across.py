@@ -16,10 +16,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
-from memloci.core.errors import MemlociError, ValidationError
+from memloci.core.errors import MemlociError, NotFoundError, ValidationError
 from memloci.core.model import Relation, SearchHit
+from memloci.rules.graph import MISSING_ENTITY
 
 RRF_K = 60
+EVERY_LIBRARY = "*"  # a search's `library` naming every mounted library
 Hit = TypeVar("Hit")
 
 
@@ -46,9 +48,10 @@ def fuse(ranked: Sequence[tuple[str, Sequence[Hit]]], score: Callable[[Hit], flo
 
 
 def naming(library: str, exc: MemlociError) -> None:
-    """Name the library in `exc`, raised by the search of one of several libraries (a wrong
-    argument is wrong in every library: its message stays as it is)."""
-    if isinstance(exc, ValidationError):
+    """Name the library in `exc`, raised by the search of one of several libraries. A wrong
+    argument is wrong in every library: its message stays as it is; an alias several entities of
+    one library list (rules/graph.py `named`, its details hold the `candidates`) is that library's."""
+    if isinstance(exc, ValidationError) and "candidates" not in exc.details:
         return
     if f"'{library}'" not in exc.message:
         exc.message = f"library '{library}': {exc.message}"
@@ -56,14 +59,31 @@ def naming(library: str, exc: MemlociError) -> None:
     exc.details = {**exc.details, "library": library}
 
 
-def distinct(libraries: Sequence[str], mounted: Sequence[str] = ()) -> list[str]:
-    """The libraries named, each once and spelled as mounted (names match case-insensitively);
-    at least one."""
-    if not libraries:
+def lacks_entity(exc: MemlociError, entity: str | None) -> bool:
+    """Whether `exc` says only that its library has no entity `entity` (the memories' owner,
+    rules/graph.py `memory_owner_missing`): that library has none of the memories filtered on."""
+    return entity is not None and isinstance(exc, NotFoundError) and MISSING_ENTITY in exc.details
+
+
+def asks_every(asked: str | Sequence[object]) -> bool:
+    """Whether a search's `library` names every library: `"*"`, alone or in a list."""
+    return asked == EVERY_LIBRARY or (not isinstance(asked, str) and EVERY_LIBRARY in asked)
+
+
+def selection(asked: str | Sequence[str], mounted: Sequence[str]) -> list[str]:
+    """The libraries a search of several names, the one rule for every layer: `"*"` (alone or in
+    a list) is every mounted library; a list is those it names, each once and spelled as mounted
+    (names match case-insensitively; one not mounted is kept, for the search to refuse); an
+    empty list is refused."""
+    if asks_every(asked):
+        return list(mounted)
+    if isinstance(asked, str):  # one name
+        asked = [asked]
+    if not asked:
         raise ValidationError("library: an empty list names no library",
-                              hint='Name one or more libraries, or "*" for every library.')
+                              hint=f'Name one or more libraries, or "{EVERY_LIBRARY}" for every library.')
     spelled = {m.casefold(): m for m in mounted}
     seen: dict[str, str] = {}
-    for name in libraries:
+    for name in asked:
         seen.setdefault(name.casefold(), spelled.get(name.casefold(), name))
     return list(seen.values())

@@ -45,7 +45,7 @@ from memloci.rules.graph import RelationsCreated, graph_violations
 from memloci.search.embedder import Embedder, EmbedderHandle, understands
 from memloci.search.entities import OBSERVATION_WEIGHT, count_entities, find_entities, meaning_signals
 from memloci.search.hybrid import MemoryHit
-from memloci.service.across import AcrossSearch, distinct, fuse, naming
+from memloci.service.across import AcrossSearch, fuse, lacks_entity, naming, selection
 from memloci.service.documents import DocumentOperations, NewEntityDocument
 from memloci.service.history import HistoryOperations, ImportReport
 from memloci.service.memories import MemoryOperations, Retrieval
@@ -198,7 +198,7 @@ class MemoryService:
         schema.validate_query(query)
         limit = DEFAULT_SEARCH_LIMIT if limit is None else schema.check_int(limit, "limit", 1, schema.SEARCH_LIMIT_MAX)
         offset = schema.check_int(offset, "offset", 0, schema.SEARCH_LIMIT_MAX - 1)
-        names = distinct(libraries, self.libraries.names())
+        names = selection(libraries, self.libraries.names())
         ranked: list[tuple[str, Sequence[SearchHit]]] = []
         relations: dict[str, tuple[Relation, ...]] = {}
         total = 0
@@ -249,23 +249,20 @@ class MemoryService:
         reciprocal rank, every library's matches before any library's newest-in-range fillers),
         and each hit names its library. Only the hits kept count as retrieved."""
         n_results = schema.check_int(n_results, "n_results", 1, schema.SEARCH_LIMIT_MAX)
-        names = distinct(libraries, self.libraries.names())
+        names = selection(libraries, self.libraries.names())
         results: list[tuple[str, Retrieval]] = []
-        lacking: list[NotFoundError] = []  # libraries without the `entity` filtered on: none of their memories
+        lacking: list[MemlociError] = []  # libraries without the `entity` filtered on: none of their memories
         for name in names:
             try:
                 results.append((name, self.memories.retrieve_memory(
                     query, n_results=n_results, min_similarity=min_similarity, tags=tags, match_all=match_all,
                     memory_type=memory_type, entity=entity, after=after, before=before, time=time, library=name,
                     count_use=False)))
-            except NotFoundError as exc:
-                naming(name, exc)
-                if entity is None or not ("entity: '" in exc.message and exc.message.endswith("' does not exist")):
-                    raise
-                lacking.append(exc)
             except MemlociError as exc:
                 naming(name, exc)
-                raise
+                if not lacks_entity(exc, entity):
+                    raise
+                lacking.append(exc)
         if not results:  # the entity is in none of them
             raise NotFoundError(f"entity: '{entity}' does not exist in any of the libraries "
                                 + ", ".join(f"'{name}'" for name in names), hint=lacking[0].hint)

@@ -35,22 +35,25 @@ class ImportReport:
 def memory_text(entry: JournalEntry, width: int = 60) -> str | None:
     """The text of the memories a journal entry changed, trimmed to `width` characters (None: it
     changed no memory, or it was written before entries held it). An update names the old text
-    and the new one; an undo the texts it put back or removed."""
+    and the new one; an undo the texts it took away and the ones it put back (rules/undo.py
+    `undo_detail`; an older undo, the texts its own undo record kept)."""
     detail = entry.detail or {}
-    texts: list[str] = []
+    before: list[str] = []  # the texts as the change found them
+    after: list[str] = []  # the texts as it left them
     if entry.action in ("store_memory", "update_memory") and isinstance(detail.get("before"), dict):
-        texts.append(str(detail["before"].get("content", "")))
+        before.append(str(detail["before"].get("content", "")))
     if entry.action in ("store_memory", "update_memory") and isinstance(detail.get("content"), str):
-        texts.append(detail["content"])
+        after.append(detail["content"])
     elif entry.action == "delete_memory":
-        texts += [str(m.get("content", "")) for m in detail.get("removed", []) if isinstance(m, dict)]
-    if not texts and isinstance(detail.get("undo"), dict) and not entry.entities:
-        texts += [str(m.get("content", "")) for m in detail["undo"].get("memories", []) if isinstance(m, dict)]
-    texts = [" ".join(t.split()) for t in texts if t]
-    if not texts:
-        return None
-    shown = [t if len(t) <= width else t[: width - 1] + "…" for t in texts]
-    return " → ".join(shown) if entry.action == "update_memory" else "; ".join(shown)
+        before += [str(m.get("content", "")) for m in detail.get("removed", []) if isinstance(m, dict)]
+    elif entry.action == "undo" and ("texts_removed" in detail or "texts_restored" in detail):
+        before += [str(t) for t in detail.get("texts_removed", [])]
+        after += [str(t) for t in detail.get("texts_restored", []) if t not in detail.get("texts_removed", [])]
+    if not before and not after and isinstance(detail.get("undo"), dict) and not entry.entities:
+        before += [str(m.get("content", "")) for m in detail["undo"].get("memories", []) if isinstance(m, dict)]
+    shown = ["; ".join(t if len(t) <= width else t[: width - 1] + "…" for t in texts)
+             for texts in ([" ".join(t.split()) for t in group if t] for group in (before, after)) if texts]
+    return " → ".join(shown) or None
 
 
 def _portable(store: Store) -> PortableStore:

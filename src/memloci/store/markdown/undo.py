@@ -28,6 +28,7 @@ from memloci.core.errors import ConflictError, MemlociError, ValidationError
 from memloci.core.model import name_key, now_iso
 from memloci.markdown.document import parse_document
 from memloci.markdown.memories import day_header, is_day, parse_day
+from memloci.rules.undo import undo_detail
 from memloci.store.markdown.files import CONTEXT, JOURNAL, MANUAL, MEMORIES_DIR, OLD_MEMORIES, decode_kept, sha256_hex
 from memloci.store.markdown.scan import apply_day, forget
 from memloci.store.markdown.writeback import MarkdownFiles, restored_base, staged_files
@@ -108,7 +109,7 @@ class MarkdownUndo:
                                     hint="Undo the later changes first (newest first), or edit the files by hand.",
                                     details={"blocked_by": blockers})
             names = self._put_back_files(tx, record)
-            journal(tx, origin, "undo", names, {"undid": change_id, "action": action})
+            journal(tx, origin, "undo", names, undo_detail(change_id, action, detail))
             self.files.append_journal(tx)  # a rescan's journal stays out of journal.md; an undo does not
         return {"undid": change_id, "action": action, "entities": names}
 

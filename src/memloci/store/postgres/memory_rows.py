@@ -13,8 +13,8 @@ import unicodedata
 from collections.abc import Sequence
 from typing import Any
 
-from memloci.core.errors import NotFoundError
 from memloci.core.model import Memory, MemoryFilter, content_hash, name_key, tag_keys, thread_key
+from memloci.rules.graph import memory_owner_missing
 from memloci.store.postgres.connection import quoted
 from memloci.store.postgres.json_columns import as_json, as_jsonb
 
@@ -41,7 +41,7 @@ def filter_sql(f: MemoryFilter, conn: Any) -> tuple[str, list[Any]]:
     if f.entity:
         row = conn.execute("SELECT id FROM entities WHERE name_key = %s", (name_key(f.entity),)).fetchone()
         if not row:
-            raise NotFoundError(f"entity: '{f.entity}' does not exist")
+            raise memory_owner_missing(f.entity, hint=None)
         where.append("m.entity_id = %s")
         params.append(row[0])
     if f.after:

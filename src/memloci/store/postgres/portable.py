@@ -10,6 +10,7 @@ from typing import Any
 
 from memloci.core.errors import NotFoundError, ValidationError
 from memloci.core.model import ImportedMemories, Memory, content_hash, name_key, now_iso, tag_keys, thread_key
+from memloci.rules.graph import MISSING_ENTITY
 from memloci.store.postgres.database import Database
 from memloci.store.postgres.entities import reindex
 from memloci.store.postgres.graph import retag
@@ -90,7 +91,8 @@ class PostgresPortable:
             owners = {key: (int(i), name) for i, key, name in conn.execute("SELECT id, name_key, name FROM entities")}
             missing = sorted({m.entity for m in memories if m.entity and name_key(m.entity) not in owners})
             if missing:
-                raise NotFoundError(f"entity: '{missing[0]}' does not exist ({len(missing)} owner(s) missing)")
+                raise NotFoundError(f"entity: '{missing[0]}' does not exist ({len(missing)} owner(s) missing)",
+                                    details={MISSING_ENTITY: missing[0]})
             deferred = drop_secondary_indexes(conn)
             if vectors:
                 if model is None:

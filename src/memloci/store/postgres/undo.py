@@ -30,8 +30,8 @@ class PostgresUndo:
         """Revert journal entry `change_id` in one transaction (itself journaled, and undoable);
         CONFLICT, with nothing changed, if a later change stands in the way."""
         def body(tx: WriteTx) -> dict[str, Any]:
-            action, names = undo.revert(tx.rows(), tx.kept, change_id)
-            tx.journal(origin, "undo", names, {"undid": change_id, "action": action}, now_iso())
+            action, names, detail = undo.revert(tx.rows(), tx.kept, change_id)
+            tx.journal(origin, "undo", names, detail, now_iso())
             return {"undid": change_id, "action": action, "entities": names}
 
         return self.db.transact(body, "undo")

@@ -18,7 +18,6 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from memloci.core import bm25, query_text
-from memloci.core.errors import NotFoundError
 from memloci.core.model import (
     Memory,
     MemoryFilter,
@@ -28,6 +27,7 @@ from memloci.core.model import (
     thread_key,
 )
 from memloci.core.query_text import cjk_grams
+from memloci.rules.graph import memory_owner_missing
 
 _MEMORY_COLUMNS = """m.id, m.content, m.content_hash, m.tags, m.memory_type, m.importance, m.metadata,
     m.created_at, m.updated_at, m.access_count, m.last_accessed_at, e.name"""
@@ -145,7 +145,7 @@ def filter_sql(f: MemoryFilter, conn: sqlite3.Connection) -> tuple[str, list[Any
     if f.entity:
         row = conn.execute("SELECT id FROM entities WHERE name_key = ?", (name_key(f.entity),)).fetchone()
         if not row:
-            raise NotFoundError(f"entity: '{f.entity}' does not exist")
+            raise memory_owner_missing(f.entity, hint=None)
         where.append("m.entity_id = ?")
         params.append(row[0])
     if f.after:

@@ -28,8 +28,8 @@ class SQLiteUndo:
     def undo_change(self, change_id: int, *, origin: str = "undo") -> dict[str, Any]:
         """Revert journal entry `change_id`; refused (CONFLICT, nothing changed) if a later change stands in the way."""
         with self.db.write() as tx:
-            action, names = undo.revert(SQLiteUndoRows(tx.conn), tx.record, change_id)
-            journal(tx, origin, "undo", names, {"undid": change_id, "action": action})
+            action, names, detail = undo.revert(SQLiteUndoRows(tx.conn), tx.record, change_id)
+            journal(tx, origin, "undo", names, detail)
         return {"undid": change_id, "action": action, "entities": names}
 
     # -- backups ---------------------------------------------------------------------------
