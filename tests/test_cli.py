@@ -32,9 +32,9 @@ def test_import_then_export_round_trips_the_official_format(home, tmp_path):
     src = tmp_path / "memory.jsonl"
     src.write_text(OFFICIAL_JSONL)
     out = memloci(home, "import", "jsonl", str(src)).stdout
-    assert "2 entities created, 1 merged" in out and "1 relations" in out
-    assert "1 relations skipped" in out and "line 6: endpoint does not exist: Ghost" in out
-    assert "1 lines of another type ignored (lines 4)" in out
+    assert "2 entities created, 1 merged" in out and "1 relation" in out
+    assert "1 relation skipped" in out and "line 6: endpoint does not exist: Ghost" in out
+    assert "1 line of another type ignored (lines 4)" in out
 
     exported = tmp_path / "out.jsonl"
     memloci(home, "export", "jsonl", "--official", str(exported))
@@ -54,14 +54,14 @@ def test_import_of_older_memory_json_object_and_bad_lines(home, tmp_path):
     old = tmp_path / "memory.json"
     old.write_text(json.dumps({"entities": [{"name": "X", "entityType": "t", "observations": ["x1"]}],
                                "relations": []}))
-    assert "1 entities created" in memloci(home, "import", "jsonl", str(old)).stdout
+    assert "1 entity created" in memloci(home, "import", "jsonl", str(old)).stdout
 
     # a line that cannot be read is skipped and listed by its number; the rest is imported
     bad = tmp_path / "bad.jsonl"
     bad.write_text(json.dumps({"type": "entity", "name": "Y", "entityType": "t", "observations": []}) + "\n{oops\n"
                    + json.dumps({"type": "entity", "name": " ", "entityType": "t", "observations": []}) + "\n")
     out = memloci(home, "import", "jsonl", str(bad)).stdout
-    assert "1 entities created" in out and "2 lines skipped, not readable:" in out
+    assert "1 entity created" in out and "2 lines skipped, not readable:" in out
     assert "  line 2: not valid JSON" in out and "  line 3.name: must not be empty" in out
     exported = memloci(home, "export", "jsonl").stdout
     assert [json.loads(line)["name"] for line in exported.splitlines()] == ["X", "Y"]
@@ -152,10 +152,10 @@ def test_export_import_export_of_everything_is_identical_timestamps_included(hom
     exported = tmp_path / "all.jsonl"
     said = memloci(home, "export", "jsonl", str(exported), "--libraries", f"default:{first_db}").stderr
     # every export counts what it wrote the same way, free memories included
-    assert f"Wrote 2 entities, 1 relations and 2 memories to {exported}" in said
+    assert f"Wrote 2 entities, 1 relation and 2 memories to {exported}" in said
     markdown = tmp_path / "all.md"
     said = memloci(home, "export", "markdown", str(markdown), "--libraries", f"default:{first_db}").stderr
-    assert f"Wrote 2 entities, 1 relations and 2 memories to {markdown}" in said
+    assert f"Wrote 2 entities, 1 relation and 2 memories to {markdown}" in said
     assert "the deploy runs on Fridays" in markdown.read_text()
     lines = [json.loads(line) for line in exported.read_text().splitlines()]
     assert [x["type"] for x in lines] == ["entity", "entity", "relation", "memory", "memory"]
@@ -174,7 +174,7 @@ def test_export_import_export_of_everything_is_identical_timestamps_included(hom
     bad = tmp_path / "bad.jsonl"
     bad.write_text(json.dumps({**memory, "colour": "red"}) + "\n" + json.dumps({**memory, "content": "kept"}) + "\n")
     out = memloci(home, "import", "jsonl", str(bad), "--libraries", f"default:{tmp_path / 'third.db'}").stdout
-    assert "1 memories" in out and "  line 1: unknown key 'colour'" in out
+    assert "1 memory" in out and "  line 1: unknown key 'colour'" in out
 
 
 # -- in-process runs of the command (typer's CliRunner): the refusals and warnings a person reads --

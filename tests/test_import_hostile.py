@@ -205,7 +205,7 @@ def test_mms_row_dated_1e300_is_listed_and_the_command_exits_cleanly(tmp_path):
         proc = subprocess.run([sys.executable, "-m", "memloci", "import", "mms", str(db), *extra],
                               env=server_env(home, COLUMNS="200"), capture_output=True, text=True, timeout=120)
         assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
-        assert "1 memories" in proc.stdout and "2 items" in proc.stdout and "2 skipped" in proc.stdout or extra
+        assert "1 memory" in proc.stdout and "2 items" in proc.stdout and "2 skipped" in proc.stdout or extra
         assert "id 2 (hash0001): id 2.created_at: 1e+300 epoch seconds is no date in the years 1 to 9999" in proc.stdout
         assert "id 3 (hash0002): id 3.content: holds bytes that are not UTF-8 text" in proc.stdout
 
@@ -368,9 +368,9 @@ def test_the_cli_lists_hostile_rows_of_every_importer_without_a_traceback(tmp_pa
     notes.mkdir()
     (notes / "ok.md").write_text("# OK\n- [fact] fine\n")
     (notes / os.fsdecode(b"caf\xe9.md")).write_bytes(HOSTILE_NOTES[0][1])  # a name, and a text, not UTF-8
-    for args, expected in ((["jsonl", str(jsonl)], ["1 entities created", "  line 2: not UTF-8 text",
+    for args, expected in ((["jsonl", str(jsonl)], ["1 entity created", "  line 2: not UTF-8 text",
                                                     "  line 3.created_at: '0000-01-01T00:00:00Z' is not a date"]),
-                           (["basic-memory", str(notes)], ["1 entities created", "caf\\udce9.md: ", "not UTF-8 text"])):
+                           (["basic-memory", str(notes)], ["1 entity created", "caf\\udce9.md: ", "not UTF-8 text"])):
         proc = subprocess.run([sys.executable, "-m", "memloci", "import", *args, "--libraries", f"x:{tmp_path / 'x.db'}"],
                               env=server_env(home, COLUMNS="200"), capture_output=True, text=True, timeout=120)
         assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr + proc.stdout

@@ -524,7 +524,7 @@ def test_cli_dry_run_counts_what_the_run_does(home, memorix_json):
     """A relation to an entity neither in the source nor in the library is skipped by the dry
     run as by the run (one check for both); one the library holds is written by both."""
     def counts(text):
-        return (re.search(r"(\d+) relations[ ,]", text).group(1), re.search(r"(\d+) (?:items would be )?skipped", text).group(1))
+        return (re.search(r"(\d+) relations?[ ,]", text).group(1), re.search(r"(\d+) (?:items? would be )?skipped", text).group(1))
 
     dry = memloci(home, "import", "memorix", str(memorix_json), "--dry-run").stdout
     assert "relations.jsonl:3: endpoint does not exist: billing-service" in dry
@@ -547,7 +547,7 @@ def test_cli_lists_warnings_apart_from_skipped_items(home, mms_db):
     conn.close()
     for args in (["--dry-run"], []):
         out = memloci(home, "import", "mms", str(mms_db), *args).stdout
-        assert "5 memories" in out and "1 items imported with a warning:" in out
+        assert "5 memories" in out and "1 item imported with a warning:" in out
         assert "  id 2: metadata is not JSON" in out and "kept as text in metadata.original_metadata" in out
 
 

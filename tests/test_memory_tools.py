@@ -239,5 +239,5 @@ def test_switching_models_needs_a_reindex_and_never_mixes_vectors(home, tmp_path
     run_session(home, switched, MEMLOCI_EMBEDDER=f"onnx:{other}")
     proc = subprocess.run([sys.executable, "-m", "memloci", "reindex"], capture_output=True, text=True,
                           env=server_env(home, MEMLOCI_EMBEDDER=f"onnx:{other}", COLUMNS="200"), timeout=120)
-    assert proc.returncode == 0 and "Re-embedded 1 memories with onnx:other-model" in proc.stdout, proc.stderr
+    assert proc.returncode == 0 and "Re-embedded 1 memory with onnx:other-model" in proc.stdout, proc.stderr
     run_session(home, reindexed, MEMLOCI_EMBEDDER=f"onnx:{other}")

@@ -87,7 +87,7 @@ def test_import_jsonl_reads_a_memory_json_object_with_the_same_reader(tmp_path, 
     assert read_official(old).skipped == [("memory.json entities[1]",
                                            "memory.json entities[1].entityType: must be a string, got int")]
     out = memloci(home, "import", "jsonl", str(old)).stdout  # the bad item is skipped and listed, X imported
-    assert "1 entities created" in out and "  memory.json entities[1].entityType: must be a string" in out
+    assert "1 entity created" in out and "  memory.json entities[1].entityType: must be a string" in out
     old.write_text(json.dumps({"entities": [{"name": "X", "entityType": "t", "observations": []}],
                                "relations": [{"from": "X", "to": "Nobody", "relationType": "knows"}]}))
     out = memloci(home, "import", "jsonl", str(old)).stdout

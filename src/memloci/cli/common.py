@@ -99,6 +99,15 @@ def styled(*parts: str | tuple[str, str]) -> Any:
     return Text.assemble(*parts)
 
 
+SINGULAR = {"entities": "entity", "memories": "memory", "relations": "relation", "observations": "observation",
+            "items": "item", "lines": "line"}
+
+
+def counted(n: int, noun: str) -> str:
+    """`n` and the noun, in the singular for one: "1 entity", "3 entities"."""
+    return f"{n} {SINGULAR.get(noun, noun) if n == 1 else noun}"
+
+
 def check_choice(flag: str, value: str, allowed: Sequence[str],
                  error: type[ValidationError] = ValidationError) -> str:
     """`value` when it is one of `allowed`; otherwise a ValidationError (or `error`, a kind of

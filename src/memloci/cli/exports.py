@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from memloci.cli.common import LibrariesOpt, LibraryOpt, fail, not_created, open_console, open_service, styled
+from memloci.cli.common import LibrariesOpt, LibraryOpt, counted, fail, not_created, open_console, open_service, styled
 from memloci.core.errors import MemlociError
 
 export_app = typer.Typer(help="Export a library.", no_args_is_help=True, rich_markup_mode=None)
@@ -35,8 +35,8 @@ def _write_output(path: Path | None, text: str) -> None:
 def _wrote(path: Path, counts: dict[str, int]) -> None:
     """What the file holds, counted as import, stats and migrate count: the entities (with their
     observations), the relations, and the free memories."""
-    open_console(stderr=True).print(f"Wrote {counts['entities']} entities, {counts['relations']} relations and "
-                                    f"{counts['memories']} memories to {path}", highlight=False)
+    open_console(stderr=True).print(f"Wrote {counted(counts['entities'], 'entities')}, {counted(counts['relations'], 'relations')} and "
+                                    f"{counted(counts['memories'], 'memories')} to {path}", highlight=False)
 
 
 @export_app.command("jsonl")

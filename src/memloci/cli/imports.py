@@ -19,7 +19,7 @@ from typing import Annotated
 
 import typer
 
-from memloci.cli.common import LibrariesOpt, LibraryOpt, fail, open_console, open_service, styled
+from memloci.cli.common import LibrariesOpt, LibraryOpt, counted, fail, open_console, open_service, styled
 from memloci.core.errors import MemlociError
 from memloci.formats.source import ImportSource
 
@@ -46,9 +46,9 @@ def _run(reader: Callable[[Path], ImportSource], path: Path, libraries: str | No
             fail(exc)
         skipped = source.skipped + [(source.relation_where.get(n, f"relation {n}"), reason) for n, reason in dropped]
         c = source.counts()
-        out.print(f"Dry run, nothing written. {path} ({source.kind}, {source.layout}) holds {c['entities']} entities "
-                  f"({c['observations']} observations), {len(writable)} relations, {c['memories']} memories; "
-                  f"{len(skipped)} items would be skipped.", highlight=False)
+        out.print(f"Dry run, nothing written. {path} ({source.kind}, {source.layout}) holds {counted(c['entities'], 'entities')} "
+                  f"({counted(c['observations'], 'observations')}), {counted(len(writable), 'relations')}, {counted(c['memories'], 'memories')}; "
+                  f"{counted(len(skipped), 'items')} would be skipped.", highlight=False)
         _skipped(out, skipped)
         _warnings(out, source.warnings)
         return
@@ -67,11 +67,11 @@ def _run(reader: Callable[[Path], ImportSource], path: Path, libraries: str | No
     new = report.entities_created + report.observations_added + report.relations_created + added
     parts = []
     if data.entities or data.relations:
-        parts.append(f"{report.entities_created} entities created ({report.entities_merged} already there), "
-                     f"{report.observations_added} observations, {report.relations_created} relations "
+        parts.append(f"{counted(report.entities_created, 'entities')} created ({report.entities_merged} already there), "
+                     f"{counted(report.observations_added, 'observations')}, {counted(report.relations_created, 'relations')} "
                      f"({report.relations_existing} already there)")
     if data.memories or not parts:
-        parts.append(f"{added} memories ({existing} already there)")
+        parts.append(f"{counted(added, 'memories')} ({existing} already there)")
     out.print(f"Imported {path} ({source.kind}, {source.layout}): {', '.join(parts)}; {len(skipped)} skipped.",
               highlight=False)
     if not new:
@@ -91,7 +91,7 @@ def _warnings(out, warnings: list[tuple[str, str]]) -> None:
     if not warnings:
         return
     shown = f" (the first {SHOWN} shown)" if len(warnings) > SHOWN else ""
-    out.print(styled((f"{len(warnings)} items imported with a warning{shown}:", "yellow")), highlight=False)
+    out.print(styled((f"{counted(len(warnings), 'items')} imported with a warning{shown}:", "yellow")), highlight=False)
     for where, reason in warnings[:SHOWN]:
         out.print(_printable(f"  {where}: {reason}"), highlight=False)
 
@@ -130,7 +130,7 @@ def _skipped(out, skipped: list[tuple[str, str]]) -> None:
     if not skipped:
         return
     shown = f" (the first {SHOWN} shown)" if len(skipped) > SHOWN else ""
-    out.print(styled((f"{len(skipped)} items skipped{shown}:", "yellow")), highlight=False)
+    out.print(styled((f"{counted(len(skipped), 'items')} skipped{shown}:", "yellow")), highlight=False)
     for where, reason in skipped[:SHOWN]:  # a rule's message may already start with the place
         out.print(_printable(f"  {reason}" if reason.startswith(where) else f"  {where}: {reason}"), highlight=False)
 
@@ -165,22 +165,22 @@ def import_jsonl(
     except MemlociError as exc:
         fail(exc)
     console.print(
-        f"Imported {path}: {report.entities_created} entities created, {report.entities_merged} merged, "
-        f"{report.observations_added} observations, {report.relations_created} relations"
+        f"Imported {path}: {counted(report.entities_created, 'entities')} created, {report.entities_merged} merged, "
+        f"{counted(report.observations_added, 'observations')}, {counted(report.relations_created, 'relations')}"
         + (f" ({report.relations_existing} already there)" if report.relations_existing else "")
-        + (f", {added} memories" + (f" ({existing} already there)" if existing else "") if source.memories else ""),
+        + (f", {counted(added, 'memories')}" + (f" ({existing} already there)" if existing else "") if source.memories else ""),
         highlight=False,
     )
     if source.ignored_lines:
-        console.print(f"{len(source.ignored_lines)} lines of another type ignored (lines "
+        console.print(f"{counted(len(source.ignored_lines), 'lines')} of another type ignored (lines "
                       f"{', '.join(map(str, source.ignored_lines[:10]))}{', ...' if len(source.ignored_lines) > 10 else ''})",
                       highlight=False)
     if report.skipped_relations:
-        console.print(styled((f"{len(report.skipped_relations)} relations skipped:", "yellow")), highlight=False)
+        console.print(styled((f"{counted(len(report.skipped_relations), 'relations')} skipped:", "yellow")), highlight=False)
         for line, reason in report.skipped_relations[:20]:
             console.print(f"  {source.where('relation', line)}: {reason}", highlight=False)
     if source.skipped:  # lines that could not be read; the rest was imported
-        console.print(styled((f"{len(source.skipped)} lines skipped, not readable"
+        console.print(styled((f"{counted(len(source.skipped), 'lines')} skipped, not readable"
                               + (f" (the first {SHOWN} shown)" if len(source.skipped) > SHOWN else "") + ":",
                               "yellow")), highlight=False)
         for where, reason in source.skipped[:SHOWN]:

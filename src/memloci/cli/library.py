@@ -14,6 +14,7 @@ from memloci.cli.common import (
     LibrariesOpt,
     LibraryOpt,
     command_settings,
+    counted,
     fail,
     not_created,
     open_console,
@@ -198,14 +199,14 @@ def reindex(
             open_console().print(f"The index could not be read; the old one was moved to {files.index_moved_to}.",
                              highlight=False)
         open_console().print(f"Files: {files.indexed} indexed, {files.skipped} skipped (changed while read; the next "
-                         f"scan takes them), {len(files.problems)} unparsable, {files.removed} entities removed.",
+                         f"scan takes them), {len(files.problems)} unparsable, {counted(files.removed, 'entities')} removed.",
                          highlight=False)
         for rel, why in files.problems.items():
             open_console().print(f"  unparsable: {rel}: {why}", highlight=False, markup=False)
     if status.model is None:
         open_console().print("Index rebuilt from the files; no embedder is configured, so no vectors.", highlight=False)
     else:
-        open_console().print(f"Re-embedded {total} memories with {status.model} ({status.dimension} dimensions).",
+        open_console().print(f"Re-embedded {counted(total, 'memories')} with {status.model} ({status.dimension} dimensions).",
                          highlight=False)
 
 
