@@ -156,6 +156,40 @@ async def hammer(server: Server, token: str, outcomes: list[tuple[float, str]]) 
                 outcomes.append((sent, repr(exc)))
 
 
+def log_has(server: Server, text: str) -> bool:
+    return text in server.log.read_text(errors="replace")
+
+
+async def seed_anchor(server: Server, token: str) -> None:
+    """The entity a held call adds to, in the library whose file the test locks."""
+    async with recorded_session(server, token, Tally()) as s:
+        result = await s.call_tool("create_entities", {"library": "other", "entities": [
+            {"name": "anchor", "entityType": "t", "observations": ["first"]}]})
+        assert not result.is_error
+
+
+async def add_to_anchor(server: Server, token: str, tally: Tally, content: str, out: dict[str, Any]) -> None:
+    """The call the test holds on the write lock: its reply (or the exception of no reply) in out["result"]."""
+    try:
+        async with recorded_session(server, token, tally) as s:
+            out["result"] = await s.call_tool("add_observations", {"library": "other", "observations": [
+                {"entityName": "anchor", "contents": [content]}]})
+    except Exception as exc:  # the server went away without a reply
+        out.setdefault("result", exc)
+
+
+async def sigterm_once_the_call_runs(server: Server) -> float:
+    """SIGTERM once the held call has started; when the server has said it took the signal."""
+    with anyio.fail_after(60):
+        while not log_has(server, "call started tool=add_observations"):
+            await anyio.sleep(0.02)
+    server.process.send_signal(signal.SIGTERM)
+    with anyio.fail_after(30):
+        while not log_has(server, "SIGTERM: refusing new calls"):
+            await anyio.sleep(0.01)
+    return time.monotonic()
+
+
 def test_sigterm_under_load_answers_every_request_and_keeps_every_acknowledged_write(tmp_path: Path):
     (tmp_path / "config.toml").write_text("[http]\nrate_limit = 0\n")  # the rate limit is not what is tested
     token = create_token(tmp_path, "w", "*:write")
@@ -167,25 +201,8 @@ def test_sigterm_under_load_answers_every_request_and_keeps_every_acknowledged_w
     probes: list[bool] = []  # for each probe sent after the signal: was it refused as shutting down?
     seen: dict[str, float] = {}
 
-    def log_has(text: str) -> bool:
-        return text in server.log.read_text(errors="replace")
-
-    async def seed() -> None:  # the entity the held call adds to, and the file the lock is taken on
-        async with recorded_session(server, token, Tally()) as s:
-            result = await s.call_tool("create_entities", {"library": "other", "entities": [
-                {"name": "anchor", "entityType": "t", "observations": ["first"]}]})
-            assert not result.is_error
-
-    async def slow_call() -> None:
-        try:
-            async with recorded_session(server, token, tally) as s:
-                slow["result"] = await s.call_tool("add_observations", {"library": "other", "observations": [
-                    {"entityName": "anchor", "contents": ["added while the server was asked to stop"]}]})
-        except Exception as exc:
-            slow.setdefault("result", exc)
-
     async def main() -> None:
-        await seed()
+        await seed_anchor(server, token)
         lock = sqlite3.connect(tmp_path / "other.db", isolation_level=None)
         lock.execute("BEGIN IMMEDIATE")  # the held call waits for this write lock (busy timeout)
         try:
@@ -198,15 +215,9 @@ def test_sigterm_under_load_answers_every_request_and_keeps_every_acknowledged_w
                     while len(tally.acknowledged) < 3 * WRITERS:  # the load is going
                         await anyio.sleep(0.05)
                 async with anyio.create_task_group() as held, recorded_session(server, token, tally) as probe:
-                    held.start_soon(slow_call)
-                    with anyio.fail_after(60):
-                        while not log_has("call started tool=add_observations"):
-                            await anyio.sleep(0.02)
-                    server.process.send_signal(signal.SIGTERM)
-                    with anyio.fail_after(30):
-                        while not log_has("SIGTERM: refusing new calls"):
-                            await anyio.sleep(0.01)
-                    seen["sigterm"] = time.monotonic()
+                    held.start_soon(add_to_anchor, server, token, tally, "added while the server was asked to stop",
+                                    slow)
+                    seen["sigterm"] = await sigterm_once_the_call_runs(server)
                     # whatever the writers were doing at that moment: a call in an open session, and a
                     # new session, both sent now, are refused
                     try:
@@ -283,41 +294,20 @@ def test_a_call_running_past_the_drain_window_is_cut_and_the_server_stops(tmp_pa
     probes: list[bool] = []
     seen: dict[str, float] = {}
 
-    def log_has(text: str) -> bool:
-        return text in server.log.read_text(errors="replace")
-
-    async def held_call() -> None:
-        try:
-            async with recorded_session(server, token, Tally()) as s:
-                held["result"] = await s.call_tool("add_observations", {"library": "other", "observations": [
-                    {"entityName": "anchor", "contents": ["held past the drain window"]}]})
-        except Exception as exc:  # the server went away without a reply
-            held["result"] = exc
-
     async def main() -> None:
-        async with recorded_session(server, token, Tally()) as s:
-            result = await s.call_tool("create_entities", {"library": "other", "entities": [
-                {"name": "anchor", "entityType": "t", "observations": ["first"]}]})
-            assert not result.is_error
+        await seed_anchor(server, token)
         lock = sqlite3.connect(tmp_path / "other.db", isolation_level=None)
         lock.execute("BEGIN IMMEDIATE")  # the held call waits for this write lock, past the window
         try:
             async with anyio.create_task_group() as calls, recorded_session(server, token, Tally()) as probe:
-                calls.start_soon(held_call)
-                with anyio.fail_after(60):
-                    while not log_has("call started tool=add_observations"):
-                        await anyio.sleep(0.02)
-                server.process.send_signal(signal.SIGTERM)
-                with anyio.fail_after(30):
-                    while not log_has("SIGTERM: refusing new calls"):
-                        await anyio.sleep(0.01)
-                seen["sigterm"] = time.monotonic()
+                calls.start_soon(add_to_anchor, server, token, Tally(), "held past the drain window", held)
+                seen["sigterm"] = await sigterm_once_the_call_runs(server)
                 try:
                     await probe.call_tool("store_memory", {"content": PROBE, "library": "team"})
                 except Exception as exc:
                     probes.append(shutting_down(exc))
                 with anyio.fail_after(window + 60):  # the lock is still held: only the window ends the wait
-                    while not log_has("tool calls unfinished"):
+                    while not log_has(server, "tool calls unfinished"):
                         await anyio.sleep(0.05)
                 seen["gave up"] = time.monotonic()
                 assert server.process.poll() is None  # still waiting for the held call to end

@@ -108,14 +108,19 @@ def counted(n: int, noun: str) -> str:
     return f"{n} {SINGULAR.get(noun, noun) if n == 1 else noun}"
 
 
+def closest(value: str, choices: Sequence[str]) -> str | None:
+    """The choice `value` most likely meant (a typo of it), if any."""
+    found = difflib.get_close_matches(value, list(choices), n=1, cutoff=0.6)
+    return found[0] if found else None
+
+
 def check_choice(flag: str, value: str, allowed: Sequence[str],
                  error: type[ValidationError] = ValidationError) -> str:
     """`value` when it is one of `allowed`; otherwise a ValidationError (or `error`, a kind of
     it) naming the option, the values it takes and the closest one."""
     if value in allowed:
         return value
-    close = difflib.get_close_matches(value, list(allowed), n=1, cutoff=0.6)
-    near = f"; did you mean '{close[0]}'?" if close else ""
+    near = f"; did you mean '{close}'?" if (close := closest(value, allowed)) else ""
     raise error(f"{flag}: '{value}' is not one of {', '.join(allowed)}{near}")
 
 

@@ -14,6 +14,7 @@ import typer
 from memloci.cli.common import (
     LibrariesOpt,
     check_choice,
+    closest,
     command_settings,
     fail,
     fail_plainly,
@@ -62,11 +63,8 @@ def _warn_unmounted(name: str, scopes: list[str], settings: Settings) -> None:
         print(f"warning: cannot tell which libraries are mounted here ({exc.message}), so the scopes "
               "were not checked against them", file=sys.stderr)
         return
-    import difflib
-
     for library in unmounted_libraries(scopes, mounted):
-        close = difflib.get_close_matches(library, mounted, n=1, cutoff=0.6)
-        typo = f" (did you mean '{close[0]}'?)" if close else ""
+        typo = f" (did you mean '{close}'?)" if (close := closest(library, mounted)) else ""
         print(f"warning: no library '{library}' is mounted here (mounted: {', '.join(mounted)}){typo}; the token "
               f"is created, and it can use '{library}' once a server mounts it. If the name is wrong: "
               f"memloci token revoke {name}", file=sys.stderr)

@@ -276,8 +276,7 @@ class Ledger:
         found = []
         for bak, digest in self.baks.items():
             path = Path(bak)
-            rest = path.name[len(file.name):] if path.name.startswith(file.name) else ""
-            if path.parent != file.parent or not (rest == ".bak" or rest.startswith(".bak.")):
+            if not backup_of(path, file):
                 continue
             current = read(path) if path.is_file() and not path.is_symlink() else None
             if current is not None and sha(current) == digest:
@@ -293,6 +292,12 @@ class Ledger:
         confine.atomic_write(self.path, data, 0o600)
 
 
+def backup_of(path: Path, file: Path) -> bool:
+    """Whether `path` is named as install names a backup of `file`: FILE.bak or FILE.bak.N."""
+    rest = path.name[len(file.name):] if path.name.startswith(file.name) else ""
+    return path.parent == file.parent and (rest == ".bak" or rest.startswith(".bak."))
+
+
 def drop_backups(plan: FilePlan, ledger: Ledger) -> None:
     """After an exact undo: remove the backups install wrote that now hold the very bytes the
     file holds again (only ones memloci wrote and nobody changed since), so nothing is left
@@ -302,7 +307,7 @@ def drop_backups(plan: FilePlan, ledger: Ledger) -> None:
     now = plan.after
     for bak, digest in list(ledger.baks.items()):
         path = Path(bak)
-        if path.parent != plan.path.parent or not path.name.startswith(plan.path.name + ".bak"):
+        if not backup_of(path, plan.path):
             continue
         current = read(path) if path.is_file() and not path.is_symlink() else None
         if current is None:

@@ -20,7 +20,7 @@ def note_files(root: Path) -> dict[str, bytes]:
     """The note files of the library under `root`, by path (hidden and reserved files left out),
     and the day files of its free memories (`.memloci/memories/`)."""
     found = {}
-    for p in [*root.rglob("*.md"), *(root / MEMORIES_DIR).glob("*.md")]:
+    for p in root.rglob("*.md"):  # hidden folders too: the day files are in .memloci/memories/
         rel = p.relative_to(root).as_posix()
         if (any(part.startswith(".") for part in Path(rel).parts) and Path(rel).parent.as_posix() != MEMORIES_DIR) \
                 or rel in RESERVED:
