@@ -6,7 +6,7 @@ import hashlib
 import unicodedata
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, fields
-from datetime import UTC
+from datetime import UTC, datetime
 from typing import Any
 
 
@@ -129,6 +129,20 @@ IMPORTANCE = ("critical", "high", "medium", "low")
 
 
 @dataclass(frozen=True, slots=True)
+class MemoryLink:
+    """A memory's link to an entity that already exists (`entity`: extraction relates a memory
+    to what it mentions) or to another memory (`memory`: its content_hash; consolidation's
+    associations, a summary's sources), typed as memorix types relations (references, causes,
+    fixes, decides, modifies, warns_about; associated, summarizes), with a similarity `score`
+    where meaning found it."""
+
+    type: str
+    entity: str | None = None
+    memory: str | None = None
+    score: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Memory:
     id: int
     content: str
@@ -142,6 +156,9 @@ class Memory:
     access_count: int
     last_accessed_at: str | None
     entity: str | None  # the entity it is an observation of, if any
+    superseded_by: str | None = None  # content_hash of the memory that replaced it (kept, searched only if asked)
+    archived_at: str | None = None  # when it was forgotten into the archive (kept, searched only if asked)
+    links: tuple[MemoryLink, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,10 +181,16 @@ class MemoryFilter:
     entity: str | None = None
     after: str | None = None
     before: str | None = None
+    include_superseded: bool = False  # memories another one replaced (superseded_by set)
+    include_archived: bool = False  # memories forgotten into the archive
 
     @property
     def empty(self) -> bool:
         return not (self.tags or self.memory_type or self.entity or self.after or self.before)
+
+
+# Every memory, the superseded and the archived too: what exports, copies and migrations read.
+EVERY_MEMORY = MemoryFilter(include_superseded=True, include_archived=True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -331,10 +354,13 @@ class ListedEntity(Unpacks):
     path: str | None = None
 
 
+def utc_now() -> datetime:
+    """The service's default clock (a test or a bench gives MemoryService another one)."""
+    return datetime.now(UTC)
+
+
 def now_iso() -> str:
     """The current UTC time as memloci stores it: `2026-11-21T04:50:00Z`."""
-    from datetime import datetime
-
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import replace
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +38,7 @@ from memloci.core.model import (
     RemovedObservations,
     SearchHit,
     SearchResult,
+    utc_now,
 )
 from memloci.core.writable import write_problem
 from memloci.formats.official import OfficialFile
@@ -62,9 +64,11 @@ BODY_WEIGHT = OBSERVATION_WEIGHT  # a note's own text means as much as an observ
 
 class MemoryService:
     def __init__(self, libraries: LibraryRegistry, embedder: EmbedderHandle | None = None,
-                 *, embed_pending: bool = True):
+                 *, embed_pending: bool = True, clock: Callable[[], datetime] = utc_now):
         """`embed_pending=False` (read-only commands) searches the stored vectors but never
-        computes or writes new ones."""
+        computes or writes new ones. `clock`: what "now" is for ages, zones and time phrases
+        (a test or a bench sets it; stored dates are the engines' own)."""
+        self.clock = clock
         self.libraries = libraries
         self.embedder = embedder if embedder is not None else EmbedderHandle("none")
         self.vectors = LibraryVectors(self.embedder, embed_pending=embed_pending)
