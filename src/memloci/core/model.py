@@ -142,6 +142,22 @@ class MemoryLink:
     score: float | None = None
 
 
+def links_data(links: Iterable[MemoryLink]) -> list[dict[str, Any]]:
+    """Links as JSON data (what the engines store), the unset fields left out."""
+    return [{k: v for k, v in (("type", link.type), ("entity", link.entity), ("memory", link.memory),
+                               ("score", link.score)) if v is not None} for link in links]
+
+
+def links_from(data: Any) -> tuple[MemoryLink, ...]:
+    """Links from stored JSON data (a list of objects); anything else is no link."""
+    if not isinstance(data, list):
+        return ()
+    return tuple(MemoryLink(str(d.get("type") or "references"), d.get("entity") if isinstance(d.get("entity"), str) else None,
+                            d.get("memory") if isinstance(d.get("memory"), str) else None,
+                            float(d["score"]) if isinstance(d.get("score"), int | float) else None)
+                 for d in data if isinstance(d, dict))
+
+
 @dataclass(frozen=True, slots=True)
 class Memory:
     id: int
@@ -230,6 +246,41 @@ class Unpacks:
 
     def __iter__(self) -> Iterator[Any]:
         return iter([getattr(self, f.name) for f in fields(self)])  # type: ignore[arg-type]
+
+
+# What a lifecycle edit may set on a free memory (MemoryEdit.fields).
+EDITABLE_FIELDS = ("tags", "metadata", "memory_type", "importance", "superseded_by", "archived_at", "links",
+                   "access_count")
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryEdit:
+    """One free memory changed by a lifecycle operation, if it is still as the preview saw it:
+    `expect` is its fingerprint then (rules/lifecycle.py). `fields` (EDITABLE_FIELDS) replace the
+    stored values (metadata whole, links as MemoryLink tuples); `delete` removes the memory."""
+
+    memory_id: int
+    expect: str
+    fields: dict[str, Any] = field(default_factory=dict)
+    delete: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class NewMemory:
+    """A free memory a lifecycle operation adds (a cluster's summary), with its links."""
+
+    memory: MemoryInput
+    links: tuple[MemoryLink, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ChangedMemories:
+    """What change_memories did, in one transaction with one journal entry (`change_id`)."""
+
+    changed: tuple[Memory, ...]
+    deleted: tuple[Memory, ...]
+    created: tuple[Memory, ...]
+    change_id: int
 
 
 @dataclass(frozen=True, slots=True)

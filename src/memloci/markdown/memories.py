@@ -45,6 +45,10 @@ class MemoryBlock:
     tags: list[str] = field(default_factory=list)
     importance: str | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
+    # the memory lifecycle (core/model.py Memory): kept in the block's comment when set
+    superseded_by: str | None = None
+    archived_at: str | None = None
+    links: list[dict[str, Any]] = field(default_factory=list)
 
 
 def is_day(stem: str) -> bool:
@@ -67,6 +71,12 @@ def render_block(m: MemoryBlock) -> str:
         extra["importance"] = m.importance
     if m.metadata:
         extra["metadata"] = m.metadata
+    if m.superseded_by:
+        extra["superseded_by"] = m.superseded_by
+    if m.archived_at:
+        extra["archived_at"] = m.archived_at
+    if m.links:
+        extra["links"] = m.links
     comment = f"<!-- memloci {json.dumps(extra, ensure_ascii=False, sort_keys=True)} -->\n" if extra else ""
     return f"\n{head}\n{_escape(m.content.rstrip())}\n{comment}"
 
@@ -83,6 +93,10 @@ def preamble(text: str) -> str:
         if _HEADER.match(line):
             return "\n".join(lines[:i]).rstrip("\n") + "\n"
     return text.rstrip("\n") + "\n"
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
 
 
 def parse_day(text: str, day: str) -> list[MemoryBlock]:
@@ -111,7 +125,10 @@ def parse_day(text: str, day: str) -> list[MemoryBlock]:
         tags = extra.get("tags") or [t[1:] for t in (header.group(3) or "").split() if t.startswith("#") and len(t) > 1]
         blocks.append(MemoryBlock(content=content, created_at=f"{day}T{header.group(1)}Z",
                                   memory_type=header.group(2).strip(), tags=list(tags),
-                                  importance=extra.get("importance"), metadata=dict(extra.get("metadata") or {})))
+                                  importance=extra.get("importance"), metadata=dict(extra.get("metadata") or {}),
+                                  superseded_by=_text(extra.get("superseded_by")),
+                                  archived_at=_text(extra.get("archived_at")),
+                                  links=[link for link in extra.get("links") or [] if isinstance(link, dict)]))
 
     for line in text.replace("\r\n", "\n").split("\n"):
         m = _HEADER.match(line)

@@ -28,14 +28,18 @@ from typing import Any, Protocol
 
 from memloci.core.errors import ConflictError, NotFoundError, ValidationError
 from memloci.core.model import name_key
+from memloci.rules import lifecycle
 
 UNDOABLE = {"delete_entities", "delete_observations", "delete_relations", "rename_entity", "merge_entities",
             "store_memory", "update_memory", "delete_memory", "undo", "update_manual_section", "delete_manual_section",
-            "add_manual_section", "update_context"}
+            "add_manual_section", "update_context", *lifecycle.ACTIONS}
 
 # A kept memory (free, or an observation of a kept entity), field by field, as every engine reads it.
 MEMORY_FIELDS = ("content", "content_hash", "memory_type", "tags", "importance", "metadata", "created_at",
-                 "updated_at", "access_count", "last_accessed_at")
+                 "updated_at", "access_count", "last_accessed_at", "superseded_by", "archived_at", "links")
+# Fields a memory gained with the lifecycle: left out of a fingerprint while unset, so the
+# fingerprints sealed before them still match a memory that never used them.
+_LIFECYCLE_FIELDS = ("superseded_by", "archived_at", "links")
 # A kept entity's own fields; `observations`, `relations` ([from, type, to, created_at], ordered by
 # the ends' name keys and the type, byte order) and `pending_links` ([type, target]) follow.
 ENTITY_FIELDS = ("id", "name", "entity_type", "aliases", "tags", "metadata", "body", "created_at", "updated_at")
@@ -155,10 +159,14 @@ def digest(state: dict[str, Any] | None) -> str | None:
     """A fingerprint of an entity's or memory's kept state (None: there is none)."""
     if state is None:
         return None
-    state = {k: v for k, v in state.items() if k not in _UNSEALED}
+    state = _sealed(state)
     if "observations" in state:
-        state["observations"] = [{k: v for k, v in o.items() if k not in _UNSEALED} for o in state["observations"]]
+        state["observations"] = [_sealed(o) for o in state["observations"]]
     return hashlib.sha256(json.dumps(state, sort_keys=True, ensure_ascii=False).encode()).hexdigest()[:16]
+
+
+def _sealed(state: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in state.items() if k not in _UNSEALED and not (k in _LIFECYCLE_FIELDS and not v)}
 
 
 def meta_digest(value: str | None) -> str | None:
@@ -303,6 +311,8 @@ def undo_detail(change_id: int, action: str, detail: dict[str, Any]) -> dict[str
     else:
         removed = [detail["content"]] if action in ("store_memory", "update_memory") \
             and isinstance(detail.get("content"), str) else []
+        if action in lifecycle.ACTIONS:  # a summary a consolidation added goes with its undo
+            removed = [t for t in detail.get("texts_added", ()) if isinstance(t, str)]
         restored = [m["content"] for m in detail["undo"].get("memories", ()) if isinstance(m, dict) and "content" in m]
     return {"undid": change_id, "action": action, **({"texts_removed": removed} if removed else {}),
             **({"texts_restored": restored} if restored else {})}

@@ -175,6 +175,8 @@ def retrieve(store, index, embedder, query: str, n: int, filters: MemoryFilter,
     now = datetime.now(UTC)
     hits = []
     for memory_id, memory in memories.items():
+        if (memory.superseded_by and not filters.include_superseded) or (memory.archived_at and not filters.include_archived):
+            continue  # (a vector search over the whole library may name one; words never do)
         factor = decay_factor(memory, now)
         score = fused[memory_id] * factor
         parts = []

@@ -39,13 +39,14 @@ from memloci.app.registry import open_store
 from memloci.app.specs import LibrarySpec, parse_library_specs
 from memloci.core.errors import LibraryMissingError, MemlociError, ValidationError
 from memloci.core.model import (
+    EVERY_MEMORY,
     Entity,
     EntityInput,
     JournalEntry,
     Memory,
-    MemoryFilter,
     MemoryInput,
     RelationInput,
+    links_data,
     name_key,
 )
 from memloci.core.secrets import masked_url
@@ -107,7 +108,7 @@ def _key(m: Memory) -> tuple[str, str]:
 
 def all_memories(store: Store) -> list[Memory]:
     """Every memory, observations included, in id order."""
-    ids = sorted(store.memory_ids(MemoryFilter()))
+    ids = sorted(store.memory_ids(EVERY_MEMORY))
     out: list[Memory] = []
     for start in range(0, len(ids), BATCH):
         out.extend(store.load_memories(ids[start:start + BATCH]).values())
@@ -134,6 +135,8 @@ def census(store: Store, *, with_vectors: bool) -> Census:
         "memory dates and use counts": _digest([*_key(m), m.created_at, m.updated_at, m.access_count,
                                                 m.last_accessed_at] for m in memories),
         "memory fields": _digest([*_key(m), m.memory_type, sorted(m.tags), m.importance, m.metadata] for m in memories),
+        "memory lifecycle": _digest([*_key(m), m.superseded_by, m.archived_at, links_data(m.links)]
+                                    for m in memories if m.superseded_by or m.archived_at or m.links),
         "journal times and actions": _digest([e.at, e.tool, e.action] for e in journal),
     }
     if with_vectors:

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from memloci.core.model import (
     AddedObservations,
+    ChangedMemories,
     CreatedEntity,
     DocumentEdit,
     EntityInput,
@@ -30,11 +31,13 @@ from memloci.core.model import (
     LibraryStats,
     ListedEntity,
     Memory,
+    MemoryEdit,
     MemoryFilter,
     MemoryInput,
     MemoryPage,
     MemoryVectors,
     NameChanges,
+    NewMemory,
     ObservationBatch,
     PassageVectors,
     PendingMemory,
@@ -150,6 +153,12 @@ class MemoryStore(StoreBase, Protocol):
     def delete_memories(self, ids: Sequence[int], *, origin: str) -> list[Memory]:
         """Delete memories by id; the ones that were there."""
         ...
+    def change_memories(self, edits: Sequence[MemoryEdit], new: Sequence[NewMemory], *, origin: str, action: str,
+                        detail: dict[str, Any]) -> ChangedMemories:
+        """A lifecycle change of free memories (edits, deletes, new summaries) in one transaction
+        with one journal entry `action` (undoable); CONFLICT with nothing changed if a memory
+        differs from the fingerprint its edit expects (rules/lifecycle.py)."""
+        ...
     def list_memories(self, *, offset: int, limit: int, filters: MemoryFilter, count: bool = True) -> MemoryPage:
         """A page of the memories within `filters`, newest first, with their total (-1 when
         `count` is False: a search filling its page with the newest needs no total)."""
@@ -252,6 +261,18 @@ class Maintenance(StoreBase, Protocol):
         ...
     def journal(self, *, limit: int, internal: bool = True) -> list[JournalEntry]:
         """The newest `limit` changes; `internal=False` leaves out rescans and vector resets."""
+        ...
+    def save_preview(self, kind: str, plan: dict[str, Any]) -> int:
+        """Keep a lifecycle preview (JSON data) until it is executed; its id."""
+        ...
+    def load_preview(self, preview_id: int) -> dict[str, Any] | None:
+        """{id, kind, created_at, plan, executed_at, change_id}; None if there is no such preview."""
+        ...
+    def list_previews(self, *, pending: bool, limit: int) -> list[dict[str, Any]]:
+        """The newest previews (`pending`: only those not executed yet), newest first."""
+        ...
+    def mark_executed(self, preview_id: int, change_id: int) -> bool:
+        """Record that journal entry `change_id` executed the preview; False if one already had."""
         ...
     def checkpoint(self) -> None:
         """Make everything written so far durable in the library's main storage (a no-op where it is)."""

@@ -41,6 +41,7 @@ from memloci.core import confine
 from memloci.core.errors import LibraryMissingError, LibraryUnreadableError, MemlociError, storage_error
 from memloci.core.model import (
     AddedObservations,
+    ChangedMemories,
     CreatedEntity,
     DocumentEdit,
     EntityInput,
@@ -52,11 +53,13 @@ from memloci.core.model import (
     LibraryStats,
     ListedEntity,
     Memory,
+    MemoryEdit,
     MemoryFilter,
     MemoryInput,
     MemoryPage,
     MemoryVectors,
     NameChanges,
+    NewMemory,
     ObservationBatch,
     PassageVectors,
     PendingMemory,
@@ -118,6 +121,10 @@ CREATE TRIGGER IF NOT EXISTS md_memory_update
 AFTER UPDATE OF content, tags, importance, metadata, memory_type, entity_id ON memories BEGIN
     INSERT OR IGNORE INTO md_dirty SELECT old.entity_id WHERE old.entity_id IS NOT NULL;
     INSERT OR IGNORE INTO md_dirty SELECT new.entity_id WHERE new.entity_id IS NOT NULL;
+    INSERT OR IGNORE INTO md_dirty_days SELECT substr(old.created_at, 1, 10) WHERE old.entity_id IS NULL;
+END;
+CREATE TRIGGER IF NOT EXISTS md_memory_lifecycle
+AFTER UPDATE OF superseded_by, archived_at, links ON memories BEGIN
     INSERT OR IGNORE INTO md_dirty_days SELECT substr(old.created_at, 1, 10) WHERE old.entity_id IS NULL;
 END;
 CREATE TRIGGER IF NOT EXISTS md_relation_insert AFTER INSERT ON relations BEGIN
@@ -561,6 +568,27 @@ class MarkdownStore:
     def delete_memories(self, ids: Sequence[int], *, origin: str) -> list[Memory]:
         self.open()
         return self.index.delete_memories(ids, origin=origin)
+
+    def change_memories(self, edits: Sequence[MemoryEdit], new: Sequence[NewMemory], *, origin: str, action: str,
+                        detail: dict[str, Any]) -> ChangedMemories:
+        self.open()
+        return self.index.change_memories(edits, new, origin=origin, action=action, detail=detail)
+
+    def save_preview(self, kind: str, plan: dict[str, Any]) -> int:
+        self.open()
+        return self.index.save_preview(kind, plan)
+
+    def load_preview(self, preview_id: int) -> dict[str, Any] | None:
+        self.open()
+        return self.index.load_preview(preview_id)
+
+    def list_previews(self, *, pending: bool, limit: int) -> list[dict[str, Any]]:
+        self.open()
+        return self.index.list_previews(pending=pending, limit=limit)
+
+    def mark_executed(self, preview_id: int, change_id: int) -> bool:
+        self.open()
+        return self.index.mark_executed(preview_id, change_id)
 
     def list_memories(self, *, offset: int, limit: int, filters: MemoryFilter, count: bool = True) -> MemoryPage:
         self.open()

@@ -322,9 +322,11 @@ def apply_day(conn: sqlite3.Connection, day: str, blocks: list[MemoryBlock]) -> 
         conn.execute(f"DELETE FROM memories WHERE id IN ({','.join('?' * len(gone))})", gone)
     for h, b in wanted.items():
         if h in have:
-            conn.execute("UPDATE memories SET tags = ?, memory_type = ?, importance = ?, metadata = ? WHERE id = ?",
+            conn.execute("UPDATE memories SET tags = ?, memory_type = ?, importance = ?, metadata = ?, superseded_by = ?, "
+                         "archived_at = ?, links = ? WHERE id = ?",
                          (json.dumps(b.tags, ensure_ascii=False), b.memory_type, b.importance,
-                          json.dumps(b.metadata, ensure_ascii=False), have[h]))
+                          json.dumps(b.metadata, ensure_ascii=False), b.superseded_by, b.archived_at,
+                          json.dumps(b.links, ensure_ascii=False), have[h]))
             conn.execute("DELETE FROM memory_tags WHERE memory_id = ?", (have[h],))
             conn.executemany("INSERT OR IGNORE INTO memory_tags VALUES (?, ?)", [(t, have[h]) for t in tag_keys(b.tags)])
         else:
@@ -332,4 +334,7 @@ def apply_day(conn: sqlite3.Connection, day: str, blocks: list[MemoryBlock]) -> 
             if clash:  # the same text on another day: it moved here
                 conn.execute("UPDATE memories SET created_at = ? WHERE id = ?", (b.created_at, clash[0]))
                 continue
-            insert_memory(conn, None, b.content, b.memory_type, b.tags, b.importance, b.metadata, b.created_at)
+            new_id = insert_memory(conn, None, b.content, b.memory_type, b.tags, b.importance, b.metadata, b.created_at)
+            if new_id is not None and (b.superseded_by or b.archived_at or b.links):
+                conn.execute("UPDATE memories SET superseded_by = ?, archived_at = ?, links = ? WHERE id = ?",
+                             (b.superseded_by, b.archived_at, json.dumps(b.links, ensure_ascii=False), new_id))

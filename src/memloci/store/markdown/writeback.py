@@ -24,7 +24,7 @@ from typing import Any
 
 from memloci.core import confine
 from memloci.core.errors import ConflictError
-from memloci.core.model import name_key, now_iso
+from memloci.core.model import links_data, name_key, now_iso
 from memloci.core.schema import DEFAULT_SCHEMA, LibrarySchema
 from memloci.markdown import frontmatter, patch
 from memloci.markdown.document import parse_document, render_document, wikilinks
@@ -430,7 +430,8 @@ def created_here(conn: sqlite3.Connection, rel: str) -> bool:
 
 def free_blocks(conn: sqlite3.Connection, where: str, params: tuple) -> list[MemoryBlock]:
     return [MemoryBlock(m.content, m.created_at, m.memory_type, list(m.tags),
-                        None if m.importance == "medium" else m.importance, m.metadata)
+                        None if m.importance == "medium" else m.importance, m.metadata,
+                        m.superseded_by, m.archived_at, links_data(m.links))
             for m in select_memories(conn, f"m.entity_id IS NULL AND {where}", params, order="m.created_at, m.id")]
 
 

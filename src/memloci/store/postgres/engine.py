@@ -33,6 +33,7 @@ from typing import Any
 from memloci.core.errors import LibraryUnreadableError
 from memloci.core.model import (
     AddedObservations,
+    ChangedMemories,
     CreatedEntity,
     DocumentEdit,
     EntityInput,
@@ -43,11 +44,13 @@ from memloci.core.model import (
     LibraryStats,
     ListedEntity,
     Memory,
+    MemoryEdit,
     MemoryFilter,
     MemoryInput,
     MemoryPage,
     MemoryVectors,
     NameChanges,
+    NewMemory,
     ObservationBatch,
     PassageVectors,
     PendingMemory,
@@ -72,6 +75,7 @@ from memloci.store.postgres.memory_rows import BulkMemory
 from memloci.store.postgres.migratable import PostgresMigratable
 from memloci.store.postgres.passages import PostgresPassages
 from memloci.store.postgres.portable import PostgresPortable
+from memloci.store.postgres.previews import PostgresPreviews
 from memloci.store.postgres.rename import PostgresRename
 from memloci.store.postgres.search import PostgresSearch
 from memloci.store.postgres.undo import PostgresUndo
@@ -98,6 +102,7 @@ class PostgresStore:
         self._reads = PostgresGraphReads(db)
         self._search = PostgresSearch(db)
         self._memories = PostgresMemories(db)
+        self._previews = PostgresPreviews(db)
         self._passages = PostgresPassages(db)
         self._documents = PostgresDocuments(db)
         self._rename = PostgresRename(db)
@@ -219,6 +224,22 @@ class PostgresStore:
 
     def delete_memories(self, ids: Sequence[int], *, origin: str) -> list[Memory]:
         return self._memories.delete_memories(ids, origin=origin)
+
+    def change_memories(self, edits: Sequence[MemoryEdit], new: Sequence[NewMemory], *, origin: str, action: str,
+                        detail: dict[str, Any]) -> ChangedMemories:
+        return self._memories.change_memories(edits, new, origin=origin, action=action, detail=detail)
+
+    def save_preview(self, kind: str, plan: dict[str, Any]) -> int:
+        return self._previews.save_preview(kind, plan)
+
+    def load_preview(self, preview_id: int) -> dict[str, Any] | None:
+        return self._previews.load_preview(preview_id)
+
+    def list_previews(self, *, pending: bool, limit: int) -> list[dict[str, Any]]:
+        return self._previews.list_previews(pending=pending, limit=limit)
+
+    def mark_executed(self, preview_id: int, change_id: int) -> bool:
+        return self._previews.mark_executed(preview_id, change_id)
 
     def list_memories(self, *, offset: int, limit: int, filters: MemoryFilter, count: bool = True) -> MemoryPage:
         return self._memories.list_memories(offset=offset, limit=limit, filters=filters, count=count)

@@ -19,21 +19,25 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from memloci.core.model import (
+    ChangedMemories,
     Memory,
+    MemoryEdit,
     MemoryFilter,
     MemoryInput,
     MemoryPage,
     MemoryVectors,
+    NewMemory,
     PendingMemory,
     SavedVectors,
     StoredMemory,
     content_hash,
+    links_data,
     name_key,
     now_iso,
     tag_keys,
 )
 from memloci.rules import graph as rules
-from memloci.rules import undo
+from memloci.rules import lifecycle, undo
 from memloci.store.postgres.database import Database
 from memloci.store.postgres.entities import reindex
 from memloci.store.postgres.graph import retag
@@ -188,6 +192,58 @@ class PostgresMemories:
                               {"removed": [{"content": m.content, "tags": list(m.tags), "memory_type": m.memory_type,
                                             "metadata": m.metadata} for m in removed]}, at)
         return removed
+
+    def change_memories(self, edits: Sequence[MemoryEdit], new: Sequence[NewMemory], *, origin: str, action: str,
+                        detail: dict[str, Any]) -> ChangedMemories:
+        """As the SQLite engine's: one transaction, one journal entry, refused if a memory changed."""
+        lifecycle.check_edits(edits)
+        at = now_iso()
+        with self.db.write("memories") as tx:
+            conn = tx.conn
+            ids = [e.memory_id for e in edits]
+            before = load_memories(conn, ids)
+            found = lifecycle.stale(edits, before, {i: m.content_hash for i, m in before.items()})
+            if found:
+                raise lifecycle.refused(action, found)
+            tx.keep(memory_ids=ids)
+            gone = [e.memory_id for e in edits if e.delete]
+            if gone:
+                around = {n for i in gone for n in neighbours(conn, i)} - set(gone)
+                if drop_memory_vectors(conn, gone):
+                    bump_vectors(conn)
+                conn.execute("DELETE FROM memories WHERE id = ANY(%s)", (gone,))
+                refresh_context(conn, sorted(around))
+            for e in edits:
+                if e.delete or not e.fields:
+                    continue
+                sets, params = ["updated_at = %s"], [at]
+                for name, value in e.fields.items():
+                    value = lifecycle.stored_value(name, value)
+                    sets.append(f"{name} = %s")
+                    params.append(as_jsonb(list(value)) if name in ("tags", "links") else
+                                  as_json(value) if name == "metadata" else value)
+                conn.execute(f"UPDATE memories SET {', '.join(sets)} WHERE id = %s", (*params, e.memory_id))
+                if "tags" in e.fields:
+                    conn.execute("DELETE FROM memory_tags WHERE memory_id = %s", (e.memory_id,))
+                    add_tags(conn, e.memory_id, e.fields["tags"])
+            created = []
+            for n in new:
+                m = n.memory
+                memory_id = insert_memory(conn, None, m.content, m.memory_type, m.tags, m.importance, m.metadata, at)
+                if memory_id is None:
+                    raise rules.memory_text_taken()
+                if n.links:
+                    conn.execute("UPDATE memories SET links = %s WHERE id = %s", (as_jsonb(links_data(n.links)), memory_id))
+                created.append(memory_id)
+            after = load_memories(conn, created)
+            for memory in after.values():
+                undo.keep_new_memory(tx.kept, memory.content_hash)
+            tx.journal(origin, action, [], {**detail, **({"texts_added": [m.content for m in after.values()]}
+                                                         if after else {})}, at)
+            change_id = tx.kept["last_row"]
+            changed = load_memories(conn, [e.memory_id for e in edits if not e.delete])
+        return ChangedMemories(tuple(changed.values()), tuple(before[i] for i in gone if i in before),
+                               tuple(after.values()), change_id)
 
     def list_memories(self, *, offset: int, limit: int, filters: MemoryFilter, count: bool = True) -> MemoryPage:
         with self.db.read() as conn:

@@ -13,7 +13,7 @@ import unicodedata
 from collections.abc import Sequence
 from typing import Any
 
-from memloci.core.model import Memory, MemoryFilter, content_hash, name_key, tag_keys, thread_key
+from memloci.core.model import Memory, MemoryFilter, content_hash, links_from, name_key, tag_keys, thread_key
 from memloci.rules.graph import memory_owner_missing
 from memloci.store.postgres.connection import quoted
 from memloci.store.postgres.json_columns import as_json, as_jsonb
@@ -22,19 +22,32 @@ from memloci.store.postgres.json_columns import as_json, as_jsonb
 BulkMemory = tuple[str, Sequence[str], str, str, Any]
 
 _COLUMNS = """m.id, m.content, m.content_hash, m.tags, m.memory_type, m.importance, m.metadata,
-    m.created_at, m.updated_at, m.access_count, m.last_accessed_at, e.name"""
+    m.created_at, m.updated_at, m.access_count, m.last_accessed_at, e.name, m.superseded_by, m.archived_at, m.links"""
 
 
 def _memory(row: Sequence[Any]) -> Memory:
-    (id_, content, chash, tags, mtype, importance, metadata, created, updated, count, accessed, entity) = row
+    (id_, content, chash, tags, mtype, importance, metadata, created, updated, count, accessed, entity,
+     superseded_by, archived_at, links) = row
     return Memory(int(id_), content, chash, tuple(tags or ()), mtype, importance or "medium", dict(metadata or {}),
-                  created, updated, int(count or 0), accessed, entity)
+                  created, updated, int(count or 0), accessed, entity, superseded_by, archived_at, links_from(links))
+
+
+def retired_exist(conn: Any) -> bool:
+    """Whether any memory is superseded or archived (one probe of a partial index)."""
+    return conn.execute("SELECT 1 FROM memories WHERE superseded_by IS NOT NULL OR archived_at IS NOT NULL "
+                        "LIMIT 1").fetchone() is not None
 
 
 def filter_sql(f: MemoryFilter, conn: Any) -> tuple[str, list[Any]]:
     """A WHERE clause over `memories m` for a filter (NOT_FOUND for an unknown entity)."""
     where: list[str] = ["TRUE"]
     params: list[Any] = []
+    if not (f.include_superseded and f.include_archived) and retired_exist(conn):
+        # (asked only when the library holds any: most never do, and their searches stay unfiltered)
+        if not f.include_superseded:
+            where.append("m.superseded_by IS NULL")
+        if not f.include_archived:
+            where.append("m.archived_at IS NULL")
     if f.memory_type:  # case-insensitive, any script (an index on lower(memory_type) answers)
         where.append("lower(m.memory_type) = lower(%s)")
         params.append(unicodedata.normalize("NFC", f.memory_type))

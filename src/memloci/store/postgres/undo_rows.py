@@ -21,6 +21,7 @@ def _memory_state(row: Sequence[Any]) -> dict[str, Any]:
     state = dict(zip(undo.MEMORY_FIELDS, row))
     state["tags"], state["metadata"] = list(state["tags"] or []), dict(state["metadata"] or {})
     state["access_count"] = int(state["access_count"] or 0)
+    state["links"] = list(state["links"] or [])
     return state
 
 
@@ -156,6 +157,8 @@ class PostgresUndoRows:
         memory_id = insert_memory(self.conn, entity_id, kept["content"], kept["memory_type"], kept["tags"],
                                   kept["importance"], kept["metadata"], kept["created_at"])
         if memory_id is not None:
-            self.conn.execute("UPDATE memories SET updated_at = %s, access_count = %s, last_accessed_at = %s "
-                              "WHERE id = %s", (kept["updated_at"], kept["access_count"], kept["last_accessed_at"],
-                                                memory_id))
+            self.conn.execute("UPDATE memories SET updated_at = %s, access_count = %s, last_accessed_at = %s, "
+                              "superseded_by = %s, archived_at = %s, links = %s WHERE id = %s",
+                              (kept["updated_at"], kept["access_count"], kept["last_accessed_at"],
+                               kept.get("superseded_by"), kept.get("archived_at"), as_jsonb(kept.get("links") or []),
+                               memory_id))

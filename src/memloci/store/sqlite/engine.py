@@ -21,6 +21,7 @@ import numpy as np
 
 from memloci.core.model import (
     AddedObservations,
+    ChangedMemories,
     CreatedEntity,
     DocumentEdit,
     EntityInput,
@@ -31,11 +32,13 @@ from memloci.core.model import (
     LibraryStats,
     ListedEntity,
     Memory,
+    MemoryEdit,
     MemoryFilter,
     MemoryInput,
     MemoryPage,
     MemoryVectors,
     NameChanges,
+    NewMemory,
     ObservationBatch,
     PassageVectors,
     PendingMemory,
@@ -61,6 +64,7 @@ from memloci.store.sqlite.graph_tx import SQLiteGraphTx
 from memloci.store.sqlite.memories import SQLiteMemories
 from memloci.store.sqlite.migratable import SQLiteMigration
 from memloci.store.sqlite.passages import SQLitePassages
+from memloci.store.sqlite.previews import SQLitePreviews
 from memloci.store.sqlite.schema import SCHEMA_VERSION
 from memloci.store.sqlite.tx import NO_FILES, FileSide
 from memloci.store.sqlite.undo import SQLiteUndo
@@ -77,6 +81,7 @@ class SQLiteStore:
         self.name = name
         self._graph = SQLiteGraphReads(self.db)
         self._memories = SQLiteMemories(self.db)
+        self._previews = SQLitePreviews(self.db)
         self._passages = SQLitePassages(self.db)
         self._documents = SQLiteDocuments(self.db)
         self._undo = SQLiteUndo(self.db)
@@ -189,6 +194,22 @@ class SQLiteStore:
 
     def delete_memories(self, ids: Sequence[int], *, origin: str) -> list[Memory]:
         return self._memories.delete_memories(ids, origin=origin)
+
+    def change_memories(self, edits: Sequence[MemoryEdit], new: Sequence[NewMemory], *, origin: str, action: str,
+                        detail: dict[str, Any]) -> ChangedMemories:
+        return self._memories.change_memories(edits, new, origin=origin, action=action, detail=detail)
+
+    def save_preview(self, kind: str, plan: dict[str, Any]) -> int:
+        return self._previews.save_preview(kind, plan)
+
+    def load_preview(self, preview_id: int) -> dict[str, Any] | None:
+        return self._previews.load_preview(preview_id)
+
+    def list_previews(self, *, pending: bool, limit: int) -> list[dict[str, Any]]:
+        return self._previews.list_previews(pending=pending, limit=limit)
+
+    def mark_executed(self, preview_id: int, change_id: int) -> bool:
+        return self._previews.mark_executed(preview_id, change_id)
 
     def list_memories(self, *, offset: int, limit: int, filters: MemoryFilter, count: bool = True) -> MemoryPage:
         return self._memories.list_memories(offset=offset, limit=limit, filters=filters, count=count)

@@ -17,19 +17,23 @@ from typing import Any
 import numpy as np
 
 from memloci.core.model import (
+    ChangedMemories,
     Memory,
+    MemoryEdit,
     MemoryFilter,
     MemoryInput,
     MemoryPage,
     MemoryVectors,
+    NewMemory,
     PendingMemory,
     SavedVectors,
     StoredMemory,
+    links_data,
     now_iso,
     tag_keys,
 )
 from memloci.rules import graph as rules
-from memloci.rules import undo
+from memloci.rules import lifecycle, undo
 from memloci.store.sqlite.database import Database
 from memloci.store.sqlite.memory_rows import (
     filter_sql,
@@ -40,7 +44,9 @@ from memloci.store.sqlite.memory_rows import (
     neighbours,
     refresh_context,
     reindex_content,
+    retired_exist,
     select_memories,
+    set_tags,
 )
 from memloci.store.sqlite.passages import pending_passage_count, reset_passage_vectors
 from memloci.store.sqlite.rows import journal, refresh_fts, resolve
@@ -159,6 +165,56 @@ class SQLiteMemories:
                                             "metadata": m.metadata} for m in removed]})
         return removed
 
+    def change_memories(self, edits: Sequence[MemoryEdit], new: Sequence[NewMemory], *, origin: str, action: str,
+                        detail: dict[str, Any]) -> ChangedMemories:
+        """Apply a lifecycle change to free memories in one transaction with one journal entry:
+        refused with nothing changed if any memory differs from what the preview saw."""
+        lifecycle.check_edits(edits)
+        at = now_iso()
+        with self.db.write() as tx:
+            conn = tx.conn
+            ids = [e.memory_id for e in edits]
+            before = load_memories(conn, ids)
+            found = lifecycle.stale(edits, before, {i: m.content_hash for i, m in before.items()})
+            if found:
+                raise lifecycle.refused(action, found)
+            keep_before(tx, memory_ids=ids)
+            gone = [e.memory_id for e in edits if e.delete]
+            around = {n for i in gone for n in neighbours(conn, i)} - set(gone)
+            conn.executemany("DELETE FROM memories WHERE id = ?", [(i,) for i in gone])
+            refresh_context(conn, around)
+            for e in edits:
+                if e.delete or not e.fields:
+                    continue
+                sets, params = ["updated_at = ?"], [at]
+                for name, value in e.fields.items():
+                    value = lifecycle.stored_value(name, value)
+                    sets.append(f"{name} = ?")
+                    params.append(json.dumps(list(value) if name == "tags" else value, ensure_ascii=False)
+                                  if name in ("tags", "metadata", "links") else value)
+                conn.execute(f"UPDATE memories SET {', '.join(sets)} WHERE id = ?", (*params, e.memory_id))
+                if "tags" in e.fields:
+                    set_tags(conn, e.memory_id, e.fields["tags"])
+            created = []
+            for n in new:
+                m = n.memory
+                memory_id = insert_memory(conn, None, m.content, m.memory_type, m.tags, m.importance, m.metadata, at)
+                if memory_id is None:
+                    raise rules.memory_text_taken()
+                if n.links:
+                    conn.execute("UPDATE memories SET links = ? WHERE id = ?",
+                                 (json.dumps(links_data(n.links), ensure_ascii=False), memory_id))
+                created.append(memory_id)
+            after = load_memories(conn, created)
+            for memory in after.values():
+                undo.keep_new_memory(tx.record, memory.content_hash)
+            journal(tx, origin, action, [], {**detail, **({"texts_added": [m.content for m in after.values()]}
+                                                           if after else {})})
+            change_id = tx.record["last_row"]
+            changed = load_memories(conn, [e.memory_id for e in edits if not e.delete])
+        return ChangedMemories(tuple(changed.values()), tuple(before[i] for i in gone if i in before),
+                               tuple(after.values()), change_id)
+
     def list_memories(self, *, offset: int, limit: int, filters: MemoryFilter, count: bool = True) -> MemoryPage:
         with self.db.read() as conn:
             where, params = filter_sql(filters, conn)
@@ -174,7 +230,8 @@ class SQLiteMemories:
 
     def memory_ids(self, filters: MemoryFilter) -> set[int]:
         with self.db.read() as conn:
-            if filters.tags and not filters.match_all and filters == MemoryFilter(tags=filters.tags):
+            if (filters.tags and not filters.match_all and filters == MemoryFilter(tags=filters.tags)
+                    and not retired_exist(conn)):
                 keys = tag_keys(filters.tags)  # tags only: the tag index alone answers
                 return {r[0] for r in conn.execute(f"SELECT memory_id FROM memory_tags WHERE tag IN ({','.join('?' * len(keys))})",
                                                    keys)}

@@ -22,6 +22,7 @@ from memloci.core.model import (
     Memory,
     MemoryFilter,
     content_hash,
+    links_from,
     name_key,
     tag_keys,
     thread_key,
@@ -30,7 +31,7 @@ from memloci.core.query_text import cjk_grams
 from memloci.rules.graph import memory_owner_missing
 
 _MEMORY_COLUMNS = """m.id, m.content, m.content_hash, m.tags, m.memory_type, m.importance, m.metadata,
-    m.created_at, m.updated_at, m.access_count, m.last_accessed_at, e.name"""
+    m.created_at, m.updated_at, m.access_count, m.last_accessed_at, e.name, m.superseded_by, m.archived_at, m.links"""
 # own words, neighbours' words, tags and type: a label counts as a word of its own, below the text,
 # so machine tags ("dia:D1:3") never outweigh what a memory says
 _BM25 = bm25.fts5_weights("memory_fts", bm25.MEMORY_WEIGHTS)
@@ -51,9 +52,10 @@ def labels_text(tags: Sequence[str], memory_type: str) -> str:
 
 
 def _memory(row: tuple) -> Memory:
-    (id_, content, chash, tags, mtype, importance, metadata, created, updated, count, accessed, entity) = row
+    (id_, content, chash, tags, mtype, importance, metadata, created, updated, count, accessed, entity,
+     superseded_by, archived_at, links) = row
     return Memory(id_, content, chash, tuple(json.loads(tags)), mtype, importance or "medium", json.loads(metadata),
-                  created, updated, count, accessed, entity)
+                  created, updated, count, accessed, entity, superseded_by, archived_at, links_from(json.loads(links)))
 
 
 def memory_hash(conn: sqlite3.Connection, content: str, entity_id: int | None) -> str:
@@ -135,6 +137,12 @@ def filter_sql(f: MemoryFilter, conn: sqlite3.Connection) -> tuple[str, list[Any
     """A WHERE clause over `memories m` for a filter (raises NOT_FOUND for an unknown entity)."""
     where: list[str] = ["1"]
     params: list[Any] = []
+    if not (f.include_superseded and f.include_archived) and retired_exist(conn):
+        # (asked only when the library holds any: most never do, and their searches stay unfiltered)
+        if not f.include_superseded:
+            where.append("m.superseded_by IS NULL")
+        if not f.include_archived:
+            where.append("m.archived_at IS NULL")
     if f.memory_type:  # case-insensitive; NOCASE folds ASCII only, so other scripts go through name_key
         if f.memory_type.isascii():
             where.append("m.memory_type = ? COLLATE NOCASE")
@@ -166,6 +174,12 @@ def filter_sql(f: MemoryFilter, conn: sqlite3.Connection) -> tuple[str, list[Any
             where.append(f"m.id IN (SELECT memory_id FROM memory_tags WHERE tag IN ({marks}))")
             params += keys
     return " AND ".join(where), params
+
+
+def retired_exist(conn: sqlite3.Connection) -> bool:
+    """Whether any memory is superseded or archived (one probe of a partial index)."""
+    return conn.execute("SELECT 1 FROM memories WHERE superseded_by IS NOT NULL OR archived_at IS NOT NULL "
+                        "LIMIT 1").fetchone() is not None
 
 
 def load_memories(conn: sqlite3.Connection, ids: Sequence[int]) -> dict[int, Memory]:

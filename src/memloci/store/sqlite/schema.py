@@ -292,6 +292,25 @@ MIGRATIONS: list[str] = [
         UPDATE library_meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'passages_version';
     END;
     """,
+    # 9: the memory lifecycle. A memory another one replaced keeps its row (`superseded_by`:
+    # the content_hash of the newer one), a forgotten one too (`archived_at`); search leaves
+    # both out unless asked. `links`: what a memory is linked to (entities it mentions, memories
+    # consolidation associated with it), as JSON. `previews`: what a lifecycle preview would
+    # change, kept until it is executed (lifecycle previews are executed by id).
+    """
+    ALTER TABLE memories ADD COLUMN superseded_by TEXT;
+    ALTER TABLE memories ADD COLUMN archived_at TEXT;
+    ALTER TABLE memories ADD COLUMN links TEXT NOT NULL DEFAULT '[]';
+    CREATE INDEX IF NOT EXISTS memories_retired ON memories (id) WHERE superseded_by IS NOT NULL OR archived_at IS NOT NULL;
+    CREATE TABLE IF NOT EXISTS previews (
+        id          INTEGER PRIMARY KEY,
+        kind        TEXT NOT NULL,
+        created_at  TEXT NOT NULL,
+        plan        TEXT NOT NULL,        -- JSON: the arguments, the items and what each expects
+        executed_at TEXT,
+        change_id   INTEGER               -- the journal entry of its execution
+    );
+    """,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -28,6 +28,7 @@ _MEMORY_COLUMNS = ", ".join(undo.MEMORY_FIELDS)
 def _memory_row(row: tuple) -> dict[str, Any]:
     state = dict(zip(undo.MEMORY_FIELDS, row))
     state["tags"], state["metadata"] = json.loads(state["tags"]), json.loads(state["metadata"])
+    state["links"] = json.loads(state["links"])
     return state
 
 
@@ -202,5 +203,7 @@ def insert_kept_memory(conn: sqlite3.Connection, entity_id: int | None, kept: di
     memory_id = insert_memory(conn, entity_id, kept["content"], kept["memory_type"], kept["tags"], kept["importance"],
                               kept["metadata"], kept["created_at"])
     if memory_id is not None:
-        conn.execute("UPDATE memories SET updated_at = ?, access_count = ?, last_accessed_at = ? WHERE id = ?",
-                     (kept["updated_at"], kept["access_count"], kept["last_accessed_at"], memory_id))
+        conn.execute("UPDATE memories SET updated_at = ?, access_count = ?, last_accessed_at = ?, superseded_by = ?, "
+                     "archived_at = ?, links = ? WHERE id = ?",
+                     (kept["updated_at"], kept["access_count"], kept["last_accessed_at"], kept.get("superseded_by"),
+                      kept.get("archived_at"), json.dumps(kept.get("links") or [], ensure_ascii=False), memory_id))
