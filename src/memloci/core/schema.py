@@ -245,6 +245,8 @@ def validate_filter(f: MemoryFilter) -> MemoryFilter:
         entity=clean_name(f.entity, "entity") if f.entity else None,
         after=validate_time(f.after, "after"),
         before=validate_time(f.before, "before"),
+        include_superseded=bool(f.include_superseded),
+        include_archived=bool(f.include_archived),
     )
 
 

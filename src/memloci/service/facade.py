@@ -32,6 +32,7 @@ from memloci.core.model import (
     LibraryStats,
     Memory,
     MemoryFilter,
+    MemoryInput,
     ObservationBatch,
     Relation,
     RelationInput,
@@ -50,6 +51,7 @@ from memloci.search.hybrid import MemoryHit
 from memloci.service.across import AcrossSearch, fuse, lacks_entity, naming, selection
 from memloci.service.documents import DocumentOperations, NewEntityDocument
 from memloci.service.history import HistoryOperations, ImportReport
+from memloci.service.lifecycle import LifecycleOperations
 from memloci.service.memories import MemoryOperations, Retrieval
 from memloci.service.names import entity_names
 from memloci.service.projects import EXPORT_TITLE, ProjectOperations
@@ -74,6 +76,7 @@ class MemoryService:
         self.vectors = LibraryVectors(self.embedder, embed_pending=embed_pending)
         self.stores = Stores(libraries, self.vectors, self._project_opened)
         self.memories = MemoryOperations(self.stores, self.vectors)
+        self.lifecycle = LifecycleOperations(self.stores, clock)
         self.documents = DocumentOperations(self.stores)
         self.recovery = HistoryOperations(self.stores)
         self.projects = ProjectOperations(self.stores, read_graph=self.read_graph, add_observations=self.add_observations,
@@ -232,7 +235,14 @@ class MemoryService:
 
     def store_memory(self, content: str, *, tags: Sequence[str] = (), memory_type: str = "note",
                      metadata: dict[str, Any] | None = None, importance: str | None = None,
-                     entity: str | None = None, library: str | ProjectRef | None = None) -> tuple[Memory, bool]:
+                     entity: str | None = None, supersedes: str | None = None,
+                     library: str | ProjectRef | None = None) -> tuple[Memory, bool]:
+        """Store a memory; `supersedes` (a content_hash) marks the older one it replaces, in
+        the same transaction (lifecycle.py)."""
+        if supersedes is not None:
+            m = schema.validate_memory(MemoryInput(content, tuple(tags), memory_type, metadata or {},
+                                                   importance or "medium", entity))
+            return self.lifecycle.store_superseding(m, supersedes, library=library)
         return self.memories.store_memory(content, tags=tags, memory_type=memory_type, metadata=metadata,
                                           importance=importance, entity=entity, library=library)
 
@@ -300,9 +310,16 @@ class MemoryService:
 
     def update_memory(self, content_hash: str, *, content: str | None = None, tags: Sequence[str] | None = None,
                       metadata: dict[str, Any] | None = None, importance: str | None = None,
-                      library: str | ProjectRef | None = None) -> Memory:
-        return self.memories.update_memory(content_hash, content=content, tags=tags, metadata=metadata,
-                                           importance=importance, library=library)
+                      supersedes: str | None = None, library: str | ProjectRef | None = None) -> Memory:
+        """Change a memory; `supersedes` (a content_hash) marks an older one this memory replaces."""
+        if supersedes is not None and content is None and tags is None and metadata is None and importance is None:
+            memory = self.memories.one_memory(content_hash, library=library)
+        else:
+            memory = self.memories.update_memory(content_hash, content=content, tags=tags, metadata=metadata,
+                                                 importance=importance, library=library)
+        if supersedes is not None:
+            self.lifecycle.supersede(supersedes, memory.content_hash, library=library)
+        return memory
 
     def list_memories(self, *, page: int = 1, page_size: int = 10, filters: MemoryFilter | None = None,
                       library: str | ProjectRef | None = None, time: str | None = None) -> tuple[list[Memory], int]:

@@ -187,6 +187,10 @@ class MemoryOperations:
         page = self.stores.store(library).list_memories(offset=offset, limit=limit, filters=MemoryFilter(tuple(clean), match_all))
         return list(page.memories), page.total
 
+    def one_memory(self, content_hash: str, *, library: str | ProjectRef | None = None) -> Memory:
+        """The memory with this hash (NOT_FOUND if none)."""
+        return self._one_memory(self.stores.store(library), content_hash)
+
     def _one_memory(self, store: Store, content_hash: str) -> Memory:
         content_hash = schema.clean_label(content_hash, "content_hash", 64)
         found = store.memories_by_hash(content_hash)

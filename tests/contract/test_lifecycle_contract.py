@@ -1,0 +1,173 @@
+"""The memory lifecycle on every engine: a preview changes nothing and lists exactly what its
+execute changes; an execute is one journal entry that `undo` takes back to the byte and the row;
+a preview whose memories changed since is refused, naming them, with nothing changed;
+superseded and archived memories stay, and search leaves them out unless asked.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from memloci.core.errors import ConflictError, NotFoundError, ValidationError
+from memloci.core.model import EVERY_MEMORY, MemoryFilter
+
+
+def dump(s) -> list:
+    """Every free and observed memory, every field but use dates, archived and superseded too."""
+    memories, _ = s.list_memories(page_size=1000, filters=EVERY_MEMORY)
+    return sorted((m.content, m.content_hash, m.tags, m.memory_type, m.importance,
+                   json.dumps(m.metadata, sort_keys=True), m.created_at, m.superseded_by, m.archived_at)
+                  for m in memories)
+
+
+def seed(s) -> dict[str, str]:
+    hashes = {}
+    for key, text, tags in [
+        ("deploy", "We deploy on Fridays.", ["ops"]),
+        ("deploy2", "we deploy on fridays", ["release"]),
+        ("deploy3", "We  deploy on Fridays!", ["ops", "Weekly"]),
+        ("db", "The database is PostgreSQL 16.", ["db"]),
+        ("tmp1", "Scratch note one.", ["temporary"]),
+        ("tmp2", "Scratch note two.", ["temporary", "ops"]),
+    ]:
+        m, _ = s.store_memory(text, tags=tags)
+        hashes[key] = m.content_hash
+    return hashes
+
+
+def test_duplicates_preview_execute_undo(engine):
+    s = engine.service
+    h = seed(s)
+    before = dump(s)
+    preview = s.lifecycle.cleanup_duplicates(dry_run=True)
+    assert not preview.executed and preview.preview_id
+    assert dump(s) == before  # a preview changes nothing
+    assert preview.counts == {"changed": 1, "deleted": 2, "created": 0}
+    named = {i["content_hash"]: i["action"] for i in preview.items}
+    assert named == {h["deploy"]: "keep", h["deploy2"]: "delete", h["deploy3"]: "delete"}
+    done = s.lifecycle.execute_preview(preview.preview_id)
+    assert done.executed and done.change_id
+    memories, _ = s.list_memories(page_size=100)
+    texts = sorted(m.content for m in memories)
+    assert texts == ["Scratch note one.", "Scratch note two.", "The database is PostgreSQL 16.", "We deploy on Fridays."]
+    kept = next(m for m in memories if m.content_hash == h["deploy"])
+    assert list(kept.tags) == ["ops", "release", "Weekly"]  # every tag, first casing seen
+    # nothing outside the preview changed
+    after = {d[1]: d for d in dump(s)}
+    for row in before:
+        if row[1] not in (h["deploy"], h["deploy2"], h["deploy3"]):
+            assert after[row[1]] == row
+    entry = s.history(limit=1)[0]
+    assert entry.id == done.change_id and entry.action == "cleanup_duplicates"
+    s.undo(done.change_id)
+    assert dump(s) == before
+    with pytest.raises(ConflictError, match="was executed"):
+        s.lifecycle.execute_preview(preview.preview_id)
+
+
+def test_stale_preview_is_refused_naming_the_memory(engine):
+    s = engine.service
+    h = seed(s)
+    preview = s.lifecycle.delete_by_tag(["temporary"], dry_run=True)
+    assert {i["content_hash"] for i in preview.items} == {h["tmp1"], h["tmp2"]}
+    s.update_memory(h["tmp2"], tags=["temporary", "ops", "keep"])
+    before = dump(s)
+    with pytest.raises(ConflictError) as exc:
+        s.lifecycle.execute_preview(preview.preview_id)
+    assert h["tmp2"][:12] in str(exc.value) and "changed since the preview" in str(exc.value)
+    assert dump(s) == before
+
+
+def test_delete_by_tag_and_time_are_undone(engine):
+    s = engine.service
+    seed(s)
+    before = dump(s)
+    done = s.lifecycle.delete_by_tag("temporary,db", match_all=False)
+    assert done.executed and done.counts["deleted"] == 3
+    assert s.search_by_tag(["temporary"]) == []
+    s.undo(done.change_id)
+    assert dump(s) == before
+    with pytest.raises(ValidationError, match="start_date"):
+        s.lifecycle.delete_by_time(start=None, end=None)
+    done = s.lifecycle.delete_by_time(start="2000-01-01", end="2999-01-01", tag="ops")
+    assert done.counts["deleted"] == 3
+    s.undo(done.change_id)
+    assert dump(s) == before
+
+
+def test_supersession_keeps_the_old_one_out_of_search(engine):
+    s = engine.service
+    old, _ = s.store_memory("The staging database runs on port 5432.", tags=["db"])
+    new, created = s.store_memory("The staging database runs on port 6543.", tags=["db"], supersedes=old.content_hash)
+    assert created
+    listed, _ = s.list_memories(page_size=10)
+    assert [m.content_hash for m in listed] == [new.content_hash]
+    everything, _ = s.list_memories(page_size=10, filters=MemoryFilter(include_superseded=True))
+    assert {m.content_hash: m.superseded_by for m in everything} == {old.content_hash: new.content_hash,
+                                                                     new.content_hash: None}
+    hits = s.retrieve_memory("staging database port", n_results=5).hits
+    assert [h.memory.content_hash for h in hits] == [new.content_hash]
+    assert [m.content_hash for m in s.search_by_tag(["db"])] == [new.content_hash]
+    entry = s.history(limit=1)[0]
+    assert entry.action == "supersede"
+    s.undo(entry.id)  # the newer memory goes, the older is live again
+    listed, _ = s.list_memories(page_size=10)
+    assert [(m.content_hash, m.superseded_by) for m in listed] == [(old.content_hash, None)]
+    with pytest.raises(NotFoundError, match="supersedes"):
+        s.store_memory("x", supersedes="0" * 16)
+
+
+def test_supersession_cycle_refused(engine):
+    s = engine.service
+    a, _ = s.store_memory("Version A of the plan.")
+    b, _ = s.store_memory("Version B of the plan.")
+    s.update_memory(b.content_hash, supersedes=a.content_hash)
+    with pytest.raises(ValidationError, match="cycle"):
+        s.update_memory(a.content_hash, supersedes=b.content_hash)
+
+
+def test_update_memory_metadata(engine):
+    s = engine.service
+    h = seed(s)
+    before = dump(s)
+    preview = s.lifecycle.update_metadata(h["db"], {"tags": ["db", "infra"], "memory_type": "fact",
+                                                    "metadata": {"source": "standup"}}, dry_run=True)
+    assert dump(s) == before
+    done = s.lifecycle.execute_preview(preview.preview_id)
+    (m,) = [m for m in s.list_memories(page_size=100)[0] if m.content_hash == h["db"]]
+    assert (list(m.tags), m.memory_type, m.metadata) == (["db", "infra"], "fact", {"source": "standup"})
+    assert m.content == "The database is PostgreSQL 16."
+    s.undo(done.change_id)
+    assert dump(s) == before
+    with pytest.raises(ValidationError, match="unknown key"):
+        s.lifecycle.update_metadata(h["db"], {"colour": "red"})
+
+
+def test_archive_and_back(engine):
+    s = engine.service
+    h = seed(s)
+    memories = {m.content_hash: m for m in s.list_memories(page_size=100)[0]}
+    done = s.lifecycle.archive([memories[h["tmp1"]]], s.store(), dry_run=False, why=lambda m: "test", args={})
+    assert h["tmp1"] not in {m.content_hash for m in s.list_memories(page_size=100)[0]}
+    assert s.retrieve_memory("Scratch note one", n_results=5).hits[0].memory.content_hash != h["tmp1"]
+    archived = [m for m in s.list_memories(page_size=100, filters=MemoryFilter(include_archived=True))[0]
+                if m.archived_at]
+    assert [m.content_hash for m in archived] == [h["tmp1"]]
+    back = s.lifecycle.unarchive([h["tmp1"]])
+    assert back.counts["changed"] == 1
+    assert h["tmp1"] in {m.content_hash for m in s.list_memories(page_size=100)[0]}
+    s.undo(back.change_id)
+    s.undo(done.change_id)
+    assert h["tmp1"] in {m.content_hash for m in s.list_memories(page_size=100)[0]}
+
+
+def test_tags_and_analysis(engine):
+    s = engine.service
+    seed(s)
+    assert s.lifecycle.tags()[:2] == [("ops", 3), ("temporary", 2)]
+    report = s.lifecycle.analysis()
+    assert report["total_memories"] == 6 and report["exact_duplicates"] == 2
+    text = s.lifecycle.export("text", tags=["db"])
+    assert text.endswith("The database is PostgreSQL 16.\n") and text.count("\n") == 1
