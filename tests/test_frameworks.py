@@ -138,10 +138,49 @@ def n2n_calls() -> list[Call]:
     ]]
 
 
+MAINTENANCE_SEED = [("Deploys go out on Fridays.", ["ops", "temporary"]), ("deploys go out on fridays", ["release"]),
+                    ("Scratch: order pizza.", ["temporary"])]
+
+
+def seed_maintenance(path: Path) -> None:
+    """The library the maintenance calls work on: a duplicate pair and tagged scratch notes."""
+    from memloci.app.registry import LibraryRegistry
+    from memloci.app.specs import parse_library_specs
+    from memloci.search.embedder import EmbedderHandle
+    from memloci.service.facade import MemoryService
+
+    service = MemoryService(LibraryRegistry(parse_library_specs(f"main:{path}")), EmbedderHandle("none"))
+    try:
+        for text, tags in MAINTENANCE_SEED:
+            service.store_memory(text, tags=tags)
+    finally:
+        service.close()
+
+
+def maintenance_calls() -> list[Call]:
+    first = content_hash(MAINTENANCE_SEED[0][0])
+    return [
+        ("list_tags", lambda p: {}, lambda t: "temporary" in t),
+        ("knowledge_analysis", lambda p: {}, lambda t: "exact_duplicates" in t),
+        ("knowledge_export", lambda p: {"format": "text", "filters": '{"tags": ["ops"]}'}, lambda t: "Fridays" in t),
+        ("cleanup_duplicates", lambda p: {"dry_run": True}, lambda t: "preview" in t),
+        ("list_previews", lambda p: {}, lambda t: "cleanup_duplicates" in t),
+        ("execute_preview", lambda p: {"preview_id": 1}, lambda t: "change #" in t),
+        ("update_memory_metadata", lambda p: {"content_hash": first, "updates": '{"memory_type": "fact"}'}, None),
+        ("memory_cleanup", lambda p: {"older_than": "1 year"}, lambda t: "preview" in t),
+        ("delete_by_tag", lambda p: {"tags": ["temporary"], "dry_run": True}, lambda t: "preview" in t),
+        ("delete_before_date", lambda p: {"before_date": "2000-01-01"}, lambda t: "nothing to change" in t),
+        ("delete_by_timeframe", lambda p: {"start_date": "2000-01-01", "end_date": "2001-01-01"},
+         lambda t: "nothing to change" in t),
+        ("unarchive_memories", lambda p: {"content_hashes": [first]}, None),
+    ]
+
+
 # Each --tools value and its calls: every tool of every group (the default groups with two
 # libraries, so `library` is advertised and sent as null too).
 CONFIGS = {"default": ([], default_calls), "strict": (["--tools", "strict"], strict_calls),
-           "n2n": (["--tools", "n2n"], n2n_calls)}
+           "n2n": (["--tools", "n2n"], n2n_calls),
+           "maintenance": (["--tools", "maintenance"], maintenance_calls)}
 FRAMEWORKS = ["openai-agents", "pydantic-ai", "langchain", "google-genai"]
 
 
@@ -180,6 +219,10 @@ def command(home: Path, config: str, tmp: Path) -> tuple[list[str], dict[str, st
     args = ["-m", "memloci", "serve", *CONFIGS[config][0]]
     if config == "default":
         args += ["--libraries", f"a:{tmp / 'a.db'},b:{tmp / 'b'}"]
+    if config == "maintenance":
+        if not (tmp / "m.db").exists():
+            seed_maintenance(tmp / "m.db")
+        args += ["--libraries", f"main:{tmp / 'm.db'}"]
     return args, server_env(home)
 
 

@@ -306,6 +306,51 @@ def n2n_steps() -> list[Step]:
     ]
 
 
+def maintenance_steps() -> list[Step]:
+    """The maintenance group: the MCP Memory Service's maintenance tools and the lifecycle's own,
+    on the SQLite library and the Markdown one."""
+    steps = []
+    for where in (MAIN, NOTES):
+        steps += [
+            ok("store_memory", "dup-a", content="Backups run at 02:00 UTC.", tags=["ops", "scratch"], **where),
+            ok("store_memory", "dup-b", content="backups run at 02:00 utc", tags=["cron"], **where),
+            ok("list_tags", says=('"scratch"',), **where),
+            err("list_tags", "VALIDATION_ERROR", "unknown-arg", ("library",), libary="main"),
+            ok("knowledge_analysis", says=('"exact_duplicates": 1',), **where),
+            err("knowledge_analysis", "VALIDATION_ERROR", "bad-time", ("time",), time_range="whenever", **where),
+            ok("knowledge_export", says=("Backups run",), format="text", filters='{"tags": ["ops"]}', **where),
+            err("knowledge_export", "VALIDATION_ERROR", "bad-format", ("format",), format="yaml", **where),
+            err("knowledge_export", "VALIDATION_ERROR", "bad-filter", ("filters",), filters='{"colour": 1}', **where),
+            ok("cleanup_duplicates", "preview", ('"dry_run": true', '"deleted": 1'), dry_run=True, **where),
+            err("cleanup_duplicates", "VALIDATION_ERROR", "bad-type", ("similar",), similar="yes", **where),
+            ok("list_previews", says=("cleanup_duplicates",), **where),
+            err("list_previews", "VALIDATION_ERROR", "bad-type", ("pending",), pending="maybe", **where),
+            ok("memory_cleanup", says=('"preview_id"',), older_than="1 year", **where),
+            err("memory_cleanup", "VALIDATION_ERROR", "bad-age", ("older_than",), older_than="soon", **where),
+            ok("update_memory_metadata", says=('"changed": 1',), content_hash=memory_hash("Backups run at 02:00 UTC."),
+               updates='{"memory_type": "fact"}', **where),
+            err("update_memory_metadata", "VALIDATION_ERROR", "bad-key", ("updates",),
+                content_hash=memory_hash("Backups run at 02:00 UTC."), updates='{"colour": "red"}', **where),
+            err("update_memory_metadata", "NOT_FOUND", "missing", content_hash="0" * 64, updates='{"tags": []}', **where),
+            # the preview named the memory as it was before the metadata changed: refused, naming it
+            err("execute_preview", "CONFLICT", "stale", ("changed since the preview",), preview_id=1, **where),
+            ok("delete_by_tag", "dry", ('"deleted": 1',), tags="scratch", dry_run=True, **where),
+            ok("execute_preview", "applies", ('"deleted": 1', "change #"), preview_id=3, **where),
+            ok("unarchive_memories", "not-archived", ('"changed": 0',),
+               content_hashes=[memory_hash("backups run at 02:00 utc")], **where),
+            err("delete_by_tag", "VALIDATION_ERROR", "bad-type", tags=5, **where),
+            ok("delete_before_date", says=("nothing to change",), before_date="2000-01-01", **where),
+            err("delete_before_date", "VALIDATION_ERROR", "bad-date", ("before_date",), before_date="someday", **where),
+            ok("delete_by_timeframe", says=('"deleted": 1',), start_date="2000-01-01", tag="cron", **where),
+            err("delete_by_timeframe", "VALIDATION_ERROR", "bad-date", ("start_date",), start_date="May", **where),
+            err("unarchive_memories", "NOT_FOUND", "missing", content_hashes=["0" * 64], **where),
+            err("execute_preview", "NOT_FOUND", "missing", preview_id=999, **where),
+        ]
+    steps.append(err("unarchive_memories", "VALIDATION_ERROR", "empty", ("content_hashes",), content_hashes=[],
+                     **MAIN))
+    return steps
+
+
 SCENARIOS: tuple[Scenario, ...] = (
     Scenario("graph", "graph,memory,documents,project",
              tuple(graph_steps() + memory_steps() + document_steps() + project_steps("create_entities"))),
@@ -318,6 +363,7 @@ SCENARIOS: tuple[Scenario, ...] = (
     Scenario("official", "graph", tuple(graph_steps()), clients=("typescript",)),
     Scenario("memory", "memory", tuple(memory_steps()), clients=("typescript",)),
     Scenario("n2n", "n2n", tuple(n2n_steps())),  # the n2n-memory drop-in, by every client
+    Scenario("maintenance", "memory,maintenance", tuple(memory_steps() + maintenance_steps())),
 )
 # The same tables with `main` and `notes` in PostgreSQL. (n2n keeps its memory in the project's
 # own SQLite file whatever the libraries are, so it has no PostgreSQL twin.)

@@ -48,10 +48,11 @@ from memloci.rules.graph import RelationsCreated, graph_violations
 from memloci.search.embedder import Embedder, EmbedderHandle, understands
 from memloci.search.entities import OBSERVATION_WEIGHT, count_entities, find_entities, meaning_signals
 from memloci.search.hybrid import MemoryHit
+from memloci.search.timephrases import parse_time_phrase
 from memloci.service.across import AcrossSearch, fuse, lacks_entity, naming, selection
 from memloci.service.documents import DocumentOperations, NewEntityDocument
 from memloci.service.history import HistoryOperations, ImportReport
-from memloci.service.lifecycle import LifecycleOperations
+from memloci.service.lifecycle import LifecycleOperations, Outcome
 from memloci.service.memories import MemoryOperations, Retrieval
 from memloci.service.names import entity_names
 from memloci.service.projects import EXPORT_TITLE, ProjectOperations
@@ -320,6 +321,28 @@ class MemoryService:
         if supersedes is not None:
             self.lifecycle.supersede(supersedes, memory.content_hash, library=library)
         return memory
+
+    # -- the lifecycle (lifecycle.py holds the operations; these add what ranks and finds) ----
+
+    def cleanup_duplicates(self, *, similar: bool = False, dry_run: bool = False,
+                           library: str | ProjectRef | None = None) -> Outcome:
+        return self.lifecycle.cleanup_duplicates(similar=similar, dry_run=dry_run, library=library)
+
+    def memory_cleanup(self, *, cutoff: str | None, threshold: float | None = None,
+                       library: str | ProjectRef | None = None) -> Outcome:
+        return self.lifecycle.memory_cleanup(cutoff=cutoff, near=None, immune=_immune, library=library)
+
+    def time_range(self, phrase: str) -> tuple[str | None, str | None]:
+        """The (after, before) a time phrase names, as of the service's clock."""
+        return parse_time_phrase(phrase, self.clock()).iso()
+
+    def knowledge_export(self, fmt: str, *, tags: Sequence[str] = (), query: str | None = None,
+                         include_archived: bool = False, library: str | ProjectRef | None = None) -> str:
+        def search(q: str, store: Store) -> list[Memory]:
+            return [h.memory for h in self.memories.retrieve_memory(q, n_results=100, library=library,
+                                                                    count_use=False).hits]
+        return self.lifecycle.export(fmt, tags=tags, query=query, include_archived=include_archived,
+                                     library=library, search=search)
 
     def list_memories(self, *, page: int = 1, page_size: int = 10, filters: MemoryFilter | None = None,
                       library: str | ProjectRef | None = None, time: str | None = None) -> tuple[list[Memory], int]:
@@ -595,6 +618,12 @@ def _batches_named(store: Store, batches: Sequence[ObservationBatch], field: str
     names = entity_names(store, [b.entity_name for b in batches],
                          [f"{field}[{i}].entityName" for i in range(len(batches))])
     return [replace(b, entity_name=n) for b, n in zip(batches, names)]
+
+
+def _immune(m: Memory) -> bool:
+    """Never archived by age: important, much used, or tagged to keep."""
+    return (m.importance in ("critical", "high") or m.access_count >= 3
+            or bool({t.casefold() for t in m.tags} & {"keep", "pinned", "important", "critical"}))
 
 
 def _relations_named(store: Store, relations: Sequence[RelationInput]) -> list[RelationInput]:

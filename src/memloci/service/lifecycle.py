@@ -17,7 +17,7 @@ import re
 import unicodedata
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from memloci.app.projects import ProjectRef
@@ -41,6 +41,10 @@ from memloci.service.stores import Stores
 from memloci.store.protocols import Store
 
 PAGE = 1_000  # memories read per call while a plan is made
+# Near duplicates among memories: (older, newer, similarity) pairs above the measured threshold.
+NearPairs = Callable[[Store, list[Memory]], list[tuple[Memory, Memory, float]]]
+_AGE = re.compile(r"^\s*(\d+)\s*(day|week|month|year)s?\s*$", re.IGNORECASE)
+_DAYS = {"day": 1, "week": 7, "month": 30, "year": 365}
 PREVIEW_ITEMS_SHOWN = 200  # items a reply lists in full (the preview keeps them all)
 KINDS = rules.ACTIONS
 _TRAILING = re.compile(r"[\s.!?。！？…,;:，；：]+$")
@@ -51,6 +55,14 @@ def normal_text(text: str) -> str:
     """A memory's text as exact-duplicate detection compares it: NFKC, casefolded, spaces
     collapsed, trailing punctuation dropped ("Deploy on Fridays." = "deploy on fridays")."""
     return _TRAILING.sub("", _SPACE.sub(" ", unicodedata.normalize("NFKC", text).casefold()).strip())
+
+
+def older_than_cutoff(text: str, now: datetime) -> str:
+    """The moment `older_than` ("6 months", "1 year", "30 days") names, before `now`."""
+    m = _AGE.match(text or "")
+    if not m:
+        raise ValidationError(f"older_than: {text!r} is not an age", hint='Say e.g. "30 days", "6 months", "1 year".')
+    return (now - timedelta(days=int(m.group(1)) * _DAYS[m.group(2).lower()])).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def first_line(text: str, limit: int = 120) -> str:
@@ -229,13 +241,15 @@ class LifecycleOperations:
         return self.run(plan, store, dry_run=dry_run, origin="delete_by_tag")
 
     def delete_by_time(self, *, start: str | None, end: str | None, tag: str | None = None, dry_run: bool = False,
-                       library: str | ProjectRef | None = None, kind_args: dict[str, Any] | None = None) -> Outcome:
-        """Delete the free memories created in [start, end) (either end open), with `tag` if given."""
-        after, before = schema.validate_time(start, "start_date"), schema.validate_time(end, "end_date")
+                       library: str | ProjectRef | None = None, kind_args: dict[str, Any] | None = None,
+                       names: tuple[str, str] = ("start_date", "end_date")) -> Outcome:
+        """Delete the free memories created in [start, end) (either end open), with `tag` if given
+        (`names`: the arguments the caller gave them as, for errors)."""
+        after, before = schema.validate_time(start, names[0]), schema.validate_time(end, names[1])
         if after is None and before is None:
-            raise ValidationError("start_date/end_date: give at least one", hint="Dates as YYYY-MM-DD or ISO 8601 UTC.")
+            raise ValidationError(f"{names[0]}/{names[1]}: give at least one", hint="Dates as YYYY-MM-DD or ISO 8601 UTC.")
         if after and before and after >= before:
-            raise ValidationError(f"start_date/end_date: start ({after}) must be earlier than end ({before})")
+            raise ValidationError(f"{names[0]}/{names[1]}: start ({after}) must be earlier than end ({before})")
         tags = tuple(schema.validate_tags([tag], "tag")) if tag else ()
         store = self.stores.store(library)
         plan = Plan("delete_by_time", kind_args or {"start_date": start, "end_date": end, "tag": tag})
@@ -270,15 +284,17 @@ class LifecycleOperations:
         return self.run(plan, store, dry_run=dry_run, origin="update_memory_metadata")
 
     def cleanup_duplicates(self, *, similar: bool = False, dry_run: bool = False,
-                           library: str | ProjectRef | None = None,
-                           near: Callable[[Store, list[Memory]], list[tuple[Memory, Memory, float]]] | None = None) -> Outcome:
+                           library: str | ProjectRef | None = None, near: NearPairs | None = None) -> Outcome:
         """Merge exact duplicates (same text but for case, spaces and trailing punctuation) into
         the oldest: it keeps every tag, the uses of all, the highest importance. Near duplicates
         by meaning (`near`: pairs above the measured threshold) are offered; with `similar` they
         are merged too."""
         store = self.stores.store(library)
         plan = Plan("cleanup_duplicates", {"similar": similar})
-        live = list(self.free_memories(store, MemoryFilter()))
+        self._duplicates(plan, store, list(self.free_memories(store, MemoryFilter())), similar, near)
+        return self.run(plan, store, dry_run=dry_run, origin="cleanup_duplicates")
+
+    def _duplicates(self, plan: Plan, store: Store, live: list[Memory], similar: bool, near: NearPairs | None) -> set[int]:
         groups: dict[str, list[Memory]] = {}
         for m in live:
             groups.setdefault(normal_text(m.content), []).append(m)
@@ -296,7 +312,22 @@ class LifecycleOperations:
                 else:
                     plan.offered.append({"merge": [a.content_hash, b.content_hash], "similarity": round(score, 3),
                                          "contents": [first_line(a.content), first_line(b.content)]})
-        return self.run(plan, store, dry_run=dry_run, origin="cleanup_duplicates")
+        return merged
+
+    def memory_cleanup(self, *, cutoff: str | None, near: NearPairs | None, immune: Callable[[Memory], bool],
+                       library: str | ProjectRef | None = None) -> Outcome:
+        """The MCP Memory Service's memory_cleanup, always a preview: duplicates to merge (near
+        ones offered), and memories created before `cutoff` to archive (immune ones kept)."""
+        store = self.stores.store(library)
+        plan = Plan("memory_cleanup", {"older_than_cutoff": cutoff})
+        live = list(self.free_memories(store, MemoryFilter()))
+        merged = self._duplicates(plan, store, live, False, near)
+        if cutoff is not None:
+            at = self.clock().strftime("%Y-%m-%dT%H:%M:%SZ")
+            for m in live:
+                if m.id not in merged and m.created_at < cutoff and not immune(m):
+                    plan.edit(m, "archive", why=f"created {m.created_at[:10]}, before {cutoff[:10]}", archived_at=at)
+        return self.run(plan, store, dry_run=True, origin="memory_cleanup")
 
     # -- supersession and the archive ------------------------------------------------------
 
