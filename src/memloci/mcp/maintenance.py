@@ -38,7 +38,8 @@ Filters = Annotated[dict[str, Any] | None, BeforeValidator(json_object), WithJso
 
 def outcome(o: Outcome) -> dict[str, Any]:
     shown = o.items[:200]
-    return {"success": True, "message": o.message, "dry_run": not o.executed, "preview_id": o.preview_id,
+    how = f" Execute it with execute_preview(preview_id={o.preview_id})." if o.preview_id else ""
+    return {"success": True, "message": o.summary + how, "dry_run": not o.executed, "preview_id": o.preview_id,
             "change_id": o.change_id, "library": o.library, **o.counts, "items": shown,
             **({"items_not_shown": len(o.items) - len(shown)} if len(o.items) > len(shown) else {}),
             **({"offered": o.offered} if o.offered else {})}

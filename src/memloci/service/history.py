@@ -15,6 +15,7 @@ from memloci.core import schema
 from memloci.core.errors import ValidationError
 from memloci.core.model import EntityInput, Graph, ImportedMemories, JournalEntry, Memory, RelationInput, name_key
 from memloci.formats.official import OfficialFile
+from memloci.rules import lifecycle
 from memloci.service.backup import PortableStore, backup_library, restore_library
 from memloci.service.stores import Stores
 from memloci.store.protocols import GraphBatches, Portable, Store, Undoable
@@ -49,6 +50,9 @@ def memory_text(entry: JournalEntry, width: int = 60) -> str | None:
     elif entry.action == "undo" and ("texts_removed" in detail or "texts_restored" in detail):
         before += [str(t) for t in detail.get("texts_removed", [])]
         after += [str(t) for t in detail.get("texts_restored", []) if t not in detail.get("texts_removed", [])]
+    elif entry.action in lifecycle.ACTIONS:  # the memories it changed, each with what it did
+        before += [f"{i.get('action')}: {i.get('content', '')}" for i in detail.get("items", []) if isinstance(i, dict)][:3]
+        after += [str(t) for t in detail.get("texts_added", [])]
     if not before and not after and isinstance(detail.get("undo"), dict) and not entry.entities:
         before += [str(m.get("content", "")) for m in detail["undo"].get("memories", []) if isinstance(m, dict)]
     shown = ["; ".join(t if len(t) <= width else t[: width - 1] + "…" for t in texts)

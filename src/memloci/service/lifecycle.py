@@ -142,15 +142,15 @@ class Outcome:
     change_id: int | None = None
 
     @property
-    def message(self) -> str:
+    def summary(self) -> str:
+        """What was done, or what a preview would do (the caller says how to execute it)."""
         c = self.counts
         what = ", ".join(f"{n} {k}" for k, n in (("deleted", c["deleted"]), ("changed", c["changed"]),
                                                  ("created", c["created"])) if n) or "nothing to change"
         if self.executed:
-            return f"{self.kind}: {what} (change #{self.change_id}; undo with `memloci undo {self.change_id}`)"
+            return f"{self.kind}: {what}" + (f" (change #{self.change_id}, undoable)" if self.change_id else "")
         offered = f"; {len(self.offered)} offered, not included" if self.offered else ""
-        return (f"{self.kind} preview #{self.preview_id}: would be {what}{offered}. Nothing was changed; "
-                f"execute it with execute_preview(preview_id={self.preview_id}).")
+        return f"{self.kind} preview #{self.preview_id}: would be {what}{offered}. Nothing was changed."
 
 
 class LifecycleOperations:
