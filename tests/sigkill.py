@@ -14,7 +14,7 @@ from typing import Any
 
 from memloci.store.markdown.audit import index_disagreements, temp_files_left
 
-KINDS = ("create", "rename", "merge", "delete", "add_observations", "reindex")  # `memloci bench crash --kinds`
+KINDS = ("create", "rename", "merge", "delete", "add_observations", "reindex", "duplicates")  # `memloci bench crash --kinds`
 
 
 def kill_rounds(kind: str, engine: str, rounds: int, work: Path, size: int | None = None,

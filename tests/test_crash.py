@@ -23,7 +23,8 @@ from memloci.service.documents import NewEntityDocument
 ROUNDS = int(os.environ.get("MEMLOCI_CRASH_ROUNDS", "3"))
 # Smaller batches than the bench (1,000 entities, 300 linking notes) keep `make test` short;
 # with MEMLOCI_CRASH_ROUNDS=20 the bench's sizes are used.
-TEST_SIZES = {"create": 400, "rename": 150, "merge": 10, "delete": 200, "add_observations": 200, "reindex": 300}
+TEST_SIZES = {"create": 400, "rename": 150, "merge": 10, "delete": 200, "add_observations": 200, "reindex": 300,
+              "duplicates": 200}
 CASES = [(k, e) for k in KINDS for e in ("markdown", "sqlite") if not (k == "reindex" and e == "sqlite")]
 
 

@@ -12,7 +12,7 @@ from sigkill import kill_rounds
 
 ROUNDS = int(os.environ.get("MEMLOCI_CRASH_ROUNDS", "3"))
 # entities each write touches (delete, rename, merge and reindex: tests/test_crash.py)
-SIZES = {"create": 200, "add_observations": 200}
+SIZES = {"create": 200, "add_observations": 200, "duplicates": 200}
 
 
 @pytest.mark.parametrize("kind", list(SIZES))

@@ -31,13 +31,14 @@ from typing import Any
 
 from memloci.store.markdown.audit import index_disagreements, note_files, temp_files_left
 
-KINDS = ("create", "rename", "merge", "delete", "add_observations", "reindex")  # tests/test_crash.py runs each
+KINDS = ("create", "rename", "merge", "delete", "add_observations", "reindex", "duplicates")  # tests/test_crash.py runs each
 ENGINES = ("markdown", "sqlite")
-POSTGRES_KINDS = ("create", "delete", "add_observations")  # no files to rebuild, no documents there yet
+POSTGRES_KINDS = ("create", "delete", "add_observations", "duplicates")  # no files to rebuild, no documents there yet
 # How many entities each write touches (the judge's sizes): created, linking the renamed note,
 # deleted, given an observation, in the library a reindex reads. A merge takes 20 sources of 10
 # observations, each linked from 10 notes.
-SIZES = {"create": 1000, "rename": 300, "merge": 20, "delete": 500, "add_observations": 1000, "reindex": 1000}
+SIZES = {"create": 1000, "rename": 300, "merge": 20, "delete": 500, "add_observations": 1000, "reindex": 1000,
+         "duplicates": 500}
 N_SOURCE_OBS, N_SOURCE_LINKERS = 10, 10
 
 
@@ -78,6 +79,10 @@ def build(kind: str, engine: str, folder: Path, n: int, url: str | None = None) 
                                for i in range(n * N_SOURCE_LINKERS)])
         elif kind in ("delete", "add_observations", "reindex"):
             s.create_entities([EntityInput(f"e{i}", "note", (f"fact {i}",)) for i in range(n)])
+        elif kind == "duplicates":  # n pairs of free memories equal but for case and a full stop
+            for i in range(n):
+                s.store_memory(f"Dup fact {i}.", tags=["first"])
+                s.store_memory(f"dup fact {i}", tags=["second"])
     finally:
         s.close()
     if kind == "reindex":  # edits by hand the index has not seen: 100 files deleted, 100 changed, 100 new
@@ -105,6 +110,8 @@ def write(kind: str, s: Any, n: int) -> None:
         s.add_observations([ObservationBatch(f"e{i}", (f"extra fact {i}",)) for i in range(n)])
     elif kind == "reindex":
         s.reindex()
+    elif kind == "duplicates":  # one lifecycle change: n memories changed, n deleted
+        s.cleanup_duplicates()
 
 
 def main(argv: list[str]) -> None:
@@ -194,6 +201,14 @@ def _count(index: sqlite3.Connection, sql: str, *args: Any) -> int:
     return index.execute(sql, args).fetchone()[0]
 
 
+def _day_blocks(root: Path) -> int:
+    """Free memories "dup fact ..." in a Markdown library's day files."""
+    from memloci.markdown.memories import parse_day
+
+    return sum(b.content.lower().startswith("dup fact ") for f in sorted((root / ".memloci" / "memories").glob("*.md"))
+               for b in parse_day(f.read_text(encoding="utf-8"), f.stem))
+
+
 def _one_of(what: str, value: int, nothing: int, everything: int) -> str:
     """"none" or "all": a count after a kill must be one of the two, never in between."""
     assert value in (nothing, everything), f"{what}: {value}, neither {nothing} (nothing) nor {everything} (all)"
@@ -239,6 +254,12 @@ def _all_or_nothing(kind: str, index: sqlite3.Connection, files: dict[str, bytes
         if files is not None:
             assert sum(rel.startswith("e") for rel in files) == left, "entity files and entities differ"
         return got
+    if kind == "duplicates":
+        left = _count(index, "SELECT count(*) FROM memories WHERE entity_id IS NULL AND lower(content) GLOB 'dup fact *'")
+        got = _one_of("duplicates left", left, 2 * n, n)
+        merged = _count(index, "SELECT count(*) FROM memories WHERE tags = ?", '["first", "second"]')
+        assert merged == (n if got == "all" else 0), f"memories holding both tags: {merged}"
+        return got
     if kind == "add_observations":
         got = _one_of("added observations", _count(index, "SELECT count(*) FROM memories WHERE content GLOB 'extra fact *'"),
                      0, n)
@@ -270,6 +291,19 @@ def _graph_all_or_nothing(kind: str, path: str, n: int) -> str:
     if kind == "add_observations":
         return _one_of("added observations", sum(o.content.startswith("extra fact ") for e in graph.entities
                                                 for o in e.observations), 0, n)
+    if kind == "duplicates":
+        from memloci.core.model import EVERY_MEMORY
+
+        s = service_for("postgres", path)
+        try:
+            memories, _ = s.list_memories(page_size=10_000, filters=EVERY_MEMORY)
+        finally:
+            s.close()
+        dups = [m for m in memories if m.content.lower().startswith("dup fact ")]
+        got = _one_of("duplicates left", len(dups), 2 * n, n)
+        merged = sum(list(m.tags) == ["first", "second"] for m in dups)
+        assert merged == (n if got == "all" else 0), f"memories holding both tags: {merged}"
+        return got
     raise ValueError(f"{kind}: not a write kind postgres runs ({', '.join(POSTGRES_KINDS)})")
 
 
@@ -299,6 +333,9 @@ def check(kind: str, engine: str, path: Path | str, n: int) -> str:
         else:
             _agree(path, index)
             outcome = _all_or_nothing(kind, index, note_files(path), n)
+            if kind == "duplicates":  # the day files hold what the index holds
+                blocks = _day_blocks(path)
+                assert blocks == (n if outcome == "all" else 2 * n), f"day files hold {blocks} duplicates"
     finally:
         index.close()
     s = service_for(engine, path)
