@@ -345,6 +345,15 @@ def maintenance_steps() -> list[Step]:
             err("delete_by_timeframe", "VALIDATION_ERROR", "bad-date", ("start_date",), start_date="May", **where),
             err("unarchive_memories", "NOT_FOUND", "missing", content_hashes=["0" * 64], **where),
             err("execute_preview", "NOT_FOUND", "missing", preview_id=999, **where),
+            # supersession: the older memory stays, out of search unless asked
+            ok("store_memory", "superseded", content="The staging port is 5432.", **where),
+            ok("store_memory", "supersedes", content="The staging port is 6543.",
+               supersedes=memory_hash("The staging port is 5432."), **where),
+            ok("retrieve_memory", "no-superseded", ("6543",), ("5432",), query="staging port", **where),
+            ok("retrieve_memory", "with-superseded", ('"superseded_by"', "5432"), query="staging port",
+               include_superseded=True, **where),
+            err("store_memory", "NOT_FOUND", "supersedes-missing", ("supersedes",), content="x",
+                supersedes="0" * 64, **where),
         ]
     steps.append(err("unarchive_memories", "VALIDATION_ERROR", "empty", ("content_hashes",), content_hashes=[],
                      **MAIN))

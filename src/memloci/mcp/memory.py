@@ -13,7 +13,7 @@ from mcp_types import CallToolResult
 from pydantic import BaseModel, BeforeValidator, Field, WithJsonSchema
 
 from memloci.core import schema
-from memloci.core.model import Memory, MemoryFilter
+from memloci.core.model import Memory, MemoryFilter, links_data
 from memloci.mcp.arguments import (
     ConfirmRoot,
     Libraries,
@@ -42,6 +42,9 @@ class MemoryOut(BaseModel):
     entity: str | None = None
     similarity_score: float | None = None
     why: str | None = None
+    superseded_by: str | None = None
+    archived_at: str | None = None
+    links: list[dict[str, Any]] | None = None
 
 
 class StoreOut(BaseModel):
@@ -106,6 +109,12 @@ def memory_out(m: Memory, score: float | None = None, why: str | None = None) ->
     out = {"content": m.content, "content_hash": m.content_hash, "tags": list(m.tags), "memory_type": m.memory_type,
            "importance": m.importance, "metadata": m.metadata, "created_at": m.created_at,
            "updated_at": m.updated_at, "access_count": m.access_count, "entity": m.entity}
+    if m.superseded_by:  # (kept out of search unless asked: shown where a listing asked for them)
+        out["superseded_by"] = m.superseded_by
+    if m.archived_at:
+        out["archived_at"] = m.archived_at
+    if m.links:
+        out["links"] = links_data(m.links)
     if score is not None:  # in [0, 1] like min_similarity: boosts beyond 1 order the hits but are not shown
         out["similarity_score"] = round(min(1.0, max(0.0, score)), 4)
         out["why"] = why
@@ -133,6 +142,7 @@ def register(server: Any, service: MemoryService) -> None:
         metadata: Metadata = None,
         importance: Annotated[str | None, Field(description="critical, high, medium (default) or low")] = None,
         entity: Annotated[str | None, Field(description="Entity this memory is an observation of")] = None,
+        supersedes: Annotated[str | None, Field(description="hash of a memory this replaces")] = None,
         library: Library = None, library_name: LibraryName = None,
         project_path: ProjectPath = None, confirm_new_project_root: ConfirmRoot = None,
         client_hostname: str | None = None,
@@ -140,7 +150,7 @@ def register(server: Any, service: MemoryService) -> None:
         if client_hostname:  # what the MCP Memory Service's clients send; it keeps it as a tag
             tags = [*(tags or ()), f"source:{client_hostname}"]
         memory, created = service.store_memory(content, tags=tags or (), memory_type=memory_type, metadata=metadata,
-                                               importance=importance, entity=entity,
+                                               importance=importance, entity=entity, supersedes=supersedes,
                                                library=selected(library, library_name, project_path, confirm_new_project_root))
         added = [t for t in (tags or ()) if t in memory.tags] if not created else []
         message = ("Memory stored successfully" if created else "Duplicate content: this memory is already stored"
@@ -160,6 +170,7 @@ def register(server: Any, service: MemoryService) -> None:
         before: Annotated[str | None, Field(description="Only memories created before this ISO date")] = None,
         time: Annotated[str | None, Field(description="Filter: yesterday, last week, in March, 3 days ago, latest, "
                                                        "昨日, 先週, 上个月, ...")] = None,
+        include_superseded: bool = False, include_archived: bool = False,
         library: Libraries = None, library_name: LibraryName = None,
         project_path: ProjectPath = None, confirm_new_project_root: ConfirmRoot = None,
     ) -> Annotated[CallToolResult, RetrieveOut]:
@@ -167,13 +178,15 @@ def register(server: Any, service: MemoryService) -> None:
         if names is not None:  # each hit names its library
             result = service.retrieve_memory_across(
                 query, libraries=names, n_results=n_results, min_similarity=min_similarity, tags=tags or (),
-                match_all=match_all, memory_type=memory_type, entity=entity, after=after, before=before, time=time)
+                match_all=match_all, memory_type=memory_type, entity=entity, after=after, before=before, time=time,
+                include_superseded=include_superseded, include_archived=include_archived)
             memories = [{**memory_out(h.memory, h.score, h.why), "library": h.library} for h in result.hits]
         else:
             assert not isinstance(library, list)  # several() took every list
             result = service.retrieve_memory(query, n_results=n_results, min_similarity=min_similarity, tags=tags or (),
                                              match_all=match_all, memory_type=memory_type, entity=entity, after=after,
-                                             before=before, time=time,
+                                             before=before, time=time, include_superseded=include_superseded,
+                                             include_archived=include_archived,
                                              library=selected(library, library_name, project_path, confirm_new_project_root))
             memories = [memory_out(h.memory, h.score, h.why) for h in result.hits]
         structured: dict[str, Any] = {"memories": memories, "query": result.query, "total_results": len(result.hits)}
@@ -192,11 +205,12 @@ def register(server: Any, service: MemoryService) -> None:
         match_all: Annotated[bool, Field(description="Require every tag (default: any)")] = False,
         limit: Annotated[int, Field(ge=1, le=schema.PAGE_MAX, description="Memories per page")] = 100,
         offset: Annotated[int, Field(ge=0, le=schema.OFFSET_MAX, description="Memories to skip (the next page)")] = 0,
+        include_superseded: bool = False,
         library: Library = None, library_name: LibraryName = None,
         project_path: ProjectPath = None, confirm_new_project_root: ConfirmRoot = None,
     ) -> Annotated[CallToolResult, TagSearchOut]:
         found, total = service.search_by_tag_page(
-            tags, match_all=match_all, limit=limit, offset=offset,
+            tags, match_all=match_all, limit=limit, offset=offset, include_superseded=include_superseded,
             library=selected(library, library_name, project_path, confirm_new_project_root))
         structured: dict[str, Any] = {"memories": [memory_out(m) for m in found], "search_tags": tags,
                                       "match_all": match_all, "total_results": len(found), "total_count": total,
@@ -220,11 +234,12 @@ def register(server: Any, service: MemoryService) -> None:
         tags: Annotated[list[str] | None, Field(description="New tags, replacing the old ones")] = None,
         metadata: MetadataMerge = None,
         importance: Annotated[str | None, Field(description="critical, high, medium or low")] = None,
+        supersedes: Annotated[str | None, Field(description="hash of a memory this replaces")] = None,
         library: Library = None, library_name: LibraryName = None,
         project_path: ProjectPath = None, confirm_new_project_root: ConfirmRoot = None,
     ) -> Annotated[CallToolResult, UpdateOut]:
         memory = service.update_memory(content_hash, content=content, tags=tags, metadata=metadata,
-                                       importance=importance, library=selected(library, library_name, project_path, confirm_new_project_root))
+                                       importance=importance, supersedes=supersedes, library=selected(library, library_name, project_path, confirm_new_project_root))
         return reply({"success": True, "message": "Memory updated successfully", "content_hash": memory.content_hash,
                       "memory": memory_out(memory)})
 
@@ -238,12 +253,14 @@ def register(server: Any, service: MemoryService) -> None:
         before: Annotated[str | None, Field(description="Only memories created before this ISO date")] = None,
         time: Annotated[str | None, Field(description="Only this time: yesterday, last week, November, "
                                                        "2026-10, 昨日, 先週, ...")] = None,
+        include_superseded: bool = False, include_archived: bool = False,
         library: Library = None, library_name: LibraryName = None,
         project_path: ProjectPath = None, confirm_new_project_root: ConfirmRoot = None,
     ) -> Annotated[CallToolResult, ListOut]:
         memories, total = service.list_memories(
             page=page, page_size=page_size,
-            filters=MemoryFilter(tuple(tags or ()), False, memory_type, entity, after, before), time=time,
+            filters=MemoryFilter(tuple(tags or ()), False, memory_type, entity, after, before, include_superseded,
+                                 include_archived), time=time,
             library=selected(library, library_name, project_path, confirm_new_project_root))
         return reply({"memories": [memory_out(m) for m in memories], "page": page, "page_size": page_size,
                       "total": total, "has_more": page * page_size < total})
@@ -266,13 +283,12 @@ def register(server: Any, service: MemoryService) -> None:
         "filter by tags, type, entity or time. A time phrase in the query (\"what did we decide last week\") ranks "
         "that range first; `time` filters strictly, and if nothing in the range matches, returns the range newest "
         "first with a `note`; other filters (tags, type, entity) work the same way. A date in the query (\"on 8 May, "
-        "2023\") ranks up memories whose metadata.date (\"2023-05-08\" or \"8 May 2023\") falls in it or up to 8 days "
-        "after. Each hit has why and a "
-        "similarity_score in [0, 1] (the ranking's boosts may order hits that all show 1).\n"
+        "2023\") ranks up memories whose metadata.date falls on it or up to 8 days after. Each hit has why and a "
+        "similarity_score in [0, 1].\n"
         'Example: {"query": "what did we decide about OAuth?", "n_results": 5}'))
     server.add_tool(search_by_tag, title="Search By Tag", annotations=tool_annotations("Search By Tag", read_only=True, idempotent=True), description=(
-        "Memories carrying any of the tags (or all, with match_all), newest first, a page at a time: "
-        "total_count and is_truncated tell whether to fetch the next page (offset).\n"
+        "Memories with any of the tags (or all, with match_all), newest first, paged: total_count and "
+        "is_truncated say whether to fetch the next page (offset).\n"
         'Example: {"tags": ["auth", "refactor"], "match_all": true}'))
     server.add_tool(delete_memory, title="Delete Memory", annotations=tool_annotations("Delete Memory", destructive=True, idempotent=True), description=(
         "Delete the memory with this content_hash (the journal keeps its text).\n"
@@ -282,7 +298,7 @@ def register(server: Any, service: MemoryService) -> None:
         'Example: {"content_hash": "3f2a...", "tags": ["auth", "done"], "importance": "low"}'))
     server.add_tool(list_memories, title="List Memories", annotations=tool_annotations("List Memories", read_only=True, idempotent=True), description=(
         "Page through memories, newest first, optionally filtered by tags, type, entity or date "
-        "(after/before, or `time`: \"last week\", \"November\", \"昨日\").\n"
+        "(after/before, or `time`: \"last week\").\n"
         'Example: {"page": 1, "page_size": 20, "tags": ["decision"]}'))
     server.add_tool(check_database_health, title="Check Database Health",
                     annotations=tool_annotations("Check Database Health", read_only=True, idempotent=True), description=(

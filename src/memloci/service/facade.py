@@ -250,15 +250,19 @@ class MemoryService:
     def retrieve_memory(self, query: str, *, n_results: int = 5, min_similarity: float = 0.0,
                         tags: Sequence[str] = (), match_all: bool = False, memory_type: str | None = None,
                         entity: str | None = None, after: str | None = None, before: str | None = None,
-                        time: str | None = None, library: str | ProjectRef | None = None) -> Retrieval:
+                        time: str | None = None, include_superseded: bool = False, include_archived: bool = False,
+                        library: str | ProjectRef | None = None) -> Retrieval:
         return self.memories.retrieve_memory(query, n_results=n_results, min_similarity=min_similarity, tags=tags,
                                              match_all=match_all, memory_type=memory_type, entity=entity,
-                                             after=after, before=before, time=time, library=library)
+                                             after=after, before=before, time=time,
+                                             include_superseded=include_superseded, include_archived=include_archived,
+                                             library=library)
 
     def retrieve_memory_across(self, query: str, *, libraries: Sequence[str], n_results: int = 5,
                                min_similarity: float = 0.0, tags: Sequence[str] = (), match_all: bool = False,
                                memory_type: str | None = None, entity: str | None = None, after: str | None = None,
-                               before: str | None = None, time: str | None = None) -> Retrieval:
+                               before: str | None = None, time: str | None = None, include_superseded: bool = False,
+                               include_archived: bool = False) -> Retrieval:
         """retrieve_memory over several mounted libraries (`library: "*"` or a list): each library
         ranks its best `n_results`, one ranking keeps the best `n_results` of all (across.py: by
         reciprocal rank, every library's matches before any library's newest-in-range fillers),
@@ -271,7 +275,8 @@ class MemoryService:
             try:
                 results.append((name, self.memories.retrieve_memory(
                     query, n_results=n_results, min_similarity=min_similarity, tags=tags, match_all=match_all,
-                    memory_type=memory_type, entity=entity, after=after, before=before, time=time, library=name,
+                    memory_type=memory_type, entity=entity, after=after, before=before, time=time,
+                    include_superseded=include_superseded, include_archived=include_archived, library=name,
                     count_use=False)))
             except MemlociError as exc:
                 naming(name, exc)
@@ -303,8 +308,10 @@ class MemoryService:
         return self.memories.search_by_tag(tags, match_all=match_all, limit=limit, library=library)
 
     def search_by_tag_page(self, tags: Sequence[str], *, match_all: bool = False, limit: int = 100,
-                           offset: int = 0, library: str | ProjectRef | None = None) -> tuple[list[Memory], int]:
-        return self.memories.search_by_tag_page(tags, match_all=match_all, limit=limit, offset=offset, library=library)
+                           offset: int = 0, include_superseded: bool = False,
+                           library: str | ProjectRef | None = None) -> tuple[list[Memory], int]:
+        return self.memories.search_by_tag_page(tags, match_all=match_all, limit=limit, offset=offset,
+                                                include_superseded=include_superseded, library=library)
 
     def delete_memory(self, content_hash: str, *, library: str | ProjectRef | None = None) -> list[Memory]:
         return self.memories.delete_memory(content_hash, library=library)

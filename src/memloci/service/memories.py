@@ -63,8 +63,8 @@ class MemoryOperations:
     def retrieve_memory(self, query: str, *, n_results: int = 5, min_similarity: float = 0.0,
                         tags: Sequence[str] = (), match_all: bool = False, memory_type: str | None = None,
                         entity: str | None = None, after: str | None = None, before: str | None = None,
-                        time: str | None = None, library: str | ProjectRef | None = None,
-                        count_use: bool = True) -> Retrieval:
+                        time: str | None = None, include_superseded: bool = False, include_archived: bool = False,
+                        library: str | ProjectRef | None = None, count_use: bool = True) -> Retrieval:
         """The best memories for `query`; `count_use=False`: the caller counts the retrieval of
         the hits it keeps (a search across libraries keeps only the best of each).
 
@@ -92,7 +92,8 @@ class MemoryOperations:
         if hard is not None:
             hard_after, hard_before = hard.iso()
             after, before = max(filter(None, [after, hard_after]), default=None), min(filter(None, [before, hard_before]), default=None)
-        filters = schema.validate_filter(MemoryFilter(tuple(tags), match_all, memory_type, entity, after, before))
+        filters = schema.validate_filter(MemoryFilter(tuple(tags), match_all, memory_type, entity, after, before,
+                                                      include_superseded, include_archived))
         if filters.after and filters.before and filters.after >= filters.before:
             raise ValidationError(f"after/before: after ({filters.after}) must be earlier than before ({filters.before})")
         store = self.stores.store(library)
@@ -179,12 +180,14 @@ class MemoryOperations:
         return self.search_by_tag_page(tags, match_all=match_all, limit=limit, library=library)[0]
 
     def search_by_tag_page(self, tags: Sequence[str], *, match_all: bool = False, limit: int = 100,
-                           offset: int = 0, library: str | ProjectRef | None = None) -> tuple[list[Memory], int]:
+                           offset: int = 0, include_superseded: bool = False,
+                           library: str | ProjectRef | None = None) -> tuple[list[Memory], int]:
         """One page of the memories carrying the tags, newest first, and how many there are in all."""
         clean = schema.validate_tags(tags, "tags", allow_empty=False)
         limit = schema.check_int(limit, "limit", 1, schema.PAGE_MAX)
         offset = schema.check_int(offset, "offset", 0, schema.OFFSET_MAX)
-        page = self.stores.store(library).list_memories(offset=offset, limit=limit, filters=MemoryFilter(tuple(clean), match_all))
+        page = self.stores.store(library).list_memories(
+            offset=offset, limit=limit, filters=MemoryFilter(tuple(clean), match_all, include_superseded=include_superseded))
         return list(page.memories), page.total
 
     def one_memory(self, content_hash: str, *, library: str | ProjectRef | None = None) -> Memory:
