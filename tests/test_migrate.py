@@ -50,6 +50,11 @@ def _fill(service: MemoryService) -> None:
     service.update_memory(by_text["the launch moved to March"].content_hash, tags=["project", "launch"])
     service.delete_memory(by_text["to be deleted"].content_hash)
     service.store().update_context(lambda c: {**c, "active_task": "migrate the team's memory"}, origin="test")
+    # the lifecycle: a memory superseded by another, one archived
+    service.store_memory("the launch moved to April", tags=["project"],
+                         supersedes=by_text["the launch moved to March"].content_hash)
+    thought = next(m for m in service.list_memories(page_size=50)[0] if m.content == "a passing thought about anvils")
+    service.lifecycle.archive([thought], service.store(), dry_run=False, why=lambda m: "old", args={})
     # dates long past, as an import gives them: a copy must keep them, not take its own day
     store = service.store()
     assert isinstance(store, Portable)
@@ -111,8 +116,8 @@ def test_sqlite_to_postgres_and_back_keeps_everything(tmp_path, vectored, pg_lib
     assert report["ok"] and report["vectors_copied"], report
     checks = {c["what"]: c for c in report["checks"]}
     assert checks["entities"]["target"] == 3 and checks["observations"]["target"] == 6
-    assert checks["relations"]["target"] == 2 and checks["memories"]["target"] == 5
-    assert checks["vectors"]["target"] == 11 and checks["vector values"]["equal"]
+    assert checks["relations"]["target"] == 2 and checks["memories"]["target"] == 6
+    assert checks["vectors"]["target"] == 12 and checks["vector values"]["equal"]
     assert checks["journal entries"]["source"] == checks["journal entries"]["target"] > 10
     assert "entities" in there.stderr and "journal" in there.stderr  # the progress bars
 
@@ -123,7 +128,7 @@ def test_sqlite_to_postgres_and_back_keeps_everything(tmp_path, vectored, pg_lib
     original = _census(LibrarySpec("old", source), home)
     _same(original, _census(pg_library.spec, home))
     _same(original, _census(LibrarySpec("back", back), home))
-    assert original.counts["vectors"] == 11
+    assert original.counts["vectors"] == 12
 
     # the copy is a library like any other: it answers by meaning, and counts on from the copied journal
     service = _service(home, LibrarySpec("back", back), "minilm")

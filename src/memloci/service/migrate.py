@@ -44,6 +44,7 @@ from memloci.core.model import (
     EntityInput,
     JournalEntry,
     Memory,
+    MemoryEdit,
     MemoryInput,
     RelationInput,
     links_data,
@@ -52,6 +53,7 @@ from memloci.core.model import (
 from memloci.core.secrets import masked_url
 from memloci.formats.official import MemoryLine
 from memloci.rules import graph as rules
+from memloci.rules.lifecycle import fingerprint
 from memloci.store.protocols import MemoryCopies, Migratable, Portable, Store
 
 ORIGIN = "migrate"
@@ -373,6 +375,7 @@ def _copy(source: Store, target: Any, graph: Any, by_entity: dict[str, list[Memo
         _copy_whole(source, target, memories, copy_vectors, vectors_model, progress)
     else:
         _copy_each(source, target, memories, copy_vectors, vectors_model, progress)
+    _copy_lifecycle(target, memories)
     target.restore_dates({name_key(e.name): (e.created_at, e.updated_at, (), ()) for e in entities},
                          {(name_key(r.from_entity), r.relation_type, name_key(r.to_entity)): r.created_at
                           for r in relations}, origin=ORIGIN)
@@ -385,6 +388,21 @@ def _copy(source: Store, target: Any, graph: Any, by_entity: dict[str, list[Memo
               for e in journal]
     target.replace_journal(copied)
     progress("journal", len(copied), len(copied))
+
+
+def _copy_lifecycle(target: Any, memories: list[Memory]) -> None:
+    """Superseded, archived and linked free memories as the source has them (one write), their
+    dates and use counts put back after it."""
+    marked = [m for m in memories if m.entity is None and (m.superseded_by or m.archived_at or m.links)]
+    if not marked:
+        return
+    copied = {m.content_hash: m for m in all_memories(target) if m.entity is None}
+    pairs = [(m, copied[m.content_hash]) for m in marked if m.content_hash in copied]
+    target.change_memories([MemoryEdit(t.id, fingerprint(t), {"superseded_by": m.superseded_by,
+                                                             "archived_at": m.archived_at, "links": m.links})
+                            for m, t in pairs], [], origin=ORIGIN, action="migrate", detail={})
+    target.restore_memory_state([(t.id, m.created_at, m.updated_at, m.access_count, m.last_accessed_at)
+                                 for m, t in pairs])
 
 
 def _copy_whole(source: Store, target: MemoryCopies, memories: list[Memory], copy_vectors: bool,
