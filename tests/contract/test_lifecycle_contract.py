@@ -171,3 +171,30 @@ def test_tags_and_analysis(engine):
     assert report["total_memories"] == 6 and report["exact_duplicates"] == 2
     text = s.lifecycle.export("text", tags=["db"])
     assert text.endswith("The database is PostgreSQL 16.\n") and text.count("\n") == 1
+
+
+def files(s) -> dict[str, bytes]:
+    """A Markdown library's files, memloci's day files included (not the index nor the journal,
+    which a change appends to)."""
+    root = s.store().root
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*"))
+            if p.is_file() and ".memloci/index" not in str(p) and not p.name.startswith("journal")
+            and p.suffix == ".md"}
+
+
+def test_undo_brings_back_every_byte_of_a_markdown_library(engine):
+    if engine.name != "markdown":
+        pytest.skip("the bytes of files: a Markdown library's")
+    s = engine.service
+    h = seed(s)
+    s.store_memory("The cache is Redis 7.", tags=["infra"])
+    s.store_memory("The cache is Redis 8.", supersedes=s.list_memories(page_size=50)[0][0].content_hash)
+    before = files(s)
+    assert any(rel.startswith(".memloci/memories/") for rel in before)
+    for outcome in (s.lifecycle.cleanup_duplicates(), s.lifecycle.delete_by_tag(["temporary"]),
+                    s.lifecycle.update_metadata(h["db"], {"tags": ["db", "prod"], "importance": "high"})):
+        assert outcome.change_id
+    assert files(s) != before
+    for entry in s.history(limit=3):
+        s.undo(entry.id)
+    assert files(s) == before
