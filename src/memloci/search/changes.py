@@ -8,7 +8,7 @@ by the words that differ: a changed number, name, negation or time makes it a co
 duplicate. Pure functions over text; deterministic.
 
 - numbers: digits ("4.2", "1,450", "9:30", "4th", "Q3" gives 3), English number and ordinal words
-  up to twenty ("twice" is 2), simple Chinese/Japanese numerals (三, 十二, 百分之十 is 10);
+  up to twenty ("twice" is 2), Chinese/Japanese numerals up to 99 (三, 十二: `timephrases.cjk_number`);
 - names: capitalised words not among common sentence openers, and words with a capital or digit
   inside ("A100", "iOS"); in Chinese and Japanese text, katakana runs and Han runs the other text
   lacks are compared as names;
@@ -26,13 +26,13 @@ import unicodedata
 from collections import Counter
 from dataclasses import dataclass
 
+from memloci.search.timephrases import cjk_number
+
 _TOKEN = re.compile(r"\d+(?:[.,:]\d+)*(?:st|nd|rd|th)?|[^\W\d_]+(?:[-'][^\W\d_]+)*|\w+", re.UNICODE)
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 _KATAKANA_RUN = re.compile(r"[\u30a0-\u30ffー]{2,}")
 _HAN_RUN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
-_CJK_DIGITS = {"零": 0, "〇": 0, "一": 1, "二": 2, "两": 2, "兩": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7,
-               "八": 8, "九": 9}
-_CJK_NUMBER = re.compile(r"[零〇一二两兩三四五六七八九十百千]+")
+_CJK_NUMBER = re.compile(r"[一二两兩三四五六七八九十]+")
 _WORDS_NUMBER: dict[str, float] = {w: i for i, w in enumerate(
     "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
     "seventeen eighteen nineteen twenty".split())}
@@ -68,8 +68,9 @@ def stem(word: str) -> str:
     """A crude English stem, enough to see "walked" in "walk" and "Mondays" in "Monday"."""
     for suffix in ("ing", "ed", "ly", "es", "s"):
         if len(word) > len(suffix) + 2 and word.endswith(suffix):
-            return word[: -len(suffix)]
-    return word
+            word = word[: -len(suffix)]
+            break
+    return word[:-1] if len(word) > 3 and word.endswith("e") else word  # expire, expires, expired: expir
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,22 +90,9 @@ class Change:
         return f"{self.kind} - {', '.join(self.old)}"
 
 
-def _cjk_number(run: str) -> float | None:
-    """三 -> 3, 十二 -> 12, 二十 -> 20, 三百 -> 300; None for what is not a plain numeral."""
-    total, digit = 0, None
-    for char in run:
-        if char in _CJK_DIGITS:
-            digit = _CJK_DIGITS[char]
-        elif char in "十百千":
-            unit = {"十": 10, "百": 100, "千": 1000}[char]
-            total += (digit if digit is not None else 1) * unit
-            digit = None
-        else:
-            return None
-    return float(total + (digit or 0))
-
-
-def _number(token: str) -> str | None:
+def number_value(token: str) -> str | None:
+    """The number a word or numeral says, written one way ("4th", "four", "fourth" -> "4";
+    "9:30" stays "9:30", "3:00" is "3"); None for a word that is not one."""
     if token[0].isdigit():
         core = re.sub(r"(st|nd|rd|th)$", "", token).replace(",", "")
         if ":" in core:  # 9:30 is a time of day, kept as written (3:00 and 3 are the same hour)
@@ -148,10 +136,9 @@ def facts_of(text: str) -> Facts:
         token = re.sub(r"'s$", "", token)  # Sara's is Sara
         folded = token.casefold()
         words.add(folded)
-        words.add(stem(folded))
         for part in re.split(r"[-']", folded):
             words.add(part)
-        number = _number(token)
+        number = number_value(token)
         if number is not None:
             numbers[number] += 1
         elif any(c.isdigit() for c in token):  # Q3, A100, sunflower42: the digits count as a number
@@ -168,9 +155,10 @@ def facts_of(text: str) -> Facts:
             names.add(folded)  # iOS, A100, sunflower42
             shown.setdefault(folded, token)
     for run in _CJK_NUMBER.findall(text):
-        value = _cjk_number(run)
-        if value is not None:
-            numbers[f"{value:g}"] += 1
+        try:
+            numbers[f"{cjk_number(run):g}"] += 1
+        except ValueError:  # not a numeral memloci reads (above 99): left out
+            pass
     for marker in NEGATIONS_CJK:
         negations += text.count(marker)
     if "没有" in text:  # 没有 holds 没: one negation, not two
@@ -240,6 +228,6 @@ def _names_missing(mine: Facts, theirs: Facts, their_text: str) -> tuple[str, ..
         if _CJK.match(name):
             if _cjk_pieces_missing(name, their_text):
                 out.append(mine.shown[name])
-        elif name not in theirs.words and stem(name) not in theirs.words:
+        elif name not in theirs.words and stem(name) not in {stem(w) for w in theirs.words}:
             out.append(mine.shown[name])
     return tuple(out)
