@@ -294,3 +294,29 @@ def test_a_chinese_summary_keeps_whole_sentences():
     summary = summarize(members, max_chars=24)
     assert "磁盘空间不足，服务器需要扩容。" in summary.text and len(summary.text) <= 24 and "午饭" not in summary.text
     assert all(s.endswith("。") for s in split_sentences(summary.text))
+
+
+# --- the bench --------------------------------------------------------------------------------
+
+@pytest.mark.full
+def test_bench_lifecycle_reports_what_it_found(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    out = tmp_path / "lifecycle.json"
+    done = subprocess.run([sys.executable, "-m", "memloci", "bench", "lifecycle", "--sizes", "300", "--out", str(out)],
+                          capture_output=True, text=True, env=os.environ | {"MEMLOCI_CACHE": str(tmp_path / "cache")},
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(out.read_text())
+    assert report["planted"]["exact"] == {"planted": 41, "found": 41, "missed": 0, "wrong": 0}
+    near = next(r for r in report["labelled"]["en"]["near_duplicates"]
+                if r["threshold"] == NEAR_DUPLICATE_MIN and r["test"] == "meaning+words")
+    assert near["precision"] >= 0.95
+    assert report["set_clusters"]["purity"] == 1.0 and report["set_clusters"]["refused"] == 0
+    [timed] = report["timing"]
+    assert timed["memories"] == 300 and timed["largest"] <= timed["max_size"] and timed["clusters"] + timed["refused"] >= 10
+    bad = subprocess.run([sys.executable, "-m", "memloci", "bench", "lifecycle", "--sizes", "x"],
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 1 and "--sizes" in bad.stderr and "Traceback" not in bad.stderr

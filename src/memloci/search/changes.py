@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 from memloci.search.timephrases import cjk_number
 
-_TOKEN = re.compile(r"\d+(?:[.,:]\d+)*(?:st|nd|rd|th)?|[^\W\d_]+(?:[-'][^\W\d_]+)*|\w+", re.UNICODE)
+_TOKEN = re.compile(r"\d+(?:[.,:]\d+)*(?:st|nd|rd|th)?|[^\W\d_]+(?:[-'][^\W\d_]+)*|\w+", re.UNICODE | re.IGNORECASE)
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 _KATAKANA_RUN = re.compile(r"[\u30a0-\u30ffー]{2,}")
 _HAN_RUN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
@@ -61,7 +61,8 @@ _TIME_CJK = ("周一", "周二", "周三", "周四", "周五", "周六", "周日
 
 
 _TIME_SAME = {"am": "am", "morning": "am", "pm": "pm", "afternoon": "pm", "evening": "pm", "daily": "day",
-               "nightly": "night", "annually": "year", "yearly": "year", "hourly": "hour"}
+              "weekly": "week", "monthly": "month", "quarterly": "quarter", "nightly": "night",
+              "annually": "year", "yearly": "year", "hourly": "hour"}
 
 
 def stem(word: str) -> str:
@@ -94,7 +95,7 @@ def number_value(token: str) -> str | None:
     """The number a word or numeral says, written one way ("4th", "four", "fourth" -> "4";
     "9:30" stays "9:30", "3:00" is "3"); None for a word that is not one."""
     if token[0].isdigit():
-        core = re.sub(r"(st|nd|rd|th)$", "", token).replace(",", "")
+        core = re.sub(r"(st|nd|rd|th)$", "", token, flags=re.IGNORECASE).replace(",", "")
         if ":" in core:  # 9:30 is a time of day, kept as written (3:00 and 3 are the same hour)
             hours, _, minutes = core.partition(":")
             return hours.lstrip("0") or "0" if minutes.strip("0") == "" else f"{hours.lstrip('0') or '0'}:{minutes}"
@@ -132,8 +133,10 @@ def facts_of(text: str) -> Facts:
     negations = 0
     latin = _CJK.sub(" ", text)
     tokens = _TOKEN.findall(latin)
-    for token in tokens:
-        token = re.sub(r"'s$", "", token)  # Sara's is Sara
+    letters = [c for c in latin if c.isalpha()]
+    shouting = len(letters) > 8 and sum(c.isupper() for c in letters) > 0.6 * len(letters)
+    for position, token in enumerate(tokens):
+        token = re.sub(r"'s$", "", token, flags=re.IGNORECASE)  # Sara's is Sara
         folded = token.casefold()
         words.add(folded)
         for part in re.split(r"[-']", folded):
@@ -145,8 +148,10 @@ def facts_of(text: str) -> Facts:
             numbers.update(f"{float(d):g}" for d in re.findall(r"\d+", token))
         if folded in NEGATIONS_EN or folded.endswith("n't"):
             negations += 1
-        if folded in _TIME_WORDS:
-            times.add(_TIME_SAME.get(folded, stem(folded)))
+        if folded in _TIME_WORDS or (token == "May" and position > 0):  # "may" alone is a verb
+            times.add(_TIME_SAME.get(folded) or (folded[:-1] if folded[:-1] in _TIME_WORDS else folded))
+            continue
+        if shouting:  # every word in capitals: a capital says nothing about a name
             continue
         if number is None and token[:1].isupper() and folded not in _OPENERS and folded not in NEGATIONS_EN:
             names.add(folded)

@@ -136,9 +136,9 @@ def clusters(memories: Sequence[Memory], vectors: np.ndarray, *, min_score: floa
     limit = max_size if max_size is not None else default_max_size(n)
     if limit < 2:
         raise ValidationError(f"max_size: must be 2 or more, got {limit}")
-    vectors = np.asarray(vectors, dtype=np.float64)
+    vectors = np.asarray(vectors, dtype=np.float32)
     if pairs is None:
-        pairs = similar_pairs(vectors.astype(np.float32), min_score, per_row)
+        pairs = similar_pairs(vectors, min_score, per_row)
     parent = list(range(n))
     size = [1] * n
     sums: dict[int, np.ndarray] = {}
@@ -153,7 +153,8 @@ def clusters(memories: Sequence[Memory], vectors: np.ndarray, *, min_score: floa
         ri, rj = root(i), root(j)
         if ri == rj:
             continue
-        si, sj = sums.get(ri, vectors[ri]), sums.get(rj, vectors[rj])
+        si = sums[ri] if ri in sums else vectors[ri].astype(np.float64)
+        sj = sums[rj] if rj in sums else vectors[rj].astype(np.float64)
         if float(si @ sj) / (size[ri] * size[rj]) < min_score:  # mean cosine across the two groups
             continue
         keep, gone = (ri, rj) if ri < rj else (rj, ri)
@@ -164,7 +165,7 @@ def clusters(memories: Sequence[Memory], vectors: np.ndarray, *, min_score: floa
     groups: dict[int, list[int]] = {}
     for k in range(n):
         groups.setdefault(root(k), []).append(k)
-    total = vectors.sum(axis=0)
+    total = vectors.sum(axis=0, dtype=np.float64)
     accepted, refused = [], []
     for members in groups.values():
         if len(members) < min_size:
@@ -185,7 +186,7 @@ def clusters(memories: Sequence[Memory], vectors: np.ndarray, *, min_score: floa
 
 def _measured(memories: Sequence[Memory], vectors: np.ndarray, members: list[int], total: np.ndarray) -> Cluster:
     n, count = len(vectors), len(members)
-    inside = vectors[members].sum(axis=0)
+    inside = vectors[members].sum(axis=0, dtype=np.float64)
     cohesion = float((inside @ inside - count) / (count * (count - 1)))
     to_rest = float(inside @ (total - inside)) / (count * (n - count)) if n > count else 0.0
     ordered = tuple(sorted((memories[k] for k in members), key=lambda m: (m.created_at, m.id)))
