@@ -149,6 +149,13 @@ def test_swapped_words_are_a_small_edit_of_content_words():
     assert swapped_words("The TLS certificate for api.example.com expires on March 3.",
                          "On March 3 the TLS certificate for api.example.com will expire.") is None
     assert swapped_words("Walk the dog twice a day.", "The dog needs two walks a day.") is None
+    # the same words in another order; a Chinese or Japanese word swapped (no spaces to find it by)
+    assert swapped_words("Kenji prefers Slack over email.", "Kenji prefers email over Slack.") == (
+        ("slack over email",), ("email over slack",))
+    assert swapped_words("女儿的钢琴演奏会在周六下午三点。", "儿子的钢琴演奏会在周六下午三点。") == (("女",), ("子",))
+    assert swapped_words("アンナはピーナッツアレルギーなので、昼食では避けること。",
+                         "アンナは甲殻類アレルギーなので、昼食では避けること。") == (("ピーナッツ",), ("甲殻類",))
+    assert swapped_words("api.example.com の証明書は3月3日に切れる。", "3月3日に api.example.com の証明書が切れる。") is None
 
 
 # --- meaning, with the real model -------------------------------------------------------------

@@ -21,6 +21,7 @@ duplicate. Pure functions over text; deterministic.
 from __future__ import annotations
 
 import difflib
+import functools
 import re
 import unicodedata
 from collections import Counter
@@ -60,6 +61,7 @@ _TIME_CJK = ("周一", "周二", "周三", "周四", "周五", "周六", "周日
              "来週", "昨日", "明日", "上午", "下午", "午前", "午後", "早上", "晚上")
 
 
+HAN_ALIGNED = 0.75  # a character alignment at least this close is one sentence with a word swapped
 _TIME_SAME = {"am": "am", "morning": "am", "pm": "pm", "afternoon": "pm", "evening": "pm", "daily": "day",
               "weekly": "week", "monthly": "month", "quarterly": "quarter", "nightly": "night",
               "annually": "year", "yearly": "year", "hourly": "hour"}
@@ -122,6 +124,7 @@ class Facts:
     shown: dict[str, str]  # casefolded name -> as written
 
 
+@functools.lru_cache(maxsize=1 << 14)  # a memory meets each of its neighbours: read it once
 def facts_of(text: str) -> Facts:
     """The numbers, names, negations and times a statement holds (see the module docstring)."""
     text = unicodedata.normalize("NFKC", text)
@@ -215,9 +218,12 @@ def _han_replaced(older: str, newer: str) -> tuple[tuple[str, ...], tuple[str, .
     a, b = "".join(_HAN_RUN.findall(older)), "".join(_HAN_RUN.findall(newer))
     if not a or not b:
         return (), ()
+    matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
+    if matcher.ratio() < HAN_ALIGNED:  # reworded: its spans are not words put in another's place
+        return (), ()
     old: list[str] = []
     new: list[str] = []
-    for op, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
+    for op, i1, i2, j1, j2 in matcher.get_opcodes():
         if op != "replace" or max(i2 - i1, j2 - j1) < 2:
             continue
         gone, came = a[i1:i2], b[j1:j2]

@@ -7,36 +7,45 @@ Nothing here reads a store or writes anything: the service turns what these find
   trailing punctuation stripped). The keeper is the oldest; the merge keeps the union of tags
   (first-seen spelling), the summed access counts, the oldest created_at, the highest importance.
 - Near duplicates by meaning: cosine >= NEAR_DUPLICATE_MIN and no changed number, name,
-  negation or time (search/changes.py) and no one-word substitution (`swapped_words`). Offered,
-  never merged blindly.
-- Contradictions: cosine >= SAME_SUBJECT_MIN and a changed number, name or negation (or time):
+  negation or time (search/changes.py) and no swapped word (`swapped_words`: a small edit that
+  puts other content words in place of some, the same words in another order, or a Chinese or
+  Japanese word swapped). Offered, never merged blindly.
+- Contradictions: cosine >= SAME_SUBJECT_MIN and a changed number, name, negation or time:
   "newer supersedes older", with the reason ("number 3 -> 5").
 
-Measured with the default model (all-MiniLM-L6-v2 int8) on `bench/data/near_duplicates.json`:
-51 facts (41 English, 5 Chinese, 5 Japanese), each with 3 paraphrases (153 true near-duplicate
-pairs) and 6 variants that change one fact about the same subject (306 hard negatives: 73 number,
-108 name or thing, 77 negation, 48 time). Meaning alone cannot separate them: a variant is as
+Measured on `bench/data/near_duplicates.json`: 51 facts (41 English, 5 Chinese, 5 Japanese),
+each with 3 paraphrases (153 true near-duplicate pairs) and 6 variants that change one fact about
+the same subject (306 hard negatives: 73 number, 108 name or thing, 77 negation, 48 time).
+Meaning alone cannot separate them: to the default model (all-MiniLM-L6-v2 int8) a variant is as
 close to its fact (English median cosine 0.89) as a paraphrase is (0.91), and no cosine threshold
 reaches a precision above 0.42. With the changed-words test, on the English pairs (123
-paraphrases, 246 variants):
+paraphrases, 246 variants), precision / recall:
 
-    cosine >=  precision  recall
-      0.72       0.945     0.561
-      0.80       0.941     0.520
-      0.84       0.953     0.496    <- NEAR_DUPLICATE_MIN
-      0.90       0.951     0.317
+    cosine >=   minilm         multilingual (USE v3)
+      0.72      0.957 / 0.545  0.944 / 0.545
+      0.80      0.954 / 0.504  0.966 / 0.463
+      0.84      0.967 / 0.480  0.962 / 0.415    <- NEAR_DUPLICATE_MIN
+      0.90      0.974 / 0.301  0.974 / 0.301
 
-Contradictions (SAME_SUBJECT_MIN 0.70): 183 of the 246 English variants are proposed (recall
-0.74; every number and time change, 48 of 59 negations, 33 of 81 changed names or things), and 9
-of the 123 paraphrases are wrongly proposed (precision 0.95); no pair of different facts reaches
-0.70. Chinese and Japanese are not judged by meaning with an English-only model (its vectors of
-CJK text carry little meaning: `embedder.understands`); the changed-words test reads them.
+Chinese and Japanese (30 paraphrases, 60 variants) at 0.84 with the multilingual model: 1.00 /
+0.53. The English-only default model's vectors of CJK text carry little meaning: callers pass
+only what it understands (`embedder.understands`), so CJK memories get exact duplicates and
+contradictions judged by their words, never near-duplicate offers by its meaning.
+
+Contradictions at SAME_SUBJECT_MIN 0.70 (default model): 183 of the 246 English variants are
+proposed (all 64 changed numbers and 38 times, 48 of 59 negations, 33 of 85 changed names or
+things: a changed lower-case thing is no name), and 9 of the 123 paraphrases wrongly (precision 0.95); no
+English pair of different facts reaches 0.70 (the highest of 82,000 is 0.60). Chinese and
+Japanese: 49 of 60 proposed, 5 of 30 paraphrases wrongly (precision 0.91). `memloci bench
+lifecycle` prints these tables.
 """
 
 from __future__ import annotations
 
+import difflib
 import re
 import unicodedata
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
@@ -50,6 +59,7 @@ SAME_SUBJECT_MIN = 0.70
 STRIP_CELLS = 16 << 20  # cosines computed at once: 64 MB of float32
 CONTRADICTION_KINDS = ("number", "name", "negation", "time")
 _SPACE = re.compile(r"\s+")
+_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
 _STOP = frozenset(
     "a an the this that these those there is are was were be been being it its of for to in on at by with from "
     "and or but so as our we us my i you your he she they his her their them has have had do does did will would "
@@ -187,11 +197,48 @@ def swapped_words(a: str, b: str) -> tuple[tuple[str, ...], tuple[str, ...]] | N
     another fact about the same subject (another thing, place or person), even with no capital
     letter to mark a name; a paraphrase rewords more than that, or only adds or drops words.
     """
+    moved = _moved(normalized_text(a), normalized_text(b))
+    if moved:
+        return moved
+    if _CJK.search(a) or _CJK.search(b):
+        return _cjk_swapped(unicodedata.normalize("NFKC", a), unicodedata.normalize("NFKC", b))
     mine, theirs = _content_stems(a), _content_stems(b)
     gone, came = mine - theirs, theirs - mine
     if gone and came and len(gone) <= 2 and len(came) <= 2 and len(mine & theirs) >= 2 * max(len(gone), len(came)):
         return tuple(sorted(gone)), tuple(sorted(came))
     return None
+
+
+def _cjk_swapped(a: str, b: str) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
+    """Chinese and Japanese have no spaces to find words by: a pair that aligns character by character
+    for the most part (SequenceMatcher ratio >= 0.8) and puts CJK letters found nowhere in the other
+    text where it dropped others (女儿 -> 儿子, 季度 -> 年度, ピーナッツ -> そば) swapped a word."""
+    matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
+    if matcher.ratio() < 0.8:
+        return None
+    gone = [a[i1:i2] for op, i1, i2, _, _ in matcher.get_opcodes() if op in ("replace", "delete")]
+    came = [b[j1:j2] for op, _, _, j1, j2 in matcher.get_opcodes() if op in ("replace", "insert")]
+    gone = [g for g in gone if any(c.isalpha() for c in g) and g.strip() not in b]
+    came = [c for c in came if any(ch.isalpha() for ch in c) and c.strip() not in a]
+    return (tuple(gone), tuple(came)) if gone and came else None
+
+
+def _units(text: str) -> list[str]:
+    out: list[str] = []
+    for word in re.findall(r"\w+", text):
+        out.extend(word if _CJK.search(word) else [word])  # CJK letter by letter: no spaces to split at
+    return out
+
+
+def _moved(a: str, b: str) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
+    """The same words in another order ("Slack over email" -> "email over Slack"): another fact.
+    Returns the stretch that differs on each side."""
+    mine, theirs = _units(a), _units(b)
+    if mine == theirs or Counter(mine) != Counter(theirs):
+        return None
+    first = next(k for k, (x, y) in enumerate(zip(mine, theirs, strict=True)) if x != y)
+    last = max(k for k, (x, y) in enumerate(zip(mine, theirs, strict=True)) if x != y)
+    return (" ".join(mine[first:last + 1]),), (" ".join(theirs[first:last + 1]),)
 
 
 @dataclass(frozen=True, slots=True)
