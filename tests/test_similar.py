@@ -255,6 +255,10 @@ def test_clusters_of_poor_quality_are_refused_with_the_reason():
     assert report.clusters == () and all("above their mean cosine to the rest" in r.reason for r in report.refused)
     with pytest.raises(ValidationError, match="max_size"):
         clusters(memories, vectors, max_size=1)
+    with pytest.raises(ValidationError, match="vectors: one row per memory"):
+        clusters(memories[:-1], vectors)
+    with pytest.raises(ValidationError, match="vectors: one row per memory"):
+        near_duplicates(memories, vectors[0])
 
 
 def test_clusters_do_not_depend_on_the_input_order():

@@ -32,7 +32,7 @@ import numpy as np
 from memloci.core.errors import ValidationError
 from memloci.core.model import Memory
 from memloci.search.changes import stem
-from memloci.search.similar import normalized_text, similar_pairs
+from memloci.search.similar import check_rows, normalized_text, similar_pairs
 
 ASSOCIATION_MIN = 0.60
 MIN_COHESION = 0.60
@@ -80,7 +80,7 @@ def associations(memories: Sequence[Memory], vectors: np.ndarray, min_score: flo
                  per_row: int = 10) -> list[Association]:
     """Pairs with cosine >= min_score, each memory keeping its `per_row` best, best first."""
     out = []
-    for i, j, score in similar_pairs(vectors, min_score, per_row):
+    for i, j, score in similar_pairs(check_rows(memories, vectors), min_score, per_row):
         a, b = memories[i], memories[j]
         if (b.created_at, b.id) < (a.created_at, a.id):
             a, b = b, a
@@ -136,7 +136,7 @@ def clusters(memories: Sequence[Memory], vectors: np.ndarray, *, min_score: floa
     limit = max_size if max_size is not None else default_max_size(n)
     if limit < 2:
         raise ValidationError(f"max_size: must be 2 or more, got {limit}")
-    vectors = np.asarray(vectors, dtype=np.float32)
+    vectors = check_rows(memories, vectors)
     if pairs is None:
         pairs = similar_pairs(vectors, min_score, per_row)
     parent = list(range(n))

@@ -51,6 +51,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from memloci.core.errors import ValidationError
 from memloci.core.model import IMPORTANCE, Memory
 from memloci.search.changes import Change, changes, facts_of, number_value, stem
 
@@ -265,6 +266,15 @@ class Contradiction:
         return "; ".join(c.describe() for c in self.changes)
 
 
+def check_rows(memories: Sequence[Memory], vectors: np.ndarray) -> np.ndarray:
+    """The vectors as float32 rows, one per memory; refused (ValidationError) otherwise."""
+    rows = np.asarray(vectors, dtype=np.float32)
+    if rows.ndim != 2 or len(rows) != len(memories):
+        raise ValidationError(f"vectors: one row per memory is needed, got shape {rows.shape} for "
+                              f"{len(memories)} memories")
+    return rows
+
+
 def _ordered(a: Memory, b: Memory) -> tuple[Memory, Memory]:
     return (a, b) if _when(a) <= _when(b) else (b, a)
 
@@ -275,7 +285,7 @@ def near_duplicates(memories: Sequence[Memory], vectors: np.ndarray, min_score: 
     docstring), best first. `vectors[k]` is the unit vector of `memories[k]`; pass only memories
     the model understands (`embedder.understands`). Exact duplicates are left to `exact_duplicates`."""
     out = []
-    for i, j, score in similar_pairs(vectors, min_score, per_row):
+    for i, j, score in similar_pairs(check_rows(memories, vectors), min_score, per_row):
         older, newer = _ordered(memories[i], memories[j])
         if normalized_text(older.content) == normalized_text(newer.content):
             continue
@@ -290,7 +300,7 @@ def contradictions(memories: Sequence[Memory], vectors: np.ndarray, min_score: f
     """Pairs about the same subject (cosine >= min_score) whose words differ in a number, name,
     negation or time: the newer is proposed to supersede the older, best first."""
     out = []
-    for i, j, score in similar_pairs(vectors, min_score, per_row):
+    for i, j, score in similar_pairs(check_rows(memories, vectors), min_score, per_row):
         older, newer = _ordered(memories[i], memories[j])
         found = tuple(c for c in changes(older.content, newer.content) if c.kind in kinds)
         if found:
