@@ -69,7 +69,9 @@ _TIME_SAME = {"am": "am", "morning": "am", "pm": "pm", "afternoon": "pm", "eveni
 
 def stem(word: str) -> str:
     """A crude English stem, enough to see "walked" in "walk" and "Mondays" in "Monday"."""
-    for suffix in ("ing", "ed", "ly", "es", "s"):
+    if len(word) > 4 and word.endswith("ies"):
+        return word[:-3] + "y"  # entries: entry
+    for suffix in ("ment", "ing", "ed", "ly", "es", "s"):
         if len(word) > len(suffix) + 2 and word.endswith(suffix):
             word = word[: -len(suffix)]
             break
