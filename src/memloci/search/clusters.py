@@ -149,13 +149,15 @@ def clusters(memories: Sequence[Memory], vectors: np.ndarray, *, min_score: floa
             k = parent[k]
         return k
 
-    for i, j, _score in sorted(pairs, key=lambda p: (-p[2], p[0], p[1])):
+    for i, j, score in sorted(pairs, key=lambda p: (-p[2], p[0], p[1])):
         ri, rj = root(i), root(j)
         if ri == rj:
             continue
         si = sums[ri] if ri in sums else vectors[ri].astype(np.float64)
         sj = sums[rj] if rj in sums else vectors[rj].astype(np.float64)
-        if float(si @ sj) / (size[ri] * size[rj]) < min_score:  # mean cosine across the two groups
+        # the mean cosine across the two groups (two single memories: their own cosine)
+        across = score if size[ri] == size[rj] == 1 else float(si @ sj) / (size[ri] * size[rj])
+        if across < min_score:
             continue
         keep, gone = (ri, rj) if ri < rj else (rj, ri)
         parent[gone] = keep
