@@ -170,6 +170,25 @@ def bench_crash(
         raise typer.Exit(1)
 
 
+@bench_app.command("lifecycle")
+def bench_lifecycle(
+    sizes: Annotated[str, typer.Option("--sizes", help="Memories to cluster, comma-separated.")] = "10000,100000",
+    embedder: Annotated[str, typer.Option("--embedder", help="The model for the labelled set.")] = "minilm",
+    out: Annotated[Path, typer.Option("--out", help="JSON results file.")] = Path("bench-results/lifecycle.json"),
+) -> None:
+    """Duplicates and contradictions found and missed (labelled set, planted library), cluster sizes and clustering time."""
+    from memloci.bench.lifecycle import run as run_lifecycle
+
+    try:
+        counts = [int(x) for x in sizes.split(",") if x.strip()]
+    except ValueError:
+        counts = []
+    if not counts or min(counts) < 2:
+        open_console(stderr=True).print(styled(("--sizes", "bold red"), ": expected counts of 2 or more, e.g. --sizes 10000,100000"))
+        raise typer.Exit(1)
+    run_lifecycle(sizes=counts, embedder=embedder, out=out, console=open_console())
+
+
 @bench_app.command("strict")
 def bench_strict(
     relations: Annotated[int, typer.Option("--relations", help="Relations in the graph (a DAG).")] = 100_000,
