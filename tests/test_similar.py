@@ -141,6 +141,9 @@ def test_changes_name_numbers_names_negations_and_times():
     assert changes("The backup failed twice this week.", "This week the backup failed two times.") == ()
     assert changes("Search runs on three nodes in Frankfurt.", "In Frankfurt, search has 3 nodes.") == ()
     assert changes("Sara's flight leaves at 11:40.", "Sara flies at 11:40.") == ()
+    assert changes("The office is on the 2nd floor.", "The office is on the second floor.") == ()
+    assert [c.describe() for c in changes("100 calls per minute.", "100 calls per second.")] == [
+        "time minute -> second"]
 
 
 def test_swapped_words_are_a_small_edit_of_content_words():

@@ -146,14 +146,17 @@ def facts_of(text: str) -> Facts:
         words.add(folded)
         for part in re.split(r"[-']", folded):
             words.add(part)
-        number = number_value(token)
+        # "per second", "5 seconds": a unit of time; "the second floor": 2
+        unit = folded in ("second", "seconds") and position > 0 and (
+            tokens[position - 1].casefold() in ("per", "a", "every", "each") or tokens[position - 1][0].isdigit())
+        number = None if unit else number_value(token)
         if number is not None:
             numbers[number] += 1
         elif any(c.isdigit() for c in token):  # Q3, A100, sunflower42: the digits count as a number
             numbers.update(f"{float(d):g}" for d in re.findall(r"\d+", token))
         if folded in NEGATIONS_EN or folded.endswith("n't"):
             negations += 1
-        if folded in _TIME_WORDS or (token == "May" and position > 0):  # "may" alone is a verb
+        if number is None and (folded in _TIME_WORDS or (token == "May" and position > 0)):  # "may" alone is a verb
             times.add(_TIME_SAME.get(folded) or (folded[:-1] if folded[:-1] in _TIME_WORDS else folded))
             continue
         if shouting:  # every word in capitals: a capital says nothing about a name
