@@ -44,6 +44,7 @@ from memloci.core.writable import write_problem
 from memloci.formats.official import OfficialFile
 from memloci.rules import graph as rules
 from memloci.rules.graph import RelationsCreated, graph_violations
+from memloci.rules.retention import zone
 from memloci.search.embedder import Embedder, EmbedderHandle, understands
 from memloci.search.entities import OBSERVATION_WEIGHT, count_entities, find_entities, meaning_signals
 from memloci.search.hybrid import MemoryHit
@@ -73,7 +74,7 @@ class MemoryService:
         self.embedder = embedder if embedder is not None else EmbedderHandle("none")
         self.vectors = LibraryVectors(self.embedder, embed_pending=embed_pending)
         self.stores = Stores(libraries, self.vectors, self._project_opened)
-        self.memories = MemoryOperations(self.stores, self.vectors)
+        self.memories = MemoryOperations(self.stores, self.vectors, lambda: self.clock())
         self.documents = DocumentOperations(self.stores)
         self.recovery = HistoryOperations(self.stores)
         self.projects = ProjectOperations(self.stores, read_graph=self.read_graph, add_observations=self.add_observations,
@@ -308,6 +309,14 @@ class MemoryService:
                       library: str | ProjectRef | None = None, time: str | None = None) -> tuple[list[Memory], int]:
         return self.memories.list_memories(page=page, page_size=page_size, filters=filters, library=library, time=time)
 
+    def archive_candidates(self, library: str | ProjectRef | None = None) -> list[Memory]:
+        return self.memories.archive_candidates(library)
+
+    def zone_of(self, memory: Memory) -> str:
+        """The memory's retention zone now (rules/retention.py): active, stale,
+        archive-candidate, archived or superseded."""
+        return zone(memory, self.clock())
+
     def health(self, *, library: str | ProjectRef | None = None) -> dict[str, Any]:
         try:
             store = self.store(library)
@@ -340,6 +349,7 @@ class MemoryService:
                 "total_tags": state["tags"],
                 "storage_size": stats.size_bytes,
                 "last_backup": self.recovery.last_backup(store),
+                "zones": self.memories.zone_counts(store),  # free memories by retention zone, as of the clock
             },
             "embedder": {
                 "model": status.model, "dimension": status.dimension, "loaded": status.loaded,
