@@ -8,7 +8,9 @@ migration sets them, and the service's clock is a constant, so no test depends o
 
 from __future__ import annotations
 
+import json
 import math
+import os
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
@@ -209,3 +211,26 @@ def test_tool_replies_show_each_memorys_zone_and_health_its_counts(clocked):
             await body(Client(sdk.session))
 
     anyio.run(main)
+
+
+def test_the_command_line_stats_count_zones(monkeypatch, tmp_path):
+    """`memloci stats` runs on the real clock, so these zones hold on any day: immune memories
+    are active whatever their age, and a low one from 2000 is long past its 30 days."""
+    from typer.testing import CliRunner
+
+    from memloci.cli.main import app
+
+    source = tmp_path / "memories.jsonl"
+    source.write_text("".join(json.dumps({"type": "memory", "content": content, "tags": tags, "memory_type": kind,
+                                          "importance": "medium", "metadata": {}, "created_at": "2000-01-01T00:00:00Z",
+                                          "updated_at": "2000-01-01T00:00:00Z"}) + "\n"
+                              for content, kind, tags in [("we chose SQLite", "decision", []),
+                                                          ("the cache is pinned", "note", ["pinned"]),
+                                                          ("found a stray log file", "discovery", [])]))
+    for name in [k for k in os.environ if k.startswith("MEMLOCI_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("MEMLOCI_EMBEDDER", "none")
+    home = str(tmp_path / "home")
+    assert CliRunner().invoke(app, ["--home", home, "import", "jsonl", str(source)]).exit_code == 0
+    out = CliRunner().invoke(app, ["--home", home, "stats"], env={"COLUMNS": "200"}).stdout
+    assert "default: free memories by retention zone: 2 active, 0 stale, 1 archive candidate (2 immune)" in out

@@ -312,6 +312,11 @@ class MemoryService:
     def archive_candidates(self, library: str | ProjectRef | None = None) -> list[Memory]:
         return self.memories.archive_candidates(library)
 
+    def zone_counts(self, *, library: str | ProjectRef | None = None) -> dict[str, int]:
+        """The library's free memories by retention zone now (active, stale, archive_candidate),
+        and how many of them are immune; what health reports as `zones`."""
+        return self.memories.zone_counts(self.store(library))
+
     def zone_of(self, memory: Memory) -> str:
         """The memory's retention zone now (rules/retention.py): active, stale,
         archive-candidate, archived or superseded."""
