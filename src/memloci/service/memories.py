@@ -26,7 +26,7 @@ from memloci.store.protocols import Store
 
 RECENT_WAIT_S = 10.0  # how long a search waits for memories stored a moment ago to be embedded ...
 RECENT_BACKLOG = 2_000  # ... if no more than this many wait (a bulk backlog is searched as it stands)
-RETENTION_PAGE = 1_000  # memories read at a time when every free memory's retention is counted
+RETENTION_PAGE = 5_000  # memories read at a time when every free memory's retention is counted
 
 
 @dataclass(frozen=True, slots=True)
