@@ -172,6 +172,7 @@ def maintenance_calls() -> list[Call]:
         ("delete_before_date", lambda p: {"before_date": "2000-01-01"}, lambda t: "nothing to change" in t),
         ("delete_by_timeframe", lambda p: {"start_date": "2000-01-01", "end_date": "2001-01-01"},
          lambda t: "nothing to change" in t),
+        ("archive_memories", lambda p: {}, lambda t: "preview" in t),
         ("unarchive_memories", lambda p: {"content_hashes": [first]}, None),
     ]
 

@@ -353,6 +353,22 @@ def test_no_ability_is_told_by_attribute_name():
     assert not found, found
 
 
+
+def test_one_relevance_for_ranking_zones_and_archive():
+    """Decay in ranking, the zones replies show and the archive candidates are one relevance
+    (rules/retention.py): a module besides it computing exp(-age / retention) or holding the
+    importance tables is a second formula that drifts from the zones."""
+    import ast
+
+    tables, decays = [], []
+    for rel, tree in _modules():
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Assign):
+                tables += [rel for t in node.targets if isinstance(t, ast.Name) and t.id in ("IMPORTANCE_BASE", "RETENTION_DAYS")]
+        decays += [rel for call in _calls(tree) if _dotted(call.func) in ("math.exp", "exp")]
+    assert tables == ["rules/retention.py", "rules/retention.py"] and decays == ["rules/retention.py"]
+    assert "relevance(" in (SRC / "search" / "decay.py").read_text(encoding="utf-8")
+
 # Methods the SDK calls by their names (overrides), named nowhere in memloci itself.
 OVERRIDES = {"_validate_host", "_validate_origin"}
 

@@ -344,6 +344,8 @@ def maintenance_steps() -> list[Step]:
             ok("delete_by_timeframe", says=('"deleted": 1',), start_date="2000-01-01", tag="cron", **where),
             err("delete_by_timeframe", "VALIDATION_ERROR", "bad-date", ("start_date",), start_date="May", **where),
             err("unarchive_memories", "NOT_FOUND", "missing", content_hashes=["0" * 64], **where),
+            ok("archive_memories", "preview", ('"dry_run": true', "nothing to change"), **where),
+            err("archive_memories", "VALIDATION_ERROR", "bad-type", ("dry_run",), dry_run="soon", **where),
             err("execute_preview", "NOT_FOUND", "missing", preview_id=999, **where),
             # supersession: the older memory stays, out of search unless asked
             ok("store_memory", "superseded", content="The staging port is 5432.", **where),

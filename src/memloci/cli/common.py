@@ -100,7 +100,7 @@ def styled(*parts: str | tuple[str, str]) -> Any:
 
 
 SINGULAR = {"entities": "entity", "memories": "memory", "relations": "relation", "observations": "observation",
-            "items": "item", "lines": "line"}
+            "items": "item", "lines": "line", "archive candidates": "archive candidate"}
 
 
 def counted(n: int, noun: str) -> str:

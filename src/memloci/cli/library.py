@@ -65,11 +65,16 @@ def stats(libraries: LibrariesOpt = None, library: LibraryOpt = None) -> None:
             specs = [spec for spec in specs if spec.name.casefold() == library.casefold()]
             if not specs:
                 service.store(library)  # refused: NOT_FOUND, naming the mounted libraries
+        zones = []  # (library, its free memories by retention zone), for libraries that have some
         for spec in specs:  # one not created yet is a row of zeros, not a failure
             try:
-                rows.append(service.stats(library=spec.name))
+                counts = service.stats(library=spec.name)
             except LibraryMissingError:
                 rows.append(spec)
+                continue
+            rows.append(counts)
+            if counts.memories:
+                zones.append((spec.name, service.zone_counts(library=spec.name)))
     except MemlociError as exc:
         fail(exc)
     table = Table("library", "kind", "entities", "observations", "memories", "relations", "journal", "size", "path")
@@ -79,7 +84,11 @@ def stats(libraries: LibrariesOpt = None, library: LibraryOpt = None) -> None:
             continue
         table.add_row(s.name, s.kind, str(s.entities), str(s.observations), str(s.memories), str(s.relations),
                       str(s.journal_entries), f"{s.size_bytes / 1024:.0f} KiB", s.path)
-    open_console().print(table)
+    console = open_console()
+    console.print(table)
+    for name, counts in zones:
+        console.print(f"{name}: free memories by retention zone: {counts['active']} active, {counts['stale']} stale, "
+                      f"{counted(counts['archive_candidate'], 'archive candidates')} ({counts['immune']} immune)")
 
 
 def history(

@@ -169,6 +169,15 @@ def cleanup(
         {"older_than": "--older-than"}))
 
 
+@maintain_app.command("archive")
+def archive(
+    execute: Annotated[bool, typer.Option("--execute", help="Archive now (default: a preview).")] = False,
+    libraries: LibrariesOpt = None, library: LibraryOpt = None,
+) -> None:
+    """Move memories past their retention, not immune, into the archive (archive_memories)."""
+    _show(_run(libraries, lambda s: s.archive_memories(dry_run=not execute, library=library)))
+
+
 @maintain_app.command("unarchive")
 def unarchive(
     content_hash: Annotated[list[str], typer.Argument(metavar="HASH...", help="Archived memories to bring back.")],

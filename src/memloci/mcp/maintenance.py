@@ -19,7 +19,7 @@ from memloci.service.facade import MemoryService
 from memloci.service.lifecycle import Outcome, older_than_cutoff
 
 TOOLS = ("delete_by_tag", "delete_by_timeframe", "delete_before_date", "cleanup_duplicates", "update_memory_metadata",
-         "memory_cleanup", "list_tags", "knowledge_analysis", "knowledge_export", "unarchive_memories",
+         "memory_cleanup", "list_tags", "knowledge_analysis", "knowledge_export", "archive_memories", "unarchive_memories",
          "execute_preview", "list_previews")
 
 
@@ -111,6 +111,10 @@ def register(server: Any, service: MemoryService) -> None:
                                         library=selected(library, library_name))
         return reply({"format": format, "export": text})
 
+    def archive_memories(dry_run: Annotated[bool, Field(description="false: archive now")] = True,
+                         library: Library = None, library_name: LibraryName = None) -> Annotated[CallToolResult, Out]:
+        return reply(outcome(service.archive_memories(dry_run=dry_run, library=selected(library, library_name))))
+
     def unarchive_memories(content_hashes: list[str], dry_run: DryRun = False,
                            library: Library = None, library_name: LibraryName = None) -> Annotated[CallToolResult, Out]:
         return reply(outcome(life.unarchive(content_hashes, dry_run=dry_run, library=selected(library, library_name))))
@@ -149,6 +153,9 @@ def register(server: Any, service: MemoryService) -> None:
     server.add_tool(knowledge_export, title="Knowledge Export",
                     annotations=destructive("Knowledge Export", read_only=True, idempotent=True),
                     description="The memories as json, markdown or text.")
+    server.add_tool(archive_memories, title="Archive Memories", annotations=destructive("Archive Memories"),
+                    description="Move memories past their retention (not important, used or pinned) into the "
+                                "archive, out of search; a preview by default.")
     server.add_tool(unarchive_memories, title="Unarchive Memories", annotations=destructive("Unarchive Memories"),
                     description="Bring archived memories back into search.")
     server.add_tool(execute_preview, title="Execute Preview", annotations=destructive("Execute Preview", destructive=True),

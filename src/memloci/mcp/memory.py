@@ -39,6 +39,7 @@ class MemoryOut(BaseModel):
     created_at: str
     updated_at: str
     access_count: int
+    zone: str  # retention (rules/retention.py): active, stale, archive-candidate; archived, superseded
     entity: str | None = None
     similarity_score: float | None = None
     why: str | None = None
@@ -105,10 +106,10 @@ class HealthOut(BaseModel):
     timestamp: str
 
 
-def memory_out(m: Memory, score: float | None = None, why: str | None = None) -> dict[str, Any]:
+def memory_out(m: Memory, zone: str, score: float | None = None, why: str | None = None) -> dict[str, Any]:
     out = {"content": m.content, "content_hash": m.content_hash, "tags": list(m.tags), "memory_type": m.memory_type,
            "importance": m.importance, "metadata": m.metadata, "created_at": m.created_at,
-           "updated_at": m.updated_at, "access_count": m.access_count, "entity": m.entity}
+           "updated_at": m.updated_at, "access_count": m.access_count, "entity": m.entity, "zone": zone}
     if m.superseded_by:  # (kept out of search unless asked: shown where a listing asked for them)
         out["superseded_by"] = m.superseded_by
     if m.archived_at:
@@ -180,7 +181,8 @@ def register(server: Any, service: MemoryService) -> None:
                 query, libraries=names, n_results=n_results, min_similarity=min_similarity, tags=tags or (),
                 match_all=match_all, memory_type=memory_type, entity=entity, after=after, before=before, time=time,
                 include_superseded=include_superseded, include_archived=include_archived)
-            memories = [{**memory_out(h.memory, h.score, h.why), "library": h.library} for h in result.hits]
+            memories = [{**memory_out(h.memory, service.zone_of(h.memory), h.score, h.why), "library": h.library}
+                        for h in result.hits]
         else:
             assert not isinstance(library, list)  # several() took every list
             result = service.retrieve_memory(query, n_results=n_results, min_similarity=min_similarity, tags=tags or (),
@@ -188,7 +190,7 @@ def register(server: Any, service: MemoryService) -> None:
                                              before=before, time=time, include_superseded=include_superseded,
                                              include_archived=include_archived,
                                              library=selected(library, library_name, project_path, confirm_new_project_root))
-            memories = [memory_out(h.memory, h.score, h.why) for h in result.hits]
+            memories = [memory_out(h.memory, service.zone_of(h.memory), h.score, h.why) for h in result.hits]
         structured: dict[str, Any] = {"memories": memories, "query": result.query, "total_results": len(result.hits)}
         if names is not None:
             structured["libraries"] = names
@@ -212,7 +214,7 @@ def register(server: Any, service: MemoryService) -> None:
         found, total = service.search_by_tag_page(
             tags, match_all=match_all, limit=limit, offset=offset, include_superseded=include_superseded,
             library=selected(library, library_name, project_path, confirm_new_project_root))
-        structured: dict[str, Any] = {"memories": [memory_out(m) for m in found], "search_tags": tags,
+        structured: dict[str, Any] = {"memories": [memory_out(m, service.zone_of(m)) for m in found], "search_tags": tags,
                                       "match_all": match_all, "total_results": len(found), "total_count": total,
                                       "offset": offset, "is_truncated": offset + len(found) < total}
         if structured["is_truncated"]:
@@ -241,7 +243,7 @@ def register(server: Any, service: MemoryService) -> None:
         memory = service.update_memory(content_hash, content=content, tags=tags, metadata=metadata,
                                        importance=importance, supersedes=supersedes, library=selected(library, library_name, project_path, confirm_new_project_root))
         return reply({"success": True, "message": "Memory updated successfully", "content_hash": memory.content_hash,
-                      "memory": memory_out(memory)})
+                      "memory": memory_out(memory, service.zone_of(memory))})
 
     def list_memories(
         page: Annotated[int, Field(ge=1, le=schema.OFFSET_MAX)] = 1,
@@ -262,7 +264,7 @@ def register(server: Any, service: MemoryService) -> None:
             filters=MemoryFilter(tuple(tags or ()), False, memory_type, entity, after, before, include_superseded,
                                  include_archived), time=time,
             library=selected(library, library_name, project_path, confirm_new_project_root))
-        return reply({"memories": [memory_out(m) for m in memories], "page": page, "page_size": page_size,
+        return reply({"memories": [memory_out(m, service.zone_of(m)) for m in memories], "page": page, "page_size": page_size,
                       "total": total, "has_more": page * page_size < total})
 
     def check_database_health(library: Library = None, library_name: LibraryName = None,

@@ -26,13 +26,14 @@ import logging
 import re
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from memloci.core import bm25
 from memloci.core.model import Memory, MemoryFilter
+from memloci.rules.retention import parse_time
 from memloci.search import cues, lexical
-from memloci.search.decay import decay_factor, parse_time
+from memloci.search.decay import decay_factor
 from memloci.search.embedder import understands
 from memloci.search.timephrases import TimeRange
 from memloci.search.vectors import VectorSearch
@@ -106,11 +107,11 @@ def word_candidates(store, terms: list[str], grams: list[str], k: int, filters: 
     return found
 
 
-def retrieve(store, index, embedder, query: str, n: int, filters: MemoryFilter,
+def retrieve(store, index, embedder, query: str, n: int, filters: MemoryFilter, now: datetime,
              time_range: TimeRange | None = None, min_similarity: float = 0.0,
              keywords: str | None = None, meaning_text: str | None = None) -> list[MemoryHit]:
-    """The best `n` memories for `query` within `filters`, best first (words from `keywords`,
-    meaning from `meaning_text`, when given; cues always read the whole query)."""
+    """The best `n` memories for `query` within `filters`, best first, decayed as of `now`
+    (words from `keywords`, meaning from `meaning_text`, when given; cues always read the whole query)."""
     k = max(CANDIDATES, 4 * n)
     lexical_text = query if keywords is None else keywords
     meaning_text = query if meaning_text is None else meaning_text
@@ -172,7 +173,6 @@ def retrieve(store, index, embedder, query: str, n: int, filters: MemoryFilter,
     if not (asks_when or dates is not None or names):  # cues re-rank every candidate; else the best few suffice
         ranked = ranked[: max(3 * n, 50)]
     memories = store.load_memories(ranked)
-    now = datetime.now(UTC)
     hits = []
     for memory_id, memory in memories.items():
         if (memory.superseded_by and not filters.include_superseded) or (memory.archived_at and not filters.include_archived):

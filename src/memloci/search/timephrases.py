@@ -274,14 +274,13 @@ def _argument_month(text: str, now: datetime) -> TimeRange | None:
     return TimeRange(after, before, False, text, True)
 
 
-def parse_time_phrase(text: str, now: datetime | None = None) -> TimeRange:
-    """The range a `time` argument names; VALIDATION_ERROR if it names none."""
+def parse_time_phrase(text: str, now: datetime) -> TimeRange:
+    """The range a `time` argument names, counted from `now`; VALIDATION_ERROR if it names none."""
     if not isinstance(text, str):
         raise ValidationError(f"time: must be a time phrase (text), got {type(text).__name__}")
     if not text.strip():
         raise ValidationError("time: must not be empty (an empty string names no time)",
                               hint="Leave `time` out for no time filter, or say e.g. yesterday, last week, 昨日.")
-    now = now or datetime.now(UTC)
     found = _argument_month(text.strip(), now) or _match(text.strip(), now)
     if found is None:
         raise ValidationError(
@@ -293,11 +292,11 @@ def parse_time_phrase(text: str, now: datetime | None = None) -> TimeRange:
     return found
 
 
-def split_time_phrase(query: str, now: datetime | None = None) -> tuple[str, TimeRange | None]:
+def split_time_phrase(query: str, now: datetime) -> tuple[str, TimeRange | None]:
     """(query without the phrase, its range) when the query carries a time phrase. A query is
     never refused for its wording: what reads as an impossible date is left to the words."""
     try:
-        found = _match(query, now or datetime.now(UTC))
+        found = _match(query, now)
     except ValidationError:
         return query, None
     if found is None:

@@ -45,6 +45,7 @@ from memloci.core.writable import write_problem
 from memloci.formats.official import OfficialFile
 from memloci.rules import graph as rules
 from memloci.rules.graph import RelationsCreated, graph_violations
+from memloci.rules.retention import immunity, retention, zone
 from memloci.search.embedder import Embedder, EmbedderHandle, understands
 from memloci.search.entities import OBSERVATION_WEIGHT, count_entities, find_entities, meaning_signals
 from memloci.search.hybrid import MemoryHit
@@ -76,7 +77,7 @@ class MemoryService:
         self.embedder = embedder if embedder is not None else EmbedderHandle("none")
         self.vectors = LibraryVectors(self.embedder, embed_pending=embed_pending)
         self.stores = Stores(libraries, self.vectors, self._project_opened)
-        self.memories = MemoryOperations(self.stores, self.vectors)
+        self.memories = MemoryOperations(self.stores, self.vectors, lambda: self.clock())
         self.lifecycle = LifecycleOperations(self.stores, clock)
         self.documents = DocumentOperations(self.stores)
         self.recovery = HistoryOperations(self.stores)
@@ -337,7 +338,15 @@ class MemoryService:
 
     def memory_cleanup(self, *, cutoff: str | None, threshold: float | None = None,
                        library: str | ProjectRef | None = None) -> Outcome:
-        return self.lifecycle.memory_cleanup(cutoff=cutoff, near=None, immune=_immune, library=library)
+        return self.lifecycle.memory_cleanup(cutoff=cutoff, near=None, immune=lambda m: immunity(m) is not None,
+                                             library=library)
+
+    def archive_memories(self, *, dry_run: bool = True, library: str | ProjectRef | None = None) -> Outcome:
+        """Move the archive candidates (past their retention, not immune: rules/retention.py) into
+        the archive, previewed."""
+        now = self.clock()
+        return self.lifecycle.archive(self.memories.archive_candidates(library), self.store(library), dry_run=dry_run,
+                                      why=lambda m: _archive_reason(m, now), args={})
 
     def time_range(self, phrase: str) -> tuple[str | None, str | None]:
         """The (after, before) a time phrase names, as of the service's clock."""
@@ -354,6 +363,19 @@ class MemoryService:
     def list_memories(self, *, page: int = 1, page_size: int = 10, filters: MemoryFilter | None = None,
                       library: str | ProjectRef | None = None, time: str | None = None) -> tuple[list[Memory], int]:
         return self.memories.list_memories(page=page, page_size=page_size, filters=filters, library=library, time=time)
+
+    def archive_candidates(self, library: str | ProjectRef | None = None) -> list[Memory]:
+        return self.memories.archive_candidates(library)
+
+    def zone_counts(self, *, library: str | ProjectRef | None = None) -> dict[str, int]:
+        """The library's free memories by retention zone now (active, stale, archive_candidate),
+        and how many of them are immune; what health reports as `zones`."""
+        return self.memories.zone_counts(self.store(library))
+
+    def zone_of(self, memory: Memory) -> str:
+        """The memory's retention zone now (rules/retention.py): active, stale,
+        archive-candidate, archived or superseded."""
+        return zone(memory, self.clock())
 
     def health(self, *, library: str | ProjectRef | None = None) -> dict[str, Any]:
         try:
@@ -387,6 +409,7 @@ class MemoryService:
                 "total_tags": state["tags"],
                 "storage_size": stats.size_bytes,
                 "last_backup": self.recovery.last_backup(store),
+                "zones": self.memories.zone_counts(store),  # free memories by retention zone, as of the clock
             },
             "embedder": {
                 "model": status.model, "dimension": status.dimension, "loaded": status.loaded,
@@ -627,10 +650,9 @@ def _batches_named(store: Store, batches: Sequence[ObservationBatch], field: str
     return [replace(b, entity_name=n) for b, n in zip(batches, names)]
 
 
-def _immune(m: Memory) -> bool:
-    """Never archived by age: important, much used, or tagged to keep."""
-    return (m.importance in ("critical", "high") or m.access_count >= 3
-            or bool({t.casefold() for t in m.tags} & {"keep", "pinned", "important", "critical"}))
+def _archive_reason(m: Memory, now: datetime) -> str:
+    kept = retention(m, now)
+    return f"{kept.age_days:.0f} days old, retention {kept.retention_days:.0f} days, relevance {kept.score:.2f}"
 
 
 def _relations_named(store: Store, relations: Sequence[RelationInput]) -> list[RelationInput]:

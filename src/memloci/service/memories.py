@@ -5,8 +5,9 @@ Stores.writing (the post-write hook), retrievals are counted by the vectors part
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
+from datetime import datetime
 from typing import Any
 
 from memloci.app.projects import ProjectRef
@@ -14,6 +15,7 @@ from memloci.core import schema
 from memloci.core.errors import ConflictError, NotFoundError, ValidationError
 from memloci.core.model import Memory, MemoryFilter, MemoryInput
 from memloci.rules import graph as rules
+from memloci.rules.retention import Retention, retention
 from memloci.search.hybrid import CJK_PAIRS, WEAK_MEANING, MemoryHit, retrieve, word_terms
 from memloci.search.timephrases import TimeRange, parse_time_phrase, split_time_phrase
 from memloci.search.vectors import VectorSearch
@@ -24,6 +26,7 @@ from memloci.store.protocols import Store
 
 RECENT_WAIT_S = 10.0  # how long a search waits for memories stored a moment ago to be embedded ...
 RECENT_BACKLOG = 2_000  # ... if no more than this many wait (a bulk backlog is searched as it stands)
+RETENTION_PAGE = 5_000  # memories read at a time when every free memory's retention is counted
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,9 +43,10 @@ class Retrieval:
 class MemoryOperations:
     """Free memories: stored, retrieved, listed, updated and deleted."""
 
-    def __init__(self, stores: Stores, vectors: LibraryVectors):
+    def __init__(self, stores: Stores, vectors: LibraryVectors, clock: Callable[[], datetime]):
         self.stores = stores
         self.vectors = vectors
+        self.clock = clock  # what "now" is for time phrases and decay (MemoryService.clock)
 
     def store_memory(self, content: str, *, tags: Sequence[str] = (), memory_type: str = "note",
                      metadata: dict[str, Any] | None = None, importance: str | None = None,
@@ -86,9 +90,10 @@ class MemoryOperations:
         With `time` given too, `time` is the range (and the one reported); a relative phrase in
         the query then only loses its words, it ranks nothing within the range."""
         text = schema.validate_query(query)
+        now = self.clock()
         n_results = schema.check_int(n_results, "n_results", 1, schema.SEARCH_LIMIT_MAX)
         after, before = schema.validate_time(after, "after"), schema.validate_time(before, "before")
-        hard = parse_time_phrase(time) if time is not None else None
+        hard = parse_time_phrase(time, now) if time is not None else None
         if hard is not None:
             hard_after, hard_before = hard.iso()
             after, before = max(filter(None, [after, hard_after]), default=None), min(filter(None, [before, hard_before]), default=None)
@@ -98,7 +103,7 @@ class MemoryOperations:
             raise ValidationError(f"after/before: after ({filters.after}) must be earlier than before ({filters.before})")
         store = self.stores.store(library)
         filters = _entity_named(store, filters)
-        rest, soft = split_time_phrase(text)
+        rest, soft = split_time_phrase(text, now)
         keywords = None  # the text words and meaning come from, when not the whole query
         everything = False  # the query's time range holds every memory the filters allow
         inside: MemoryFilter | None = None  # the query's time range within the filters
@@ -135,7 +140,7 @@ class MemoryOperations:
                 pair[1].flush(timeout=RECENT_WAIT_S, memories_only=True)
 
             def ranked(where: MemoryFilter, time_range: TimeRange | None, n: int) -> list[MemoryHit]:
-                return retrieve(store, pair[0] if pair else None, embedder, text, n, _untimed(store, where),
+                return retrieve(store, pair[0] if pair else None, embedder, text, n, _untimed(store, where), now,
                                 time_range, min_similarity, keywords=keywords, meaning_text=keywords)
 
             fill = min_similarity <= 0  # a memory that matched nothing has no similarity to keep
@@ -247,13 +252,42 @@ class MemoryOperations:
         page_size = schema.check_int(page_size, "page_size", 1, schema.PAGE_MAX)
         filters = schema.validate_filter(filters or MemoryFilter())
         if time is not None:
-            narrowed = _narrowed(filters, parse_time_phrase(time))
+            narrowed = _narrowed(filters, parse_time_phrase(time, self.clock()))
             if narrowed is None:  # the range and after/before do not overlap: nothing to list
                 return [], 0
             filters = narrowed
         store = self.stores.store(library)
         found = store.list_memories(offset=(page - 1) * page_size, limit=page_size, filters=_entity_named(store, filters))
         return list(found.memories), found.total
+
+    # -- retention (rules/retention.py), as of the clock -------------------------------------
+
+    def retentions(self, store: Store) -> Iterator[tuple[Memory, Retention]]:
+        """Every free memory that search finds (not archived, not superseded), with its retention
+        now; read a page at a time, newest first."""
+        now = self.clock()
+        offset = 0
+        while True:
+            page = store.list_memories(offset=offset, limit=RETENTION_PAGE, filters=MemoryFilter(), count=False).memories
+            for memory in page:
+                if memory.entity is None and not memory.archived_at and not memory.superseded_by:
+                    yield memory, retention(memory, now)
+            if len(page) < RETENTION_PAGE:
+                return
+            offset += len(page)
+
+    def zone_counts(self, store: Store) -> dict[str, int]:
+        """How many free memories are in each zone, and how many of them are immune."""
+        counts = {"active": 0, "stale": 0, "archive_candidate": 0, "immune": 0}
+        for _, kept in self.retentions(store):
+            counts[kept.zone.replace("-", "_")] += 1
+            counts["immune"] += kept.immune
+        return counts
+
+    def archive_candidates(self, library: str | ProjectRef | None = None) -> list[Memory]:
+        """The free memories past their retention and not immune, newest first; writes nothing
+        (moving them into the archive is the caller's, previewed)."""
+        return [m for m, kept in self.retentions(self.stores.store(library)) if kept.zone == "archive-candidate"]
 
 
 def _entity_named(store: Store, filters: MemoryFilter) -> MemoryFilter:
