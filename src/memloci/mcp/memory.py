@@ -6,6 +6,7 @@ check_database_health.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
@@ -13,32 +14,36 @@ from mcp_types import CallToolResult
 from pydantic import BaseModel, BeforeValidator, Field, WithJsonSchema
 
 from memloci.core import schema
+from memloci.core.errors import ValidationError
 from memloci.core.model import Memory, MemoryFilter
 from memloci.mcp.arguments import (
+    Compact,
     ConfirmRoot,
     Libraries,
     Library,
     LibraryName,
+    MaxTokens,
     ProjectPath,
     selected,
     several,
     tool_annotations,
 )
+from memloci.mcp.budget import MEMORIES, MEMORY_DETAILS, compact_memory, fit
 from memloci.mcp.replies import reply
 from memloci.mcp.surface import json_object
 from memloci.service.facade import MemoryService
 
 
-class MemoryOut(BaseModel):
+class MemoryOut(BaseModel):  # a compact reply's memories carry content_hash and content alone
     content: str
     content_hash: str
-    tags: list[str]
-    memory_type: str
-    importance: str
-    metadata: dict[str, Any]
-    created_at: str
-    updated_at: str
-    access_count: int
+    tags: list[str] | None = None
+    memory_type: str | None = None
+    importance: str | None = None
+    metadata: dict[str, Any] | None = None
+    created_at: str | None = None
+    updated_at: str | None = None
+    access_count: int | None = None
     entity: str | None = None
     similarity_score: float | None = None
     why: str | None = None
@@ -112,6 +117,28 @@ def memory_out(m: Memory, score: float | None = None, why: str | None = None) ->
     return out
 
 
+def fitted(structured: dict[str, Any], max_tokens: int | None, compact: bool, rest: str,
+           paged: Callable[[dict[str, Any], int], None] | None = None) -> dict[str, Any]:
+    """A memory read's reply, compact if asked, fitted to max_tokens (mcp/budget.py); `rest` says
+    how to get what is left out (besides a larger max_tokens), `paged` sets the paging fields."""
+    memories = structured["memories"]
+    if compact:
+        memories = [compact_memory(m) for m in memories]
+        structured = {**structured, "details": MEMORY_DETAILS}
+
+    def finish(kept: list[dict[str, Any]], omitted: int) -> dict[str, Any]:
+        out = {**structured, "memories": kept}
+        if "total_results" in out:
+            out["total_results"] = len(kept)
+        if omitted:
+            if paged is not None:
+                paged(out, len(kept))
+            out["more"] = f"{omitted} more {'memory' if omitted == 1 else 'memories'} left out: {rest}, or a larger max_tokens"
+        return out
+
+    return fit(memories, MEMORIES, max_tokens, finish)
+
+
 TOOLS = ("store_memory", "retrieve_memory", "search_by_tag", "delete_memory", "update_memory", "list_memories",
          "check_database_health")
 Tags = list[str] | None
@@ -148,7 +175,7 @@ def register(server: Any, service: MemoryService) -> None:
         return reply({"success": True, "message": message, "content_hash": memory.content_hash, "duplicate": not created})
 
     def retrieve_memory(
-        query: Annotated[str, Field(description="What to recall, in words; may name a time (\"last week\")")],
+        query: Annotated[str, Field(description="What to recall, in words")],
         n_results: Annotated[int, Field(ge=1, le=schema.SEARCH_LIMIT_MAX, description="How many memories")] = 5,
         min_similarity: Annotated[float, Field(ge=0, le=1, description="Drop hits whose similarity_score "
                                                                        "is below this")] = 0.0,
@@ -156,10 +183,11 @@ def register(server: Any, service: MemoryService) -> None:
         match_all: Annotated[bool, Field(description="With tags: require every tag (default: any)")] = False,
         memory_type: str | None = None,
         entity: Annotated[str | None, Field(description="Only observations of this entity")] = None,
-        after: Annotated[str | None, Field(description="Only memories created at or after this ISO date")] = None,
-        before: Annotated[str | None, Field(description="Only memories created before this ISO date")] = None,
-        time: Annotated[str | None, Field(description="Filter: yesterday, last week, in March, 3 days ago, latest, "
-                                                       "昨日, 先週, 上个月, ...")] = None,
+        after: Annotated[str | None, Field(description="ISO date: created at or after")] = None,
+        before: Annotated[str | None, Field(description="ISO date: created before")] = None,
+        time: Annotated[str | None, Field(description="Filter: yesterday, last week, in March, latest, "
+                                                       "昨日, ...")] = None,
+        max_tokens: MaxTokens = None, compact: Compact = False,
         library: Libraries = None, library_name: LibraryName = None,
         project_path: ProjectPath = None, confirm_new_project_root: ConfirmRoot = None,
     ) -> Annotated[CallToolResult, RetrieveOut]:
@@ -185,13 +213,14 @@ def register(server: Any, service: MemoryService) -> None:
                                         "latest": result.time_range.latest}
         if result.note:  # said in the reply, so a model does not take these for matches
             structured["note"] = result.note
-        return reply(structured)
+        return reply(fitted(structured, max_tokens, compact, "fewer n_results or a narrower query"))
 
     def search_by_tag(
         tags: Annotated[list[str], Field(description="Tags to look for")],
         match_all: Annotated[bool, Field(description="Require every tag (default: any)")] = False,
         limit: Annotated[int, Field(ge=1, le=schema.PAGE_MAX, description="Memories per page")] = 100,
         offset: Annotated[int, Field(ge=0, le=schema.OFFSET_MAX, description="Memories to skip (the next page)")] = 0,
+        max_tokens: MaxTokens = None, compact: Compact = False,
         library: Library = None, library_name: LibraryName = None,
         project_path: ProjectPath = None, confirm_new_project_root: ConfirmRoot = None,
     ) -> Annotated[CallToolResult, TagSearchOut]:
@@ -201,9 +230,14 @@ def register(server: Any, service: MemoryService) -> None:
         structured: dict[str, Any] = {"memories": [memory_out(m) for m in found], "search_tags": tags,
                                       "match_all": match_all, "total_results": len(found), "total_count": total,
                                       "offset": offset, "is_truncated": offset + len(found) < total}
-        if structured["is_truncated"]:
-            structured["next_offset"] = offset + len(found)
-        return reply(structured)
+
+        def paged(out: dict[str, Any], kept: int) -> None:
+            out["is_truncated"] = offset + kept < total
+            if out["is_truncated"]:
+                out["next_offset"] = offset + kept
+
+        paged(structured, len(found))
+        return reply(fitted(structured, max_tokens, compact, "the next page (next_offset)", paged))
 
     def delete_memory(
         content_hash: Annotated[str, Field(description="The content_hash a store or search returned")],
@@ -234,19 +268,35 @@ def register(server: Any, service: MemoryService) -> None:
         tags: Tags = None,
         memory_type: str | None = None,
         entity: str | None = None,
-        after: Annotated[str | None, Field(description="Only memories created at or after this ISO date")] = None,
-        before: Annotated[str | None, Field(description="Only memories created before this ISO date")] = None,
-        time: Annotated[str | None, Field(description="Only this time: yesterday, last week, November, "
-                                                       "2026-10, 昨日, 先週, ...")] = None,
+        after: Annotated[str | None, Field(description="ISO date: created at or after")] = None,
+        before: Annotated[str | None, Field(description="ISO date: created before")] = None,
+        time: Annotated[str | None, Field(description="Only this time: last week, November, "
+                                                       "2026-10, 先週, ...")] = None,
+        content_hashes: Annotated[list[str] | None, Field(description="Only these, whole (after compact)")] = None,
+        max_tokens: MaxTokens = None, compact: Compact = False,
         library: Library = None, library_name: LibraryName = None,
         project_path: ProjectPath = None, confirm_new_project_root: ConfirmRoot = None,
     ) -> Annotated[CallToolResult, ListOut]:
+        where = selected(library, library_name, project_path, confirm_new_project_root)
+        if content_hashes is not None:
+            given = [n for n, v in (("tags", tags), ("memory_type", memory_type), ("entity", entity), ("after", after),
+                                    ("before", before), ("time", time)) if v] + (["page"] if page != 1 else [])
+            if given:
+                raise ValidationError(f"{given[0]}: not with content_hashes, which names the memories itself",
+                                      hint="Leave out the filters, or content_hashes.")
+            memories, missing = service.memories_by_hash(content_hashes, library=where)
+            structured: dict[str, Any] = {"memories": [memory_out(m) for m in memories], "page": 1,
+                                          "page_size": len(memories), "total": len(memories), "has_more": False}
+            if missing:
+                structured["missing"] = missing
+            return reply(fitted(structured, max_tokens, compact, "fewer content_hashes"))
         memories, total = service.list_memories(
             page=page, page_size=page_size,
             filters=MemoryFilter(tuple(tags or ()), False, memory_type, entity, after, before), time=time,
-            library=selected(library, library_name, project_path, confirm_new_project_root))
-        return reply({"memories": [memory_out(m) for m in memories], "page": page, "page_size": page_size,
-                      "total": total, "has_more": page * page_size < total})
+            library=where)
+        return reply(fitted({"memories": [memory_out(m) for m in memories], "page": page, "page_size": page_size,
+                             "total": total, "has_more": page * page_size < total},
+                            max_tokens, compact, "a smaller page_size"))
 
     def check_database_health(library: Library = None, library_name: LibraryName = None,
         project_path: ProjectPath = None, confirm_new_project_root: ConfirmRoot = None) -> Annotated[CallToolResult, HealthOut]:
@@ -255,34 +305,30 @@ def register(server: Any, service: MemoryService) -> None:
         return reply(health)
 
     server.add_tool(store_memory, title="Store Memory", annotations=tool_annotations("Store Memory", idempotent=True), description=(
-        "Remember a piece of text with optional tags, type, importance and metadata. Storing the same text "
-        "again (spacing aside) keeps one memory and says it was a duplicate. Returns its content_hash.\n"
+        "Remember a text with optional tags, type, importance and metadata; the same text again (spacing aside) "
+        "is kept once and reported a duplicate. Returns its content_hash.\n"
         'Example: {"content": "We chose OAuth with PKCE for the mobile app", "tags": ["auth", "decision"], '
         '"memory_type": "decision", "importance": "high"}'))
     # read-only for the user's data: a recall only counts accesses (which drive ranking), so clients may auto-approve it
     server.add_tool(retrieve_memory, title="Retrieve Memory",
                     annotations=tool_annotations("Retrieve Memory", read_only=True), description=(
-        "Recall memories by meaning, keywords, tags and type (hybrid search), newest and most used ranked up; "
-        "filter by tags, type, entity or time. A time phrase in the query (\"what did we decide last week\") ranks "
-        "that range first; `time` filters strictly, and if nothing in the range matches, returns the range newest "
-        "first with a `note`; other filters (tags, type, entity) work the same way. A date in the query (\"on 8 May, "
-        "2023\") ranks up memories whose metadata.date (\"2023-05-08\" or \"8 May 2023\") falls in it or up to 8 days "
-        "after. Each hit has why and a "
-        "similarity_score in [0, 1] (the ranking's boosts may order hits that all show 1).\n"
+        "Recall memories by meaning and keywords (hybrid search), newest and most used ranked up. A time phrase in "
+        "the query (\"last week\") ranks that range first; a date (\"on 8 May, 2023\"), memories whose metadata.date "
+        "falls in it or up to 8 days after. Filters (time, tags, type, entity) are strict: if nothing in them matches, "
+        "the reply lists what they hold, newest first, with a `note`. Each hit has why and a similarity_score in "
+        "[0, 1] (boosts may order hits that all show 1).\n"
         'Example: {"query": "what did we decide about OAuth?", "n_results": 5}'))
     server.add_tool(search_by_tag, title="Search By Tag", annotations=tool_annotations("Search By Tag", read_only=True, idempotent=True), description=(
-        "Memories carrying any of the tags (or all, with match_all), newest first, a page at a time: "
-        "total_count and is_truncated tell whether to fetch the next page (offset).\n"
+        "Memories carrying any of the tags, newest first, a page at a time (next_offset).\n"
         'Example: {"tags": ["auth", "refactor"], "match_all": true}'))
     server.add_tool(delete_memory, title="Delete Memory", annotations=tool_annotations("Delete Memory", destructive=True, idempotent=True), description=(
         "Delete the memory with this content_hash (the journal keeps its text).\n"
         'Example: {"content_hash": "3f2a..."}'))
     server.add_tool(update_memory, title="Update Memory", annotations=tool_annotations("Update Memory", destructive=True, idempotent=True), description=(
-        "Change a memory's text, tags (replaced), metadata (merged) or importance; the journal keeps the old version.\n"
+        "Change a memory's text, tags, metadata or importance; the journal keeps the old version.\n"
         'Example: {"content_hash": "3f2a...", "tags": ["auth", "done"], "importance": "low"}'))
     server.add_tool(list_memories, title="List Memories", annotations=tool_annotations("List Memories", read_only=True, idempotent=True), description=(
-        "Page through memories, newest first, optionally filtered by tags, type, entity or date "
-        "(after/before, or `time`: \"last week\", \"November\", \"昨日\").\n"
+        "Page through memories, newest first, optionally filtered by tags, type, entity or date.\n"
         'Example: {"page": 1, "page_size": 20, "tags": ["decision"]}'))
     server.add_tool(check_database_health, title="Check Database Health",
                     annotations=tool_annotations("Check Database Health", read_only=True, idempotent=True), description=(

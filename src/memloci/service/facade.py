@@ -308,6 +308,10 @@ class MemoryService:
                       library: str | ProjectRef | None = None, time: str | None = None) -> tuple[list[Memory], int]:
         return self.memories.list_memories(page=page, page_size=page_size, filters=filters, library=library, time=time)
 
+    def memories_by_hash(self, content_hashes: Sequence[str], *,
+                         library: str | ProjectRef | None = None) -> tuple[list[Memory], list[str]]:
+        return self.memories.memories_by_hash(content_hashes, library=library)
+
     def health(self, *, library: str | ProjectRef | None = None) -> dict[str, Any]:
         try:
             store = self.store(library)
