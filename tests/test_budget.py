@@ -301,3 +301,15 @@ def test_searches_of_several_libraries_and_the_strict_set_fit_too(home, tmp_path
             compact["data"]["details"]
 
     run_session(home / "strict", strict, "--tools", "strict,memory", "--schema", "strict")
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=8),
+                    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3),
+                    max_leaves=12))
+def test_a_replys_size_is_measured_as_it_is_written(value):
+    """mcp/budget.py measures indented JSON without writing it; the size is the one as_json writes."""
+    from memloci.mcp.budget import json_size
+    from memloci.mcp.replies import as_json
+
+    assert json_size(value) == size_of(as_json(value))

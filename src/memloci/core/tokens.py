@@ -58,12 +58,16 @@ def _wide(ch: str) -> bool:
     return code > 0xFFFF or any(low <= code <= high for low, high in _WIDE)
 
 
+_ASCII = re.compile(r"[\x00-\x7f]+")
+
+
 def size_of(text: str) -> TextSize:
-    wide = narrow = 0
-    for ch in text:
-        if ord(ch) < 0x80:  # (the common case, first)
-            narrow += 1
-        elif extends(ch):
+    if text.isascii():
+        return TextSize(0, len(text))
+    rest = _ASCII.sub("", text)
+    wide, narrow = 0, len(text) - len(rest)
+    for ch in rest:
+        if extends(ch):
             continue
         elif _wide(ch):
             wide += 1

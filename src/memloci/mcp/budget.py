@@ -31,11 +31,26 @@ SLACK = TextSize(0, 16)  # numbers in the envelope (next_offset, omitted) growin
 COMPACT_LINE = 120
 
 
-def _json_size(value: Any, indent: int = 4) -> TextSize:
-    """What `value` costs as an element of a list (or a key of an object) two levels deep in
-    as_json's output: its own text, its indentation on every line, the line break and comma."""
-    text = json.dumps(value, indent=2, ensure_ascii=False, allow_nan=False)
-    return size_of(text) + TextSize(0, indent * (text.count("\n") + 1) + 2)
+def _layout(value: Any, depth: int) -> int:
+    """The white space indent=2 adds to `value`'s one-line JSON at `depth`: a line break and
+    indentation before each entry of a non-empty object or array, and before its closing."""
+    if isinstance(value, dict | list) and value:
+        inner = value.values() if isinstance(value, dict) else value
+        return len(value) * (1 + 2 * (depth + 1)) + 1 + 2 * depth + sum(_layout(v, depth + 1) for v in inner)
+    return 0
+
+
+def json_size(value: Any, depth: int = 0) -> TextSize:
+    """The size of `value` as replies.as_json writes it (at `depth`), without rendering it
+    indented: Python renders indented JSON in Python, one-line JSON in C."""
+    text = json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ": "))
+    return size_of(text) + TextSize(0, _layout(value, depth))
+
+
+def _json_size(value: Any) -> TextSize:
+    """What `value` costs as an element of a list two levels deep in a reply (or an entry of an
+    object there): itself, its line break and indentation, its comma."""
+    return json_size(value, 2) + TextSize(0, 1 + 2 * 2 + 1)
 
 
 @dataclass(frozen=True)
@@ -90,8 +105,15 @@ class _Item:
             parts[-1] = parts[-1].rstrip() + ELLIPSIS
         return self.kind.with_parts(self.data, parts)
 
-    def measure(self) -> TextSize:
-        return _json_size(self.rendered()) + self.attached
+    def measure(self, keep: int | None = None) -> TextSize:
+        """What the item costs as it stands, or with `keep` sentences (left as it stands)."""
+        if keep is None:
+            return _json_size(self.rendered()) + self.attached
+        was, self.keep, chars, self.chars = self.keep, keep, self.chars, None
+        try:
+            return self.measure()
+        finally:
+            self.keep, self.chars = was, chars
 
 
 class _Plan:
@@ -144,7 +166,17 @@ class _Plan:
     def run(self) -> None:
         if not self.over():
             return
-        for item in reversed(self.items[1:]):
+        # Items that would not fit even at one sentence each (the first whole) go at once, so a
+        # long page costs a render per item it keeps, not per item it had.
+        least, fits = self.sum - sum((i.size for i in self.items[1:]), TextSize()), 1
+        for item in self.items[1:]:
+            least = least + item.measure(min(item.total, 1))
+            if least.tokens > self.budget:
+                break
+            fits += 1
+        while self.kept > fits:
+            self.drop_last()
+        for item in reversed(self.items[1:self.kept]):
             self.fit_sentences(item, 1)
             if not self.over():
                 return
@@ -171,10 +203,10 @@ def fit(items: list[dict[str, Any]], kind: ItemKind, max_tokens: int | None, fin
     if max_tokens is None:
         return finish(items, 0)
     whole = finish(items, 0)
-    if estimate_tokens(as_json(whole)) <= max_tokens:
+    if json_size(whole).tokens <= max_tokens:
         return whole
     marks = {"truncated_to_tokens": max_tokens, "omitted": len(items)}
-    base = size_of(as_json({**finish([], len(items)), **marks})) + SLACK
+    base = json_size({**finish([], len(items)), **marks}) + SLACK
     plan = _Plan([_Item(d, kind, a) for d, a in zip(items, attached or [TextSize()] * len(items), strict=True)],
                  base, max_tokens)
     plan.run()
@@ -202,8 +234,8 @@ def relations_size(entities: list[dict[str, Any]], relations: list[dict[str, Any
     if why:
         for name, text in why.items():
             if name in rank:
-                sizes[rank[name]] = sizes[rank[name]] + size_of(json.dumps({name: text}, ensure_ascii=False)) \
-                    + TextSize(0, 8)
+                entry = json.dumps(name, ensure_ascii=False) + ": " + json.dumps(text, ensure_ascii=False)
+                sizes[rank[name]] = sizes[rank[name]] + size_of(entry) + TextSize(0, 1 + 2 * 2 + 1)
     return sizes
 
 
