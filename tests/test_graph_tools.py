@@ -28,7 +28,8 @@ def test_lists_the_nine_official_tools_with_schemas_and_annotations(home):
             assert tool.annotations is not None and tool.annotations.open_world_hint is False, name
         assert tools["read_graph"].annotations.read_only_hint is True
         assert tools["delete_entities"].annotations.destructive_hint is True
-        assert tools["create_entities"].annotations.read_only_hint is False
+        # readOnlyHint false is the protocol's default, so a write leaves it out
+        assert tools["create_entities"].annotations.read_only_hint is None
         # official argument shapes
         assert tools["create_entities"].input_schema["required"] == ["entities"]
         rel = tools["create_relations"].input_schema["properties"]["relations"]["items"]

@@ -18,9 +18,9 @@ Library = Annotated[str | None, Field()]
 LibraryName = Annotated[str | None, Field()]  # accepted as `library`, never advertised
 ProjectPath = Annotated[str | None, Field()]
 ConfirmRoot = Annotated[str | None, Field()]
-# The searches also take several libraries, so their selector says how.
-Libraries = Annotated[str | list[str] | None, Field(
-    description='"*" or a list: several libraries')]
+# The searches also take several libraries ("*" or a list); the instructions say so with several
+# mounted (LIBRARY_INSTRUCTION), the only time `library` is advertised.
+Libraries = Annotated[str | list[str] | None, Field()]
 # The tools that search several libraries at once (`library: "*"` or a list; access.py checks
 # each library named, and narrows "*" to the caller's own). A project library (project_path) is
 # not among "*": it is a folder on the server's disk, not a mounted library.
@@ -64,3 +64,8 @@ def tool_annotations(title: str, *, read_only: bool = False, destructive: bool =
                      idempotent: bool = False) -> ToolAnnotations:
     return ToolAnnotations(title=title, readOnlyHint=read_only, destructiveHint=destructive,
                            idempotentHint=idempotent, openWorldHint=False)
+
+
+# The read tools' reply size and shape (mcp/budget.py; the server's instructions explain them once).
+MaxTokens = Annotated[int | None, Field(ge=100)]
+Compact = Annotated[bool, Field()]

@@ -113,7 +113,7 @@ def register(server: Any, service: MemoryService) -> None:
 
     def add_entity_content(
         entity_name: str,
-        in_section: Annotated[str, Field(description="Heading to append under ('## Notes', 'notes'); created if missing")],
+        in_section: Annotated[str, Field(description="Heading to append under")],
         new_content: str, library: Library = None, library_name: LibraryName = None,
         project_path: ProjectPath = None, confirm_new_project_root: ConfirmRoot = None,
     ) -> Annotated[CallToolResult, Out]:
@@ -122,7 +122,7 @@ def register(server: Any, service: MemoryService) -> None:
 
     def delete_entity_content(
         entity_name: str,
-        content_to_delete: Annotated[str, Field(description="Exact text, found exactly once in the document")],
+        content_to_delete: str,
         library: Library = None, library_name: LibraryName = None,
         project_path: ProjectPath = None, confirm_new_project_root: ConfirmRoot = None,
     ) -> Annotated[CallToolResult, Out]:
@@ -131,7 +131,7 @@ def register(server: Any, service: MemoryService) -> None:
 
     def replace_entity_content(
         entity_name: str,
-        old_content: Annotated[str, Field(description="Exact text, found exactly once in the document")],
+        old_content: str,
         new_content: str, library: Library = None, library_name: LibraryName = None,
         project_path: ProjectPath = None, confirm_new_project_root: ConfirmRoot = None,
     ) -> Annotated[CallToolResult, Out]:
@@ -175,7 +175,7 @@ def register(server: Any, service: MemoryService) -> None:
                       confirm_new_project_root: ConfirmRoot = None) -> Annotated[CallToolResult, Out]:
         return reply(service.update_manual_section(toc, old_content, new_content, library=selected(library, library_name, project_path, confirm_new_project_root)))
 
-    def add_manual_section(toc: Annotated[str, Field(description="The section's heading; created if missing")],
+    def add_manual_section(toc: Annotated[str, Field(description="The section's heading")],
                            new_content: str, library: Library = None,
                            library_name: LibraryName = None, project_path: ProjectPath = None,
                       confirm_new_project_root: ConfirmRoot = None) -> Annotated[CallToolResult, Out]:

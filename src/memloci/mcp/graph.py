@@ -1,12 +1,14 @@
 """The nine knowledge-graph tools of the official MCP memory server, same names and arguments.
 
-Additions are optional arguments only (`library`, `limit`, `offset`, `summary_mode`), so
+Additions are optional arguments only (`library`, `limit`, `offset`, `summary_mode`, `max_tokens`,
+`compact`), so
 prompts and clients written for the official server work unchanged. The text content keeps
 the official server's JSON shape (clients parse it); the structured content says more.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
 from mcp_types import CallToolResult
@@ -15,14 +17,25 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from memloci.core import schema
 from memloci.core.model import Entity, EntityInput, ObservationBatch, Relation, RelationInput
 from memloci.mcp.arguments import (
+    Compact,
     ConfirmRoot,
     Libraries,
     Library,
     LibraryName,
+    MaxTokens,
     ProjectPath,
     selected,
     several,
     tool_annotations,
+)
+from memloci.mcp.budget import (
+    ENTITIES,
+    ENTITY_DETAILS,
+    compact_entity,
+    compact_relation,
+    fit,
+    kept_relations,
+    relations_size,
 )
 from memloci.mcp.replies import reply
 from memloci.mcp.surface import Args, hide
@@ -189,6 +202,42 @@ def found_across(result: AcrossSearch) -> dict[str, Any]:
     return structured
 
 
+def fitted(structured: dict[str, Any], max_tokens: int | None, compact: bool, needs: Literal["both", "either"],
+           rest: Callable[[dict[str, Any], list[dict[str, Any]], int], str]) -> dict[str, Any]:
+    """A graph read's reply, compact if asked, fitted to max_tokens (mcp/budget.py). Relations
+    leave with the entities they need (`both` ends, or `either`); `rest(reply, kept entities,
+    how many left out)` sets the paging fields and says how to get the rest."""
+    entities, relations = structured["entities"], structured["relations"]
+    why = structured.get("why")
+    if compact:
+        entities = [compact_entity(e) for e in entities]
+        relations = [compact_relation(r) for r in relations]
+        structured = {**structured, "relations": relations, "details": ENTITY_DETAILS}
+        if why is not None:
+            why = structured["why"] = {}
+    if max_tokens is None:
+        return {**structured, "entities": entities}
+
+    def finish(kept: list[dict[str, Any]], omitted: int) -> dict[str, Any]:
+        out = {**structured, "entities": kept}
+        if omitted:
+            names = {e["name"] for e in kept}
+            out["relations"] = kept_relations(relations, names, needs)
+            if why is not None:
+                out["why"] = {n: w for n, w in why.items() if n in names}
+            out["more"] = (f"{omitted} more {'entity' if omitted == 1 else 'entities'} left out: "
+                           f"{rest(out, kept, omitted)}, or a larger max_tokens")
+        return out
+
+    return fit(entities, ENTITIES, max_tokens, finish, relations_size(entities, relations, needs, why))
+
+
+def next_page(out: dict[str, Any], kept: list[dict[str, Any]], omitted: int) -> str:
+    out["is_truncated"] = True
+    out["next_offset"] = out["offset"] + len(kept)
+    return f"the next page (offset={out['next_offset']})"
+
+
 # -- tools -------------------------------------------------------------------------------
 
 
@@ -274,6 +323,7 @@ def register(server: Any, service: MemoryService) -> None:
         limit: Annotated[int | None, Field(ge=1, le=schema.PAGE_MAX, json_schema_extra={"default": DEFAULT_GRAPH_LIMIT},
                                            description="Entities per page")] = None,
         offset: Annotated[int, Field(ge=0, le=schema.OFFSET_MAX, description="Entities to skip (for the next page)")] = 0,
+        max_tokens: MaxTokens = None, compact: Compact = False,
         library: Library = None, library_name: LibraryName = None,
         project_path: ProjectPath = None, confirm_new_project_root: ConfirmRoot = None,
     ) -> Annotated[CallToolResult, PagedGraphOut]:
@@ -294,19 +344,27 @@ def register(server: Any, service: MemoryService) -> None:
         context = service.read_context(library=where)
         if context or project_path:  # the hot context travels with the graph
             structured["context"] = context
-        return reply(structured)
+
+        def rest(out: dict[str, Any], kept: list[dict[str, Any]], omitted: int) -> str:
+            out.pop("hint", None)
+            return next_page(out, kept, omitted)
+
+        return reply(fitted(structured, max_tokens, compact, "both", rest))
 
     def search_nodes(
-        query: Annotated[str, Field(description="Words or a part of a word; empty lists every entity")],
+        query: Annotated[str, Field(description="Words or parts of words")],
         limit: Annotated[int | None, Field(ge=1, le=schema.SEARCH_LIMIT_MAX, json_schema_extra={"default": DEFAULT_SEARCH_LIMIT},
                                            description="Entities per page")] = None,
         offset: Annotated[int, Field(ge=0, le=schema.SEARCH_LIMIT_MAX - 1, description="Entities to skip (the next page)")] = 0,
+        max_tokens: MaxTokens = None, compact: Compact = False,
         library: Libraries = None, library_name: LibraryName = None,
         project_path: ProjectPath = None, confirm_new_project_root: ConfirmRoot = None,
     ) -> Annotated[CallToolResult, SearchOut]:
         names = several(library, service.libraries.names(), library_name, project_path, confirm_new_project_root)
         if names is not None:
-            return reply(found_across(service.search_nodes_across(query, libraries=names, limit=limit, offset=offset)))
+            return reply(fitted(found_across(service.search_nodes_across(query, libraries=names, limit=limit,
+                                                                         offset=offset)),
+                                max_tokens, compact, "either", next_page))
         assert not isinstance(library, list)  # several() took every list
         result = service.search_nodes(query, limit=limit, offset=offset,
                                       library=selected(library, library_name, project_path, confirm_new_project_root))
@@ -320,10 +378,11 @@ def register(server: Any, service: MemoryService) -> None:
         }
         if result.is_truncated:
             structured["next_offset"] = result.offset + len(result.hits)
-        return reply(structured)
+        return reply(fitted(structured, max_tokens, compact, "either", next_page))
 
     def open_nodes(
         names: list[str],
+        max_tokens: MaxTokens = None, compact: Compact = False,
         library: Library = None, library_name: LibraryName = None,
         project_path: ProjectPath = None, confirm_new_project_root: ConfirmRoot = None,
     ) -> Annotated[CallToolResult, GraphOut]:
@@ -332,14 +391,18 @@ def register(server: Any, service: MemoryService) -> None:
             "entities": [entity_out(e, dates=True) for e in graph.entities],
             "relations": [relation_out(r, dates=True) for r in graph.relations],
         }
-        return reply(structured)
+
+        def rest(out: dict[str, Any], kept: list[dict[str, Any]], omitted: int) -> str:
+            shown = {e["name"] for e in kept}
+            return f"open_nodes with names {[e.name for e in graph.entities if e.name not in shown]}"
+
+        return reply(fitted(structured, max_tokens, compact, "either", rest))
 
     server.add_tool(
         create_entities, title="Create Entities",
         description=(
-            "Create entities in the knowledge graph. An entity whose name already exists (any case) is not "
-            "duplicated: the new observations are merged into it and its type is kept; the reply marks each "
-            "entity 'created' or 'merged'.\n"
+            "Create entities. A name that exists (any case) is not duplicated: the new observations merge into it "
+            "and its type is kept; the reply marks each entity 'created' or 'merged'.\n"
             'Example: {"entities": [{"name": "Alice", "entityType": "person", "observations": ["Works at Acme"]}]}'
         ),
         annotations=tool_annotations("Create Entities"),
@@ -347,7 +410,7 @@ def register(server: Any, service: MemoryService) -> None:
     server.add_tool(
         create_relations, title="Create Relations",
         description=(
-            "Create directed relations between existing entities, in active voice. Fails with INVALID_RELATION, "
+            "Create directed relations between existing entities. Fails with INVALID_RELATION, "
             "changing nothing, if an endpoint does not exist; an existing relation is left as is.\n"
             'Example: {"relations": [{"from": "Alice", "to": "Acme", "relationType": "works_at"}]}'
         ),
@@ -383,10 +446,8 @@ def register(server: Any, service: MemoryService) -> None:
     server.add_tool(
         read_graph, title="Read Graph",
         description=(
-            f"Read the knowledge graph a page at a time (default {DEFAULT_GRAPH_LIMIT} entities), with the relations "
-            "whose both ends are on the page. summary_mode=true gives names and types only. "
-            "total_entity_count and is_truncated tell whether to fetch the next page (offset). "
-            "Prefer search_nodes to find something specific.\n"
+            f"Read the knowledge graph a page at a time (default {DEFAULT_GRAPH_LIMIT} entities; next_offset), with "
+            "the relations whose both ends are on the page. Prefer search_nodes to find something specific.\n"
             'Example: {"summary_mode": true, "limit": 100}'
         ),
         annotations=tool_annotations("Read Graph", read_only=True, idempotent=True),
@@ -395,8 +456,7 @@ def register(server: Any, service: MemoryService) -> None:
         search_nodes, title="Search Nodes",
         description=(
             "Search entities by words or any part of a word in their names, types, aliases and observations, "
-            "ranked; case-insensitive. An empty query lists every entity. A page at a time: total_count and "
-            "is_truncated tell whether to fetch the next page (offset).\n"
+            "ranked; case-insensitive. An empty query lists every entity. A page at a time (next_offset).\n"
             'Example: {"query": "alice acme email", "limit": 10}'
         ),
         annotations=tool_annotations("Search Nodes", read_only=True, idempotent=True),

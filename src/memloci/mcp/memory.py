@@ -6,6 +6,7 @@ check_database_health.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
@@ -13,39 +14,42 @@ from mcp_types import CallToolResult
 from pydantic import BaseModel, BeforeValidator, Field, WithJsonSchema
 
 from memloci.core import schema
+from memloci.core.errors import ValidationError
 from memloci.core.model import Memory, MemoryFilter, links_data
 from memloci.mcp.arguments import (
+    Compact,
     ConfirmRoot,
     Libraries,
     Library,
     LibraryName,
+    MaxTokens,
     ProjectPath,
     selected,
     several,
     tool_annotations,
 )
+from memloci.mcp.budget import MEMORIES, MEMORY_DETAILS, compact_memory, fit
 from memloci.mcp.replies import reply
 from memloci.mcp.surface import json_object
 from memloci.service.facade import MemoryService
 
 
-class MemoryOut(BaseModel):
+class MemoryOut(BaseModel):  # a compact reply's memories carry content_hash and content alone
     content: str
     content_hash: str
-    tags: list[str]
-    memory_type: str
-    importance: str
-    metadata: dict[str, Any]
-    created_at: str
-    updated_at: str
-    access_count: int
-    zone: str  # retention (rules/retention.py): active, stale, archive-candidate; archived, superseded
+    tags: list[str] | None = None
+    memory_type: str | None = None
+    importance: str | None = None
+    metadata: dict[str, Any] | None = None
+    created_at: str | None = None
+    updated_at: str | None = None
+    access_count: int | None = None
+    zone: str | None = None  # retention (rules/retention.py): active, stale, archive-candidate; archived, superseded
     entity: str | None = None
     similarity_score: float | None = None
     why: str | None = None
-    superseded_by: str | None = None
-    archived_at: str | None = None
-    links: list[dict[str, Any]] | None = None
+    # (superseded_by, archived_at and links come only with the memories that have them, as
+    # `library` with a search of several libraries: keys beyond the schema cost no tools/list)
 
 
 class StoreOut(BaseModel):
@@ -122,6 +126,28 @@ def memory_out(m: Memory, zone: str, score: float | None = None, why: str | None
     return out
 
 
+def fitted(structured: dict[str, Any], max_tokens: int | None, compact: bool, rest: str,
+           paged: Callable[[dict[str, Any], int], None] | None = None) -> dict[str, Any]:
+    """A memory read's reply, compact if asked, fitted to max_tokens (mcp/budget.py); `rest` says
+    how to get what is left out (besides a larger max_tokens), `paged` sets the paging fields."""
+    memories = structured["memories"]
+    if compact:
+        memories = [compact_memory(m) for m in memories]
+        structured = {**structured, "details": MEMORY_DETAILS}
+
+    def finish(kept: list[dict[str, Any]], omitted: int) -> dict[str, Any]:
+        out = {**structured, "memories": kept}
+        if "total_results" in out:
+            out["total_results"] = len(kept)
+        if omitted:
+            if paged is not None:
+                paged(out, len(kept))
+            out["more"] = f"{omitted} more {'memory' if omitted == 1 else 'memories'} left out: {rest}, or a larger max_tokens"
+        return out
+
+    return fit(memories, MEMORIES, max_tokens, finish)
+
+
 TOOLS = ("store_memory", "retrieve_memory", "search_by_tag", "delete_memory", "update_memory", "list_memories",
          "check_database_health")
 Tags = list[str] | None
@@ -143,7 +169,7 @@ def register(server: Any, service: MemoryService) -> None:
         metadata: Metadata = None,
         importance: Annotated[str | None, Field(description="critical, high, medium (default) or low")] = None,
         entity: Annotated[str | None, Field(description="Entity this memory is an observation of")] = None,
-        supersedes: Annotated[str | None, Field(description="hash of a memory this replaces")] = None,
+        supersedes: str | None = None,
         library: Library = None, library_name: LibraryName = None,
         project_path: ProjectPath = None, confirm_new_project_root: ConfirmRoot = None,
         client_hostname: str | None = None,
@@ -159,7 +185,7 @@ def register(server: Any, service: MemoryService) -> None:
         return reply({"success": True, "message": message, "content_hash": memory.content_hash, "duplicate": not created})
 
     def retrieve_memory(
-        query: Annotated[str, Field(description="What to recall, in words; may name a time (\"last week\")")],
+        query: Annotated[str, Field(description="What to recall, in words")],
         n_results: Annotated[int, Field(ge=1, le=schema.SEARCH_LIMIT_MAX, description="How many memories")] = 5,
         min_similarity: Annotated[float, Field(ge=0, le=1, description="Drop hits whose similarity_score "
                                                                        "is below this")] = 0.0,
@@ -167,11 +193,12 @@ def register(server: Any, service: MemoryService) -> None:
         match_all: Annotated[bool, Field(description="With tags: require every tag (default: any)")] = False,
         memory_type: str | None = None,
         entity: Annotated[str | None, Field(description="Only observations of this entity")] = None,
-        after: Annotated[str | None, Field(description="Only memories created at or after this ISO date")] = None,
-        before: Annotated[str | None, Field(description="Only memories created before this ISO date")] = None,
-        time: Annotated[str | None, Field(description="Filter: yesterday, last week, in March, 3 days ago, latest, "
-                                                       "昨日, 先週, 上个月, ...")] = None,
-        include_superseded: bool = False, include_archived: bool = False,
+        after: Annotated[str | None, Field(description="ISO date: created at or after")] = None,
+        before: Annotated[str | None, Field(description="ISO date: created before")] = None,
+        time: Annotated[str | None, Field(description="Filter: yesterday, last week, in March, latest, "
+                                                       "昨日, ...")] = None,
+        max_tokens: MaxTokens = None, compact: Compact = False,
+        include_superseded: bool = False,
         library: Libraries = None, library_name: LibraryName = None,
         project_path: ProjectPath = None, confirm_new_project_root: ConfirmRoot = None,
     ) -> Annotated[CallToolResult, RetrieveOut]:
@@ -180,7 +207,7 @@ def register(server: Any, service: MemoryService) -> None:
             result = service.retrieve_memory_across(
                 query, libraries=names, n_results=n_results, min_similarity=min_similarity, tags=tags or (),
                 match_all=match_all, memory_type=memory_type, entity=entity, after=after, before=before, time=time,
-                include_superseded=include_superseded, include_archived=include_archived)
+                include_superseded=include_superseded)
             memories = [{**memory_out(h.memory, service.zone_of(h.memory), h.score, h.why), "library": h.library}
                         for h in result.hits]
         else:
@@ -188,7 +215,6 @@ def register(server: Any, service: MemoryService) -> None:
             result = service.retrieve_memory(query, n_results=n_results, min_similarity=min_similarity, tags=tags or (),
                                              match_all=match_all, memory_type=memory_type, entity=entity, after=after,
                                              before=before, time=time, include_superseded=include_superseded,
-                                             include_archived=include_archived,
                                              library=selected(library, library_name, project_path, confirm_new_project_root))
             memories = [memory_out(h.memory, service.zone_of(h.memory), h.score, h.why) for h in result.hits]
         structured: dict[str, Any] = {"memories": memories, "query": result.query, "total_results": len(result.hits)}
@@ -200,26 +226,31 @@ def register(server: Any, service: MemoryService) -> None:
                                         "latest": result.time_range.latest}
         if result.note:  # said in the reply, so a model does not take these for matches
             structured["note"] = result.note
-        return reply(structured)
+        return reply(fitted(structured, max_tokens, compact, "fewer n_results or a narrower query"))
 
     def search_by_tag(
         tags: Annotated[list[str], Field(description="Tags to look for")],
         match_all: Annotated[bool, Field(description="Require every tag (default: any)")] = False,
         limit: Annotated[int, Field(ge=1, le=schema.PAGE_MAX, description="Memories per page")] = 100,
         offset: Annotated[int, Field(ge=0, le=schema.OFFSET_MAX, description="Memories to skip (the next page)")] = 0,
-        include_superseded: bool = False,
+        max_tokens: MaxTokens = None, compact: Compact = False,
         library: Library = None, library_name: LibraryName = None,
         project_path: ProjectPath = None, confirm_new_project_root: ConfirmRoot = None,
     ) -> Annotated[CallToolResult, TagSearchOut]:
         found, total = service.search_by_tag_page(
-            tags, match_all=match_all, limit=limit, offset=offset, include_superseded=include_superseded,
+            tags, match_all=match_all, limit=limit, offset=offset,
             library=selected(library, library_name, project_path, confirm_new_project_root))
         structured: dict[str, Any] = {"memories": [memory_out(m, service.zone_of(m)) for m in found], "search_tags": tags,
                                       "match_all": match_all, "total_results": len(found), "total_count": total,
                                       "offset": offset, "is_truncated": offset + len(found) < total}
-        if structured["is_truncated"]:
-            structured["next_offset"] = offset + len(found)
-        return reply(structured)
+
+        def paged(out: dict[str, Any], kept: int) -> None:
+            out["is_truncated"] = offset + kept < total
+            if out["is_truncated"]:
+                out["next_offset"] = offset + kept
+
+        paged(structured, len(found))
+        return reply(fitted(structured, max_tokens, compact, "the next page (next_offset)", paged))
 
     def delete_memory(
         content_hash: Annotated[str, Field(description="The content_hash a store or search returned")],
@@ -236,7 +267,7 @@ def register(server: Any, service: MemoryService) -> None:
         tags: Annotated[list[str] | None, Field(description="New tags, replacing the old ones")] = None,
         metadata: MetadataMerge = None,
         importance: Annotated[str | None, Field(description="critical, high, medium or low")] = None,
-        supersedes: Annotated[str | None, Field(description="hash of a memory this replaces")] = None,
+        supersedes: str | None = None,
         library: Library = None, library_name: LibraryName = None,
         project_path: ProjectPath = None, confirm_new_project_root: ConfirmRoot = None,
     ) -> Annotated[CallToolResult, UpdateOut]:
@@ -251,21 +282,37 @@ def register(server: Any, service: MemoryService) -> None:
         tags: Tags = None,
         memory_type: str | None = None,
         entity: str | None = None,
-        after: Annotated[str | None, Field(description="Only memories created at or after this ISO date")] = None,
-        before: Annotated[str | None, Field(description="Only memories created before this ISO date")] = None,
-        time: Annotated[str | None, Field(description="Only this time: yesterday, last week, November, "
-                                                       "2026-10, 昨日, 先週, ...")] = None,
+        after: Annotated[str | None, Field(description="ISO date: created at or after")] = None,
+        before: Annotated[str | None, Field(description="ISO date: created before")] = None,
+        time: Annotated[str | None, Field(description="Only this time: last week, November, "
+                                                       "2026-10, 先週, ...")] = None,
+        content_hashes: Annotated[list[str] | None, Field(description="Only these, whole (after compact)")] = None,
+        max_tokens: MaxTokens = None, compact: Compact = False,
         include_superseded: bool = False, include_archived: bool = False,
         library: Library = None, library_name: LibraryName = None,
         project_path: ProjectPath = None, confirm_new_project_root: ConfirmRoot = None,
     ) -> Annotated[CallToolResult, ListOut]:
+        where = selected(library, library_name, project_path, confirm_new_project_root)
+        if content_hashes is not None:
+            given = [n for n, v in (("tags", tags), ("memory_type", memory_type), ("entity", entity), ("after", after),
+                                    ("before", before), ("time", time)) if v] + (["page"] if page != 1 else [])
+            if given:
+                raise ValidationError(f"{given[0]}: not with content_hashes, which names the memories itself",
+                                      hint="Leave out the filters, or content_hashes.")
+            memories, missing = service.memories_by_hash(content_hashes, library=where)
+            structured: dict[str, Any] = {"memories": [memory_out(m, service.zone_of(m)) for m in memories], "page": 1,
+                                          "page_size": len(memories), "total": len(memories), "has_more": False}
+            if missing:
+                structured["missing"] = missing
+            return reply(fitted(structured, max_tokens, compact, "fewer content_hashes"))
         memories, total = service.list_memories(
             page=page, page_size=page_size,
             filters=MemoryFilter(tuple(tags or ()), False, memory_type, entity, after, before, include_superseded,
                                  include_archived), time=time,
-            library=selected(library, library_name, project_path, confirm_new_project_root))
-        return reply({"memories": [memory_out(m, service.zone_of(m)) for m in memories], "page": page, "page_size": page_size,
-                      "total": total, "has_more": page * page_size < total})
+            library=where)
+        return reply(fitted({"memories": [memory_out(m, service.zone_of(m)) for m in memories], "page": page,
+                             "page_size": page_size, "total": total, "has_more": page * page_size < total},
+                            max_tokens, compact, "a smaller page_size"))
 
     def check_database_health(library: Library = None, library_name: LibraryName = None,
         project_path: ProjectPath = None, confirm_new_project_root: ConfirmRoot = None) -> Annotated[CallToolResult, HealthOut]:
@@ -274,35 +321,31 @@ def register(server: Any, service: MemoryService) -> None:
         return reply(health)
 
     server.add_tool(store_memory, title="Store Memory", annotations=tool_annotations("Store Memory", idempotent=True), description=(
-        "Remember a piece of text with optional tags, type, importance and metadata. Storing the same text "
-        "again (spacing aside) keeps one memory and says it was a duplicate. Returns its content_hash.\n"
-        'Example: {"content": "We chose OAuth with PKCE for the mobile app", "tags": ["auth", "decision"], '
-        '"memory_type": "decision", "importance": "high"}'))
+        "Remember a text with optional tags, type, importance and metadata; the same text again (spacing aside) "
+        "is kept once and reported a duplicate. Returns its content_hash.\n"
+        'Example: {"content": "We chose OAuth with PKCE", "tags": ["auth"], "memory_type": "decision"}'))
     # read-only for the user's data: a recall only counts accesses (which drive ranking), so clients may auto-approve it
     server.add_tool(retrieve_memory, title="Retrieve Memory",
                     annotations=tool_annotations("Retrieve Memory", read_only=True), description=(
-        "Recall memories by meaning, keywords, tags and type (hybrid search), newest and most used ranked up; "
-        "filter by tags, type, entity or time. A time phrase in the query (\"what did we decide last week\") ranks "
-        "that range first; `time` filters strictly, and if nothing in the range matches, returns the range newest "
-        "first with a `note`; other filters (tags, type, entity) work the same way. A date in the query (\"on 8 May, "
-        "2023\") ranks up memories whose metadata.date falls on it or up to 8 days after. Each hit has why and a "
-        "similarity_score in [0, 1].\n"
-        'Example: {"query": "what did we decide about OAuth?", "n_results": 5}'))
+        "Recall memories by meaning and keywords, newest and most used ranked up. A time phrase in "
+        "the query (\"last week\") ranks that range first; a date (\"on 8 May, 2023\"), memories whose metadata.date "
+        "falls in it or up to 8 days after. Filters (time, tags, type, entity) are strict: if nothing in them matches, "
+        "the reply lists what they hold, newest first, with a `note`. Each hit has why and a similarity_score in "
+        "[0, 1].\n"
+        'Example: {"query": "what did we decide about OAuth?"}'))
     server.add_tool(search_by_tag, title="Search By Tag", annotations=tool_annotations("Search By Tag", read_only=True, idempotent=True), description=(
-        "Memories with any of the tags (or all, with match_all), newest first, paged: total_count and "
-        "is_truncated say whether to fetch the next page (offset).\n"
+        "Memories carrying any of the tags, newest first, a page at a time (next_offset).\n"
         'Example: {"tags": ["auth", "refactor"], "match_all": true}'))
     server.add_tool(delete_memory, title="Delete Memory", annotations=tool_annotations("Delete Memory", destructive=True, idempotent=True), description=(
         "Delete the memory with this content_hash (the journal keeps its text).\n"
         'Example: {"content_hash": "3f2a..."}'))
     server.add_tool(update_memory, title="Update Memory", annotations=tool_annotations("Update Memory", destructive=True, idempotent=True), description=(
-        "Change a memory's text, tags (replaced), metadata (merged) or importance; the journal keeps the old version.\n"
+        "Change a memory's text, tags, metadata or importance; the journal keeps the old version.\n"
         'Example: {"content_hash": "3f2a...", "tags": ["auth", "done"], "importance": "low"}'))
     server.add_tool(list_memories, title="List Memories", annotations=tool_annotations("List Memories", read_only=True, idempotent=True), description=(
-        "Page through memories, newest first, optionally filtered by tags, type, entity or date "
-        "(after/before, or `time`: \"last week\").\n"
+        "Page through memories, newest first, optionally filtered by tags, type, entity or date.\n"
         'Example: {"page": 1, "page_size": 20, "tags": ["decision"]}'))
     server.add_tool(check_database_health, title="Check Database Health",
                     annotations=tool_annotations("Check Database Health", read_only=True, idempotent=True), description=(
-        "Library statistics and the truth about the embedder: which model is loaded, whether search is hybrid "
-        "or lexical only, and why."))
+        "Library statistics, retention zones, and the embedder: which model is loaded, whether search is "
+        "hybrid or lexical only, and why."))

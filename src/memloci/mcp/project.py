@@ -88,14 +88,13 @@ def register(server: Any, service: MemoryService) -> None:
                     description="Record the hot context of the current work (merged into what is there; updated_at is "
                                 "set by the server). Call it before each git commit.\n"
                                 'Example: {"project_path": "/home/me/app", "active_task": "Move sessions to Redis", '
-                                '"status": "IN_PROGRESS", "next_steps": ["write the migration", "load-test"]}')
+                                '"status": "IN_PROGRESS", "next_steps": ["load-test"]}')
     server.add_tool(get_graph_summary, title="Get Graph Summary",
                     annotations=tool_annotations("Get Graph Summary", read_only=True, idempotent=True),
                     description="Entity names and types only, with the relation count: a cheap overview.\n"
                                 'Example: {"project_path": "/home/me/app", "limit": 100}')
     server.add_tool(export_markdown, title="Export Markdown", annotations=tool_annotations("Export Markdown", idempotent=True),
-                    description="Write the project's graph and context as one Markdown file inside the project root "
-                                "(absolute paths and paths leaving the root are refused).\n"
+                    description="Write the project's graph and context as one Markdown file inside the project root.\n"
                                 'Example: {"project_path": "/home/me/app", "output_path": "docs/KNOWLEDGE_GRAPH.md"}')
 
     @server.resource("memloci://graph", name="graph", mime_type="application/json",

@@ -52,12 +52,19 @@ GROUP_INSTRUCTIONS = {
 }
 # Strict-mode clients send every argument; this says what they send for one they do not mean.
 ARGUMENTS_INSTRUCTION = 'Optional arguments: null, or "" for text, means not given (the default applies).'
+# The reads of these groups take max_tokens and compact (mcp/budget.py); explained once here.
+READ_INSTRUCTION = ("Reads and searches take max_tokens (the reply fitted to about that many tokens: trailing "
+                    "sentences of the lower-ranked items cut first, \"…\" where text was cut) and compact: true "
+                    "(ids and first lines); the reply says how to get what it left out.")
+READ_GROUPS = {"graph", "memory"}
 LIBRARY_INSTRUCTION = ("Several libraries are mounted: pass `library` to any tool to name one; a search also takes "
                        "\"*\" or a list of names, to search them together (list_libraries lists them).")
 
 
 def instructions(groups: list[str], several_libraries: bool) -> str:
     lines = [INTRO] + [GROUP_INSTRUCTIONS[g] for g in groups] + [ARGUMENTS_INSTRUCTION]
+    if READ_GROUPS & set(groups):
+        lines.append(READ_INSTRUCTION)
     if several_libraries and groups != ["n2n"]:  # n2n tools name a project, never a library
         lines.append(LIBRARY_INSTRUCTION if "documents" in groups else LIBRARY_INSTRUCTION.split(" (")[0] + ".")
     return "\n".join(lines)

@@ -14,15 +14,18 @@ from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 from memloci.core.errors import MemlociError, NotFoundError
 from memloci.core.model import Entity, EntityInput, ObservationBatch, RelationInput
 from memloci.mcp.arguments import (
+    Compact,
     ConfirmRoot,
     Libraries,
     Library,
     LibraryName,
+    MaxTokens,
     ProjectPath,
     selected,
     several,
     tool_annotations,
 )
+from memloci.mcp.budget import ENTITIES, compact_entity, fit
 from memloci.mcp.graph import entity_out, relation_out
 from memloci.mcp.replies import reply
 from memloci.mcp.surface import Args
@@ -139,7 +142,8 @@ def register(server: Any, service: MemoryService) -> None:
                     "created": bool(created)}
         return _run(produce)
 
-    def search_memory(query: str, library: Libraries = None, library_name: LibraryName = None,
+    def search_memory(query: str, max_tokens: MaxTokens = None, compact: Compact = False,
+                      library: Libraries = None, library_name: LibraryName = None,
                       project_path: ProjectPath = None, confirm_new_project_root: ConfirmRoot = None
                       ) -> Annotated[CallToolResult, Out]:
         names = several(library, service.libraries.names(), library_name, project_path, confirm_new_project_root)
@@ -166,7 +170,19 @@ def register(server: Any, service: MemoryService) -> None:
         if not data["results"]:
             return reply({"success": True, "data": data, "error": f"No results for '{query}'",
                                  "error_type": "NO_RESULTS"})
-        return reply({"success": True, "data": data})
+        results = data["results"]
+        if compact:
+            results = [compact_entity(e) for e in results]
+            data["details"] = "Each entity's first observation's first line; get_entity gives one whole."
+
+        def finish(kept: list[dict[str, Any]], omitted: int) -> dict[str, Any]:
+            out: dict[str, Any] = {"success": True, "data": {**data, "results": kept}}
+            if omitted:
+                out["more"] = (f"{omitted} more {'entity' if omitted == 1 else 'entities'} left out: a narrower "
+                               "query, or a larger max_tokens")
+            return out
+
+        return reply(fit(results, ENTITIES, max_tokens, finish))
 
     def delete_entities(names: list[str], library: Library = None, library_name: LibraryName = None,
                         project_path: ProjectPath = None, confirm_new_project_root: ConfirmRoot = None

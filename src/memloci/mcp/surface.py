@@ -144,14 +144,16 @@ def shallow(schema: dict[str, Any]) -> dict[str, Any]:
 
 
 def lean_annotations(annotations: Any) -> Any:
-    """Annotations without the title (the tool's own title says it), idempotentHint only when
-    true (false is the default), destructiveHint only on writes (meaningless on reads)."""
+    """Annotations without the title (the tool's own title says it), readOnlyHint and
+    idempotentHint only when true (false is their default), destructiveHint only on writes
+    (meaningless on reads)."""
     data = annotations.model_dump(exclude_none=True)
     data.pop("title", None)
     if data.get("read_only_hint"):
         data.pop("destructive_hint", None)
-    if not data.get("idempotent_hint"):
-        data.pop("idempotent_hint", None)
+    for hint in ("read_only_hint", "idempotent_hint"):
+        if not data.get(hint):
+            data.pop(hint, None)
     return type(annotations)(**data)
 
 

@@ -377,6 +377,10 @@ class MemoryService:
         archive-candidate, archived or superseded."""
         return zone(memory, self.clock())
 
+    def memories_by_hash(self, content_hashes: Sequence[str], *,
+                         library: str | ProjectRef | None = None) -> tuple[list[Memory], list[str]]:
+        return self.memories.memories_by_hash(content_hashes, library=library)
+
     def health(self, *, library: str | ProjectRef | None = None) -> dict[str, Any]:
         try:
             store = self.store(library)

@@ -289,6 +289,25 @@ class MemoryOperations:
         (moving them into the archive is the caller's, previewed)."""
         return [m for m, kept in self.retentions(self.stores.store(library)) if kept.zone == "archive-candidate"]
 
+    def memories_by_hash(self, content_hashes: Sequence[str], *,
+                         library: str | ProjectRef | None = None) -> tuple[list[Memory], list[str]]:
+        """The memories with these hashes, in the order asked (each once), and the hashes no
+        memory has: the details of a compact reply."""
+        if len(content_hashes) > schema.PAGE_MAX:
+            raise ValidationError(f"content_hashes: at most {schema.PAGE_MAX} hashes, got {len(content_hashes)}")
+        clean = list(dict.fromkeys(schema.clean_label(h, f"content_hashes[{i}]", 64)
+                                   for i, h in enumerate(content_hashes)))
+        store = self.stores.store(library)
+        found: list[Memory] = []
+        missing: list[str] = []
+        for content_hash in clean:
+            memories = store.memories_by_hash(content_hash)
+            if memories:
+                found.extend(memories)
+            else:
+                missing.append(content_hash)
+        return found, missing
+
 
 def _entity_named(store: Store, filters: MemoryFilter) -> MemoryFilter:
     """The filters with their `entity` as its stored name: an alias filters by its entity (names.py)."""
