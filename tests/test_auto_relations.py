@@ -77,6 +77,13 @@ def test_existing_relations_are_not_made_twice_and_observations_already_there_sa
     assert sum(1 for r in relations(lib) if r == ("api", "references", "jwt")) == 1
 
 
+def test_an_observation_stored_with_store_memory_relates_its_entity_by_its_type(lib):
+    memory, _ = lib.store_memory("Restarting AuthService clears the stale keys", memory_type="problem-solution",
+                                 entity="API")
+    assert memory.links == ()  # an observation: the relation is its entity's
+    assert ("api", "fixes", "AuthService") in relations(lib)
+
+
 def test_create_entities_relates_the_observations_it_stores(lib):
     [web] = lib.create_entities([EntityInput("web", "project", ("Calls the AuthService for every page",))])
     assert [(r.from_entity, r.relation_type, r.to_entity) for r in web.relations_added] \
@@ -143,6 +150,11 @@ def test_the_tool_replies_say_what_was_related_and_offered_only_when_there_is_so
         assert stored["mentions"] == ["AuthService"]
         plain, _ = await c.ok("store_memory", content="Nothing in particular")
         assert "mentions" not in plain
+        created, text = await c.ok("create_entities", entities=[
+            {"name": "web", "entityType": "project", "observations": ["Signs in through AuthService"]}])
+        assert created["entities"][0]["relations_added"] == [
+            {"from": "web", "to": "AuthService", "relationType": "references"}]
+        assert text == created["entities"]
 
     run(home, body)
 

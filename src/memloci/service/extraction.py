@@ -1,7 +1,7 @@
 """Extraction and auto-relations: what new text mentions, related to the entities that exist.
 
-A part MemoryService holds. After add_observations (and create_entities with observations)
-each entity's new observations are read by memorix's patterns (rules/extract.py); a name they
+A part MemoryService holds. After add_observations (and create_entities with observations,
+store_memory with an entity) each entity's new observations are read by memorix's patterns (rules/extract.py); a name they
 mention that reaches an existing entity other than the entity itself (its name or one alias,
 any case: the store's `entity_names`, as every tool resolves names) becomes a relation
 entity -[type]-> that entity, made through create_relations in one transaction of its own,

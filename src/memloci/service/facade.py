@@ -239,9 +239,12 @@ class MemoryService:
     def store_memory(self, content: str, *, tags: Sequence[str] = (), memory_type: str = "note",
                      metadata: dict[str, Any] | None = None, importance: str | None = None,
                      entity: str | None = None, library: str | ProjectRef | None = None) -> tuple[Memory, bool]:
-        """A free memory comes back with its links to the entities it mentions (extraction.py)."""
+        """A free memory comes back with its links to the entities it mentions; an observation
+        relates its entity to them, as add_observations does (extraction.py)."""
         memory, created = self.memories.store_memory(content, tags=tags, memory_type=memory_type, metadata=metadata,
                                                      importance=importance, entity=entity, library=library)
+        if memory.entity is not None and created:
+            self.extraction.relate([(memory.entity, [memory.content])], memory_type=memory.memory_type, library=library)
         return self.extraction.linked(memory, library=library), created
 
     def retrieve_memory(self, query: str, *, n_results: int = 5, min_similarity: float = 0.0,
