@@ -72,6 +72,7 @@ def test_existing_relations_are_not_made_twice_and_observations_already_there_sa
     lib.create_relations([RelationInput("api", "references", "jwt")])
     [result] = lib.add_observations([ObservationBatch("api", ("Tokens come from src/auth/jwt.ts",))])
     assert result.relations_added == () and result.added
+    assert lib.history(limit=1)[0].tool == "add_observations"  # nothing new: no write, no auto_relations entry
     [again] = lib.add_observations([ObservationBatch("api", ("Tokens come from src/auth/jwt.ts",))])
     assert again.skipped and again.relations_added == () and again.entities_suggested == ()
     assert sum(1 for r in relations(lib) if r == ("api", "references", "jwt")) == 1

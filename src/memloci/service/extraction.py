@@ -10,7 +10,8 @@ sources' rows). A relation already there is left as is. No entity is ever create
 reach none are returned as suggestions. A free memory gets the same lookup (`memory_links`):
 links to the entities it mentions.
 
-Cheap by design: regular expressions only, and one lookup of every name a call's texts mention.
+Cheap by design: regular expressions only, one lookup of every name a call's texts mention,
+and a write only when a relation is new (the relations of each source are read first).
 Off with `[lifecycle] extract = false` in the config file, or MEMLOCI_EXTRACT=0.
 """
 
@@ -98,6 +99,9 @@ class Extraction:
                 elif len(found) == 1 and name_key(found[0]) != name_key(entity):  # an alias of two: no doubt allowed
                     relation = RelationInput(entity, rtype, found[0])
                     wanted.setdefault((name_key(entity), rtype, name_key(found[0])), relation)
+        for source in {r.from_entity for r in wanted.values()}:  # none there yet: no write, no undo record
+            for r in store.find_relations(from_entity=source, to_entity=None, relation_type=None):
+                wanted.pop((name_key(r.from_entity), r.relation_type, name_key(r.to_entity)), None)
         created = self._create(store, list(wanted.values()), library) if wanted else []
         out: dict[str, Related] = {}
         for key in dict.fromkeys([*(name_key(r.from_entity) for r in created), *suggested]):
