@@ -35,7 +35,7 @@ def test_an_unknown_config_key_is_refused_with_the_closest_valid_one(home, tmp_p
     proc = memloci(home, "--config", config, "stats", check=False)
     assert proc.returncode == 1
     assert f"config: {config}: librarys: unknown key; did you mean libraries?" in proc.stderr
-    assert "Known keys: name, tools, libraries, schemas, oauth, http." in proc.stderr
+    assert "Known keys: name, tools, libraries, schemas, oauth, http, lifecycle." in proc.stderr
     config = write(tmp_path / "other.toml", 'tool = "graph"\n')
     assert "tool: unknown key; did you mean tools?" in memloci(home, "--config", config, "stats", check=False).stderr
     config = write(tmp_path / "typed.toml", 'name = 3\n')

@@ -71,6 +71,7 @@ def test_empty_means_unset_except_the_embedder():
 
 @pytest.mark.parametrize("name, value, rule", [
     ("MEMLOCI_EMBEDDER_MULTILINGUAL", "maybe", "is not a switch"),
+    ("MEMLOCI_EXTRACT", "sometimes", "is not a switch"),
     ("MEMLOCI_LOG_LEVEL", "loud", "is not a log level"),
     ("MEMLOCI_LOG_LEVEL", "10", "is not a log level"),
     ("MEMLOCI_HOOK_DEADLINE", "soon", "is not a number of seconds"),
@@ -90,6 +91,8 @@ def test_a_malformed_variable_is_refused_by_name(name, value, rule):
                                              ("false", False), ("no", False)])
 def test_the_multilingual_switch_words(value, expected):
     assert Settings.from_env({"MEMLOCI_EMBEDDER_MULTILINGUAL": value}).embedder_multilingual is expected
+    assert Settings.from_env({"MEMLOCI_EXTRACT": value}).extract is expected
+    assert Settings.from_env({}).extract is None  # unset: the config file decides, else on
 
 
 def test_flags_overlay_and_settings_are_frozen(tmp_path):

@@ -89,6 +89,9 @@ def graph_steps() -> list[Step]:
         err("create_relations", None, "missing-entity",
             relations=[{"from": "Alice", "to": "Nobody", "relationType": "knows"}], **MAIN),
         ok("add_observations", observations=[{"entityName": "Alice", "contents": ["Likes tea"]}], **MAIN),
+        # extraction: @acme names an existing entity (a relation), PaymentGateway none (offered)
+        ok("add_observations", "auto-relations", ("relations_added", "entities_suggested", "PaymentGateway"),
+           observations=[{"entityName": "Alice", "contents": ["Pays through @acme; PaymentGateway is next"]}], **MAIN),
         err("add_observations", "NOT_FOUND", "missing-entity",
             observations=[{"entityName": "Ghost", "contents": ["x"]}], **MAIN),
         ok("read_graph", "refused-not-stored", never=("Bob", "Carol", "Dave", "Nobody", "Ghost"), **MAIN),

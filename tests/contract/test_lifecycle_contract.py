@@ -198,3 +198,16 @@ def test_undo_brings_back_every_byte_of_a_markdown_library(engine):
     for entry in s.history(limit=3):
         s.undo(entry.id)
     assert files(s) == before
+
+
+def test_a_free_memory_keeps_its_links_to_the_entities_it_mentions(engine):
+    from memloci.core.model import EntityInput
+
+    s = engine.service
+    s.create_entities([EntityInput("AuthService", "component")])
+    m, _ = s.store_memory("We fixed the token refresh in AuthService because sessions expired.", memory_type="fix")
+    (stored,) = [x for x in s.list_memories(page_size=10)[0] if x.content_hash == m.content_hash]
+    assert [(link.type, link.entity) for link in stored.links] == [("causes", "AuthService")]
+    entry = s.history(limit=1)[0]
+    s.undo(entry.id)
+    assert not s.list_memories(page_size=10)[0]

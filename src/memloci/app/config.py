@@ -1,5 +1,5 @@
-"""The config file: `name`, `tools`, `[libraries]`, `[schemas]`, and server mode's `[http]` and
-`[oauth]` (server_config.py), each checked when the file is read; and the libraries to mount.
+"""The config file: `name`, `tools`, `[libraries]`, `[schemas]`, `[lifecycle]`, and server mode's
+`[http]` and `[oauth]` (server_config.py), each checked when the file is read; and the libraries to mount.
 
     name = "memloci"
     tools = "graph,memory"
@@ -7,6 +7,8 @@
     work = "~/notes"                 # relative paths are relative to the config file
     [schemas]
     work = "strict"                  # a preset, or a table of rules (core/schema.py)
+    [lifecycle]
+    extract = true                   # auto-relations from what new text mentions (service/extraction.py)
 
 The file is `--config` (MEMLOCI_CONFIG), else `config.toml` in the data folder if present.
 """
@@ -25,8 +27,9 @@ from memloci.core.errors import ValidationError
 from memloci.core.schema import schema_from_config
 from memloci.core.settings import Settings, data_home
 
-CONFIG_KEYS = ("name", "tools", "libraries", "schemas", "oauth", "http")  # every key a config file may have, at the top
+CONFIG_KEYS = ("name", "tools", "libraries", "schemas", "oauth", "http", "lifecycle")  # every key a config file may have, at the top
 CONFIG_EXAMPLES = {"name": "memloci", "tools": "graph,memory"}
+LIFECYCLE_KEYS = {"extract": bool}  # [lifecycle]: key -> its type
 
 
 def memloci_home(settings: Settings | None = None) -> Path:
@@ -58,6 +61,8 @@ def load_config(path: str | os.PathLike[str], settings: Settings | None = None) 
         config = {**config, "oauth": parse_oauth_config(config["oauth"], f"config: {p}: [oauth]")}
     if "http" in config:  # [http]: where server mode listens and what it lets in (http/settings.py)
         config = {**config, "http": parse_http_config(config["http"], f"config: {p}: [http]")}
+    if "lifecycle" in config:
+        check_lifecycle(config["lifecycle"], f"config: {p}: [lifecycle]")
     libraries = config.get("libraries", {})
     if not isinstance(libraries, dict) or not all(isinstance(v, str) for v in libraries.values()):
         raise ValidationError(f"config: {p}: [libraries] maps names to paths, e.g. work = \"~/notes\"")
@@ -84,6 +89,26 @@ def load_config(path: str | os.PathLike[str], settings: Settings | None = None) 
             spec = LibrarySpec(spec.name, spec.path, spec.kind, schema_from_config(schemas[name], f"config [schemas] {name}"))
         specs.append(spec)
     return {**config, "libraries": specs}
+
+
+def check_lifecycle(table: Any, where: str) -> None:
+    """A `[lifecycle]` table, key by key: an unknown key or a wrong type is refused, never ignored."""
+    if not isinstance(table, dict):
+        raise ValidationError(f"{where}: must be a table, e.g. [lifecycle] extract = true")
+    for key, value in table.items():
+        kind = LIFECYCLE_KEYS.get(key)
+        if kind is None:
+            raise ValidationError(f"{where} {key}: unknown key", hint=f"Known keys: {', '.join(LIFECYCLE_KEYS)}.")
+        if not isinstance(value, kind):
+            raise ValidationError(f"{where} {key}: must be true or false, e.g. {key} = false")
+
+
+def extraction_on(settings: Settings, config: dict[str, Any]) -> bool:
+    """Whether new text is extracted into auto-relations: MEMLOCI_EXTRACT, else the config file's
+    `[lifecycle] extract`, else on (it costs a lookup per write: README, "Extraction")."""
+    if settings.extract is not None:
+        return settings.extract
+    return bool(config.get("lifecycle", {}).get("extract", True))
 
 
 def config_file(settings: Settings) -> dict[str, Any]:

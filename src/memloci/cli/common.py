@@ -72,14 +72,15 @@ def open_service(libraries: str | None, *, read_only: bool = False, embedder: bo
                  settings: Settings | None = None):
     """The service over the mounted libraries; read-only commands never create a library file.
     Commands that need meaning (serve, reindex) get the configured embedder (MEMLOCI_EMBEDDER)."""
-    from memloci.app.config import default_specs
+    from memloci.app.config import config_file, default_specs, extraction_on
     from memloci.app.registry import LibraryRegistry
     from memloci.search.embedder import EmbedderHandle
     from memloci.service.facade import MemoryService
 
     settings = (settings or command_settings()).with_flags(libraries=libraries)
     return MemoryService(LibraryRegistry(default_specs(settings), create_missing=not read_only, settings=settings),
-                         EmbedderHandle(None if embedder else "none", settings), embed_pending=not read_only)
+                         EmbedderHandle(None if embedder else "none", settings), embed_pending=not read_only,
+                         extract=extraction_on(settings, config_file(settings)))
 
 
 def open_console(stderr: bool = False):

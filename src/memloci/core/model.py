@@ -77,6 +77,10 @@ class CreatedEntity:
     skipped_observations: tuple[str, ...]
     created_at: str
     ignored_type: str | None = None  # a merge keeps the stored type; this is the one asked for instead
+    # what extraction made of the new observations (service/extraction.py): relations to the
+    # entities they mention, and the names they mention that no entity has (offered, never created)
+    relations_added: tuple[Relation, ...] = ()
+    entities_suggested: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +88,10 @@ class AddedObservations:
     entity_name: str
     added: tuple[str, ...]
     skipped: tuple[str, ...]
+    # what extraction made of the new observations (service/extraction.py): relations to the
+    # entities they mention, and the names they mention that no entity has (offered, never created)
+    relations_added: tuple[Relation, ...] = ()
+    entities_suggested: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,6 +193,7 @@ class MemoryInput:
     metadata: dict[str, Any] = field(default_factory=dict)
     importance: str = "medium"
     entity: str | None = None
+    links: tuple[MemoryLink, ...] = ()  # a free memory's links to what it mentions (stored with it)
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,6 +20,7 @@ Variables (README, "Configuration"):
     MEMLOCI_CACHE, XDG_CACHE_HOME   derived model files (and the LoCoMo lab's libraries)
     MEMLOCI_LOG_LEVEL               stderr log level
     MEMLOCI_HOOK_DEADLINE           seconds the agent hook may take
+    MEMLOCI_EXTRACT                 auto-relations from what new text mentions (a switch)
     MCP_SERVER_HOST, MCP_SERVER_PORT  server mode's address
 """
 
@@ -133,6 +134,7 @@ class Settings:
     user_cache: Path = field(default_factory=lambda: Path.home() / ".cache")  # XDG_CACHE_HOME, else ~/.cache
     log_level: str | None = None  # MEMLOCI_LOG_LEVEL, upper case; None: the command's default
     hook_deadline: float | None = None  # MEMLOCI_HOOK_DEADLINE; None: the hook's own
+    extract: bool | None = None  # MEMLOCI_EXTRACT; None: the config file's [lifecycle] extract, else on
     http_host: str | None = None  # MCP_SERVER_HOST
     http_port: int | None = None  # MCP_SERVER_PORT
     # The environment these were read from, for the processes memloci starts (child_env).
@@ -173,6 +175,7 @@ class Settings:
             user_cache=Path(_get(env, "XDG_CACHE_HOME") or Path.home() / ".cache"),
             log_level=_log_level(_get(env, "MEMLOCI_LOG_LEVEL")),
             hook_deadline=_seconds(_get(env, "MEMLOCI_HOOK_DEADLINE"), "MEMLOCI_HOOK_DEADLINE"),
+            extract=_switch(extract, "MEMLOCI_EXTRACT", True) if (extract := _get(env, "MEMLOCI_EXTRACT")) else None,
             http_host=_get(env, "MCP_SERVER_HOST"),
             http_port=port_number(port, "MCP_SERVER_PORT") if port else None,
             environ=MappingProxyType(env),

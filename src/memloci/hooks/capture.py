@@ -281,7 +281,7 @@ def spool_record(event: HookEvent, root: Path | None, has_memory: bool) -> dict[
 def store(record: dict[str, Any], settings: Settings) -> str:
     """Store one spooled event (the caller has decided it is worth it); returns what happened.
     `settings` (the hook's, read once by main) say which libraries are mounted."""
-    from memloci.app.config import default_specs
+    from memloci.app.config import config_file, default_specs, extraction_on
     from memloci.app.projects import ProjectRef, project_id
     from memloci.app.registry import LibraryRegistry
     from memloci.app.specs import DEFAULT_LIBRARY
@@ -316,7 +316,8 @@ def store(record: dict[str, Any], settings: Settings) -> str:
         metadata["original_chars"] = len(composed) - len(event.body) + max(len(event.body), event.full_chars or 0)
 
     specs = default_specs(settings)
-    service = MemoryService(LibraryRegistry(specs, settings=settings), EmbedderHandle("none", settings))
+    service = MemoryService(LibraryRegistry(specs, settings=settings), EmbedderHandle("none", settings),
+                            extract=extraction_on(settings, config_file(settings)))
     try:
         if has_memory:
             library: Any = ProjectRef(str(root), None, may_create=False)

@@ -15,7 +15,15 @@ from mcp_types import CallToolResult
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from memloci.core import schema
-from memloci.core.model import Entity, EntityInput, ObservationBatch, Relation, RelationInput
+from memloci.core.model import (
+    AddedObservations,
+    CreatedEntity,
+    Entity,
+    EntityInput,
+    ObservationBatch,
+    Relation,
+    RelationInput,
+)
 from memloci.mcp.arguments import (
     Compact,
     ConfirmRoot,
@@ -186,6 +194,18 @@ def relation_out(r: Relation, *, dates: bool = False) -> dict[str, Any]:
     return out
 
 
+def extracted_out(result: AddedObservations | CreatedEntity) -> dict[str, Any]:
+    """What extraction made of an entity's new observations, only what there is: `relations_added`
+    (to the existing entities they mention) and `entities_suggested` (names no entity has; none
+    is created). Keys the output schemas leave open, like SearchOut's `library`."""
+    out: dict[str, Any] = {}
+    if result.relations_added:
+        out["relations_added"] = [relation_out(r) for r in result.relations_added]
+    if result.entities_suggested:
+        out["entities_suggested"] = list(result.entities_suggested)
+    return out
+
+
 def found_across(result: AcrossSearch) -> dict[str, Any]:
     """search_nodes' reply for a search of several libraries: each entity and relation names its
     library, and each entity says why it matched (`why`, by name, keeps the best hit of a name)."""
@@ -258,7 +278,7 @@ def register(server: Any, service: MemoryService) -> None:
                 item["skippedObservations"] = list(r.skipped_observations)
             if r.ignored_type:
                 item["note"] = f"kept the existing type '{r.entity_type}'; entityType '{r.ignored_type}' was not applied"
-            shaped.append(item)
+            shaped.append({**item, **extracted_out(r)})
         structured = {"entities": shaped,
                       "created": [r.name for r in results if r.status == "created"],
                       "merged": [r.name for r in results if r.status == "merged"]}
@@ -283,7 +303,7 @@ def register(server: Any, service: MemoryService) -> None:
             library=selected(library, library_name, project_path, confirm_new_project_root),
         )
         shaped = [{"entityName": r.entity_name, "addedObservations": list(r.added),
-                   "skippedObservations": list(r.skipped)} for r in results]
+                   "skippedObservations": list(r.skipped), **extracted_out(r)} for r in results]
         return reply({"results": shaped}, text=shaped)
 
     def delete_entities(

@@ -182,7 +182,12 @@ def register(server: Any, service: MemoryService) -> None:
         added = [t for t in (tags or ()) if t in memory.tags] if not created else []
         message = ("Memory stored successfully" if created else "Duplicate content: this memory is already stored"
                    + (f" (its tags now include {', '.join(added)})" if added else ""))
-        return reply({"success": True, "message": message, "content_hash": memory.content_hash, "duplicate": not created})
+        structured: dict[str, Any] = {"success": True, "message": message, "content_hash": memory.content_hash,
+                                      "duplicate": not created}
+        mentions = list(dict.fromkeys(link.entity for link in memory.links if link.entity))
+        if mentions:  # the existing entities a free memory mentions (service/extraction.py); a key StoreOut leaves open
+            structured["mentions"] = mentions
+        return reply(structured)
 
     def retrieve_memory(
         query: Annotated[str, Field(description="What to recall, in words")],

@@ -16,7 +16,7 @@ from mcp.server.subscriptions import ResourceUpdated
 from mcp_types import CallToolResult, TextContent
 
 from memloci import __version__
-from memloci.app.config import config_file, default_specs
+from memloci.app.config import config_file, default_specs, extraction_on
 from memloci.app.projects import resolve_project_root
 from memloci.app.registry import LibraryRegistry
 from memloci.core.errors import InternalError, MemlociError, NotFoundError, ValidationError
@@ -305,7 +305,7 @@ def serve_from(settings: Settings, *, name: str | None = None) -> tuple[MemorySe
     can connect, and closes the service when it is done."""
     config = config_file(settings)
     service = MemoryService(LibraryRegistry(default_specs(settings), create_missing=True, settings=settings),
-                            EmbedderHandle(None, settings), embed_pending=True)
+                            EmbedderHandle(None, settings), embed_pending=True, extract=extraction_on(settings, config))
     try:
         server = build_server(service, name=name or config.get("name") or "memloci",
                               groups=tool_groups(settings.tools or config.get("tools")))

@@ -33,6 +33,11 @@ from memloci.core.model import (
 )
 from memloci.core.schema import LibrarySchema
 
+# The journal origin of the relations extraction makes on its own (service/extraction.py). Its
+# create_relations keeps the rows of the relations' sources first, so `memloci undo` of that
+# entry takes back exactly those relations; a create_relations a caller asked for keeps nothing.
+AUTO_RELATIONS = "auto_relations"
+
 
 @dataclass(frozen=True, slots=True)
 class EntityRef:
@@ -308,6 +313,8 @@ def create_relations(tx: GraphTx, schema: LibrarySchema, relations: Sequence[Rel
     existing: list[Relation] = []
     triples = dict.fromkeys((ids[name_key(r.from_entity)], r.relation_type, ids[name_key(r.to_entity)])
                             for r in relations)
+    if origin == AUTO_RELATIONS:  # keep the rows an undo of exactly these relations puts back
+        tx.before_change(list(dict.fromkeys(a.id for a, _, _ in triples)))
     for i, (a, relation_type, b) in enumerate(triples):
         path = cycle_path(tx, schema, a.id, relation_type, b.id)
         if path:

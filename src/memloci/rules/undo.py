@@ -222,7 +222,8 @@ def entry(rows: UndoRows, change_id: int) -> tuple[str, list[str], dict[str, Any
                else "removed nothing, so there is nothing to undo")
         raise ValidationError(f"id: change #{change_id} ({action}) {why}",
                               hint="Undo works on deletes, edits, renames, merges, free memories stored or "
-                                   "changed, and undos; take back another addition with a delete.")
+                                   "changed, relations extraction made (auto_relations), and undos; take back "
+                                   "another addition with a delete.")
     return action, entities, detail
 
 

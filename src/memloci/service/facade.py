@@ -5,7 +5,8 @@ then one store call. Transports run it off their event loop.
 
 MemoryService is one facade over parts it holds: the graph tools, entity search, health,
 reindex and graph import are its own; free memories (memories.py), documents (documents.py),
-projects (projects.py) and history (history.py) are parts it delegates to; the vector
+projects (projects.py) and history (history.py) are parts it delegates to, and graph writes
+and free memories pass their text to extraction (extraction.py: auto-relations); the vector
 indexes, embedding workers and access recorder are a part of their own (vectors.py). Every
 write path goes through `Stores.writing`, whose exit is the one post-write hook.
 """
@@ -52,6 +53,7 @@ from memloci.search.hybrid import MemoryHit
 from memloci.search.timephrases import parse_time_phrase
 from memloci.service.across import AcrossSearch, fuse, lacks_entity, naming, selection
 from memloci.service.documents import DocumentOperations, NewEntityDocument
+from memloci.service.extraction import Extraction
 from memloci.service.history import HistoryOperations, ImportReport
 from memloci.service.lifecycle import LifecycleOperations, Outcome
 from memloci.service.memories import MemoryOperations, Retrieval
@@ -68,10 +70,11 @@ BODY_WEIGHT = OBSERVATION_WEIGHT  # a note's own text means as much as an observ
 
 class MemoryService:
     def __init__(self, libraries: LibraryRegistry, embedder: EmbedderHandle | None = None,
-                 *, embed_pending: bool = True, clock: Callable[[], datetime] = utc_now):
+                 *, embed_pending: bool = True, clock: Callable[[], datetime] = utc_now, extract: bool = True):
         """`embed_pending=False` (read-only commands) searches the stored vectors but never
         computes or writes new ones. `clock`: what "now" is for ages, zones and time phrases
-        (a test or a bench sets it; stored dates are the engines' own)."""
+        (a test or a bench sets it; stored dates are the engines' own). `extract=False`: no
+        auto-relations and no memory links (extraction.py)."""
         self.clock = clock
         self.libraries = libraries
         self.embedder = embedder if embedder is not None else EmbedderHandle("none")
@@ -81,6 +84,7 @@ class MemoryService:
         self.lifecycle = LifecycleOperations(self.stores, clock)
         self.documents = DocumentOperations(self.stores)
         self.recovery = HistoryOperations(self.stores)
+        self.extraction = Extraction(self.stores, self.create_relations, enabled=extract)
         self.projects = ProjectOperations(self.stores, read_graph=self.read_graph, add_observations=self.add_observations,
                                           import_everything=self.recovery.import_everything)
 
@@ -113,7 +117,8 @@ class MemoryService:
                 store.schema.check_entity(e, f"entities[{i}]")
             # an alias names its entity here too: its observations merge into it, no entity is made under it
             names = entity_names(store, [e.name for e in clean], [f"entities[{i}].name" for i in range(len(clean))])
-            return store.create_entities([replace(e, name=n) for e, n in zip(clean, names)], origin=origin)
+            results = store.create_entities([replace(e, name=n) for e, n in zip(clean, names)], origin=origin)
+        return self.extraction.after_entities(results, library=library)  # relations to what they mention
 
     def create_relations(self, relations: Sequence[RelationInput], *, library: str | ProjectRef | None = None,
                          origin: str = "create_relations") -> RelationsCreated:
@@ -133,7 +138,8 @@ class MemoryService:
                 for j, o in enumerate(b.contents):
                     store.schema.check_observation(o, f"observations[{i}].contents[{j}]")
                 rules.check_distinct(store.schema, b.contents, f"observations[{i}].contents")
-            return store.add_observations(_batches_named(store, clean, "observations"), origin=origin)
+            results = store.add_observations(_batches_named(store, clean, "observations"), origin=origin)
+        return self.extraction.after_observations(results, library=library)  # relations to what they mention
 
     def delete_entities(self, names: Sequence[str], *, library: str | ProjectRef | None = None,
                         origin: str = "delete_entities") -> list[str]:
@@ -239,14 +245,20 @@ class MemoryService:
                      metadata: dict[str, Any] | None = None, importance: str | None = None,
                      entity: str | None = None, supersedes: str | None = None,
                      library: str | ProjectRef | None = None) -> tuple[Memory, bool]:
-        """Store a memory; `supersedes` (a content_hash) marks the older one it replaces, in
-        the same transaction (lifecycle.py)."""
+        """Store a memory. A free one is stored with its links to the entities it mentions; an
+        observation relates its entity to them, as add_observations does (extraction.py).
+        `supersedes` (a content_hash) marks the older memory it replaces, in the same
+        transaction (lifecycle.py)."""
+        links = () if entity else self.extraction.memory_links(content, memory_type, library=library).links
         if supersedes is not None:
             m = schema.validate_memory(MemoryInput(content, tuple(tags), memory_type, metadata or {},
                                                    importance or "medium", entity))
-            return self.lifecycle.store_superseding(m, supersedes, library=library)
-        return self.memories.store_memory(content, tags=tags, memory_type=memory_type, metadata=metadata,
-                                          importance=importance, entity=entity, library=library)
+            return self.lifecycle.store_superseding(m, supersedes, links=links, library=library)
+        memory, created = self.memories.store_memory(content, tags=tags, memory_type=memory_type, metadata=metadata,
+                                                     importance=importance, entity=entity, links=links, library=library)
+        if memory.entity is not None and created:
+            self.extraction.relate([(memory.entity, [memory.content])], memory_type=memory.memory_type, library=library)
+        return memory, created
 
     def retrieve_memory(self, query: str, *, n_results: int = 5, min_similarity: float = 0.0,
                         tags: Sequence[str] = (), match_all: bool = False, memory_type: str | None = None,

@@ -30,6 +30,7 @@ from memloci.core.model import (
     MemoryEdit,
     MemoryFilter,
     MemoryInput,
+    MemoryLink,
     NewMemory,
     content_hash,
     links_data,
@@ -348,7 +349,7 @@ class LifecycleOperations:
                   superseded_by=new.content_hash)
         return self.run(plan, store, dry_run=dry_run, origin="supersede")
 
-    def store_superseding(self, m: MemoryInput, supersedes: str, *,
+    def store_superseding(self, m: MemoryInput, supersedes: str, *, links: Sequence[MemoryLink] = (),
                           library: str | ProjectRef | None = None) -> tuple[Memory, bool]:
         """Store a free memory that supersedes another, both in one transaction (one journal
         entry, `supersede`); a text already stored is marked as the newer one instead."""
@@ -367,7 +368,7 @@ class LifecycleOperations:
         plan = Plan("supersede", {"supersedes": old.content_hash, "by": new_hash})
         plan.edit(old, "supersede", why=f"superseded by {new_hash[:12]}: {first_line(m.content, 60)}",
                   superseded_by=new_hash)
-        plan.new.append(NewMemory(m))
+        plan.new.append(NewMemory(m, tuple(links)))
         done = store.change_memories(plan.edits, plan.new, origin="store_memory", action="supersede",
                                      detail={"args": plan.args, "items": plan.items})
         self.stores.written(store)

@@ -13,7 +13,7 @@ from typing import Any
 from memloci.app.projects import ProjectRef
 from memloci.core import schema
 from memloci.core.errors import ConflictError, NotFoundError, ValidationError
-from memloci.core.model import Memory, MemoryFilter, MemoryInput
+from memloci.core.model import Memory, MemoryFilter, MemoryInput, MemoryLink
 from memloci.rules import graph as rules
 from memloci.rules.retention import Retention, retention
 from memloci.search.hybrid import CJK_PAIRS, WEAK_MEANING, MemoryHit, retrieve, word_terms
@@ -50,10 +50,11 @@ class MemoryOperations:
 
     def store_memory(self, content: str, *, tags: Sequence[str] = (), memory_type: str = "note",
                      metadata: dict[str, Any] | None = None, importance: str | None = None,
-                     entity: str | None = None, library: str | ProjectRef | None = None) -> tuple[Memory, bool]:
+                     entity: str | None = None, links: Sequence[MemoryLink] = (),
+                     library: str | ProjectRef | None = None) -> tuple[Memory, bool]:
         """Store a memory; (the existing one, False) when the same text is already stored."""
-        m = schema.validate_memory(MemoryInput(content, tuple(tags), memory_type, metadata or {},
-                                               importance or "medium", entity))
+        m = replace(schema.validate_memory(MemoryInput(content, tuple(tags), memory_type, metadata or {},
+                                                       importance or "medium", entity)), links=tuple(links))
         with self.stores.writing(library) as store:
             if m.entity:
                 m = replace(m, entity=entity_name(store, m.entity, "entity"))  # an alias reaches its entity

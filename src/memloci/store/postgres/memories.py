@@ -113,6 +113,8 @@ class PostgresMemories:
                     tx.journal(origin, "store_memory", [memory.entity] if memory.entity else [],
                                rules.tags_added_detail(memory, new_tags), at)
                 return StoredMemory(memory, False)
+            if m.links and entity_id is None:  # what a free memory mentions, stored with it
+                conn.execute("UPDATE memories SET links = %s WHERE id = %s", (as_jsonb(links_data(m.links)), memory_id))
             if entity_id is not None:
                 conn.execute("UPDATE entities SET updated_at = %s WHERE id = %s", (at, entity_id))
                 observations_changed(conn, [entity_id])

@@ -85,6 +85,9 @@ class SQLiteMemories:
                     journal(tx, origin, "store_memory", [memory.entity] if memory.entity else [],
                             rules.tags_added_detail(memory, new_tags))
                 return StoredMemory(memory, False)
+            if m.links and entity_id is None:  # what a free memory mentions, stored with it
+                conn.execute("UPDATE memories SET links = ? WHERE id = ?",
+                             (json.dumps(links_data(m.links), ensure_ascii=False), memory_id))
             if entity_id is not None:
                 conn.execute("UPDATE entities SET updated_at = ? WHERE id = ?", (at, entity_id))
                 retag(conn, [entity_id])  # an observation's #tags are its entity's tags
