@@ -67,3 +67,18 @@ def test_dry_run_then_execute_then_undo(home):
         return done["change_id"]
 
     run_session(home, body, "--tools", "memory,maintenance")
+
+
+def test_consolidate_runs_in_a_process_of_its_own(home):
+    async def body(c):
+        for text in ("Rotate the API keys monthly.", "The CI runs on two cores."):
+            await c.ok("store_memory", content=text)
+        out, _ = await c.ok("consolidate", time_horizon="monthly")
+        assert out["dry_run"] and out["preview_id"] and out["report"]["considered"] == 2, out
+        assert "execute_preview(preview_id=" in out["message"]
+        listed, _ = await c.ok("list_previews")
+        assert [p["kind"] for p in listed["previews"]] == ["consolidate"]
+        bad = await c.call("consolidate", time_horizon="hourly")
+        assert bad[0] and "time_horizon" in json.dumps(bad[2])
+
+    run_session(home, body, "--tools", "memory,maintenance")

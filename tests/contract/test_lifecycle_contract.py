@@ -211,3 +211,48 @@ def test_a_free_memory_keeps_its_links_to_the_entities_it_mentions(engine):
     entry = s.history(limit=1)[0]
     s.undo(entry.id)
     assert not s.list_memories(page_size=10)[0]
+
+
+CLUSTERS = [
+    ["The API is deployed with a blue-green switch behind the load balancer.",
+     "Deploys of the API use a blue-green switch at the load balancer.",
+     "For the API we deploy blue-green, switching the load balancer over.",
+     "The load balancer switches between blue and green when the API is deployed."],
+    ["Maria drinks her coffee black with no sugar.",
+     "Maria takes her coffee black, without sugar.",
+     "Black coffee, no sugar, is how Maria likes it."],
+]
+
+
+def test_consolidation_preview_execute_undo(engine):
+    s = engine.library(embedder="minilm")
+    for cluster in CLUSTERS:
+        for text in cluster:
+            s.store_memory(text, tags=["team"])
+    s.store_memory("The staging database listens on port 5432.", tags=["db"])
+    s.store_memory("The staging database listens on port 6543.", tags=["db"])
+    assert s.flush_embeddings(timeout=120)
+    before = dump(s)
+    preview = s.consolidate("weekly", dry_run=True)
+    assert dump(s) == before and preview.preview_id
+    assert preview.report["considered"] == 9 and preview.report["summaries"] == 2, preview.report
+    supersede = [i for i in preview.items if "supersede" in i["action"]]
+    assert len(supersede) == 1 and "5432" in supersede[0]["content"] and "number" in supersede[0]["why"]
+    # one cluster's summary is a new memory; in the other, one member says it all and stands for the rest
+    assert preview.counts["created"] == 1
+    done = s.lifecycle.execute_preview(preview.preview_id)
+    summarizing = [m for m in s.list_memories(page_size=50)[0] if any(link.type == "summarizes" for link in m.links)]
+    assert sorted(m.memory_type for m in summarizing) == ["note", "summary"]
+    for m in summarizing:
+        assert len([link for link in m.links if link.type == "summarizes"]) >= 3 - (m.memory_type == "note")
+    live = {m.content for m in s.list_memories(page_size=50)[0]}
+    assert "The staging database listens on port 5432." not in live  # superseded
+    linked = [m for m in s.list_memories(page_size=50)[0] if any(link.type == "associated" for link in m.links)]
+    assert linked
+    again = s.consolidate("weekly", dry_run=True)  # a cluster a summary covers is left alone
+    assert again.report["summaries"] == 0
+    s.undo(done.change_id)
+    assert dump(s) == before
+    assert s.flush_embeddings(timeout=120)  # the memories undo put back wait for their vectors again
+    direct = s.consolidate("weekly", dry_run=False)  # a direct run never supersedes: only offered
+    assert direct.offered and not any("supersede" in i["action"] for i in direct.items)

@@ -29,7 +29,10 @@ from memloci.core.settings import Settings, data_home
 
 CONFIG_KEYS = ("name", "tools", "libraries", "schemas", "oauth", "http", "lifecycle")  # every key a config file may have, at the top
 CONFIG_EXAMPLES = {"name": "memloci", "tools": "graph,memory"}
-LIFECYCLE_KEYS = {"extract": bool}  # [lifecycle]: key -> its type
+LIFECYCLE_KEYS = {"extract": bool, "schedule": str, "schedule_horizon": str, "schedule_execute": bool}  # [lifecycle]
+# the values a text key of [lifecycle] takes
+LIFECYCLE_CHOICES = {"schedule": ("off", "daily", "weekly", "monthly"),
+                     "schedule_horizon": ("daily", "weekly", "monthly", "quarterly", "yearly")}
 
 
 def memloci_home(settings: Settings | None = None) -> Path:
@@ -99,7 +102,11 @@ def check_lifecycle(table: Any, where: str) -> None:
         kind = LIFECYCLE_KEYS.get(key)
         if kind is None:
             raise ValidationError(f"{where} {key}: unknown key", hint=f"Known keys: {', '.join(LIFECYCLE_KEYS)}.")
-        if not isinstance(value, kind):
+        if kind is str:
+            choices = LIFECYCLE_CHOICES[key]
+            if value not in choices:
+                raise ValidationError(f"{where} {key}: must be one of {', '.join(choices)}, got {value!r}")
+        elif not isinstance(value, kind):
             raise ValidationError(f"{where} {key}: must be true or false, e.g. {key} = false")
 
 
@@ -109,6 +116,15 @@ def extraction_on(settings: Settings, config: dict[str, Any]) -> bool:
     if settings.extract is not None:
         return settings.extract
     return bool(config.get("lifecycle", {}).get("extract", True))
+
+
+def lifecycle_schedule(config: dict[str, Any]) -> tuple[str, str, bool]:
+    """The config file's consolidation schedule: (how often: off, daily, weekly or monthly; the
+    time horizon each run takes, by default the same span; whether a run executes what it plans
+    rather than leaving a preview). Off unless configured."""
+    table = config.get("lifecycle", {})
+    every = table.get("schedule", "off")
+    return every, table.get("schedule_horizon", every if every != "off" else "weekly"), bool(table.get("schedule_execute"))
 
 
 def config_file(settings: Settings) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from typing import Annotated
 import typer
 
 from memloci import __version__
-from memloci.cli import imports, install, library, serve
+from memloci.cli import imports, install, library, maintain, serve
 from memloci.cli.bench import bench_app
 from memloci.cli.common import RUN
 from memloci.cli.exports import export_app
@@ -65,6 +65,7 @@ def _root(
 serve.register(app)  # tools, serve
 library.register(app)  # search, stats, history, undo, backup, restore, reindex, migrate, check
 install.register(app)  # install, uninstall
+maintain.register(app)  # consolidate
 
 
 @app.command("hook", context_settings={"ignore_unknown_options": True})

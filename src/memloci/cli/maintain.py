@@ -210,3 +210,48 @@ def execute(
 ) -> None:
     """Apply a preview exactly; refused, changing nothing, if its memories changed since (execute_preview)."""
     _show(_run(libraries, lambda s: s.lifecycle.execute_preview(preview_id, library=library), {"preview_id": "ID"}))
+
+
+def consolidate(
+    horizon: Annotated[str, typer.Option("--horizon", help="daily, weekly, monthly, quarterly or yearly.")] = "weekly",
+    execute: Annotated[bool, typer.Option("--execute", help="Apply now (a contradiction's supersession still "
+                                                           "needs a preview); default: a preview.")] = False,
+    max_cluster: Annotated[int | None, typer.Option("--max-cluster", help="Largest cluster summarized.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the outcome as JSON.")] = False,
+    nice: Annotated[bool, typer.Option("--nice", help="Run at low priority (what a server's runs use).")] = False,
+    libraries: LibrariesOpt = None, library: LibraryOpt = None,
+) -> None:
+    """Consolidate the memories of a time horizon: associations, clusters summarized, supersessions
+    proposed, past-retention memories archived. A preview unless --execute; undo with `memloci undo`."""
+    import os
+
+    if nice:
+        os.nice(10)
+    try:
+        service = open_service(libraries)
+        try:
+            outcome = service.consolidate(horizon, dry_run=not execute, max_cluster=max_cluster, library=library)
+        finally:
+            service.close()
+    except MemlociError as exc:
+        if as_json:
+            print(json.dumps(exc.to_dict(), ensure_ascii=False))
+            raise typer.Exit(1) from None
+        fail(exc, {"time_horizon": "--horizon", "max_cluster": "--max-cluster"})
+    if as_json:
+        print(json.dumps(outcome.to_data(), ensure_ascii=False))
+        return
+    _show(outcome)
+    report = outcome.report
+    if report:
+        open_console().print(
+            f"{report.get('considered', 0)} memories considered ({report.get('with_meaning', 0)} with meaning): "
+            f"{report.get('associations', 0)} associations, {report.get('clusters', 0)} clusters "
+            f"({len(report.get('refused_clusters', []))} refused), {report.get('summaries', 0)} summaries, "
+            f"{report.get('contradictions', 0)} contradictions, {report.get('archived', 0)} to archive", highlight=False)
+        for refused in report.get("refused_clusters", [])[:SHOWN]:
+            open_console().print(f"refused cluster of {refused['size']}: {refused['reason']}", highlight=False)
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(consolidate)

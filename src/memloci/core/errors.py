@@ -117,3 +117,12 @@ class LibraryUnreadableError(InternalError):
         "memloci will not overwrite it. Restore the file from a backup, fix its permissions, "
         "or mount another path."
     )
+
+
+def error_for_code(code: str, message: str, hint: str | None = None) -> MemlociError:
+    """The error of `code` (as `to_dict` wrote it, e.g. by another memloci process), with its message."""
+    def every(cls: type[MemlociError]) -> list[type[MemlociError]]:
+        return [cls, *[c for sub in cls.__subclasses__() for c in every(sub)]]
+
+    kind = next((c for c in every(MemlociError) if c.code == code), MemlociError)
+    return kind(message, hint=hint)

@@ -20,7 +20,7 @@ from memloci.service.lifecycle import Outcome, older_than_cutoff
 
 TOOLS = ("delete_by_tag", "delete_by_timeframe", "delete_before_date", "cleanup_duplicates", "update_memory_metadata",
          "memory_cleanup", "list_tags", "knowledge_analysis", "knowledge_export", "archive_memories", "unarchive_memories",
-         "execute_preview", "list_previews")
+         "consolidate", "execute_preview", "list_previews")
 
 
 class Out(BaseModel):
@@ -119,6 +119,13 @@ def register(server: Any, service: MemoryService) -> None:
                            library: Library = None, library_name: LibraryName = None) -> Annotated[CallToolResult, Out]:
         return reply(outcome(life.unarchive(content_hashes, dry_run=dry_run, library=selected(library, library_name))))
 
+    def consolidate(time_horizon: Literal["daily", "weekly", "monthly", "quarterly", "yearly"] = "weekly",
+                    dry_run: Annotated[bool, Field(description="false: apply (supersessions stay offered)")] = True,
+                    library: Library = None, library_name: LibraryName = None) -> Annotated[CallToolResult, Out]:
+        out = service.consolidate_off_path(time_horizon, dry_run=dry_run, library=selected(library, library_name))
+        how = f" Execute it with execute_preview(preview_id={out['preview_id']})." if out.get("preview_id") else ""
+        return reply({"success": True, **out, "message": out["message"] + how})
+
     def execute_preview(preview_id: int, library: Library = None,
                         library_name: LibraryName = None) -> Annotated[CallToolResult, Out]:
         return reply(outcome(life.execute_preview(preview_id, library=selected(library, library_name))))
@@ -158,6 +165,9 @@ def register(server: Any, service: MemoryService) -> None:
                                 "archive, out of search; a preview by default.")
     server.add_tool(unarchive_memories, title="Unarchive Memories", annotations=destructive("Unarchive Memories"),
                     description="Bring archived memories back into search.")
+    server.add_tool(consolidate, title="Consolidate", annotations=destructive("Consolidate"),
+                    description="Link related memories, summarize clusters, propose supersessions of contradicted "
+                                "ones, archive stale ones; runs at low priority.")
     server.add_tool(execute_preview, title="Execute Preview", annotations=destructive("Execute Preview", destructive=True),
                     description="Apply a preview exactly; refused if its memories changed since.")
     server.add_tool(list_previews, title="List Previews",

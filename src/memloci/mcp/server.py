@@ -16,7 +16,7 @@ from mcp.server.subscriptions import ResourceUpdated
 from mcp_types import CallToolResult, TextContent
 
 from memloci import __version__
-from memloci.app.config import config_file, default_specs, extraction_on
+from memloci.app.config import config_file, default_specs, extraction_on, lifecycle_schedule
 from memloci.app.projects import resolve_project_root
 from memloci.app.registry import LibraryRegistry
 from memloci.core.errors import InternalError, MemlociError, NotFoundError, ValidationError
@@ -27,6 +27,7 @@ from memloci.mcp.replies import as_json, error_reply
 from memloci.mcp.roots import ClientRoots, connection_of
 from memloci.mcp.surface import accepted_schema, describe_validation_error, fit_hint, harden, tool_size
 from memloci.search.embedder import EmbedderHandle
+from memloci.service.background import SCHEDULES, Schedule
 from memloci.service.facade import MemoryService
 from memloci.service.projects import CONTEXT_HINT
 
@@ -312,4 +313,8 @@ def serve_from(settings: Settings, *, name: str | None = None) -> tuple[MemorySe
     except BaseException:
         service.close()
         raise
+    every, horizon, execute = lifecycle_schedule(config)
+    if every != "off":  # off by default; a run leaves a preview unless schedule_execute
+        service.schedule = Schedule(service.libraries.specs, settings.home, SCHEDULES[every], horizon, execute=execute)
+        service.schedule.start()
     return service, server

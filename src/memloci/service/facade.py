@@ -47,11 +47,15 @@ from memloci.formats.official import OfficialFile
 from memloci.rules import graph as rules
 from memloci.rules.graph import RelationsCreated, graph_violations
 from memloci.rules.retention import immunity, retention, zone
+from memloci.search.clusters import HORIZONS
 from memloci.search.embedder import Embedder, EmbedderHandle, understands
 from memloci.search.entities import OBSERVATION_WEIGHT, count_entities, find_entities, meaning_signals
 from memloci.search.hybrid import MemoryHit
+from memloci.search.similar import NEAR_DUPLICATE_MIN
 from memloci.search.timephrases import parse_time_phrase
 from memloci.service.across import AcrossSearch, fuse, lacks_entity, naming, selection
+from memloci.service.background import Schedule, consolidate_elsewhere
+from memloci.service.consolidation import ConsolidationOperations, near_pairs
 from memloci.service.documents import DocumentOperations, NewEntityDocument
 from memloci.service.extraction import Extraction
 from memloci.service.history import HistoryOperations, ImportReport
@@ -77,11 +81,13 @@ class MemoryService:
         auto-relations and no memory links (extraction.py)."""
         self.clock = clock
         self.libraries = libraries
+        self.schedule: Schedule | None = None  # consolidation on a schedule (background.py), when configured
         self.embedder = embedder if embedder is not None else EmbedderHandle("none")
         self.vectors = LibraryVectors(self.embedder, embed_pending=embed_pending)
         self.stores = Stores(libraries, self.vectors, self._project_opened)
         self.memories = MemoryOperations(self.stores, self.vectors, lambda: self.clock())
         self.lifecycle = LifecycleOperations(self.stores, clock)
+        self.consolidation = ConsolidationOperations(self.stores, self.lifecycle, lambda: self.clock())
         self.documents = DocumentOperations(self.stores)
         self.recovery = HistoryOperations(self.stores)
         self.extraction = Extraction(self.stores, self.create_relations, enabled=extract)
@@ -100,6 +106,8 @@ class MemoryService:
 
     def close(self) -> None:
         """Finish background work (model load, embedding batch, access counts), then close the libraries."""
+        if self.schedule is not None:
+            self.schedule.stop()
         self.vectors.close()
         self.libraries.close()
 
@@ -346,12 +354,31 @@ class MemoryService:
 
     def cleanup_duplicates(self, *, similar: bool = False, dry_run: bool = False,
                            library: str | ProjectRef | None = None) -> Outcome:
-        return self.lifecycle.cleanup_duplicates(similar=similar, dry_run=dry_run, library=library)
+        return self.lifecycle.cleanup_duplicates(similar=similar, dry_run=dry_run, library=library, near=near_pairs)
 
     def memory_cleanup(self, *, cutoff: str | None, threshold: float | None = None,
                        library: str | ProjectRef | None = None) -> Outcome:
-        return self.lifecycle.memory_cleanup(cutoff=cutoff, near=None, immune=lambda m: immunity(m) is not None,
+        def near(store: Store, memories: list[Memory]) -> list[tuple[Memory, Memory, float]]:
+            return near_pairs(store, memories, threshold if threshold is not None else NEAR_DUPLICATE_MIN)
+
+        return self.lifecycle.memory_cleanup(cutoff=cutoff, near=near, immune=lambda m: immunity(m) is not None,
                                              library=library)
+
+    def consolidate(self, time_horizon: str, *, dry_run: bool = True, max_cluster: int | None = None,
+                    library: str | ProjectRef | None = None) -> Outcome:
+        return self.consolidation.consolidate(time_horizon, dry_run=dry_run, max_cluster=max_cluster, library=library)
+
+    def consolidate_off_path(self, time_horizon: str, *, dry_run: bool = True,
+                             library: str | ProjectRef | None = None) -> dict[str, Any]:
+        """consolidate, run where it cannot slow this process's requests: a mounted library in a
+        child process at low priority (background.py); a project's library here. Its outcome as data."""
+        if time_horizon not in HORIZONS:
+            raise ValidationError(f"time_horizon: must be one of {', '.join(HORIZONS)}, got {time_horizon!r}")
+        if isinstance(library, ProjectRef):
+            return self.consolidate(time_horizon, dry_run=dry_run, library=library).to_data()
+        name = self.store(library).name
+        spec = next(s for s in self.libraries.specs if s.name == name)
+        return consolidate_elsewhere(spec, self.libraries.settings.home, time_horizon, dry_run=dry_run)
 
     def archive_memories(self, *, dry_run: bool = True, library: str | ProjectRef | None = None) -> Outcome:
         """Move the archive candidates (past their retention, not immune: rules/retention.py) into

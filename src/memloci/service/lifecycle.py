@@ -83,6 +83,7 @@ class Plan:
     new: list[NewMemory] = field(default_factory=list)
     items: list[dict[str, Any]] = field(default_factory=list)
     offered: list[dict[str, Any]] = field(default_factory=list)
+    report: dict[str, Any] = field(default_factory=dict)  # what the operation found beyond its changes
 
     def edit(self, m: Memory, action: str, *, delete: bool = False, why: str | None = None,
              **fields: Any) -> None:
@@ -98,7 +99,7 @@ class Plan:
         self.items.append(item)
 
     def to_data(self) -> dict[str, Any]:
-        return {"kind": self.kind, "args": self.args, "items": self.items, "offered": self.offered,
+        return {"kind": self.kind, "args": self.args, "items": self.items, "offered": self.offered, "report": self.report,
                 "edits": [{"id": e.memory_id, "hash": self.hashes[e.memory_id], "expect": e.expect,
                            "fields": {k: (links_data(v) if k == "links" else list(v) if k == "tags" else v)
                                       for k, v in e.fields.items()},
@@ -110,7 +111,7 @@ class Plan:
     @classmethod
     def from_data(cls, data: dict[str, Any]) -> Plan:
         plan = cls(data["kind"], data.get("args", {}), items=list(data.get("items", [])),
-                   offered=list(data.get("offered", [])))
+                   offered=list(data.get("offered", [])), report=dict(data.get("report") or {}))
         for e in data.get("edits", []):
             fields = {k: (links_from(v) if k == "links" else tuple(v) if k == "tags" else v)
                       for k, v in e.get("fields", {}).items()}
@@ -141,6 +142,13 @@ class Outcome:
     counts: dict[str, int]
     preview_id: int | None = None
     change_id: int | None = None
+    report: dict[str, Any] = field(default_factory=dict)
+
+    def to_data(self) -> dict[str, Any]:
+        """As JSON data: what `memloci consolidate --json` prints and a server reads back."""
+        return {"message": self.summary, "kind": self.kind, "library": self.library, "dry_run": not self.executed,
+                "preview_id": self.preview_id, "change_id": self.change_id, **self.counts, "items": self.items,
+                "offered": self.offered, "report": self.report}
 
     @property
     def summary(self) -> str:
@@ -167,12 +175,13 @@ class LifecycleOperations:
         """Keep `plan` as a preview (`dry_run`), or apply it now."""
         if dry_run:
             preview_id = store.save_preview(plan.kind, plan.to_data())
-            return Outcome(plan.kind, store.name, False, plan.items, plan.offered, plan.counts, preview_id=preview_id)
+            return Outcome(plan.kind, store.name, False, plan.items, plan.offered, plan.counts, preview_id=preview_id,
+                           report=plan.report)
         return self._apply(plan, store, origin)
 
     def _apply(self, plan: Plan, store: Store, origin: str, preview_id: int | None = None) -> Outcome:
         if not plan.edits and not plan.new:
-            return Outcome(plan.kind, store.name, True, plan.items, plan.offered, plan.counts)
+            return Outcome(plan.kind, store.name, True, plan.items, plan.offered, plan.counts, report=plan.report)
         detail = {"args": plan.args, "items": plan.items[:PREVIEW_ITEMS_SHOWN],
                   **({"preview": preview_id} if preview_id is not None else {})}
         done = store.change_memories(plan.edits, plan.new, origin=origin, action=plan.kind, detail=detail)
@@ -180,7 +189,8 @@ class LifecycleOperations:
             self.stores.written(store)
         if preview_id is not None:
             store.mark_executed(preview_id, done.change_id)
-        return Outcome(plan.kind, store.name, True, plan.items, plan.offered, plan.counts, change_id=done.change_id)
+        return Outcome(plan.kind, store.name, True, plan.items, plan.offered, plan.counts, change_id=done.change_id,
+                       report=plan.report)
 
     def execute_preview(self, preview_id: int, *, library: str | ProjectRef | None = None,
                         origin: str = "execute_preview") -> Outcome:
