@@ -288,5 +288,5 @@ def register(server: Any, service: MemoryService) -> None:
         'Example: {"page": 1, "page_size": 20, "tags": ["decision"]}'))
     server.add_tool(check_database_health, title="Check Database Health",
                     annotations=tool_annotations("Check Database Health", read_only=True, idempotent=True), description=(
-        "Library statistics and the truth about the embedder: which model is loaded, whether search is hybrid "
-        "or lexical only, and why."))
+        "Library statistics (free memories by retention zone too) and the truth about the embedder: which model "
+        "is loaded, whether search is hybrid or lexical only, and why."))
