@@ -117,9 +117,11 @@ def test_decay_in_ranking_is_the_relevance_as_a_gentle_factor():
 
 # -- through the service, on a SQLite library, with the service's clock --------------------------
 
-@pytest.fixture
-def clocked(tmp_path):
-    registry = LibraryRegistry([LibrarySpec("default", tmp_path / "lib.db")])
+@pytest.fixture(params=["sqlite", "markdown"])
+def clocked(tmp_path, request):
+    """A service whose clock stands at NOW, on a SQLite library or a Markdown one (its index)."""
+    where = tmp_path / ("lib.db" if request.param == "sqlite" else "notes")
+    registry = LibraryRegistry([LibrarySpec("default", where, request.param)])
     service = MemoryService(registry, clock=lambda: NOW)
     yield service
     service.close()
