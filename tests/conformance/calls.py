@@ -362,6 +362,8 @@ def maintenance_steps() -> list[Step]:
             err("delete_by_timeframe", "VALIDATION_ERROR", "bad-date", ("start_date",), start_date="May", **where),
             err("unarchive_memories", "NOT_FOUND", "missing", content_hashes=["0" * 64], **where),
             ok("archive_memories", "preview", ('"dry_run": true', "nothing to change"), **where),
+            ok("consolidate", "preview", ('"dry_run": true', '"report"'), time_horizon="monthly", **where),
+            err("consolidate", "VALIDATION_ERROR", "bad-horizon", ("time_horizon",), time_horizon="hourly", **where),
             err("archive_memories", "VALIDATION_ERROR", "bad-type", ("dry_run",), dry_run="soon", **where),
             err("execute_preview", "NOT_FOUND", "missing", preview_id=999, **where),
             # supersession: the older memory stays, out of search unless asked

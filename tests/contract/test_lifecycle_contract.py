@@ -256,3 +256,59 @@ def test_consolidation_preview_execute_undo(engine):
     assert s.flush_embeddings(timeout=120)  # the memories undo put back wait for their vectors again
     direct = s.consolidate("weekly", dry_run=False)  # a direct run never supersedes: only offered
     assert direct.offered and not any("supersede" in i["action"] for i in direct.items)
+
+
+def test_a_planted_library_is_cleaned_and_every_row_comes_back(engine):
+    """Exact and near duplicates, a contradiction and stale memories planted among others: each
+    preview lists exactly them, executing fixes them, nothing else changes, and undoing the
+    executions (newest first) brings back every row (and, on Markdown, every byte)."""
+    from datetime import UTC, datetime
+
+    from memloci.formats.official import MemoryLine
+
+    s = engine.library(embedder="minilm")
+    s.clock = lambda: datetime(2026, 11, 27, 12, 0, tzinfo=UTC)
+    bystanders = ["The office plants are watered on Mondays.", "Sara leads the mobile team.",
+                  "Invoices are sent on the first of the month."]
+    for text in bystanders:
+        s.store_memory(text, tags=["misc"])
+    exact = [s.store_memory(t)[0] for t in ("Backups run at 02:00 UTC.", "backups run at 02:00 utc")]
+    near = [s.store_memory(t)[0] for t in ("The TLS certificate for api.example.com expires on March 3.",
+                                           "The certificate of api.example.com runs out on March 3.")]
+    old, new = (s.store_memory(t)[0] for t in ("The staging database listens on port 5432.",
+                                               "The staging database listens on port 6543."))
+    store = s.store()
+    store.import_memories([MemoryLine("Scratch: order pizza for the launch party.", ("scratch",), "note", "low", {},
+                                      "2025-01-10T09:00:00Z", "2025-01-10T09:00:00Z")], origin="test")
+    (stale,) = [m for m in s.list_memories(page_size=50)[0] if m.content.startswith("Scratch")]
+    assert s.flush_embeddings(timeout=120)
+    before, files_before = dump(s), (files(s) if engine.name == "markdown" else None)
+
+    dups = s.cleanup_duplicates(similar=True, dry_run=True)
+    assert {i["content_hash"] for i in dups.items} == {m.content_hash for m in exact + near}
+    archive = s.archive_memories(dry_run=True)
+    assert [i["content_hash"] for i in archive.items] == [stale.content_hash]
+    consolidation = s.consolidate("quarterly", dry_run=True)
+    superseded = {i["content_hash"] for i in consolidation.items if "supersede" in i["action"]}
+    assert superseded == {old.content_hash}
+    assert dump(s) == before  # previews change nothing
+
+    changes = [s.lifecycle.execute_preview(p.preview_id).change_id for p in (dups, archive)]
+    fresh = s.consolidate("quarterly", dry_run=True)  # the library changed: a new preview
+    changes.append(s.lifecycle.execute_preview(fresh.preview_id).change_id)
+    live = {m.content_hash for m in s.list_memories(page_size=50)[0]}
+    assert exact[1].content_hash not in live and near[1].content_hash not in live
+    assert old.content_hash not in live and stale.content_hash not in live
+    assert {m.content_hash for m in s.list_memories(page_size=50)[0] if m.content in bystanders} == \
+        {m[1] for m in before if m[0] in bystanders}
+    touched = {m.content_hash for m in exact + near + [old, new, stale]}
+    after = {row[1]: row for row in dump(s)}
+    for row in before:  # nothing outside the previews changed (links added by consolidation aside)
+        if row[1] not in touched and row[1] in after:
+            assert after[row[1]][:7] == row[:7]
+
+    for change_id in reversed(changes):
+        s.undo(change_id)
+    assert dump(s) == before
+    if files_before is not None:
+        assert files(s) == files_before

@@ -54,6 +54,12 @@ def set_process_defaults(environ: MutableMapping[str, str] | None = None) -> Non
         env.setdefault(name, value)
 
 
+def child_environment(extra: Mapping[str, str]) -> dict[str, str]:
+    """The environment of a memloci child process this one starts (a consolidation run): this
+    process's, with `extra` set (the library's spec, its embedder, thread counts)."""
+    return {**os.environ, **extra}
+
+
 def _get(environ: Mapping[str, str], name: str) -> str | None:
     """A variable's value; unset and empty are the same (`VAR= memloci ...` clears a setting)."""
     value = environ.get(name)

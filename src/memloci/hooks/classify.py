@@ -62,6 +62,10 @@ OWN_TOOLS = {
     "add_entities", "replace_entity_section", "update_context", "get_graph_summary", "export_markdown",
     "get_entity", "get_graph", "add_observation", "create_relation", "search_memory", "delete_relation",
     "flush_memory",
+    # the maintenance group
+    "delete_by_tag", "delete_by_timeframe", "delete_before_date", "cleanup_duplicates", "update_memory_metadata",
+    "memory_cleanup", "list_tags", "knowledge_analysis", "knowledge_export", "archive_memories",
+    "unarchive_memories", "consolidate", "garbage_collect_relations", "execute_preview", "list_previews",
 }
 # Commands whose output is not worth remembering (`git` ones by subcommand).
 NOISE_COMMANDS = {"ls", "ll", "la", "cd", "pwd", "echo", "printf", "cat", "head", "tail", "less", "more", "which",

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import subprocess
 import sys
 import threading
@@ -21,6 +20,7 @@ from typing import Any
 
 from memloci.app.specs import LibrarySpec
 from memloci.core.errors import InternalError, MemlociError, error_for_code
+from memloci.core.settings import child_environment
 
 log = logging.getLogger("memloci.lifecycle")
 
@@ -33,8 +33,8 @@ def consolidate_elsewhere(spec: LibrarySpec, home: Path, time_horizon: str, *, d
     """Run `memloci consolidate` on the library of `spec` in a child process at low priority;
     its outcome (as `memloci consolidate --json` prints it). The library's spec goes through the
     environment, never the command line (a PostgreSQL URL may hold a password)."""
-    env = {**os.environ, "MEMLOCI_LIBRARIES": f"{spec.name}:{spec.path}", "MEMLOCI_EMBEDDER": "none",
-           "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    env = child_environment({"MEMLOCI_LIBRARIES": f"{spec.name}:{spec.path}", "MEMLOCI_EMBEDDER": "none",
+                             "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"})
     argv = [sys.executable, "-m", "memloci", "--home", str(home), "consolidate", "--horizon", time_horizon,
             "--json", "--nice", *([] if dry_run else ["--execute"])]
     try:

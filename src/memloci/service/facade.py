@@ -86,7 +86,7 @@ class MemoryService:
         self.vectors = LibraryVectors(self.embedder, embed_pending=embed_pending)
         self.stores = Stores(libraries, self.vectors, self._project_opened)
         self.memories = MemoryOperations(self.stores, self.vectors, lambda: self.clock())
-        self.lifecycle = LifecycleOperations(self.stores, clock)
+        self.lifecycle = LifecycleOperations(self.stores, lambda: self.clock())
         self.consolidation = ConsolidationOperations(self.stores, self.lifecycle, lambda: self.clock())
         self.documents = DocumentOperations(self.stores)
         self.recovery = HistoryOperations(self.stores)

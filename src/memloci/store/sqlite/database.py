@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import os
 import queue
+import re
 import sqlite3
 import threading
 import urllib.parse
@@ -173,7 +174,7 @@ class Database:
                 for number in range(version, SCHEMA_VERSION):
                     log.info("library %s: applying schema migration %d", self.name, number + 1)
                     for statement in split_sql(MIGRATIONS[number]):
-                        conn.execute(statement)
+                        _apply(conn, statement)
                     if number == 0:
                         conn.execute("INSERT OR IGNORE INTO library_meta VALUES ('created_at', ?)", (now_iso(),))
                 conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
@@ -262,3 +263,17 @@ def read_only_mount(path: str | Path) -> bool:
         return bool(os.statvfs(Path(path).parent).f_flag & os.ST_RDONLY)
     except OSError:
         return False
+
+
+_ADD_COLUMN = re.compile(r"^\s*ALTER\s+TABLE\s+\w+\s+ADD\s+COLUMN\b", re.IGNORECASE)
+
+
+def _apply(conn: sqlite3.Connection, statement: str) -> None:
+    """One statement of a migration. A column a migration adds may be there already (a library
+    whose user_version was set back runs its migrations again): SQLite has no ADD COLUMN IF NOT
+    EXISTS, so that one error is the statement's no-op."""
+    try:
+        conn.execute(statement)
+    except sqlite3.OperationalError as exc:
+        if not (_ADD_COLUMN.match(statement) and "duplicate column name" in str(exc)):
+            raise
