@@ -267,20 +267,25 @@ def test_a_planted_library_is_cleaned_and_every_row_comes_back(engine):
     from memloci.formats.official import MemoryLine
 
     s = engine.library(embedder="minilm")
-    s.clock = lambda: datetime(2026, 11, 27, 12, 0, tzinfo=UTC)
+    s.clock = lambda: datetime(2026, 11, 27, 12, 0, tzinfo=UTC)  # every date below is fixed too
     bystanders = ["The office plants are watered on Mondays.", "Sara leads the mobile team.",
                   "Invoices are sent on the first of the month."]
-    for text in bystanders:
-        s.store_memory(text, tags=["misc"])
-    exact = [s.store_memory(t)[0] for t in ("Backups run at 02:00 UTC.", "backups run at 02:00 utc")]
-    near = [s.store_memory(t)[0] for t in ("The TLS certificate for api.example.com expires on March 3.",
-                                           "The certificate of api.example.com runs out on March 3.")]
-    old, new = (s.store_memory(t)[0] for t in ("The staging database listens on port 5432.",
-                                               "The staging database listens on port 6543."))
+    planted = [(t, ("misc",), "medium", "2026-11-20T09:00:00Z") for t in bystanders] + [
+        (t, (), "medium", f"2026-11-2{k}T10:00:00Z") for k, t in enumerate((
+            "Backups run at 02:00 UTC.", "backups run at 02:00 utc",
+            "The TLS certificate for api.example.com expires on March 3.",
+            "On March 3 the TLS certificate for api.example.com will expire.",
+            "The staging database listens on port 5432.", "The staging database listens on port 6543."))] + [
+        ("Scratch: order pizza for the launch party.", ("scratch",), "low", "2025-01-10T09:00:00Z")]
     store = s.store()
-    store.import_memories([MemoryLine("Scratch: order pizza for the launch party.", ("scratch",), "note", "low", {},
-                                      "2025-01-10T09:00:00Z", "2025-01-10T09:00:00Z")], origin="test")
-    (stale,) = [m for m in s.list_memories(page_size=50)[0] if m.content.startswith("Scratch")]
+    store.import_memories([MemoryLine(t, tags, "note", importance, {}, at, at) for t, tags, importance, at in planted],
+                          origin="test")
+    by_text = {m.content: m for m in s.list_memories(page_size=50)[0]}
+    exact = [by_text["Backups run at 02:00 UTC."], by_text["backups run at 02:00 utc"]]
+    near = [by_text["The TLS certificate for api.example.com expires on March 3."],
+            by_text["On March 3 the TLS certificate for api.example.com will expire."]]
+    old, new = by_text["The staging database listens on port 5432."], by_text["The staging database listens on port 6543."]
+    stale = by_text["Scratch: order pizza for the launch party."]
     assert s.flush_embeddings(timeout=120)
     before, files_before = dump(s), (files(s) if engine.name == "markdown" else None)
 
