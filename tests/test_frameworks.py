@@ -173,6 +173,7 @@ def maintenance_calls() -> list[Call]:
         ("delete_by_timeframe", lambda p: {"start_date": "2000-01-01", "end_date": "2001-01-01"},
          lambda t: "nothing to change" in t),
         ("unarchive_memories", lambda p: {"content_hashes": [first]}, None),
+        ("garbage_collect_relations", lambda p: {}, lambda t: "nothing to change" in t),
     ]
 
 

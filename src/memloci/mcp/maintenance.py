@@ -20,7 +20,7 @@ from memloci.service.lifecycle import Outcome, older_than_cutoff
 
 TOOLS = ("delete_by_tag", "delete_by_timeframe", "delete_before_date", "cleanup_duplicates", "update_memory_metadata",
          "memory_cleanup", "list_tags", "knowledge_analysis", "knowledge_export", "unarchive_memories",
-         "execute_preview", "list_previews")
+         "garbage_collect_relations", "execute_preview", "list_previews")
 
 
 class Out(BaseModel):
@@ -115,6 +115,11 @@ def register(server: Any, service: MemoryService) -> None:
                            library: Library = None, library_name: LibraryName = None) -> Annotated[CallToolResult, Out]:
         return reply(outcome(life.unarchive(content_hashes, dry_run=dry_run, library=selected(library, library_name))))
 
+    def garbage_collect_relations(dry_run: Annotated[bool, Field(description="true: list them (a preview)")] = True,
+                                  library: Library = None,
+                                  library_name: LibraryName = None) -> Annotated[CallToolResult, Out]:
+        return reply(outcome(life.garbage_collect_relations(dry_run=dry_run, library=selected(library, library_name))))
+
     def execute_preview(preview_id: int, library: Library = None,
                         library_name: LibraryName = None) -> Annotated[CallToolResult, Out]:
         return reply(outcome(life.execute_preview(preview_id, library=selected(library, library_name))))
@@ -151,6 +156,10 @@ def register(server: Any, service: MemoryService) -> None:
                     description="The memories as json, markdown or text.")
     server.add_tool(unarchive_memories, title="Unarchive Memories", annotations=destructive("Unarchive Memories"),
                     description="Bring archived memories back into search.")
+    server.add_tool(garbage_collect_relations, title="Garbage Collect Relations",
+                    annotations=destructive("Garbage Collect Relations", destructive=True),
+                    description="Links to entities that no longer exist, with where each is. dry_run=false cleans "
+                                "them: relations entries removed, [[links]] made plain text.")
     server.add_tool(execute_preview, title="Execute Preview", annotations=destructive("Execute Preview", destructive=True),
                     description="Apply a preview exactly; refused if its memories changed since.")
     server.add_tool(list_previews, title="List Previews",

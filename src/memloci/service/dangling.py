@@ -24,6 +24,7 @@ from typing import Any
 
 from memloci.core.errors import ConflictError, ValidationError
 from memloci.core.model import name_key
+from memloci.markdown import patch
 from memloci.markdown.dangling import places, unlinked
 from memloci.markdown.document import EntityDocument, render_document
 from memloci.rules import documents as documents_rules
@@ -61,11 +62,12 @@ class DanglingPlan:
 
 
 def document_text(store: Store, doc: EntityDocument) -> str:
-    """The entity's document as a person sees it: the file itself in a Markdown library."""
+    """The entity's document as a person sees it: the file itself in a Markdown library (its
+    lines as an edit reads them: LF, no BOM, ending in a newline; written back in its own style)."""
     if isinstance(store, FolderLibrary):
         text = store.entity_file_text(doc.name)
         if text is not None:
-            return text.removeprefix("\ufeff").replace("\r\n", "\n")
+            return patch.decode(text.encode("utf-8"))[0]  # as an edit reads it: LF, no BOM, a final newline
     return render_document(doc)
 
 
