@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from memloci.core.errors import ConflictError
-from memloci.core.model import EntityInput
+from memloci.core.model import EntityInput, MemoryFilter
 from memloci.service.documents import NewEntityDocument
 from memloci.store.protocols import FolderLibrary
 
@@ -131,3 +131,25 @@ def test_an_entity_deleted_since_the_preview_refuses_it(engine):
     with pytest.raises(ConflictError, match="'Bob' was deleted or renamed since the preview"):
         s.lifecycle.execute_preview(preview.preview_id)
     assert texts(s) == before
+
+
+def test_an_observation_keeps_its_row_when_its_link_turns_into_text(engine):
+    s = engine.service
+    s.create_entities([EntityInput("Gone", "person"),
+                       EntityInput("Ann", "person", ("Met [[Gone]] at the fair", "likes tea"))])
+    s.delete_entities(["Gone"])
+
+    def rows():
+        memories, _ = s.list_memories(page_size=50, filters=MemoryFilter(entity="Ann"))
+        return {m.id: (m.content, m.created_at) for m in memories}
+
+    before, text = rows(), texts(s)["Ann"]
+    preview = s.lifecycle.garbage_collect_relations()
+    assert shown(preview.items) == [("unlink", "Ann", "body", "[[Gone]]", "Gone")]
+    done = s.lifecycle.execute_preview(preview.preview_id)
+    after = rows()
+    assert set(after) == set(before)  # the same rows, each with its date
+    assert {i: (c.replace("[[Gone]]", "Gone"), at) for i, (c, at) in before.items()} == after
+    assert texts(s)["Ann"].index("Met Gone") < texts(s)["Ann"].index("likes tea")  # in its place
+    s.undo(done.change_id)
+    assert texts(s)["Ann"] == text and {c for c, _ in rows().values()} == {c for c, _ in before.values()}

@@ -119,6 +119,16 @@ def check_edits(action: str, names: Sequence[str], found: Mapping[str, Any], rea
                             details={"changed": problems})
 
 
+def retexted(before: Sequence[str], after: Sequence[str]) -> list[tuple[str, str]]:
+    """(old text, new text) of the observations an edit only retexts in place, when the edit
+    keeps their number and order (a link turned into its text): each keeps its row, date, uses
+    and place in the list. A new text another observation already holds is no retext (the two
+    become one copy, as any edit makes them)."""
+    if len(before) != len(after) or len(set(after)) != len(after):
+        return []
+    return [(b, a) for b, a in zip(before, after) if b != a and a not in before]
+
+
 def edited_document(text: str, new_text: str, stored: str) -> EntityDocument:
     """The document an edit of `text` into `new_text` makes of the entity named `stored`: the
     title may not be dropped (unless the text never had one) nor changed to another name."""

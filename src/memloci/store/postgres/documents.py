@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from memloci.core.model import DocumentEdit, ListedEntity, Relation, name_key
+from memloci.core.model import DocumentEdit, ListedEntity, Relation, content_hash, name_key
 from memloci.core.schema import LibrarySchema
 from memloci.markdown.document import EntityDocument, render_document
 from memloci.rules import documents as documents_rules
@@ -31,7 +31,7 @@ from memloci.store.postgres.graph import PostgresGraphTx
 from memloci.store.postgres.json_columns import as_json, as_jsonb
 from memloci.store.postgres.memory_rows import insert_memory
 from memloci.store.postgres.transaction import WriteTx
-from memloci.store.postgres.vectors import drop_vectors_of
+from memloci.store.postgres.vectors import bump_vectors, drop_memory_vectors, drop_vectors_of
 from memloci.store.protocols import EditedDocuments
 
 C = ' COLLATE "C"'  # text in byte order, as SQLite sorts it, whatever the database's collation
@@ -241,7 +241,7 @@ class PostgresDocuments:
             out, ids = [], []
             for name, change in changes:
                 ref = found[name_key(name)]
-                changed = _edit(tx, schema, ref.id, ref.name, change, None)
+                changed = _edit(tx, schema, ref.id, ref.name, change, None, in_place=True)
                 out.append(DocumentEdit(ref.name, changed))
                 ids += [ref.id] if changed else []
             if not ids:
@@ -255,8 +255,9 @@ class PostgresDocuments:
 
 
 def _edit(tx: PostgresGraphTx, schema: LibrarySchema, entity_id: int, stored: str, change: Callable[[str], str],
-          stamp: str | None) -> bool:
-    """One entity's document text changed and applied inside `tx`; whether it changed."""
+          stamp: str | None, in_place: bool = False) -> bool:
+    """One entity's document text changed and applied inside `tx`; whether it changed.
+    `in_place`: observations the edit only retexts keep their rows (rules/documents.py `retexted`)."""
     text = document_text(tx.conn, entity_id)
     new_text = change(text)
     if new_text == text:
@@ -264,5 +265,15 @@ def _edit(tx: PostgresGraphTx, schema: LibrarySchema, entity_id: int, stored: st
     doc = documents_rules.edited_document(text, new_text, stored)
     documents_rules.check_document(schema, doc, "entity")
     tx.before_change([entity_id])
+    if in_place:
+        conn = tx.conn
+        before = documents_rules.edited_document(text, text, stored).observations
+        for old, new in documents_rules.retexted(before, doc.observations):
+            row = conn.execute("SELECT id FROM memories WHERE entity_id = %s AND content = %s", (entity_id, old)).fetchone()
+            if row is not None:
+                conn.execute("""UPDATE memories SET content = %s, content_hash = %s, embedded = false, updated_at = %s
+                                WHERE id = %s""", (new, content_hash(new, stored), tx.at, row[0]))
+                if drop_memory_vectors(conn, [row[0]]):
+                    bump_vectors(conn)
     apply_document(tx, schema, doc, stamp=stamp)
     return True

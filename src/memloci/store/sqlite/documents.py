@@ -15,14 +15,14 @@ import sqlite3
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from memloci.core.model import DocumentEdit, ListedEntity, Relation, name_key, now_iso
+from memloci.core.model import DocumentEdit, ListedEntity, Relation, content_hash, name_key, now_iso
 from memloci.core.schema import LibrarySchema
 from memloci.markdown.document import EntityDocument, render_document
 from memloci.rules import documents as documents_rules
 from memloci.store.protocols import EditedDocuments
 from memloci.store.sqlite.database import Database
 from memloci.store.sqlite.graph_tx import SQLiteGraphTx
-from memloci.store.sqlite.memory_rows import insert_memory
+from memloci.store.sqlite.memory_rows import insert_memory, reindex_content
 from memloci.store.sqlite.rows import alias_holders, journal, load_entities, refresh_fts, relations_where, resolve
 from memloci.store.sqlite.sql import marks
 from memloci.store.sqlite.tx import WriteTx
@@ -134,7 +134,7 @@ class SQLiteDocuments:
             out, ids = [], []
             for name, change in changes:
                 entity_id, stored = found[name_key(name)]
-                changed = self._edit(tx, entity_id, stored, change, None)
+                changed = self._edit(tx, entity_id, stored, change, None, in_place=True)
                 out.append(DocumentEdit(stored, changed))
                 ids += [entity_id] if changed else []
             if not ids:
@@ -145,8 +145,10 @@ class SQLiteDocuments:
             change_id = tx.record["last_row"]
         return EditedDocuments(tuple(out), change_id)
 
-    def _edit(self, tx: WriteTx, entity_id: int, stored: str, change: Callable[[str], str], stamp: str | None) -> bool:
-        """One entity's document text changed and applied inside `tx`; whether it changed."""
+    def _edit(self, tx: WriteTx, entity_id: int, stored: str, change: Callable[[str], str], stamp: str | None,
+              in_place: bool = False) -> bool:
+        """One entity's document text changed and applied inside `tx`; whether it changed.
+        `in_place`: observations the edit only retexts keep their rows (rules/documents.py `retexted`)."""
         conn = tx.conn
         text = self.db.files.document_text(tx, entity_id)
         if text is None:  # no file: the document as the index holds it
@@ -157,6 +159,16 @@ class SQLiteDocuments:
         doc = documents_rules.edited_document(text, new_text, stored)
         self.check_document(doc, "entity")
         keep_before(tx, [entity_id])
+        if in_place:
+            before = documents_rules.edited_document(text, text, stored).observations
+            for old, new in documents_rules.retexted(before, doc.observations):
+                row = conn.execute("SELECT id FROM memories WHERE entity_id = ? AND content = ?",
+                                   (entity_id, old)).fetchone()
+                if row is not None:
+                    conn.execute("""UPDATE memories SET content = ?, content_hash = ?, embedded = 0, updated_at = ?
+                                    WHERE id = ?""", (new, content_hash(new, stored), now_iso(), row[0]))
+                    conn.execute("DELETE FROM memory_vectors WHERE memory_id = ?", (row[0],))
+                    reindex_content(conn, row[0], new)
         tx.keep_text(name_key(stored), new_text, stamp)
         apply_document(tx, self.db.schema, doc, now_iso(), stamp=stamp)
         return True
