@@ -26,7 +26,7 @@ from memloci.core.errors import ConflictError, ValidationError
 from memloci.core.model import name_key
 from memloci.markdown import patch
 from memloci.markdown.dangling import places, unlinked
-from memloci.markdown.document import EntityDocument, render_document
+from memloci.markdown.document import EntityDocument, render_document, wikilinks
 from memloci.rules import documents as documents_rules
 from memloci.store.protocols import FolderLibrary, Store
 
@@ -71,26 +71,31 @@ def document_text(store: Store, doc: EntityDocument) -> str:
     return render_document(doc)
 
 
-def _texts(store: Store) -> list[tuple[str, str]]:
+def _documents(store: Store) -> list[EntityDocument]:
     names = [e.name for e in store.list_entities("*")]
     out = []
     for start in range(0, len(names), BATCH):
         docs = store.entity_documents(names[start:start + BATCH])
-        for n in names[start:start + BATCH]:
-            doc = docs.get(name_key(n))
-            if doc is not None:
-                out.append((doc.name, document_text(store, doc)))
+        out += [d for d in (docs.get(name_key(n)) for n in names[start:start + BATCH]) if d is not None]
     return out
 
 
+def _targets(doc: EntityDocument) -> list[str]:
+    """Every name the document links to (a superset of what its text holds as links: the
+    relations the index keeps for it too)."""
+    return [*(t for _, t in doc.relations), *(t for _, t in doc.links), *wikilinks(doc.body),
+            *(t for o in doc.observations if "[[" in o for t in wikilinks(o))]
+
+
 def plan(store: Store) -> DanglingPlan:
-    """Every link of the library to a name no entity has (nor as an alias), entity by entity."""
+    """Every link of the library to a name no entity has (nor as an alias), entity by entity.
+    Only the documents linking to such a name are read as text."""
     body_links = store.schema.relation_types is None  # a typed schema keeps links in text as text
-    texts = _texts(store)
+    docs = _documents(store)
     targets: dict[str, str] = {}
-    for _, text in texts:
-        for p in places(text, lambda t: True, body_links=body_links):
-            targets.setdefault(name_key(p.target), p.target)
+    for doc in docs:
+        for t in _targets(doc):
+            targets.setdefault(name_key(t), t)
     written = list(targets.values())
     reached: set[str] = set()
     for start in range(0, len(written), BATCH):
@@ -101,7 +106,10 @@ def plan(store: Store) -> DanglingPlan:
         return name_key(target) in gone_keys
 
     out = DanglingPlan()
-    for name, text in texts:
+    for doc in docs:
+        if not any(name_key(t) in gone_keys for t in _targets(doc)):
+            continue
+        name, text = doc.name, document_text(store, doc)
         found = places(text, gone, body_links=body_links)
         if not found:
             continue
