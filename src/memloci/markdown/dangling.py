@@ -43,7 +43,7 @@ class Place:
 
 def plain(m: re.Match[str]) -> str:
     """The text a link leaves: its label, else its target as written (`#heading` kept)."""
-    if m.group(3):
+    if m.group(3) and m.group(3)[1:].strip():
         return m.group(3)[1:]
     return link_target(m.group(1))[1] + (m.group(2) or "")
 
@@ -53,7 +53,8 @@ def _target(m: re.Match[str]) -> str:
 
 
 def _unlinked(text: str, gone: Callable[[str], bool], spans: list[tuple[int, int]] | None = None) -> str:
-    """`text` with each link to a gone target (outside `spans`' complement, when given) as its plain text."""
+    """`text` with each link to a gone target as its plain text; `spans`: where links are
+    links (outside code), else anywhere."""
     out, last = [], 0
     for start, end in spans if spans is not None else [(0, len(text))]:
         for m in WIKILINK.finditer(text, start, end):
