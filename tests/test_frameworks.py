@@ -175,6 +175,7 @@ def maintenance_calls() -> list[Call]:
         ("archive_memories", lambda p: {}, lambda t: "preview" in t),
         ("consolidate", lambda p: {"time_horizon": "monthly"}, lambda t: "report" in t),
         ("unarchive_memories", lambda p: {"content_hashes": [first]}, None),
+        ("garbage_collect_relations", lambda p: {}, lambda t: "nothing to change" in t),
     ]
 
 

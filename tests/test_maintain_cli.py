@@ -61,3 +61,28 @@ def test_refusals_name_the_option(monkeypatch, tmp_path):
     assert out.exit_code == 1 and "preview #42" in out.output
     out = run_cli(monkeypatch, home, "maintain", "cleanup", "--older-than", "soon", *lib)
     assert out.exit_code == 1 and "--older-than:" in out.output
+
+
+def test_gc_relations_lists_then_executes_on_a_markdown_library(monkeypatch, tmp_path):
+    home = tmp_path / "home"
+    home.mkdir()
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    anna = "---\nrelations:\n  - {type: knows, to: Gone}\n  - {type: knows, to: Bob}\n---\n# Anna\n\nSee [[Gone|him]].\n"
+    (notes / "Anna.md").write_text(anna)
+    (notes / "Bob.md").write_text("# Bob\n")
+    lib = ["--libraries", f"notes:{notes}"]
+    out = run_cli(monkeypatch, home, "maintain", "gc-relations", *lib)
+    assert out.exit_code == 0, out.output
+    assert "front matter relations" in out.output and "(removed)" in out.output and "him" in out.output
+    assert "would be 1 changed, 2 links removed" in out.output and "memloci maintain execute 1" in out.output
+    assert (notes / "Anna.md").read_text() == anna
+    out = run_cli(monkeypatch, home, "maintain", "execute", "1", *lib)
+    assert out.exit_code == 0 and "1 changed, 2 links removed" in out.output, out.output
+    assert (notes / "Anna.md").read_text() == "---\nrelations:\n  - {type: knows, to: Bob}\n---\n# Anna\n\nSee him.\n"
+    change = out.output.split("memloci undo ")[1].split()[0]
+    out = run_cli(monkeypatch, home, "undo", change, *lib)
+    assert out.exit_code == 0, out.output
+    assert (notes / "Anna.md").read_text() == anna
+    out = run_cli(monkeypatch, home, "maintain", "gc-relations", "--execute", *lib)
+    assert out.exit_code == 0 and "memloci undo" in out.output and "See him." in (notes / "Anna.md").read_text()

@@ -22,7 +22,7 @@ def test_group_is_opt_in_and_within_budget(home):
         sizes = [len(json.dumps(t.model_dump(by_alias=True, exclude_none=True), ensure_ascii=False)) for t in tools]
         assert {t.name for t in tools} >= {"delete_by_tag", "cleanup_duplicates", "update_memory_metadata",
                                            "knowledge_analysis", "knowledge_export", "memory_cleanup", "list_tags",
-                                           "delete_by_timeframe", "execute_preview"}
+                                           "delete_by_timeframe", "execute_preview", "garbage_collect_relations"}
         assert sum(sizes) < 8_000, sum(sizes)
 
     run_session(home, body2, "--tools", "maintenance")
@@ -82,3 +82,27 @@ def test_consolidate_runs_in_a_process_of_its_own(home):
         assert bad[0] and "time_horizon" in json.dumps(bad[2])
 
     run_session(home, body, "--tools", "memory,maintenance")
+
+
+def test_garbage_collect_relations_lists_then_cleans(home):
+    """As the multi-library Markdown server's users call it: `library_name`, dry_run true by default."""
+    async def body(c):
+        await c.ok("add_entities", entities=[
+            {"name": "Gone", "entity_type": "person"},
+            {"name": "Ann", "entity_type": "person", "relations": [{"type": "knows", "to": "Gone"}],
+             "content": "Lunch with [[Gone|the old boss]].\n"}])
+        await c.ok("delete_entities", entityNames=["Gone"])
+        await c.ok("add_entities", entities=[{"name": "Cy", "relations": [{"type": "likes", "to": "Nobody"}]}])
+        listed, _ = await c.ok("garbage_collect_relations", library_name="default")
+        assert listed["dry_run"] and listed["preview_id"] and listed["links_removed"] == 2
+        assert [(i["entity"], i["action"], i["where"], i.get("becomes")) for i in listed["items"]] == [
+            ("Ann", "unlink", "body", "the old boss"), ("Cy", "remove", "front matter relations", None)]
+        done, _ = await c.ok("execute_preview", preview_id=listed["preview_id"])
+        assert not done["dry_run"] and done["change_id"] and done["items"] == listed["items"]
+        read, _ = await c.ok("read_entities", entity_names=["Ann", "Cy"])
+        texts = [e["content"] for e in read["entities"]]
+        assert "Lunch with the old boss." in texts[0] and "Nobody" not in texts[1]
+        again, _ = await c.ok("garbage_collect_relations", dry_run=False)
+        assert again["change_id"] is None and "nothing to change" in again["message"]
+
+    run_session(home, body, "--tools", "graph,documents,maintenance")

@@ -360,6 +360,10 @@ def maintenance_steps() -> list[Step]:
             err("delete_before_date", "VALIDATION_ERROR", "bad-date", ("before_date",), before_date="someday", **where),
             ok("delete_by_timeframe", says=('"deleted": 1',), start_date="2000-01-01", tag="cron", **where),
             err("delete_by_timeframe", "VALIDATION_ERROR", "bad-date", ("start_date",), start_date="May", **where),
+            # links to entities that no longer exist: a listing by default (memories hold none here)
+            ok("garbage_collect_relations", "preview", ('"dry_run": true', "nothing to change"), **where),
+            ok("garbage_collect_relations", "execute", ('"dry_run": false', "nothing to change"), dry_run=False, **where),
+            err("garbage_collect_relations", "VALIDATION_ERROR", "bad-type", ("dry_run",), dry_run="maybe", **where),
             err("unarchive_memories", "NOT_FOUND", "missing", content_hashes=["0" * 64], **where),
             ok("archive_memories", "preview", ('"dry_run": true', "nothing to change"), **where),
             ok("consolidate", "preview", ('"dry_run": true', '"report"'), time_horizon="monthly", **where),
@@ -378,6 +382,7 @@ def maintenance_steps() -> list[Step]:
         ]
     steps.append(err("unarchive_memories", "VALIDATION_ERROR", "empty", ("content_hashes",), content_hashes=[],
                      **MAIN))
+    steps.append(ok("garbage_collect_relations", "library-name", ('"library": "notes"',), library_name="notes"))
     return steps
 
 

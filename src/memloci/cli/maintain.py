@@ -12,7 +12,8 @@ import typer
 from memloci.cli.common import LibrariesOpt, LibraryOpt, counted, fail, open_console, open_service
 from memloci.core.errors import MemlociError
 
-maintain_app = typer.Typer(help="Maintenance: duplicates, deletion by tag or time, metadata, the archive, previews.",
+maintain_app = typer.Typer(help="Maintenance: duplicates, deletion by tag or time, metadata, the archive, links to "
+                                "entities that no longer exist, previews.",
                            no_args_is_help=True, rich_markup_mode=None)
 
 DryRunOpt = Annotated[bool, typer.Option("--dry-run", help="Show and keep a preview; change nothing.")]
@@ -23,14 +24,24 @@ def _show(outcome: Any) -> None:
     from rich.table import Table
 
     console = open_console()
+    links = outcome.kind == "garbage_collect_relations"  # items are links in entities, not memories
     if outcome.items:
-        table = Table("action", "memory", "content", "why", title=f"{outcome.kind} in library '{outcome.library}'")
+        title = f"{outcome.kind} in library '{outcome.library}'"
+        table = Table("action", "entity", "where", "line", "link", "becomes", title=title) if links \
+            else Table("action", "memory", "content", "why", title=title)
         for item in outcome.items[:SHOWN]:
-            table.add_row(item["action"], item["content_hash"][:12], item["content"], item.get("why", ""))
+            if links:
+                table.add_row(item["action"], item["entity"], item["where"], str(item["line"]), item["text"].strip(),
+                              item.get("becomes", "(removed)"))
+            else:
+                table.add_row(item["action"], item["content_hash"][:12], item["content"], item.get("why", ""))
         console.print(table)
         if len(outcome.items) > SHOWN:
             console.print(f"... and {counted(len(outcome.items) - SHOWN, 'more item')}", highlight=False)
     for offer in outcome.offered[:SHOWN]:
+        if links:
+            console.print(f"left: {offer['entity']}: {offer['why']}", highlight=False)
+            continue
         console.print(f"offered: merge {offer['merge'][0][:12]} and {offer['merge'][1][:12]} "
                       f"(similarity {offer['similarity']}): {offer['contents'][0]} | {offer['contents'][1]}",
                       highlight=False)
@@ -185,6 +196,16 @@ def unarchive(
 ) -> None:
     """Bring archived memories back into search (unarchive_memories)."""
     _show(_run(libraries, lambda s: s.lifecycle.unarchive(content_hash, dry_run=dry_run, library=library)))
+
+
+@maintain_app.command("gc-relations")
+def gc_relations(
+    execute: Annotated[bool, typer.Option("--execute", help="Clean them now (else: a preview, changing nothing).")] = False,
+    libraries: LibrariesOpt = None, library: LibraryOpt = None,
+) -> None:
+    """Links to entities that no longer exist, with where each is; --execute removes their front-matter
+    relations entries and turns their [[links]] into plain text (garbage_collect_relations); undoable."""
+    _show(_run(libraries, lambda s: s.lifecycle.garbage_collect_relations(dry_run=not execute, library=library)))
 
 
 @maintain_app.command("previews")

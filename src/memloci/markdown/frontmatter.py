@@ -499,3 +499,110 @@ def check_renamed_links(before: list[tuple[str, str]], after: list[tuple[str, st
     want = {(k, key_of(new) if key_of(to) == key_of(old) else key_of(to)) for k, to in before}
     if after is None or {(k, key_of(to)) for k, to in after} != want:
         raise refused(next(k for k, to in before if key_of(to) == key_of(old)), old, new)
+
+
+# -- links to entities that no longer exist (garbage_collect_relations) -------------------
+
+
+def relation_entries(yaml_text: str) -> list[tuple[int, str, str]]:
+    """(line index in `yaml_text`, type, to) of each `relations` entry: an item's first line
+    (every item of a flow list sits on the key's line, as does every entry of the mapping
+    form `relations: {uses: [a]}`)."""
+    lines = LINES.findall(yaml_text)
+    block = next((b for b in _blocks(yaml_text) if b[0] == "relations"), None)
+    if block is None:
+        return []
+    _, first, end = block
+    loaded = _mapping(yaml_text)
+    value = loaded.get("relations") if isinstance(loaded, dict) else None
+    head = _value_and_comment(_split_key(lines[first])[1])[0].strip()
+    if isinstance(value, list) and not head:  # a block list: each item on its own lines
+        out = []
+        for i, stop in _relation_items(lines, first, end):
+            rel = _item_relation("".join(lines[i:stop]))
+            if rel:
+                out.append((i, rel[0], rel[1]))
+        return out
+    if isinstance(value, list):
+        return [(first, str(rel[0]), str(rel[1])) for item in value if isinstance(item, dict)
+                and (rel := _item_relation(yaml.safe_dump([item], allow_unicode=True)))]
+    if isinstance(value, dict):
+        return [(first, str(t), str(to)) for t, tos in value.items() for to in (tos if isinstance(tos, list) else [tos])]
+    return []
+
+
+def drop_relation_entries(yaml_text: str, drop: set[tuple[str, str]], key_of: Callable[[str], str] = str.casefold) -> str:
+    """Remove the `relations` entries naming (type, key_of(to)) in `drop`, only their bytes: a
+    block list loses those items' lines (its `relations:` line stays, empty when no item is
+    left), a flow list those items. Read back: unless the front matter parses to exactly the
+    old one less those entries, nothing is changed and the call is refused."""
+    lines = LINES.findall(yaml_text)
+    if lines and not lines[-1].endswith("\n"):
+        lines[-1] += "\n"
+    block = next((b for b in _blocks("".join(lines)) if b[0] == "relations"), None)
+    before = _mapping("".join(lines))
+    if block is None or not isinstance(before, dict) or not isinstance(before.get("relations"), list):
+        if block is not None and drop:
+            raise ValidationError("relations: written in a form memloci edits only as a list of {type, to}; "
+                                  "edit it by hand", hint="Write relations as `- {type: uses, to: fastapi}` items.")
+        return yaml_text
+
+    def dropped(item: Any) -> bool:
+        rel = _item_relation(yaml.safe_dump([item], allow_unicode=True)) if isinstance(item, dict) else None
+        return rel is not None and (rel[0], key_of(rel[1])) in drop
+
+    kept = [item for item in before["relations"] if not dropped(item)]
+    if len(kept) == len(before["relations"]):
+        return yaml_text
+    _, first, end = block
+    if _value_and_comment(_split_key(lines[first])[1])[0].strip():  # a flow list: its key line is rewritten
+        text = edit_relations("".join(lines), [(t, to) for t, to in drop], [], key_of)
+        expected = {**before, "relations": kept}
+    else:
+        gone: set[int] = set()
+        for i, stop in _relation_items(lines, first, end):
+            rel = _item_relation("".join(lines[i:stop]))
+            if rel and (rel[0], key_of(rel[1])) in drop:
+                gone |= _outside(lines, i, stop, "")
+        text = "".join(line for i, line in enumerate(lines) if i not in gone)
+        expected = {**before, "relations": kept or None}
+    if _mapping(text) != expected:
+        raise ValidationError("relations: memloci could not remove these entries without changing anything "
+                              "else (nothing was changed)", hint="Edit the note's relations by hand.")
+    return text
+
+
+def unlink_values(yaml_text: str, key: str, change: Callable[[str], str]) -> str:
+    """Apply `change` (links to plain text) to the lines holding the value of `key`, comment
+    lines aside. Read back: unless the value parses to exactly the old one with `change`
+    applied to each string in it, nothing is changed and the call is refused, naming the key."""
+    lines = LINES.findall(yaml_text)
+    block = next((b for b in _blocks(yaml_text) if b[0] == key), None)
+    before = _mapping(yaml_text)
+    if block is None or not isinstance(before, dict):
+        return yaml_text
+    _, first, end = block
+    head = _split_key(lines[first])[1]
+    stop = _scalar_end(lines, first + 1, end) if _BLOCK_SCALAR.match(head) else end
+    for i in _outside(lines, first, stop, head):
+        if i == first:  # the key itself stays as it is
+            keyed, rest = _split_key(lines[i])
+            lines[i] = keyed + change(rest) + lines[i][len(keyed) + len(rest):]
+        else:
+            lines[i] = change(lines[i])
+    text = "".join(lines)
+    name = next((k for k in before if str(k) == key), None)
+    value = before.get(name)
+    expected = dict(before)
+    expected[name] = [change(v) if isinstance(v, str) else v for v in value] if isinstance(value, list) \
+        else change(value) if isinstance(value, str) else value
+    if _mapping(text) != expected:
+        raise ValidationError(f"{key}: memloci could not turn the links of this value into plain text without "
+                              "changing anything else (nothing was changed)",
+                              hint=f"Edit the '{key}:' value of the note by hand, or with replace_entity_content.")
+    return text
+
+
+def key_lines(yaml_text: str) -> list[tuple[str, int, int]]:
+    """(key, first line, end line) of each top-level key of the front matter, in order."""
+    return _blocks(yaml_text)

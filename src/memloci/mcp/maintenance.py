@@ -20,7 +20,7 @@ from memloci.service.lifecycle import Outcome, older_than_cutoff
 
 TOOLS = ("delete_by_tag", "delete_by_timeframe", "delete_before_date", "cleanup_duplicates", "update_memory_metadata",
          "memory_cleanup", "list_tags", "knowledge_analysis", "knowledge_export", "archive_memories", "unarchive_memories",
-         "consolidate", "execute_preview", "list_previews")
+         "consolidate", "garbage_collect_relations", "execute_preview", "list_previews")
 
 
 class Out(BaseModel):
@@ -126,6 +126,11 @@ def register(server: Any, service: MemoryService) -> None:
         how = f" Execute it with execute_preview(preview_id={out['preview_id']})." if out.get("preview_id") else ""
         return reply({"success": True, **out, "message": out["message"] + how})
 
+    def garbage_collect_relations(dry_run: Annotated[bool, Field(description="true: list them (a preview)")] = True,
+                                  library: Library = None,
+                                  library_name: LibraryName = None) -> Annotated[CallToolResult, Out]:
+        return reply(outcome(life.garbage_collect_relations(dry_run=dry_run, library=selected(library, library_name))))
+
     def execute_preview(preview_id: int, library: Library = None,
                         library_name: LibraryName = None) -> Annotated[CallToolResult, Out]:
         return reply(outcome(life.execute_preview(preview_id, library=selected(library, library_name))))
@@ -168,6 +173,10 @@ def register(server: Any, service: MemoryService) -> None:
     server.add_tool(consolidate, title="Consolidate", annotations=destructive("Consolidate"),
                     description="Link related memories, summarize clusters, propose supersessions of contradicted "
                                 "ones, archive stale ones; runs at low priority.")
+    server.add_tool(garbage_collect_relations, title="Garbage Collect Relations",
+                    annotations=destructive("Garbage Collect Relations", destructive=True),
+                    description="Links to entities that no longer exist, with where each is. dry_run=false cleans "
+                                "them: relations entries removed, [[links]] made plain text.")
     server.add_tool(execute_preview, title="Execute Preview", annotations=destructive("Execute Preview", destructive=True),
                     description="Apply a preview exactly; refused if its memories changed since.")
     server.add_tool(list_previews, title="List Previews",

@@ -20,7 +20,7 @@ import unicodedata
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from memloci.core.errors import AlreadyExistsError, InvalidRelationError, NotFoundError, ValidationError
+from memloci.core.errors import AlreadyExistsError, ConflictError, InvalidRelationError, NotFoundError, ValidationError
 from memloci.core.model import Entity, ListedEntity, RelationInput, name_key
 from memloci.core.schema import LibrarySchema
 from memloci.markdown.document import EntityDocument, parse_document, wikilinks
@@ -104,6 +104,29 @@ def check_create(create: bool | None, docs: Sequence[EntityDocument], existing: 
 
 def edit_missing(name: str) -> NotFoundError:
     return NotFoundError(f"entity_name: '{name}' does not exist", hint="Check the name with list_entities.")
+
+
+def check_edits(action: str, names: Sequence[str], found: Mapping[str, Any], reached: Sequence[str]) -> None:
+    """edit_documents' guard, inside its transaction: every entity it edits still exists, and
+    no name it was told is absent (a link's target a preview found gone) reaches an entity now.
+    CONFLICT naming each, nothing changed."""
+    problems = [f"'{n}' was deleted or renamed since the preview" for n in names if name_key(n) not in found]
+    problems += [f"an entity '{n}' exists now" for n in reached]
+    if problems:
+        raise ConflictError(f"{action}: the library changed since the preview: " + "; ".join(problems[:10])
+                            + (f"; and {len(problems) - 10} more" if len(problems) > 10 else "")
+                            + "; nothing was changed", hint="Run the preview again and execute the new one.",
+                            details={"changed": problems})
+
+
+def retexted(before: Sequence[str], after: Sequence[str]) -> list[tuple[str, str]]:
+    """(old text, new text) of the observations an edit only retexts in place, when the edit
+    keeps their number and order (a link turned into its text): each keeps its row, date, uses
+    and place in the list. A new text another observation already holds is no retext (the two
+    become one copy, as any edit makes them)."""
+    if len(before) != len(after) or len(set(after)) != len(after):
+        return []
+    return [(b, a) for b, a in zip(before, after) if b != a and a not in before]
 
 
 def edited_document(text: str, new_text: str, stored: str) -> EntityDocument:

@@ -22,7 +22,7 @@ from memloci.core.model import EDITABLE_FIELDS, Memory, MemoryEdit, links_data
 
 # The journal actions of lifecycle changes: each undoable (rules/undo.py), each one entry.
 ACTIONS = ("delete_by_tag", "delete_by_time", "cleanup_duplicates", "update_memory_metadata", "supersede",
-           "archive", "unarchive", "memory_cleanup", "consolidate", "link_memories")
+           "archive", "unarchive", "memory_cleanup", "consolidate", "link_memories", "garbage_collect_relations")
 
 PREVIEW_HINT = "Run the preview again and execute the new one."
 

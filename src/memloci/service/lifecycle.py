@@ -38,6 +38,7 @@ from memloci.core.model import (
     tag_keys,
 )
 from memloci.rules import lifecycle as rules
+from memloci.service import dangling
 from memloci.service.stores import Stores
 from memloci.store.protocols import Store
 
@@ -155,7 +156,8 @@ class Outcome:
         """What was done, or what a preview would do (the caller says how to execute it)."""
         c = self.counts
         what = ", ".join(f"{n} {k}" for k, n in (("deleted", c["deleted"]), ("changed", c["changed"]),
-                                                 ("created", c["created"])) if n) or "nothing to change"
+                                                 ("created", c["created"]),
+                                                 ("links removed", c.get("links_removed", 0))) if n) or "nothing to change"
         if self.executed:
             return f"{self.kind}: {what}" + (f" (change #{self.change_id}, undoable)" if self.change_id else "")
         offered = f"; {len(self.offered)} offered, not included" if self.offered else ""
@@ -203,6 +205,8 @@ class LifecycleOperations:
         if kept["executed_at"]:
             raise ConflictError(f"preview_id: preview #{preview_id} was executed at {kept['executed_at']} "
                                 f"(change #{kept['change_id']})", hint="Make a new preview to change more.")
+        if kept["kind"] == dangling.KIND:
+            return self._collect(dangling.DanglingPlan.from_data(kept["plan"]), store, origin, preview_id)
         return self._apply(Plan.from_data(kept["plan"]), store, origin, preview_id)
 
     def previews(self, *, pending: bool = True, limit: int = 20,
@@ -339,6 +343,30 @@ class LifecycleOperations:
                 if m.id not in merged and m.created_at < cutoff and not immune(m):
                     plan.edit(m, "archive", why=f"created {m.created_at[:10]}, before {cutoff[:10]}", archived_at=at)
         return self.run(plan, store, dry_run=True, origin="memory_cleanup")
+
+    # -- links to entities that no longer exist ---------------------------------------------
+
+    def garbage_collect_relations(self, *, dry_run: bool = True,
+                                  library: str | ProjectRef | None = None) -> Outcome:
+        """The multi-library Markdown server's garbage_collect_relations: every link to an entity
+        that no longer exists, listed (a preview, the default) or cleaned (service/dangling.py)."""
+        store = self.stores.store(library)
+        found = dangling.plan(store)
+        if dry_run:
+            preview_id = store.save_preview(dangling.KIND, found.to_data())
+            return Outcome(dangling.KIND, store.name, False, found.items, found.left, found.counts,
+                           preview_id=preview_id)
+        return self._collect(found, store, "garbage_collect_relations")
+
+    def _collect(self, found: dangling.DanglingPlan, store: Store, origin: str,
+                 preview_id: int | None = None) -> Outcome:
+        detail = {"items": found.items[:PREVIEW_ITEMS_SHOWN], **({"preview": preview_id} if preview_id is not None else {})}
+        change_id = dangling.execute(store, found, origin=origin, detail=detail)
+        if change_id is not None:
+            self.stores.written(store)  # observations whose links turned into text wait for new vectors
+            if preview_id is not None:
+                store.mark_executed(preview_id, change_id)
+        return Outcome(dangling.KIND, store.name, True, found.items, found.left, found.counts, change_id=change_id)
 
     # -- supersession and the archive ------------------------------------------------------
 

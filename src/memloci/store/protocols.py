@@ -228,6 +228,13 @@ class DocumentStore(StoreBase, Protocol):
                       detail: dict[str, Any], stamp: str | None = None) -> DocumentEdit:
         """Read an entity's document text, `change` it, apply it: one transaction (`stamp` dates it)."""
         ...
+    def edit_documents(self, changes: Sequence[tuple[str, Callable[[str], str]]], *, origin: str, action: str,
+                       detail: dict[str, Any], absent: Sequence[str] = ()) -> EditedDocuments:
+        """Several entities' document texts read, changed and applied in one transaction with one
+        journal entry `action` (undoable); CONFLICT with nothing changed if an entity named is gone
+        or a name of `absent` now reaches an entity (by name or alias). A `change` that raises
+        refuses it all."""
+        ...
     def rename_entity(self, old: str, new: str, *, origin: str) -> dict[str, Any]:
         """Rename an entity and rewrite every link to it: {old_name, new_name, links_rewritten_in}."""
         ...
@@ -506,6 +513,15 @@ class ServerEngine(Protocol):
         """Why the server cannot be reached, as this process's last call found it (password
         masked), without asking the server; None while it answers."""
         ...
+
+
+@dataclass(frozen=True, slots=True)
+class EditedDocuments:
+    """What edit_documents did: each entity's edit, in the order given, and its journal entry
+    (None: no document changed, nothing was journaled)."""
+
+    edits: tuple[DocumentEdit, ...]
+    change_id: int | None
 
 
 @dataclass(frozen=True, slots=True)

@@ -84,7 +84,7 @@ from memloci.store.markdown.migratable import MarkdownMigration
 from memloci.store.markdown.scan import Scanner
 from memloci.store.markdown.undo import MarkdownUndo
 from memloci.store.markdown.writeback import MarkdownFiles
-from memloci.store.protocols import NameVocabulary
+from memloci.store.protocols import EditedDocuments, NameVocabulary
 from memloci.store.sqlite.engine import SQLiteStore
 from memloci.store.sqlite.rows import journal
 from memloci.store.sqlite.schema import SCHEMA_VERSION
@@ -701,6 +701,11 @@ class MarkdownStore:
                       detail: dict[str, Any], stamp: str | None = None) -> DocumentEdit:
         self.open()
         return self.index.edit_document(name, change, origin=origin, detail=detail, stamp=stamp)
+
+    def edit_documents(self, changes: Sequence[tuple[str, Callable[[str], str]]], *, origin: str, action: str,
+                       detail: dict[str, Any], absent: Sequence[str] = ()) -> EditedDocuments:
+        self.open()
+        return self.index.edit_documents(changes, origin=origin, action=action, detail=detail, absent=absent)
 
     def rename_entity(self, old: str, new: str, *, origin: str) -> dict[str, Any]:
         self.open()

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from memloci.core.model import DocumentEdit, ListedEntity, Relation, name_key
+from memloci.core.model import DocumentEdit, ListedEntity, Relation, content_hash, name_key
 from memloci.core.schema import LibrarySchema
 from memloci.markdown.document import EntityDocument, render_document
 from memloci.rules import documents as documents_rules
@@ -31,7 +31,8 @@ from memloci.store.postgres.graph import PostgresGraphTx
 from memloci.store.postgres.json_columns import as_json, as_jsonb
 from memloci.store.postgres.memory_rows import insert_memory
 from memloci.store.postgres.transaction import WriteTx
-from memloci.store.postgres.vectors import drop_vectors_of
+from memloci.store.postgres.vectors import bump_vectors, drop_memory_vectors, drop_vectors_of
+from memloci.store.protocols import EditedDocuments
 
 C = ' COLLATE "C"'  # text in byte order, as SQLite sorts it, whatever the database's collation
 
@@ -215,18 +216,64 @@ class PostgresDocuments:
             if not found:
                 raise documents_rules.edit_missing(name)
             ref = next(iter(found.values()))
-            text = document_text(conn, ref.id)
-            new_text = change(text)
-            if new_text == text:
-                return DocumentEdit(ref.name, False)
-            doc = documents_rules.edited_document(text, new_text, ref.name)
-            documents_rules.check_document(schema, doc, "entity")
             tx = PostgresGraphTx(write)
-            tx.before_change([ref.id])
-            apply_document(tx, schema, doc, stamp=stamp)
+            if not _edit(tx, schema, ref.id, ref.name, change, stamp):
+                return DocumentEdit(ref.name, False)
             link_pending(conn, [ref.id], tx.at)  # a new alias may reach links waiting for it
             tx.entities_changed([ref.id])
             tx.journal(origin, origin, [ref.name], {"entity": ref.name, **detail})
             return DocumentEdit(ref.name, True)
 
         return self.db.transact(body)
+
+    def edit_documents(self, schema: LibrarySchema, changes: Sequence[tuple[str, Callable[[str], str]]], *,
+                       origin: str, action: str, detail: dict[str, Any],
+                       absent: Sequence[str] = ()) -> EditedDocuments:
+        """Several entities' document texts read, changed and applied in one transaction with
+        one journal entry (rules/documents.py `check_edits` refuses it all first)."""
+        def body(write: WriteTx) -> EditedDocuments:
+            conn = write.conn
+            found = resolve(conn, [n for n, _ in changes])
+            reached = set(resolve(conn, absent)) | set(alias_holders(conn, absent))
+            documents_rules.check_edits(action, [n for n, _ in changes], found,
+                                        [n for n in absent if name_key(n) in reached])
+            tx = PostgresGraphTx(write)
+            out, ids = [], []
+            for name, change in changes:
+                ref = found[name_key(name)]
+                changed = _edit(tx, schema, ref.id, ref.name, change, None, in_place=True)
+                out.append(DocumentEdit(ref.name, changed))
+                ids += [ref.id] if changed else []
+            if not ids:
+                return EditedDocuments(tuple(out), None)
+            link_pending(conn, ids, tx.at)
+            tx.entities_changed(ids)
+            tx.journal(origin, action, [e.name for e in out if e.changed], detail)
+            return EditedDocuments(tuple(out), write.kept["last_row"])
+
+        return self.db.transact(body)
+
+
+def _edit(tx: PostgresGraphTx, schema: LibrarySchema, entity_id: int, stored: str, change: Callable[[str], str],
+          stamp: str | None, in_place: bool = False) -> bool:
+    """One entity's document text changed and applied inside `tx`; whether it changed.
+    `in_place`: observations the edit only retexts keep their rows (rules/documents.py `retexted`)."""
+    text = document_text(tx.conn, entity_id)
+    new_text = change(text)
+    if new_text == text:
+        return False
+    doc = documents_rules.edited_document(text, new_text, stored)
+    documents_rules.check_document(schema, doc, "entity")
+    tx.before_change([entity_id])
+    if in_place:
+        conn = tx.conn
+        before = documents_rules.edited_document(text, text, stored).observations
+        for old, new in documents_rules.retexted(before, doc.observations):
+            row = conn.execute("SELECT id FROM memories WHERE entity_id = %s AND content = %s", (entity_id, old)).fetchone()
+            if row is not None:
+                conn.execute("""UPDATE memories SET content = %s, content_hash = %s, embedded = false, updated_at = %s
+                                WHERE id = %s""", (new, content_hash(new, stored), tx.at, row[0]))
+                if drop_memory_vectors(conn, [row[0]]):
+                    bump_vectors(conn)
+    apply_document(tx, schema, doc, stamp=stamp)
+    return True

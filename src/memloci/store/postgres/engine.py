@@ -80,7 +80,7 @@ from memloci.store.postgres.rename import PostgresRename
 from memloci.store.postgres.search import PostgresSearch
 from memloci.store.postgres.undo import PostgresUndo
 from memloci.store.postgres.upkeep import PostgresContext, PostgresUpkeep
-from memloci.store.protocols import MemoryWordCounts, NameVocabulary, VectorCandidates
+from memloci.store.protocols import EditedDocuments, MemoryWordCounts, NameVocabulary, VectorCandidates
 
 
 class PostgresStore:
@@ -342,6 +342,11 @@ class PostgresStore:
     def edit_document(self, name: str, change: Callable[[str], str], *, origin: str,
                       detail: dict[str, Any], stamp: str | None = None) -> DocumentEdit:
         return self._documents.edit_document(self.schema, name, change, origin=origin, detail=detail, stamp=stamp)
+
+    def edit_documents(self, changes: Sequence[tuple[str, Callable[[str], str]]], *, origin: str, action: str,
+                       detail: dict[str, Any], absent: Sequence[str] = ()) -> EditedDocuments:
+        return self._documents.edit_documents(self.schema, changes, origin=origin, action=action, detail=detail,
+                                              absent=absent)
 
     def rename_entity(self, old: str, new: str, *, origin: str) -> dict[str, Any]:
         return self._rename.rename_entity(old, new, origin=origin)

@@ -15,14 +15,15 @@ import sqlite3
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from memloci.core.model import DocumentEdit, ListedEntity, Relation, name_key, now_iso
+from memloci.core.model import DocumentEdit, ListedEntity, Relation, content_hash, name_key, now_iso
 from memloci.core.schema import LibrarySchema
 from memloci.markdown.document import EntityDocument, render_document
 from memloci.rules import documents as documents_rules
+from memloci.store.protocols import EditedDocuments
 from memloci.store.sqlite.database import Database
 from memloci.store.sqlite.graph_tx import SQLiteGraphTx
-from memloci.store.sqlite.memory_rows import insert_memory
-from memloci.store.sqlite.rows import journal, load_entities, refresh_fts, relations_where, resolve
+from memloci.store.sqlite.memory_rows import insert_memory, reindex_content
+from memloci.store.sqlite.rows import alias_holders, journal, load_entities, refresh_fts, relations_where, resolve
 from memloci.store.sqlite.sql import marks
 from memloci.store.sqlite.tx import WriteTx
 from memloci.store.sqlite.undo_rows import keep_before, keep_meta
@@ -109,27 +110,68 @@ class SQLiteDocuments:
         `stamp` dates the change instead of now (an import gives a note its own date), in the
         index and in the `modified:` of a file memloci created, so the two agree."""
         with self.db.write() as tx:
-            conn = tx.conn
-            found = resolve(conn, [name])
+            found = resolve(tx.conn, [name])
             if not found:
                 raise documents_rules.edit_missing(name)
             entity_id, stored = next(iter(found.values()))
-            text = self.db.files.document_text(tx, entity_id)
-            if text is None:  # no file: the document as the index holds it
-                text = render_document(document(conn, entity_id))
-            new_text = change(text)
-            if new_text == text:
+            if not self._edit(tx, entity_id, stored, change, stamp):
                 return DocumentEdit(stored, False)
-            doc = documents_rules.edited_document(text, new_text, stored)
-            self.check_document(doc, "entity")
-            keep_before(tx, [entity_id])
-            at = now_iso()
-            tx.keep_text(name_key(stored), new_text, stamp)
-            apply_document(tx, self.db.schema, doc, at, stamp=stamp)
-            link_pending(conn)
-            refresh_fts(conn, [entity_id])
+            link_pending(tx.conn)
+            refresh_fts(tx.conn, [entity_id])
             journal(tx, origin, origin, [stored], {"entity": stored, **detail})
         return DocumentEdit(stored, True)
+
+    def edit_documents(self, changes: Sequence[tuple[str, Callable[[str], str]]], *, origin: str, action: str,
+                       detail: dict[str, Any], absent: Sequence[str] = ()) -> EditedDocuments:
+        """Several entities' document texts read, changed and applied in one transaction with
+        one journal entry (rules/documents.py `edits_refused`: an entity gone, a name of
+        `absent` that now reaches one, refuse it all)."""
+        with self.db.write() as tx:
+            conn = tx.conn
+            found = resolve(conn, [n for n, _ in changes])
+            reached = set(resolve(conn, absent)) | set(alias_holders(conn, absent))
+            documents_rules.check_edits(action, [n for n, _ in changes], found, [n for n in absent if name_key(n) in reached])
+            out, ids = [], []
+            for name, change in changes:
+                entity_id, stored = found[name_key(name)]
+                changed = self._edit(tx, entity_id, stored, change, None, in_place=True)
+                out.append(DocumentEdit(stored, changed))
+                ids += [entity_id] if changed else []
+            if not ids:
+                return EditedDocuments(tuple(out), None)
+            link_pending(conn)
+            refresh_fts(conn, ids)
+            journal(tx, origin, action, [e.name for e in out if e.changed], detail)
+            change_id = tx.record["last_row"]
+        return EditedDocuments(tuple(out), change_id)
+
+    def _edit(self, tx: WriteTx, entity_id: int, stored: str, change: Callable[[str], str], stamp: str | None,
+              in_place: bool = False) -> bool:
+        """One entity's document text changed and applied inside `tx`; whether it changed.
+        `in_place`: observations the edit only retexts keep their rows (rules/documents.py `retexted`)."""
+        conn = tx.conn
+        text = self.db.files.document_text(tx, entity_id)
+        if text is None:  # no file: the document as the index holds it
+            text = render_document(document(conn, entity_id))
+        new_text = change(text)
+        if new_text == text:
+            return False
+        doc = documents_rules.edited_document(text, new_text, stored)
+        self.check_document(doc, "entity")
+        keep_before(tx, [entity_id])
+        if in_place:
+            before = documents_rules.edited_document(text, text, stored).observations
+            for old, new in documents_rules.retexted(before, doc.observations):
+                row = conn.execute("SELECT id FROM memories WHERE entity_id = ? AND content = ?",
+                                   (entity_id, old)).fetchone()
+                if row is not None:
+                    conn.execute("""UPDATE memories SET content = ?, content_hash = ?, embedded = 0, updated_at = ?
+                                    WHERE id = ?""", (new, content_hash(new, stored), now_iso(), row[0]))
+                    conn.execute("DELETE FROM memory_vectors WHERE memory_id = ?", (row[0],))
+                    reindex_content(conn, row[0], new)
+        tx.keep_text(name_key(stored), new_text, stamp)
+        apply_document(tx, self.db.schema, doc, now_iso(), stamp=stamp)
+        return True
 
     # -- the hot context ---------------------------------------------------------------
 

@@ -55,7 +55,7 @@ from memloci.core.schema import LibrarySchema
 from memloci.markdown.document import EntityDocument
 from memloci.rules import graph as rules
 from memloci.rules.graph import RelationsCreated
-from memloci.store.protocols import NameVocabulary
+from memloci.store.protocols import EditedDocuments, NameVocabulary
 from memloci.store.sqlite import rename
 from memloci.store.sqlite.database import Database
 from memloci.store.sqlite.documents import SQLiteDocuments
@@ -300,6 +300,10 @@ class SQLiteStore:
     def edit_document(self, name: str, change: Callable[[str], str], *, origin: str,
                       detail: dict[str, Any], stamp: str | None = None) -> DocumentEdit:
         return self._documents.edit_document(name, change, origin=origin, detail=detail, stamp=stamp)
+
+    def edit_documents(self, changes: Sequence[tuple[str, Callable[[str], str]]], *, origin: str, action: str,
+                       detail: dict[str, Any], absent: Sequence[str] = ()) -> EditedDocuments:
+        return self._documents.edit_documents(changes, origin=origin, action=action, detail=detail, absent=absent)
 
     def rename_entity(self, old: str, new: str, *, origin: str) -> dict[str, Any]:
         return rename.rename_entity(self.db, old, new, origin=origin)

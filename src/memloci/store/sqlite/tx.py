@@ -41,8 +41,9 @@ class WriteTx:
     def keep_text(self, key: str, text: str, stamp: str | None = None) -> None:
         """A Markdown library writes this exact text for the entity `key` (an edit keeps the
         person's formatting); `stamp`: its `modified:` (else now)."""
-        self.texts = {key: text}
-        self.stamps = {key: stamp} if stamp else {}
+        self.texts[key] = text
+        if stamp:
+            self.stamps[key] = stamp
 
     def note_rename(self, old: str, new: str) -> None:
         """Every file this change writes has its links to `old` rewritten in place."""
