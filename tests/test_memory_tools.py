@@ -6,6 +6,7 @@ import asyncio
 import sqlite3
 import time
 
+import pytest
 from conftest import Client, run_session
 
 MINILM = {"MEMLOCI_EMBEDDER": "minilm"}
@@ -241,3 +242,33 @@ def test_switching_models_needs_a_reindex_and_never_mixes_vectors(home, tmp_path
                           env=server_env(home, MEMLOCI_EMBEDDER=f"onnx:{other}", COLUMNS="200"), timeout=120)
     assert proc.returncode == 0 and "Re-embedded 1 memory with onnx:other-model" in proc.stdout, proc.stderr
     run_session(home, reindexed, MEMLOCI_EMBEDDER=f"onnx:{other}")
+
+
+@pytest.mark.full  # the model loads in the server
+def test_a_near_duplicate_is_reported_when_stored_never_merged(home):
+    """store_memory says "stored; 1 similar memory: ..." for a paraphrase of a memory already
+    there (the measured threshold and the words test of search/similar.py), and nothing for a
+    memory that changes a fact of it; both are stored."""
+    import anyio
+
+    async def settled(c):
+        for _ in range(600):
+            health, _ = await c.ok("check_database_health")
+            if health["embedder"]["loaded"] and not health["embedder"].get("pending"):
+                return
+            await anyio.sleep(0.1)
+        raise AssertionError("the embedder did not settle")
+
+    async def body(c):
+        first, _ = await c.ok("store_memory", content="The TLS certificate for api.example.com expires on March 3.")
+        await settled(c)
+        again, _ = await c.ok("store_memory", content="On March 3 the TLS certificate for api.example.com will expire.")
+        assert "; 1 similar memory: \"The TLS certificate for api.example.com expires on March 3.\"" in again["message"]
+        assert [s["content_hash"] for s in again["similar"]] == [first["content_hash"]]
+        assert not again["duplicate"]
+        other, _ = await c.ok("store_memory", content="The TLS certificate for api.example.com expires on May 3.")
+        assert "similar" not in other and other["message"] == "Memory stored successfully"
+        listed, _ = await c.ok("list_memories", page_size=10)
+        assert listed["total"] == 3
+
+    run_session(home, body, **MINILM)

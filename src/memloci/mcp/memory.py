@@ -32,6 +32,7 @@ from memloci.mcp.budget import MEMORIES, MEMORY_DETAILS, compact_memory, fit
 from memloci.mcp.replies import reply
 from memloci.mcp.surface import json_object
 from memloci.service.facade import MemoryService
+from memloci.service.lifecycle import first_line
 
 
 class MemoryOut(BaseModel):  # a compact reply's memories carry content_hash and content alone
@@ -176,17 +177,26 @@ def register(server: Any, service: MemoryService) -> None:
     ) -> Annotated[CallToolResult, StoreOut]:
         if client_hostname:  # what the MCP Memory Service's clients send; it keeps it as a tag
             tags = [*(tags or ()), f"source:{client_hostname}"]
+        where = selected(library, library_name, project_path, confirm_new_project_root)
         memory, created = service.store_memory(content, tags=tags or (), memory_type=memory_type, metadata=metadata,
                                                importance=importance, entity=entity, supersedes=supersedes,
-                                               library=selected(library, library_name, project_path, confirm_new_project_root))
+                                               library=where)
         added = [t for t in (tags or ()) if t in memory.tags] if not created else []
         message = ("Memory stored successfully" if created else "Duplicate content: this memory is already stored"
                    + (f" (its tags now include {', '.join(added)})" if added else ""))
+        similar = service.memories.similar_to(memory, library=where) if created else []
+        if similar:  # a near duplicate is said, never merged: cleanup_duplicates(similar=true) merges on request
+            n = len(similar)
+            message += (f"; {n} similar memor{'y' if n == 1 else 'ies'}: "
+                        + "; ".join(f'"{first_line(m.content, 80)}" ({m.content_hash[:12]})' for m, _ in similar))
         structured: dict[str, Any] = {"success": True, "message": message, "content_hash": memory.content_hash,
                                       "duplicate": not created}
         mentions = list(dict.fromkeys(link.entity for link in memory.links if link.entity))
         if mentions:  # the existing entities a free memory mentions (service/extraction.py); a key StoreOut leaves open
             structured["mentions"] = mentions
+        if similar:  # (a key StoreOut leaves open, as mentions)
+            structured["similar"] = [{"content_hash": m.content_hash, "content": first_line(m.content),
+                                      "similarity": score} for m, score in similar]
         return reply(structured)
 
     def retrieve_memory(

@@ -281,6 +281,13 @@ def _ordered(a: Memory, b: Memory) -> tuple[Memory, Memory]:
     return (a, b) if _when(a) <= _when(b) else (b, a)
 
 
+def same_fact(older: str, newer: str) -> bool:
+    """Two texts close in meaning say the same fact: no changed number, name, negation or time and
+    no swapped word (and not one text twice: that is an exact duplicate)."""
+    return (normalized_text(older) != normalized_text(newer) and not changes(older, newer)
+            and not swapped_words(older, newer))
+
+
 def near_duplicates(memories: Sequence[Memory], vectors: np.ndarray, min_score: float = NEAR_DUPLICATE_MIN,
                     per_row: int = 10) -> list[NearDuplicate]:
     """Pairs close in meaning that change no number, name, negation, time or word (see the module
@@ -289,11 +296,8 @@ def near_duplicates(memories: Sequence[Memory], vectors: np.ndarray, min_score: 
     out = []
     for i, j, score in similar_pairs(check_rows(memories, vectors), min_score, per_row):
         older, newer = _ordered(memories[i], memories[j])
-        if normalized_text(older.content) == normalized_text(newer.content):
-            continue
-        if changes(older.content, newer.content) or swapped_words(older.content, newer.content):
-            continue
-        out.append(NearDuplicate(older, newer, round(score, 4)))
+        if same_fact(older.content, newer.content):
+            out.append(NearDuplicate(older, newer, round(score, 4)))
     return sorted(out, key=lambda d: (-d.score, _when(d.keeper), _when(d.duplicate)))
 
 

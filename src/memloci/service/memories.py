@@ -16,7 +16,9 @@ from memloci.core.errors import ConflictError, NotFoundError, ValidationError
 from memloci.core.model import Memory, MemoryFilter, MemoryInput, MemoryLink
 from memloci.rules import graph as rules
 from memloci.rules.retention import Retention, retention
+from memloci.search.embedder import understands
 from memloci.search.hybrid import CJK_PAIRS, WEAK_MEANING, MemoryHit, retrieve, word_terms
+from memloci.search.similar import NEAR_DUPLICATE_MIN, same_fact
 from memloci.search.timephrases import TimeRange, parse_time_phrase, split_time_phrase
 from memloci.search.vectors import VectorSearch
 from memloci.service.names import entity_name
@@ -64,6 +66,25 @@ class MemoryOperations:
         if not created and m.entity and store.schema.unique_observations:
             raise rules.repeated_observation(store.schema, memory.content, memory.entity or m.entity, "content")
         return memory, created
+
+    def similar_to(self, memory: Memory, *, library: str | ProjectRef | None = None,
+                   limit: int = 3) -> list[tuple[Memory, float]]:
+        """Live free memories saying the same fact as `memory` in other words (search/similar.py:
+        cosine >= NEAR_DUPLICATE_MIN and the words test), best first: what store_memory reports.
+        Nothing while the embedder is still loading, or for text its model does not read."""
+        embedder = self.vectors.embedder.get(timeout=0)
+        if embedder is None or memory.entity is not None or not understands(embedder, memory.content):
+            return []
+        store = self.stores.store(library)
+        pair = self.vectors.of(store)
+        if pair is None:
+            return []
+        scores, _, _ = pair[0].search(embedder.embed([memory.content])[0], limit + 1, filters=MemoryFilter())
+        close = {i: s for i, s in scores.items() if i != memory.id and s >= NEAR_DUPLICATE_MIN}
+        found = store.load_memories(sorted(close, key=lambda i: -close[i]))
+        return [(m, round(close[m.id], 3)) for m in found.values()
+                if m.entity is None and not (m.superseded_by or m.archived_at) and same_fact(m.content, memory.content)
+                ][:limit]
 
     def retrieve_memory(self, query: str, *, n_results: int = 5, min_similarity: float = 0.0,
                         tags: Sequence[str] = (), match_all: bool = False, memory_type: str | None = None,
