@@ -10,6 +10,12 @@ long clustering takes (issue 24 §8; the algorithms are search/similar.py and se
 3. Clusters of the set's English statements: sizes and purity (one fact per cluster).
 4. Clustering time on random-but-clustered vectors (384 dimensions; topics of 2 to 40
    memories) at each --sizes: the pairs (chunked products), the clusters, their sizes, peak memory.
+5. engines (lifecycle_library.py): consolidate("yearly") previewed and executed on a library of each
+   --sizes on SQLite, PostgreSQL and Markdown, built with stored vectors and no embedder run.
+6. under-load (lifecycle_load.py): retrieve_memory latency over HTTP before, during and after a
+   consolidate tool call on a real server.
+7. extraction (lifecycle_extraction.py): store_memory and add_observations with extraction on and off.
+`--parts` chooses; by default all but engines and under-load, which take minutes.
 """
 
 from __future__ import annotations
