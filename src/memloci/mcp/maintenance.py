@@ -124,7 +124,9 @@ def register(server: Any, service: MemoryService) -> None:
                     library: Library = None, library_name: LibraryName = None) -> Annotated[CallToolResult, Out]:
         out = service.consolidate_off_path(time_horizon, dry_run=dry_run, library=selected(library, library_name))
         how = f" Execute it with execute_preview(preview_id={out['preview_id']})." if out.get("preview_id") else ""
-        return reply({"success": True, **out, "message": out["message"] + how})
+        items = out.get("items", [])  # listed as outcome() lists them: 10,000 items overflow a client's 1 MB event
+        return reply({"success": True, **out, "message": out["message"] + how, "items": items[:200],
+                      **({"items_not_shown": len(items) - 200} if len(items) > 200 else {})})
 
     def garbage_collect_relations(dry_run: Annotated[bool, Field(description="true: list them (a preview)")] = True,
                                   library: Library = None,
