@@ -18,6 +18,8 @@ maintain_app = typer.Typer(help="Maintenance: duplicates, deletion by tag or tim
 
 DryRunOpt = Annotated[bool, typer.Option("--dry-run", help="Show and keep a preview; change nothing.")]
 SHOWN = 50  # items a table lists (the preview keeps them all)
+EMBEDDER_LOAD_S = 120.0
+EMBED_SUMMARIES_S = 600.0
 
 
 def _show(outcome: Any) -> None:
@@ -249,9 +251,15 @@ def consolidate(
     if nice:
         os.nice(10)
     try:
-        service = open_service(libraries)
+        # an execute that writes summaries gives them their vectors here, at this process's priority,
+        # so a server's searches never wait for them (a preview loads no model)
+        service = open_service(libraries, embedder=execute)
         try:
+            if execute:
+                service.embedder.get(timeout=EMBEDDER_LOAD_S)
             outcome = service.consolidate(horizon, dry_run=not execute, max_cluster=max_cluster, library=library)
+            if outcome.executed and outcome.counts["created"]:
+                service.flush_embeddings(library=library, timeout=EMBED_SUMMARIES_S)
         finally:
             service.close()
     except MemlociError as exc:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 from contextlib import suppress
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote, unquote
 
@@ -315,6 +316,7 @@ def serve_from(settings: Settings, *, name: str | None = None) -> tuple[MemorySe
         raise
     every, horizon, execute = lifecycle_schedule(config)
     if every != "off":  # off by default; a run leaves a preview unless schedule_execute
-        service.schedule = Schedule(service.libraries.specs, settings.home, SCHEDULES[every], horizon, execute=execute)
+        service.schedule = Schedule(service.libraries.specs, settings.home, SCHEDULES[every], horizon, execute=execute,
+                                    config=Path(settings.config) if settings.config else None)
         service.schedule.start()
     return service, server

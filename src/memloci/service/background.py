@@ -4,8 +4,10 @@ searches keep their cores and their interpreter; and the schedule that starts su
 default; when on, a run writes a preview for a person or agent to execute, unless the config
 says to execute).
 
-The child process opens the library the server has mounted by its spec, with no embedder (the
-stored vectors carry the meaning), and answers with its outcome as JSON on stdout.
+The child process opens the library the server has mounted by its spec (the stored vectors carry
+the meaning; a run that executes loads the configured embedder, as the server has it, to give the
+summaries it writes their vectors before it ends, so the server's searches never wait for them),
+and answers with its outcome as JSON on stdout.
 """
 
 from __future__ import annotations
@@ -29,13 +31,14 @@ SCHEDULES = {"daily": 86_400.0, "weekly": 7 * 86_400.0, "monthly": 30 * 86_400.0
 
 
 def consolidate_elsewhere(spec: LibrarySpec, home: Path, time_horizon: str, *, dry_run: bool,
-                          timeout: float = RUN_TIMEOUT_S) -> dict[str, Any]:
+                          config: Path | None = None, timeout: float = RUN_TIMEOUT_S) -> dict[str, Any]:
     """Run `memloci consolidate` on the library of `spec` in a child process at low priority;
     its outcome (as `memloci consolidate --json` prints it). The library's spec goes through the
     environment, never the command line (a PostgreSQL URL may hold a password)."""
-    env = child_environment({"MEMLOCI_LIBRARIES": f"{spec.name}:{spec.path}", "MEMLOCI_EMBEDDER": "none",
+    env = child_environment({"MEMLOCI_LIBRARIES": f"{spec.name}:{spec.path}",
                              "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"})
-    argv = [sys.executable, "-m", "memloci", "--home", str(home), "consolidate", "--horizon", time_horizon,
+    argv = [sys.executable, "-m", "memloci", "--home", str(home), *(["--config", str(config)] if config else []),
+            "consolidate", "--horizon", time_horizon,
             "--json", "--nice", *([] if dry_run else ["--execute"])]
     try:
         done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=timeout)
@@ -59,9 +62,11 @@ class Schedule:
     """Consolidation of every mounted library at an interval (SCHEDULES), each run a child process
     (consolidate_elsewhere); previews unless `execute`. Off unless configured."""
 
-    def __init__(self, specs: list[LibrarySpec], home: Path, every: float, time_horizon: str, *, execute: bool):
+    def __init__(self, specs: list[LibrarySpec], home: Path, every: float, time_horizon: str, *, execute: bool,
+                 config: Path | None = None):
         self.specs = specs
         self.home = home
+        self.config = config
         self.every = every
         self.time_horizon = time_horizon
         self.execute = execute
@@ -81,7 +86,8 @@ class Schedule:
                 if self._stop.is_set():
                     return
                 try:
-                    out = consolidate_elsewhere(spec, self.home, self.time_horizon, dry_run=not self.execute)
+                    out = consolidate_elsewhere(spec, self.home, self.time_horizon, dry_run=not self.execute,
+                                                config=self.config)
                 except MemlociError as exc:
                     log.warning("scheduled consolidation of library '%s' failed: %s", spec.name, exc.message)
                     continue

@@ -378,7 +378,9 @@ class MemoryService:
             return self.consolidate(time_horizon, dry_run=dry_run, library=library).to_data()
         name = self.store(library).name
         spec = next(s for s in self.libraries.specs if s.name == name)
-        return consolidate_elsewhere(spec, self.libraries.settings.home, time_horizon, dry_run=dry_run)
+        settings = self.libraries.settings
+        return consolidate_elsewhere(spec, settings.home, time_horizon, dry_run=dry_run,
+                                     config=Path(settings.config) if settings.config else None)
 
     def archive_memories(self, *, dry_run: bool = True, library: str | ProjectRef | None = None) -> Outcome:
         """Move the archive candidates (past their retention, not immune: rules/retention.py) into
