@@ -29,8 +29,8 @@ from memloci.core.model import Memory, MemoryFilter, MemoryInput, MemoryLink, Ne
 from memloci.rules.retention import zone
 from memloci.search.clusters import ASSOCIATION_MIN, clusters, default_max_size, summarize, within_horizon
 from memloci.search.embedder import CJK_SHARE, MINILM_ID, cjk_share
-from memloci.search.similar import NEAR_DUPLICATE_MIN, contradictions, near_duplicates, similar_pairs
-from memloci.service.lifecycle import LifecycleOperations, Outcome, Plan, first_line, normal_text
+from memloci.search.similar import NEAR_DUPLICATE_MIN, contradictions, near_duplicates, normalized_text, similar_pairs
+from memloci.service.lifecycle import LifecycleOperations, Outcome, Plan, first_line
 from memloci.service.stores import Stores
 from memloci.store.protocols import Store
 
@@ -124,22 +124,22 @@ class ConsolidationOperations:
                                            "sample": [first_line(m.content, 80) for m in r.cluster.members[:3]]}
                                           for r in found.refused]
             covered = _summarized(live)
-            texts = {normal_text(m.content) for m in live}
+            texts = {normalized_text(m.content) for m in live}
             for c in found.clusters:
                 sources = frozenset(m.content_hash for m in c.members)
                 if sources in covered:
                     continue
                 summary = summarize(c.members)
-                central = next((m for m in c.members if normal_text(m.content) == normal_text(summary.text)), None)
+                central = next((m for m in c.members if normalized_text(m.content) == normalized_text(summary.text)), None)
                 if central is not None:  # one member says it all: it stands for the others, no new memory
                     others = [m.content_hash for m in c.members if m.id != central.id]
                     change(central, "summarize", f"stands for {len(others)} like it",
                            links=(*central.links, *(MemoryLink("summarizes", memory=h) for h in others)))
                     report["summaries"] += 1
                     continue
-                if normal_text(summary.text) in texts:  # another memory says just this already
+                if normalized_text(summary.text) in texts:  # another memory says just this already
                     continue
-                texts.add(normal_text(summary.text))
+                texts.add(normalized_text(summary.text))
                 tags = tuple(dict.fromkeys([SUMMARY_TAG, *[t for m in c.members for t in m.tags]]))[:10]
                 plan.new.append(NewMemory(
                     MemoryInput(summary.text, tags, SUMMARY_TYPE,

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import re
-import unicodedata
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -38,6 +37,7 @@ from memloci.core.model import (
     tag_keys,
 )
 from memloci.rules import lifecycle as rules
+from memloci.search.similar import normalized_text
 from memloci.service import dangling
 from memloci.service.stores import Stores
 from memloci.store.protocols import Store
@@ -49,14 +49,6 @@ _AGE = re.compile(r"^\s*(\d+)\s*(day|week|month|year)s?\s*$", re.IGNORECASE)
 _DAYS = {"day": 1, "week": 7, "month": 30, "year": 365}
 PREVIEW_ITEMS_SHOWN = 200  # items a reply lists in full (the preview keeps them all)
 KINDS = rules.ACTIONS
-_TRAILING = re.compile(r"[\s.!?。！？…,;:，；：]+$")
-_SPACE = re.compile(r"\s+")
-
-
-def normal_text(text: str) -> str:
-    """A memory's text as exact-duplicate detection compares it: NFKC, casefolded, spaces
-    collapsed, trailing punctuation dropped ("Deploy on Fridays." = "deploy on fridays")."""
-    return _TRAILING.sub("", _SPACE.sub(" ", unicodedata.normalize("NFKC", text).casefold()).strip())
 
 
 def older_than_cutoff(text: str, now: datetime) -> str:
@@ -312,7 +304,7 @@ class LifecycleOperations:
     def _duplicates(self, plan: Plan, store: Store, live: list[Memory], similar: bool, near: NearPairs | None) -> set[int]:
         groups: dict[str, list[Memory]] = {}
         for m in live:
-            groups.setdefault(normal_text(m.content), []).append(m)
+            groups.setdefault(normalized_text(m.content), []).append(m)
         merged: set[int] = set()
         for group in groups.values():
             if len(group) > 1:
@@ -468,7 +460,7 @@ class LifecycleOperations:
             importance[m.importance] = importance.get(m.importance, 0) + 1
             states["archived" if m.archived_at else "superseded" if m.superseded_by else "live"] += 1
             if not (m.archived_at or m.superseded_by):
-                key = normal_text(m.content)
+                key = normalized_text(m.content)
                 duplicates[key] = duplicates.get(key, 0) + 1
         return {"total_memories": total, "states": states,
                 "top_tags": [{"tag": t, "count": n} for t, n in sorted(tag_counts.items(), key=lambda x: (-x[1], x[0]))[:20]],
