@@ -317,3 +317,64 @@ def test_a_planted_library_is_cleaned_and_every_row_comes_back(engine):
     assert dump(s) == before
     if files_before is not None:
         assert files(s) == files_before
+
+
+def test_a_preview_is_refused_when_a_memory_it_only_reads_changed(engine):
+    s = engine.service
+    old, _ = s.store_memory("The release train leaves monthly.")
+    new, _ = s.store_memory("The release train leaves every two weeks.")
+    preview = s.lifecycle.supersede(old.content_hash, new.content_hash, dry_run=True)
+    s.delete_memory(new.content_hash)  # the memory that would supersede is gone
+    before = dump(s)
+    with pytest.raises(ConflictError, match="deleted since the preview"):
+        s.lifecycle.execute_preview(preview.preview_id)
+    assert dump(s) == before
+
+
+def test_a_refused_supersession_on_update_changes_nothing(engine):
+    s = engine.service
+    m, _ = s.store_memory("Port is 5432.")
+    with pytest.raises(NotFoundError, match="supersedes"):
+        s.update_memory(m.content_hash, content="Port is 6543.", supersedes="0" * 64)
+    assert [x.content for x in s.list_memories()[0]] == ["Port is 5432."]
+
+
+def test_merging_keeps_every_use_and_repoints_what_named_a_duplicate(engine):
+    s = engine.service
+    keep, _ = s.store_memory("Releases are cut on Tuesdays.")
+    dup, _ = s.store_memory("releases are cut on tuesdays")
+    older, _ = s.store_memory("Releases are cut on Mondays.")
+    s.update_memory(dup.content_hash, supersedes=older.content_hash)  # the duplicate supersedes `older`
+    preview = s.cleanup_duplicates(dry_run=True)
+    store = s.store()
+    store.touch_memories([keep.id, dup.id, dup.id])  # used after the preview: not lost at the execute
+    s.lifecycle.execute_preview(preview.preview_id)
+    every = {m.content_hash: m for m in s.list_memories(page_size=50, filters=EVERY_MEMORY)[0]}
+    assert dup.content_hash not in every
+    assert every[keep.content_hash].access_count == 3
+    assert every[older.content_hash].superseded_by == keep.content_hash  # now the keeper supersedes it
+
+
+def test_one_preview_executes_once_even_when_two_servers_race(engine):
+    s = engine.service
+    other = engine.open(s.store().name + ":" + str(s.libraries.specs[0].path)) if engine.name != "postgres" \
+        else engine.open(f"{s.store().name}:{engine.pg_url}")
+    m, _ = s.store_memory("Scratch one.", tags=["tmp"])
+    # a plan that leaves its memory as it found it: only the preview's own mark stops a second run
+    preview = s.lifecycle.update_metadata(m.content_hash, {"memory_type": "note"}, dry_run=True)
+    from memloci.service.lifecycle import Plan
+
+    kept = other.store().load_preview(preview.preview_id)  # the other server read it while it was pending
+    s.lifecycle.execute_preview(preview.preview_id)
+    with pytest.raises(ConflictError, match="executed already"):
+        other.lifecycle._apply(Plan.from_data(kept["plan"]), other.store(), "test", preview.preview_id)
+
+
+def test_export_filters_are_checked(engine):
+    s = engine.service
+    seed(s)
+    with pytest.raises(ValidationError, match="filters.include_archived"):
+        s.knowledge_export("json", include_archived="false")
+    with pytest.raises(ValidationError, match="filters.tags"):
+        s.knowledge_export("json", tags={"ops": 1})
+    assert "Backups" not in s.knowledge_export("text", tags="db")

@@ -259,7 +259,7 @@ class Unpacks:
 
 # What a lifecycle edit may set on a free memory (MemoryEdit.fields).
 EDITABLE_FIELDS = ("tags", "metadata", "memory_type", "importance", "superseded_by", "archived_at", "links",
-                   "access_count")
+                   "access_count", "absorb")  # absorb: ids whose uses, as they are at the write, are added
 
 
 @dataclass(frozen=True, slots=True)

@@ -96,7 +96,7 @@ def register(server: Any, service: MemoryService) -> None:
                            library: Library = None, library_name: LibraryName = None) -> Annotated[CallToolResult, Out]:
         after = before = None
         if time_range and time_range.strip().casefold() != "all time":
-            after, before = service.time_range(time_range)
+            after, before = service.time_range(time_range, field="time_range")
         return reply(life.analysis(tags=tags or (), after=after, before=before, library=selected(library, library_name)))
 
     def knowledge_export(format: Literal["json", "markdown", "text"] = "json", filters: Filters = None,
@@ -106,8 +106,8 @@ def register(server: Any, service: MemoryService) -> None:
         if unknown:
             raise ValidationError(f"filters: unknown key(s) {', '.join(sorted(unknown))} "
                                   "(allowed: tags, query, include_archived)")
-        text = service.knowledge_export(format, tags=f.get("tags") or (), query=f.get("query"),
-                                        include_archived=bool(f.get("include_archived")),
+        text = service.knowledge_export(format, tags=f.get("tags") or [], query=f.get("query"),
+                                        include_archived=f.get("include_archived", False),
                                         library=selected(library, library_name))
         return reply({"format": format, "export": text})
 

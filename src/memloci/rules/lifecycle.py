@@ -57,6 +57,10 @@ def refused(kind: str, found: Sequence[str]) -> ConflictError:
                          hint=PREVIEW_HINT, details={"changed": list(found)})
 
 
+def executed_already(preview_id: int) -> ConflictError:
+    return ConflictError(f"preview_id: preview #{preview_id} was executed already", hint="Make a new preview to change more.")
+
+
 def check_edits(edits: Sequence[MemoryEdit]) -> None:
     """An engine's guard: only the editable fields, each memory once."""
     seen: set[int] = set()

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from memloci.app.projects import ProjectRef
+from memloci.core import schema
 from memloci.core.model import Memory, MemoryFilter, MemoryInput, MemoryLink, NewMemory
 from memloci.rules.retention import zone
 from memloci.search.clusters import ASSOCIATION_MIN, clusters, default_max_size, summarize, within_horizon
@@ -75,6 +76,8 @@ class ConsolidationOperations:
 
     def consolidate(self, time_horizon: str, *, dry_run: bool = True, max_cluster: int | None = None,
                     library: str | ProjectRef | None = None, origin: str = "consolidate") -> Outcome:
+        if max_cluster is not None:
+            max_cluster = schema.check_int(max_cluster, "max_cluster", 2, schema.PAGE_MAX)
         now = self.clock()
         store = self.stores.store(library)
         live = list(self.lifecycle.free_memories(store, MemoryFilter()))
@@ -110,6 +113,7 @@ class ConsolidationOperations:
                 if dry_run and not found_c.older.superseded_by:
                     change(found_c.older, "supersede", f"{found_c.reason} in {found_c.newer.content_hash[:12]}",
                            superseded_by=found_c.newer.content_hash)
+                    plan.depend(found_c.newer)
                 else:  # a direct run never supersedes: the proposal goes through a preview
                     plan.offered.append(proposal)
             rows = [k for k, m in enumerate(kept) if m.id not in replaced]
@@ -130,6 +134,8 @@ class ConsolidationOperations:
                 if sources in covered:
                     continue
                 summary = summarize(c.members)
+                for m in c.members:  # the summary says what they say: an execute needs them unchanged
+                    plan.depend(m)
                 central = next((m for m in c.members if normalized_text(m.content) == normalized_text(summary.text)), None)
                 if central is not None:  # one member says it all: it stands for the others, no new memory
                     others = [m.content_hash for m in c.members if m.id != central.id]
@@ -158,6 +164,8 @@ class ConsolidationOperations:
             plan.edit(m, "; ".join(a.split(":")[0] for a in actions[memory_id]),
                       why="; ".join(a.split(": ", 1)[1] for a in actions[memory_id]), **values)
         plan.report = report
+        edited = {e.memory_id for e in plan.edits}
+        plan.expect = [e for e in plan.expect if e.memory_id not in edited]  # an edit checks its memory already
         return self.lifecycle.run(plan, store, dry_run=dry_run, origin=origin)
 
     @staticmethod

@@ -21,7 +21,7 @@ from typing import Any
 
 from memloci.app.projects import ProjectRef
 from memloci.app.registry import LibraryRegistry
-from memloci.core import schema
+from memloci.core import model, schema
 from memloci.core.errors import InternalError, MemlociError, NotFoundError, ValidationError
 from memloci.core.model import (
     AddedObservations,
@@ -341,6 +341,11 @@ class MemoryService:
                       metadata: dict[str, Any] | None = None, importance: str | None = None,
                       supersedes: str | None = None, library: str | ProjectRef | None = None) -> Memory:
         """Change a memory; `supersedes` (a content_hash) marks an older one this memory replaces."""
+        if supersedes is not None:  # checked before anything is written: a refused supersession changes nothing
+            current = self.memories.one_memory(content_hash, library=library)
+            self.lifecycle.check_supersedes(supersedes, current.content_hash, library=library)
+            if content is not None and model.content_hash(content, current.entity) == supersedes:
+                raise ValidationError("supersedes: a memory cannot supersede itself (the new text is that memory's)")
         if supersedes is not None and content is None and tags is None and metadata is None and importance is None:
             memory = self.memories.one_memory(content_hash, library=library)
         else:
@@ -389,9 +394,12 @@ class MemoryService:
         return self.lifecycle.archive(self.memories.archive_candidates(library), self.store(library), dry_run=dry_run,
                                       why=lambda m: _archive_reason(m, now), args={})
 
-    def time_range(self, phrase: str) -> tuple[str | None, str | None]:
-        """The (after, before) a time phrase names, as of the service's clock."""
-        return parse_time_phrase(phrase, self.clock()).iso()
+    def time_range(self, phrase: str, *, field: str = "time") -> tuple[str | None, str | None]:
+        """The (after, before) a time phrase names, as of the service's clock (errors name `field`)."""
+        try:
+            return parse_time_phrase(phrase, self.clock()).iso()
+        except ValidationError as exc:
+            raise ValidationError(exc.message.replace("time:", f"{field}:", 1), hint=exc.hint) from None
 
     def knowledge_export(self, fmt: str, *, tags: Sequence[str] = (), query: str | None = None,
                          include_archived: bool = False, library: str | ProjectRef | None = None) -> str:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -47,6 +47,7 @@ PAGE = 1_000  # memories read per call while a plan is made
 NearPairs = Callable[[Store, list[Memory]], list[tuple[Memory, Memory, float]]]
 _AGE = re.compile(r"^\s*(\d+)\s*(day|week|month|year)s?\s*$", re.IGNORECASE)
 _DAYS = {"day": 1, "week": 7, "month": 30, "year": 365}
+MAX_AGE_DAYS = 100 * 365
 PREVIEW_ITEMS_SHOWN = 200  # items a reply lists in full (the preview keeps them all)
 KINDS = rules.ACTIONS
 
@@ -56,7 +57,10 @@ def older_than_cutoff(text: str, now: datetime) -> str:
     m = _AGE.match(text or "")
     if not m:
         raise ValidationError(f"older_than: {text!r} is not an age", hint='Say e.g. "30 days", "6 months", "1 year".')
-    return (now - timedelta(days=int(m.group(1)) * _DAYS[m.group(2).lower()])).strftime("%Y-%m-%dT%H:%M:%SZ")
+    days = int(m.group(1)) * _DAYS[m.group(2).lower()] if len(m.group(1)) <= 6 else None
+    if days is None or days > MAX_AGE_DAYS:
+        raise ValidationError(f"older_than: {text!r} reaches back more than {MAX_AGE_DAYS // 365} years")
+    return (now - timedelta(days=days)).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def first_line(text: str, limit: int = 120) -> str:
@@ -77,6 +81,15 @@ class Plan:
     items: list[dict[str, Any]] = field(default_factory=list)
     offered: list[dict[str, Any]] = field(default_factory=list)
     report: dict[str, Any] = field(default_factory=dict)  # what the operation found beyond its changes
+    expect: list[MemoryEdit] = field(default_factory=list)  # memories it reads and leaves: unchanged at execute
+    replaced: dict[str, str | None] = field(default_factory=dict)  # a deleted memory's hash -> its keeper's, if any
+
+    def depend(self, m: Memory) -> None:
+        """The plan reads `m` (a summary's source, the memory that supersedes): an execute is
+        refused if it changed since, as for the memories the plan changes."""
+        if m.id not in self.hashes and all(e.memory_id != m.id for e in self.expect):
+            self.expect.append(MemoryEdit(m.id, rules.fingerprint(m)))
+            self.hashes[m.id] = m.content_hash
 
     def edit(self, m: Memory, action: str, *, delete: bool = False, why: str | None = None,
              **fields: Any) -> None:
@@ -86,7 +99,7 @@ class Plan:
         if why:
             item["why"] = why
         changes = {k: (links_data(v) if k == "links" else list(v) if k == "tags" else v) for k, v in fields.items()
-                   if k != "access_count"}
+                   if k not in ("access_count", "absorb")}
         if changes:
             item["set"] = changes
         self.items.append(item)
@@ -94,9 +107,11 @@ class Plan:
     def to_data(self) -> dict[str, Any]:
         return {"kind": self.kind, "args": self.args, "items": self.items, "offered": self.offered, "report": self.report,
                 "edits": [{"id": e.memory_id, "hash": self.hashes[e.memory_id], "expect": e.expect,
-                           "fields": {k: (links_data(v) if k == "links" else list(v) if k == "tags" else v)
+                           "fields": {k: (links_data(v) if k == "links" else list(v) if k in ("tags", "absorb") else v)
                                       for k, v in e.fields.items()},
                            "delete": e.delete} for e in self.edits],
+                "expect": [{"id": e.memory_id, "hash": self.hashes.get(e.memory_id, ""), "expect": e.expect}
+                           for e in self.expect],
                 "new": [{"content": n.memory.content, "tags": list(n.memory.tags), "memory_type": n.memory.memory_type,
                          "importance": n.memory.importance, "metadata": n.memory.metadata,
                          "links": links_data(n.links)} for n in self.new]}
@@ -106,9 +121,12 @@ class Plan:
         plan = cls(data["kind"], data.get("args", {}), items=list(data.get("items", [])),
                    offered=list(data.get("offered", [])), report=dict(data.get("report") or {}))
         for e in data.get("edits", []):
-            fields = {k: (links_from(v) if k == "links" else tuple(v) if k == "tags" else v)
+            fields = {k: (links_from(v) if k == "links" else tuple(v) if k in ("tags", "absorb") else v)
                       for k, v in e.get("fields", {}).items()}
             plan.edits.append(MemoryEdit(int(e["id"]), e["expect"], fields, bool(e.get("delete"))))
+            plan.hashes[int(e["id"])] = e.get("hash", "")
+        for e in data.get("expect", []):
+            plan.expect.append(MemoryEdit(int(e["id"]), e["expect"]))
             plan.hashes[int(e["id"])] = e.get("hash", "")
         for n in data.get("new", []):
             plan.new.append(NewMemory(MemoryInput(n["content"], tuple(n.get("tags", ())), n.get("memory_type", "note"),
@@ -178,11 +196,10 @@ class LifecycleOperations:
             return Outcome(plan.kind, store.name, True, plan.items, plan.offered, plan.counts, report=plan.report)
         detail = {"args": plan.args, "items": plan.items[:PREVIEW_ITEMS_SHOWN],
                   **({"preview": preview_id} if preview_id is not None else {})}
-        done = store.change_memories(plan.edits, plan.new, origin=origin, action=plan.kind, detail=detail)
+        done = store.change_memories(plan.edits, plan.new, origin=origin, action=plan.kind, detail=detail,
+                                     expect=plan.expect, preview_id=preview_id)  # marked executed in that transaction
         if plan.new:  # a summary waits for its vector: the post-write hook
             self.stores.written(store)
-        if preview_id is not None:
-            store.mark_executed(preview_id, done.change_id)
         return Outcome(plan.kind, store.name, True, plan.items, plan.offered, plan.counts, change_id=done.change_id,
                        report=plan.report)
 
@@ -233,6 +250,29 @@ class LifecycleOperations:
                                 hint="Find it with retrieve_memory or list_memories (include_archived=true for the archive).")
         return found[0]
 
+    def _repoint(self, plan: Plan, store: Store) -> None:
+        """Memories that name one the plan deletes (superseded by it, linked to it) name its keeper
+        instead, or, with no keeper, no longer name it: no memory is left hidden behind, or linked
+        to, a memory that is gone."""
+        gone = {plan.hashes[e.memory_id] for e in plan.edits if e.delete}
+        if not gone:
+            return
+        edited = {e.memory_id for e in plan.edits}
+        for m in self.free_memories(store):
+            if m.id in edited:
+                continue
+            fields: dict[str, Any] = {}
+            if m.superseded_by in gone:
+                keeper = plan.replaced.get(m.superseded_by)
+                fields["superseded_by"] = keeper if keeper != m.content_hash else None
+            if any(link.memory in gone for link in m.links):
+                links = [replace(link, memory=plan.replaced.get(link.memory)) if link.memory in gone else link
+                         for link in m.links]
+                fields["links"] = tuple(dict.fromkeys(link for link in links
+                                                      if link.memory is not None or link.entity is not None))
+            if fields:
+                plan.edit(m, "repoint", why="named a memory this deletes", **fields)
+
     # -- maintenance ---------------------------------------------------------------------
 
     def delete_by_tag(self, tags: Sequence[str] | str, *, match_all: bool = False, dry_run: bool = False,
@@ -245,6 +285,7 @@ class LifecycleOperations:
                                                         include_archived=True)):
             plan.edit(m, "delete", delete=True, why="tags " + ", ".join(t for t in m.tags if t.casefold()
                                                                          in {c.casefold() for c in clean}))
+        self._repoint(plan, store)
         return self.run(plan, store, dry_run=dry_run, origin="delete_by_tag")
 
     def delete_by_time(self, *, start: str | None, end: str | None, tag: str | None = None, dry_run: bool = False,
@@ -263,6 +304,7 @@ class LifecycleOperations:
         for m in self.free_memories(store, MemoryFilter(tags, after=after, before=before, include_superseded=True,
                                                         include_archived=True)):
             plan.edit(m, "delete", delete=True, why=f"created {m.created_at}")
+        self._repoint(plan, store)
         return self.run(plan, store, dry_run=dry_run, origin="delete_by_time")
 
     def update_metadata(self, content_hash: str, updates: dict[str, Any], *, preserve_timestamps: bool = True,
@@ -279,7 +321,7 @@ class LifecycleOperations:
         m = self._one(store, content_hash)
         fields: dict[str, Any] = {}
         if "tags" in updates:
-            fields["tags"] = tuple(schema.validate_tags(_tag_list(updates["tags"]), "updates.tags"))
+            fields["tags"] = tuple(schema.validate_tags(_tag_list(updates["tags"], "updates.tags"), "updates.tags"))
         if "memory_type" in updates:
             fields["memory_type"] = schema.clean_label(updates["memory_type"], "updates.memory_type", schema.TAG_MAX)
         if "metadata" in updates:
@@ -299,6 +341,7 @@ class LifecycleOperations:
         store = self.stores.store(library)
         plan = Plan("cleanup_duplicates", {"similar": similar})
         self._duplicates(plan, store, list(self.free_memories(store, MemoryFilter())), similar, near)
+        self._repoint(plan, store)
         return self.run(plan, store, dry_run=dry_run, origin="cleanup_duplicates")
 
     def _duplicates(self, plan: Plan, store: Store, live: list[Memory], similar: bool, near: NearPairs | None) -> set[int]:
@@ -334,6 +377,7 @@ class LifecycleOperations:
             for m in live:
                 if m.id not in merged and m.created_at < cutoff and not immune(m):
                     plan.edit(m, "archive", why=f"created {m.created_at[:10]}, before {cutoff[:10]}", archived_at=at)
+        self._repoint(plan, store)
         return self.run(plan, store, dry_run=True, origin="memory_cleanup")
 
     # -- links to entities that no longer exist ---------------------------------------------
@@ -362,10 +406,10 @@ class LifecycleOperations:
 
     # -- supersession and the archive ------------------------------------------------------
 
-    def supersede(self, old_hash: str, new_hash: str, *, dry_run: bool = False,
-                  library: str | ProjectRef | None = None) -> Outcome:
-        """Mark memory `old_hash` superseded by `new_hash`: it stays (history shows the chain),
-        and search leaves it out unless asked."""
+    def check_supersedes(self, old_hash: str, new_hash: str, *,
+                         library: str | ProjectRef | None = None) -> tuple[Memory, Memory]:
+        """The two free memories of a supersession, if it may be made: both exist, they differ,
+        and it closes no cycle; VALIDATION_ERROR / NOT_FOUND naming `supersedes` otherwise."""
         store = self.stores.store(library)
         old = self._one(store, old_hash, "supersedes")
         new = self._one(store, new_hash)
@@ -374,9 +418,18 @@ class LifecycleOperations:
         if _chain_reaches(store, new, old.content_hash):
             raise ValidationError(f"supersedes: {new.content_hash[:12]} is already superseded, through a chain, by "
                                   f"{old.content_hash[:12]}; a cycle of supersession is refused")
+        return old, new
+
+    def supersede(self, old_hash: str, new_hash: str, *, dry_run: bool = False,
+                  library: str | ProjectRef | None = None) -> Outcome:
+        """Mark memory `old_hash` superseded by `new_hash`: it stays (history shows the chain),
+        and search leaves it out unless asked."""
+        store = self.stores.store(library)
+        old, new = self.check_supersedes(old_hash, new_hash, library=library)
         plan = Plan("supersede", {"supersedes": old.content_hash, "by": new.content_hash})
         plan.edit(old, "supersede", why=f"superseded by {new.content_hash[:12]}: {first_line(new.content, 60)}",
                   superseded_by=new.content_hash)
+        plan.depend(new)
         return self.run(plan, store, dry_run=dry_run, origin="supersede")
 
     def store_superseding(self, m: MemoryInput, supersedes: str, *, links: Sequence[MemoryLink] = (),
@@ -419,7 +472,7 @@ class LifecycleOperations:
         if not content_hashes:
             raise ValidationError("content_hashes: name at least one archived memory")
         plan = Plan("unarchive", {"content_hashes": list(content_hashes)})
-        for i, h in enumerate(content_hashes):
+        for i, h in enumerate(dict.fromkeys(content_hashes)):  # a hash named twice is one memory
             m = self._one(store, h, f"content_hashes[{i}]")
             if m.archived_at:
                 plan.edit(m, "unarchive", archived_at=None)
@@ -475,8 +528,10 @@ class LifecycleOperations:
         optionally only those with `tags` or matching `query` (`search` ranks them)."""
         if fmt not in ("json", "markdown", "text"):
             raise ValidationError(f"format: must be json, markdown or text, not {fmt!r}")
+        if not isinstance(include_archived, bool):
+            raise ValidationError(f"filters.include_archived: must be true or false, got {include_archived!r}")
         store = self.stores.store(library)
-        clean = tuple(schema.validate_tags(list(tags), "tags"))
+        clean = tuple(schema.validate_tags(_tag_list(tags, "filters.tags"), "filters.tags"))
         if query is not None and search is not None:
             memories = [m for m in search(query, store) if m.entity is None]
         else:
@@ -494,10 +549,13 @@ class LifecycleOperations:
         return "".join(f"[{m.created_at}] {m.content}\n" for m in memories)
 
 
-def _tag_list(tags: Sequence[str] | str) -> list[str]:
+def _tag_list(tags: Any, field_name: str = "tags") -> list[str]:
     """Tags as a list; a comma-separated string too, as the MCP Memory Service takes them."""
     if isinstance(tags, str):
         return [t.strip() for t in tags.split(",") if t.strip()]
+    if not isinstance(tags, list | tuple):
+        raise ValidationError(f"{field_name}: must be a list of tags or comma-separated text, "
+                              f"got {type(tags).__name__}")
     return list(tags)
 
 
@@ -518,7 +576,7 @@ def _merge(plan: Plan, group: list[Memory], why: str) -> None:
             metadata.setdefault(k, v)
     rank = {level: i for i, level in enumerate(IMPORTANCE)}
     importance = min((m.importance for m in group), key=lambda level: rank.get(level, len(rank)))
-    fields: dict[str, Any] = {"access_count": sum(m.access_count for m in group)}
+    fields: dict[str, Any] = {"absorb": tuple(m.id for m in others)}  # their uses as they are at the execute
     if tags != list(keeper.tags):
         fields["tags"] = tuple(tags)
     if importance != keeper.importance:
@@ -528,6 +586,7 @@ def _merge(plan: Plan, group: list[Memory], why: str) -> None:
     plan.edit(keeper, "keep", why=f"{why}: keeps {len(others)} duplicate(s)", **fields)
     for m in others:
         plan.edit(m, "delete", delete=True, why=f"{why} as {keeper.content_hash[:12]}")
+        plan.replaced[m.content_hash] = keeper.content_hash
 
 
 def _chain_reaches(store: Store, start: Memory, target_hash: str) -> bool:

@@ -154,10 +154,13 @@ class MemoryStore(StoreBase, Protocol):
         """Delete memories by id; the ones that were there."""
         ...
     def change_memories(self, edits: Sequence[MemoryEdit], new: Sequence[NewMemory], *, origin: str, action: str,
-                        detail: dict[str, Any]) -> ChangedMemories:
+                        detail: dict[str, Any], expect: Sequence[MemoryEdit] = (),
+                        preview_id: int | None = None) -> ChangedMemories:
         """A lifecycle change of free memories (edits, deletes, new summaries) in one transaction
         with one journal entry `action` (undoable); CONFLICT with nothing changed if a memory
-        differs from the fingerprint its edit expects (rules/lifecycle.py)."""
+        differs from the fingerprint its edit expects, or one of `expect` (memories the change
+        reads but leaves: a summary's sources) does (rules/lifecycle.py), or if preview
+        `preview_id`, marked executed in the same transaction, already was."""
         ...
     def list_memories(self, *, offset: int, limit: int, filters: MemoryFilter, count: bool = True) -> MemoryPage:
         """A page of the memories within `filters`, newest first, with their total (-1 when

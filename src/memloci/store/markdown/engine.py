@@ -570,9 +570,11 @@ class MarkdownStore:
         return self.index.delete_memories(ids, origin=origin)
 
     def change_memories(self, edits: Sequence[MemoryEdit], new: Sequence[NewMemory], *, origin: str, action: str,
-                        detail: dict[str, Any]) -> ChangedMemories:
+                        detail: dict[str, Any], expect: Sequence[MemoryEdit] = (),
+                        preview_id: int | None = None) -> ChangedMemories:
         self.open()
-        return self.index.change_memories(edits, new, origin=origin, action=action, detail=detail)
+        return self.index.change_memories(edits, new, origin=origin, action=action, detail=detail, expect=expect,
+                                          preview_id=preview_id)
 
     def save_preview(self, kind: str, plan: dict[str, Any]) -> int:
         self.open()

@@ -196,18 +196,27 @@ class PostgresMemories:
         return removed
 
     def change_memories(self, edits: Sequence[MemoryEdit], new: Sequence[NewMemory], *, origin: str, action: str,
-                        detail: dict[str, Any]) -> ChangedMemories:
+                        detail: dict[str, Any], expect: Sequence[MemoryEdit] = (),
+                        preview_id: int | None = None) -> ChangedMemories:
         """As the SQLite engine's: one transaction, one journal entry, refused if a memory changed."""
         lifecycle.check_edits(edits)
         at = now_iso()
         with self.db.write("memories") as tx:
             conn = tx.conn
             ids = [e.memory_id for e in edits]
-            before = load_memories(conn, ids)
-            found = lifecycle.stale(edits, before, {i: m.content_hash for i, m in before.items()})
+            before = load_memories(conn, [*ids, *(e.memory_id for e in expect)])
+            found = lifecycle.stale([*edits, *expect], before, {i: m.content_hash for i, m in before.items()})
             if found:
                 raise lifecycle.refused(action, found)
+            if preview_id is not None and not conn.execute(
+                    "UPDATE previews SET executed_at = %s WHERE id = %s AND executed_at IS NULL", (at, preview_id)).rowcount:
+                raise lifecycle.executed_already(preview_id)
             tx.keep(memory_ids=ids)
+            for e in edits:  # uses of merged duplicates, as they are now, go to their keeper
+                absorbed = list(e.fields.get("absorb", ()))
+                if absorbed:
+                    conn.execute("UPDATE memories SET access_count = access_count + (SELECT coalesce(sum(access_count), 0) "
+                                 "FROM memories WHERE id = ANY(%s)) WHERE id = %s", (absorbed, e.memory_id))
             gone = [e.memory_id for e in edits if e.delete]
             if gone:
                 around = {n for i in gone for n in neighbours(conn, i)} - set(gone)
@@ -220,6 +229,8 @@ class PostgresMemories:
                     continue
                 sets, params = ["updated_at = %s"], [at]
                 for name, value in e.fields.items():
+                    if name == "absorb":
+                        continue
                     value = lifecycle.stored_value(name, value)
                     sets.append(f"{name} = %s")
                     params.append(as_jsonb(list(value)) if name in ("tags", "links") else
@@ -243,6 +254,8 @@ class PostgresMemories:
             tx.journal(origin, action, [], {**detail, **({"texts_added": [m.content for m in after.values()]}
                                                          if after else {})}, at)
             change_id = tx.kept["last_row"]
+            if preview_id is not None:
+                conn.execute("UPDATE previews SET change_id = %s WHERE id = %s", (change_id, preview_id))
             changed = load_memories(conn, [e.memory_id for e in edits if not e.delete])
         return ChangedMemories(tuple(changed.values()), tuple(before[i] for i in gone if i in before),
                                tuple(after.values()), change_id)

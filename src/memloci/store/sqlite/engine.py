@@ -196,8 +196,10 @@ class SQLiteStore:
         return self._memories.delete_memories(ids, origin=origin)
 
     def change_memories(self, edits: Sequence[MemoryEdit], new: Sequence[NewMemory], *, origin: str, action: str,
-                        detail: dict[str, Any]) -> ChangedMemories:
-        return self._memories.change_memories(edits, new, origin=origin, action=action, detail=detail)
+                        detail: dict[str, Any], expect: Sequence[MemoryEdit] = (),
+                        preview_id: int | None = None) -> ChangedMemories:
+        return self._memories.change_memories(edits, new, origin=origin, action=action, detail=detail, expect=expect,
+                                              preview_id=preview_id)
 
     def save_preview(self, kind: str, plan: dict[str, Any]) -> int:
         return self._previews.save_preview(kind, plan)

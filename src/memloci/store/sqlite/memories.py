@@ -169,7 +169,8 @@ class SQLiteMemories:
         return removed
 
     def change_memories(self, edits: Sequence[MemoryEdit], new: Sequence[NewMemory], *, origin: str, action: str,
-                        detail: dict[str, Any]) -> ChangedMemories:
+                        detail: dict[str, Any], expect: Sequence[MemoryEdit] = (),
+                        preview_id: int | None = None) -> ChangedMemories:
         """Apply a lifecycle change to free memories in one transaction with one journal entry:
         refused with nothing changed if any memory differs from what the preview saw."""
         lifecycle.check_edits(edits)
@@ -177,11 +178,20 @@ class SQLiteMemories:
         with self.db.write() as tx:
             conn = tx.conn
             ids = [e.memory_id for e in edits]
-            before = load_memories(conn, ids)
-            found = lifecycle.stale(edits, before, {i: m.content_hash for i, m in before.items()})
+            before = load_memories(conn, [*ids, *(e.memory_id for e in expect)])
+            found = lifecycle.stale([*edits, *expect], before, {i: m.content_hash for i, m in before.items()})
             if found:
                 raise lifecycle.refused(action, found)
+            if preview_id is not None and not conn.execute(
+                    "UPDATE previews SET executed_at = ? WHERE id = ? AND executed_at IS NULL", (at, preview_id)).rowcount:
+                raise lifecycle.executed_already(preview_id)
             keep_before(tx, memory_ids=ids)
+            for e in edits:  # uses of merged duplicates, as they are now, go to their keeper
+                absorbed = list(e.fields.get("absorb", ()))
+                if absorbed:
+                    conn.execute(f"UPDATE memories SET access_count = access_count + (SELECT ifnull(sum(access_count), 0) "
+                                 f"FROM memories WHERE id IN ({','.join('?' * len(absorbed))})) WHERE id = ?",
+                                 (*absorbed, e.memory_id))
             gone = [e.memory_id for e in edits if e.delete]
             around = {n for i in gone for n in neighbours(conn, i)} - set(gone)
             conn.executemany("DELETE FROM memories WHERE id = ?", [(i,) for i in gone])
@@ -191,6 +201,8 @@ class SQLiteMemories:
                     continue
                 sets, params = ["updated_at = ?"], [at]
                 for name, value in e.fields.items():
+                    if name == "absorb":
+                        continue
                     value = lifecycle.stored_value(name, value)
                     sets.append(f"{name} = ?")
                     params.append(json.dumps(list(value) if name == "tags" else value, ensure_ascii=False)
@@ -214,6 +226,8 @@ class SQLiteMemories:
             journal(tx, origin, action, [], {**detail, **({"texts_added": [m.content for m in after.values()]}
                                                            if after else {})})
             change_id = tx.record["last_row"]
+            if preview_id is not None:
+                conn.execute("UPDATE previews SET change_id = ? WHERE id = ?", (change_id, preview_id))
             changed = load_memories(conn, [e.memory_id for e in edits if not e.delete])
         return ChangedMemories(tuple(changed.values()), tuple(before[i] for i in gone if i in before),
                                tuple(after.values()), change_id)
