@@ -27,9 +27,9 @@ HEADER = """\
 Every tool of every group, as `tools/list` sends it to a client: the description, and each
 argument with its type, default and range from the input schema. `memloci serve --tools GROUPS`
 chooses the groups (default `graph,memory,documents,project`; `strict` replaces `graph`).
-Two arguments are left out below because they are advertised only where they apply: `library`
-(on every tool when several libraries are mounted) and `project_path` (on the graph, memory and
-document tools when the `project` group is on). `memloci tools` prints what each tool costs a
+Two arguments appear below only where they are always advertised: a server advertises `library`
+on every tool when several libraries are mounted, and `project_path` on the graph, memory and
+document tools when the `project` group is on. `memloci tools` prints what each tool costs a
 model's context.
 """
 
@@ -60,21 +60,31 @@ def range_of(prop: dict[str, Any]) -> str:
     return ""
 
 
-def cell(text: str) -> str:
-    return " ".join(text.split()).replace("|", "\\|")
+def escaped(text: str) -> str:
+    """Plain text as Markdown shows it as written: a `*` in a glob is not emphasis, a `<` not HTML."""
+    return text.replace("\\", "\\\\").replace("*", "\\*").replace("<", "&lt;")
+
+
+def cell(text: str, *, code: bool = False) -> str:
+    """One table cell: one line, `|` escaped; plain text escaped too, code spans kept as they are."""
+    flat = " ".join(text.split())
+    return (flat if code else escaped(flat)).replace("|", "\\|")
 
 
 def tool_section(tool: Any) -> list[str]:
     schema = tool.input_schema or {}
     required = set(schema.get("required", []))
-    lines = [f"### `{tool.name}`", "", (tool.description or "").strip(), ""]
+    # Each line of the description its own paragraph: an example stays on a line of its own.
+    description = [escaped(line.strip()) for line in (tool.description or "").strip().splitlines() if line.strip()]
+    lines = [f"### `{tool.name}`", "", "\n\n".join(description), ""]
     properties = schema.get("properties", {})
     if not properties:
         return [*lines, "No arguments.", ""]
     lines += ["| argument | type | required | default | range | description |", "|---|---|---|---|---|---|"]
     for name, prop in properties.items():
         default = f"`{json.dumps(prop['default'])}`" if "default" in prop and prop["default"] is not None else ""
-        lines.append(f"| `{name}` | {cell(type_of(prop))} | {'yes' if name in required else ''} | {cell(default)} "
+        lines.append(f"| `{name}` | {cell(type_of(prop), code=True)} | {'yes' if name in required else ''} "
+                     f"| {cell(default, code=True)} "
                      f"| {cell(range_of(prop))} | {cell(prop.get('description', ''))} |")
     return [*lines, ""]
 
