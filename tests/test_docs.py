@@ -76,3 +76,12 @@ def test_the_site_builds_strictly_without_a_warning(tmp_path):
     assert (tmp_path / "site" / "reference" / "tools" / "index.html").exists()
     architecture = (tmp_path / "site" / "architecture" / "index.html").read_text(encoding="utf-8")
     assert "Code map" in architecture  # ARCHITECTURE.md is included, not copied
+
+
+def test_every_make_target_the_docs_name_is_in_the_makefile():
+    """`make run`, `make test-full`, `make docs`, ... in a code span: each is a target of the Makefile."""
+    targets = set(re.findall(r"^([a-z][a-z-]*):", (ROOT / "Makefile").read_text(encoding="utf-8"), re.M))
+    texts = [(ROOT / "README.md").read_text(encoding="utf-8"), *(p.read_text(encoding="utf-8") for p in DOCS.rglob("*.md"))]
+    named = {m for text in texts for m in re.findall(r"`make (?:-\S+ )*([a-z][a-z-]*)", text)}
+    assert {"run", "test", "test-full", "docs"} <= named
+    assert named <= targets, named - targets
