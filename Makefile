@@ -3,6 +3,7 @@
 # pass, mypy, ruff; a few minutes); `make test-full` runs every test (processes killed and
 # crashed, several servers, the TypeScript and Inspector clients on both transports, HTTP load,
 # packaging), as CI does. Each creates the virtual environment and installs memloci first when needed.
+# `make docs` builds the documentation site (docs/, mkdocs.yml) into site/.
 
 PYTHON ?= python3
 VENV   ?= .venv
@@ -26,7 +27,7 @@ LANGCHAIN := $(LANGCHAIN_VENV)/.installed
 # conformance and recall modules share a server run or a library between their tests.
 PYTEST_XDIST ?= -n 2 --dist loadfile
 
-.PHONY: run test test-full install dist bench clean
+.PHONY: run test test-full install dist bench docs clean
 
 # `make -C /path/to/memloci run` must not print "Entering directory" on stdout: it is the protocol.
 MAKEFLAGS += --no-print-directory
@@ -77,8 +78,15 @@ test: $(TEST_STAMP)
 test-full: $(TEST_STAMP) $(OFFICIAL) $(CONFORMANCE) $(LANGCHAIN)
 	$(VENV)/bin/python -m pytest $(PYTEST_XDIST)
 
+# The documentation site in site/: the tool reference written from the tool definitions first, then
+# mkdocs with --strict, so a broken link or a page left out of the nav fails. NO_MKDOCS_2_WARNING
+# silences Material's notice about its end of life, which is not about this site.
+docs: $(TEST_STAMP)
+	$(VENV)/bin/python docs/gen_tools.py
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/python -m mkdocs build --strict
+
 bench: $(RUN_STAMP)
 	$(VENV)/bin/memloci bench graph --n 50000
 
 clean:
-	rm -rf $(VENV) $(LANGCHAIN_VENV) .official tests/conformance/node_modules build dist src/*.egg-info .pytest_cache
+	rm -rf $(VENV) $(LANGCHAIN_VENV) .official tests/conformance/node_modules build dist site src/*.egg-info .pytest_cache

@@ -255,9 +255,9 @@ def _commands(command, prefix=()):
         yield " ".join(prefix), command
 
 
-def test_the_readme_says_which_commands_take_libraries_and_library():
-    """The README's sentence on `--libraries` and `-l/--library` names exactly the commands that
-    take them (`import ...`: every import command)."""
+def test_the_docs_say_which_commands_take_libraries_and_library():
+    """The Command line page's sentence (docs/cli.md) on `--libraries` and `-l/--library` names
+    exactly the commands that take them (`import ...`: every import command)."""
     import re
     from pathlib import Path
 
@@ -265,10 +265,10 @@ def test_the_readme_says_which_commands_take_libraries_and_library():
 
     from memloci.cli.main import app
 
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    page = (Path(__file__).resolve().parent.parent / "docs" / "cli.md").read_text(encoding="utf-8")
     sentence = re.search(r"`--libraries SPEC` \(the libraries to mount\) is taken by (.*?); `-l/--library NAME` "
-                         r"\(one of the mounted libraries\) by (.*?)\.\n", readme, re.S)
-    assert sentence, "the README's sentence on --libraries and -l is gone"
+                         r"\(one of the mounted libraries\) by (.*?)\.\n", page, re.S)
+    assert sentence, "docs/cli.md's sentence on --libraries and -l is gone"
     commands = dict(_commands(typer.main.get_command(app)))
 
     def named(text: str) -> set[str]:

@@ -83,7 +83,7 @@ def test_multilingual_finds_a_fact_across_english_chinese_and_japanese(home):
 
 
 def test_the_english_default_does_not_cross_languages(home):
-    """The same queries with the default model: most miss (what the README says it understands)."""
+    """The same queries with the default model: most miss (what docs/guides/memories.md says it understands)."""
 
     async def body(c: Client):
         await _store(c)

@@ -2,7 +2,7 @@
 started again (same data, same port).
 
 While the database cannot be reached every call, read or write, fails within 5 s (the bound
-the README promises, so each call's time is checked against it) with STORAGE_UNAVAILABLE
+docs/server.md promises, so each call's time is checked against it) with STORAGE_UNAVAILABLE
 "cannot reach PostgreSQL", the library and the URL with its password masked; never CONFLICT.
 Health says the library's database cannot be reached. Once the database is back, the same
 server process serves again, with every write acknowledged before the outage there, and its
@@ -26,7 +26,7 @@ import pytest
 from pg import StoppablePgServer
 from test_stdio import RawServer, call
 
-BOUND_S = 5.0  # the README's promise: while the database is down, a call fails within this
+BOUND_S = 5.0  # docs/server.md's promise: while the database is down, a call fails within this
 
 
 @pytest.fixture
@@ -111,7 +111,7 @@ def test_a_stopped_database_is_an_outage_and_the_server_recovers(home, database)
                 assert error["code"] == "STORAGE_UNAVAILABLE", (name, error)
                 assert "cannot reach PostgreSQL" in error["message"] and "library 'team'" in error["message"]
                 assert masked in error["message"] and "s3cret" not in json.dumps(body), error
-                assert took < BOUND_S, f"{name} took {took:.1f} s to fail; the README promises under {BOUND_S:g} s"
+                assert took < BOUND_S, f"{name} took {took:.1f} s to fail; docs/server.md promises under {BOUND_S:g} s"
         failed, health, took = tool(server, next(request), "check_database_health")
         assert not failed and took < BOUND_S, health
         assert health["status"] == "unhealthy" and health["library"] == "team", health
@@ -198,7 +198,7 @@ def test_over_http_calls_fail_fast_and_healthz_says_degraded_until_the_database_
             failed, body, took = replies[f"During {name}"]
             assert failed and body["error"]["code"] == "STORAGE_UNAVAILABLE", body
             assert "cannot reach PostgreSQL" in body["error"]["message"] and "s3cret" not in json.dumps(body)
-            assert took < BOUND_S, f"{name} took {took:.1f} s to fail; the README promises under {BOUND_S:g} s"
+            assert took < BOUND_S, f"{name} took {took:.1f} s to fail; docs/server.md promises under {BOUND_S:g} s"
         status, body = _get(httpx2, healthz)
         assert status == 200 and body["status"] == "degraded" and "team" not in json.dumps(body), body
         database.start()

@@ -172,7 +172,7 @@ def test_a_request_id_in_flight_cannot_be_used_again(home):
 
 
 def test_a_cancelled_call_is_never_answered_and_is_applied_whole_or_not_at_all(home):
-    """What the README says: a call cancelled while it runs still finishes (one transaction), unanswered."""
+    """What docs/getting-started/agents.md says: a call cancelled while it runs still finishes (one transaction), unanswered."""
     server = RawServer(home).start()
     entities = [{"name": f"E{i}", "entityType": "t", "observations": [f"fact {i} {j}" for j in range(20)]}
                 for i in range(1000)]

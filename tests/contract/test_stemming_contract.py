@@ -1,7 +1,7 @@
 """What English stemming promises, on every engine: a word's regular inflections (-s, -ed,
 -ing) find each other by words, in both directions, in observations, note bodies and free
 memories. Derived words (`deployment` for `deployed`) are not promised: SQLite's Porter and
-PostgreSQL's Snowball cut them differently (README, "Where the engines can still rank
+PostgreSQL's Snowball cut them differently (docs/server.md, "Where the engines can still rank
 differently")."""
 
 from __future__ import annotations
