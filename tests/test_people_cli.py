@@ -82,6 +82,7 @@ def test_recall_answers_as_retrieve_memory(monkeypatch, tmp_path):
         ({"query": "deploy", "after": "2000-01-01", "before": "2999-01-01"},
          ["--after", "2000-01-01", "--before", "2999-01-01"]),
         ({"query": "nothing like this word zyzzyva", "tags": ["scratch"]}, ["--tag", "scratch"]),
+        ({"query": "OAuth", "time": "latest", "n_results": 3}, ["--time", "latest", "-n", "3"]),
     ]:
         copy_library(home, twin)  # the same state for both: a retrieval counts its hits' uses
         expected = tool(home, "retrieve_memory", **arguments)

@@ -310,6 +310,7 @@ def delete(
                     raise ValidationError("--yes: needed to delete when not at a terminal (nothing asked, "
                                           "nothing deleted)", hint="Add --yes to delete without asking.")
                 if not typer.confirm(f"Delete memory {memory.content_hash}: {_first_line(memory.content)}?"):
+                    open_console(stderr=True).print("Nothing deleted.")
                     raise typer.Exit(1)
             since = _newest_change(service, library)
             removed = service.delete_memory(memory.content_hash, library=library)
