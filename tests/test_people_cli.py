@@ -97,6 +97,30 @@ def test_recall_answers_as_retrieve_memory(monkeypatch, tmp_path):
                for g, e in zip(got["memories"], expected["memories"], strict=True))
 
 
+def test_recall_of_several_libraries_answers_as_retrieve_memory_of_several(monkeypatch, tmp_path):
+    home, twin = tmp_path / "home", tmp_path / "twin"
+    seed(home)
+    (home / "default.db").rename(home / "work.db")
+    seed(tmp_path / "other")
+    (tmp_path / "other" / "default.db").rename(home / "notes.db")
+    twin.mkdir()
+    for name in ("work", "notes"):
+        src, dst = sqlite3.connect(home / f"{name}.db"), sqlite3.connect(twin / f"{name}.db")
+        src.backup(dst)
+        src.close()
+        dst.close()
+    out: dict = {}
+
+    async def body(client):
+        out["all"], _ = await client.ok("retrieve_memory", query="OAuth keys", n_results=4, library="*")
+
+    run_session(home, body, "--libraries", f"work:{home / 'work.db'},notes:{home / 'notes.db'}")
+    got = cli_json(monkeypatch, twin, "recall", "OAuth keys", "-n", "4", "-l", "*",
+                   "--libraries", f"work:{twin / 'work.db'},notes:{twin / 'notes.db'}")
+    assert got == out["all"] and got["libraries"] == ["work", "notes"]
+    assert {m["library"] for m in got["memories"]} == {"work", "notes"}
+
+
 def test_memories_list_answers_as_list_memories(monkeypatch, tmp_path):
     home = tmp_path / "home"
     hashes = seed(home)

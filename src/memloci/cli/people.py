@@ -85,10 +85,13 @@ def recall(
     include_superseded: SupersededOpt = False,
     as_json: JsonOpt = False,
     libraries: LibrariesOpt = None,
-    library: LibraryOpt = None,
+    library: Annotated[str | None, typer.Option("--library", "-l", help="Library to search when several are mounted; "
+                                                "a comma list, or '*' for all, searches several (each hit names its "
+                                                "library), as retrieve_memory's library does.")] = None,
 ) -> None:
     """Recall memories as the retrieve_memory tool does: the same filters, order and scores."""
     from memloci.mcp.memory import retrieved
+    from memloci.service.across import selection
 
     structured: dict[str, Any] | None = None
     try:
@@ -96,16 +99,20 @@ def recall(
             raise ValidationError(f"min_similarity: must be between 0 and 1, got {min_similarity}")
         service = open_service(libraries, read_only=True, embedder=True)
         try:
-            result = service.retrieve_memory(query, n_results=limit, min_similarity=min_similarity, tags=tag or (),
-                                             match_all=all_tags, memory_type=memory_type, entity=entity, after=after,
-                                             before=before, time=time, include_superseded=include_superseded,
-                                             library=library)
-            structured = retrieved(service, result)
+            filters: dict[str, Any] = dict(n_results=limit, min_similarity=min_similarity, tags=tag or (),
+                                           match_all=all_tags, memory_type=memory_type, entity=entity, after=after,
+                                           before=before, time=time, include_superseded=include_superseded)
+            if library is not None and ("," in library or library.strip() == "*"):  # several: as the tool's list
+                names = selection([n.strip() for n in library.split(",")], service.libraries.names())
+                structured = retrieved(service, service.retrieve_memory_across(query, libraries=names, **filters), names)
+            else:
+                structured = retrieved(service, service.retrieve_memory(query, library=library, **filters))
         finally:
             service.close()  # the retrieval's access counts are written, as the tool's are
     except MemlociError as exc:
         if not not_created(exc):
-            fail(exc, {**FILTER_OPTIONS, "n_results": "-n/--limit", "min_similarity": "--min-similarity"})
+            fail(exc, {**FILTER_OPTIONS, "n_results": "-n/--limit", "min_similarity": "--min-similarity",
+                       "library": "-l/--library"})
     if as_json:
         _print_json(structured or {"memories": [], "query": query, "total_results": 0})
         return
