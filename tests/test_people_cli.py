@@ -89,6 +89,9 @@ def test_recall_answers_as_retrieve_memory(monkeypatch, tmp_path):
         got = cli_json(monkeypatch, twin, "recall", arguments["query"], *flags)
         assert got == expected, (arguments, got, expected)
         assert got["memories"] or "note" in got
+    table = run_cli(monkeypatch, home, "recall", "PKCE", "--tag", "decision")
+    assert table.exit_code == 0 and "We chose OAuth with PKCE for the mobile app." in table.stdout
+    assert "score" in table.stdout and "decision" in table.stdout and "active" in table.stdout
     # and on one file, one after the other: the same memories in the same order, the uses aside
     expected = tool(home, "retrieve_memory", query="OAuth keys", n_results=3)
     got = cli_json(monkeypatch, home, "recall", "OAuth keys", "-n", "3")
