@@ -1,4 +1,4 @@
-"""The commands over the mounted libraries: search, stats, history, undo, backup, restore,
+"""The commands over the mounted libraries: stats, history, undo, backup, restore,
 reindex, migrate and check."""
 
 from __future__ import annotations
@@ -24,33 +24,6 @@ from memloci.cli.common import (
 from memloci.core.errors import LibraryMissingError, MemlociError
 
 CHECK_SHOWN = 1000  # violations listed by `memloci check`; the title says how many there are in all
-
-
-def search(
-    query: Annotated[str, typer.Argument(help="Words to look for.")],
-    limit: Annotated[int, typer.Option("--limit", "-n", help="Most results.")] = 10,
-    libraries: LibrariesOpt = None,
-    library: LibraryOpt = None,
-) -> None:
-    """Search entities the way the search_nodes tool does."""
-    from rich.table import Table
-
-    try:
-        result = open_service(libraries, read_only=True, embedder=True).search_nodes(query, limit=limit, library=library)
-    except MemlociError as exc:
-        if not not_created(exc):
-            fail(exc, {"limit": "-n/--limit"})
-        result = None
-    console = open_console()
-    if result is None or not result.hits:
-        console.print("No match.")
-        return
-    table = Table("name", "type", "why", "observations")
-    for hit in result.hits:
-        obs = hit.entity.observations
-        preview = "; ".join(o.content for o in obs[:2]) + (f" (+{len(obs) - 2})" if len(obs) > 2 else "")
-        table.add_row(hit.entity.name, hit.entity.entity_type, hit.why, preview)
-    console.print(table)
 
 
 def stats(libraries: LibrariesOpt = None, library: LibraryOpt = None) -> None:
@@ -306,7 +279,6 @@ def check(
 
 
 def register(app: typer.Typer) -> None:
-    app.command()(search)
     app.command()(stats)
     app.command()(history)
     app.command()(undo)

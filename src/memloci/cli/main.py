@@ -12,7 +12,7 @@ from typing import Annotated
 import typer
 
 from memloci import __version__
-from memloci.cli import imports, install, library, maintain, serve
+from memloci.cli import imports, install, library, maintain, people, serve
 from memloci.cli.bench import bench_app
 from memloci.cli.common import RUN
 from memloci.cli.exports import export_app
@@ -63,7 +63,8 @@ def _root(
 
 # The commands, in the order `memloci --help` lists them.
 serve.register(app)  # tools, serve
-library.register(app)  # search, stats, history, undo, backup, restore, reindex, migrate, check
+people.register(app)  # recall, search, memories list|show|edit|delete
+library.register(app)  # stats, history, undo, backup, restore, reindex, migrate, check
 install.register(app)  # install, uninstall
 maintain.register(app)  # consolidate
 

@@ -33,6 +33,7 @@ from memloci.mcp.replies import reply
 from memloci.mcp.surface import json_object
 from memloci.service.facade import MemoryService
 from memloci.service.lifecycle import first_line
+from memloci.service.memories import Retrieval
 
 
 class MemoryOut(BaseModel):  # a compact reply's memories carry content_hash and content alone
@@ -125,6 +126,32 @@ def memory_out(m: Memory, zone: str, score: float | None = None, why: str | None
         out["similarity_score"] = round(min(1.0, max(0.0, score)), 4)
         out["why"] = why
     return out
+
+
+def retrieved(service: MemoryService, result: Retrieval, libraries: list[str] | None = None) -> dict[str, Any]:
+    """retrieve_memory's structured content, whole (before compact and max_tokens): what the
+    tool replies and `memloci recall --json` prints. `libraries`: the search named several,
+    and each hit names its library."""
+    memories = [memory_out(h.memory, service.zone_of(h.memory), h.score, h.why) for h in result.hits]
+    if libraries is not None:
+        memories = [{**m, "library": h.library} for m, h in zip(memories, result.hits, strict=True)]
+    structured: dict[str, Any] = {"memories": memories, "query": result.query, "total_results": len(result.hits)}
+    if libraries is not None:
+        structured["libraries"] = libraries
+    if result.time_range is not None:
+        after_, before_ = result.time_range.iso()
+        structured["time_range"] = {"phrase": result.time_range.phrase, "after": after_, "before": before_,
+                                    "latest": result.time_range.latest}
+    if result.note:  # said in the reply, so a model does not take these for matches
+        structured["note"] = result.note
+    return structured
+
+
+def listed(service: MemoryService, memories: list[Memory], page: int, page_size: int, total: int) -> dict[str, Any]:
+    """list_memories' structured content for one page, whole: what the tool replies and
+    `memloci memories list --json` prints."""
+    return {"memories": [memory_out(m, service.zone_of(m)) for m in memories], "page": page,
+            "page_size": page_size, "total": total, "has_more": page * page_size < total}
 
 
 def fitted(structured: dict[str, Any], max_tokens: int | None, compact: bool, rest: str,
@@ -223,25 +250,14 @@ def register(server: Any, service: MemoryService) -> None:
                 query, libraries=names, n_results=n_results, min_similarity=min_similarity, tags=tags or (),
                 match_all=match_all, memory_type=memory_type, entity=entity, after=after, before=before, time=time,
                 include_superseded=include_superseded)
-            memories = [{**memory_out(h.memory, service.zone_of(h.memory), h.score, h.why), "library": h.library}
-                        for h in result.hits]
         else:
             assert not isinstance(library, list)  # several() took every list
             result = service.retrieve_memory(query, n_results=n_results, min_similarity=min_similarity, tags=tags or (),
                                              match_all=match_all, memory_type=memory_type, entity=entity, after=after,
                                              before=before, time=time, include_superseded=include_superseded,
                                              library=selected(library, library_name, project_path, confirm_new_project_root))
-            memories = [memory_out(h.memory, service.zone_of(h.memory), h.score, h.why) for h in result.hits]
-        structured: dict[str, Any] = {"memories": memories, "query": result.query, "total_results": len(result.hits)}
-        if names is not None:
-            structured["libraries"] = names
-        if result.time_range is not None:
-            after_, before_ = result.time_range.iso()
-            structured["time_range"] = {"phrase": result.time_range.phrase, "after": after_, "before": before_,
-                                        "latest": result.time_range.latest}
-        if result.note:  # said in the reply, so a model does not take these for matches
-            structured["note"] = result.note
-        return reply(fitted(structured, max_tokens, compact, "fewer n_results or a narrower query"))
+        return reply(fitted(retrieved(service, result, names), max_tokens, compact,
+                            "fewer n_results or a narrower query"))
 
     def search_by_tag(
         tags: Annotated[list[str], Field(description="Tags to look for")],
@@ -325,9 +341,8 @@ def register(server: Any, service: MemoryService) -> None:
             filters=MemoryFilter(tuple(tags or ()), False, memory_type, entity, after, before, include_superseded,
                                  include_archived), time=time,
             library=where)
-        return reply(fitted({"memories": [memory_out(m, service.zone_of(m)) for m in memories], "page": page,
-                             "page_size": page_size, "total": total, "has_more": page * page_size < total},
-                            max_tokens, compact, "a smaller page_size"))
+        return reply(fitted(listed(service, memories, page, page_size, total), max_tokens, compact,
+                            "a smaller page_size"))
 
     def check_database_health(library: Library = None, library_name: LibraryName = None,
         project_path: ProjectPath = None, confirm_new_project_root: ConfirmRoot = None) -> Annotated[CallToolResult, HealthOut]:
