@@ -366,8 +366,10 @@ def test_one_preview_executes_once_even_when_two_servers_race(engine):
 
     kept = other.store().load_preview(preview.preview_id)  # the other server read it while it was pending
     s.lifecycle.execute_preview(preview.preview_id)
+    plan = Plan.from_data(kept["plan"])  # and goes on to apply it, as execute_preview does
     with pytest.raises(ConflictError, match="executed already"):
-        other.lifecycle._apply(Plan.from_data(kept["plan"]), other.store(), "test", preview.preview_id)
+        other.store().change_memories(plan.edits, plan.new, origin="test", action=plan.kind, detail={},
+                                      expect=plan.expect, preview_id=preview.preview_id)
 
 
 def test_export_filters_are_checked(engine):

@@ -26,6 +26,7 @@ from memloci.cli.common import (
 )
 from memloci.core.errors import MemlociError, NotFoundError, ValidationError
 from memloci.core.model import Memory, MemoryFilter
+from memloci.service.lifecycle import first_line
 
 memories_app = typer.Typer(help="Free memories and observations: list, show, edit, delete.",
                            no_args_is_help=True, rich_markup_mode=None)
@@ -48,11 +49,6 @@ KINDS = ("all", "memories", "entities", "notes")
 NOTE_POOL = 50  # entity hits read to find `-n` notes among them (entities with a body)
 
 
-def _first_line(text: str, width: int = 80) -> str:
-    line = text.strip().split("\n", 1)[0]
-    return line if len(line) <= width else line[: width - 1] + "…"
-
-
 def _memory_table(memories: list[dict[str, Any]], *, scored: bool, title: str | None = None) -> Any:
     from rich.table import Table
 
@@ -61,7 +57,7 @@ def _memory_table(memories: list[dict[str, Any]], *, scored: bool, title: str | 
     for m in memories:
         row = [f"{m['similarity_score']:.2f}"] if scored else []
         row += [m["created_at"][:16].replace("T", " "), m["memory_type"], ", ".join(m["tags"]), m["zone"],
-                _first_line(m["content"]), m["content_hash"]]
+                first_line(m["content"], 80), m["content_hash"]]
         table.add_row(*row)
     return table
 
@@ -282,7 +278,7 @@ def edit(
     except MemlociError as exc:
         fail(exc, options)
     console = open_console()
-    console.print(f"Updated memory {memory.content_hash}: {_first_line(memory.content)}", highlight=False)
+    console.print(f"Updated memory {memory.content_hash}: {first_line(memory.content, 80)}", highlight=False)
     if ids:
         console.print(_undo_hint(ids), highlight=False)
 
@@ -316,7 +312,7 @@ def delete(
                 if not sys.stdin.isatty():
                     raise ValidationError("--yes: needed to delete when not at a terminal (nothing asked, "
                                           "nothing deleted)", hint="Add --yes to delete without asking.")
-                if not typer.confirm(f"Delete memory {memory.content_hash}: {_first_line(memory.content)}?"):
+                if not typer.confirm(f"Delete memory {memory.content_hash}: {first_line(memory.content, 80)}?"):
                     open_console(stderr=True).print("Nothing deleted.")
                     raise typer.Exit(1)
             since = _newest_change(service, library)
@@ -327,7 +323,7 @@ def delete(
     except MemlociError as exc:
         fail(exc, FILTER_OPTIONS)
     console = open_console()
-    console.print(f"Deleted {counted(len(removed), 'memories')}: {_first_line(memory.content)}", highlight=False)
+    console.print(f"Deleted {counted(len(removed), 'memories')}: {first_line(memory.content, 80)}", highlight=False)
     if ids:
         console.print(_undo_hint(ids), highlight=False)
 
@@ -386,7 +382,7 @@ def _note_hit(hit: Any, query: str) -> dict[str, Any]:
     lines = [line.strip() for line in hit.entity.body.splitlines() if line.strip()]
     best = max(lines, key=lambda line: sum(w in line.casefold() for w in words), default="")
     return {"name": hit.entity.name, "entity_type": hit.entity.entity_type, "why": hit.why,
-            "line": _first_line(best, 120)}
+            "line": first_line(best, 120)}
 
 
 def _show_found(found: dict[str, list[dict[str, Any]]], kind: str) -> None:
@@ -405,7 +401,7 @@ def _show_found(found: dict[str, list[dict[str, Any]]], kind: str) -> None:
             table = Table("score", "when", "type", "text", "why", "hash", title=title)
             for m in hits:
                 table.add_row(f"{m['similarity_score']:.2f}", m["created_at"][:10], m["memory_type"],
-                              _first_line(m["content"]), m["why"] or "", m["content_hash"])
+                              first_line(m["content"], 80), m["why"] or "", m["content_hash"])
         elif group == "entities":
             table = Table("name", "type", "why", "observations", title=title)
             for e in hits:

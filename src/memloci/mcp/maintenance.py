@@ -36,13 +36,22 @@ Filters = Annotated[dict[str, Any] | None, BeforeValidator(json_object), WithJso
     "type": "string", "description": 'JSON object text: {"tags": [...], "query": "...", "include_archived": false}'})]
 
 
+ITEMS_SHOWN = 200  # items a reply lists (the preview keeps them all): 10,000 overflow a client's 1 MB event
+
+
+def listed(data: dict[str, Any]) -> dict[str, Any]:
+    """An outcome's data (Outcome.to_data, or a consolidation run's answer) as a tool's reply:
+    how to execute a preview, the first ITEMS_SHOWN items, `offered` and `report` only when
+    there is something in them."""
+    items = data["items"]
+    how = f" Execute it with execute_preview(preview_id={data['preview_id']})." if data.get("preview_id") else ""
+    return {"success": True, **{k: v for k, v in data.items() if k not in ("offered", "report") or v},
+            "message": data["message"] + how, "items": items[:ITEMS_SHOWN],
+            **({"items_not_shown": len(items) - ITEMS_SHOWN} if len(items) > ITEMS_SHOWN else {})}
+
+
 def outcome(o: Outcome) -> dict[str, Any]:
-    shown = o.items[:200]
-    how = f" Execute it with execute_preview(preview_id={o.preview_id})." if o.preview_id else ""
-    return {"success": True, "message": o.summary + how, "dry_run": not o.executed, "preview_id": o.preview_id,
-            "change_id": o.change_id, "library": o.library, **o.counts, "items": shown,
-            **({"items_not_shown": len(o.items) - len(shown)} if len(o.items) > len(shown) else {}),
-            **({"offered": o.offered} if o.offered else {})}
+    return listed(o.to_data())
 
 
 def register(server: Any, service: MemoryService) -> None:
@@ -122,11 +131,8 @@ def register(server: Any, service: MemoryService) -> None:
     def consolidate(time_horizon: Literal["daily", "weekly", "monthly", "quarterly", "yearly"] = "weekly",
                     dry_run: Annotated[bool, Field(description="false: apply (supersessions stay offered)")] = True,
                     library: Library = None, library_name: LibraryName = None) -> Annotated[CallToolResult, Out]:
-        out = service.consolidate_off_path(time_horizon, dry_run=dry_run, library=selected(library, library_name))
-        how = f" Execute it with execute_preview(preview_id={out['preview_id']})." if out.get("preview_id") else ""
-        items = out.get("items", [])  # listed as outcome() lists them: 10,000 items overflow a client's 1 MB event
-        return reply({"success": True, **out, "message": out["message"] + how, "items": items[:200],
-                      **({"items_not_shown": len(items) - 200} if len(items) > 200 else {})})
+        return reply(listed(service.consolidate_off_path(time_horizon, dry_run=dry_run,
+                                                          library=selected(library, library_name))))
 
     def garbage_collect_relations(dry_run: Annotated[bool, Field(description="true: list them (a preview)")] = True,
                                   library: Library = None,

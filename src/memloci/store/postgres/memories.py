@@ -15,7 +15,7 @@ for filters, as in SQLite.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from memloci.core.model import (
@@ -198,67 +198,12 @@ class PostgresMemories:
     def change_memories(self, edits: Sequence[MemoryEdit], new: Sequence[NewMemory], *, origin: str, action: str,
                         detail: dict[str, Any], expect: Sequence[MemoryEdit] = (),
                         preview_id: int | None = None) -> ChangedMemories:
-        """As the SQLite engine's: one transaction, one journal entry, refused if a memory changed."""
-        lifecycle.check_edits(edits)
+        """As the SQLite engine's (rules/lifecycle.py `apply`): one transaction, one journal entry,
+        refused if a memory changed."""
         at = now_iso()
         with self.db.write("memories") as tx:
-            conn = tx.conn
-            ids = [e.memory_id for e in edits]
-            before = load_memories(conn, [*ids, *(e.memory_id for e in expect)])
-            found = lifecycle.stale([*edits, *expect], before, {i: m.content_hash for i, m in before.items()})
-            if found:
-                raise lifecycle.refused(action, found)
-            if preview_id is not None and not conn.execute(
-                    "UPDATE previews SET executed_at = %s WHERE id = %s AND executed_at IS NULL", (at, preview_id)).rowcount:
-                raise lifecycle.executed_already(preview_id)
-            tx.keep(memory_ids=ids)
-            for e in edits:  # uses of merged duplicates, as they are now, go to their keeper
-                absorbed = list(e.fields.get("absorb", ()))
-                if absorbed:
-                    conn.execute("UPDATE memories SET access_count = access_count + (SELECT coalesce(sum(access_count), 0) "
-                                 "FROM memories WHERE id = ANY(%s)) WHERE id = %s", (absorbed, e.memory_id))
-            gone = [e.memory_id for e in edits if e.delete]
-            if gone:
-                around = {n for i in gone for n in neighbours(conn, i)} - set(gone)
-                if drop_memory_vectors(conn, gone):
-                    bump_vectors(conn)
-                conn.execute("DELETE FROM memories WHERE id = ANY(%s)", (gone,))
-                refresh_context(conn, sorted(around))
-            for e in edits:
-                if e.delete or not e.fields:
-                    continue
-                sets, params = ["updated_at = %s"], [at]
-                for name, value in e.fields.items():
-                    if name == "absorb":
-                        continue
-                    value = lifecycle.stored_value(name, value)
-                    sets.append(f"{name} = %s")
-                    params.append(as_jsonb(list(value)) if name in ("tags", "links") else
-                                  as_json(value) if name == "metadata" else value)
-                conn.execute(f"UPDATE memories SET {', '.join(sets)} WHERE id = %s", (*params, e.memory_id))
-                if "tags" in e.fields:
-                    conn.execute("DELETE FROM memory_tags WHERE memory_id = %s", (e.memory_id,))
-                    add_tags(conn, e.memory_id, e.fields["tags"])
-            created = []
-            for n in new:
-                m = n.memory
-                memory_id = insert_memory(conn, None, m.content, m.memory_type, m.tags, m.importance, m.metadata, at)
-                if memory_id is None:
-                    raise rules.memory_text_taken()
-                if n.links:
-                    conn.execute("UPDATE memories SET links = %s WHERE id = %s", (as_jsonb(links_data(n.links)), memory_id))
-                created.append(memory_id)
-            after = load_memories(conn, created)
-            for memory in after.values():
-                undo.keep_new_memory(tx.kept, memory.content_hash)
-            tx.journal(origin, action, [], {**detail, **({"texts_added": [m.content for m in after.values()]}
-                                                         if after else {})}, at)
-            change_id = tx.kept["last_row"]
-            if preview_id is not None:
-                conn.execute("UPDATE previews SET change_id = %s WHERE id = %s", (change_id, preview_id))
-            changed = load_memories(conn, [e.memory_id for e in edits if not e.delete])
-        return ChangedMemories(tuple(changed.values()), tuple(before[i] for i in gone if i in before),
-                               tuple(after.values()), change_id)
+            return lifecycle.apply(_LifecycleRows(tx), edits, new, origin=origin, action=action, detail=detail,
+                                   expect=expect, preview_id=preview_id, at=at)
 
     def list_memories(self, *, offset: int, limit: int, filters: MemoryFilter, count: bool = True) -> MemoryPage:
         with self.db.read() as conn:
@@ -468,3 +413,61 @@ def _took(steps: dict[str, float], what: str, since: float) -> float:
     now = time.perf_counter()
     steps[what] = steps.get(what, 0.0) + now - since
     return now
+
+
+class _LifecycleRows:
+    """rules/lifecycle.py's LifecycleTx over one PostgreSQL write transaction."""
+
+    def __init__(self, tx: Any):
+        self.tx = tx
+        self.conn = tx.conn
+
+    def load(self, ids: Sequence[int]) -> dict[int, Memory]:
+        return load_memories(self.conn, ids)
+
+    def claim_preview(self, preview_id: int, at: str) -> bool:
+        return bool(self.conn.execute("UPDATE previews SET executed_at = %s WHERE id = %s AND executed_at IS NULL",
+                                      (at, preview_id)).rowcount)
+
+    def keep(self, ids: Sequence[int]) -> None:
+        self.tx.keep(memory_ids=ids)  # the undo record keeps them as they are (undo.py)
+
+    def absorb(self, keeper: int, ids: Sequence[int]) -> None:
+        self.conn.execute("UPDATE memories SET access_count = access_count + (SELECT coalesce(sum(access_count), 0) "
+                          "FROM memories WHERE id = ANY(%s)) WHERE id = %s", (list(ids), keeper))
+
+    def delete(self, ids: Sequence[int]) -> None:
+        if not ids:
+            return
+        around = {n for i in ids for n in neighbours(self.conn, i)} - set(ids)
+        if drop_memory_vectors(self.conn, list(ids)):
+            bump_vectors(self.conn)
+        self.conn.execute("DELETE FROM memories WHERE id = ANY(%s)", (list(ids),))
+        refresh_context(self.conn, sorted(around))
+
+    def update(self, memory_id: int, fields: Mapping[str, Any], at: str) -> None:
+        names = list(fields)  # checked against EDITABLE_FIELDS (rules/lifecycle.py check_edits)
+        values = [as_jsonb(list(v)) if k in ("tags", "links") else as_json(v) if k == "metadata" else v
+                  for k, v in fields.items()]
+        self.conn.execute(f"UPDATE memories SET updated_at = %s, {', '.join(f'{k} = %s' for k in names)} WHERE id = %s",
+                          (at, *values, memory_id))
+        if "tags" in fields:
+            self.conn.execute("DELETE FROM memory_tags WHERE memory_id = %s", (memory_id,))
+            add_tags(self.conn, memory_id, fields["tags"])
+
+    def insert(self, new: NewMemory, at: str) -> int | None:
+        m = new.memory
+        memory_id = insert_memory(self.conn, None, m.content, m.memory_type, m.tags, m.importance, m.metadata, at)
+        if memory_id is not None and new.links:
+            self.conn.execute("UPDATE memories SET links = %s WHERE id = %s", (as_jsonb(links_data(new.links)), memory_id))
+        return memory_id
+
+    def created(self, content_hash: str) -> None:
+        undo.keep_new_memory(self.tx.kept, content_hash)
+
+    def journal(self, origin: str, action: str, detail: dict[str, Any], at: str) -> int:
+        self.tx.journal(origin, action, [], detail, at)
+        return int(self.tx.kept["last_row"])
+
+    def record_change(self, preview_id: int, change_id: int) -> None:
+        self.conn.execute("UPDATE previews SET change_id = %s WHERE id = %s", (change_id, preview_id))

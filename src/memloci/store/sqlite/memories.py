@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -50,6 +50,7 @@ from memloci.store.sqlite.memory_rows import (
 )
 from memloci.store.sqlite.passages import pending_passage_count, reset_passage_vectors
 from memloci.store.sqlite.rows import journal, refresh_fts, resolve
+from memloci.store.sqlite.tx import WriteTx
 from memloci.store.sqlite.undo_rows import keep_before
 from memloci.store.sqlite.vault import retag
 from memloci.store.sqlite.vectors import claim_model, library_meta, pack, set_library_meta, unpack_many, vectors_version
@@ -171,66 +172,13 @@ class SQLiteMemories:
     def change_memories(self, edits: Sequence[MemoryEdit], new: Sequence[NewMemory], *, origin: str, action: str,
                         detail: dict[str, Any], expect: Sequence[MemoryEdit] = (),
                         preview_id: int | None = None) -> ChangedMemories:
-        """Apply a lifecycle change to free memories in one transaction with one journal entry:
-        refused with nothing changed if any memory differs from what the preview saw."""
-        lifecycle.check_edits(edits)
+        """Apply a lifecycle change to free memories in one transaction with one journal entry
+        (rules/lifecycle.py `apply`): refused with nothing changed if any memory differs from what
+        the preview saw."""
         at = now_iso()
         with self.db.write() as tx:
-            conn = tx.conn
-            ids = [e.memory_id for e in edits]
-            before = load_memories(conn, [*ids, *(e.memory_id for e in expect)])
-            found = lifecycle.stale([*edits, *expect], before, {i: m.content_hash for i, m in before.items()})
-            if found:
-                raise lifecycle.refused(action, found)
-            if preview_id is not None and not conn.execute(
-                    "UPDATE previews SET executed_at = ? WHERE id = ? AND executed_at IS NULL", (at, preview_id)).rowcount:
-                raise lifecycle.executed_already(preview_id)
-            keep_before(tx, memory_ids=ids)
-            for e in edits:  # uses of merged duplicates, as they are now, go to their keeper
-                absorbed = list(e.fields.get("absorb", ()))
-                if absorbed:
-                    conn.execute(f"UPDATE memories SET access_count = access_count + (SELECT ifnull(sum(access_count), 0) "
-                                 f"FROM memories WHERE id IN ({','.join('?' * len(absorbed))})) WHERE id = ?",
-                                 (*absorbed, e.memory_id))
-            gone = [e.memory_id for e in edits if e.delete]
-            around = {n for i in gone for n in neighbours(conn, i)} - set(gone)
-            conn.executemany("DELETE FROM memories WHERE id = ?", [(i,) for i in gone])
-            refresh_context(conn, around)
-            for e in edits:
-                if e.delete or not e.fields:
-                    continue
-                sets, params = ["updated_at = ?"], [at]
-                for name, value in e.fields.items():
-                    if name == "absorb":
-                        continue
-                    value = lifecycle.stored_value(name, value)
-                    sets.append(f"{name} = ?")
-                    params.append(json.dumps(list(value) if name == "tags" else value, ensure_ascii=False)
-                                  if name in ("tags", "metadata", "links") else value)
-                conn.execute(f"UPDATE memories SET {', '.join(sets)} WHERE id = ?", (*params, e.memory_id))
-                if "tags" in e.fields:
-                    set_tags(conn, e.memory_id, e.fields["tags"])
-            created = []
-            for n in new:
-                m = n.memory
-                memory_id = insert_memory(conn, None, m.content, m.memory_type, m.tags, m.importance, m.metadata, at)
-                if memory_id is None:
-                    raise rules.memory_text_taken()
-                if n.links:
-                    conn.execute("UPDATE memories SET links = ? WHERE id = ?",
-                                 (json.dumps(links_data(n.links), ensure_ascii=False), memory_id))
-                created.append(memory_id)
-            after = load_memories(conn, created)
-            for memory in after.values():
-                undo.keep_new_memory(tx.record, memory.content_hash)
-            journal(tx, origin, action, [], {**detail, **({"texts_added": [m.content for m in after.values()]}
-                                                           if after else {})})
-            change_id = tx.record["last_row"]
-            if preview_id is not None:
-                conn.execute("UPDATE previews SET change_id = ? WHERE id = ?", (change_id, preview_id))
-            changed = load_memories(conn, [e.memory_id for e in edits if not e.delete])
-        return ChangedMemories(tuple(changed.values()), tuple(before[i] for i in gone if i in before),
-                               tuple(after.values()), change_id)
+            return lifecycle.apply(_LifecycleRows(tx), edits, new, origin=origin, action=action, detail=detail,
+                                   expect=expect, preview_id=preview_id, at=at)
 
     def list_memories(self, *, offset: int, limit: int, filters: MemoryFilter, count: bool = True) -> MemoryPage:
         with self.db.read() as conn:
@@ -347,3 +295,57 @@ def _entity_id(conn: sqlite3.Connection, name: str | None) -> int | None:
     if not found:
         raise rules.memory_owner_missing(name)
     return next(iter(found.values()))[0]
+
+
+class _LifecycleRows:
+    """rules/lifecycle.py's LifecycleTx over one SQLite write transaction."""
+
+    def __init__(self, tx: WriteTx):
+        self.tx = tx
+        self.conn = tx.conn
+
+    def load(self, ids: Sequence[int]) -> dict[int, Memory]:
+        return load_memories(self.conn, ids)
+
+    def claim_preview(self, preview_id: int, at: str) -> bool:
+        return bool(self.conn.execute("UPDATE previews SET executed_at = ? WHERE id = ? AND executed_at IS NULL",
+                                      (at, preview_id)).rowcount)
+
+    def keep(self, ids: Sequence[int]) -> None:
+        keep_before(self.tx, memory_ids=ids)
+
+    def absorb(self, keeper: int, ids: Sequence[int]) -> None:
+        self.conn.execute(f"UPDATE memories SET access_count = access_count + (SELECT ifnull(sum(access_count), 0) "
+                          f"FROM memories WHERE id IN ({','.join('?' * len(ids))})) WHERE id = ?", (*ids, keeper))
+
+    def delete(self, ids: Sequence[int]) -> None:
+        around = {n for i in ids for n in neighbours(self.conn, i)} - set(ids)
+        self.conn.executemany("DELETE FROM memories WHERE id = ?", [(i,) for i in ids])
+        refresh_context(self.conn, around)
+
+    def update(self, memory_id: int, fields: Mapping[str, Any], at: str) -> None:
+        names = list(fields)  # checked against EDITABLE_FIELDS (rules/lifecycle.py check_edits)
+        values = [json.dumps(list(v) if k == "tags" else v, ensure_ascii=False) if k in ("tags", "metadata", "links")
+                  else v for k, v in fields.items()]
+        self.conn.execute(f"UPDATE memories SET updated_at = ?, {', '.join(f'{k} = ?' for k in names)} WHERE id = ?",
+                          (at, *values, memory_id))
+        if "tags" in fields:
+            set_tags(self.conn, memory_id, fields["tags"])
+
+    def insert(self, new: NewMemory, at: str) -> int | None:
+        m = new.memory
+        memory_id = insert_memory(self.conn, None, m.content, m.memory_type, m.tags, m.importance, m.metadata, at)
+        if memory_id is not None and new.links:
+            self.conn.execute("UPDATE memories SET links = ? WHERE id = ?",
+                              (json.dumps(links_data(new.links), ensure_ascii=False), memory_id))
+        return memory_id
+
+    def created(self, content_hash: str) -> None:
+        undo.keep_new_memory(self.tx.record, content_hash)
+
+    def journal(self, origin: str, action: str, detail: dict[str, Any], at: str) -> int:
+        journal(self.tx, origin, action, [], detail)
+        return int(self.tx.record["last_row"])
+
+    def record_change(self, preview_id: int, change_id: int) -> None:
+        self.conn.execute("UPDATE previews SET change_id = ? WHERE id = ?", (change_id, preview_id))
