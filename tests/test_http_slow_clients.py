@@ -137,3 +137,44 @@ def test_connections_beyond_the_cap_get_503_at_once_and_clients_are_served_once_
     finally:
         assert server.stop() == 0
     assert "refused connections beyond the cap of 20 open at once" in server.log.read_text()
+
+
+def test_connections_waiting_in_the_backlog_are_taken_in_before_the_listener_closes():
+    """Clients whose handshake the kernel completed, not yet accepted when the server stops:
+    take_waiting accepts each at once, the listener closes, serve_taken hands each to a
+    protocol, which reads its request: none is reset by the close."""
+    import socket
+
+    from memloci.http.connections import serve_taken, take_waiting
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        got: list[bytes] = []
+
+        class Echo(asyncio.Protocol):
+            def connection_made(self, transport):  # type: ignore[no-untyped-def]
+                self.transport = transport
+
+            def data_received(self, data: bytes) -> None:
+                got.append(data)
+                self.transport.write(b"seen " + data)
+                self.transport.close()
+
+        server = await loop.create_server(Echo, "127.0.0.1", 0, backlog=16)
+        port = server.sockets[0].getsockname()[1]
+        clients = []
+        for i in range(5):  # blocking connects, the loop never runs: all five wait in the backlog
+            c = socket.create_connection(("127.0.0.1", port))
+            c.sendall(b"request %d" % i)
+            c.setblocking(False)
+            clients.append(c)
+        waiting = take_waiting(server.sockets)
+        server.close()  # the listener closes right after, as the server's shutdown does
+        taken = await serve_taken(waiting, Echo)
+        replies = [await asyncio.wait_for(loop.sock_recv(c, 100), 5) for c in clients]
+        for c in clients:
+            c.close()
+        assert all(r.startswith(b"seen request") for r in replies), replies
+        assert taken == 5 and sorted(got) == [b"request %d" % i for i in range(5)]
+
+    asyncio.run(main())

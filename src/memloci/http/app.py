@@ -40,7 +40,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from memloci.core.errors import ValidationError
-from memloci.http.connections import ConnectionLimits, limited_protocol
+from memloci.http.connections import ConnectionLimits, limited_protocol, serve_taken, take_waiting
 from memloci.http.limits import MessageGuard, RateLimit, RateLimiter, SessionCap, rpc_error, send_json
 from memloci.http.scopes import TokenCallers
 from memloci.http.settings import HttpSettings, default_max_connections, is_loopback
@@ -459,9 +459,10 @@ def serve_http(server: Any, settings: HttpSettings, *, verifiers: Sequence[Token
                          open_while=open_while)
     limits = ConnectionLimits(settings.header_timeout, settings.body_timeout,
                               settings.max_connections or default_max_connections())
+    protocol = limited_protocol(limits)
     config = uvicorn.Config(app, host=settings.host, port=settings.port, log_config=None, access_log=False,
                             lifespan="on", timeout_graceful_shutdown=GRACE_AFTER_DRAIN_SECONDS, server_header=False,
-                            http=limited_protocol(limits))
+                            http=protocol)
 
     class TwoStepServer(uvicorn.Server):
         """The first SIGTERM/SIGINT only requests the shutdown (see Shutdown); a second stops at once."""
@@ -472,6 +473,19 @@ def serve_http(server: Any, settings: HttpSettings, *, verifiers: Sequence[Token
                 return
             self._captured_signals.append(sig)
             shutdown.request(signal.Signals(sig).name, server.calls_in_flight)
+
+        async def shutdown(self, sockets: list[Any] | None = None) -> None:
+            # the connections waiting in the backlog are taken in, with no await between the last
+            # accept and the listeners' close (a close resets them); then served, with the grace
+            # uvicorn's shutdown gives every connection between requests
+            taken = take_waiting([s for srv in self.servers for s in srv.sockets])
+            for srv in self.servers:
+                srv.close()
+            served = await serve_taken(taken, lambda: protocol(config=self.config, server_state=self.server_state,
+                                                               app_state=self.lifespan.state))
+            if served:
+                log.debug("took in %d connections waiting to be accepted as the listener closed", served)
+            await super().shutdown(sockets)
 
     runner = TwoStepServer(config)
     shutdown.finish = lambda: setattr(runner, "should_exit", True)  # drain() closes the streams next

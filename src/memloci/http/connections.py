@@ -17,7 +17,10 @@ only once its headers are complete):
   Retry-After and closed at once, before anything of it is read.
 - stopping: uvicorn closes each connection with no request under way at once, which resets
   one whose request is on its way in; here such a connection gets STOP_GRACE_SECONDS for its
-  request to arrive and be answered (503, during shutdown) first.
+  request to arrive and be answered (503, during shutdown) first. And closing the listening
+  socket resets the connections the kernel has completed but nobody has accepted yet (its
+  backlog, full of them when clients reconnect at once after each reply): `take_waiting`
+  takes those in first, so they get the same grace.
 
 The time an application takes to answer is not limited here: a tool call may run long.
 """
@@ -27,8 +30,12 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
+import socket
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
@@ -39,7 +46,7 @@ REFUSED_CLOSE_SECONDS = 1.0  # a refused connection's 503 is read (and its reque
 # may be on its way in (sent, not yet read, as on a connection accepted an instant before), and
 # closing with it unread resets the connection: its client never learns what became of it. Such
 # a connection gets this long for a request to arrive and be answered (503, during shutdown).
-STOP_GRACE_SECONDS = 1.0
+STOP_GRACE_SECONDS = 2.0
 LOG_EVERY_SECONDS = 10.0  # at most one line a kind this often: a flood of slow clients must not flood the log
 
 
@@ -90,7 +97,7 @@ class ConnectionLimits:
                          "its limit; retry in a moment.\n".encode(), b"text/plain; charset=utf-8", b"retry-after: 1")
 
 
-def limited_protocol(limits: ConnectionLimits) -> type[asyncio.Protocol]:
+def limited_protocol(limits: ConnectionLimits) -> type[H11Protocol]:
     """The protocol class for `uvicorn.Config(http=...)`: uvicorn's h11 protocol under `limits`.
     (A subclass, because uvicorn takes a protocol class and calls into its methods itself.)"""
 
@@ -182,3 +189,41 @@ def limited_protocol(limits: ConnectionLimits) -> type[asyncio.Protocol]:
             self.transport.close()  # the application reading the body gets http.disconnect
 
     return LimitedH11Protocol
+
+
+def take_waiting(listeners: Iterable[socket.socket | Any]) -> list[socket.socket]:
+    """Accept every connection waiting in the listening sockets' backlogs, at once (no await):
+    called right before the listeners close, so that a connection whose handshake the kernel
+    completed is answered rather than reset by the close. The caller hands each to a protocol
+    (`serve_taken`) once the listeners are closed."""
+    taken: list[socket.socket] = []
+    for listener in listeners:
+        own = socket.socket(fileno=os.dup(listener.fileno()))  # the same listening socket; closing it closes the copy
+        own.setblocking(False)
+        try:
+            while True:
+                try:
+                    conn, _ = own.accept()
+                except (BlockingIOError, InterruptedError):
+                    break
+                except OSError:  # the listener is gone (closed, or out of files): nothing more to take
+                    break
+                conn.setblocking(False)
+                taken.append(conn)
+        finally:
+            own.close()
+    return taken
+
+
+async def serve_taken(taken: list[socket.socket], protocol: Callable[[], asyncio.Protocol]) -> int:
+    """Serve each connection `take_waiting` took with a new `protocol()`; how many are served."""
+    loop = asyncio.get_running_loop()
+    served = 0
+    for conn in taken:
+        try:
+            await loop.connect_accepted_socket(protocol, sock=conn)
+        except OSError:  # the client left already
+            conn.close()
+            continue
+        served += 1
+    return served
