@@ -137,6 +137,10 @@ def test_memories_list_answers_as_list_memories(monkeypatch, tmp_path):
         expected = tool(home, "list_memories", **arguments)
         got = cli_json(monkeypatch, home, "memories", "list", *flags)
         assert got == expected, (arguments, got, expected)
+    named = [hashes["Lunch is at noon."], "0" * 64, hashes["Deploy the staging server every Friday."]]
+    expected = tool(home, "list_memories", content_hashes=named)
+    assert expected["missing"] == ["0" * 64] and len(expected["memories"]) == 2
+    assert cli_json(monkeypatch, home, "memories", "list", *[a for h in named for a in ("--hash", h)]) == expected
     listed = cli_json(monkeypatch, home, "memories", "list", "--include-superseded")
     old = next(m for m in listed["memories"] if m["content"].endswith("thirty days."))
     assert old["superseded_by"] == hashes["The OAuth refresh token lives for ninety days."]
@@ -212,6 +216,7 @@ def test_refusals_name_the_option(monkeypatch, tmp_path):
         (["memories", "edit", "abc", "--metadata", "[1]"], "VALIDATION_ERROR: --metadata: must be a JSON object"),
         (["memories", "edit", lunch, "--importance", "urgent"], "VALIDATION_ERROR: --importance:"),
         (["memories", "edit", "abc", "--importance", "low"], "NOT_FOUND: HASH: no memory has hash abc"),
+        (["memories", "list", "--hash", lunch, "--tag", "ops"], "VALIDATION_ERROR: --tag: not with content_hashes"),
         (["search", "x", "--kind", "note"], "--kind: 'note' is not one of all, memories, entities, notes; did you mean 'notes'?"),
     ]:
         result = run_cli(monkeypatch, home, *args)

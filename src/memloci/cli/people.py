@@ -138,33 +138,44 @@ def list_cmd(
     time: TimeOpt = None,
     include_superseded: SupersededOpt = False,
     include_archived: Annotated[bool, typer.Option("--include-archived", help="Also the archive.")] = False,
+    content_hash: Annotated[list[str] | None, typer.Option("--hash", help="Only the memory with this content_hash "
+                                                                          "(repeatable; not with the filters).")]
+    = None,
     as_json: JsonOpt = False,
     libraries: LibrariesOpt = None,
     library: LibraryOpt = None,
 ) -> None:
-    """Page through memories, newest first, as the list_memories tool does."""
-    from memloci.mcp.memory import listed
+    """Page through memories, newest first, as the list_memories tool does (`--hash`: as its
+    content_hashes, the memories named, in that order)."""
+    from memloci.mcp.memory import listed, listed_by_hash
 
     structured: dict[str, Any] | None = None
     try:
         service = open_service(libraries, read_only=True)
         try:
-            memories, total = service.list_memories(
-                page=page, page_size=page_size,
-                filters=MemoryFilter(tuple(tag or ()), False, memory_type, entity, after, before, include_superseded,
-                                     include_archived), time=time, library=library)
-            structured = listed(service, memories, page, page_size, total)
+            if content_hash:
+                given = [n for n, v in (("tags", tag), ("memory_type", memory_type), ("entity", entity),
+                                        ("after", after), ("before", before), ("time", time)) if v]
+                structured = listed_by_hash(service, content_hash, given + (["page"] if page != 1 else []), library)
+            else:
+                memories, total = service.list_memories(
+                    page=page, page_size=page_size,
+                    filters=MemoryFilter(tuple(tag or ()), False, memory_type, entity, after, before,
+                                         include_superseded, include_archived), time=time, library=library)
+                structured = listed(service, memories, page, page_size, total)
         finally:
             service.close()
     except MemlociError as exc:
         if not not_created(exc):
-            fail(exc, {**FILTER_OPTIONS, "page": "--page", "page_size": "--page-size"})
+            fail(exc, {**FILTER_OPTIONS, "page": "--page", "page_size": "--page-size", "content_hashes": "--hash"})
     if structured is None:
         structured = {"memories": [], "page": page, "page_size": page_size, "total": 0, "has_more": False}
     if as_json:
         _print_json(structured)
         return
     console = open_console()
+    if structured.get("missing"):
+        open_console(stderr=True).print(f"No memory has hash {', '.join(structured['missing'])}", highlight=False)
     if not structured["memories"]:
         console.print("No memory." if page == 1 else f"No memory on page {page} ({counted(structured['total'], 'memories')}).",
                       highlight=False)

@@ -13,6 +13,7 @@ from typing import Annotated, Any
 from mcp_types import CallToolResult
 from pydantic import BaseModel, BeforeValidator, Field, WithJsonSchema
 
+from memloci.app.projects import ProjectRef
 from memloci.core import schema
 from memloci.core.errors import ValidationError
 from memloci.core.model import Memory, MemoryFilter, links_data
@@ -152,6 +153,22 @@ def listed(service: MemoryService, memories: list[Memory], page: int, page_size:
     `memloci memories list --json` prints."""
     return {"memories": [memory_out(m, service.zone_of(m)) for m in memories], "page": page,
             "page_size": page_size, "total": total, "has_more": page * page_size < total}
+
+
+def listed_by_hash(service: MemoryService, content_hashes: list[str], filters_given: list[str],
+                   library: str | ProjectRef | None) -> dict[str, Any]:
+    """list_memories' structured content for `content_hashes`, whole: the memories found, in the
+    order named, and the hashes `missing`; what the tool replies and `memloci memories list --hash`
+    prints. `filters_given`: the names of other filters the caller gave, refused with the hashes."""
+    if filters_given:
+        raise ValidationError(f"{filters_given[0]}: not with content_hashes, which names the memories itself",
+                              hint="Leave out the filters, or content_hashes.")
+    memories, missing = service.memories_by_hash(content_hashes, library=library)
+    structured: dict[str, Any] = {"memories": [memory_out(m, service.zone_of(m)) for m in memories], "page": 1,
+                                  "page_size": len(memories), "total": len(memories), "has_more": False}
+    if missing:
+        structured["missing"] = missing
+    return structured
 
 
 def fitted(structured: dict[str, Any], max_tokens: int | None, compact: bool, rest: str,
@@ -327,15 +344,8 @@ def register(server: Any, service: MemoryService) -> None:
         if content_hashes is not None:
             given = [n for n, v in (("tags", tags), ("memory_type", memory_type), ("entity", entity), ("after", after),
                                     ("before", before), ("time", time)) if v] + (["page"] if page != 1 else [])
-            if given:
-                raise ValidationError(f"{given[0]}: not with content_hashes, which names the memories itself",
-                                      hint="Leave out the filters, or content_hashes.")
-            memories, missing = service.memories_by_hash(content_hashes, library=where)
-            structured: dict[str, Any] = {"memories": [memory_out(m, service.zone_of(m)) for m in memories], "page": 1,
-                                          "page_size": len(memories), "total": len(memories), "has_more": False}
-            if missing:
-                structured["missing"] = missing
-            return reply(fitted(structured, max_tokens, compact, "fewer content_hashes"))
+            return reply(fitted(listed_by_hash(service, content_hashes, given, where), max_tokens, compact,
+                                "fewer content_hashes"))
         memories, total = service.list_memories(
             page=page, page_size=page_size,
             filters=MemoryFilter(tuple(tags or ()), False, memory_type, entity, after, before, include_superseded,
