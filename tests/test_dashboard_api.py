@@ -328,3 +328,24 @@ def test_a_revoked_token_ends_its_sessions(guarded, tmp_path):
     while client.get("/api/history", params={"library": "team"}).status_code != 401:
         assert time.monotonic() < deadline
         time.sleep(0.2)
+
+
+def test_sigterm_with_an_event_stream_open_exits_cleanly(tmp_path):
+    server = Server(tmp_path)
+    ended = threading.Event()
+    opened_stream = threading.Event()
+
+    def listen() -> None:
+        try:
+            with httpx2.Client(base_url=base(server), timeout=120) as sse, sse.stream("GET", "/api/events") as stream:
+                for _ in stream.iter_lines():
+                    opened_stream.set()
+        except httpx2.HTTPError:
+            pass
+        ended.set()
+
+    threading.Thread(target=listen, daemon=True).start()
+    assert opened_stream.wait(30)
+    assert server.stop() == 0  # the stream did not hold the drain up, and the exit is clean
+    assert ended.wait(30)
+    assert "Traceback" not in server.log.read_text()
