@@ -259,6 +259,9 @@ def test_sign_in_sets_an_http_only_strict_cookie_and_sign_out_ends_it(guarded):
     assert client.get("/api/memories", params={"library": "other"}).status_code == 403
     client.delete("/api/session")
     assert client.get("/api/memories", params={"library": "team"}).status_code == 401
+    log = server.log.read_text()
+    assert "api token=writer method=GET route=/api/memories status=200" in log
+    assert tokens["writer"] not in log and "library=team" not in log  # the route, never the values
 
 
 def test_a_cookie_write_without_the_csrf_header_changes_nothing(guarded):
