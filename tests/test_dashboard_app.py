@@ -120,9 +120,16 @@ def test_entity_view_and_graph_neighbourhood_of_depth_one_and_two(dashboard):
     assert len(capped["nodes"]) == 2 and capped["truncated"]
     fixed = client.patch("/api/entities/Beta/observations", json={"library": "team", "old": "runs on Tuesday",
                                                                   "new": "runs on Wednesday"})
-    assert fixed.status_code == 200 and len(fixed.json()["change_ids"]) == 2
+    assert fixed.status_code == 200 and len(fixed.json()["change_ids"]) == 1, fixed.text
     beta = client.get("/api/entities/Beta", params={"library": "team"}).json()
     assert [o["content"] for o in beta["observations"]] == ["runs on Wednesday"]
+    client.post("/api/entities/Beta/observations", json={"library": "team", "contents": ["runs"]})
+    twice = client.patch("/api/entities/Beta/observations", json={"library": "team", "old": "runs", "new": "walks"})
+    assert twice.status_code == 200 and len(twice.json()["change_ids"]) == 2  # "runs" is in two lines
+    beta = client.get("/api/entities/Beta", params={"library": "team"}).json()
+    assert sorted(o["content"] for o in beta["observations"]) == ["runs on Wednesday", "walks"]
+    missing = client.patch("/api/entities/Beta/observations", json={"library": "team", "old": "flies", "new": "x"})
+    assert missing.status_code == 404
 
 
 def test_memory_browser_sorts_and_filters_by_zone(dashboard):
