@@ -21,20 +21,26 @@ from typing import Any
 
 from mcp.server.auth.provider import TokenVerifier
 from starlette.applications import Starlette
-from starlette.requests import Request
-from starlette.responses import JSONResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp
 
 from memloci.http.dashboard import api, entities
 from memloci.http.dashboard.auth import Access
-from memloci.http.dashboard.endpoint import NO_STORE, Endpoint, serve
+from memloci.http.dashboard.endpoint import Context, Endpoint, serve
 from memloci.http.dashboard.events import Changes, events_endpoint
 from memloci.http.dashboard.openapi import spec
 from memloci.http.dashboard.site import SecurityHeaders, index, static_file
 from memloci.service.facade import MemoryService
 
-ROUTES: list[Endpoint] = [*api.ROUTES, *entities.ROUTES]
+
+def openapi_document(ctx: Context, query: Any, body: Any) -> dict[str, Any]:
+    return DOCUMENT
+
+
+ROUTES: list[Endpoint] = [*api.ROUTES, *entities.ROUTES, Endpoint(
+    "GET", "/api/openapi.json", openapi_document, "This description of the API (OpenAPI 3.1)",
+    answer="OpenAPI 3.1", tags=("meta",))]
+DOCUMENT = spec(ROUTES)
 
 
 def dashboard_app(service: MemoryService, server: Any, *, verifiers: Sequence[TokenVerifier] = (),
@@ -47,15 +53,9 @@ def dashboard_app(service: MemoryService, server: Any, *, verifiers: Sequence[To
     by_path: dict[str, dict[str, Endpoint]] = {}
     for endpoint in ROUTES:
         by_path.setdefault(endpoint.path, {})[endpoint.method] = endpoint
-    document = spec(ROUTES)
-
-    async def openapi(request: Request) -> JSONResponse:
-        return JSONResponse(document, headers=NO_STORE)
-
     routes = [Route(path, serve(methods, service, access, server, changes.nudge), methods=list(methods))
               for path, methods in by_path.items()]
     routes += [Route("/api/events", events_endpoint(service, access, changes), methods=["GET"]),
-               Route("/api/openapi.json", openapi, methods=["GET"]),
                Route("/", index, methods=["GET"]),
                Route("/static/{file:path}", static_file, methods=["GET"])]
     return SecurityHeaders(Starlette(routes=routes))
