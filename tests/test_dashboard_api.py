@@ -290,14 +290,25 @@ def test_a_read_token_cannot_write_through_the_api(guarded):
     before = count(writer)
     history = writer.get("/api/history", params={"library": "team"}).json()["entries"]
     bearer = httpx2.Client(base_url=base(server), timeout=30, headers={"authorization": f"Bearer {tokens['reader']}"})
+    team = {"library": "team"}
+    writes = {  # every write of the route table, with a body that would pass its checks
+        ("POST", "/api/memories"): {"json": {**team, "content": "sneaky"}},
+        ("PATCH", "/api/memories/{hash}"): {"json": {**team, "content": "changed"}},
+        ("DELETE", "/api/memories/{hash}"): {"params": team},
+        ("POST", "/api/history/{id:int}/undo"): {"json": team},
+        ("POST", "/api/entities/{name}/observations"): {"json": {**team, "contents": ["x"]}},
+        ("DELETE", "/api/entities/{name}/observations"): {"json": {**team, "contents": ["x"]}},
+        ("PATCH", "/api/entities/{name}/observations"): {"json": {**team, "old": "x", "new": "y"}},
+        ("POST", "/api/previews"): {"json": {**team, "operation": "cleanup_duplicates"}},
+        ("POST", "/api/previews/{id:int}/execute"): {"json": team},
+    }
+    assert set(writes) == {(e.method, e.path) for e in ROUTES if e.writes}
     for client in (reader, bearer):
-        writes = [client.post("/api/memories", json={"library": "team", "content": "sneaky"}),
-                  client.patch(f"/api/memories/{content_hash}", json={"library": "team", "content": "changed"}),
-                  client.delete(f"/api/memories/{content_hash}", params={"library": "team"}),
-                  client.post(f"/api/history/{history[0]['id']}/undo", json={"library": "team"}),
-                  client.post("/api/previews", json={"library": "team", "operation": "cleanup_duplicates"}),
-                  client.post("/api/entities/X/observations", json={"library": "team", "contents": ["x"]})]
-        for answer in writes:
+        answers = []
+        for (method, path), arguments in writes.items():
+            url = path.replace("{hash}", content_hash).replace("{id:int}", str(history[0]["id"])).replace("{name}", "X")
+            answers.append(client.request(method, url, **arguments))
+        for answer in answers:
             assert answer.status_code == 403, answer.text
             error = answer.json()["error"]
             assert error["code"] == "PERMISSION_DENIED" and "team:write" in error["message"]

@@ -135,7 +135,7 @@ def get_preview(ctx: Context, q: m.LibraryQuery, body: Any) -> dict[str, Any]:
 def execute_preview(ctx: Context, q: Any, b: m.LibraryBody) -> dict[str, Any]:
     library = ctx.library(b.library, "write", "execute_preview")
     preview_id = ctx.params["id"]
-    done = ctx.service.lifecycle.execute_preview(preview_id, library=library, origin="dashboard")
+    done = ctx.service.lifecycle.execute_preview(preview_id, library=library)
     return {**listed(done.to_data()), "executed": preview_id, "change_id": done.change_id}
 
 
