@@ -384,6 +384,9 @@ def test_memloci_ui_starts_a_loopback_server_or_finds_the_one_running(tmp_path):
         assert httpx2.get(f"http://127.0.0.1:{port}/api/session").json()["open"] is True
         second = subprocess.run(argv, env=server_env(tmp_path), capture_output=True, text=True, timeout=120)
         assert second.returncode == 0 and "already runs there" in second.stdout
+        create_token(tmp_path, "first", "team:read")  # open mode ends with the first token, with no restart
+        closed = httpx2.get(f"http://127.0.0.1:{port}/api/memories")
+        assert closed.status_code == 401 and httpx2.get(f"http://127.0.0.1:{port}/api/session").json()["open"] is False
     finally:
         first.send_signal(signal.SIGTERM)
         assert first.wait(timeout=90) == 0
