@@ -191,31 +191,50 @@ def test_graph_neighbourhood_of_depth_one_and_two(opened):
     assert {n["name"] for n in two["nodes"]} == {"A", "B", "C"} and len(two["edges"]) == 2
 
 
-def test_events_deliver_a_change_an_mcp_client_makes(opened):
-    server, client = opened
+def changes_seen(server: Server, wanted, act) -> list[dict]:
+    """The `change` events of /api/events until one `wanted(change)` is true, while `act()` runs."""
     seen: list[dict] = []
     ready = threading.Event()
 
     def listen() -> None:
-        with httpx2.Client(base_url=base(server), timeout=30) as sse:
-            with sse.stream("GET", "/api/events") as stream:
-                assert stream.headers["content-type"].startswith("text/event-stream")
-                event = None
-                for line in stream.iter_lines():
-                    ready.set()
-                    if line.startswith("event:"):
-                        event = line.split(":", 1)[1].strip()
-                    elif line.startswith("data:") and event == "change":
-                        seen.append(json.loads(line.split(":", 1)[1]))
-                        if any(c["action"] == STORE and c["library"] == "team" for c in seen):
-                            return
+        with httpx2.Client(base_url=base(server), timeout=30) as sse, sse.stream("GET", "/api/events") as stream:
+            assert stream.headers["content-type"].startswith("text/event-stream")
+            event = None
+            for line in stream.iter_lines():
+                ready.set()  # (the stream's first line, a comment, comes at once)
+                if line.startswith("event:"):
+                    event = line.split(":", 1)[1].strip()
+                elif line.startswith("data:") and event == "change":
+                    seen.append(json.loads(line.split(":", 1)[1]))
+                    if wanted(seen[-1]):
+                        return
 
     listener = threading.Thread(target=listen, daemon=True)
     listener.start()
     assert ready.wait(30)
-    mcp_store(server, "A memory an agent stores while the page is open")
+    act()
     listener.join(30)
+    return seen
+
+
+def test_events_deliver_a_change_an_mcp_client_makes(opened):
+    server, _ = opened
+    seen = changes_seen(server, lambda c: c["action"] == STORE and c["library"] == "team",
+                        lambda: mcp_store(server, "A memory an agent stores while the page is open"))
     assert any(c["action"] == STORE and c["library"] == "team" and c["change_id"] for c in seen), seen
+
+
+def test_events_deliver_a_change_another_process_makes(opened):
+    from test_http import memloci
+
+    server, client = opened
+    memory = client.post("/api/memories", json={"library": "other", "content": "Gone soon"}).json()["memory"]
+    home = server.log.parent
+    libraries = f"team:{home / 'team.db'},other:{home / 'other.db'}"
+    seen = changes_seen(server, lambda c: c["action"] == "delete_memory",
+                        lambda: memloci(home, "memories", "delete", memory["content_hash"], "--yes", "--libraries",
+                                        libraries, "-l", "other"))
+    assert [c["library"] for c in seen if c["action"] == "delete_memory"] == ["other"], seen
 
 
 def test_unknown_parameter_is_refused_by_name(opened):
