@@ -409,3 +409,16 @@ def test_memloci_ui_starts_a_loopback_server_or_finds_the_one_running(tmp_path):
     finally:
         first.send_signal(signal.SIGTERM)
         assert first.wait(timeout=90) == 0
+
+
+def test_memloci_ui_refuses_a_port_another_program_holds(tmp_path):
+    import socket
+
+    from test_http import memloci
+
+    with socket.socket() as other:
+        other.bind(("127.0.0.1", 0))
+        other.listen()
+        port = other.getsockname()[1]
+        refused = memloci(tmp_path, "ui", "--no-browser", "--port", str(port), check=False)
+    assert refused.returncode == 1 and f"--port: {port} on 127.0.0.1 is taken" in refused.stderr
