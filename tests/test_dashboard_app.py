@@ -88,6 +88,10 @@ def test_several_libraries_need_one_named_and_an_unknown_one_is_not_found(dashbo
     assert several.status_code == 400 and "several libraries" in several.json()["error"]["message"]
     assert client.get("/api/memories", params={"library": "nope"}).status_code == 404
     assert client.get("/api/memories/0000", params={"library": "team"}).json()["error"]["code"] == "NOT_FOUND"
+    nowhere = client.get("/api/nowhere")
+    assert nowhere.status_code == 404 and nowhere.json()["error"]["code"] == "NOT_FOUND"
+    assert nowhere.headers["cache-control"] == "no-store"
+    assert client.put("/api/memories").status_code == 405
 
 
 def test_markdown_body_escapes_raw_html_and_drops_script_links():

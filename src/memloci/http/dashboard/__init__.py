@@ -21,12 +21,15 @@ from typing import Any
 
 from mcp.server.auth.provider import TokenVerifier
 from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import ASGIApp
 
+from memloci.core.errors import NotFoundError, ValidationError
 from memloci.http.dashboard import api, entities
 from memloci.http.dashboard.auth import Access
-from memloci.http.dashboard.endpoint import Context, Endpoint, serve
+from memloci.http.dashboard.endpoint import Context, Endpoint, error_response, serve
 from memloci.http.dashboard.events import Changes, events_endpoint
 from memloci.http.dashboard.openapi import spec
 from memloci.http.dashboard.site import SecurityHeaders, index, static_file
@@ -58,4 +61,16 @@ def dashboard_app(service: MemoryService, server: Any, *, verifiers: Sequence[To
     routes += [Route("/api/events", events_endpoint(service, access, changes), methods=["GET"]),
                Route("/", index, methods=["GET"]),
                Route("/static/{file:path}", static_file, methods=["GET"])]
-    return SecurityHeaders(Starlette(routes=routes))
+    return SecurityHeaders(Starlette(routes=routes, exception_handlers={404: not_found, 405: not_allowed}))
+
+
+async def not_found(request: Request, exc: Exception) -> Response:
+    return error_response(NotFoundError(f"{request.url.path}: no such page or API endpoint",
+                                        hint="The API's endpoints are listed at /api/openapi.json."))
+
+
+async def not_allowed(request: Request, exc: Exception) -> Response:
+    response = error_response(ValidationError(f"{request.method} {request.url.path}: not a method of this endpoint",
+                                              hint="The API's endpoints are listed at /api/openapi.json."))
+    response.status_code = 405
+    return response
