@@ -151,3 +151,24 @@ def test_memory_browser_sorts_and_filters_by_zone(dashboard):
     assert order(sort="importance")[0] == "second note"
     assert order(zone="active", page_size=2, page=2) == newest[2:]
     assert client.get("/api/memories", params={"library": "team"}).json()["tags"] == [{"tag": "n", "count": 3}]
+
+
+def test_a_token_s_changes_and_sign_ins_take_from_its_rate(tmp_path):
+    from memloci.http.tokens import StoredTokenVerifier, TokenStore
+
+    tokens = TokenStore(tmp_path / "tokens.json")
+    secret = tokens.create("writer", ["team:write"])
+    registry = LibraryRegistry([LibrarySpec("team", tmp_path / "team.db")], create_missing=True)
+    service = MemoryService(registry)
+    app = build_http_app(build_server(service), HttpSettings(rate_limit=2), service=service,
+                         verifiers=[StoredTokenVerifier(tokens)])
+    with TestClient(app, base_url=BASE) as client:
+        client.headers["authorization"] = f"Bearer {secret}"
+        answers = [client.post("/api/memories", json={"content": f"note {i}"}) for i in range(3)]
+        assert [a.status_code for a in answers] == [201, 201, 429]
+        assert answers[2].json()["error"]["code"] == "RATE_LIMITED" and int(answers[2].headers["retry-after"]) >= 1
+        assert client.get("/api/memories").json()["total"] == 2  # reads are not limited, the refused one not stored
+        del client.headers["authorization"]
+        sign_ins = [client.post("/api/session", json={"token": "mlc_guess"}).status_code for _ in range(3)]
+        assert sign_ins == [401, 401, 429]
+    registry.close()
