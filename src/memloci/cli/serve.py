@@ -21,7 +21,7 @@ from memloci.cli.common import (
     open_console,
     open_service,
 )
-from memloci.core.errors import MemlociError
+from memloci.core.errors import MemlociError, ValidationError
 from memloci.core.settings import Settings
 
 TRANSPORTS = ("stdio", "http")
@@ -146,7 +146,7 @@ def serve_http_command(build: Callable[[dict[str, Any]], Any], *, host: str | No
     service.watch_libraries()
     try:
         serve_http(server, http, verifiers=verifiers, tokens_configured=configured, extra_routes=extra_routes,
-                   configured_now=stored.configured,
+                   configured_now=stored.configured, service=service,
                    resource_metadata_url=metadata_url, on_shutdown=service.close)
     except MemlociError as exc:
         service.close()
@@ -252,6 +252,86 @@ def serve(
         service.close()
 
 
+def dashboard_answers(url: str) -> bool:
+    """Whether a memloci HTTP server with the dashboard answers at `url` (its /api/session)."""
+    import urllib.error
+    import urllib.request
+
+    direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # loopback: never through a proxy
+    try:
+        with direct.open(url + "api/session", timeout=2) as answer:
+            return "signed_in" in json.loads(answer.read())
+    except (OSError, ValueError, urllib.error.URLError):
+        return False
+
+
+def _open_when_up(url: str, browser: bool) -> None:
+    """Wait (in a thread) for the server this process starts to answer, then open the browser."""
+    import threading
+    import time
+    import webbrowser
+
+    def wait_then_open() -> None:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if dashboard_answers(url):
+                print(f"Dashboard: {url}", flush=True)
+                if browser:
+                    webbrowser.open(url)
+                return
+            time.sleep(0.2)
+
+    threading.Thread(target=wait_then_open, name="memloci-ui-browser", daemon=True).start()
+
+
+def _port_taken(port: int) -> bool:
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds: a closed server's port is free
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return True
+    return False
+
+
+def ui(
+    libraries: LibrariesOpt = None,
+    port: Annotated[int | None, typer.Option("--port", help="Loopback port (MCP_SERVER_PORT, [http] port; default 8001).")] = None,
+    no_browser: Annotated[bool, typer.Option("--no-browser", help="Only print the dashboard's URL.")] = False,
+) -> None:
+    """Open the dashboard: in the browser, at the memloci HTTP server on this machine's loopback
+    port; if none answers there, start one (`memloci serve --transport http` on 127.0.0.1) in
+    this process, until Ctrl-C."""
+    from memloci.app.config import config_file
+    from memloci.http.settings import resolve
+
+    try:
+        settings = command_settings(libraries=libraries)
+        http = resolve(config_file(settings), host="127.0.0.1", port=port, process=settings)
+    except MemlociError as exc:
+        fail(exc)
+    url = f"http://127.0.0.1:{http.port}/"
+    if dashboard_answers(url):
+        print(f"Dashboard: {url} (a memloci server already runs there)")
+        if not no_browser:
+            import webbrowser
+
+            webbrowser.open(url)
+        return
+    if _port_taken(http.port):
+        fail(ValidationError(f"--port: {http.port} on 127.0.0.1 is taken by a program that is not a memloci server "
+                             "with the dashboard (or an older memloci)",
+                             hint="Stop that program, or give another port: memloci ui --port 8002."))
+    from memloci.mcp.server import serve_from
+
+    _open_when_up(url, not no_browser)
+    serve_http_command(lambda config: serve_from(settings), host="127.0.0.1", port=http.port, stateless=False,
+                       allowed_hosts=None, allowed_origins=None, max_body=None, rate_limit=None, settings=settings)
+
+
 def register(app: typer.Typer) -> None:
     app.command("tools")(tools_cmd)
     app.command()(serve)
+    app.command()(ui)
