@@ -122,6 +122,17 @@ def test_recall_of_several_libraries_answers_as_retrieve_memory_of_several(monke
                    "--libraries", f"work:{twin / 'work.db'},notes:{twin / 'notes.db'}")
     assert got == out["all"] and got["libraries"] == ["work", "notes"]
     assert {m["library"] for m in got["memories"]} == {"work", "notes"}
+    # memloci search -l: the same, for memories, entities and notes; each hit names its library
+    mounted = f"work:{twin / 'work.db'},notes:{twin / 'notes.db'}"
+    found = cli_json(monkeypatch, twin, "search", "deploy", "-l", "*", "--libraries", mounted)
+    assert sorted(m["library"] for m in found["memories"]) == ["notes", "work"]
+    assert sorted(n["library"] for n in found["notes"]) == ["notes", "work"]
+    one = cli_json(monkeypatch, twin, "search", "deploy", "-l", "notes", "--libraries", mounted)
+    assert len(one["memories"]) == 1 and "library" not in one["memories"][0]
+    table = run_cli(monkeypatch, twin, "search", "deploy", "-l", "work,notes", "--libraries", mounted)
+    assert table.exit_code == 0 and "library" in table.stdout and "notes" in table.stdout
+    unknown = run_cli(monkeypatch, twin, "search", "deploy", "-l", "work,nope", "--libraries", mounted)
+    assert unknown.exit_code == 1 and "library 'nope' is not mounted" in unknown.stderr and "Traceback" not in unknown.output
 
 
 def test_memories_list_answers_as_list_memories(monkeypatch, tmp_path):

@@ -40,6 +40,9 @@ BeforeOpt = Annotated[str | None, typer.Option("--before", help="ISO date: creat
 TimeOpt = Annotated[str | None, typer.Option("--time", help='A time phrase: "last week", "in March", "2026-10".')]
 SupersededOpt = Annotated[bool, typer.Option("--include-superseded", help="Also memories another one replaced.")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print the tool's structured content as JSON.")]
+SearchLibraryOpt = Annotated[str | None, typer.Option(
+    "--library", "-l", help="Library to search when several are mounted; a comma list, or '*' for all, searches "
+                            "several (each hit names its library), as the tools' library does.")]
 
 # the service's field names as these commands' options, for a refusal
 FILTER_OPTIONS = {"tags": "--tag", "memory_type": "--type", "entity": "--entity", "after": "--after",
@@ -58,6 +61,15 @@ def _memory_table(memories: list[dict[str, Any]], *, scored: bool, title: str | 
                 first_line(m["content"], 80), m["content_hash"]]
         table.add_row(*row)
     return table
+
+
+def several(service: Any, library: str | None) -> list[str] | None:
+    """The libraries `-l A,B` or `-l '*'` names (as the tools' list or "*"); None: one library."""
+    from memloci.service.across import selection
+
+    if library is None or ("," not in library and library.strip() != "*"):
+        return None
+    return selection([n.strip() for n in library.split(",")], service.libraries.names())
 
 
 def _print_json(data: Any) -> None:
@@ -79,13 +91,10 @@ def recall(
     include_superseded: SupersededOpt = False,
     as_json: JsonOpt = False,
     libraries: LibrariesOpt = None,
-    library: Annotated[str | None, typer.Option("--library", "-l", help="Library to search when several are mounted; "
-                                                "a comma list, or '*' for all, searches several (each hit names its "
-                                                "library), as retrieve_memory's library does.")] = None,
+    library: SearchLibraryOpt = None,
 ) -> None:
     """Recall memories as the retrieve_memory tool does: the same filters, order and scores."""
     from memloci.mcp.memory import retrieved
-    from memloci.service.across import selection
 
     structured: dict[str, Any] | None = None
     try:
@@ -96,8 +105,8 @@ def recall(
             filters: dict[str, Any] = dict(n_results=limit, min_similarity=min_similarity, tags=tag or (),
                                            match_all=all_tags, memory_type=memory_type, entity=entity, after=after,
                                            before=before, time=time, include_superseded=include_superseded)
-            if library is not None and ("," in library or library.strip() == "*"):  # several: as the tool's list
-                names = selection([n.strip() for n in library.split(",")], service.libraries.names())
+            names = several(service, library)
+            if names is not None:
                 structured = retrieved(service, service.retrieve_memory_across(query, libraries=names, **filters), names)
             else:
                 structured = retrieved(service, service.retrieve_memory(query, library=library, **filters))
@@ -344,7 +353,7 @@ def search(
     limit: Annotated[int, typer.Option("--limit", "-n", help="Most results of each kind.")] = 10,
     as_json: Annotated[bool, typer.Option("--json", help="Print the hits of each kind as JSON.")] = False,
     libraries: LibrariesOpt = None,
-    library: LibraryOpt = None,
+    library: SearchLibraryOpt = None,
 ) -> None:
     """Search memories (as retrieve_memory), entities (as search_nodes) and notes, each hit with
     why it matched. With --kind all, a note is listed once, under notes."""
@@ -356,12 +365,14 @@ def search(
         kind = check_choice("--kind", kind, KINDS)
         service = open_service(libraries, read_only=True, embedder=True)
         try:
-            found = found_in(service, query, kind=kind, limit=limit, library=library)
+            names = several(service, library)
+            found = found_in(service, query, kind=kind, limit=limit, library=None if names else library,
+                             libraries=names)
         finally:
             service.close()
     except MemlociError as exc:
         if not not_created(exc):
-            fail(exc, {"limit": "-n/--limit", "n_results": "-n/--limit", "query": "QUERY"})
+            fail(exc, {"limit": "-n/--limit", "n_results": "-n/--limit", "query": "QUERY", "library": "-l/--library"})
         found = {}
     if as_json:
         _print_json({"query": query, "kind": kind, **{k: found.get(k, []) for k in KINDS[1:] if kind in ("all", k)}})
@@ -370,6 +381,7 @@ def search(
 
 
 def _show_found(found: dict[str, list[dict[str, Any]]], kind: str) -> None:
+    """A table per kind; a `library` column when the search covered several libraries."""
     from rich.table import Table
 
     console = open_console()
@@ -381,21 +393,22 @@ def _show_found(found: dict[str, list[dict[str, Any]]], kind: str) -> None:
         if not hits:
             continue
         title = None if kind != "all" else f"{group} ({len(hits)})"
+        where = ["library"] if "library" in hits[0] else []
         if group == "memories":
-            table = Table("score", "when", "type", "text", "why", "hash", title=title)
+            table = Table(*where, "score", "when", "type", "text", "why", "hash", title=title)
             for m in hits:
-                table.add_row(f"{m['similarity_score']:.2f}", m["created_at"][:10], m["memory_type"],
-                              first_line(m["content"], 80), m["why"] or "", m["content_hash"])
+                table.add_row(*[m[k] for k in where], f"{m['similarity_score']:.2f}", m["created_at"][:10],
+                              m["memory_type"], first_line(m["content"], 80), m["why"] or "", m["content_hash"])
         elif group == "entities":
-            table = Table("name", "type", "why", "observations", title=title)
+            table = Table(*where, "name", "type", "why", "observations", title=title)
             for e in hits:
                 obs = e["observations"]
                 preview = "; ".join(obs[:2]) + (f" (+{len(obs) - 2})" if len(obs) > 2 else "")
-                table.add_row(e["name"], e["entity_type"], e["why"], preview)
+                table.add_row(*[e[k] for k in where], e["name"], e["entity_type"], e["why"], preview)
         else:
-            table = Table("name", "type", "why", "line", title=title)
+            table = Table(*where, "name", "type", "why", "line", title=title)
             for n in hits:
-                table.add_row(n["name"], n["entity_type"], n["why"], n["line"])
+                table.add_row(*[n[k] for k in where], n["name"], n["entity_type"], n["why"], n["line"])
         console.print(table)
 
 
