@@ -110,7 +110,7 @@ export class GraphView {
       x0 = Math.min(x0, n.x - 30); x1 = Math.max(x1, n.x + 120);
       y0 = Math.min(y0, n.y - 30); y1 = Math.max(y1, n.y + 30);
     }
-    this.k = Math.min(2, Math.max(0.15, Math.min(w / (x1 - x0), h / (y1 - y0))));
+    this.k = Math.min(1.5, Math.max(0.15, Math.min(w / (x1 - x0), h / (y1 - y0))));
     this.tx = -((x0 + x1) / 2) * this.k;
     this.ty = -((y0 + y1) / 2) * this.k;
     this.place();
@@ -206,7 +206,8 @@ export class GraphView {
         class: classes.join(" "), transform: `translate(${n.x} ${n.y})`, tabindex: 0, role: "button",
         "aria-label": `${n.name}: click or Space to show its neighbours, double-click or Enter to open`,
         "data-testid": "graph-node", "data-name": n.name, "data-expanded": this.expanded.has(n.name) ? "true" : "false",
-      }, title, svg("circle", { r }), label);
+      }, title, svg("rect", { class: "hit", x: -r - 2, y: -r - 2, width: 2 * r + 10 + n.name.length * 7.5, height: 2 * r + 4 }),
+      svg("circle", { r }), label);
       g.addEventListener("click", () => this.expand(n.name));
       g.addEventListener("dblclick", () => this.open(n.name));
       g.addEventListener("keydown", (e) => {
