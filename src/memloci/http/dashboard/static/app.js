@@ -278,6 +278,7 @@ async function render({ keepScroll = false } = {}) {
   const y = window.scrollY;
   main.dataset.route = route.name;
   main.dataset.state = "loading";
+  main.dataset.render = String(id);
   for (const a of document.querySelectorAll(".nav a")) {
     if (a.dataset.route === route.name || (route.name === "memory" && a.dataset.route === "memories")
         || (route.name === "entity" && a.dataset.route === "graph")) a.setAttribute("aria-current", "page");
@@ -286,8 +287,7 @@ async function render({ keepScroll = false } = {}) {
   try {
     if (!state.session) await loadSession();
     if (!state.session.signed_in && route.name !== "signin") {
-      location.replace("#/signin");
-      if (parseHash().name === "signin" && id === state.renderId) await render();
+      location.replace("#/signin");  // the hashchange renders it
       return;
     }
     const view = VIEWS[route.name] || notFound;
@@ -451,7 +451,6 @@ async function memoriesView(route) {
     h("p", { class: "muted", testid: "memory-total" }, `${data.total} ${data.total === 1 ? "memory" : "memories"}`),
     rows.length ? h("ul", { class: "cards", testid: "memory-list" }, rows) : h("p", { testid: "memory-list" }, "No memory matches."),
     pager);
-  page.addEventListener("input", (e) => { if (e.target.closest(".new-memory")) state.dirty = true; });
   return page;
 }
 
@@ -505,7 +504,6 @@ async function memoryView(route) {
   if (Object.keys(m.metadata || {}).length) page.append(h("h2", {}, "Metadata"), h("pre", { class: "content" }, JSON.stringify(m.metadata, null, 2)));
   if (writable) page.append(memoryEditor(m, lib));
   page.append(h("h2", {}, "History"), historyList(data.history || [], lib, "memory-history"));
-  page.addEventListener("input", () => { state.dirty = true; });
   return page;
 }
 
@@ -655,7 +653,6 @@ async function entityView(route) {
     body.innerHTML = data.body_html;  // rendered by the server with raw HTML off (http/dashboard/render.py)
     page.append(h("h2", {}, "Note"), body);
   }
-  page.addEventListener("input", () => { state.dirty = true; });
   return page;
 }
 
@@ -880,6 +877,7 @@ function start() {
       toggle.focus();
     }
   });
+  document.getElementById("main").addEventListener("input", () => { state.dirty = true; });  // a live change waits
   window.addEventListener("hashchange", () => {
     render();
     document.getElementById("main").focus({ preventScroll: true });
