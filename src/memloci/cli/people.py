@@ -45,8 +45,6 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Print the tool's structur
 FILTER_OPTIONS = {"tags": "--tag", "memory_type": "--type", "entity": "--entity", "after": "--after",
                   "before": "--before", "time": "--time", "query": "QUERY", "content_hash": "HASH",
                   "content_hashes[0]": "HASH"}
-KINDS = ("all", "memories", "entities", "notes")
-NOTE_POOL = 50  # entity hits read to find `-n` notes among them (entities with a body)
 
 
 def _memory_table(memories: list[dict[str, Any]], *, scored: bool, title: str | None = None) -> Any:
@@ -339,25 +337,15 @@ def search(
 ) -> None:
     """Search memories (as retrieve_memory), entities (as search_nodes) and notes, each hit with
     why it matched. With --kind all, a note is listed once, under notes."""
-    from memloci.mcp.memory import retrieved
+    from memloci.http.dashboard.found import KINDS
+    from memloci.http.dashboard.found import search as found_in
 
     found: dict[str, list[dict[str, Any]]] = {}
     try:
         kind = check_choice("--kind", kind, KINDS)
         service = open_service(libraries, read_only=True, embedder=True)
         try:
-            if kind in ("all", "memories"):
-                structured = retrieved(service, service.retrieve_memory(query, n_results=limit, library=library))
-                found["memories"] = structured["memories"]
-            if kind != "memories":
-                pool = limit if kind == "entities" else min(max(limit * 5, NOTE_POOL), 1_000)
-                hits = service.search_nodes(query, limit=pool, library=library).hits
-                entities = [_entity_hit(h) for h in hits if kind == "entities" or not h.entity.body.strip()]
-                notes = [_note_hit(h, query) for h in hits if h.entity.body.strip()]
-                if kind != "notes":
-                    found["entities"] = entities[:limit]
-                if kind != "entities":
-                    found["notes"] = notes[:limit]
+            found = found_in(service, query, kind=kind, limit=limit, library=library)
         finally:
             service.close()
     except MemlociError as exc:
@@ -368,21 +356,6 @@ def search(
         _print_json({"query": query, "kind": kind, **{k: found.get(k, []) for k in KINDS[1:] if kind in ("all", k)}})
         return
     _show_found(found, kind)
-
-
-def _entity_hit(hit: Any) -> dict[str, Any]:
-    obs = hit.entity.observations
-    return {"name": hit.entity.name, "entity_type": hit.entity.entity_type, "why": hit.why,
-            "observations": [o.content for o in obs]}
-
-
-def _note_hit(hit: Any, query: str) -> dict[str, Any]:
-    """A note's hit: its name, why, and the body's line holding most of the query's words."""
-    words = {w.casefold() for w in query.split() if len(w) > 2}
-    lines = [line.strip() for line in hit.entity.body.splitlines() if line.strip()]
-    best = max(lines, key=lambda line: sum(w in line.casefold() for w in words), default="")
-    return {"name": hit.entity.name, "entity_type": hit.entity.entity_type, "why": hit.why,
-            "line": first_line(best, 120)}
 
 
 def _show_found(found: dict[str, list[dict[str, Any]]], kind: str) -> None:

@@ -146,7 +146,7 @@ def serve_http_command(build: Callable[[dict[str, Any]], Any], *, host: str | No
     service.watch_libraries()
     try:
         serve_http(server, http, verifiers=verifiers, tokens_configured=configured, extra_routes=extra_routes,
-                   configured_now=stored.configured,
+                   configured_now=stored.configured, service=service,
                    resource_metadata_url=metadata_url, on_shutdown=service.close)
     except MemlociError as exc:
         service.close()

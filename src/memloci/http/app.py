@@ -36,7 +36,7 @@ from starlette.middleware import Middleware
 from starlette.middleware.authentication import AuthenticationMiddleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse
-from starlette.routing import Route
+from starlette.routing import Mount, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from memloci.core.errors import ValidationError
@@ -330,8 +330,10 @@ def build_http_app(server: Any, settings: HttpSettings, *, verifiers: Sequence[T
                    extra_routes: Sequence[Any] = (), resource_metadata_url: Any = None,
                    on_shutdown: Callable[[], None] | None = None,
                    stopping: Callable[[], bool] | None = None, shutdown: Shutdown | None = None,
-                   open_while: Callable[[], bool] | None = None) -> Starlette:
-    """The ASGI app serving `server` (a MemlociServer) at `/mcp`.
+                   open_while: Callable[[], bool] | None = None, service: Any = None) -> Starlette:
+    """The ASGI app serving `server` (a MemlociServer) at `/mcp`, and, given the `service`, the
+    dashboard at `/` and `/api/` (http/dashboard/: its own sign-in with the same verifiers, behind
+    the same Host/Origin check).
 
     `verifiers`: tried in order for each bearer token (see ChainedVerifier); with none, `/mcp`
     needs no token (allowed on loopback only: serve_http checks). `extra_routes` are added
@@ -416,6 +418,11 @@ def build_http_app(server: Any, settings: HttpSettings, *, verifiers: Sequence[T
             on_shutdown()
 
     routes = [Route("/healthz", health_endpoint(server), methods=["GET"]), Route("/mcp", endpoint=mcp_app), *extra_routes]
+    if service is not None:
+        from memloci.http.dashboard import dashboard_app
+
+        page = dashboard_app(service, server, verifiers=verifiers, open_while=open_while)
+        routes.append(Mount("", app=RefusalLog(HostOriginCheck(page, security))))
     return Starlette(routes=routes, middleware=middleware, lifespan=lifespan)
 
 
@@ -443,7 +450,7 @@ def check_bind(settings: HttpSettings, tokens_configured: bool) -> None:
 def serve_http(server: Any, settings: HttpSettings, *, verifiers: Sequence[TokenVerifier] = (),
                tokens_configured: bool = False, extra_routes: Sequence[Any] = (), resource_metadata_url: Any = None,
                on_shutdown: Callable[[], None] | None = None,
-               configured_now: Callable[[], bool] | None = None) -> None:
+               configured_now: Callable[[], bool] | None = None, service: Any = None) -> None:
     """Run until SIGTERM or SIGINT. Refuses (ValidationError) a non-loopback bind without tokens.
     `configured_now()` says whether a token exists now (see build_http_app's `open_while`)."""
     import uvicorn
@@ -456,7 +463,7 @@ def serve_http(server: Any, settings: HttpSettings, *, verifiers: Sequence[Token
     app = build_http_app(server, settings, verifiers=verifiers if (tokens_configured or configured_now) else (),
                          extra_routes=extra_routes, resource_metadata_url=resource_metadata_url,
                          on_shutdown=on_shutdown, stopping=lambda: runner.should_exit, shutdown=shutdown,
-                         open_while=open_while)
+                         open_while=open_while, service=service)
     limits = ConnectionLimits(settings.header_timeout, settings.body_timeout,
                               settings.max_connections or default_max_connections())
     config = uvicorn.Config(app, host=settings.host, port=settings.port, log_config=None, access_log=False,
@@ -482,6 +489,8 @@ def serve_http(server: Any, settings: HttpSettings, *, verifiers: Sequence[Token
         log.warning("listening on %s: requests are let in only with a loopback Host header until you add "
                     "--allowed-host (the name clients use)", settings.host)
     log.info("MCP endpoint: http://%s:%d/mcp", _url_host(settings.host), settings.port)
+    if service is not None:
+        log.info("dashboard: http://%s:%d/", _url_host(settings.host), settings.port)
     # uvicorn raises the signal it caught again once it has shut down, which would end the
     # process with 143 after a clean shutdown: the handlers it puts back ignore it instead.
     for sig in (signal.SIGTERM, signal.SIGINT):

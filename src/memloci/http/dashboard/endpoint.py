@@ -1,0 +1,171 @@
+"""How a dashboard API request is served, the same way for every endpoint of the route table:
+who calls (auth.py; 401 when not signed in), the query string and body checked against the
+endpoint's models (400 VALIDATION_ERROR naming the field and the rule), the CSRF header on a
+cookie write, then the endpoint's function off the event loop, and every MemlociError as
+`{"error": {"code", "message", "hint"}}` with its HTTP status. Never a traceback."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio.to_thread
+import pydantic
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from memloci.core.errors import InternalError, MemlociError, NotFoundError, ValidationError
+from memloci.http.dashboard.auth import Access, Who, refused
+from memloci.service.facade import MemoryService
+
+log = logging.getLogger("memloci.http")
+STATUS = {"VALIDATION_ERROR": 400, "INVALID_RELATION": 400, "UNAUTHORIZED": 401, "PERMISSION_DENIED": 403,
+          "CSRF": 403, "NOT_FOUND": 404, "LIBRARY_MISSING": 404, "ALREADY_EXISTS": 409, "CONFLICT": 409,
+          "AWAITING_CONFIRMATION": 409, "STORAGE_FULL": 507, "STORAGE_UNAVAILABLE": 503}
+NO_STORE = {"cache-control": "no-store"}
+MAX_BODY = 4 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """One row of the route table: what openapi.py documents and endpoint.serve runs."""
+
+    method: str
+    path: str  # Starlette's form: /api/memories/{hash}
+    run: Callable[[Context, Any, Any], Any]  # (context, query, body) -> the answer's JSON data
+    summary: str
+    query: type[pydantic.BaseModel] | None = None
+    body: type[pydantic.BaseModel] | None = None
+    answer: str = ""  # the answer's shape, in words (OpenAPI)
+    status: int = 200
+    signed_in: bool = True  # False: answered without a sign-in (the session endpoints)
+    writes: bool = False  # True: a change (a scope's write level, the CSRF header, a live-event nudge)
+    tags: tuple[str, ...] = field(default=())
+
+
+@dataclass
+class Context:
+    """What an endpoint's function gets: the service, the caller, the request's path parameters."""
+
+    service: MemoryService
+    who: Who | None
+    request: Request
+    access: Access
+    params: dict[str, Any]
+    set_cookies: list[dict[str, Any]] = field(default_factory=list)
+    delete_cookies: list[str] = field(default_factory=list)
+
+    @property
+    def caller(self) -> Who:
+        assert self.who is not None  # endpoints needing a caller are reached only with one
+        return self.who
+
+    def libraries(self, level: str = "read") -> list[str]:
+        """The mounted libraries the caller may `level`."""
+        return [n for n in self.service.libraries.names() if self.caller.may(n, level)]
+
+    def library(self, named: str | None, level: str, what: str) -> str:
+        """The mounted library a request names (or the one mounted), checked for `level`."""
+        mounted = self.service.libraries.names()
+        who = self.caller
+        if named is None or not named.strip():
+            if len(mounted) == 1:
+                who.need(mounted[0], level, what)
+                return mounted[0]
+            raise ValidationError(f"library: several libraries are mounted; name one of: "
+                                  f"{', '.join(self.libraries()) or '(none for this sign-in)'}")
+        found = next((m for m in mounted if m.casefold() == named.strip().casefold()), None)
+        if found is None:
+            who.need(named, "read", what)  # never say whether a library outside its scopes exists
+            raise NotFoundError(f"library: '{named}' is not mounted; yours: {', '.join(self.libraries()) or '(none)'}")
+        who.need(found, level, what)
+        return found
+
+
+def error_response(exc: MemlociError) -> JSONResponse:
+    return JSONResponse(exc.to_dict(), status_code=STATUS.get(exc.code, 500), headers=NO_STORE)
+
+
+def checked(model: type[pydantic.BaseModel], data: Any, where: str) -> Any:
+    """`data` as `model`, or a ValidationError naming the field and the rule."""
+    try:
+        return model.model_validate(data)
+    except pydantic.ValidationError as exc:
+        first = exc.errors()[0]
+        name = ".".join(str(p) for p in first["loc"]) or where
+        if first["type"] == "extra_forbidden":
+            allowed = ", ".join(model.model_fields) or "none"
+            raise ValidationError(f"{name}: unknown {where} (allowed: {allowed})") from None
+        if first["type"] == "missing":
+            raise ValidationError(f"{name}: required {where}") from None
+        raise ValidationError(f"{name}: {first['msg']}") from None
+
+
+def query_data(request: Request, model: type[pydantic.BaseModel]) -> dict[str, Any]:
+    """The query string as the model's fields want it: a list field takes every value, another
+    field its one value (given twice: refused)."""
+    data: dict[str, Any] = {}
+    for key in dict.fromkeys(request.query_params.keys()):
+        values = request.query_params.getlist(key)
+        info = model.model_fields.get(key)
+        if info is not None and getattr(info.annotation, "__origin__", None) is list:
+            data[key] = values
+        elif len(values) > 1:
+            raise ValidationError(f"{key}: given {len(values)} times; give it once")
+        else:
+            data[key] = values[0]
+    return data
+
+
+async def body_data(request: Request) -> Any:
+    raw = await request.body()
+    if len(raw) > MAX_BODY:
+        raise ValidationError(f"body: {len(raw)} bytes is over the limit of {MAX_BODY}")
+    if not raw.strip():
+        return {}
+    try:
+        return json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ValidationError(f"body: not valid JSON ({exc})") from None
+
+
+def serve(endpoints: dict[str, Endpoint], service: MemoryService, access: Access, server: Any,
+          changed: Callable[[], None]) -> Callable[[Request], Any]:
+    """The Starlette endpoint of one path: `endpoints` by method. `changed()` is called after a
+    write (the live events' nudge)."""
+    async def handle(request: Request) -> Response:
+        endpoint = endpoints[request.method if request.method != "HEAD" else "GET"]
+        try:
+            who = await access.who(request)
+            if endpoint.signed_in and (refusal := refused(who)) is not None:
+                raise refusal
+            query = checked(endpoint.query, query_data(request, endpoint.query), "parameter") if endpoint.query else None
+            if who is not None and endpoint.signed_in:
+                access.check_csrf(request, who)
+            body = checked(endpoint.body, await body_data(request), "field") if endpoint.body else None
+            context = Context(service, who, request, access, dict(request.path_params))
+            server.calls_in_flight += 1  # a shutdown's drain waits for it, as for a tool call
+            try:
+                data = await anyio.to_thread.run_sync(lambda: endpoint.run(context, query, body))
+            finally:
+                server.calls_in_flight -= 1
+        except MemlociError as exc:
+            return error_response(exc)
+        except Exception:
+            log.exception("dashboard %s %s failed", request.method, endpoint.path)
+            return error_response(InternalError("the server failed to answer; the log says why",
+                                                hint="Nothing is known to be changed; check with GET /api/history."))
+        if endpoint.writes:
+            changed()
+        response = data if isinstance(data, Response) else JSONResponse(data, status_code=endpoint.status,
+                                                                        headers=NO_STORE)
+        for cookie in context.set_cookies:
+            response.set_cookie(**cookie)
+        for name in context.delete_cookies:
+            response.delete_cookie(name, path="/")
+        return response
+
+    return handle

@@ -1,0 +1,108 @@
+"""`GET /api/events`: server-sent events telling the page that a library it may read changed.
+
+An event `change` (`{"library", "change_id", "action", "entities"}`) for each new journal
+entry, whoever wrote it: an agent over MCP in this server, the page, or another process writing
+the same library file. Each stream reads its libraries' newest journal entries about every
+POLL_SECONDS, and at once when this process's dashboard writes (`Changes.nudge`); a comment
+`: ping` every PING_SECONDS keeps proxies from closing an idle stream. A stream ends when the
+client goes, when its sign-in ends (checked at each ping), or at the server's shutdown (the
+drain sets sse-starlette's AppStatus.should_exit once the running calls are answered, see
+http/app.py), so it never holds a shutdown up."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import anyio
+import anyio.to_thread
+from sse_starlette.sse import EventSourceResponse, ServerSentEvent
+from starlette.requests import Request
+from starlette.responses import Response
+
+from memloci.core.errors import MemlociError, ValidationError
+from memloci.http.dashboard.auth import Access, Who, refused
+from memloci.http.dashboard.endpoint import NO_STORE, error_response
+from memloci.service.facade import MemoryService
+
+POLL_SECONDS = 1.0
+PING_SECONDS = 15.0
+READ_AT_ONCE = 100  # journal entries read per library and poll
+
+
+class Changes:
+    """Wakes every open stream when this process writes."""
+
+    def __init__(self) -> None:
+        self.waiting: set[anyio.Event] = set()
+
+    def nudge(self) -> None:
+        for event in list(self.waiting):
+            event.set()
+
+    async def wait(self, seconds: float) -> None:
+        event = anyio.Event()
+        self.waiting.add(event)
+        try:
+            with anyio.move_on_after(seconds):
+                await event.wait()
+        finally:
+            self.waiting.discard(event)
+
+
+def newest_ids(service: MemoryService, libraries: list[str]) -> dict[str, int]:
+    out = {}
+    for name in libraries:
+        try:
+            entries = service.history(limit=1, library=name)
+        except MemlociError:
+            entries = []
+        out[name] = entries[0].id if entries else 0
+    return out
+
+
+def new_entries(service: MemoryService, seen: dict[str, int]) -> list[dict[str, Any]]:
+    """The journal entries after `seen` (library -> newest id seen), oldest first; updates `seen`."""
+    out = []
+    for name, last in seen.items():
+        try:
+            entries = service.history(limit=READ_AT_ONCE, library=name)
+        except MemlociError:
+            continue  # a library that cannot be read now: its changes come once it can
+        fresh = sorted((e for e in entries if e.id > last), key=lambda e: e.id)
+        out += [{"library": name, "change_id": e.id, "action": e.action, "entities": list(e.entities)} for e in fresh]
+        if fresh:
+            seen[name] = fresh[-1].id
+    return out
+
+
+def events_endpoint(service: MemoryService, access: Access, changes: Changes) -> Any:
+    async def events(request: Request) -> Response:
+        who = await access.who(request)
+        refusal = refused(who)
+        if refusal is not None:
+            return error_response(refusal)
+        assert who is not None
+        if request.query_params:
+            key = next(iter(request.query_params))
+            return error_response(ValidationError(f"{key}: unknown parameter (allowed: none)"))
+        readable = [n for n in service.libraries.names() if who.may(n, "read")]
+        seen = await anyio.to_thread.run_sync(newest_ids, service, readable)
+        return EventSourceResponse(stream(request, who, seen), headers=NO_STORE, ping=None)
+
+    async def stream(request: Request, who: Who, seen: dict[str, int]) -> AsyncIterator[ServerSentEvent]:
+        yield ServerSentEvent(comment="ready")
+        ping_at = time.monotonic() + PING_SECONDS
+        while True:
+            await changes.wait(min(POLL_SECONDS, max(0.0, ping_at - time.monotonic())))
+            for change in await anyio.to_thread.run_sync(new_entries, service, seen):
+                yield ServerSentEvent(json.dumps(change, ensure_ascii=False), event="change", id=str(change["change_id"]))
+            if time.monotonic() >= ping_at:
+                if who.via != "open" and await access.who(request) is None:
+                    return  # signed out, expired or revoked: the stream ends
+                yield ServerSentEvent(comment="ping")
+                ping_at = time.monotonic() + PING_SECONDS
+
+    return events
