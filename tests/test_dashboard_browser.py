@@ -195,10 +195,12 @@ class Watched:
     def visit(self, route: str) -> Any:
         """Go to `#/route` and wait until that view has rendered (data-render counts renders)."""
         page = self.page
-        before = 0
-        if page.url.startswith(self.base):
-            before = page.evaluate("Number(document.getElementById('main').dataset.render || 0)")
-        page.goto(f"{self.base}/#/{route}")
+        url = f"{self.base}/#/{route}"
+        if page.url == url:  # the same hash changes nothing: load the page again
+            page.reload()
+            return self.settle(0)
+        before = self.render_count() if page.url.startswith(self.base) else 0
+        page.goto(url)
         return self.settle(before)
 
     def settle(self, before: int = 0) -> Any:
