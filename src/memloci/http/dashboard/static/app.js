@@ -24,7 +24,7 @@
 //   history:  history-page, history-list, history-entry (data-id), undo-button
 //   previews: previews-page, preview-make, preview-operation, preview-similar, preview-older-than,
 //             preview-make-submit, preview-list, preview-row (data-id), preview-open, preview-page,
-//             preview-summary, preview-items, preview-item, preview-execute, preview-executed
+//             preview-summary, preview-items, preview-item, preview-offered, preview-execute, preview-executed
 //   health:   health-page, health-library (data-name), health-version
 //   sign-in:  signin-page, signin-form, signin-token, signin-submit, signin-error
 
@@ -280,8 +280,9 @@ async function render({ keepScroll = false } = {}) {
   main.dataset.state = "loading";
   main.dataset.render = String(id);
   for (const a of document.querySelectorAll(".nav a")) {
-    if (a.dataset.route === route.name || (route.name === "memory" && a.dataset.route === "memories")
-        || (route.name === "entity" && a.dataset.route === "graph")) a.setAttribute("aria-current", "page");
+    if (a.dataset.route === route.name || (route.name === "memory" && a.dataset.route === "memories")) {
+      a.setAttribute("aria-current", "page");
+    }
     else a.removeAttribute("aria-current");
   }
   try {
@@ -560,7 +561,7 @@ function historyList(entries, lib, testid) {
       h("th", {}, h("span", { class: "visually-hidden" }, "Actions")))),
     h("tbody", {}, entries.map((e) => h("tr", { testid: "history-entry", "data-id": e.id },
       h("td", {}, String(e.id)), h("td", { title: e.at }, when(e.at)),
-      h("td", {}, h("div", {}, e.summary || e.action), h("div", { class: "meta" }, e.tool ? h("span", {}, e.tool) : null, h("span", {}, e.action))),
+      h("td", {}, h("div", {}, e.summary || e.action), h("div", { class: "meta" }, e.tool ? h("span", {}, e.tool) : null, e.action !== e.tool ? h("span", {}, e.action) : null)),
       h("td", { class: "wide-only" }, (e.entities || []).map((n, i) => [i ? ", " : "", h("a", { href: entityHref(lib, n) }, n)])),
       h("td", {}, writable && e.undoable ? h("button", {
         type: "button", testid: "undo-button", "aria-label": `Undo change ${e.id}`,
@@ -747,11 +748,18 @@ async function previewView(lib, id) {
   const p = data.preview || data;
   const items = p.items || [];
   const executed = Boolean(p.executed) || (p.dry_run === false);
+  const actions = {};
+  for (const it of items) actions[it.action || "change"] = (actions[it.action || "change"] || 0) + 1;
+  const summary = p.summary || p.message || (items.length
+    ? `${items.length} item${items.length === 1 ? "" : "s"}: ${Object.entries(actions).map(([a, n]) => `${n} ${a}`).join(", ")}.`
+    : "Nothing to change.") + (executed ? "" : " Nothing has changed yet.");
+  const offered = p.offered || [];
   const out = h("div");
   const page = h("section", { testid: "preview-page", "data-id": id },
     h("p", {}, h("a", { href: `#/previews?library=${enc(lib)}` }, "← Previews")),
     h("h1", {}, `Preview #${id}: ${p.operation || p.kind || ""}`),
-    h("p", { testid: "preview-summary" }, p.summary || p.message || ""),
+    h("p", { testid: "preview-summary" }, summary),
+    p.created_at ? h("p", { class: "muted" }, `Made ${when(p.created_at)}`) : null,
     executed ? h("p", { testid: "preview-executed" }, h("strong", {}, "Executed."), p.change_id ? ` Change #${p.change_id}.` : "") : null,
     h("h2", {}, `Items (${items.length}${p.items_not_shown ? ` + ${p.items_not_shown} not shown` : ""})`),
     items.length ? h("ul", { class: "cards", testid: "preview-items" }, items.map((it) => h("li", { class: "card", testid: "preview-item" },
@@ -760,6 +768,9 @@ async function previewView(lib, id) {
       it.why ? h("div", { class: "why muted" }, it.why) : null,
       it.set ? h("div", { class: "meta" }, `sets ${Object.keys(it.set).join(", ")}`) : null)))
       : h("p", { class: "muted", testid: "preview-items" }, "Nothing to change."),
+    offered.length ? [h("h2", {}, `Offered, not included (${offered.length})`), h("ul", { class: "cards", testid: "preview-offered" },
+      offered.map((it) => h("li", { class: "card" }, h("strong", {}, it.action || ""), " ", it.text || it.content || it.content_hash || JSON.stringify(it),
+        it.why ? h("div", { class: "why muted" }, it.why) : null)))] : null,
     out);
   if (!executed && canWrite(lib)) {
     page.append(h("div", { class: "buttons" }, h("button", {
@@ -783,7 +794,7 @@ async function healthView() {
   const data = await api("GET", "/api/health");
   const kv = (obj) => (obj && typeof obj === "object"
     ? h("dl", { class: "facts" }, Object.entries(obj).map(([k, v]) => [h("dt", {}, k.replace(/_/g, " ")),
-      h("dd", {}, v !== null && typeof v === "object" ? JSON.stringify(v) : String(v))]))
+      h("dd", {}, v === null || v === undefined ? "—" : typeof v === "object" ? JSON.stringify(v) : String(v))]))
     : String(obj ?? "—"));
   return h("section", { testid: "health-page" }, h("h1", {}, "Health"),
     data.version ? h("p", { class: "muted", testid: "health-version" }, `memloci ${data.version}`) : null,
