@@ -252,6 +252,70 @@ def serve(
         service.close()
 
 
+def dashboard_answers(url: str) -> bool:
+    """Whether a memloci HTTP server with the dashboard answers at `url` (its /api/session)."""
+    import urllib.error
+    import urllib.request
+
+    direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # loopback: never through a proxy
+    try:
+        with direct.open(url + "api/session", timeout=2) as answer:
+            return "signed_in" in json.loads(answer.read())
+    except (OSError, ValueError, urllib.error.URLError):
+        return False
+
+
+def _open_when_up(url: str, browser: bool) -> None:
+    """Wait (in a thread) for the server this process starts to answer, then open the browser."""
+    import threading
+    import time
+    import webbrowser
+
+    def wait_then_open() -> None:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if dashboard_answers(url):
+                print(f"Dashboard: {url}", flush=True)
+                if browser:
+                    webbrowser.open(url)
+                return
+            time.sleep(0.2)
+
+    threading.Thread(target=wait_then_open, name="memloci-ui-browser", daemon=True).start()
+
+
+def ui(
+    libraries: LibrariesOpt = None,
+    port: Annotated[int | None, typer.Option("--port", help="Loopback port (MCP_SERVER_PORT, [http] port; default 8001).")] = None,
+    no_browser: Annotated[bool, typer.Option("--no-browser", help="Only print the dashboard's URL.")] = False,
+) -> None:
+    """Open the dashboard: in the browser, at the memloci HTTP server on this machine's loopback
+    port; if none answers there, start one (`memloci serve --transport http` on 127.0.0.1) in
+    this process, until Ctrl-C."""
+    from memloci.app.config import config_file
+    from memloci.http.settings import resolve
+
+    try:
+        settings = command_settings(libraries=libraries)
+        http = resolve(config_file(settings), host="127.0.0.1", port=port, process=settings)
+    except MemlociError as exc:
+        fail(exc)
+    url = f"http://127.0.0.1:{http.port}/"
+    if dashboard_answers(url):
+        print(f"Dashboard: {url} (a memloci server already runs there)")
+        if not no_browser:
+            import webbrowser
+
+            webbrowser.open(url)
+        return
+    from memloci.mcp.server import serve_from
+
+    _open_when_up(url, not no_browser)
+    serve_http_command(lambda config: serve_from(settings), host="127.0.0.1", port=http.port, stateless=False,
+                       allowed_hosts=None, allowed_origins=None, max_body=None, rate_limit=None, settings=settings)
+
+
 def register(app: typer.Typer) -> None:
     app.command("tools")(tools_cmd)
     app.command()(serve)
+    app.command()(ui)

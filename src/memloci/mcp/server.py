@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from contextlib import suppress
 from pathlib import Path
 from typing import Any
@@ -93,6 +94,7 @@ class MemlociServer(MCPServer):
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)
         self._subscribers: dict[str, set[Any]] = {}
+        self.change_listeners: list[Callable[[], None]] = []  # told after each changing call (the dashboard's events)
         low = self._lowlevel_server
         low.add_request_handler("resources/subscribe", mcp_types.SubscribeRequestParams, self._subscribe)
         low.add_request_handler("resources/unsubscribe", mcp_types.UnsubscribeRequestParams, self._unsubscribe)
@@ -212,7 +214,10 @@ class MemlociServer(MCPServer):
         return result
 
     async def _changed(self, arguments: dict[str, Any]) -> None:
-        """Tell `subscriptions/listen` subscribers that a graph resource may have changed."""
+        """Tell `subscriptions/listen` subscribers that a graph resource may have changed, and the
+        change listeners that something did."""
+        for listener in self.change_listeners:
+            listener()
         path = arguments.get("project_path") or arguments.get(n2n.PROJECT_ARG)
         uri = _canonical(f"memloci://graph?path={path}" if path else "memloci://graph")
         try:

@@ -43,6 +43,7 @@ def dashboard_app(service: MemoryService, server: Any, *, verifiers: Sequence[To
     `verifiers` and `open_while` as /mcp's (http/app.py build_http_app)."""
     access = Access(verifiers, open_while)
     changes = Changes()
+    server.change_listeners.append(changes.nudge)  # a tool call's change: the streams read the journal now
     by_path: dict[str, dict[str, Endpoint]] = {}
     for endpoint in ROUTES:
         by_path.setdefault(endpoint.path, {})[endpoint.method] = endpoint

@@ -1,0 +1,142 @@
+"""The dashboard's app in this process (Starlette's TestClient over build_http_app): the route
+table and its OpenAPI description, the checks of queries and bodies, the Markdown body's
+rendering, and the entity graph's neighbourhood. tests/test_dashboard_api.py drives a real
+server process."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from starlette.routing import Route
+from starlette.testclient import TestClient
+
+from memloci.app.registry import LibraryRegistry
+from memloci.app.specs import LibrarySpec
+from memloci.core.model import EntityInput, RelationInput
+from memloci.http.app import build_http_app
+from memloci.http.dashboard import ROUTES
+from memloci.http.dashboard.openapi import openapi_path
+from memloci.http.dashboard.render import body_html
+from memloci.http.settings import HttpSettings
+from memloci.mcp.server import build_server
+from memloci.service.documents import NewEntityDocument
+from memloci.service.facade import MemoryService
+
+BASE = "http://127.0.0.1:8001"
+
+
+@pytest.fixture
+def dashboard(tmp_path: Path):
+    registry = LibraryRegistry([LibrarySpec("team", tmp_path / "team.db"), LibrarySpec("other", tmp_path / "other.db")],
+                               create_missing=True)
+    service = MemoryService(registry)
+    app = build_http_app(build_server(service), HttpSettings(), service=service)
+    with TestClient(app, base_url=BASE) as client:
+        csrf = client.get("/api/session").json()["csrf"]
+        client.headers["x-csrf-token"] = csrf
+        yield client, service, app
+    registry.close()
+
+
+def dashboard_routes(app) -> set[tuple[str, str]]:
+    """(method, path) of every route of the app's dashboard mount: what openapi.json must list."""
+    mount = next(r for r in app.routes if getattr(r, "path", None) == "")
+    inner = mount.app
+    while not hasattr(inner, "routes"):  # through the Host/Origin check and the headers
+        inner = inner.app
+    return {(method, openapi_path(r.path)) for r in inner.routes if isinstance(r, Route) and r.path.startswith("/api/")
+            for method in r.methods - {"HEAD"}}
+
+
+def test_openapi_lists_every_route_of_the_app(dashboard):
+    client, _, app = dashboard
+    document = client.get("/api/openapi.json").json()
+    assert document["openapi"].startswith("3.1")
+    listed = {(method.upper(), path) for path, ops in document["paths"].items() for method in ops}
+    assert listed == dashboard_routes(app)
+    assert {"cookie", "bearer"} <= set(document["components"]["securitySchemes"])
+    memories = document["paths"]["/api/memories"]["get"]
+    assert {p["name"] for p in memories["parameters"]} >= {"library", "tag", "zone", "sort", "page", "page_size"}
+    assert document["paths"]["/api/memories"]["post"]["requestBody"]["content"]["application/json"]["schema"]["$ref"]
+    assert len({(e.method, e.path) for e in ROUTES}) == len(ROUTES)
+
+
+def test_unknown_parameters_fields_and_wrong_types_are_refused_by_name(dashboard):
+    client, service, _ = dashboard
+    cases = [client.get("/api/memories", params={"library": "team", "colour": "red"}),
+             client.get("/api/memories", params={"library": "team", "page_size": "many"}),
+             client.get("/api/memories", params={"library": "team", "page_size": "201"}),
+             client.get("/api/graph", params={"library": "team", "name": "a", "depth": "4"}),
+             client.post("/api/memories", json={"library": "team", "content": "x", "colour": "red"}),
+             client.post("/api/memories", json={"library": "team", "content": 5}),
+             client.post("/api/previews", json={"library": "team", "operation": "delete_by_tag",
+                                                "arguments": {"tags": ["a"], "colour": 1}})]
+    names = ["colour", "page_size", "page_size", "depth", "colour", "content", "colour"]
+    for response, name in zip(cases, names, strict=True):
+        assert response.status_code == 400, response.text
+        error = response.json()["error"]
+        assert error["code"] == "VALIDATION_ERROR" and error["message"].startswith(name), error
+    assert "unknown parameter" in cases[0].json()["error"]["message"]
+    assert "less than or equal to 200" in cases[2].json()["error"]["message"]
+    assert service.list_memories(library="team")[1] == 0  # nothing stored by the refused bodies
+
+
+def test_several_libraries_need_one_named_and_an_unknown_one_is_not_found(dashboard):
+    client, _, _ = dashboard
+    several = client.get("/api/memories")
+    assert several.status_code == 400 and "several libraries" in several.json()["error"]["message"]
+    assert client.get("/api/memories", params={"library": "nope"}).status_code == 404
+    assert client.get("/api/memories/0000", params={"library": "team"}).json()["error"]["code"] == "NOT_FOUND"
+
+
+def test_markdown_body_escapes_raw_html_and_drops_script_links():
+    html = body_html("# Title\n\n<script>alert(1)</script>\n\n[bad](javascript:alert(1)) [good](https://example.org) "
+                     "[tab](java\tscript:alert(1))\n")
+    assert "<h1>Title</h1>" in html and '<a href="https://example.org">good</a>' in html
+    assert "<script>" not in html and "&lt;script&gt;" in html
+    assert "javascript:" not in html.replace("[bad](javascript:alert(1))", "")
+    assert 'href="javascript' not in html and "href=\"java" not in html
+
+
+def test_entity_view_and_graph_neighbourhood_of_depth_one_and_two(dashboard):
+    client, service, _ = dashboard
+    service.add_entities([NewEntityDocument("Alpha", "project", content="Uses <b>raw</b> HTML\n\n## Plan\n\nShip it")],
+                         library="team")
+    service.create_entities([EntityInput("Beta", "service", ("runs on Tuesday",)), EntityInput("Gamma", "db")],
+                            library="team")
+    service.create_relations([RelationInput("Alpha", "depends_on", "Beta"), RelationInput("Beta", "reads", "Gamma")],
+                             library="team")
+    entity = client.get("/api/entities/Alpha", params={"library": "team"}).json()
+    assert entity["relations"]["outgoing"] == [{"to": "Beta", "relation_type": "depends_on"}]
+    assert "&lt;b&gt;raw&lt;/b&gt;" in entity["body_html"] and "<h2>Plan</h2>" in entity["body_html"]
+    one = client.get("/api/graph", params={"library": "team", "name": "Alpha"}).json()
+    assert {n["name"] for n in one["nodes"]} == {"Alpha", "Beta"} and one["center"] == "Alpha"
+    assert one["edges"] == [{"from": "Alpha", "to": "Beta", "relation_type": "depends_on"}]
+    two = client.get("/api/graph", params={"library": "team", "name": "Alpha", "depth": 2}).json()
+    assert {n["name"] for n in two["nodes"]} == {"Alpha", "Beta", "Gamma"}
+    assert len(two["edges"]) == 2 and not two["truncated"]
+    capped = client.get("/api/graph", params={"library": "team", "name": "Alpha", "depth": 2, "limit": 2}).json()
+    assert len(capped["nodes"]) == 2 and capped["truncated"]
+    fixed = client.patch("/api/entities/Beta/observations", json={"library": "team", "old": "runs on Tuesday",
+                                                                  "new": "runs on Wednesday"})
+    assert fixed.status_code == 200 and len(fixed.json()["change_ids"]) == 2
+    beta = client.get("/api/entities/Beta", params={"library": "team"}).json()
+    assert [o["content"] for o in beta["observations"]] == ["runs on Wednesday"]
+
+
+def test_memory_browser_sorts_and_filters_by_zone(dashboard):
+    client, service, _ = dashboard
+    for text, importance in (("first note", "low"), ("second note", "critical"), ("third note", "medium")):
+        assert client.post("/api/memories", json={"library": "team", "content": text, "importance": importance,
+                                                  "tags": ["n"]}).status_code == 201
+
+    def order(**params) -> list[str]:
+        return [m["content"] for m in client.get("/api/memories", params={"library": "team", **params}).json()["memories"]]
+
+    newest = order()
+    assert sorted(newest) == ["first note", "second note", "third note"]
+    assert order(sort="oldest") == list(reversed(newest))
+    assert order(sort="importance")[0] == "second note"
+    assert order(zone="active", page_size=2, page=2) == newest[2:]
+    assert client.get("/api/memories", params={"library": "team"}).json()["tags"] == [{"tag": "n", "count": 3}]
