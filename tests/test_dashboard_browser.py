@@ -205,11 +205,10 @@ class Watched:
 
     def settle(self, before: int = 0) -> Any:
         page = self.page
-        page.wait_for_function(
+        state = page.wait_for_function(  # the state as it was when seen (a live change may render again at once)
             "n => { const m = document.getElementById('main');"
-            " return m && Number(m.dataset.render || 0) > n && m.dataset.state && m.dataset.state !== 'loading'; }",
-            arg=before)
-        state = page.eval_on_selector("#main", "m => m.dataset.state")
+            " return m && Number(m.dataset.render || 0) > n && m.dataset.state !== 'loading' && m.dataset.state; }",
+            arg=before).json_value()
         assert state == "ready", page.inner_text("#main")
         return page
 

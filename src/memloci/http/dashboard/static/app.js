@@ -230,8 +230,11 @@ function changed(data) {
       notice(`Library ${data.library || ""} changed`.trim(), "Show", () => render());
       return;
     }
-    if (state.refreshView) await state.refreshView();
-    else await render({ keepScroll: true });
+    if (state.refreshView) {
+      if (await state.refreshView(data) === false) return;
+    } else {
+      await render({ keepScroll: true });
+    }
     notice("Updated");
   }, 250);
 }
@@ -611,6 +614,7 @@ async function entityView(route) {
       li.replaceChildren(h("span", { class: "obs-text", testid: "observation-text" }, text),
         writable ? h("button", { type: "button", class: "link", testid: "observation-correct", "aria-label": `Correct: ${firstLine(text, 40)}`,
           onclick: () => {
+            state.dirty = true;  // a live change waits while the correction is open
             const input = h("input", { type: "text", value: text, testid: "correct-input", size: 50 });
             li.replaceChildren(h("form", { class: "row", onsubmit: (e) => { e.preventDefault(); call("PATCH", { old: text, new: input.value }, "Corrected"); } },
               field("Correct to", input),
@@ -677,7 +681,10 @@ async function graphView(route, refresh) {
         g.expanded.has(n.name) ? null : [" ", h("button", { type: "button", class: "link", onclick: () => g.expand(n.name) }, "show neighbours")])));
     },
   });
-  refresh.fn = () => graph.reload();
+  refresh.fn = (change) => {  // a change that names no entity (a free memory) leaves the graph as it is
+    if (change && Array.isArray(change.entities) && !change.entities.length) return false;
+    return graph.reload();
+  };
   refresh.after = () => graph.start();
   return h("section", { testid: "graph-page", "data-center": name },
     h("h1", {}, "Graph around ", h("a", { href: entityHref(lib, name) }, name)), stats, graph.element,

@@ -32,6 +32,7 @@ export class GraphView {
     this.expanded = new Set();
     this.truncated = false;
     this.k = 1; this.tx = 0; this.ty = 0;
+    this.queue = Promise.resolve();  // loads one at a time, so a reload never drops an expansion
     this.element = this.build();
   }
 
@@ -231,22 +232,29 @@ export class GraphView {
     requestAnimationFrame(() => this.fit());
   }
 
-  async expand(name) {
-    if (this.expanded.has(name) || this.busy) return;
-    this.busy = true;
-    try {
+  enqueue(task) {
+    const next = this.queue.then(task);
+    this.queue = next.catch(() => {});
+    return next;
+  }
+
+  expand(name) {
+    return this.enqueue(async () => {
+      if (this.expanded.has(name)) return;
       const data = await this.load(name);
       this.expanded.add(name);
       this.merge(data, name);
       this.simulate(160);
       this.draw();
-    } finally {
-      this.busy = false;
-    }
+    });
   }
 
   /** Loads every expanded node again (after a change), keeping the positions of nodes that stay. */
-  async reload() {
+  reload() {
+    return this.enqueue(() => this.reloadNow());
+  }
+
+  async reloadNow() {
     const old = this.nodes;
     const names = [...this.expanded];
     const answers = await Promise.all(names.map((n) => this.load(n).catch(() => null)));
