@@ -282,6 +282,7 @@ async function render({ keepScroll = false } = {}) {
   main.dataset.route = route.name;
   main.dataset.state = "loading";
   main.dataset.render = String(id);
+  if (route.name !== "search") document.getElementById("q").value = "";
   for (const a of document.querySelectorAll(".nav a")) {
     if (a.dataset.route === route.name || (route.name === "memory" && a.dataset.route === "memories")) {
       a.setAttribute("aria-current", "page");
@@ -442,6 +443,7 @@ async function memoriesView(route) {
     h("a", { href: memoryHref(m.content_hash, library), testid: "memory-link" }, firstLine(m.content) || "(empty)"),
     h("div", { class: "meta" }, h("span", {}, m.memory_type), h("span", {}, m.importance),
       h("span", { title: m.created_at }, when(m.created_at)), h("span", { class: m.zone === "stale" ? "zone-stale" : "" }, m.zone),
+      m.entity ? h("span", {}, "of ", h("a", { href: entityHref(library, m.entity) }, m.entity)) : null,
       m.superseded_by ? h("span", {}, "superseded") : null, m.archived_at ? h("span", {}, "archived") : null, tags(m.tags))));
   const pages = Math.max(1, Math.ceil((data.total || 0) / (data.page_size || 25)));
   const pager = h("nav", { class: "pager", "aria-label": "Pages of memories" },
