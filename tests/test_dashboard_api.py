@@ -259,6 +259,9 @@ def test_sign_in_sets_an_http_only_strict_cookie_and_sign_out_ends_it(guarded):
     assert client.get("/api/memories", params={"library": "other"}).status_code == 403
     client.delete("/api/session")
     assert client.get("/api/memories", params={"library": "team"}).status_code == 401
+    log = server.log.read_text()
+    assert "api token=writer method=GET route=/api/memories status=200" in log
+    assert tokens["writer"] not in log and "library=team" not in log  # the route, never the values
 
 
 def test_a_cookie_write_without_the_csrf_header_changes_nothing(guarded):
@@ -349,3 +352,27 @@ def test_sigterm_with_an_event_stream_open_exits_cleanly(tmp_path):
     assert server.stop() == 0  # the stream did not hold the drain up, and the exit is clean
     assert ended.wait(30)
     assert "Traceback" not in server.log.read_text()
+
+
+def test_memloci_ui_starts_a_loopback_server_or_finds_the_one_running(tmp_path):
+    import signal
+    import subprocess
+    import sys
+
+    from conftest import server_env
+    from test_http import free_port
+
+    port = free_port()
+    argv = [sys.executable, "-m", "memloci", "ui", "--no-browser", "--port", str(port),
+            "--libraries", f"team:{tmp_path / 'team.db'}"]
+    first = subprocess.Popen(argv, env=server_env(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                             text=True)
+    try:
+        assert first.stdout is not None
+        assert first.stdout.readline().strip() == f"Dashboard: http://127.0.0.1:{port}/"
+        assert httpx2.get(f"http://127.0.0.1:{port}/api/session").json()["open"] is True
+        second = subprocess.run(argv, env=server_env(tmp_path), capture_output=True, text=True, timeout=120)
+        assert second.returncode == 0 and "already runs there" in second.stdout
+    finally:
+        first.send_signal(signal.SIGTERM)
+        assert first.wait(timeout=90) == 0

@@ -9,4 +9,5 @@
 - `oauth.py`     JWT access tokens from an OAuth issuer, a second verifier beside the stored tokens
 - `loopback.py`  `memloci serve --transport http` as a process on loopback, and a client session to it
                  (for what drives a real server from outside: `memloci bench http`, the tests)
+- `dashboard/`   the page for people at `/` and its JSON API under `/api/` (same tokens and scopes)
 """

@@ -422,7 +422,7 @@ def build_http_app(server: Any, settings: HttpSettings, *, verifiers: Sequence[T
         from memloci.http.dashboard import dashboard_app
 
         page = dashboard_app(service, server, verifiers=verifiers, open_while=open_while)
-        routes.append(Mount("", app=RefusalLog(HostOriginCheck(page, security))))
+        routes.append(Mount("", app=HostOriginCheck(page, security)))  # (it logs its refusals; the API its calls)
     return Starlette(routes=routes, middleware=middleware, lifespan=lifespan)
 
 

@@ -13,9 +13,10 @@ from memloci import __version__
 from memloci.core.errors import MemlociError
 from memloci.core.model import JournalEntry, Memory, MemoryFilter
 from memloci.http.dashboard import models as m
-from memloci.http.dashboard.auth import SESSION_COOKIE, SESSION_SECONDS, UnauthorizedError
+from memloci.http.dashboard.auth import SESSION_COOKIE, SESSION_SECONDS, UnauthorizedError, Who
 from memloci.http.dashboard.endpoint import Context, Endpoint
 from memloci.http.dashboard.found import search
+from memloci.http.scopes import TokenCaller
 from memloci.mcp.memory import listed, memory_out
 from memloci.service import browse
 from memloci.service.history import memory_text
@@ -49,11 +50,11 @@ def sign_in(ctx: Context, query: Any, body: m.SignIn) -> dict[str, Any]:
     if started is None:
         raise UnauthorizedError("token: not a valid token (unknown, revoked or expired)",
                                 hint="Create one with memloci token create NAME --scope LIBRARY:read")
-    session_id, session, _ = started
+    session_id, session, grant = started
     ctx.set_cookies.append({"key": SESSION_COOKIE, "value": session_id, "max_age": SESSION_SECONDS, "path": "/",
                             "httponly": True, "samesite": "strict", "secure": ctx.request.url.scheme == "https"})
-    ctx.request.cookies[SESSION_COOKIE] = session_id  # (the answer below is this session's)
-    ctx.who = anyio.from_thread.run(ctx.access.who, ctx.request)
+    ctx.who = Who(TokenCaller(grant), "cookie", session.csrf)  # the answer is the new session's
+    ctx.request.scope["memloci.who"] = ctx.who
     return get_session(ctx, query, body)
 
 

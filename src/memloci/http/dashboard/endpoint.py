@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,6 +23,7 @@ from memloci.http.dashboard.auth import Access, Who, refused
 from memloci.service.facade import MemoryService
 
 log = logging.getLogger("memloci.http")
+access_log = logging.getLogger("memloci.access")
 STATUS = {"VALIDATION_ERROR": 400, "INVALID_RELATION": 400, "UNAUTHORIZED": 401, "PERMISSION_DENIED": 403,
           "CSRF": 403, "NOT_FOUND": 404, "LIBRARY_MISSING": 404, "ALREADY_EXISTS": 409, "CONFLICT": 409,
           "AWAITING_CONFIRMATION": 409, "STORAGE_FULL": 507, "STORAGE_UNAVAILABLE": 503}
@@ -121,9 +123,13 @@ def query_data(request: Request, model: type[pydantic.BaseModel]) -> dict[str, A
 
 
 async def body_data(request: Request) -> Any:
-    raw = await request.body()
-    if len(raw) > MAX_BODY:
-        raise ValidationError(f"body: {len(raw)} bytes is over the limit of {MAX_BODY}")
+    chunks, size = [], 0
+    async for chunk in request.stream():  # read no further than the limit
+        size += len(chunk)
+        if size > MAX_BODY:
+            raise ValidationError(f"body: over the limit of {MAX_BODY} bytes")
+        chunks.append(chunk)
+    raw = b"".join(chunks)
     if not raw.strip():
         return {}
     try:
@@ -138,8 +144,19 @@ def serve(endpoints: dict[str, Endpoint], service: MemoryService, access: Access
     write (the live events' nudge)."""
     async def handle(request: Request) -> Response:
         endpoint = endpoints[request.method if request.method != "HEAD" else "GET"]
+        started = time.monotonic()
+        response = await answer(request, endpoint)
+        if access_log.isEnabledFor(logging.INFO):  # the route, never its values or the query: they may be private
+            caller = request.scope.get("memloci.who")
+            access_log.info("api token=%s method=%s route=%s status=%d ms=%.1f",
+                            (caller.name or "-") if caller is not None else "-", request.method, endpoint.path,
+                            response.status_code, (time.monotonic() - started) * 1000)
+        return response
+
+    async def answer(request: Request, endpoint: Endpoint) -> Response:
         try:
             who = await access.who(request)
+            request.scope["memloci.who"] = who
             if endpoint.signed_in and (refusal := refused(who)) is not None:
                 raise refusal
             query = checked(endpoint.query, query_data(request, endpoint.query), "parameter") if endpoint.query else None
