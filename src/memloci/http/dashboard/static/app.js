@@ -474,7 +474,7 @@ function newMemoryForm(library) {
           library, content: content.value, tags: splitTags(tagsInput.value), memory_type: type.value.trim() || "note",
           importance: importance.value, metadata: {},
         } });
-        notice(`Stored (change #${data.change_id})`);
+        notice(data.change_id ? `Stored (change #${data.change_id})` : "Already stored");
         state.dirty = false;
         go(memoryHref(data.memory.content_hash, library));
       } catch (err) { out.replaceChildren(errorBox(err)); }
