@@ -518,6 +518,58 @@ def test_a_phone_width_renders_without_horizontal_scroll(browser, served):
         watched.context.close()
 
 
+CONTRAST = r"""() => {
+    // WCAG 2 contrast of each visible text element against the first opaque background behind it
+    const rgb = (c) => (c.match(/[0-9.]+/g) || []).map(Number);
+    const lum = ([r, g, b]) => [r, g, b].map((v) => { v /= 255; return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4; })
+        .reduce((sum, v, i) => sum + v * [0.2126, 0.7152, 0.0722][i], 0);
+    const behind = (el) => {
+        for (let e = el; e; e = e.parentElement) {
+            const c = rgb(getComputedStyle(e).backgroundColor);
+            if (c.length === 3 || (c.length === 4 && c[3] === 1)) return c.slice(0, 3);
+        }
+        return [255, 255, 255];  // the canvas (the page paints its own background: this is not reached)
+    };
+    const low = [];
+    const selector = "main *, header *";
+    for (const el of document.querySelectorAll(selector)) {
+        const text = [...el.childNodes].some((n) => n.nodeType === 3 && n.textContent.trim());
+        if (!text || !el.getClientRects().length || el.closest("[disabled], svg")) continue;
+        const a = lum(rgb(getComputedStyle(el).color).slice(0, 3)), b = lum(behind(el));
+        const ratio = (Math.max(a, b) + 0.05) / (Math.min(a, b) + 0.05);
+        const what = `${el.tagName.toLowerCase()}.${el.className} "${el.textContent.trim().slice(0, 30)}"`;
+        if (!(ratio >= 4.5)) low.push(`${what}: ${ratio.toFixed(2)}`);
+    }
+    return low;
+}"""
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_text_has_aa_contrast_in_light_and_dark(browser, served, scheme):
+    server, _, hashes = served
+    watched = new_page(browser, server.base, color_scheme=scheme)
+    try:
+        for route in ["memories?library=team", "entity/team/Alice", "history?library=team", "health", "search?q=billing",
+                      f"memory/{hashes['dark']}?library=team"]:
+            p = watched.visit(route)
+            assert p.evaluate("matchMedia('(prefers-color-scheme: dark)').matches") == (scheme == "dark")
+            low = p.evaluate(CONTRAST)
+            assert not low, (route, low)
+        watched.check()
+    finally:
+        watched.context.close()
+
+
+def test_the_header_library_picker_follows_and_sets_the_library(page, served):
+    p = page.visit("history?library=notes")
+    assert p.get_by_test_id("library-select").input_value() == "notes"
+    assert "History of notes" in p.inner_text("h1")
+    before = page.render_count()
+    p.get_by_test_id("library-select").select_option("team")
+    page.settle(before)
+    assert "library=team" in p.url and "History of team" in p.inner_text("h1")
+
+
 # ---------------------------------------------------------------- with tokens
 
 

@@ -174,6 +174,14 @@ async function loadSession() {
   if (state.session.signed_in) startEvents(); else stopEvents();
 }
 
+/** The library the header shows and pages use when their address names none. */
+function useLibrary(name) {
+  if (!libraryInfo(name) || name === state.library) return;
+  state.library = name;
+  sessionStorage.setItem("memloci.library", name);
+  document.getElementById("library").value = name;
+}
+
 function drawHeader() {
   const s = state.session || {};
   const signedIn = Boolean(s.signed_in);
@@ -295,6 +303,8 @@ async function render({ keepScroll = false } = {}) {
       location.replace("#/signin");  // the hashchange renders it
       return;
     }
+    const named = route.name === "entity" || route.name === "graph" ? route.parts[0] : route.query.get("library");
+    if (named) useLibrary(named);
     const view = VIEWS[route.name] || notFound;
     const refresh = { fn: null };
     const node = await view(route, refresh);
@@ -862,13 +872,13 @@ function start() {
     go(`#/search?q=${enc(q)}`);
   });
   document.getElementById("library").addEventListener("change", (e) => {
-    state.library = e.target.value;
-    sessionStorage.setItem("memloci.library", state.library);
+    useLibrary(e.target.value);
     const route = parseHash();
-    if (["memory", "entity"].includes(route.name)) go("#/memories");
-    else if (route.name === "graph") go("#/graph");
-    else if (route.name === "previews") go("#/previews");
-    else render();
+    const lib = enc(state.library);
+    if (route.name === "graph") go(`#/graph/${lib}`);
+    else if (["history", "previews"].includes(route.name)) go(`#/${route.name}?library=${lib}`);
+    else if (route.name === "search") render();
+    else go(`#/memories?library=${lib}`);
   });
   document.querySelector(".skip").addEventListener("click", (e) => {  // the hash is the router's
     e.preventDefault();
