@@ -3,10 +3,11 @@
 //
 // Test hooks (data-testid), stable:
 //   header, nav, nav-toggle, search-form, search-input, library-pick, library-select, who, sign-out,
-//   notice, view (main; data-route = the page, data-state = "loading" | "ready" | "error"), error,
+//   notice (notice-text, notice-action), error, view (main; data-route = the page, data-state =
+//   "loading" | "ready" | "error", data-render = how many renders began: a test waits for a higher one),
 //   confirm-dialog, confirm-text, confirm-ok, confirm-cancel,
-//   search:   search-page, search-kind, search-library, search-results, search-memories, search-entities,
-//             search-notes, search-hit (data-kind = memory | entity | note), hit-link, hit-why
+//   search:   search-page, search-page-input, search-kind, search-library, search-results, search-memories,
+//             search-entities, search-notes, search-hit (data-kind = memory | entity | note), hit-link, hit-why
 //   memories: memories-page, memory-filters, filter-library, filter-tags, filter-tag (checkbox per tag),
 //             filter-all-tags, filter-type, filter-after, filter-before, filter-time, filter-zone,
 //             filter-superseded, filter-archived, filter-sort, filter-page-size, filter-apply, filter-reset,
