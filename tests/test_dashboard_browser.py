@@ -354,6 +354,7 @@ def test_filters_by_tag_and_by_time(page, served):
 
 
 def test_graph_shows_a_neighbourhood_pans_zooms_and_expands(page, served):
+    _, agent, _ = served
     p = page.visit("graph/team/Alice")
     nodes = p.get_by_test_id("graph-node")
     nodes.first.wait_for()
@@ -375,6 +376,13 @@ def test_graph_shows_a_neighbourhood_pans_zooms_and_expands(page, served):
     p.locator("[data-testid=graph-node][data-name=Carol]").wait_for()
     assert p.locator("[data-testid=graph-node][data-name=Bob]").get_attribute("data-expanded") == "true"
     assert p.locator("[data-testid=graph-edge][data-from=Bob][data-to=Carol]").count() == 1
+    # what an agent relates to a node shown expanded appears without a reload, the expansions kept
+    agent.call("create_entities", {"library": "team", "entities": [{"name": "Dave", "entityType": "person",
+                                                                   "observations": []}]})
+    agent.call("create_relations", {"library": "team", "relations": [{"from": "Bob", "to": "Dave",
+                                                                      "relationType": "mentors"}]})
+    p.locator("[data-testid=graph-node][data-name=Dave]").wait_for()
+    assert p.locator("[data-testid=graph-node][data-name=Carol]").count() == 1
     before = page.render_count()
     p.locator("[data-testid=graph-node][data-name=Carol]").focus()
     p.keyboard.press("Enter")

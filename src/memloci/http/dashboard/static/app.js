@@ -230,17 +230,24 @@ function stopEvents() {
 }
 
 let changeTimer = null;
+let pending = null;  // the changes since the last update: their libraries and the entities they name
 function changed(data) {
+  pending = pending || { libraries: new Set(), entities: new Set(), unnamed: false };
+  if (data.library) pending.libraries.add(data.library);
+  if (Array.isArray(data.entities)) data.entities.forEach((e) => pending.entities.add(e));
+  else pending.unnamed = true;
   clearTimeout(changeTimer);
   changeTimer = setTimeout(async () => {
+    const batch = pending;
+    pending = null;
     const route = parseHash();
     if (route.name === "signin") return;
     if (state.dirty) {
-      notice(`Library ${data.library || ""} changed`.trim(), "Show", () => render());
+      notice(`Library ${[...batch.libraries].join(", ")} changed`.replace(/ $/, ""), "Show", () => render());
       return;
     }
     if (state.refreshView) {
-      if (await state.refreshView(data) === false) return;
+      if (await state.refreshView(batch) === false) return;
     } else {
       await render({ keepScroll: true });
     }
@@ -694,8 +701,8 @@ async function graphView(route, refresh) {
         g.expanded.has(n.name) ? null : [" ", h("button", { type: "button", class: "link", onclick: () => g.expand(n.name) }, "show neighbours")])));
     },
   });
-  refresh.fn = (change) => {  // a change that names no entity (a free memory) leaves the graph as it is
-    if (change && Array.isArray(change.entities) && !change.entities.length) return false;
+  refresh.fn = (changes) => {  // changes that name no entity (free memories) leave the graph as it is
+    if (!changes.unnamed && !changes.entities.size) return false;
     return graph.reload();
   };
   refresh.after = () => graph.start();
