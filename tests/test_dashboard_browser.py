@@ -325,9 +325,11 @@ def test_search_finds_a_stored_memory_with_why(page, served):
 def test_filters_by_tag_and_by_time(page, served):
     p = page.visit("memories?library=team")
     before = page.render_count()
-    p.locator("[data-testid=filter-tag][value=ops]").check()
+    p.locator("[data-testid=filter-tag][value=ops]").focus()
+    p.keyboard.press("Space")  # a tag applies at once, and the keyboard stays on it
     page.settle(before)
     assert "tag=ops" in p.url
+    assert p.evaluate("document.activeElement.dataset.testid + ' ' + document.activeElement.value") == "filter-tag ops"
     rows = p.get_by_test_id("memory-row")
     texts = sorted(rows.all_inner_texts())
     assert len(texts) == 2 and all("ops" in t for t in texts), texts
@@ -484,10 +486,12 @@ def test_a_memory_an_agent_stores_shows_without_a_reload(page, served):
     p = page.visit("memories?library=team&tag=live")
     assert p.get_by_test_id("memory-row").count() == 0
     p.evaluate("window.__sameDocument = true")
+    p.get_by_test_id("filter-apply").focus()
     agent.call("store_memory", {"library": "team", "content": "Live: the office wifi password rotates on Fridays",
                                 "tags": ["live"]})
     p.get_by_test_id("memory-row").filter(has_text="office wifi").wait_for(timeout=20_000)
     assert p.evaluate("window.__sameDocument === true"), "the page was reloaded"
+    assert p.evaluate("document.activeElement.dataset.testid") == "filter-apply", "the update moved the keyboard"
     # the notice says the view was updated
     assert "Updated" in p.get_by_test_id("notice").inner_text() or p.get_by_test_id("memory-row").count() == 1
 

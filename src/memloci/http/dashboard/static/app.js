@@ -44,6 +44,7 @@ const state = {
   dirty: false,        // a form of the current view has input not yet sent: a live change waits
   refreshView: null,   // how the current view updates itself on a change (else it renders again)
   renderId: 0,
+  focusNext: null,     // the control to focus after the next navigation (see focusKey)
 };
 
 // ---------------------------------------------------------------- DOM helpers
@@ -249,7 +250,7 @@ function changed(data) {
     if (state.refreshView) {
       if (await state.refreshView(batch) === false) return;
     } else {
-      await render({ keepScroll: true });
+      await render({ keep: true });
     }
     notice("Updated");
   }, 250);
@@ -290,15 +291,41 @@ function parseHash() {
   return { name: parts[0] || "search", parts: parts.slice(1), query: new URLSearchParams(qs || "") };
 }
 
-async function render({ keepScroll = false } = {}) {
+/** Where the keyboard is inside the view, as selectors that find the same control after it is drawn again. */
+function focusKey() {
+  const el = document.activeElement;
+  const main = document.getElementById("main");
+  if (!el || el === main || !main.contains(el)) return null;
+  const quoted = (el2, names) => names.filter((a) => el2.hasAttribute(a))
+    .map((a) => `[${a}="${el2.getAttribute(a).replace(/["\\]/g, "\\$&")}"]`).join("");
+  const row = el.parentElement && el.parentElement.closest("[data-hash], [data-id], [data-name]");
+  const rowKey = row && main.contains(row) ? quoted(row, ["data-testid", "data-hash", "data-id", "data-name"]) : "";
+  return { sel: el.tagName.toLowerCase() + quoted(el, ["data-testid", "href", "name", "value", "aria-label"]),
+           row: rowKey ? row.tagName.toLowerCase() + rowKey : null };
+}
+
+function restoreFocus(key) {
+  if (!key) return;
+  const main = document.getElementById("main");
+  try {
+    const scope = (key.row && main.querySelector(key.row)) || main;
+    const el = scope.querySelector(key.sel) || main.querySelector(key.sel);
+    if (el) el.focus({ preventScroll: true });
+  } catch { /* a selector the page cannot read: the focus stays where it is */ }
+}
+
+/** Draws the view the address names. `keep`: the same view again (a live change, an action
+ *  done in place): the scroll position, the focused control and the header's search text stay. */
+async function render({ keep = false, focus = null } = {}) {
   const id = ++state.renderId;
   const route = parseHash();
   const main = document.getElementById("main");
   const y = window.scrollY;
+  const key = focus || (keep ? focusKey() : null);
   main.dataset.route = route.name;
   main.dataset.state = "loading";
   main.dataset.render = String(id);
-  if (route.name !== "search") document.getElementById("q").value = "";
+  if (route.name !== "search" && !keep) document.getElementById("q").value = "";
   for (const a of document.querySelectorAll(".nav a")) {
     if (a.dataset.route === route.name || (route.name === "memory" && a.dataset.route === "memories")) {
       a.setAttribute("aria-current", "page");
@@ -321,7 +348,8 @@ async function render({ keepScroll = false } = {}) {
     state.dirty = false;
     main.replaceChildren(node);
     main.dataset.state = "ready";
-    if (keepScroll) window.scrollTo(0, y);
+    if (keep) window.scrollTo(0, y);
+    restoreFocus(key);
     if (refresh.after) await refresh.after();
   } catch (e) {
     if (id !== state.renderId) return;
@@ -454,7 +482,10 @@ async function memoriesView(route) {
     h("button", { type: "submit", class: "primary", testid: "filter-apply" }, "Apply"),
     h("a", { href: `#/memories?library=${enc(library || "")}`, testid: "filter-reset" }, "Reset")));
   form.addEventListener("change", (e) => {  // a checkbox or a list applies at once; text waits for Apply
-    if (e.target.matches("input[type=checkbox], select")) go(hashFor(1));
+    if (e.target.matches("input[type=checkbox], select")) {
+      state.focusNext = focusKey();
+      go(hashFor(1));
+    }
   });
 
   const rows = (data.memories || []).map((m) => h("li", { class: "card", testid: "memory-row", "data-hash": m.content_hash },
@@ -599,7 +630,7 @@ async function undoChange(id, lib) {
   } catch (err) {
     notice(`Undo of #${id} failed: ${err.message}`);
   }
-  await render({ keepScroll: true });
+  await render({ keep: true });
 }
 
 async function historyView(route) {
@@ -624,7 +655,7 @@ async function entityView(route) {
       await api(method, `/api/entities/${enc(data.name)}/observations`, { body: { library: lib, ...body } });
       state.dirty = false;
       notice(done);
-      await render({ keepScroll: true });
+      await render({ keep: true });
     } catch (err) { out.replaceChildren(errorBox(err)); }
   };
   for (const o of data.observations || []) {
@@ -917,8 +948,10 @@ function start() {
   });
   document.getElementById("main").addEventListener("input", () => { state.dirty = true; });  // a live change waits
   window.addEventListener("hashchange", () => {
-    render();
-    document.getElementById("main").focus({ preventScroll: true });
+    const key = state.focusNext;  // a filter applied at once keeps the keyboard on it
+    state.focusNext = null;
+    render({ focus: key });
+    if (!key) document.getElementById("main").focus({ preventScroll: true });
   });
   render();
 }
