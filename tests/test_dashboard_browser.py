@@ -348,7 +348,17 @@ def test_filters_by_tag_and_by_time(page, served):
     p.get_by_test_id("filter-apply").click()
     page.settle(before)
     assert p.get_by_test_id("memory-row").count() == 2
-    # a time phrase: the agent's notes of this year, with its tag
+    # pages: 6 memories and 5 observations were seeded, so 10 a page makes two at least
+    page.visit("memories?library=team&page_size=10&sort=oldest")
+    first = p.get_by_test_id("memory-row").all_inner_texts()
+    assert len(first) == 10 and "Page 1 of" in p.get_by_test_id("page-info").inner_text()
+    before = page.render_count()
+    p.get_by_test_id("pager-next").click()
+    page.settle(before)
+    assert "page=2" in p.url and "Page 2 of" in p.get_by_test_id("page-info").inner_text()
+    assert not set(p.get_by_test_id("memory-row").all_inner_texts()) & set(first)
+    assert p.get_by_test_id("pager-prev").is_visible()
+    # a time phrase: the agent's notes of the last 30 days (it wrote them a moment ago), with its tag
     page.visit("memories?library=team&tag=agent&time=" + quote("last 30 days"))
     assert p.get_by_test_id("filter-time").input_value() == "last 30 days"
     assert p.get_by_test_id("memory-row").count() >= 1
