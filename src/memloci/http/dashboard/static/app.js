@@ -13,7 +13,7 @@
 //             filter-superseded, filter-archived, filter-sort, filter-page-size, filter-apply, filter-reset,
 //             memory-list, memory-row (data-hash), memory-link, memory-total, pager-prev, pager-next,
 //             page-info, new-memory, new-memory-content, new-memory-tags, new-memory-save
-//   memory:   memory-page, memory-content, memory-facts, memory-edit, edit-content, edit-tags,
+//   memory:   memory-page, memory-content, memory-facts, memory-links, memory-edit, edit-content, edit-tags,
 //             edit-importance, edit-save, memory-delete, memory-history, history-entry, undo-button
 //   entity:   entity-page, entity-name, entity-type, entity-graph-link, observations, observation,
 //             observation-text, observation-correct, observation-delete, correct-input, correct-save,
@@ -555,7 +555,11 @@ async function memoryView(route) {
     h("div", { class: "content card", testid: "memory-content" }, m.content),
     h("dl", { class: "facts", testid: "memory-facts" }, facts.filter(([, v]) => v !== null && v !== undefined)
       .map(([k, v]) => [h("dt", {}, k), h("dd", {}, v)])),
-    (m.links || []).length ? [h("h2", {}, "Links"), h("ul", {}, m.links.map((l) => h("li", {}, JSON.stringify(l))))] : null);
+    (m.links || []).length ? [h("h2", {}, "Links"), h("ul", { testid: "memory-links" }, m.links.map((l) => h("li", {},
+      h("span", { class: "muted" }, `${(l.type || "references").replace(/_/g, " ")} `),
+      l.entity ? h("a", { href: entityHref(lib, l.entity) }, l.entity) : null,
+      l.memory ? h("a", { href: memoryHref(l.memory, lib) }, `memory ${l.memory.slice(0, 12)}`) : null,
+      l.score !== undefined ? h("span", { class: "muted" }, ` (${l.score})`) : null)))] : null);
   if (Object.keys(m.metadata || {}).length) page.append(h("h2", {}, "Metadata"), h("pre", { class: "content" }, JSON.stringify(m.metadata, null, 2)));
   if (writable) page.append(memoryEditor(m, lib));
   page.append(h("h2", {}, "History"), historyList(data.history || [], lib, "memory-history"));
