@@ -191,31 +191,50 @@ def test_graph_neighbourhood_of_depth_one_and_two(opened):
     assert {n["name"] for n in two["nodes"]} == {"A", "B", "C"} and len(two["edges"]) == 2
 
 
-def test_events_deliver_a_change_an_mcp_client_makes(opened):
-    server, client = opened
+def changes_seen(server: Server, wanted, act) -> list[dict]:
+    """The `change` events of /api/events until one `wanted(change)` is true, while `act()` runs."""
     seen: list[dict] = []
     ready = threading.Event()
 
     def listen() -> None:
-        with httpx2.Client(base_url=base(server), timeout=30) as sse:
-            with sse.stream("GET", "/api/events") as stream:
-                assert stream.headers["content-type"].startswith("text/event-stream")
-                event = None
-                for line in stream.iter_lines():
-                    ready.set()
-                    if line.startswith("event:"):
-                        event = line.split(":", 1)[1].strip()
-                    elif line.startswith("data:") and event == "change":
-                        seen.append(json.loads(line.split(":", 1)[1]))
-                        if any(c["action"] == STORE and c["library"] == "team" for c in seen):
-                            return
+        with httpx2.Client(base_url=base(server), timeout=30) as sse, sse.stream("GET", "/api/events") as stream:
+            assert stream.headers["content-type"].startswith("text/event-stream")
+            event = None
+            for line in stream.iter_lines():
+                ready.set()  # (the stream's first line, a comment, comes at once)
+                if line.startswith("event:"):
+                    event = line.split(":", 1)[1].strip()
+                elif line.startswith("data:") and event == "change":
+                    seen.append(json.loads(line.split(":", 1)[1]))
+                    if wanted(seen[-1]):
+                        return
 
     listener = threading.Thread(target=listen, daemon=True)
     listener.start()
     assert ready.wait(30)
-    mcp_store(server, "A memory an agent stores while the page is open")
+    act()
     listener.join(30)
+    return seen
+
+
+def test_events_deliver_a_change_an_mcp_client_makes(opened):
+    server, _ = opened
+    seen = changes_seen(server, lambda c: c["action"] == STORE and c["library"] == "team",
+                        lambda: mcp_store(server, "A memory an agent stores while the page is open"))
     assert any(c["action"] == STORE and c["library"] == "team" and c["change_id"] for c in seen), seen
+
+
+def test_events_deliver_a_change_another_process_makes(opened):
+    from test_http import memloci
+
+    server, client = opened
+    memory = client.post("/api/memories", json={"library": "other", "content": "Gone soon"}).json()["memory"]
+    home = server.log.parent
+    libraries = f"team:{home / 'team.db'},other:{home / 'other.db'}"
+    seen = changes_seen(server, lambda c: c["action"] == "delete_memory",
+                        lambda: memloci(home, "memories", "delete", memory["content_hash"], "--yes", "--libraries",
+                                        libraries, "-l", "other"))
+    assert [c["library"] for c in seen if c["action"] == "delete_memory"] == ["other"], seen
 
 
 def test_unknown_parameter_is_refused_by_name(opened):
@@ -290,14 +309,25 @@ def test_a_read_token_cannot_write_through_the_api(guarded):
     before = count(writer)
     history = writer.get("/api/history", params={"library": "team"}).json()["entries"]
     bearer = httpx2.Client(base_url=base(server), timeout=30, headers={"authorization": f"Bearer {tokens['reader']}"})
+    team = {"library": "team"}
+    writes = {  # every write of the route table, with a body that would pass its checks
+        ("POST", "/api/memories"): {"json": {**team, "content": "sneaky"}},
+        ("PATCH", "/api/memories/{hash}"): {"json": {**team, "content": "changed"}},
+        ("DELETE", "/api/memories/{hash}"): {"params": team},
+        ("POST", "/api/history/{id:int}/undo"): {"json": team},
+        ("POST", "/api/entities/{name}/observations"): {"json": {**team, "contents": ["x"]}},
+        ("DELETE", "/api/entities/{name}/observations"): {"json": {**team, "contents": ["x"]}},
+        ("PATCH", "/api/entities/{name}/observations"): {"json": {**team, "old": "x", "new": "y"}},
+        ("POST", "/api/previews"): {"json": {**team, "operation": "cleanup_duplicates"}},
+        ("POST", "/api/previews/{id:int}/execute"): {"json": team},
+    }
+    assert set(writes) == {(e.method, e.path) for e in ROUTES if e.writes}
     for client in (reader, bearer):
-        writes = [client.post("/api/memories", json={"library": "team", "content": "sneaky"}),
-                  client.patch(f"/api/memories/{content_hash}", json={"library": "team", "content": "changed"}),
-                  client.delete(f"/api/memories/{content_hash}", params={"library": "team"}),
-                  client.post(f"/api/history/{history[0]['id']}/undo", json={"library": "team"}),
-                  client.post("/api/previews", json={"library": "team", "operation": "cleanup_duplicates"}),
-                  client.post("/api/entities/X/observations", json={"library": "team", "contents": ["x"]})]
-        for answer in writes:
+        answers = []
+        for (method, path), arguments in writes.items():
+            url = path.replace("{hash}", content_hash).replace("{id:int}", str(history[0]["id"])).replace("{name}", "X")
+            answers.append(client.request(method, url, **arguments))
+        for answer in answers:
             assert answer.status_code == 403, answer.text
             error = answer.json()["error"]
             assert error["code"] == "PERMISSION_DENIED" and "team:write" in error["message"]
@@ -373,6 +403,22 @@ def test_memloci_ui_starts_a_loopback_server_or_finds_the_one_running(tmp_path):
         assert httpx2.get(f"http://127.0.0.1:{port}/api/session").json()["open"] is True
         second = subprocess.run(argv, env=server_env(tmp_path), capture_output=True, text=True, timeout=120)
         assert second.returncode == 0 and "already runs there" in second.stdout
+        create_token(tmp_path, "first", "team:read")  # open mode ends with the first token, with no restart
+        closed = httpx2.get(f"http://127.0.0.1:{port}/api/memories")
+        assert closed.status_code == 401 and httpx2.get(f"http://127.0.0.1:{port}/api/session").json()["open"] is False
     finally:
         first.send_signal(signal.SIGTERM)
         assert first.wait(timeout=90) == 0
+
+
+def test_memloci_ui_refuses_a_port_another_program_holds(tmp_path):
+    import socket
+
+    from test_http import memloci
+
+    with socket.socket() as other:
+        other.bind(("127.0.0.1", 0))
+        other.listen()
+        port = other.getsockname()[1]
+        refused = memloci(tmp_path, "ui", "--no-browser", "--port", str(port), check=False)
+    assert refused.returncode == 1 and f"--port: {port} on 127.0.0.1 is taken" in refused.stderr

@@ -88,6 +88,10 @@ def test_several_libraries_need_one_named_and_an_unknown_one_is_not_found(dashbo
     assert several.status_code == 400 and "several libraries" in several.json()["error"]["message"]
     assert client.get("/api/memories", params={"library": "nope"}).status_code == 404
     assert client.get("/api/memories/0000", params={"library": "team"}).json()["error"]["code"] == "NOT_FOUND"
+    nowhere = client.get("/api/nowhere")
+    assert nowhere.status_code == 404 and nowhere.json()["error"]["code"] == "NOT_FOUND"
+    assert nowhere.headers["cache-control"] == "no-store"
+    assert client.put("/api/memories").status_code == 405
 
 
 def test_markdown_body_escapes_raw_html_and_drops_script_links():
@@ -120,9 +124,16 @@ def test_entity_view_and_graph_neighbourhood_of_depth_one_and_two(dashboard):
     assert len(capped["nodes"]) == 2 and capped["truncated"]
     fixed = client.patch("/api/entities/Beta/observations", json={"library": "team", "old": "runs on Tuesday",
                                                                   "new": "runs on Wednesday"})
-    assert fixed.status_code == 200 and len(fixed.json()["change_ids"]) == 2
+    assert fixed.status_code == 200 and len(fixed.json()["change_ids"]) == 1, fixed.text
     beta = client.get("/api/entities/Beta", params={"library": "team"}).json()
     assert [o["content"] for o in beta["observations"]] == ["runs on Wednesday"]
+    client.post("/api/entities/Beta/observations", json={"library": "team", "contents": ["runs"]})
+    twice = client.patch("/api/entities/Beta/observations", json={"library": "team", "old": "runs", "new": "walks"})
+    assert twice.status_code == 200 and len(twice.json()["change_ids"]) == 2  # "runs" is in two lines
+    beta = client.get("/api/entities/Beta", params={"library": "team"}).json()
+    assert sorted(o["content"] for o in beta["observations"]) == ["runs on Wednesday", "walks"]
+    missing = client.patch("/api/entities/Beta/observations", json={"library": "team", "old": "flies", "new": "x"})
+    assert missing.status_code == 404
 
 
 def test_memory_browser_sorts_and_filters_by_zone(dashboard):
@@ -140,3 +151,24 @@ def test_memory_browser_sorts_and_filters_by_zone(dashboard):
     assert order(sort="importance")[0] == "second note"
     assert order(zone="active", page_size=2, page=2) == newest[2:]
     assert client.get("/api/memories", params={"library": "team"}).json()["tags"] == [{"tag": "n", "count": 3}]
+
+
+def test_a_token_s_changes_and_sign_ins_take_from_its_rate(tmp_path):
+    from memloci.http.tokens import StoredTokenVerifier, TokenStore
+
+    tokens = TokenStore(tmp_path / "tokens.json")
+    secret = tokens.create("writer", ["team:write"])
+    registry = LibraryRegistry([LibrarySpec("team", tmp_path / "team.db")], create_missing=True)
+    service = MemoryService(registry)
+    app = build_http_app(build_server(service), HttpSettings(rate_limit=2), service=service,
+                         verifiers=[StoredTokenVerifier(tokens)])
+    with TestClient(app, base_url=BASE) as client:
+        client.headers["authorization"] = f"Bearer {secret}"
+        answers = [client.post("/api/memories", json={"content": f"note {i}"}) for i in range(3)]
+        assert [a.status_code for a in answers] == [201, 201, 429]
+        assert answers[2].json()["error"]["code"] == "RATE_LIMITED" and int(answers[2].headers["retry-after"]) >= 1
+        assert client.get("/api/memories").json()["total"] == 2  # reads are not limited, the refused one not stored
+        del client.headers["authorization"]
+        sign_ins = [client.post("/api/session", json={"token": "mlc_guess"}).status_code for _ in range(3)]
+        assert sign_ins == [401, 401, 429]
+    registry.close()

@@ -21,7 +21,8 @@ from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
 ROOT = Path(__file__).resolve().parent.parent
-DATA = ["memloci/search/data/minilm-tokenizer.json", "memloci/search/data/NOTICE"]
+DATA = ["memloci/search/data/minilm-tokenizer.json", "memloci/search/data/NOTICE",
+        "memloci/http/dashboard/static/index.html"]  # the dashboard page, served from the wheel
 
 
 @pytest.fixture(scope="module")

@@ -21,7 +21,7 @@ from memloci.cli.common import (
     open_console,
     open_service,
 )
-from memloci.core.errors import MemlociError
+from memloci.core.errors import MemlociError, ValidationError
 from memloci.core.settings import Settings
 
 TRANSPORTS = ("stdio", "http")
@@ -284,6 +284,18 @@ def _open_when_up(url: str, browser: bool) -> None:
     threading.Thread(target=wait_then_open, name="memloci-ui-browser", daemon=True).start()
 
 
+def _port_taken(port: int) -> bool:
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds: a closed server's port is free
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return True
+    return False
+
+
 def ui(
     libraries: LibrariesOpt = None,
     port: Annotated[int | None, typer.Option("--port", help="Loopback port (MCP_SERVER_PORT, [http] port; default 8001).")] = None,
@@ -308,6 +320,10 @@ def ui(
 
             webbrowser.open(url)
         return
+    if _port_taken(http.port):
+        fail(ValidationError(f"--port: {http.port} on 127.0.0.1 is taken by a program that is not a memloci server "
+                             "with the dashboard (or an older memloci)",
+                             hint="Stop that program, or give another port: memloci ui --port 8002."))
     from memloci.mcp.server import serve_from
 
     _open_when_up(url, not no_browser)

@@ -353,8 +353,9 @@ def build_http_app(server: Any, settings: HttpSettings, *, verifiers: Sequence[T
     sessions = SessionCap(StreamableHTTPASGIApp(manager), manager, settings.max_sessions_per_token)
     mcp_app: ASGIApp = MessageGuard(ShutdownGate(sessions, shutdown) if shutdown else sessions, settings.max_body_bytes)
     middleware: list[Middleware] = []
+    limiter = RateLimiter(settings.rate_limit)  # a token's calls a minute, over /mcp and the dashboard's writes
     if verifiers:
-        guarded = RequireAuthMiddleware(RateLimit(mcp_app, RateLimiter(settings.rate_limit)), [], resource_metadata_url)
+        guarded = RequireAuthMiddleware(RateLimit(mcp_app, limiter), [], resource_metadata_url)
         mcp_app = guarded if open_while is None else OpenUntilTokens(guarded, mcp_app, open_while)
         middleware = [Middleware(AuthenticationMiddleware, backend=BearerAuthBackend(ChainedVerifier(verifiers))),
                       Middleware(AuthContextMiddleware)]
@@ -421,7 +422,7 @@ def build_http_app(server: Any, settings: HttpSettings, *, verifiers: Sequence[T
     if service is not None:
         from memloci.http.dashboard import dashboard_app
 
-        page = dashboard_app(service, server, verifiers=verifiers, open_while=open_while)
+        page = dashboard_app(service, server, verifiers=verifiers, open_while=open_while, limiter=limiter)
         routes.append(Mount("", app=HostOriginCheck(page, security)))  # (it logs its refusals; the API its calls)
     return Starlette(routes=routes, middleware=middleware, lifespan=lifespan)
 

@@ -22,40 +22,58 @@ from typing import Any
 from mcp.server.auth.provider import TokenVerifier
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import ASGIApp
 
+from memloci.core.errors import NotFoundError, ValidationError
 from memloci.http.dashboard import api, entities
 from memloci.http.dashboard.auth import Access
-from memloci.http.dashboard.endpoint import NO_STORE, Endpoint, serve
+from memloci.http.dashboard.endpoint import Context, Endpoint, error_response, serve
 from memloci.http.dashboard.events import Changes, events_endpoint
 from memloci.http.dashboard.openapi import spec
 from memloci.http.dashboard.site import SecurityHeaders, index, static_file
+from memloci.http.limits import RateLimiter
 from memloci.service.facade import MemoryService
 
-ROUTES: list[Endpoint] = [*api.ROUTES, *entities.ROUTES]
+
+def openapi_document(ctx: Context, query: Any, body: Any) -> dict[str, Any]:
+    return DOCUMENT
+
+
+ROUTES: list[Endpoint] = [*api.ROUTES, *entities.ROUTES, Endpoint(
+    "GET", "/api/openapi.json", openapi_document, "This description of the API (OpenAPI 3.1)",
+    answer="OpenAPI 3.1", tags=("meta",))]
+DOCUMENT = spec(ROUTES)
 
 
 def dashboard_app(service: MemoryService, server: Any, *, verifiers: Sequence[TokenVerifier] = (),
-                  open_while: Callable[[], bool] | None = None) -> ASGIApp:
+                  open_while: Callable[[], bool] | None = None, limiter: RateLimiter | None = None) -> ASGIApp:
     """The page and the API as one ASGI app (the caller puts the Host/Origin check in front).
-    `verifiers` and `open_while` as /mcp's (http/app.py build_http_app)."""
+    `verifiers` and `open_while` as /mcp's (http/app.py build_http_app); `limiter`: the tokens'
+    rate, which a signed-in caller's changes and every sign-in take from (none: no limit)."""
     access = Access(verifiers, open_while)
     changes = Changes()
     server.change_listeners.append(changes.nudge)  # a tool call's change: the streams read the journal now
     by_path: dict[str, dict[str, Endpoint]] = {}
     for endpoint in ROUTES:
         by_path.setdefault(endpoint.path, {})[endpoint.method] = endpoint
-    document = spec(ROUTES)
-
-    async def openapi(request: Request) -> JSONResponse:
-        return JSONResponse(document, headers=NO_STORE)
-
-    routes = [Route(path, serve(methods, service, access, server, changes.nudge), methods=list(methods))
+    routes = [Route(path, serve(methods, service, access, server, changes.nudge, limiter or RateLimiter(0)),
+                    methods=list(methods))
               for path, methods in by_path.items()]
     routes += [Route("/api/events", events_endpoint(service, access, changes), methods=["GET"]),
-               Route("/api/openapi.json", openapi, methods=["GET"]),
                Route("/", index, methods=["GET"]),
                Route("/static/{file:path}", static_file, methods=["GET"])]
-    return SecurityHeaders(Starlette(routes=routes))
+    return SecurityHeaders(Starlette(routes=routes, exception_handlers={404: not_found, 405: not_allowed}))
+
+
+async def not_found(request: Request, exc: Exception) -> Response:
+    return error_response(NotFoundError(f"{request.url.path}: no such page or API endpoint",
+                                        hint="The API's endpoints are listed at /api/openapi.json."))
+
+
+async def not_allowed(request: Request, exc: Exception) -> Response:
+    response = error_response(ValidationError(f"{request.method} {request.url.path}: not a method of this endpoint",
+                                              hint="The API's endpoints are listed at /api/openapi.json."))
+    response.status_code = 405
+    return response

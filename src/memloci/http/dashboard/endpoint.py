@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -19,14 +20,15 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from memloci.core.errors import InternalError, MemlociError, NotFoundError, ValidationError
-from memloci.http.dashboard.auth import Access, Who, refused
+from memloci.http.dashboard.auth import SAFE_METHODS, Access, Who, refused
+from memloci.http.limits import RateLimiter
 from memloci.service.facade import MemoryService
 
 log = logging.getLogger("memloci.http")
 access_log = logging.getLogger("memloci.access")
 STATUS = {"VALIDATION_ERROR": 400, "INVALID_RELATION": 400, "UNAUTHORIZED": 401, "PERMISSION_DENIED": 403,
           "CSRF": 403, "NOT_FOUND": 404, "LIBRARY_MISSING": 404, "ALREADY_EXISTS": 409, "CONFLICT": 409,
-          "AWAITING_CONFIRMATION": 409, "STORAGE_FULL": 507, "STORAGE_UNAVAILABLE": 503}
+          "AWAITING_CONFIRMATION": 409, "RATE_LIMITED": 429, "STORAGE_FULL": 507, "STORAGE_UNAVAILABLE": 503}
 NO_STORE = {"cache-control": "no-store"}
 MAX_BODY = 4 * 1024 * 1024
 
@@ -138,8 +140,25 @@ async def body_data(request: Request) -> Any:
         raise ValidationError(f"body: not valid JSON ({exc})") from None
 
 
+class RateLimitedError(MemlociError):
+    code = "RATE_LIMITED"
+
+
+def check_rate(request: Request, who: Who | None, limiter: RateLimiter) -> None:
+    """A token's changes take from its rate as its /mcp calls do; sign-ins take from one rate
+    together (a token cannot be guessed, but a flood of tries is refused all the same)."""
+    if request.method in SAFE_METHODS:
+        return
+    key = who.name if who is not None and who.name else "(sign-in)" if request.url.path == "/api/session" else None
+    wait = limiter.take(key) if key else 0.0
+    if wait > 0:
+        seconds = max(1, math.ceil(wait))
+        raise RateLimitedError(f"rate limited: {key} may make {limiter.per_minute} changes a minute; retry after "
+                               f"{seconds} s", details={"retry_after": seconds})
+
+
 def serve(endpoints: dict[str, Endpoint], service: MemoryService, access: Access, server: Any,
-          changed: Callable[[], None]) -> Callable[[Request], Any]:
+          changed: Callable[[], None], limiter: RateLimiter) -> Callable[[Request], Any]:
     """The Starlette endpoint of one path: `endpoints` by method. `changed()` is called after a
     write (the live events' nudge)."""
     async def handle(request: Request) -> Response:
@@ -157,6 +176,7 @@ def serve(endpoints: dict[str, Endpoint], service: MemoryService, access: Access
         try:
             who = await access.who(request)
             request.scope["memloci.who"] = who
+            check_rate(request, who, limiter)
             if endpoint.signed_in and (refusal := refused(who)) is not None:
                 raise refusal
             query = checked(endpoint.query, query_data(request, endpoint.query), "parameter") if endpoint.query else None
@@ -170,7 +190,10 @@ def serve(endpoints: dict[str, Endpoint], service: MemoryService, access: Access
             finally:
                 server.calls_in_flight -= 1
         except MemlociError as exc:
-            return error_response(exc)
+            failed = error_response(exc)
+            if "retry_after" in exc.details:
+                failed.headers["retry-after"] = str(exc.details["retry_after"])
+            return failed
         except Exception:
             log.exception("dashboard %s %s failed", request.method, endpoint.path)
             return error_response(InternalError("the server failed to answer; the log says why",

@@ -20,7 +20,6 @@ ERRORS = {"400": "VALIDATION_ERROR: a parameter or field is unknown or breaks it
 EXTRA = [  # endpoints outside the route table of JSON endpoints
     ("get", "/api/events", "Server-sent events: `change` per new journal entry of a readable library; "
                            "`: ping` every 15 s", "text/event-stream", ("events",)),
-    ("get", "/api/openapi.json", "This description", "application/json", ("meta",)),
 ]
 
 
