@@ -861,7 +861,7 @@ async function healthView() {
   return h("section", { testid: "health-page" }, h("h1", {}, "Health"),
     data.version ? h("p", { class: "muted", testid: "health-version" }, `memloci ${data.version}`) : null,
     h("ul", { class: "cards" }, (data.libraries || []).map((l) => h("li", { class: "card", testid: "health-library", "data-name": l.name },
-      h("h2", {}, `${l.name} `, h("span", { class: "muted" }, `${l.engine} · ${l.status || ""}`)),
+      h("h2", {}, `${l.name} `, h("span", { class: "muted" }, [l.engine, l.status].filter(Boolean).join(" · "))),
       h("dl", { class: "facts" },
         [["Memories", l.memories], ["Entities", l.entities], ["Observations", l.observations], ["Relations", l.relations],
          ["Size", bytes(l.size_bytes)], ["Last backup", l.last_backup ? when(l.last_backup) : "never"],
