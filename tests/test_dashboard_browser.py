@@ -465,6 +465,22 @@ def test_a_memory_is_edited_deleted_and_the_change_undone_from_history(page, ser
     assert p.get_by_test_id("memory-history").get_by_test_id("history-entry").count() >= 2
 
 
+def test_a_person_stores_a_memory_from_the_page(page, served):
+    server, _, _ = served
+    p = page.visit("memories?library=team")
+    p.get_by_test_id("new-memory").locator("summary").click()
+    p.get_by_test_id("new-memory-content").fill("The staging database is reset every Sunday night")
+    p.get_by_test_id("new-memory-tags").fill("staging, chores")
+    before = page.render_count()
+    p.get_by_test_id("new-memory-save").click()
+    page.settle(before)
+    assert "reset every Sunday" in p.get_by_test_id("memory-content").inner_text()
+    stored = p.get_by_test_id("memory-page").get_attribute("data-hash")
+    memory = api(server, f"/api/memories/{stored}", library="team").json()["memory"]
+    assert memory["tags"] == ["staging", "chores"]
+    assert p.get_by_test_id("memory-history").get_by_test_id("history-entry").count() >= 1
+
+
 def test_a_cleanup_of_duplicates_is_previewed_then_executed(page, served):
     server, _, hashes = served
     p = page.visit("previews?library=team")
