@@ -889,7 +889,7 @@ async function signinView() {
         await loadSession();
         go("#/search");
       } catch (err) {
-        out.replaceChildren(errorBox(err.status === 401 ? new ApiError(401, "UNAUTHORIZED", "That token is not valid.", "Paste a token from `memloci token create`.") : err));
+        out.replaceChildren(errorBox(err.status === 401 ? new ApiError(401, "UNAUTHORIZED", "That token is not valid.", "Paste a token made with: memloci token create NAME --scope LIBRARY:read") : err));
       }
     },
   }, field("Access token", token), h("div", { class: "buttons" }, h("button", { type: "submit", class: "primary", testid: "signin-submit" }, "Sign in")), out);
