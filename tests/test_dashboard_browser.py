@@ -27,7 +27,7 @@ import anyio
 import httpx2
 import pytest
 from conftest import server_env
-from test_http import create_token, free_port, session, text
+from test_http import create_token, free_port, memloci, session, text
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 LOOPBACK = {"127.0.0.1", "localhost", "::1", "[::1]"}
@@ -616,13 +616,14 @@ def guarded(tmp_path_factory, browser):
     """A server with tokens: a read token and a write token for `team`."""
     home = tmp_path_factory.mktemp("dashboard-tokens")
     (home / "notes").mkdir()
-    tokens = {"reader": create_token(home, "reader", "team:read"), "writer": create_token(home, "writer", "team:write")}
+    tokens = {"reader": create_token(home, "reader", "team:read"), "writer": create_token(home, "writer", "team:write"),
+              "brief": create_token(home, "brief", "team:read")}
     server = Server(home)
     agent = Agent(server, tokens["writer"])
     agent.start()
     try:
         hashes = seed(agent)
-        yield server, tokens, hashes
+        yield server, tokens, hashes, home
     finally:
         try:
             agent.stop()
@@ -640,7 +641,7 @@ def sign_in(watched: Watched, token: str) -> None:
 
 
 def test_with_tokens_nothing_works_before_sign_in(browser, guarded):
-    server, tokens, hashes = guarded
+    server, tokens, hashes, _ = guarded
     watched = new_page(browser, server.base)
     watched.allowed_errors = ["401"]
     try:
@@ -670,7 +671,7 @@ def test_with_tokens_nothing_works_before_sign_in(browser, guarded):
 
 
 def test_a_read_token_sees_no_write_control_and_a_forced_write_gets_403(browser, guarded):
-    server, tokens, hashes = guarded
+    server, tokens, hashes, _ = guarded
     watched = new_page(browser, server.base)
     watched.allowed_errors = ["403", "401"]
     try:
@@ -710,7 +711,7 @@ def test_a_read_token_sees_no_write_control_and_a_forced_write_gets_403(browser,
 
 
 def test_a_write_token_signs_in_and_writes_with_csrf(browser, guarded):
-    server, tokens, hashes = guarded
+    server, tokens, hashes, _ = guarded
     watched = new_page(browser, server.base)
     watched.allowed_errors = ["403"]
     try:
@@ -735,6 +736,25 @@ def test_a_write_token_signs_in_and_writes_with_csrf(browser, guarded):
         assert p.get_by_test_id("signin-page").is_visible()
         watched.allowed_errors.append("401")
         assert p.evaluate("fetch('/api/memories?library=team').then(r => r.status)") == 401
+        watched.check()
+    finally:
+        watched.context.close()
+
+
+def test_a_revoked_token_ends_the_session_and_the_page_asks_to_sign_in_again(browser, guarded):
+    server, tokens, hashes, home = guarded
+    watched = new_page(browser, server.base)
+    watched.allowed_errors = ["401"]
+    try:
+        sign_in(watched, tokens["brief"])
+        p = watched.visit("memories?library=team")
+        assert p.get_by_test_id("memory-row").count() >= 1
+        memloci(home, "token", "revoke", "brief")
+        # the next call the page makes (a live update as the agent writes, or this visit) is refused
+        p = watched.visit("history?library=team")
+        p.get_by_test_id("signin-page").wait_for()
+        assert not p.get_by_test_id("nav").is_visible()
+        assert "PostgreSQL" not in p.inner_text("body")
         watched.check()
     finally:
         watched.context.close()

@@ -4,7 +4,8 @@
 // Test hooks (data-testid), stable:
 //   header, nav, nav-toggle, search-form, search-input, library-pick, library-select, who, sign-out,
 //   notice (notice-text, notice-action), error, view (main; data-route = the page, data-state =
-//   "loading" | "ready" | "error", data-render = how many renders began: a test waits for a higher one),
+//   "loading" | "ready" | "error", data-render = how many renders began for a navigation or an action,
+//   live updates not counted: a test waits for a higher one),
 //   confirm-dialog, confirm-text, confirm-ok, confirm-cancel,
 //   search:   search-page, search-page-input, search-kind, search-library, search-results, search-memories,
 //             search-entities, search-notes, search-hit (data-kind = memory | entity | note), hit-link, hit-why
@@ -43,8 +44,10 @@ const state = {
   events: null,        // the EventSource of /api/events
   dirty: false,        // a form of the current view has input not yet sent: a live change waits
   refreshView: null,   // how the current view updates itself on a change (else it renders again)
-  renderId: 0,
+  renderId: 0,         // renders begun (a newer one makes an older one's answer moot)
+  renders: 0,          // renders begun for a navigation or an action, not a live update (data-render)
   focusNext: null,     // the control to focus after the next navigation (see focusKey)
+  writing: 0,          // the page's own changes under way: live updates wait for them
 };
 
 // ---------------------------------------------------------------- DOM helpers
@@ -125,7 +128,19 @@ class ApiError extends Error {
   }
 }
 
-async function api(method, path, { query, body } = {}) {
+/** One call of the API; its JSON answer, or an ApiError. A change (not GET) holds live updates
+ *  until its answer is read, so a view is not fetched again halfway through it. */
+async function api(method, path, options = {}) {
+  if (method === "GET") return call(method, path, options);
+  state.writing += 1;
+  try {
+    return await call(method, path, options);
+  } finally {
+    state.writing -= 1;
+  }
+}
+
+async function call(method, path, { query, body } = {}) {
   const url = new URL(path, window.location.origin);
   for (const [k, v] of Object.entries(query || {})) {
     if (v === null || v === undefined || v === "" || v === false) continue;
@@ -142,8 +157,9 @@ async function api(method, path, { query, body } = {}) {
   if (!response.ok) {
     const e = (data && data.error) || {};
     if (response.status === 401 && path !== "/api/session") {
-      state.session = { ...(state.session || {}), signed_in: false };
+      state.session = { ...(state.session || {}), signed_in: false, csrf: null };  // the session ended (revoked, expired)
       stopEvents();
+      drawHeader();
       if (!location.hash.startsWith("#/signin")) location.hash = "#/signin";
     }
     throw new ApiError(response.status, e.code || String(response.status), e.message || response.statusText, e.hint);
@@ -238,22 +254,27 @@ function changed(data) {
   if (Array.isArray(data.entities)) data.entities.forEach((e) => pending.entities.add(e));
   else pending.unnamed = true;
   clearTimeout(changeTimer);
-  changeTimer = setTimeout(async () => {
-    const batch = pending;
-    pending = null;
-    const route = parseHash();
-    if (route.name === "signin") return;
-    if (state.dirty) {
-      notice(`Library ${[...batch.libraries].join(", ")} changed`.replace(/ $/, ""), "Show", () => render());
-      return;
-    }
-    if (state.refreshView) {
-      if (await state.refreshView(batch) === false) return;
-    } else {
-      await render({ keep: true });
-    }
-    notice("Updated");
-  }, 250);
+  changeTimer = setTimeout(showChanges, 250);
+}
+
+async function showChanges() {
+  if (state.writing) {  // the page's own change is under way: it shows its outcome, then the view updates
+    changeTimer = setTimeout(showChanges, 250);
+    return;
+  }
+  const batch = pending;
+  pending = null;
+  if (!batch || parseHash().name === "signin") return;
+  if (state.dirty) {
+    notice(`Library ${[...batch.libraries].join(", ")} changed`.replace(/ $/, ""), "Show", () => render());
+    return;
+  }
+  if (state.refreshView) {
+    if (await state.refreshView(batch) === false) return;
+  } else {
+    await render({ keep: true, live: true });
+  }
+  notice("Updated");
 }
 
 let noticeTimer = null;
@@ -316,7 +337,7 @@ function restoreFocus(key) {
 
 /** Draws the view the address names. `keep`: the same view again (a live change, an action
  *  done in place): the scroll position, the focused control and the header's search text stay. */
-async function render({ keep = false, focus = null } = {}) {
+async function render({ keep = false, focus = null, live = false } = {}) {
   const id = ++state.renderId;
   const route = parseHash();
   const main = document.getElementById("main");
@@ -324,7 +345,7 @@ async function render({ keep = false, focus = null } = {}) {
   const key = focus || (keep ? focusKey() : null);
   main.dataset.route = route.name;
   main.dataset.state = "loading";
-  main.dataset.render = String(id);
+  if (!live) main.dataset.render = String(++state.renders);  // what a person did, not a live update
   if (route.name !== "search" && !keep) document.getElementById("q").value = "";
   for (const a of document.querySelectorAll(".nav a")) {
     if (a.dataset.route === route.name || (route.name === "memory" && a.dataset.route === "memories")) {
@@ -353,6 +374,7 @@ async function render({ keep = false, focus = null } = {}) {
     if (refresh.after) await refresh.after();
   } catch (e) {
     if (id !== state.renderId) return;
+    if (e instanceof ApiError && e.status === 401 && route.name !== "signin" && parseHash().name === "signin") return;  // drawn next
     state.refreshView = null;
     main.replaceChildren(errorBox(e));
     main.dataset.state = "error";
@@ -889,7 +911,9 @@ async function signinView() {
         await loadSession();
         go("#/search");
       } catch (err) {
-        out.replaceChildren(errorBox(err.status === 401 ? new ApiError(401, "UNAUTHORIZED", "That token is not valid.", "Paste a token made with: memloci token create NAME --scope LIBRARY:read") : err));
+        const refused = new ApiError(401, "UNAUTHORIZED", "That token is not valid.",
+                                     "Paste a token made with: memloci token create NAME --scope LIBRARY:read");
+        out.replaceChildren(errorBox(err.status === 401 ? refused : err));
       }
     },
   }, field("Access token", token), h("div", { class: "buttons" }, h("button", { type: "submit", class: "primary", testid: "signin-submit" }, "Sign in")), out);
