@@ -383,7 +383,12 @@ def test_graph_shows_a_neighbourhood_pans_zooms_and_expands(page, served):
     panned = viewport.get_attribute("transform")
     assert panned != start
     p.get_by_test_id("graph-zoom-in").click()
-    assert viewport.get_attribute("transform") != panned
+    zoomed = viewport.get_attribute("transform")
+    assert zoomed != panned
+    p.mouse.move(box["x"] + 20, box["y"] + 20)
+    p.mouse.wheel(0, 300)  # the wheel zooms the graph, not the page
+    p.wait_for_function("t => document.querySelector('[data-testid=graph-svg] g.viewport').getAttribute('transform') !== t",
+                        arg=zoomed)
     p.locator("[data-testid=graph-node][data-name=Bob]").click()
     p.locator("[data-testid=graph-node][data-name=Carol]").wait_for()
     assert p.locator("[data-testid=graph-node][data-name=Bob]").get_attribute("data-expanded") == "true"

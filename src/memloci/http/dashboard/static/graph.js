@@ -1,5 +1,5 @@
 // The graph view: an entity's neighbourhood as SVG, laid out by a small force simulation.
-// Drag the background to pan, the wheel or the buttons to zoom; click a node (or Space) to
+// Drag the background to pan, the wheel, two fingers or the buttons to zoom; click a node (or Space) to
 // add its neighbours, double-click it (or Enter) to open the entity.
 
 const SVG = "http://www.w3.org/2000/svg";
@@ -62,20 +62,43 @@ export class GraphView {
   }
 
   listen() {
-    let drag = null;
+    let drag = null;   // one pointer on the background: pan
+    let pinch = null;  // two pointers (a touch screen): zoom around their middle
+    const pointers = new Map();
+    const middle = () => {
+      const [a, b] = [...pointers.values()];
+      const r = this.svg.getBoundingClientRect();
+      return { d: Math.hypot(a.x - b.x, a.y - b.y) || 1,
+               x: (a.x + b.x) / 2 - r.left - r.width / 2, y: (a.y + b.y) / 2 - r.top - r.height / 2 };
+    };
     this.svg.addEventListener("pointerdown", (e) => {
+      pointers.set(e.pointerId, { x: e.clientX, y: e.clientY });
+      if (pointers.size === 2) {
+        drag = null;
+        pinch = middle();
+        return;
+      }
       if (e.target.closest && e.target.closest(".graph-node")) return;
       drag = { x: e.clientX, y: e.clientY, tx: this.tx, ty: this.ty, id: e.pointerId };
       this.svg.setPointerCapture(e.pointerId);
       this.svg.classList.add("dragging");
     });
     this.svg.addEventListener("pointermove", (e) => {
+      if (pointers.has(e.pointerId)) pointers.set(e.pointerId, { x: e.clientX, y: e.clientY });
+      if (pinch && pointers.size === 2) {
+        const now = middle();
+        this.zoomBy(now.d / pinch.d, now.x, now.y);
+        pinch = now;
+        return;
+      }
       if (!drag || e.pointerId !== drag.id) return;
       this.tx = drag.tx + (e.clientX - drag.x);
       this.ty = drag.ty + (e.clientY - drag.y);
       this.place();
     });
     const end = (e) => {
+      pointers.delete(e.pointerId);
+      if (pointers.size < 2) pinch = null;
       if (!drag || e.pointerId !== drag.id) return;
       drag = null;
       this.svg.classList.remove("dragging");
