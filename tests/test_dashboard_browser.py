@@ -301,7 +301,8 @@ def test_search_finds_a_stored_memory_with_why(page, served):
     p.keyboard.press("/")
     assert p.evaluate("document.activeElement.id") == "q"
     before = page.render_count()
-    p.keyboard.type("invoices PostgreSQL")
+    p.keyboard.type("invoices PostgreSQL", delay=100)  # slower than the agent writes: live updates come meanwhile
+    assert p.get_by_test_id("search-input").input_value() == "invoices PostgreSQL"
     p.keyboard.press("Enter")
     page.settle(before)
     hit = p.locator("[data-testid=search-hit][data-kind=memory]", has_text="stores invoices in PostgreSQL")

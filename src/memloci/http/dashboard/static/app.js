@@ -346,7 +346,7 @@ async function render({ keep = false, focus = null, live = false } = {}) {
   main.dataset.route = route.name;
   main.dataset.state = "loading";
   if (!live) main.dataset.render = String(++state.renders);  // what a person did, not a live update
-  if (route.name !== "search" && !keep) document.getElementById("q").value = "";
+  if (!keep) document.getElementById("q").value = route.name === "search" ? route.query.get("q") || "" : "";
   for (const a of document.querySelectorAll(".nav a")) {
     if (a.dataset.route === route.name || (route.name === "memory" && a.dataset.route === "memories")) {
       a.setAttribute("aria-current", "page");
@@ -392,7 +392,6 @@ async function searchView(route) {
   const kind = route.query.get("kind") || "all";
   const several = libraries().length > 1;
   const library = route.query.get("library") || (several ? "*" : state.library);
-  document.getElementById("q").value = q;
   const kindSel = select({ name: "kind", testid: "search-kind" },
                          [["all", "Everything"], ["memories", "Memories"], ["entities", "Entities"], ["notes", "Notes"]], kind);
   const libSel = select({ name: "library", testid: "search-library" },
