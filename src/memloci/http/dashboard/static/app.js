@@ -551,7 +551,9 @@ function newMemoryForm(library) {
     },
   }, field("Content", content), h("div", { class: "row" }, field("Tags", tagsInput), field("Type", type), field("Importance", importance)),
   h("div", { class: "buttons" }, h("button", { type: "submit", class: "primary", testid: "new-memory-save" }, "Store")), out);
-  return h("details", { class: "card new-memory", testid: "new-memory" }, h("summary", {}, "New memory"), form);
+  const details = h("details", { class: "card new-memory", testid: "new-memory" }, h("summary", {}, "New memory"), form);
+  details.addEventListener("toggle", () => { if (details.open) state.dirty = true; });  // open: live updates wait
+  return details;
 }
 
 const splitTags = (text) => text.split(",").map((t) => t.trim()).filter(Boolean);
