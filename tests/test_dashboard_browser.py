@@ -460,10 +460,10 @@ def test_a_memory_is_edited_deleted_and_the_change_undone_from_history(page, ser
     # history names the deletion; its undo brings the memory back
     page.visit("history?library=team")
     entries = p.get_by_test_id("history-entry")
-    deletion = next(e for e in entries.all() if e.get_by_test_id("undo-button").count()
-                    and "delete" in e.inner_text().lower())
-    before = page.render_count()
-    deletion.get_by_test_id("undo-button").click()
+    deletion = next(e.get_attribute("data-id") for e in entries.all() if e.get_by_test_id("undo-button").count()
+                    and "delete_memory" in e.inner_text())
+    before = page.render_count()  # (by its id: the agent's new entries move the rows down meanwhile)
+    p.locator(f"[data-testid=history-entry][data-id='{deletion}']").get_by_test_id("undo-button").click()
     page.settle(before)
     restored = api(server, f"/api/memories/{edited}", library="team")
     assert restored.status_code == 200 and "Wednesday" in restored.json()["memory"]["content"]
