@@ -46,6 +46,7 @@ FULL_FILES = {
     "test_bench_postgres.py": "benchmarks on PostgreSQL",
     "test_postgres_outage.py": "a private PostgreSQL stopped and started under a server process",
     "test_frameworks.py": "every tool through four agent frameworks, a server process each",
+    "test_dashboard_browser.py": "the dashboard in headless Chromium against a server process, an agent writing meanwhile",
 }
 TESTS = Path(__file__).resolve().parent
 
