@@ -172,3 +172,25 @@ def test_a_token_s_changes_and_sign_ins_take_from_its_rate(tmp_path):
         sign_ins = [client.post("/api/session", json={"token": "mlc_guess"}).status_code for _ in range(3)]
         assert sign_ins == [401, 401, 429]
     registry.close()
+
+
+def test_nan_and_infinity_are_refused_and_an_unserialisable_answer_is_the_json_internal_error(dashboard, tmp_path):
+    import sqlite3
+
+    from memloci.core.errors import ValidationError
+
+    client, service, _ = dashboard
+    for raw in ('{"library": "team", "content": "x", "metadata": {"x": NaN}}',
+                '{"library": "team", "content": "x", "importance": -Infinity}'):
+        refused = client.post("/api/memories", content=raw, headers={"content-type": "application/json"})
+        assert refused.status_code == 400 and refused.json()["error"]["code"] == "VALIDATION_ERROR", refused.text
+        assert refused.json()["error"]["message"].startswith("body:")
+    with pytest.raises(ValidationError, match=r"^metadata\.x\[1\]: must be a finite number"):
+        service.store_memory("y", metadata={"x": [1, float("inf")]}, library="team")
+    assert service.list_memories(library="team")[1] == 0
+    assert client.get("/api/memories", params={"library": "team"}).status_code == 200
+    client.post("/api/memories", json={"library": "team", "content": "z"})
+    with sqlite3.connect(tmp_path / "team.db") as db:  # a value no rule lets in, written behind the service's back
+        db.execute("""UPDATE memories SET metadata = '{"x": NaN}'""")
+    broken = client.get("/api/memories", params={"library": "team"})
+    assert broken.status_code == 500 and broken.json()["error"]["code"] == "INTERNAL_ERROR", broken.text

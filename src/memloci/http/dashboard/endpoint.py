@@ -135,9 +135,15 @@ async def body_data(request: Request) -> Any:
     if not raw.strip():
         return {}
     try:
-        return json.loads(raw)
+        return json.loads(raw, parse_constant=_no_constant)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ValidationError(f"body: not valid JSON ({exc})") from None
+
+
+def _no_constant(name: str) -> Any:
+    """Python's json reads NaN, Infinity and -Infinity, which JSON does not have: refused."""
+    raise ValidationError(f"body: {name} is not JSON (numbers must be finite)",
+                          hint="Send a finite number, or the value as a string.")
 
 
 class RateLimitedError(MemlociError):
@@ -189,6 +195,11 @@ def serve(endpoints: dict[str, Endpoint], service: MemoryService, access: Access
                 data = await anyio.to_thread.run_sync(lambda: endpoint.run(context, query, body))
             finally:
                 server.calls_in_flight -= 1
+            if endpoint.writes:
+                changed()
+            # built and serialised here, so a value JSON cannot hold is the JSON INTERNAL_ERROR, not a text 500
+            response = data if isinstance(data, Response) else JSONResponse(data, status_code=endpoint.status,
+                                                                            headers=NO_STORE)
         except MemlociError as exc:
             failed = error_response(exc)
             if "retry_after" in exc.details:
@@ -198,10 +209,6 @@ def serve(endpoints: dict[str, Endpoint], service: MemoryService, access: Access
             log.exception("dashboard %s %s failed", request.method, endpoint.path)
             return error_response(InternalError("the server failed to answer; the log says why",
                                                 hint="Nothing is known to be changed; check with GET /api/history."))
-        if endpoint.writes:
-            changed()
-        response = data if isinstance(data, Response) else JSONResponse(data, status_code=endpoint.status,
-                                                                        headers=NO_STORE)
         for cookie in context.set_cookies:
             response.set_cookie(**cookie)
         for name in context.delete_cookies:
