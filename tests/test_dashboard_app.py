@@ -128,10 +128,15 @@ def test_entity_view_and_graph_neighbourhood_of_depth_one_and_two(dashboard):
     beta = client.get("/api/entities/Beta", params={"library": "team"}).json()
     assert [o["content"] for o in beta["observations"]] == ["runs on Wednesday"]
     client.post("/api/entities/Beta/observations", json={"library": "team", "contents": ["runs"]})
-    twice = client.patch("/api/entities/Beta/observations", json={"library": "team", "old": "runs", "new": "walks"})
-    assert twice.status_code == 200 and len(twice.json()["change_ids"]) == 2  # "runs" is in two lines
+    within = client.patch("/api/entities/Beta/observations", json={"library": "team", "old": "runs",
+                                                                   "new": "walks\n- and swims\n## Heading"})
+    assert within.status_code == 200 and within.json()["change_ids"] == [service.history(library="team", limit=1)[0].id]
     beta = client.get("/api/entities/Beta", params={"library": "team"}).json()
-    assert sorted(o["content"] for o in beta["observations"]) == ["runs on Wednesday", "walks"]
+    assert [o["content"] for o in beta["observations"]] == ["runs on Wednesday", "walks\n- and swims\n## Heading"]
+    same = client.patch("/api/entities/Beta/observations", json={"library": "team", "old": "runs on Wednesday",
+                                                                 "new": "runs on Wednesday"})
+    assert same.json() == {"change_ids": []}
+    assert len(client.get("/api/entities/Beta", params={"library": "team"}).json()["observations"]) == 2
     missing = client.patch("/api/entities/Beta/observations", json={"library": "team", "old": "flies", "new": "x"})
     assert missing.status_code == 404
 

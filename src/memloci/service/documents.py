@@ -202,6 +202,28 @@ class DocumentOperations:
                           lambda t: md.replace_exact(t, old_content, new_content),
                           {"removed": old_content, "added": new_content})
 
+    def correct_observation(self, entity_name: str, old: str, new: str, *,
+                            library: str | ProjectRef | None = None) -> dict[str, Any]:
+        """Change the text of the entity's observation `old` to `new`, in place: the list item
+        of that one observation is rewritten (its date kept), nothing else in the document.
+        `new` passes add_observations' rules and stays one observation (a line break in it is
+        a continuation line, never a new item or heading). One journal entry on every engine:
+        {"entity", "changed", "change_id"} (`changed` False, no entry: `new` is `old`)."""
+        schema.validate_names([entity_name], "entity_name")
+        old = schema.clean_text(old, "old")
+        new = schema.clean_text(new, "new")
+        with self.stores.writing(library) as store:
+            store.schema.check_observation(new, "new")
+            reached = store.entity_names([entity_name.strip()])
+            if not reached:
+                raise NotFoundError(f"entity_name: '{entity_name.strip()}' does not exist",
+                                    hint="Check the name with search_nodes; nothing was changed.")
+            name = entity_name_of(store, entity_name.strip(), "entity_name")
+            done = store.edit_documents([(name, lambda text: md.correct_observation(text, old, new, name))],
+                                        origin="correct_observation", action="correct_observation",
+                                        detail={"entity": name, "removed": old, "added": new})
+        return {"entity": name, "changed": done.change_id is not None, "change_id": done.change_id}
+
     def replace_entity_section(self, entity_name: str, old_heading: str, new_heading: str, new_body_content: str,
                                *, library: str | ProjectRef | None = None) -> dict[str, Any]:
         removed: dict[str, Any] = {"section": old_heading}

@@ -614,6 +614,10 @@ class MemoryService:
                                library: str | ProjectRef | None = None) -> dict[str, Any]:
         return self.documents.replace_entity_content(entity_name, old_content, new_content, library=library)
 
+    def correct_observation(self, entity_name: str, old: str, new: str, *,
+                            library: str | ProjectRef | None = None) -> dict[str, Any]:
+        return self.documents.correct_observation(entity_name, old, new, library=library)
+
     def replace_entity_section(self, entity_name: str, old_heading: str, new_heading: str, new_body_content: str,
                                *, library: str | ProjectRef | None = None) -> dict[str, Any]:
         return self.documents.replace_entity_section(entity_name, old_heading, new_heading, new_body_content,

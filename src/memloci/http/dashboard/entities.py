@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from memloci.core.errors import NotFoundError, ValidationError
+from memloci.core.errors import NotFoundError
 from memloci.core.model import Entity, ObservationBatch
 from memloci.http.dashboard import models as m
 from memloci.http.dashboard.endpoint import Context, Endpoint, checked
@@ -65,22 +65,10 @@ def delete_observations(ctx: Context, q: Any, b: m.Observations) -> dict[str, An
 
 
 def correct_observation(ctx: Context, q: Any, b: m.ObservationFix) -> dict[str, Any]:
-    """One journal entry when the old text is found once in the entity's document (as
-    replace_entity_content finds it); else two: the new text added, then the old one deleted."""
+    """The observation itself changes, in place: one journal entry (none when the text is the same)."""
     library = ctx.library(b.library, "write", "correcting an observation")
-    name = ctx.params["name"]
-    graph = ctx.service.open_nodes([name], library=library)
-    if not graph.entities or b.old not in [o.content for o in graph.entities[0].observations]:
-        raise NotFoundError(f"old: entity {name!r} has no observation {b.old!r}", hint="Nothing was changed.")
-    since = browse.newest_change(ctx.service, library)
-    try:  # found once, the text is that observation's line: it changes in place, in one entry
-        ctx.service.replace_entity_content(graph.entities[0].name, b.old, b.new, library=library)
-    except ValidationError:  # found more than once (refused, nothing changed): by the observation lists
-        ctx.service.add_observations([ObservationBatch(name, (b.new,))], library=library)
-        ctx.service.delete_observations([ObservationBatch(name, (b.old,))], library=library)
-    return {"change_ids": browse.changes_since(ctx.service, since, ("replace_entity_content", "add_observations",
-                                                                     "create_relations", "delete_observations"),
-                                               library)}
+    done = ctx.service.correct_observation(ctx.params["name"], b.old, b.new, library=library)
+    return {"change_ids": [done["change_id"]] if done["change_id"] is not None else []}
 
 
 def neighbourhood(ctx: Context, q: m.GraphQuery, body: Any) -> dict[str, Any]:
@@ -151,8 +139,7 @@ ROUTES: list[Endpoint] = [
     Endpoint("DELETE", "/api/entities/{name}/observations", delete_observations, "Delete observations",
              body=m.Observations, answer='{"deleted", "change_ids"}', writes=True, tags=("entities",)),
     Endpoint("PATCH", "/api/entities/{name}/observations", correct_observation,
-             "Correct one observation: in place (one journal entry), or, when its text is found more than once "
-             "in the entity, the new text added and the old one deleted (two)",
+             "Correct one observation in place: one journal entry (none when the text is the same)",
              body=m.ObservationFix, answer='{"change_ids"}', writes=True, tags=("entities",)),
     Endpoint("GET", "/api/graph", neighbourhood, "An entity's neighbourhood, up to depth 3", query=m.GraphQuery,
              answer='{"center", "nodes", "edges", "truncated"}', tags=("graph",)),
