@@ -315,9 +315,9 @@ def test_a_read_token_cannot_write_through_the_api(guarded):
         ("PATCH", "/api/memories/{hash}"): {"json": {**team, "content": "changed"}},
         ("DELETE", "/api/memories/{hash}"): {"params": team},
         ("POST", "/api/history/{id:int}/undo"): {"json": team},
-        ("POST", "/api/entities/{name}/observations"): {"json": {**team, "contents": ["x"]}},
-        ("DELETE", "/api/entities/{name}/observations"): {"json": {**team, "contents": ["x"]}},
-        ("PATCH", "/api/entities/{name}/observations"): {"json": {**team, "old": "x", "new": "y"}},
+        ("POST", "/api/entities/{name:path}/observations"): {"json": {**team, "contents": ["x"]}},
+        ("DELETE", "/api/entities/{name:path}/observations"): {"json": {**team, "contents": ["x"]}},
+        ("PATCH", "/api/entities/{name:path}/observations"): {"json": {**team, "old": "x", "new": "y"}},
         ("POST", "/api/previews"): {"json": {**team, "operation": "cleanup_duplicates"}},
         ("POST", "/api/previews/{id:int}/execute"): {"json": team},
     }
@@ -325,7 +325,7 @@ def test_a_read_token_cannot_write_through_the_api(guarded):
     for client in (reader, bearer):
         answers = []
         for (method, path), arguments in writes.items():
-            url = path.replace("{hash}", content_hash).replace("{id:int}", str(history[0]["id"])).replace("{name}", "X")
+            url = path.replace("{hash}", content_hash).replace("{id:int}", str(history[0]["id"])).replace("{name:path}", "X")
             answers.append(client.request(method, url, **arguments))
         for answer in answers:
             assert answer.status_code == 403, answer.text

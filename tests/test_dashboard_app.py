@@ -199,3 +199,18 @@ def test_nan_and_infinity_are_refused_and_an_unserialisable_answer_is_the_json_i
         db.execute("""UPDATE memories SET metadata = '{"x": NaN}'""")
     broken = client.get("/api/memories", params={"library": "team"})
     assert broken.status_code == 500 and broken.json()["error"]["code"] == "INTERNAL_ERROR", broken.text
+
+
+def test_an_entity_whose_name_holds_a_slash_is_opened_and_its_observations_changed(dashboard):
+    client, service, _ = dashboard
+    service.create_entities([EntityInput("TCP/IP", "protocol", ("layered",))], library="team")
+    opened = client.get("/api/entities/TCP%2FIP", params={"library": "team"})
+    assert opened.status_code == 200 and opened.json()["name"] == "TCP/IP", opened.text
+    added = client.post("/api/entities/TCP%2FIP/observations", json={"library": "team", "contents": ["four layers"]})
+    assert added.status_code == 200 and added.json()["added"] == ["four layers"], added.text
+    fixed = client.patch("/api/entities/TCP/IP/observations", json={"library": "team", "old": "four layers",
+                                                                   "new": "five layers"})
+    assert fixed.status_code == 200, fixed.text
+    assert [o.content for o in service.open_nodes(["TCP/IP"], library="team").entities[0].observations] == [
+        "layered", "five layers"]
+    assert client.get("/api/entities/TCP%2FIP/observations", params={"library": "team"}).status_code == 404

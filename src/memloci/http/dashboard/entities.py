@@ -127,20 +127,22 @@ def execute_preview(ctx: Context, q: Any, b: m.LibraryBody) -> dict[str, Any]:
     return {**listed(done.to_data()), "executed": preview_id, "change_id": done.change_id}
 
 
+# `{name:path}`: a name may hold "/" (TCP/IP); the observations' routes come first, so
+# /api/entities/A/observations is A's observations, not an entity named "A/observations"
 ROUTES: list[Endpoint] = [
     Endpoint("GET", "/api/entities", list_entities, "Entities, or those matching q (as search_nodes)",
              query=m.EntitiesQuery, answer='{"entities": [{"name", "entity_type", "observations": n}]}',
              tags=("entities",)),
-    Endpoint("GET", "/api/entities/{name}", get_entity, "An entity or note: observations, relations, the body as HTML",
-             query=m.LibraryQuery, answer='{"name", "entity_type", "aliases", "observations", "relations", "body_html", '
-                                          '"library"}', tags=("entities",)),
-    Endpoint("POST", "/api/entities/{name}/observations", add_observations, "Add observations",
+    Endpoint("POST", "/api/entities/{name:path}/observations", add_observations, "Add observations",
              body=m.Observations, answer='{"added", "change_ids"}', writes=True, tags=("entities",)),
-    Endpoint("DELETE", "/api/entities/{name}/observations", delete_observations, "Delete observations",
+    Endpoint("DELETE", "/api/entities/{name:path}/observations", delete_observations, "Delete observations",
              body=m.Observations, answer='{"deleted", "change_ids"}', writes=True, tags=("entities",)),
-    Endpoint("PATCH", "/api/entities/{name}/observations", correct_observation,
+    Endpoint("PATCH", "/api/entities/{name:path}/observations", correct_observation,
              "Correct one observation in place: one journal entry (none when the text is the same)",
              body=m.ObservationFix, answer='{"change_ids"}', writes=True, tags=("entities",)),
+    Endpoint("GET", "/api/entities/{name:path}", get_entity, "An entity or note: observations, relations, the body as HTML",
+             query=m.LibraryQuery, answer='{"name", "entity_type", "aliases", "observations", "relations", "body_html", '
+                                          '"library"}', tags=("entities",)),
     Endpoint("GET", "/api/graph", neighbourhood, "An entity's neighbourhood, up to depth 3", query=m.GraphQuery,
              answer='{"center", "nodes", "edges", "truncated"}', tags=("graph",)),
     Endpoint("GET", "/api/previews", list_previews, "The library's lifecycle previews, newest first",
