@@ -5,6 +5,7 @@ server process."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -214,3 +215,54 @@ def test_an_entity_whose_name_holds_a_slash_is_opened_and_its_observations_chang
     assert [o.content for o in service.open_nodes(["TCP/IP"], library="team").entities[0].observations] == [
         "layered", "five layers"]
     assert client.get("/api/entities/TCP%2FIP/observations", params={"library": "team"}).status_code == 404
+
+
+def test_another_site_can_neither_sign_a_browser_in_nor_read_through_it(tmp_path):
+    from memloci.http.dashboard.auth import SESSION_COOKIE
+    from memloci.http.tokens import StoredTokenVerifier, TokenStore
+
+    tokens = TokenStore(tmp_path / "tokens.json")
+    secret = tokens.create("reader", ["team:read"])
+    registry = LibraryRegistry([LibrarySpec("team", tmp_path / "team.db")], create_missing=True)
+    service = MemoryService(registry)
+    app = build_http_app(build_server(service), HttpSettings(), service=service, verifiers=[StoredTokenVerifier(tokens)])
+    body = json.dumps({"token": secret})
+    with TestClient(app, base_url=BASE) as client:
+        foreign = [client.post("/api/session", content=body, headers={"content-type": "text/plain"}),
+                   client.post("/api/session", content=body, headers={"content-type": "application/json",
+                                                                      "origin": "http://localhost:3000"}),
+                   client.post("/api/session", content=body, headers={"content-type": "application/json",
+                                                                      "sec-fetch-site": "same-site"})]
+        assert [f.status_code for f in foreign] == [415, 403, 403], [f.text for f in foreign]
+        assert [f.json()["error"]["code"] for f in foreign] == ["UNSUPPORTED_MEDIA_TYPE", "CSRF", "CSRF"]
+        assert SESSION_COOKIE not in client.cookies
+        own = {"origin": BASE, "sec-fetch-site": "same-origin"}
+        first = client.post("/api/session", json={"token": secret}, headers=own)
+        assert first.status_code == 200 and first.json()["signed_in"], first.text
+        old = client.cookies[SESSION_COOKIE]
+        assert client.post("/api/session", json={"token": secret}, headers=own).status_code == 200
+        assert client.cookies[SESSION_COOKIE] != old
+        new = client.cookies[SESSION_COOKIE]
+        client.cookies.clear()
+        client.cookies.set(SESSION_COOKIE, old)  # the session before a new sign-in is over
+        assert client.get("/api/session").json()["signed_in"] is False
+        client.cookies.clear()
+        client.cookies.set(SESSION_COOKIE, new)
+        assert client.get("/api/session").json()["signed_in"] is True
+    registry.close()
+
+
+def test_in_open_mode_another_site_cannot_read_and_a_search_counts_no_use(dashboard):
+    client, service, _ = dashboard
+    stored = client.post("/api/memories", json={"library": "team", "content": "The deploy runs on Fridays"})
+    assert stored.status_code == 201
+    for headers in ({"sec-fetch-site": "cross-site"}, {"sec-fetch-site": "same-site"},
+                    {"origin": "http://localhost:3000"}):
+        refused = client.get("/api/search", params={"library": "team", "q": "deploy"}, headers=headers)
+        assert refused.status_code == 403 and refused.json()["error"]["code"] == "CSRF", (headers, refused.text)
+        assert client.get("/api/events", headers=headers).status_code == 403
+    for headers in ({}, {"sec-fetch-site": "same-origin", "origin": BASE}, {"sec-fetch-site": "none"}):
+        found = client.get("/api/search", params={"library": "team", "q": "deploy"}, headers=headers)
+        assert found.status_code == 200 and len(found.json()["memories"]) == 1, found.text
+    service.vectors.accesses.drain()
+    assert service.list_memories(library="team")[0][0].access_count == 0

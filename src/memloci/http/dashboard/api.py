@@ -46,7 +46,7 @@ def get_session(ctx: Context, query: Any, body: Any) -> dict[str, Any]:
 
 
 def sign_in(ctx: Context, query: Any, body: m.SignIn) -> dict[str, Any]:
-    started = anyio.from_thread.run(ctx.access.sign_in, body.token)
+    started = anyio.from_thread.run(ctx.access.sign_in, body.token, ctx.request.cookies.get(SESSION_COOKIE))
     if started is None:
         raise UnauthorizedError("token: not a valid token (unknown, revoked or expired)",
                                 hint="Create one with memloci token create NAME --scope LIBRARY:read")
@@ -78,11 +78,12 @@ def with_library(memory: dict[str, Any], library: str) -> dict[str, Any]:
 def find(ctx: Context, q: m.SearchQuery, body: Any) -> dict[str, Any]:
     if q.library is not None and q.library.strip() == "*":
         names = ctx.libraries()
-        found = search(ctx.service, q.q, kind=q.kind, limit=q.limit, libraries=names) if names else {}
+        found = search(ctx.service, q.q, kind=q.kind, limit=q.limit, libraries=names, count_use=False) if names else {}
     else:
         library = ctx.library(q.library, "read", "search")
         found = {kind: [with_library(hit, library) for hit in hits]
-                 for kind, hits in search(ctx.service, q.q, kind=q.kind, limit=q.limit, library=library).items()}
+                 for kind, hits in search(ctx.service, q.q, kind=q.kind, limit=q.limit, library=library,
+                                                      count_use=False).items()}
     return {"query": q.q, "kind": q.kind, **{k: found.get(k, []) for k in ("memories", "entities", "notes")}}
 
 

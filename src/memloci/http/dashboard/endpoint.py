@@ -20,7 +20,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from memloci.core.errors import InternalError, MemlociError, NotFoundError, ValidationError
-from memloci.http.dashboard.auth import SAFE_METHODS, Access, Who, refused
+from memloci.http.dashboard.auth import SAFE_METHODS, Access, UnsupportedMediaTypeError, Who, check_site, refused
 from memloci.http.limits import RateLimiter
 from memloci.service.facade import MemoryService
 
@@ -28,7 +28,8 @@ log = logging.getLogger("memloci.http")
 access_log = logging.getLogger("memloci.access")
 STATUS = {"VALIDATION_ERROR": 400, "INVALID_RELATION": 400, "UNAUTHORIZED": 401, "PERMISSION_DENIED": 403,
           "CSRF": 403, "NOT_FOUND": 404, "LIBRARY_MISSING": 404, "ALREADY_EXISTS": 409, "CONFLICT": 409,
-          "AWAITING_CONFIRMATION": 409, "RATE_LIMITED": 429, "STORAGE_FULL": 507, "STORAGE_UNAVAILABLE": 503}
+          "AWAITING_CONFIRMATION": 409, "UNSUPPORTED_MEDIA_TYPE": 415, "RATE_LIMITED": 429, "STORAGE_FULL": 507,
+          "STORAGE_UNAVAILABLE": 503}
 NO_STORE = {"cache-control": "no-store"}
 MAX_BODY = 4 * 1024 * 1024
 
@@ -125,6 +126,12 @@ def query_data(request: Request, model: type[pydantic.BaseModel]) -> dict[str, A
 
 
 async def body_data(request: Request) -> Any:
+    """The request's JSON body ({} when empty). A body must say `Content-Type: application/json`:
+    a form or text/plain body (which any site may post) is refused with 415 before it is read."""
+    declared = request.headers.get("content-type", "").split(";")[0].strip().casefold()
+    if declared != "application/json" and request.headers.get("content-length", "") not in ("", "0"):
+        raise UnsupportedMediaTypeError(f"header Content-Type: {declared or 'missing'}; a body must be "
+                                        "application/json (nothing was done)")
     chunks, size = [], 0
     async for chunk in request.stream():  # read no further than the limit
         size += len(chunk)
@@ -134,6 +141,9 @@ async def body_data(request: Request) -> Any:
     raw = b"".join(chunks)
     if not raw.strip():
         return {}
+    if declared != "application/json":
+        raise UnsupportedMediaTypeError(f"header Content-Type: {declared or 'missing'}; a body must be "
+                                        "application/json (nothing was done)")
     try:
         return json.loads(raw, parse_constant=_no_constant)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
@@ -182,6 +192,7 @@ def serve(endpoints: dict[str, Endpoint], service: MemoryService, access: Access
         try:
             who = await access.who(request)
             request.scope["memloci.who"] = who
+            check_site(request, who)
             check_rate(request, who, limiter)
             if endpoint.signed_in and (refusal := refused(who)) is not None:
                 raise refusal

@@ -23,7 +23,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from memloci.core.errors import MemlociError, ValidationError
-from memloci.http.dashboard.auth import Access, Who, refused
+from memloci.http.dashboard.auth import Access, Who, check_site, refused
 from memloci.http.dashboard.endpoint import NO_STORE, error_response
 from memloci.service.facade import MemoryService
 
@@ -82,6 +82,11 @@ def events_endpoint(service: MemoryService, access: Access, changes: Changes) ->
     async def events(request: Request) -> Response:
         who = await access.who(request)
         refusal = refused(who)
+        if refusal is None:
+            try:
+                check_site(request, who)
+            except MemlociError as exc:
+                refusal = exc
         if refusal is not None:
             return error_response(refusal)
         assert who is not None

@@ -19,16 +19,17 @@ NOTE_POOL = 50  # entity hits read to find `limit` notes among them (entities wi
 
 
 def search(service: MemoryService, query: str, *, kind: str = "all", limit: int = 10, library: str | None = None,
-           libraries: Sequence[str] | None = None) -> dict[str, list[dict[str, Any]]]:
+           libraries: Sequence[str] | None = None, count_use: bool = True) -> dict[str, list[dict[str, Any]]]:
     """The hits of each kind asked for (`memories`, `entities`, `notes`), best first, at most
-    `limit` of each. `libraries`: search these (each hit names its `library`); else `library`."""
+    `limit` of each. `libraries`: search these (each hit names its `library`); else `library`.
+    `count_use=False`: the memories found are not counted as used (the dashboard's browsing)."""
     found: dict[str, list[dict[str, Any]]] = {}
     names = list(libraries) if libraries is not None else None
     if kind in ("all", "memories"):
         if names is not None:
-            result = service.retrieve_memory_across(query, libraries=names, n_results=limit)
+            result = service.retrieve_memory_across(query, libraries=names, n_results=limit, count_use=count_use)
         else:
-            result = service.retrieve_memory(query, n_results=limit, library=library)
+            result = service.retrieve_memory(query, n_results=limit, library=library, count_use=count_use)
         found["memories"] = retrieved(service, result, names)["memories"]
     if kind != "memories":
         pool = limit if kind == "entities" else min(max(limit * 5, NOTE_POOL), 1_000)
