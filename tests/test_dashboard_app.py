@@ -14,7 +14,7 @@ from starlette.testclient import TestClient
 
 from memloci.app.registry import LibraryRegistry
 from memloci.app.specs import LibrarySpec
-from memloci.core.model import EntityInput, RelationInput
+from memloci.core.model import EntityInput, ObservationBatch, RelationInput
 from memloci.http.app import build_http_app
 from memloci.http.dashboard import ROUTES
 from memloci.http.dashboard.openapi import openapi_path
@@ -266,3 +266,29 @@ def test_in_open_mode_another_site_cannot_read_and_a_search_counts_no_use(dashbo
         assert found.status_code == 200 and len(found.json()["memories"]) == 1, found.text
     service.vectors.accesses.drain()
     assert service.list_memories(library="team")[0][0].access_count == 0
+
+
+def test_an_entity_of_observations_only_is_no_note_and_a_note_shows_its_prose_alone_on_every_engine(tmp_path):
+    registry = LibraryRegistry([LibrarySpec("lite", tmp_path / "lite.db"),
+                                LibrarySpec("folder", tmp_path / "folder", kind="markdown")], create_missing=True)
+    service = MemoryService(registry)
+    app = build_http_app(build_server(service), HttpSettings(), service=service)
+    answers = {}
+    with TestClient(app, base_url=BASE) as client:
+        for library in ("lite", "folder"):
+            service.create_entities([EntityInput("Kettle", "device", ("boils water quickly",))], library=library)
+            service.add_entities([NewEntityDocument("Teapot", "device", content="A teapot steeps the water.\n")],
+                                 library=library)
+            service.add_observations([ObservationBatch("Teapot", ("holds water for four cups",))], library=library)
+            found = client.get("/api/search", params={"library": library, "q": "water", "kind": "all"}).json()
+            pages = {name: client.get(f"/api/entities/{name}", params={"library": library}).json()
+                     for name in ("Kettle", "Teapot")}
+            answers[library] = ({h["name"] for h in found["entities"]}, [(h["name"], h["line"]) for h in found["notes"]],
+                                {name: page["body_html"] for name, page in pages.items()},
+                                {name: [o["content"] for o in page["observations"]] for name, page in pages.items()})
+    registry.close()
+    assert answers["folder"] == answers["lite"]
+    entities, notes, html, observations = answers["lite"]
+    assert entities == {"Kettle"} and notes == [("Teapot", "A teapot steeps the water.")]
+    assert html == {"Kettle": "", "Teapot": "<p>A teapot steeps the water.</p>\n"}
+    assert observations == {"Kettle": ["boils water quickly"], "Teapot": ["holds water for four cups"]}

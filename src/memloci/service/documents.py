@@ -31,6 +31,15 @@ from memloci.store.protocols import FolderLibrary
 MANUAL_TITLE = "# Library manual\n"
 
 
+def prose(body: str) -> str:
+    """An entity's body without the `## Observations` list a Markdown library renders into it
+    (engines differ on keeping that list in the body), as the entity document holds it
+    (`kept_body`: a Markdown file ends in one line break where SQLite and PostgreSQL keep the
+    body's end as given). "" for an entity that is observations only: what is a note (prose of
+    its own) and what a page shows as its text, the same on every engine."""
+    return md.kept_body(md.remove_empty_section(md.set_observations(body, []), "Observations"))
+
+
 @dataclass(frozen=True, slots=True)
 class NewEntityDocument:
     name: str

@@ -12,6 +12,7 @@ from memloci.http.dashboard.endpoint import Context, Endpoint, checked
 from memloci.http.dashboard.render import body_html
 from memloci.mcp.maintenance import listed
 from memloci.service import browse
+from memloci.service.documents import prose
 from memloci.service.lifecycle import Outcome, older_than_cutoff
 
 # -- entities ----------------------------------------------------------------------------------
@@ -45,7 +46,7 @@ def get_entity(ctx: Context, q: m.LibraryQuery, body: Any) -> dict[str, Any]:
                                        for r in graph.relations if r.from_entity == entity.name],
                           "incoming": [{"from": r.from_entity, "relation_type": r.relation_type}
                                        for r in graph.relations if r.to_entity == entity.name]},
-            "body_html": body_html(entity.body), "library": library}
+            "body_html": body_html(prose(entity.body)), "library": library}  # the observations are listed above
 
 
 def add_observations(ctx: Context, q: Any, b: m.Observations) -> dict[str, Any]:
