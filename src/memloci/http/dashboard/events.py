@@ -30,6 +30,7 @@ from memloci.service.facade import MemoryService
 POLL_SECONDS = 1.0
 PING_SECONDS = 15.0
 READ_AT_ONCE = 100  # journal entries read per library and poll
+STOP_GRACE_SECONDS = 2.0  # at shutdown, how long a stream has to end on its own before it is cut
 
 
 class Changes:
@@ -42,12 +43,19 @@ class Changes:
         for event in list(self.waiting):
             event.set()
 
-    async def wait(self, seconds: float) -> None:
+    async def wait(self, seconds: float, stop: anyio.Event) -> None:
+        """Until a nudge, `stop` is set, or `seconds` pass."""
         event = anyio.Event()
         self.waiting.add(event)
         try:
             with anyio.move_on_after(seconds):
-                await event.wait()
+                async with anyio.create_task_group() as either:
+                    async def until(happens: anyio.Event) -> None:
+                        await happens.wait()
+                        either.cancel_scope.cancel()
+
+                    either.start_soon(until, event)
+                    either.start_soon(until, stop)
         finally:
             self.waiting.discard(event)
 
@@ -95,13 +103,20 @@ def events_endpoint(service: MemoryService, access: Access, changes: Changes) ->
             return error_response(ValidationError(f"{key}: unknown parameter (allowed: none)"))
         readable = [n for n in service.libraries.names() if who.may(n, "read")]
         seen = await anyio.to_thread.run_sync(newest_ids, service, readable)
-        return EventSourceResponse(stream(request, who, seen), headers=NO_STORE, ping=None)
+        # sse-starlette sets `stopping` at the server's shutdown (the drain's AppStatus.should_exit):
+        # the stream returns and its body ends as a body ends, instead of being cancelled mid-response
+        stopping = anyio.Event()
+        return EventSourceResponse(stream(request, who, seen, stopping), headers=NO_STORE, ping=None,
+                                   shutdown_event=stopping, shutdown_grace_period=STOP_GRACE_SECONDS)
 
-    async def stream(request: Request, who: Who, seen: dict[str, int]) -> AsyncIterator[ServerSentEvent]:
+    async def stream(request: Request, who: Who, seen: dict[str, int],
+                     stopping: anyio.Event) -> AsyncIterator[ServerSentEvent]:
         yield ServerSentEvent(comment="ready")
         ping_at = time.monotonic() + PING_SECONDS
         while True:
-            await changes.wait(min(POLL_SECONDS, max(0.0, ping_at - time.monotonic())))
+            await changes.wait(min(POLL_SECONDS, max(0.0, ping_at - time.monotonic())), stopping)
+            if stopping.is_set():
+                return
             for change in await anyio.to_thread.run_sync(new_entries, service, seen):
                 yield ServerSentEvent(json.dumps(change, ensure_ascii=False), event="change", id=str(change["change_id"]))
             if time.monotonic() >= ping_at:
