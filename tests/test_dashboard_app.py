@@ -42,8 +42,7 @@ def dashboard(tmp_path: Path):
 
 def dashboard_routes(app) -> set[tuple[str, str]]:
     """(method, path) of every route of the app's dashboard mount: what openapi.json must list."""
-    mount = next(r for r in app.routes if getattr(r, "path", None) == "")
-    inner = mount.app
+    inner = next(r for r in app.routes if getattr(r, "path", None) == "/api/{path:path}").app
     while not hasattr(inner, "routes"):  # through the Host/Origin check and the headers
         inner = inner.app
     return {(method, openapi_path(r.path)) for r in inner.routes if isinstance(r, Route) and r.path.startswith("/api/")
@@ -292,3 +291,16 @@ def test_an_entity_of_observations_only_is_no_note_and_a_note_shows_its_prose_al
     assert entities == {"Kettle"} and notes == [("Teapot", "A teapot steeps the water.")]
     assert html == {"Kettle": "", "Teapot": "<p>A teapot steeps the water.</p>\n"}
     assert observations == {"Kettle": ["boils water quickly"], "Teapot": ["holds water for four cups"]}
+
+
+def test_the_dashboard_answers_its_own_paths_only_so_mcp_and_healthz_still_redirect(dashboard):
+    client, _, _ = dashboard
+    for path, target in (("/mcp/", "/mcp"), ("/healthz/", "/healthz")):
+        moved = client.get(path, follow_redirects=False)
+        assert moved.status_code == 307 and moved.headers["location"] == BASE + target, (path, moved.text)
+    assert client.get("/").headers["content-type"].startswith("text/html")
+    assert client.get("/api/session").json()["open"] is True
+    nowhere = client.get("/api/nowhere")
+    assert nowhere.status_code == 404 and nowhere.json()["error"]["code"] == "NOT_FOUND"
+    assert client.get("/nowhere").status_code == 404
+
