@@ -176,6 +176,11 @@ def test_a_token_s_changes_and_sign_ins_take_from_its_rate(tmp_path):
         del client.headers["authorization"]
         sign_ins = [client.post("/api/session", json={"token": "mlc_guess"}).status_code for _ in range(3)]
         assert sign_ins == [401, 401, 429]
+        assert "failed sign-ins from testclient" in client.post("/api/session", json={"token": secret}).text
+        other = TestClient(app, base_url=BASE, client=("10.0.0.2", 50000))  # another address: its own rate
+        signed = [other.post("/api/session", json={"token": secret}).status_code for _ in range(3)]
+        assert signed == [200, 200, 200]  # a sign-in that works takes nothing
+        assert other.post("/api/session", json={"token": "mlc_guess"}).status_code == 401
     registry.close()
 
 

@@ -51,7 +51,7 @@ def dashboard_app(service: MemoryService, server: Any, *, verifiers: Sequence[To
                   open_while: Callable[[], bool] | None = None, limiter: RateLimiter | None = None) -> ASGIApp:
     """The page and the API as one ASGI app (the caller puts the Host/Origin check in front).
     `verifiers` and `open_while` as /mcp's (http/app.py build_http_app); `limiter`: the tokens'
-    rate, which a signed-in caller's changes and every sign-in take from (none: no limit)."""
+    rate, which a signed-in caller's changes and each address's failed sign-ins take from (none: no limit)."""
     access = Access(verifiers, open_while)
     changes = Changes()
     server.change_listeners.append(changes.nudge)  # a tool call's change: the streams read the journal now

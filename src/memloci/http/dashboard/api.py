@@ -14,7 +14,7 @@ from memloci.core.errors import MemlociError
 from memloci.core.model import JournalEntry, Memory, MemoryFilter
 from memloci.http.dashboard import models as m
 from memloci.http.dashboard.auth import SESSION_COOKIE, SESSION_SECONDS, UnauthorizedError, Who
-from memloci.http.dashboard.endpoint import Context, Endpoint
+from memloci.http.dashboard.endpoint import Context, Endpoint, sign_in_key
 from memloci.http.dashboard.found import search
 from memloci.http.scopes import TokenCaller
 from memloci.mcp.memory import listed, memory_out
@@ -48,6 +48,7 @@ def get_session(ctx: Context, query: Any, body: Any) -> dict[str, Any]:
 def sign_in(ctx: Context, query: Any, body: m.SignIn) -> dict[str, Any]:
     started = anyio.from_thread.run(ctx.access.sign_in, body.token, ctx.request.cookies.get(SESSION_COOKIE))
     if started is None:
+        ctx.limiter.take(sign_in_key(ctx.request))  # only failures count: see endpoint.check_rate
         raise UnauthorizedError("token: not a valid token (unknown, revoked or expired)",
                                 hint="Create one with memloci token create NAME --scope LIBRARY:read")
     session_id, session, grant = started

@@ -60,6 +60,7 @@ class Context:
     request: Request
     access: Access
     params: dict[str, Any]
+    limiter: RateLimiter = field(default_factory=lambda: RateLimiter(0))
     set_cookies: list[dict[str, Any]] = field(default_factory=list)
     delete_cookies: list[str] = field(default_factory=list)
 
@@ -160,17 +161,29 @@ class RateLimitedError(MemlociError):
     code = "RATE_LIMITED"
 
 
+def sign_in_key(request: Request) -> str:
+    """The rate a client address's failed sign-ins take from (a token cannot be guessed, but a
+    flood of tries is refused all the same; one address cannot lock the others out)."""
+    return f"(failed sign-ins from {request.client.host if request.client else 'unknown'})"
+
+
 def check_rate(request: Request, who: Who | None, limiter: RateLimiter) -> None:
-    """A token's changes take from its rate as its /mcp calls do; sign-ins take from one rate
-    together (a token cannot be guessed, but a flood of tries is refused all the same)."""
+    """A token's changes take from its rate as its /mcp calls do; a sign-in is refused while its
+    address's failed sign-ins are over the rate (the endpoint counts a failure)."""
     if request.method in SAFE_METHODS:
         return
-    key = who.name if who is not None and who.name else "(sign-in)" if request.url.path == "/api/session" else None
-    wait = limiter.take(key) if key else 0.0
+    if request.method == "POST" and request.url.path == "/api/session":
+        key = sign_in_key(request)
+        wait = limiter.waiting(key)
+    else:
+        key = who.name if who is not None and who.name else ""
+        wait = limiter.take(key) if key else 0.0
     if wait > 0:
         seconds = max(1, math.ceil(wait))
-        raise RateLimitedError(f"rate limited: {key} may make {limiter.per_minute} changes a minute; retry after "
-                               f"{seconds} s", details={"retry_after": seconds})
+        what = f"{key} may make {limiter.per_minute} changes" if not key.startswith("(") else \
+            f"{limiter.per_minute} {key[1:-1]} are allowed"
+        raise RateLimitedError(f"rate limited: {what} a minute; retry after {seconds} s",
+                               details={"retry_after": seconds})
 
 
 def serve(endpoints: dict[str, Endpoint], service: MemoryService, access: Access, server: Any,
@@ -200,7 +213,7 @@ def serve(endpoints: dict[str, Endpoint], service: MemoryService, access: Access
             if who is not None and endpoint.signed_in:
                 access.check_csrf(request, who)
             body = checked(endpoint.body, await body_data(request), "field") if endpoint.body else None
-            context = Context(service, who, request, access, dict(request.path_params))
+            context = Context(service, who, request, access, dict(request.path_params), limiter)
             server.calls_in_flight += 1  # a shutdown's drain waits for it, as for a tool call
             try:
                 data = await anyio.to_thread.run_sync(lambda: endpoint.run(context, query, body))
