@@ -309,3 +309,33 @@ def test_the_dashboard_answers_its_own_paths_only_so_mcp_and_healthz_still_redir
     assert nowhere.status_code == 404 and nowhere.json()["error"]["code"] == "NOT_FOUND"
     assert client.get("/nowhere").status_code == 404
 
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "markdown"])
+def test_a_change_id_is_the_call_s_own_never_another_writer_s_of_the_same_moment(tmp_path, kind):
+    from memloci.service import browse
+    from memloci.service.history import names_memory, names_observations, undoable
+
+    path = tmp_path / ("team.db" if kind == "sqlite" else "team")
+    registry = LibraryRegistry([LibrarySpec("team", path, kind=kind)], create_missing=True)
+    service = MemoryService(registry)
+    since = browse.newest_change(service, "team")
+    mine, _ = service.store_memory("the page stored this", library="team")
+    service.store_memory("an agent stored this at the same moment", library="team")  # the newest entry
+    ids = browse.changes_since(service, since, ("store_memory",), "team", lambda e: names_memory(e, mine.content_hash))
+    stored = [e for e in service.history(library="team") if e.action == "store_memory"]
+    assert ids == [min(e.id for e in stored)] and undoable(stored[0])
+    service.create_entities([EntityInput("Ada", "person")], library="team")
+    since = browse.newest_change(service, "team")
+    service.add_observations([ObservationBatch("Ada", ("wrote the first program",))], library="team")
+    service.add_observations([ObservationBatch("Ada", ("an agent's note",))], library="team")
+    ids = browse.changes_since(service, since, ("add_observations",), "team",
+                               lambda e: names_observations(e, "Ada", ["wrote the first program"], "added"))
+    assert len(ids) == 1 and ids[0] == since + 1
+    since = browse.newest_change(service, "team")
+    service.delete_memory(mine.content_hash, library="team")
+    ids = browse.changes_since(service, since, ("delete_memory",), "team", lambda e: names_memory(e, mine.content_hash))
+    assert ids == [since + 1]
+    assert browse.changes_since(service, since, ("delete_memory",), "team", lambda e: names_memory(e, "0" * 64)) == []
+    assert not undoable(next(e for e in service.history(library="team") if e.action == "create_entities"))
+    registry.close()

@@ -6,7 +6,7 @@ calls these; each reads through MemoryService, so its rules are the tools'."""
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -14,6 +14,7 @@ from memloci.core import schema
 from memloci.core.errors import NotFoundError, ValidationError
 from memloci.core.model import Entity, JournalEntry, Memory, MemoryFilter, Relation
 from memloci.service.facade import MemoryService
+from memloci.service.history import own_changes
 
 SORTS = ("newest", "oldest", "importance", "uses")
 ZONES = ("active", "stale", "archive_candidate")
@@ -76,10 +77,12 @@ def newest_change(service: MemoryService, library: str | None) -> int:
     return entries[0].id if entries else 0
 
 
-def changes_since(service: MemoryService, since: int, actions: Sequence[str], library: str | None) -> list[int]:
-    """The ids of the journal entries of these actions after `since`, oldest first: a call's own
-    (another writer's change of the same kind at the same moment would be listed too)."""
-    return sorted(e.id for e in service.history(limit=50, library=library) if e.id > since and e.action in actions)
+def changes_since(service: MemoryService, since: int, actions: Sequence[str], library: str | None,
+                  names: Callable[[JournalEntry], bool]) -> list[int]:
+    """The ids of the journal entries after `since` of these actions that `names` (service/history.py
+    names_memory, names_observations: what the call changed), oldest first: the call's own,
+    never another writer's change of the same moment."""
+    return own_changes(service.history(limit=50, library=library), since, actions, names)
 
 
 @dataclass(frozen=True)

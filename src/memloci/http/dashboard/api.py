@@ -19,7 +19,7 @@ from memloci.http.dashboard.found import search
 from memloci.http.scopes import TokenCaller
 from memloci.mcp.memory import listed, memory_out
 from memloci.service import browse
-from memloci.service.history import memory_text
+from memloci.service.history import memory_text, names_memory, undoable
 
 # -- session and libraries -----------------------------------------------------------------
 
@@ -110,7 +110,7 @@ def entry_data(entry: JournalEntry) -> dict[str, Any]:
     summary = (f"{names}: " if names and text else names) + (f'"{text}"' if text else "")
     return {"id": entry.id, "at": entry.at, "tool": entry.tool, "action": entry.action,
             "entities": list(entry.entities), "summary": summary or entry.action,
-            "undoable": bool(entry.detail and "undo" in entry.detail)}
+            "undoable": undoable(entry)}
 
 
 def get_memory(ctx: Context, q: m.LibraryQuery, body: Any) -> dict[str, Any]:
@@ -126,17 +126,20 @@ def store_memory(ctx: Context, q: Any, b: m.NewMemory) -> dict[str, Any]:
     since = browse.newest_change(ctx.service, library)
     memory, _ = ctx.service.store_memory(b.content, tags=b.tags, memory_type=b.memory_type, metadata=b.metadata,
                                          importance=b.importance, library=library)
-    ids = browse.changes_since(ctx.service, since, ("store_memory",), library)
+    ids = browse.changes_since(ctx.service, since, ("store_memory",), library,
+                               lambda e: names_memory(e, memory.content_hash))
     return {"memory": memory_data(ctx, memory, library), "change_id": ids[-1] if ids else None}
 
 
 def update_memory(ctx: Context, q: Any, b: m.MemoryChange) -> dict[str, Any]:
     library = ctx.library(b.library, "write", "update_memory")
     since = browse.newest_change(ctx.service, library)
-    memory = ctx.service.update_memory(ctx.params["hash"], content=b.content, tags=b.tags, metadata=b.metadata,
+    old_hash = browse.one_memory(ctx.service, ctx.params["hash"], library).content_hash
+    memory = ctx.service.update_memory(old_hash, content=b.content, tags=b.tags, metadata=b.metadata,
                                        importance=b.importance, library=library)
     return {"memory": memory_data(ctx, memory, library),
-            "change_ids": browse.changes_since(ctx.service, since, ("update_memory", "supersede"), library)}
+            "change_ids": browse.changes_since(ctx.service, since, ("update_memory",), library,
+                                               lambda e: names_memory(e, old_hash))}
 
 
 def delete_memory(ctx: Context, q: m.LibraryQuery, body: Any) -> dict[str, Any]:
@@ -145,7 +148,8 @@ def delete_memory(ctx: Context, q: m.LibraryQuery, body: Any) -> dict[str, Any]:
     since = browse.newest_change(ctx.service, library)
     removed = ctx.service.delete_memory(memory.content_hash, library=library)
     return {"deleted": [x.content_hash for x in removed],
-            "change_ids": browse.changes_since(ctx.service, since, ("delete_memory",), library)}
+            "change_ids": browse.changes_since(ctx.service, since, ("delete_memory",), library,
+                                               lambda e: names_memory(e, memory.content_hash))}
 
 
 # -- history and health ---------------------------------------------------------------------

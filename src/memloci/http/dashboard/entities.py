@@ -13,6 +13,7 @@ from memloci.http.dashboard.render import body_html
 from memloci.mcp.maintenance import listed
 from memloci.service import browse
 from memloci.service.documents import prose
+from memloci.service.history import names_observations
 from memloci.service.lifecycle import Outcome, older_than_cutoff
 
 # -- entities ----------------------------------------------------------------------------------
@@ -53,16 +54,20 @@ def add_observations(ctx: Context, q: Any, b: m.Observations) -> dict[str, Any]:
     library = ctx.library(b.library, "write", "add_observations")
     since = browse.newest_change(ctx.service, library)
     done = ctx.service.add_observations([ObservationBatch(ctx.params["name"], tuple(b.contents))], library=library)
-    return {"added": [o for d in done for o in d.added],
-            "change_ids": browse.changes_since(ctx.service, since, ("add_observations", "create_relations"), library)}
+    added = [o for d in done for o in d.added]
+    return {"added": added, "change_ids": browse.changes_since(
+        ctx.service, since, ("add_observations",), library,
+        lambda e: bool(done) and names_observations(e, done[0].entity_name, added, "added"))}
 
 
 def delete_observations(ctx: Context, q: Any, b: m.Observations) -> dict[str, Any]:
     library = ctx.library(b.library, "write", "delete_observations")
     since = browse.newest_change(ctx.service, library)
     done = ctx.service.delete_observations([ObservationBatch(ctx.params["name"], tuple(b.contents))], library=library)
-    return {"deleted": [o for d in done for o in d.removed],
-            "change_ids": browse.changes_since(ctx.service, since, ("delete_observations",), library)}
+    deleted = [o for d in done for o in d.removed]
+    return {"deleted": deleted, "change_ids": browse.changes_since(
+        ctx.service, since, ("delete_observations",), library,
+        lambda e: bool(done) and names_observations(e, done[0].entity_name, deleted, "removed"))}
 
 
 def correct_observation(ctx: Context, q: Any, b: m.ObservationFix) -> dict[str, Any]:
