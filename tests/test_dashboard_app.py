@@ -339,3 +339,23 @@ def test_a_change_id_is_the_call_s_own_never_another_writer_s_of_the_same_moment
     assert browse.changes_since(service, since, ("delete_memory",), "team", lambda e: names_memory(e, "0" * 64)) == []
     assert not undoable(next(e for e in service.history(library="team") if e.action == "create_entities"))
     registry.close()
+
+
+def test_the_body_limit_and_a_shutdown_s_refusal_of_writes_are_those_of_mcp(tmp_path):
+    from memloci.http.app import Shutdown
+
+    registry = LibraryRegistry([LibrarySpec("team", tmp_path / "team.db")], create_missing=True)
+    service = MemoryService(registry)
+    shutdown = Shutdown()
+    app = build_http_app(build_server(service), HttpSettings(max_body_bytes=2_000), service=service, shutdown=shutdown)
+    with TestClient(app, base_url=BASE) as client:
+        client.headers["x-csrf-token"] = client.get("/api/session").json()["csrf"]
+        large = client.post("/api/memories", json={"content": "x" * 3_000})
+        assert large.status_code == 413 and "2000 bytes" in large.json()["error"]["message"], large.text
+        assert client.post("/api/memories", json={"content": "small"}).status_code == 201
+        shutdown.requested = True
+        refused = client.post("/api/memories", json={"content": "during the drain"})
+        assert refused.status_code == 503 and refused.json()["error"]["code"] == "SHUTTING_DOWN", refused.text
+        assert refused.headers["retry-after"] == "5"
+        assert client.get("/api/memories").json()["total"] == 1  # reads are still answered
+    registry.close()

@@ -421,9 +421,11 @@ def build_http_app(server: Any, settings: HttpSettings, *, verifiers: Sequence[T
     routes = [Route("/healthz", health_endpoint(server), methods=["GET"]), Route("/mcp", endpoint=mcp_app), *extra_routes]
     if service is not None:
         from memloci.http.dashboard import dashboard_app
+        from memloci.http.dashboard.endpoint import Serving
 
+        serving = Serving(limiter, settings.max_body_bytes, lambda: shutdown is not None and shutdown.requested)
         page = HostOriginCheck(dashboard_app(service, server, verifiers=verifiers, open_while=open_while,
-                                             limiter=limiter), security)  # (it logs its refusals; the API its calls)
+                                             serving=serving), security)  # (it logs its refusals; the API its calls)
         # its own paths only, so /mcp/ and /healthz/ still redirect to /mcp and /healthz
         routes += [Route(path, endpoint=page) for path in ("/", "/static/{file:path}", "/api", "/api/{path:path}")]
     return Starlette(routes=routes, middleware=middleware, lifespan=lifespan)

@@ -60,7 +60,7 @@ def sign_in(ctx: Context, query: Any, body: m.SignIn) -> dict[str, Any]:
 
 
 def sign_out(ctx: Context, query: Any, body: Any) -> dict[str, Any]:
-    ctx.access.sign_out(ctx.request)
+    anyio.from_thread.run_sync(ctx.access.sign_out, ctx.request)  # the sessions are kept on the event loop only
     ctx.delete_cookies.append(SESSION_COOKIE)
     return {"signed_in": False}
 

@@ -28,10 +28,10 @@ log = logging.getLogger("memloci.http")
 access_log = logging.getLogger("memloci.access")
 STATUS = {"VALIDATION_ERROR": 400, "INVALID_RELATION": 400, "UNAUTHORIZED": 401, "PERMISSION_DENIED": 403,
           "CSRF": 403, "NOT_FOUND": 404, "LIBRARY_MISSING": 404, "ALREADY_EXISTS": 409, "CONFLICT": 409,
-          "AWAITING_CONFIRMATION": 409, "UNSUPPORTED_MEDIA_TYPE": 415, "RATE_LIMITED": 429, "STORAGE_FULL": 507,
-          "STORAGE_UNAVAILABLE": 503}
+          "AWAITING_CONFIRMATION": 409, "TOO_LARGE": 413, "UNSUPPORTED_MEDIA_TYPE": 415, "RATE_LIMITED": 429, "STORAGE_FULL": 507,
+          "STORAGE_UNAVAILABLE": 503, "SHUTTING_DOWN": 503}
 NO_STORE = {"cache-control": "no-store"}
-MAX_BODY = 4 * 1024 * 1024
+RETRY_AFTER_SECONDS = 5  # what a 503 during shutdown tells the client (as /mcp's)
 
 
 @dataclass(frozen=True)
@@ -126,7 +126,7 @@ def query_data(request: Request, model: type[pydantic.BaseModel]) -> dict[str, A
     return data
 
 
-async def body_data(request: Request) -> Any:
+async def body_data(request: Request, max_body: int) -> Any:
     """The request's JSON body ({} when empty). A body must say `Content-Type: application/json`:
     a form or text/plain body (which any site may post) is refused with 415 before it is read."""
     declared = request.headers.get("content-type", "").split(";")[0].strip().casefold()
@@ -136,8 +136,8 @@ async def body_data(request: Request) -> Any:
     chunks, size = [], 0
     async for chunk in request.stream():  # read no further than the limit
         size += len(chunk)
-        if size > MAX_BODY:
-            raise ValidationError(f"body: over the limit of {MAX_BODY} bytes")
+        if size > max_body:
+            raise BodyTooLargeError(f"body: over the limit of {max_body} bytes (the server's --max-body)")
         chunks.append(chunk)
     raw = b"".join(chunks)
     if not raw.strip():
@@ -159,6 +159,16 @@ def _no_constant(name: str) -> Any:
 
 class RateLimitedError(MemlociError):
     code = "RATE_LIMITED"
+
+
+class BodyTooLargeError(MemlociError):
+    code = "TOO_LARGE"
+    default_hint = "Send less in one request."
+
+
+class ShuttingDownError(MemlociError):
+    code = "SHUTTING_DOWN"
+    default_hint = f"Retry in {RETRY_AFTER_SECONDS} s, once the server is back."
 
 
 def sign_in_key(request: Request) -> str:
@@ -186,10 +196,21 @@ def check_rate(request: Request, who: Who | None, limiter: RateLimiter) -> None:
                                details={"retry_after": seconds})
 
 
+@dataclass(frozen=True)
+class Serving:
+    """What every endpoint is served with: the tokens' rate, the body limit (--max-body), and
+    whether a shutdown was asked for (then a write is refused with 503, as /mcp's calls are)."""
+
+    limiter: RateLimiter = field(default_factory=lambda: RateLimiter(0))
+    max_body: int = 4 * 1024 * 1024
+    stopping: Callable[[], bool] = lambda: False
+
+
 def serve(endpoints: dict[str, Endpoint], service: MemoryService, access: Access, server: Any,
-          changed: Callable[[], None], limiter: RateLimiter) -> Callable[[Request], Any]:
+          changed: Callable[[], None], serving: Serving) -> Callable[[Request], Any]:
     """The Starlette endpoint of one path: `endpoints` by method. `changed()` is called after a
     write (the live events' nudge)."""
+    limiter = serving.limiter
     async def handle(request: Request) -> Response:
         endpoint = endpoints[request.method if request.method != "HEAD" else "GET"]
         started = time.monotonic()
@@ -212,7 +233,11 @@ def serve(endpoints: dict[str, Endpoint], service: MemoryService, access: Access
             query = checked(endpoint.query, query_data(request, endpoint.query), "parameter") if endpoint.query else None
             if who is not None and endpoint.signed_in:
                 access.check_csrf(request, who)
-            body = checked(endpoint.body, await body_data(request), "field") if endpoint.body else None
+            if endpoint.writes and serving.stopping():
+                raise ShuttingDownError("the server is shutting down: it answers the calls already running and "
+                                        "takes no new changes; nothing was done", details={
+                                            "retry_after": RETRY_AFTER_SECONDS})
+            body = checked(endpoint.body, await body_data(request, serving.max_body), "field") if endpoint.body else None
             context = Context(service, who, request, access, dict(request.path_params), limiter)
             server.calls_in_flight += 1  # a shutdown's drain waits for it, as for a tool call
             try:
