@@ -387,6 +387,29 @@ def test_sigterm_with_an_event_stream_open_exits_cleanly(tmp_path):
     assert "Traceback" not in log and " ERROR " not in log and "ERROR:" not in log, log
 
 
+def test_one_caller_keeps_at_most_eight_event_streams_open(opened):
+    import contextlib
+
+    from memloci.http.dashboard.events import STREAMS_PER_CALLER
+
+    server, _ = opened
+    lines = []  # each stream's line reader, kept: a reader let go closes its stream
+    with contextlib.ExitStack() as streams:
+        for _ in range(STREAMS_PER_CALLER):
+            sse = streams.enter_context(httpx2.Client(base_url=base(server), timeout=30))
+            lines.append(streams.enter_context(sse.stream("GET", "/api/events")).iter_lines())
+            assert next(lines[-1]) == ": ready"
+        refused = httpx2.get(base(server) + "/api/events", timeout=30)
+        assert refused.status_code == 429 and refused.json()["error"]["code"] == "RATE_LIMITED", refused.text
+    deadline = time.monotonic() + 30  # the streams closed: a new one opens
+    while True:
+        with httpx2.Client(base_url=base(server), timeout=30) as sse, sse.stream("GET", "/api/events") as stream:
+            if stream.status_code == 200:
+                break
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
+
+
 def test_memloci_ui_starts_a_loopback_server_or_finds_the_one_running(tmp_path):
     import signal
     import subprocess

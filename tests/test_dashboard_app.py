@@ -359,3 +359,15 @@ def test_the_body_limit_and_a_shutdown_s_refusal_of_writes_are_those_of_mcp(tmp_
         assert refused.headers["retry-after"] == "5"
         assert client.get("/api/memories").json()["total"] == 1  # reads are still answered
     registry.close()
+
+
+def test_a_preview_lists_its_first_items_as_the_tools_do_with_the_count(dashboard):
+    from memloci.mcp.maintenance import ITEMS_SHOWN
+
+    client, service, _ = dashboard
+    for i in range(ITEMS_SHOWN + 3):
+        service.store_memory(f"old note {i}", tags=["old"], library="team")
+    made = client.post("/api/previews", json={"library": "team", "operation": "delete_by_tag",
+                                              "arguments": {"tags": ["old"]}}).json()["preview"]
+    kept = client.get(f"/api/previews/{made['id']}", params={"library": "team"}).json()
+    assert len(kept["items"]) == ITEMS_SHOWN and kept["count"] == ITEMS_SHOWN + 3 and kept["items_not_shown"] == 3

@@ -10,7 +10,7 @@ from memloci.core.model import Entity, ObservationBatch
 from memloci.http.dashboard import models as m
 from memloci.http.dashboard.endpoint import Context, Endpoint, checked
 from memloci.http.dashboard.render import body_html
-from memloci.mcp.maintenance import listed
+from memloci.mcp.maintenance import ITEMS_SHOWN, listed
 from memloci.service import browse
 from memloci.service.documents import prose
 from memloci.service.history import names_observations
@@ -123,7 +123,10 @@ def make_preview(ctx: Context, q: Any, b: m.NewPreview) -> dict[str, Any]:
 
 def get_preview(ctx: Context, q: m.LibraryQuery, body: Any) -> dict[str, Any]:
     library = ctx.library(q.library, "read", "reading a preview")
-    return {"library": library, **browse.preview(ctx.service, ctx.params["id"], library)}
+    kept = browse.preview(ctx.service, ctx.params["id"], library)
+    items = kept["items"]  # the first ITEMS_SHOWN, as the tools list them; executing acts on every one
+    return {"library": library, **kept, "items": items[:ITEMS_SHOWN], "count": len(items),
+            **({"items_not_shown": len(items) - ITEMS_SHOWN} if len(items) > ITEMS_SHOWN else {})}
 
 
 def execute_preview(ctx: Context, q: Any, b: m.LibraryBody) -> dict[str, Any]:
@@ -158,7 +161,8 @@ ROUTES: list[Endpoint] = [
              body=m.NewPreview, answer='{"preview": {"id", "items", ...as the tool\'s dry_run reply}}', writes=True,
              tags=("previews",)),
     Endpoint("GET", "/api/previews/{id:int}", get_preview, "One preview with its items", query=m.LibraryQuery,
-             answer='{"id", "operation", "items", ...}', tags=("previews",)),
+             answer='{"id", "operation", "items" (the first 200), "count", "items_not_shown"?, ...}',
+             tags=("previews",)),
     Endpoint("POST", "/api/previews/{id:int}/execute", execute_preview,
              "Execute a preview exactly; 409 when a memory changed since", body=m.LibraryBody,
              answer='{"executed", "change_id", ...}', writes=True, tags=("previews",)),

@@ -11,6 +11,7 @@ http/app.py), so it never holds a shutdown up."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from collections.abc import AsyncIterator
@@ -30,6 +31,7 @@ from memloci.service.facade import MemoryService
 POLL_SECONDS = 1.0
 PING_SECONDS = 15.0
 READ_AT_ONCE = 100  # journal entries read per library and poll
+STREAMS_PER_CALLER = 8  # event streams one token (or, in open mode, one address) keeps open at once
 STOP_GRACE_SECONDS = 2.0  # at shutdown, how long a stream has to end on its own before it is cut
 
 
@@ -86,7 +88,18 @@ def new_entries(service: MemoryService, seen: dict[str, int]) -> list[dict[str, 
     return out
 
 
+class TooManyStreamsError(MemlociError):
+    code = "RATE_LIMITED"
+    default_hint = "Close another tab of the dashboard (each keeps one stream open)."
+
+
+def caller_key(request: Request, who: Who) -> str:
+    return who.name if who.name else f"(address {request.client.host if request.client else 'unknown'})"
+
+
 def events_endpoint(service: MemoryService, access: Access, changes: Changes) -> Any:
+    open_streams: dict[str, int] = {}  # caller -> streams open (kept on the event loop only)
+
     async def events(request: Request) -> Response:
         who = await access.who(request)
         refusal = refused(who)
@@ -95,6 +108,9 @@ def events_endpoint(service: MemoryService, access: Access, changes: Changes) ->
                 check_site(request, who)
             except MemlociError as exc:
                 refusal = exc
+        if refusal is None and who is not None and open_streams.get(caller_key(request, who), 0) >= STREAMS_PER_CALLER:
+            refusal = TooManyStreamsError(f"{caller_key(request, who)} has {STREAMS_PER_CALLER} event streams open, "
+                                          "the most one caller may")
         if refusal is not None:
             return error_response(refusal)
         assert who is not None
@@ -111,6 +127,19 @@ def events_endpoint(service: MemoryService, access: Access, changes: Changes) ->
 
     async def stream(request: Request, who: Who, seen: dict[str, int],
                      stopping: anyio.Event) -> AsyncIterator[ServerSentEvent]:
+        key = caller_key(request, who)
+        open_streams[key] = open_streams.get(key, 0) + 1
+        try:
+            async with contextlib.aclosing(changes_of(request, who, seen, stopping)) as stream_of:
+                async for event in stream_of:
+                    yield event
+        finally:
+            open_streams[key] -= 1
+            if not open_streams[key]:
+                del open_streams[key]
+
+    async def changes_of(request: Request, who: Who, seen: dict[str, int],
+                         stopping: anyio.Event) -> AsyncIterator[ServerSentEvent]:
         yield ServerSentEvent(comment="ready")
         ping_at = time.monotonic() + PING_SECONDS
         while True:
