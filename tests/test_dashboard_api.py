@@ -268,9 +268,12 @@ def test_sign_in_sets_an_http_only_strict_cookie_and_sign_out_ends_it(guarded):
     client = httpx2.Client(base_url=base(server), timeout=30)
     answer = client.post("/api/session", json={"token": tokens["writer"]})
     cookie = answer.headers["set-cookie"]
-    assert cookie.startswith("memloci_session=") and "HttpOnly" in cookie and "SameSite=strict" in cookie.replace(
-        "Strict", "strict") and "Path=/" in cookie
+    assert cookie.startswith(f"memloci_session_{server.port}=") and "HttpOnly" in cookie  # the port's own name
+    assert "SameSite=strict" in cookie.replace("Strict", "strict") and "Path=/" in cookie and "Secure" not in cookie
     assert tokens["writer"] not in cookie
+    proxied = httpx2.post(f"{base(server)}/api/session", json={"token": tokens["writer"]},
+                          headers={"x-forwarded-proto": "https"})  # a proxy on this machine ends TLS
+    assert "Secure" in proxied.headers["set-cookie"], proxied.headers
     me = answer.json()
     assert me["signed_in"] and me["name"] == "writer" and me["libraries"] == [
         {"name": "team", "engine": "sqlite", "read": True, "write": True}]

@@ -222,8 +222,9 @@ def test_an_entity_whose_name_holds_a_slash_is_opened_and_its_observations_chang
 
 
 def test_another_site_can_neither_sign_a_browser_in_nor_read_through_it(tmp_path):
-    from memloci.http.dashboard.auth import SESSION_COOKIE
     from memloci.http.tokens import StoredTokenVerifier, TokenStore
+
+    cookie = "memloci_session_8001"  # the server's port: another server on this machine has its own
 
     tokens = TokenStore(tmp_path / "tokens.json")
     secret = tokens.create("reader", ["team:read"])
@@ -239,19 +240,19 @@ def test_another_site_can_neither_sign_a_browser_in_nor_read_through_it(tmp_path
                                                                       "sec-fetch-site": "same-site"})]
         assert [f.status_code for f in foreign] == [415, 403, 403], [f.text for f in foreign]
         assert [f.json()["error"]["code"] for f in foreign] == ["UNSUPPORTED_MEDIA_TYPE", "CSRF", "CSRF"]
-        assert SESSION_COOKIE not in client.cookies
+        assert cookie not in client.cookies
         own = {"origin": BASE, "sec-fetch-site": "same-origin"}
         first = client.post("/api/session", json={"token": secret}, headers=own)
         assert first.status_code == 200 and first.json()["signed_in"], first.text
-        old = client.cookies[SESSION_COOKIE]
+        old = client.cookies[cookie]
         assert client.post("/api/session", json={"token": secret}, headers=own).status_code == 200
-        assert client.cookies[SESSION_COOKIE] != old
-        new = client.cookies[SESSION_COOKIE]
+        assert client.cookies[cookie] != old
+        new = client.cookies[cookie]
         client.cookies.clear()
-        client.cookies.set(SESSION_COOKIE, old)  # the session before a new sign-in is over
+        client.cookies.set(cookie, old)  # the session before a new sign-in is over
         assert client.get("/api/session").json()["signed_in"] is False
         client.cookies.clear()
-        client.cookies.set(SESSION_COOKIE, new)
+        client.cookies.set(cookie, new)
         assert client.get("/api/session").json()["signed_in"] is True
     registry.close()
 

@@ -13,7 +13,7 @@ from memloci import __version__
 from memloci.core.errors import MemlociError
 from memloci.core.model import JournalEntry, Memory, MemoryFilter
 from memloci.http.dashboard import models as m
-from memloci.http.dashboard.auth import SESSION_COOKIE, SESSION_SECONDS, UnauthorizedError, Who
+from memloci.http.dashboard.auth import SESSION_SECONDS, UnauthorizedError, Who, session_cookie
 from memloci.http.dashboard.endpoint import Context, Endpoint, sign_in_key
 from memloci.http.dashboard.found import search
 from memloci.http.scopes import TokenCaller
@@ -46,13 +46,16 @@ def get_session(ctx: Context, query: Any, body: Any) -> dict[str, Any]:
 
 
 def sign_in(ctx: Context, query: Any, body: m.SignIn) -> dict[str, Any]:
-    started = anyio.from_thread.run(ctx.access.sign_in, body.token, ctx.request.cookies.get(SESSION_COOKIE))
+    cookie = session_cookie(ctx.request)
+    started = anyio.from_thread.run(ctx.access.sign_in, body.token, ctx.request.cookies.get(cookie))
     if started is None:
         ctx.limiter.take(sign_in_key(ctx.request))  # only failures count: see endpoint.check_rate
         raise UnauthorizedError("token: not a valid token (unknown, revoked or expired)",
                                 hint="Create one with memloci token create NAME --scope LIBRARY:read")
     session_id, session, grant = started
-    ctx.set_cookies.append({"key": SESSION_COOKIE, "value": session_id, "max_age": SESSION_SECONDS, "path": "/",
+    # Secure over https, also behind a proxy on this machine that says so (X-Forwarded-Proto:
+    # uvicorn takes it from 127.0.0.1 only, its forwarded_allow_ips default)
+    ctx.set_cookies.append({"key": cookie, "value": session_id, "max_age": SESSION_SECONDS, "path": "/",
                             "httponly": True, "samesite": "strict", "secure": ctx.request.url.scheme == "https"})
     ctx.who = Who(TokenCaller(grant), "cookie", session.csrf)  # the answer is the new session's
     ctx.request.scope["memloci.who"] = ctx.who
@@ -61,7 +64,7 @@ def sign_in(ctx: Context, query: Any, body: m.SignIn) -> dict[str, Any]:
 
 def sign_out(ctx: Context, query: Any, body: Any) -> dict[str, Any]:
     anyio.from_thread.run_sync(ctx.access.sign_out, ctx.request)  # the sessions are kept on the event loop only
-    ctx.delete_cookies.append(SESSION_COOKIE)
+    ctx.delete_cookies.append(session_cookie(ctx.request))
     return {"signed_in": False}
 
 

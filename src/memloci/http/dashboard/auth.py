@@ -31,11 +31,19 @@ from starlette.requests import Request
 from memloci.core.errors import MemlociError
 from memloci.http.scopes import TokenCaller
 
-SESSION_COOKIE = "memloci_session"
+SESSION_COOKIE = "memloci_session"  # + "_" + the server's port: see session_cookie
 CSRF_HEADER = "x-csrf-token"
 SESSION_SECONDS = 12 * 3600
 MAX_SESSIONS = 10_000  # sessions kept at once; the oldest goes first
 SAFE_METHODS = ("GET", "HEAD")
+
+
+def session_cookie(request: Request) -> str:
+    """The session cookie's name on this server: `memloci_session_<port>`. A browser keeps
+    cookies by host, not by port, so two servers on one machine (two `memloci ui`) must not
+    share a name, or signing in to one signs the other out."""
+    port = request.url.port or (443 if request.url.scheme == "https" else 80)
+    return f"{SESSION_COOKIE}_{port}"
 
 
 class UnauthorizedError(MemlociError):
@@ -130,7 +138,7 @@ class Access:
         return session_id, session, grant
 
     def sign_out(self, request: Request) -> None:
-        self.sessions.pop(request.cookies.get(SESSION_COOKIE, ""), None)
+        self.sessions.pop(request.cookies.get(session_cookie(request), ""), None)
 
     async def who(self, request: Request) -> Who | None:
         """The caller of `request`, or None: not signed in (401, unless open mode)."""
@@ -140,7 +148,7 @@ class Access:
             if grant is not None:
                 return Who(TokenCaller(grant), "bearer", None)
             return None if not self.is_open() else Who(None, "open", self.open_csrf)
-        session_id = request.cookies.get(SESSION_COOKIE)
+        session_id = request.cookies.get(session_cookie(request))
         session = self.sessions.get(session_id) if session_id else None
         if session is not None:
             grant = await self.verify(session.token) if session.expires > self.clock() else None
