@@ -372,3 +372,29 @@ def test_a_preview_lists_its_first_items_as_the_tools_do_with_the_count(dashboar
                                               "arguments": {"tags": ["old"]}}).json()["preview"]
     kept = client.get(f"/api/previews/{made['id']}", params={"library": "team"}).json()
     assert len(kept["items"]) == ITEMS_SHOWN and kept["count"] == ITEMS_SHOWN + 3 and kept["items_not_shown"] == 3
+
+
+def test_memory_pages_in_every_order_are_read_a_page_at_a_time_and_bounded(dashboard, monkeypatch):
+    from memloci.core.errors import ValidationError
+    from memloci.core.model import MemoryFilter
+    from memloci.service import browse
+
+    _, service, _ = dashboard
+    importances = ["low", "critical", "medium", "high", "low", "critical", "medium"]
+    for i, importance in enumerate(importances):
+        service.store_memory(f"note {i}", importance=importance, library="team")
+    every, total = service.list_memories(page=1, page_size=100, library="team")  # newest first
+    expected = {"newest": every, "oldest": every[::-1],
+                "importance": sorted(every, key=lambda m: browse.IMPORTANCE_RANK[m.importance]),
+                "uses": every}
+    monkeypatch.setattr(browse, "READ_PAGE", 2)  # several reads for 7 memories
+    for sort, order in expected.items():
+        for zone in (None, "active"):
+            for page in (1, 2, 3):
+                got, count = browse.memory_page(service, filters=MemoryFilter(), zone=zone, sort=sort, page=page,
+                                                page_size=3, library="team")
+                assert count == total and got == order[(page - 1) * 3:page * 3], (sort, zone, page)
+    monkeypatch.setattr(browse, "SCAN_MAX", 5)
+    with pytest.raises(ValidationError, match="^sort: at most 5 memories"):
+        browse.memory_page(service, filters=MemoryFilter(), sort="importance", library="team")
+    assert len(browse.memory_page(service, filters=MemoryFilter(), sort="oldest", library="team")[0]) == 7

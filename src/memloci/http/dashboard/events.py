@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 import json
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any
 
 import anyio
@@ -139,7 +139,7 @@ def events_endpoint(service: MemoryService, access: Access, changes: Changes) ->
                 del open_streams[key]
 
     async def changes_of(request: Request, who: Who, seen: dict[str, int],
-                         stopping: anyio.Event) -> AsyncIterator[ServerSentEvent]:
+                         stopping: anyio.Event) -> AsyncGenerator[ServerSentEvent, None]:
         yield ServerSentEvent(comment="ready")
         ping_at = time.monotonic() + PING_SECONDS
         while True:
