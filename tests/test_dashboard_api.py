@@ -268,9 +268,12 @@ def test_sign_in_sets_an_http_only_strict_cookie_and_sign_out_ends_it(guarded):
     client = httpx2.Client(base_url=base(server), timeout=30)
     answer = client.post("/api/session", json={"token": tokens["writer"]})
     cookie = answer.headers["set-cookie"]
-    assert cookie.startswith("memloci_session=") and "HttpOnly" in cookie and "SameSite=strict" in cookie.replace(
-        "Strict", "strict") and "Path=/" in cookie
+    assert cookie.startswith(f"memloci_session_{server.port}=") and "HttpOnly" in cookie  # the port's own name
+    assert "SameSite=strict" in cookie.replace("Strict", "strict") and "Path=/" in cookie and "Secure" not in cookie
     assert tokens["writer"] not in cookie
+    proxied = httpx2.post(f"{base(server)}/api/session", json={"token": tokens["writer"]},
+                          headers={"x-forwarded-proto": "https"})  # a proxy on this machine ends TLS
+    assert "Secure" in proxied.headers["set-cookie"], proxied.headers
     me = answer.json()
     assert me["signed_in"] and me["name"] == "writer" and me["libraries"] == [
         {"name": "team", "engine": "sqlite", "read": True, "write": True}]
@@ -315,9 +318,9 @@ def test_a_read_token_cannot_write_through_the_api(guarded):
         ("PATCH", "/api/memories/{hash}"): {"json": {**team, "content": "changed"}},
         ("DELETE", "/api/memories/{hash}"): {"params": team},
         ("POST", "/api/history/{id:int}/undo"): {"json": team},
-        ("POST", "/api/entities/{name}/observations"): {"json": {**team, "contents": ["x"]}},
-        ("DELETE", "/api/entities/{name}/observations"): {"json": {**team, "contents": ["x"]}},
-        ("PATCH", "/api/entities/{name}/observations"): {"json": {**team, "old": "x", "new": "y"}},
+        ("POST", "/api/entities/{name:path}/observations"): {"json": {**team, "contents": ["x"]}},
+        ("DELETE", "/api/entities/{name:path}/observations"): {"json": {**team, "contents": ["x"]}},
+        ("PATCH", "/api/entities/{name:path}/observations"): {"json": {**team, "old": "x", "new": "y"}},
         ("POST", "/api/previews"): {"json": {**team, "operation": "cleanup_duplicates"}},
         ("POST", "/api/previews/{id:int}/execute"): {"json": team},
     }
@@ -325,7 +328,7 @@ def test_a_read_token_cannot_write_through_the_api(guarded):
     for client in (reader, bearer):
         answers = []
         for (method, path), arguments in writes.items():
-            url = path.replace("{hash}", content_hash).replace("{id:int}", str(history[0]["id"])).replace("{name}", "X")
+            url = path.replace("{hash}", content_hash).replace("{id:int}", str(history[0]["id"])).replace("{name:path}", "X")
             answers.append(client.request(method, url, **arguments))
         for answer in answers:
             assert answer.status_code == 403, answer.text
@@ -367,21 +370,47 @@ def test_sigterm_with_an_event_stream_open_exits_cleanly(tmp_path):
     server = Server(tmp_path)
     ended = threading.Event()
     opened_stream = threading.Event()
+    failed: list[str] = []
 
     def listen() -> None:
         try:
             with httpx2.Client(base_url=base(server), timeout=120) as sse, sse.stream("GET", "/api/events") as stream:
                 for _ in stream.iter_lines():
                     opened_stream.set()
-        except httpx2.HTTPError:
-            pass
+        except httpx2.HTTPError as exc:
+            failed.append(repr(exc))
         ended.set()
 
     threading.Thread(target=listen, daemon=True).start()
     assert opened_stream.wait(30)
     assert server.stop() == 0  # the stream did not hold the drain up, and the exit is clean
     assert ended.wait(30)
-    assert "Traceback" not in server.log.read_text()
+    assert failed == []  # the stream's body ended as a body ends, not cut mid-transfer
+    log = server.log.read_text()
+    assert "Traceback" not in log and " ERROR " not in log and "ERROR:" not in log, log
+
+
+def test_one_caller_keeps_at_most_eight_event_streams_open(opened):
+    import contextlib
+
+    from memloci.http.dashboard.events import STREAMS_PER_CALLER
+
+    server, _ = opened
+    lines = []  # each stream's line reader, kept: a reader let go closes its stream
+    with contextlib.ExitStack() as streams:
+        for _ in range(STREAMS_PER_CALLER):
+            sse = streams.enter_context(httpx2.Client(base_url=base(server), timeout=30))
+            lines.append(streams.enter_context(sse.stream("GET", "/api/events")).iter_lines())
+            assert next(lines[-1]) == ": ready"
+        refused = httpx2.get(base(server) + "/api/events", timeout=30)
+        assert refused.status_code == 429 and refused.json()["error"]["code"] == "RATE_LIMITED", refused.text
+    deadline = time.monotonic() + 30  # the streams closed: a new one opens
+    while True:
+        with httpx2.Client(base_url=base(server), timeout=30) as sse, sse.stream("GET", "/api/events") as stream:
+            if stream.status_code == 200:
+                break
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
 
 
 def test_memloci_ui_starts_a_loopback_server_or_finds_the_one_running(tmp_path):

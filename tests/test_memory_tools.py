@@ -70,6 +70,8 @@ def test_update_delete_list_and_journal(home):
         memory = updated["memory"]
         assert memory["content"] == "Deploys go out on Thursdays" and memory["tags"] == ["ops", "schedule"]
         assert memory["importance"] == "low" and memory["metadata"] == {"source": "standup"}
+        refused = await c.error("store_memory", content="a number JSON lacks", metadata='{"ratio": NaN}')
+        assert refused["code"] == "VALIDATION_ERROR" and refused["message"].startswith("metadata.ratio:"), refused
         assert updated["content_hash"] != stored["content_hash"]
         found, _ = await c.ok("retrieve_memory", query="which weekday do we deploy", n_results=1)
         assert found["memories"][0]["content"] == "Deploys go out on Thursdays"

@@ -169,3 +169,36 @@ def test_two_servers_editing_one_note_both_land(engine):
     body = second.open_nodes(["log"]).entities[0].body
     assert sorted(line for line in body.splitlines() if line.startswith("- ")) == sorted(
         f"- {who} {i}" for who in ("one", "two") for i in range(6))
+
+
+def test_correct_observation_changes_that_observation_in_place_in_one_entry(engine):
+    s = engine.service
+    s.add_entities([NewEntityDocument("svc", "service", content="Runs nightly.\n\n## Notes\n- a note, not an observation\n")])
+    s.add_observations([ObservationBatch("svc", ("runs on Tuesday", "two lines\nof text", "owned by ops"))])
+    before = text_of(s, "svc")
+
+    def observations() -> list[str]:
+        return [o.content for o in s.open_nodes(["svc"]).entities[0].observations]
+
+    done = s.correct_observation("svc", "runs on Tuesday", "runs on Wednesday\n- not a second one\n## Nor a heading")
+    assert done["changed"] and done["change_id"] == s.history(limit=1)[0].id
+    assert s.history(limit=1)[0].action == "correct_observation"
+    assert observations() == ["runs on Wednesday\n- not a second one\n## Nor a heading", "two lines\nof text",
+                              "owned by ops"]
+    assert "## Notes\n- a note, not an observation\n" in text_of(s, "svc")
+    second = s.correct_observation("svc", "two lines\nof text", "one line")  # a multi-line one is found
+    assert observations()[1] == "one line"
+    assert s.correct_observation("svc", "owned by ops", "owned by ops") == {"entity": "svc", "changed": False,
+                                                                          "change_id": None}
+    assert observations()[2] == "owned by ops"  # the same text: kept, nothing journaled
+    with pytest.raises(NotFoundError, match="^old: "):
+        s.correct_observation("svc", "a note, not an observation", "x")
+    with pytest.raises(ValidationError, match="^new: .*already has"):
+        s.correct_observation("svc", "one line", "owned by ops")
+    with pytest.raises(ValidationError, match="^new: "):
+        s.correct_observation("svc", "one line", "   ")
+    with pytest.raises(NotFoundError, match="^entity_name: "):
+        s.correct_observation("nobody", "one line", "x")
+    s.undo(second["change_id"])
+    s.undo(done["change_id"])
+    assert text_of(s, "svc") == before

@@ -7,6 +7,7 @@ before anything is written, so a rejected batch changes nothing.
 from __future__ import annotations
 
 import json
+import math
 import re
 import unicodedata
 from collections.abc import Callable, Sequence
@@ -197,9 +198,29 @@ def validate_importance(value: object, field: str = "importance") -> str:
     return value.strip().lower()
 
 
+def _non_finite(value: object, path: str) -> str | None:
+    """The path of the first NaN or infinity within `value`, if any (JSON has no such number)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return path
+    if isinstance(value, dict):
+        items: Sequence[tuple[object, object]] = list(value.items())
+    elif isinstance(value, (list, tuple)):
+        items = list(enumerate(value))
+    else:
+        return None
+    for key, item in items:
+        found = _non_finite(item, f"{path}[{key}]" if isinstance(key, int) else f"{path}.{key}")
+        if found is not None:
+            return found
+    return None
+
+
 def validate_metadata(value: object, field: str = "metadata") -> dict:
     if not isinstance(value, dict):
         raise ValidationError(f"{field}: must be an object, got {type(value).__name__}")
+    where = _non_finite(value, field)
+    if where is not None:
+        raise ValidationError(f"{where}: must be a finite number (JSON has no NaN or Infinity)")
     try:
         size = len(json.dumps(value, ensure_ascii=False).encode())
     except (TypeError, ValueError) as exc:

@@ -36,7 +36,7 @@ from starlette.middleware import Middleware
 from starlette.middleware.authentication import AuthenticationMiddleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse
-from starlette.routing import Mount, Route
+from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from memloci.core.errors import ValidationError
@@ -421,9 +421,13 @@ def build_http_app(server: Any, settings: HttpSettings, *, verifiers: Sequence[T
     routes = [Route("/healthz", health_endpoint(server), methods=["GET"]), Route("/mcp", endpoint=mcp_app), *extra_routes]
     if service is not None:
         from memloci.http.dashboard import dashboard_app
+        from memloci.http.dashboard.endpoint import Serving
 
-        page = dashboard_app(service, server, verifiers=verifiers, open_while=open_while, limiter=limiter)
-        routes.append(Mount("", app=HostOriginCheck(page, security)))  # (it logs its refusals; the API its calls)
+        serving = Serving(limiter, settings.max_body_bytes, lambda: shutdown is not None and shutdown.requested)
+        page = HostOriginCheck(dashboard_app(service, server, verifiers=verifiers, open_while=open_while,
+                                             serving=serving), security)  # (it logs its refusals; the API its calls)
+        # its own paths only, so /mcp/ and /healthz/ still redirect to /mcp and /healthz
+        routes += [Route(path, endpoint=page) for path in ("/", "/static/{file:path}", "/api", "/api/{path:path}")]
     return Starlette(routes=routes, middleware=middleware, lifespan=lifespan)
 
 

@@ -103,6 +103,14 @@ class RateLimiter:
 
     def take(self, caller: str) -> float:
         """0 when the call may go ahead, else the seconds until it may."""
+        return self._take(caller, 1.0)
+
+    def waiting(self, caller: str) -> float:
+        """What `take` would answer, taking nothing: for what only counts once it is known to
+        have failed (a sign-in)."""
+        return self._take(caller, 0.0)
+
+    def _take(self, caller: str, cost: float) -> float:
         if self.per_minute <= 0:
             return 0.0
         rate = self.per_minute / 60.0
@@ -111,7 +119,9 @@ class RateLimiter:
             tokens, then = self._buckets.get(caller, (float(self.per_minute), now))
             tokens = min(float(self.per_minute), tokens + (now - then) * rate)
             if tokens >= 1.0:
-                self._buckets[caller] = (tokens - 1.0, now)
+                if not cost:
+                    return 0.0
+                self._buckets[caller] = (tokens - cost, now)
                 return 0.0
             self._buckets[caller] = (tokens, now)
             return (1.0 - tokens) / rate

@@ -113,6 +113,31 @@ def set_observations(body: str, observations: list[str], dates: dict[str, str] |
     return "".join(before + new + own[at:] + lines[end:])
 
 
+def correct_observation(text: str, old: str, new: str, entity: str) -> str:
+    """`text` (an entity document) with the observation `old` (its list item in `## Observations`)
+    now reading `new`, its date kept; every other byte as it was. NOT_FOUND when no observation
+    reads `old`; VALIDATION_ERROR when another already reads `new`."""
+    doc = outline(text)
+    region = observations_region(doc)
+    items = [(first, stop, *split_date(item))
+             for first, stop, item in (list_items(doc, region[0] + 1, region[1]) if region else [])]
+    found = next((i for i in items if i[2] == old), None)
+    if found is None:
+        raise NotFoundError(f"old: entity '{entity}' has no observation {old!r}",
+                            hint="Give an observation's whole text as the entity lists it; nothing was changed.")
+    if new == old:
+        return text
+    if any(i[2] == new for i in items):
+        raise ValidationError(f"new: entity '{entity}' already has the observation {new!r}",
+                              hint="Delete the old observation instead; nothing was changed.")
+    first, stop, _, date = found
+    lines = doc.lines
+    line = observation_line(new, date)
+    if not lines[stop - 1].endswith("\n"):  # the file's last line: no line break added
+        line = line[:-1]
+    return "".join(lines[:first] + [line] + lines[stop:])
+
+
 def _blank_lead(text: str) -> int:
     """How many characters of blank lines `text` starts with."""
     m = re.match(r"(?:[ \t]*\n)*", text)

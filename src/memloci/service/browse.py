@@ -5,8 +5,10 @@ calls these; each reads through MemoryService, so its rules are the tools'."""
 
 from __future__ import annotations
 
+import heapq
 import json
-from collections.abc import Sequence
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -14,11 +16,13 @@ from memloci.core import schema
 from memloci.core.errors import NotFoundError, ValidationError
 from memloci.core.model import Entity, JournalEntry, Memory, MemoryFilter, Relation
 from memloci.service.facade import MemoryService
+from memloci.service.history import own_changes
 
 SORTS = ("newest", "oldest", "importance", "uses")
 ZONES = ("active", "stale", "archive_candidate")
 IMPORTANCE_RANK = {"critical": 0, "high": 1, "medium": 2, "low": 3}
-READ_PAGE = 1_000  # memories read at a time when a zone or an order needs every one
+READ_PAGE = 1_000  # memories read at a time when a zone or an order needs more than one page
+SCAN_MAX = 50_000  # memories within the filters a zone or an order other than newest reads at most
 
 
 def memory_page(service: MemoryService, *, filters: MemoryFilter, time: str | None = None, zone: str | None = None,
@@ -26,7 +30,10 @@ def memory_page(service: MemoryService, *, filters: MemoryFilter, time: str | No
                 library: str | None = None) -> tuple[list[Memory], int]:
     """One page of memories within `filters` (and `time`, a phrase), of retention `zone` if
     given, in `sort` order: newest, oldest, importance (critical first, then newest) or uses
-    (most used first, then newest)."""
+    (most used first, then newest). Newest first is the store's own page; oldest first without
+    a zone reads the one or two pages it needs; a zone, importance or uses read the memories a
+    page at a time keeping only the page asked for (memory bounded by page x page_size), and
+    are refused beyond SCAN_MAX memories within the filters (narrow them)."""
     if sort not in SORTS:
         raise ValidationError(f"sort: must be one of {', '.join(SORTS)}, got {sort!r}")
     if zone is not None and zone not in ZONES:
@@ -35,24 +42,58 @@ def memory_page(service: MemoryService, *, filters: MemoryFilter, time: str | No
     page_size = schema.check_int(page_size, "page_size", 1, schema.PAGE_MAX)
     if sort == "newest" and zone is None:
         return service.list_memories(page=page, page_size=page_size, filters=filters, time=time, library=library)
-    every: list[Memory] = []
-    at = 1
-    while True:
-        found, total = service.list_memories(page=at, page_size=READ_PAGE, filters=filters, time=time, library=library)
-        every += found
-        if not found or len(every) >= total:
-            break
-        at += 1
-    if zone is not None:
-        every = [m for m in every if service.zone_of(m).replace("-", "_") == zone]
-    if sort == "oldest":
-        every.reverse()
-    elif sort == "importance":
-        every.sort(key=lambda m: IMPORTANCE_RANK.get(m.importance, len(IMPORTANCE_RANK)))  # stable: newest first within
-    elif sort == "uses":
-        every.sort(key=lambda m: -m.access_count)
-    start = (page - 1) * page_size
-    return every[start:start + page_size], len(every)
+    start, wanted = (page - 1) * page_size, page * page_size
+
+    def newest_first(first: int = 1) -> Iterator[tuple[int, Memory]]:
+        """(position newest first, memory), from page `first` of READ_PAGE on."""
+        at, seen = first, (first - 1) * READ_PAGE
+        while True:
+            found, total = service.list_memories(page=at, page_size=READ_PAGE, filters=filters, time=time,
+                                                 library=library)
+            if zone is not None or sort not in ("newest", "oldest"):
+                if total > SCAN_MAX:
+                    raise ValidationError(f"{'zone' if zone is not None else 'sort'}: at most {SCAN_MAX} memories "
+                                          f"are read for it, and {total} are within these filters",
+                                          hint="Narrow the list by tag, type or dates, or sort by newest.")
+            for memory in found:
+                yield seen, memory
+                seen += 1
+            if not found or seen >= total:
+                return
+            at += 1
+
+    if sort == "oldest" and zone is None:  # newest-first positions [total - wanted, total - start), reversed
+        _, total = service.list_memories(page=1, page_size=1, filters=filters, time=time, library=library)
+        low, high = max(0, total - wanted), max(0, total - start)
+        window = []
+        for position, memory in newest_first(low // READ_PAGE + 1):
+            if position >= high:
+                break
+            if position >= low:
+                window.append(memory)
+        return window[::-1], total
+    matching = ((i, m) for i, m in newest_first() if zone is None or service.zone_of(m).replace("-", "_") == zone)
+    count = 0
+
+    def counted() -> Iterator[tuple[int, Memory]]:
+        nonlocal count
+        for item in matching:
+            count += 1
+            yield item
+
+    if sort == "newest":
+        kept = [m for i, (_, m) in enumerate(counted()) if start <= i < wanted]
+    elif sort == "oldest":
+        last = deque(counted(), maxlen=wanted)  # the oldest `wanted`, newest first
+        kept = [m for _, m in reversed(last)][start:wanted]
+    else:
+        def key(item: tuple[int, Memory]) -> tuple[int, int]:
+            position, m = item
+            first = IMPORTANCE_RANK.get(m.importance, len(IMPORTANCE_RANK)) if sort == "importance" else -m.access_count
+            return first, position  # ties: newest first
+
+        kept = [m for _, m in heapq.nsmallest(wanted, counted(), key=key)][start:]
+    return kept, count
 
 
 def one_memory(service: MemoryService, content_hash: str, library: str | None = None) -> Memory:
@@ -76,10 +117,12 @@ def newest_change(service: MemoryService, library: str | None) -> int:
     return entries[0].id if entries else 0
 
 
-def changes_since(service: MemoryService, since: int, actions: Sequence[str], library: str | None) -> list[int]:
-    """The ids of the journal entries of these actions after `since`, oldest first: a call's own
-    (another writer's change of the same kind at the same moment would be listed too)."""
-    return sorted(e.id for e in service.history(limit=50, library=library) if e.id > since and e.action in actions)
+def changes_since(service: MemoryService, since: int, actions: Sequence[str], library: str | None,
+                  names: Callable[[JournalEntry], bool]) -> list[int]:
+    """The ids of the journal entries after `since` of these actions that `names` (service/history.py
+    names_memory, names_observations: what the call changed), oldest first: the call's own,
+    never another writer's change of the same moment."""
+    return own_changes(service.history(limit=50, library=library), since, actions, names)
 
 
 @dataclass(frozen=True)

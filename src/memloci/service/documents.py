@@ -31,6 +31,15 @@ from memloci.store.protocols import FolderLibrary
 MANUAL_TITLE = "# Library manual\n"
 
 
+def prose(body: str) -> str:
+    """An entity's body without the `## Observations` list a Markdown library renders into it
+    (engines differ on keeping that list in the body), as the entity document holds it
+    (`kept_body`: a Markdown file ends in one line break where SQLite and PostgreSQL keep the
+    body's end as given). "" for an entity that is observations only: what is a note (prose of
+    its own) and what a page shows as its text, the same on every engine."""
+    return md.kept_body(md.remove_empty_section(md.set_observations(body, []), "Observations"))
+
+
 @dataclass(frozen=True, slots=True)
 class NewEntityDocument:
     name: str
@@ -201,6 +210,28 @@ class DocumentOperations:
         return self._edit(entity_name, library, "replace_entity_content",
                           lambda t: md.replace_exact(t, old_content, new_content),
                           {"removed": old_content, "added": new_content})
+
+    def correct_observation(self, entity_name: str, old: str, new: str, *,
+                            library: str | ProjectRef | None = None) -> dict[str, Any]:
+        """Change the text of the entity's observation `old` to `new`, in place: the list item
+        of that one observation is rewritten (its date kept), nothing else in the document.
+        `new` passes add_observations' rules and stays one observation (a line break in it is
+        a continuation line, never a new item or heading). One journal entry on every engine:
+        {"entity", "changed", "change_id"} (`changed` False, no entry: `new` is `old`)."""
+        schema.validate_names([entity_name], "entity_name")
+        old = schema.clean_text(old, "old")
+        new = schema.clean_text(new, "new")
+        with self.stores.writing(library) as store:
+            store.schema.check_observation(new, "new")
+            reached = store.entity_names([entity_name.strip()])
+            if not reached:
+                raise NotFoundError(f"entity_name: '{entity_name.strip()}' does not exist",
+                                    hint="Check the name with search_nodes; nothing was changed.")
+            name = entity_name_of(store, entity_name.strip(), "entity_name")
+            done = store.edit_documents([(name, lambda text: md.correct_observation(text, old, new, name))],
+                                        origin="correct_observation", action="correct_observation",
+                                        detail={"entity": name, "removed": old, "added": new})
+        return {"entity": name, "changed": done.change_id is not None, "change_id": done.change_id}
 
     def replace_entity_section(self, entity_name: str, old_heading: str, new_heading: str, new_body_content: str,
                                *, library: str | ProjectRef | None = None) -> dict[str, Any]:

@@ -272,22 +272,23 @@ class MemoryService:
                         tags: Sequence[str] = (), match_all: bool = False, memory_type: str | None = None,
                         entity: str | None = None, after: str | None = None, before: str | None = None,
                         time: str | None = None, include_superseded: bool = False, include_archived: bool = False,
-                        library: str | ProjectRef | None = None) -> Retrieval:
+                        library: str | ProjectRef | None = None, count_use: bool = True) -> Retrieval:
+        """`count_use=False`: a person browsing; the hits' use counts (ranking, archive immunity) stay."""
         return self.memories.retrieve_memory(query, n_results=n_results, min_similarity=min_similarity, tags=tags,
                                              match_all=match_all, memory_type=memory_type, entity=entity,
                                              after=after, before=before, time=time,
                                              include_superseded=include_superseded, include_archived=include_archived,
-                                             library=library)
+                                             library=library, count_use=count_use)
 
     def retrieve_memory_across(self, query: str, *, libraries: Sequence[str], n_results: int = 5,
                                min_similarity: float = 0.0, tags: Sequence[str] = (), match_all: bool = False,
                                memory_type: str | None = None, entity: str | None = None, after: str | None = None,
                                before: str | None = None, time: str | None = None, include_superseded: bool = False,
-                               include_archived: bool = False) -> Retrieval:
+                               include_archived: bool = False, count_use: bool = True) -> Retrieval:
         """retrieve_memory over several mounted libraries (`library: "*"` or a list): each library
         ranks its best `n_results`, one ranking keeps the best `n_results` of all (across.py: by
         reciprocal rank, every library's matches before any library's newest-in-range fillers),
-        and each hit names its library. Only the hits kept count as retrieved."""
+        and each hit names its library. Only the hits kept count as retrieved (none: `count_use=False`)."""
         n_results = schema.check_int(n_results, "n_results", 1, schema.SEARCH_LIMIT_MAX)
         names = selection(libraries, self.libraries.names())
         results: list[tuple[str, Retrieval]] = []
@@ -315,7 +316,7 @@ class MemoryService:
         best = (best + listed)[:n_results]
         for name in names:
             kept = [hit.memory.id for library, hit in best if library == name]
-            if kept:
+            if kept and count_use:
                 self.vectors.accesses.record(self.store(name), kept)
         said = {r.note for _, r in results if r.note}
         notes = list(said) if len(said) == 1 and all(r.note for _, r in results) else \
@@ -613,6 +614,10 @@ class MemoryService:
     def replace_entity_content(self, entity_name: str, old_content: str, new_content: str, *,
                                library: str | ProjectRef | None = None) -> dict[str, Any]:
         return self.documents.replace_entity_content(entity_name, old_content, new_content, library=library)
+
+    def correct_observation(self, entity_name: str, old: str, new: str, *,
+                            library: str | ProjectRef | None = None) -> dict[str, Any]:
+        return self.documents.correct_observation(entity_name, old, new, library=library)
 
     def replace_entity_section(self, entity_name: str, old_heading: str, new_heading: str, new_body_content: str,
                                *, library: str | ProjectRef | None = None) -> dict[str, Any]:

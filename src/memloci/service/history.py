@@ -60,6 +60,40 @@ def memory_text(entry: JournalEntry, width: int = 60) -> str | None:
     return " → ".join(shown) or None
 
 
+def undoable(entry: JournalEntry) -> bool:
+    """Whether undo can take the entry back: its record keeps what undo needs (rules/undo.py)."""
+    return bool(entry.detail and isinstance(entry.detail.get("undo"), dict))
+
+
+def names_memory(entry: JournalEntry, content_hash: str) -> bool:
+    """Whether the entry changed the memory `content_hash`: it stored, updated or deleted that
+    one (its `content_hash`, or a memory its undo record puts back)."""
+    detail = entry.detail or {}
+    if detail.get("content_hash") == content_hash:
+        return True
+    kept = detail.get("undo", {}).get("memories", []) if isinstance(detail.get("undo"), dict) else []
+    return any(isinstance(m, dict) and m.get("content_hash") == content_hash for m in kept)
+
+
+def names_observations(entry: JournalEntry, entity: str, texts: Sequence[str], key: str) -> bool:
+    """Whether the entry added (`key` "added") or removed ("removed") exactly `texts` as the
+    entity's observations, or, for a document edit, changed that entity's `key` text."""
+    if entity not in entry.entities:
+        return False
+    listed = (entry.detail or {}).get(key)
+    if isinstance(listed, dict):
+        return sorted(map(str, listed.get(entity, []))) == sorted(texts)
+    return isinstance(listed, str) and [listed] == list(texts)
+
+
+def own_changes(entries: Sequence[JournalEntry], since: int, actions: Sequence[str],
+                names: Callable[[JournalEntry], bool]) -> list[int]:
+    """The ids of the entries after `since` of one of `actions` that `names` (what a call just
+    changed), oldest first: the call's own, never another writer's change of the same kind at
+    the same moment, which names other things; none found: [] (never a guess)."""
+    return sorted(e.id for e in entries if e.id > since and e.action in actions and names(e))
+
+
 def _portable(store: Store) -> PortableStore:
     if not isinstance(store, Portable):
         raise ValidationError(f"library '{store.name}': a {store.kind} library cannot export free memories yet")

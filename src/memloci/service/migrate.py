@@ -129,6 +129,8 @@ def census(store: Store, *, with_vectors: bool) -> Census:
         "memories": sum(1 for m in memories if not m.entity),
         "journal entries": len(journal),
     }
+    from memloci.service.documents import prose  # the Markdown parser only when a migration runs
+
     c.digests = {
         "entity fields and dates": _digest([e.name, e.entity_type, e.created_at, e.updated_at, sorted(e.aliases),
                                             sorted(e.tags), e.metadata, prose(e.body)] for e in graph.entities),
@@ -169,19 +171,11 @@ class Report:
 BODY_TAGS = "body_tags"  # entity metadata the engines derive from #tags (store/sqlite/vault.py)
 
 
-def prose(body: str) -> str:
-    """A body as every engine keeps it, so bodies compare so: without the observations list a
-    Markdown library renders into it (engines differ on keeping that list in the body), and
-    as the entity document holds it (`kept_body`: a Markdown file ends in one line break where
-    SQLite and PostgreSQL keep the body's end as given)."""
-    from memloci.markdown.document import kept_body, remove_empty_section, set_observations
-
-    return kept_body(remove_empty_section(set_observations(body, []), "Observations"))
-
-
 def _has_document(e: Entity) -> bool:
     """Whether the entity holds more than the graph tools write: prose in its body, aliases,
     metadata, tags of its own (not derived from #tags)."""
+    from memloci.service.documents import prose
+
     derived = {t.casefold() for t in e.metadata.get(BODY_TAGS, [])}
     return bool(prose(e.body) or e.aliases or set(e.metadata) - {BODY_TAGS}
                 or any(t.casefold() not in derived for t in e.tags))

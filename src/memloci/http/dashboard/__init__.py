@@ -29,11 +29,10 @@ from starlette.types import ASGIApp
 from memloci.core.errors import NotFoundError, ValidationError
 from memloci.http.dashboard import api, entities
 from memloci.http.dashboard.auth import Access
-from memloci.http.dashboard.endpoint import Context, Endpoint, error_response, serve
+from memloci.http.dashboard.endpoint import Context, Endpoint, Serving, error_response, serve
 from memloci.http.dashboard.events import Changes, events_endpoint
 from memloci.http.dashboard.openapi import spec
 from memloci.http.dashboard.site import SecurityHeaders, index, static_file
-from memloci.http.limits import RateLimiter
 from memloci.service.facade import MemoryService
 
 
@@ -48,17 +47,19 @@ DOCUMENT = spec(ROUTES)
 
 
 def dashboard_app(service: MemoryService, server: Any, *, verifiers: Sequence[TokenVerifier] = (),
-                  open_while: Callable[[], bool] | None = None, limiter: RateLimiter | None = None) -> ASGIApp:
+                  open_while: Callable[[], bool] | None = None, serving: Serving | None = None) -> ASGIApp:
     """The page and the API as one ASGI app (the caller puts the Host/Origin check in front).
-    `verifiers` and `open_while` as /mcp's (http/app.py build_http_app); `limiter`: the tokens'
-    rate, which a signed-in caller's changes and every sign-in take from (none: no limit)."""
+    `verifiers` and `open_while` as /mcp's (http/app.py build_http_app); `serving`: the tokens'
+    rate (which a signed-in caller's changes and each address's failed sign-ins take from), the
+    body limit, the shutdown's state (none: no limit, never stopping)."""
+    serving = serving or Serving()
     access = Access(verifiers, open_while)
     changes = Changes()
     server.change_listeners.append(changes.nudge)  # a tool call's change: the streams read the journal now
     by_path: dict[str, dict[str, Endpoint]] = {}
     for endpoint in ROUTES:
         by_path.setdefault(endpoint.path, {})[endpoint.method] = endpoint
-    routes = [Route(path, serve(methods, service, access, server, changes.nudge, limiter or RateLimiter(0)),
+    routes = [Route(path, serve(methods, service, access, server, changes.nudge, serving),
                     methods=list(methods))
               for path, methods in by_path.items()]
     routes += [Route("/api/events", events_endpoint(service, access, changes), methods=["GET"]),

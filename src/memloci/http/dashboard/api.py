@@ -13,13 +13,13 @@ from memloci import __version__
 from memloci.core.errors import MemlociError
 from memloci.core.model import JournalEntry, Memory, MemoryFilter
 from memloci.http.dashboard import models as m
-from memloci.http.dashboard.auth import SESSION_COOKIE, SESSION_SECONDS, UnauthorizedError, Who
-from memloci.http.dashboard.endpoint import Context, Endpoint
+from memloci.http.dashboard.auth import SESSION_SECONDS, UnauthorizedError, Who, session_cookie
+from memloci.http.dashboard.endpoint import Context, Endpoint, sign_in_key
 from memloci.http.dashboard.found import search
 from memloci.http.scopes import TokenCaller
 from memloci.mcp.memory import listed, memory_out
 from memloci.service import browse
-from memloci.service.history import memory_text
+from memloci.service.history import memory_text, names_memory, undoable
 
 # -- session and libraries -----------------------------------------------------------------
 
@@ -46,12 +46,16 @@ def get_session(ctx: Context, query: Any, body: Any) -> dict[str, Any]:
 
 
 def sign_in(ctx: Context, query: Any, body: m.SignIn) -> dict[str, Any]:
-    started = anyio.from_thread.run(ctx.access.sign_in, body.token)
+    cookie = session_cookie(ctx.request)
+    started = anyio.from_thread.run(ctx.access.sign_in, body.token, ctx.request.cookies.get(cookie))
     if started is None:
+        ctx.limiter.take(sign_in_key(ctx.request))  # only failures count: see endpoint.check_rate
         raise UnauthorizedError("token: not a valid token (unknown, revoked or expired)",
                                 hint="Create one with memloci token create NAME --scope LIBRARY:read")
     session_id, session, grant = started
-    ctx.set_cookies.append({"key": SESSION_COOKIE, "value": session_id, "max_age": SESSION_SECONDS, "path": "/",
+    # Secure over https, also behind a proxy on this machine that says so (X-Forwarded-Proto:
+    # uvicorn takes it from 127.0.0.1 only, its forwarded_allow_ips default)
+    ctx.set_cookies.append({"key": cookie, "value": session_id, "max_age": SESSION_SECONDS, "path": "/",
                             "httponly": True, "samesite": "strict", "secure": ctx.request.url.scheme == "https"})
     ctx.who = Who(TokenCaller(grant), "cookie", session.csrf)  # the answer is the new session's
     ctx.request.scope["memloci.who"] = ctx.who
@@ -59,8 +63,8 @@ def sign_in(ctx: Context, query: Any, body: m.SignIn) -> dict[str, Any]:
 
 
 def sign_out(ctx: Context, query: Any, body: Any) -> dict[str, Any]:
-    ctx.access.sign_out(ctx.request)
-    ctx.delete_cookies.append(SESSION_COOKIE)
+    anyio.from_thread.run_sync(ctx.access.sign_out, ctx.request)  # the sessions are kept on the event loop only
+    ctx.delete_cookies.append(session_cookie(ctx.request))
     return {"signed_in": False}
 
 
@@ -78,11 +82,12 @@ def with_library(memory: dict[str, Any], library: str) -> dict[str, Any]:
 def find(ctx: Context, q: m.SearchQuery, body: Any) -> dict[str, Any]:
     if q.library is not None and q.library.strip() == "*":
         names = ctx.libraries()
-        found = search(ctx.service, q.q, kind=q.kind, limit=q.limit, libraries=names) if names else {}
+        found = search(ctx.service, q.q, kind=q.kind, limit=q.limit, libraries=names, count_use=False) if names else {}
     else:
         library = ctx.library(q.library, "read", "search")
         found = {kind: [with_library(hit, library) for hit in hits]
-                 for kind, hits in search(ctx.service, q.q, kind=q.kind, limit=q.limit, library=library).items()}
+                 for kind, hits in search(ctx.service, q.q, kind=q.kind, limit=q.limit, library=library,
+                                                      count_use=False).items()}
     return {"query": q.q, "kind": q.kind, **{k: found.get(k, []) for k in ("memories", "entities", "notes")}}
 
 
@@ -108,7 +113,7 @@ def entry_data(entry: JournalEntry) -> dict[str, Any]:
     summary = (f"{names}: " if names and text else names) + (f'"{text}"' if text else "")
     return {"id": entry.id, "at": entry.at, "tool": entry.tool, "action": entry.action,
             "entities": list(entry.entities), "summary": summary or entry.action,
-            "undoable": bool(entry.detail and "undo" in entry.detail)}
+            "undoable": undoable(entry)}
 
 
 def get_memory(ctx: Context, q: m.LibraryQuery, body: Any) -> dict[str, Any]:
@@ -124,17 +129,20 @@ def store_memory(ctx: Context, q: Any, b: m.NewMemory) -> dict[str, Any]:
     since = browse.newest_change(ctx.service, library)
     memory, _ = ctx.service.store_memory(b.content, tags=b.tags, memory_type=b.memory_type, metadata=b.metadata,
                                          importance=b.importance, library=library)
-    ids = browse.changes_since(ctx.service, since, ("store_memory",), library)
+    ids = browse.changes_since(ctx.service, since, ("store_memory",), library,
+                               lambda e: names_memory(e, memory.content_hash))
     return {"memory": memory_data(ctx, memory, library), "change_id": ids[-1] if ids else None}
 
 
 def update_memory(ctx: Context, q: Any, b: m.MemoryChange) -> dict[str, Any]:
     library = ctx.library(b.library, "write", "update_memory")
     since = browse.newest_change(ctx.service, library)
-    memory = ctx.service.update_memory(ctx.params["hash"], content=b.content, tags=b.tags, metadata=b.metadata,
+    old_hash = browse.one_memory(ctx.service, ctx.params["hash"], library).content_hash
+    memory = ctx.service.update_memory(old_hash, content=b.content, tags=b.tags, metadata=b.metadata,
                                        importance=b.importance, library=library)
     return {"memory": memory_data(ctx, memory, library),
-            "change_ids": browse.changes_since(ctx.service, since, ("update_memory", "supersede"), library)}
+            "change_ids": browse.changes_since(ctx.service, since, ("update_memory",), library,
+                                               lambda e: names_memory(e, old_hash))}
 
 
 def delete_memory(ctx: Context, q: m.LibraryQuery, body: Any) -> dict[str, Any]:
@@ -143,7 +151,8 @@ def delete_memory(ctx: Context, q: m.LibraryQuery, body: Any) -> dict[str, Any]:
     since = browse.newest_change(ctx.service, library)
     removed = ctx.service.delete_memory(memory.content_hash, library=library)
     return {"deleted": [x.content_hash for x in removed],
-            "change_ids": browse.changes_since(ctx.service, since, ("delete_memory",), library)}
+            "change_ids": browse.changes_since(ctx.service, since, ("delete_memory",), library,
+                                               lambda e: names_memory(e, memory.content_hash))}
 
 
 # -- history and health ---------------------------------------------------------------------

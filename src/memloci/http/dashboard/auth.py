@@ -10,6 +10,10 @@
   header is never sent by a browser on its own).
 - A cookie request that changes anything (any method but GET and HEAD) carries `X-CSRF-Token`
   equal to its session's; in open mode, the process's (GET /api/session tells it).
+- A request with ambient credentials (cookie, open mode) and every sign-in comes from the page
+  itself: an `Origin` header, when sent, is the server's own origin, and `Sec-Fetch-Site`, when
+  sent, is `same-origin` or `none` (a script or curl sends neither and passes). So another site
+  can neither sign a browser in, nor read, search or change anything through it.
 - Scopes: `LIBRARY:read` to read a library, `LIBRARY:write` to change it (http/scopes.py).
 """
 
@@ -27,11 +31,19 @@ from starlette.requests import Request
 from memloci.core.errors import MemlociError
 from memloci.http.scopes import TokenCaller
 
-SESSION_COOKIE = "memloci_session"
+SESSION_COOKIE = "memloci_session"  # + "_" + the server's port: see session_cookie
 CSRF_HEADER = "x-csrf-token"
 SESSION_SECONDS = 12 * 3600
 MAX_SESSIONS = 10_000  # sessions kept at once; the oldest goes first
 SAFE_METHODS = ("GET", "HEAD")
+
+
+def session_cookie(request: Request) -> str:
+    """The session cookie's name on this server: `memloci_session_<port>`. A browser keeps
+    cookies by host, not by port, so two servers on one machine (two `memloci ui`) must not
+    share a name, or signing in to one signs the other out."""
+    port = request.url.port or (443 if request.url.scheme == "https" else 80)
+    return f"{SESSION_COOKIE}_{port}"
 
 
 class UnauthorizedError(MemlociError):
@@ -39,6 +51,13 @@ class UnauthorizedError(MemlociError):
 
     code = "UNAUTHORIZED"
     default_hint = "Sign in with a token (POST /api/session {\"token\": ...}) or send Authorization: Bearer TOKEN."
+
+
+class UnsupportedMediaTypeError(MemlociError):
+    """A body that is not declared `application/json`: 415."""
+
+    code = "UNSUPPORTED_MEDIA_TYPE"
+    default_hint = "Send the body as JSON with the header Content-Type: application/json."
 
 
 class CsrfError(MemlociError):
@@ -102,11 +121,13 @@ class Access:
                 return found
         return None
 
-    async def sign_in(self, token: str) -> tuple[str, Session, AccessToken] | None:
-        """A new session for a valid token: (its id for the cookie, the session, the token's grant)."""
+    async def sign_in(self, token: str, replacing: str | None = None) -> tuple[str, Session, AccessToken] | None:
+        """A new session for a valid token: (its id for the cookie, the session, the token's grant).
+        The session `replacing` (the browser's cookie before) ends: one browser, one session."""
         grant = await self.verify(token)
         if grant is None:
             return None
+        self.sessions.pop(replacing or "", None)
         now = self.clock()
         self.sessions = {k: s for k, s in self.sessions.items() if s.expires > now}
         while len(self.sessions) >= MAX_SESSIONS:
@@ -117,7 +138,7 @@ class Access:
         return session_id, session, grant
 
     def sign_out(self, request: Request) -> None:
-        self.sessions.pop(request.cookies.get(SESSION_COOKIE, ""), None)
+        self.sessions.pop(request.cookies.get(session_cookie(request), ""), None)
 
     async def who(self, request: Request) -> Who | None:
         """The caller of `request`, or None: not signed in (401, unless open mode)."""
@@ -127,7 +148,7 @@ class Access:
             if grant is not None:
                 return Who(TokenCaller(grant), "bearer", None)
             return None if not self.is_open() else Who(None, "open", self.open_csrf)
-        session_id = request.cookies.get(SESSION_COOKIE)
+        session_id = request.cookies.get(session_cookie(request))
         session = self.sessions.get(session_id) if session_id else None
         if session is not None:
             grant = await self.verify(session.token) if session.expires > self.clock() else None
@@ -155,3 +176,24 @@ def refused(who: Who | None) -> MemlociError | None:
         return UnauthorizedError("sign-in needed: no session cookie and no valid bearer token")
     return None
 
+
+CROSS_SITE = ("cross-site", "same-site")  # Sec-Fetch-Site values of a request another site started
+
+
+def check_site(request: Request, who: Who | None) -> None:
+    """CSRF 403 for a request with ambient credentials (cookie, open mode, or a sign-in) that
+    another site started: its `Sec-Fetch-Site` says cross-site or same-site, or its `Origin` is
+    not this server's own (scheme://host:port as the request reached it). A bearer request
+    passes: a browser never adds that header on its own."""
+    if who is not None and who.via == "bearer":
+        return
+    site = request.headers.get("sec-fetch-site", "").strip().casefold()
+    if site in CROSS_SITE:
+        raise CsrfError(f"header Sec-Fetch-Site: {site}: the API answers its own page only (nothing was done)",
+                        hint="Open the dashboard from this server's address; scripts send Authorization: Bearer.")
+    origin = request.headers.get("origin")
+    if origin is not None:
+        own = f"{request.url.scheme}://{request.url.netloc}"
+        if origin.strip().rstrip("/").casefold() != own.casefold():
+            raise CsrfError(f"header Origin: {origin!r} is not this server's origin {own} (nothing was done)",
+                            hint="Open the dashboard from this server's address; scripts send Authorization: Bearer.")

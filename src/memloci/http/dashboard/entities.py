@@ -5,13 +5,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from memloci.core.errors import NotFoundError, ValidationError
+from memloci.core.errors import NotFoundError
 from memloci.core.model import Entity, ObservationBatch
 from memloci.http.dashboard import models as m
 from memloci.http.dashboard.endpoint import Context, Endpoint, checked
 from memloci.http.dashboard.render import body_html
-from memloci.mcp.maintenance import listed
+from memloci.mcp.maintenance import ITEMS_SHOWN, listed
 from memloci.service import browse
+from memloci.service.documents import prose
+from memloci.service.history import names_observations
 from memloci.service.lifecycle import Outcome, older_than_cutoff
 
 # -- entities ----------------------------------------------------------------------------------
@@ -45,42 +47,34 @@ def get_entity(ctx: Context, q: m.LibraryQuery, body: Any) -> dict[str, Any]:
                                        for r in graph.relations if r.from_entity == entity.name],
                           "incoming": [{"from": r.from_entity, "relation_type": r.relation_type}
                                        for r in graph.relations if r.to_entity == entity.name]},
-            "body_html": body_html(entity.body), "library": library}
+            "body_html": body_html(prose(entity.body)), "library": library}  # the observations are listed above
 
 
 def add_observations(ctx: Context, q: Any, b: m.Observations) -> dict[str, Any]:
     library = ctx.library(b.library, "write", "add_observations")
     since = browse.newest_change(ctx.service, library)
     done = ctx.service.add_observations([ObservationBatch(ctx.params["name"], tuple(b.contents))], library=library)
-    return {"added": [o for d in done for o in d.added],
-            "change_ids": browse.changes_since(ctx.service, since, ("add_observations", "create_relations"), library)}
+    added = [o for d in done for o in d.added]
+    return {"added": added, "change_ids": browse.changes_since(
+        ctx.service, since, ("add_observations",), library,
+        lambda e: bool(done) and names_observations(e, done[0].entity_name, added, "added"))}
 
 
 def delete_observations(ctx: Context, q: Any, b: m.Observations) -> dict[str, Any]:
     library = ctx.library(b.library, "write", "delete_observations")
     since = browse.newest_change(ctx.service, library)
     done = ctx.service.delete_observations([ObservationBatch(ctx.params["name"], tuple(b.contents))], library=library)
-    return {"deleted": [o for d in done for o in d.removed],
-            "change_ids": browse.changes_since(ctx.service, since, ("delete_observations",), library)}
+    deleted = [o for d in done for o in d.removed]
+    return {"deleted": deleted, "change_ids": browse.changes_since(
+        ctx.service, since, ("delete_observations",), library,
+        lambda e: bool(done) and names_observations(e, done[0].entity_name, deleted, "removed"))}
 
 
 def correct_observation(ctx: Context, q: Any, b: m.ObservationFix) -> dict[str, Any]:
-    """One journal entry when the old text is found once in the entity's document (as
-    replace_entity_content finds it); else two: the new text added, then the old one deleted."""
+    """The observation itself changes, in place: one journal entry (none when the text is the same)."""
     library = ctx.library(b.library, "write", "correcting an observation")
-    name = ctx.params["name"]
-    graph = ctx.service.open_nodes([name], library=library)
-    if not graph.entities or b.old not in [o.content for o in graph.entities[0].observations]:
-        raise NotFoundError(f"old: entity {name!r} has no observation {b.old!r}", hint="Nothing was changed.")
-    since = browse.newest_change(ctx.service, library)
-    try:  # found once, the text is that observation's line: it changes in place, in one entry
-        ctx.service.replace_entity_content(graph.entities[0].name, b.old, b.new, library=library)
-    except ValidationError:  # found more than once (refused, nothing changed): by the observation lists
-        ctx.service.add_observations([ObservationBatch(name, (b.new,))], library=library)
-        ctx.service.delete_observations([ObservationBatch(name, (b.old,))], library=library)
-    return {"change_ids": browse.changes_since(ctx.service, since, ("replace_entity_content", "add_observations",
-                                                                     "create_relations", "delete_observations"),
-                                               library)}
+    done = ctx.service.correct_observation(ctx.params["name"], b.old, b.new, library=library)
+    return {"change_ids": [done["change_id"]] if done["change_id"] is not None else []}
 
 
 def neighbourhood(ctx: Context, q: m.GraphQuery, body: Any) -> dict[str, Any]:
@@ -129,7 +123,10 @@ def make_preview(ctx: Context, q: Any, b: m.NewPreview) -> dict[str, Any]:
 
 def get_preview(ctx: Context, q: m.LibraryQuery, body: Any) -> dict[str, Any]:
     library = ctx.library(q.library, "read", "reading a preview")
-    return {"library": library, **browse.preview(ctx.service, ctx.params["id"], library)}
+    kept = browse.preview(ctx.service, ctx.params["id"], library)
+    items = kept["items"]  # the first ITEMS_SHOWN, as the tools list them; executing acts on every one
+    return {"library": library, **kept, "items": items[:ITEMS_SHOWN], "count": len(items),
+            **({"items_not_shown": len(items) - ITEMS_SHOWN} if len(items) > ITEMS_SHOWN else {})}
 
 
 def execute_preview(ctx: Context, q: Any, b: m.LibraryBody) -> dict[str, Any]:
@@ -139,21 +136,22 @@ def execute_preview(ctx: Context, q: Any, b: m.LibraryBody) -> dict[str, Any]:
     return {**listed(done.to_data()), "executed": preview_id, "change_id": done.change_id}
 
 
+# `{name:path}`: a name may hold "/" (TCP/IP); the observations' routes come first, so
+# /api/entities/A/observations is A's observations, not an entity named "A/observations"
 ROUTES: list[Endpoint] = [
     Endpoint("GET", "/api/entities", list_entities, "Entities, or those matching q (as search_nodes)",
              query=m.EntitiesQuery, answer='{"entities": [{"name", "entity_type", "observations": n}]}',
              tags=("entities",)),
-    Endpoint("GET", "/api/entities/{name}", get_entity, "An entity or note: observations, relations, the body as HTML",
+    Endpoint("POST", "/api/entities/{name:path}/observations", add_observations, "Add observations",
+             body=m.Observations, answer='{"added", "change_ids"}', writes=True, tags=("entities",)),
+    Endpoint("DELETE", "/api/entities/{name:path}/observations", delete_observations, "Delete observations",
+             body=m.Observations, answer='{"deleted", "change_ids"}', writes=True, tags=("entities",)),
+    Endpoint("PATCH", "/api/entities/{name:path}/observations", correct_observation,
+             "Correct one observation in place: one journal entry (none when the text is the same)",
+             body=m.ObservationFix, answer='{"change_ids"}', writes=True, tags=("entities",)),
+    Endpoint("GET", "/api/entities/{name:path}", get_entity, "An entity or note: observations, relations, the body as HTML",
              query=m.LibraryQuery, answer='{"name", "entity_type", "aliases", "observations", "relations", "body_html", '
                                           '"library"}', tags=("entities",)),
-    Endpoint("POST", "/api/entities/{name}/observations", add_observations, "Add observations",
-             body=m.Observations, answer='{"added", "change_ids"}', writes=True, tags=("entities",)),
-    Endpoint("DELETE", "/api/entities/{name}/observations", delete_observations, "Delete observations",
-             body=m.Observations, answer='{"deleted", "change_ids"}', writes=True, tags=("entities",)),
-    Endpoint("PATCH", "/api/entities/{name}/observations", correct_observation,
-             "Correct one observation: in place (one journal entry), or, when its text is found more than once "
-             "in the entity, the new text added and the old one deleted (two)",
-             body=m.ObservationFix, answer='{"change_ids"}', writes=True, tags=("entities",)),
     Endpoint("GET", "/api/graph", neighbourhood, "An entity's neighbourhood, up to depth 3", query=m.GraphQuery,
              answer='{"center", "nodes", "edges", "truncated"}', tags=("graph",)),
     Endpoint("GET", "/api/previews", list_previews, "The library's lifecycle previews, newest first",
@@ -163,7 +161,8 @@ ROUTES: list[Endpoint] = [
              body=m.NewPreview, answer='{"preview": {"id", "items", ...as the tool\'s dry_run reply}}', writes=True,
              tags=("previews",)),
     Endpoint("GET", "/api/previews/{id:int}", get_preview, "One preview with its items", query=m.LibraryQuery,
-             answer='{"id", "operation", "items", ...}', tags=("previews",)),
+             answer='{"id", "operation", "items" (the first 200), "count", "items_not_shown"?, ...}',
+             tags=("previews",)),
     Endpoint("POST", "/api/previews/{id:int}/execute", execute_preview,
              "Execute a preview exactly; 409 when a memory changed since", body=m.LibraryBody,
              answer='{"executed", "change_id", ...}', writes=True, tags=("previews",)),

@@ -11,9 +11,10 @@ http/app.py), so it never holds a shutdown up."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any
 
 import anyio
@@ -23,13 +24,15 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from memloci.core.errors import MemlociError, ValidationError
-from memloci.http.dashboard.auth import Access, Who, refused
+from memloci.http.dashboard.auth import Access, Who, check_site, refused
 from memloci.http.dashboard.endpoint import NO_STORE, error_response
 from memloci.service.facade import MemoryService
 
 POLL_SECONDS = 1.0
 PING_SECONDS = 15.0
 READ_AT_ONCE = 100  # journal entries read per library and poll
+STREAMS_PER_CALLER = 8  # event streams one token (or, in open mode, one address) keeps open at once
+STOP_GRACE_SECONDS = 2.0  # at shutdown, how long a stream has to end on its own before it is cut
 
 
 class Changes:
@@ -42,12 +45,19 @@ class Changes:
         for event in list(self.waiting):
             event.set()
 
-    async def wait(self, seconds: float) -> None:
+    async def wait(self, seconds: float, stop: anyio.Event) -> None:
+        """Until a nudge, `stop` is set, or `seconds` pass."""
         event = anyio.Event()
         self.waiting.add(event)
         try:
             with anyio.move_on_after(seconds):
-                await event.wait()
+                async with anyio.create_task_group() as either:
+                    async def until(happens: anyio.Event) -> None:
+                        await happens.wait()
+                        either.cancel_scope.cancel()
+
+                    either.start_soon(until, event)
+                    either.start_soon(until, stop)
         finally:
             self.waiting.discard(event)
 
@@ -78,10 +88,29 @@ def new_entries(service: MemoryService, seen: dict[str, int]) -> list[dict[str, 
     return out
 
 
+class TooManyStreamsError(MemlociError):
+    code = "RATE_LIMITED"
+    default_hint = "Close another tab of the dashboard (each keeps one stream open)."
+
+
+def caller_key(request: Request, who: Who) -> str:
+    return who.name if who.name else f"(address {request.client.host if request.client else 'unknown'})"
+
+
 def events_endpoint(service: MemoryService, access: Access, changes: Changes) -> Any:
+    open_streams: dict[str, int] = {}  # caller -> streams open (kept on the event loop only)
+
     async def events(request: Request) -> Response:
         who = await access.who(request)
         refusal = refused(who)
+        if refusal is None:
+            try:
+                check_site(request, who)
+            except MemlociError as exc:
+                refusal = exc
+        if refusal is None and who is not None and open_streams.get(caller_key(request, who), 0) >= STREAMS_PER_CALLER:
+            refusal = TooManyStreamsError(f"{caller_key(request, who)} has {STREAMS_PER_CALLER} event streams open, "
+                                          "the most one caller may")
         if refusal is not None:
             return error_response(refusal)
         assert who is not None
@@ -90,13 +119,33 @@ def events_endpoint(service: MemoryService, access: Access, changes: Changes) ->
             return error_response(ValidationError(f"{key}: unknown parameter (allowed: none)"))
         readable = [n for n in service.libraries.names() if who.may(n, "read")]
         seen = await anyio.to_thread.run_sync(newest_ids, service, readable)
-        return EventSourceResponse(stream(request, who, seen), headers=NO_STORE, ping=None)
+        # sse-starlette sets `stopping` at the server's shutdown (the drain's AppStatus.should_exit):
+        # the stream returns and its body ends as a body ends, instead of being cancelled mid-response
+        stopping = anyio.Event()
+        return EventSourceResponse(stream(request, who, seen, stopping), headers=NO_STORE, ping=None,
+                                   shutdown_event=stopping, shutdown_grace_period=STOP_GRACE_SECONDS)
 
-    async def stream(request: Request, who: Who, seen: dict[str, int]) -> AsyncIterator[ServerSentEvent]:
+    async def stream(request: Request, who: Who, seen: dict[str, int],
+                     stopping: anyio.Event) -> AsyncIterator[ServerSentEvent]:
+        key = caller_key(request, who)
+        open_streams[key] = open_streams.get(key, 0) + 1
+        try:
+            async with contextlib.aclosing(changes_of(request, who, seen, stopping)) as stream_of:
+                async for event in stream_of:
+                    yield event
+        finally:
+            open_streams[key] -= 1
+            if not open_streams[key]:
+                del open_streams[key]
+
+    async def changes_of(request: Request, who: Who, seen: dict[str, int],
+                         stopping: anyio.Event) -> AsyncGenerator[ServerSentEvent, None]:
         yield ServerSentEvent(comment="ready")
         ping_at = time.monotonic() + PING_SECONDS
         while True:
-            await changes.wait(min(POLL_SECONDS, max(0.0, ping_at - time.monotonic())))
+            await changes.wait(min(POLL_SECONDS, max(0.0, ping_at - time.monotonic())), stopping)
+            if stopping.is_set():
+                return
             for change in await anyio.to_thread.run_sync(new_entries, service, seen):
                 yield ServerSentEvent(json.dumps(change, ensure_ascii=False), event="change", id=str(change["change_id"]))
             if time.monotonic() >= ping_at:

@@ -81,6 +81,7 @@ def spec(endpoints: Sequence[Endpoint]) -> dict[str, Any]:
                                     "scopes as /mcp (LIBRARY:read to read, LIBRARY:write to change)."},
             "paths": paths,
             "components": {"schemas": schemas, "securitySchemes": {
-                "cookie": {"type": "apiKey", "in": "cookie", "name": SESSION_COOKIE,
-                           "description": "POST /api/session with a token sets it; writes need X-CSRF-Token"},
+                "cookie": {"type": "apiKey", "in": "cookie", "name": f"{SESSION_COOKIE}_PORT",
+                           "description": "memloci_session_<the server's port>: POST /api/session with a token "
+                                          "sets it; writes need X-CSRF-Token"},
                 "bearer": {"type": "http", "scheme": "bearer", "description": "A token of memloci token create"}}}}
