@@ -723,7 +723,7 @@ def test_a_write_token_signs_in_and_writes_with_csrf(browser, guarded):
     try:
         sign_in(watched, tokens["writer"])
         cookies = watched.context.cookies()
-        session_cookie = next(c for c in cookies if c["name"] == "memloci_session")
+        session_cookie = next(c for c in cookies if c["name"] == f"memloci_session_{server.port}")
         assert session_cookie["httpOnly"] and session_cookie["sameSite"] == "Strict"
         p = watched.visit(f"memory/{hashes['deploy']}?library=team")
         p.get_by_test_id("edit-importance").select_option("high")

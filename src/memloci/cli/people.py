@@ -26,6 +26,8 @@ from memloci.cli.common import (
 )
 from memloci.core.errors import MemlociError, NotFoundError, ValidationError
 from memloci.core.model import Memory, MemoryFilter
+from memloci.service.browse import changes_since, newest_change
+from memloci.service.history import names_memory
 from memloci.service.lifecycle import first_line
 
 memories_app = typer.Typer(help="Free memories and observations: list, show, edit, delete.",
@@ -244,19 +246,6 @@ def show(
     console.print(data["content"], highlight=False)
 
 
-def _newest_change(service: Any, library: str | None) -> int:
-    entries = service.history(limit=1, library=library)
-    return entries[0].id if entries else 0
-
-
-def _changes_since(service: Any, since: int, actions: tuple[str, ...], library: str | None) -> list[int]:
-    """The ids of this command's journal entries: the ones of these actions after `since`, oldest first
-    (another writer's change of the same kind at the same moment would be listed too: the undo
-    refuses a change a later one depends on)."""
-    entries = service.history(limit=50, library=library)
-    return sorted(e.id for e in entries if e.id > since and e.action in actions)
-
-
 def _undo_hint(ids: list[int]) -> str:
     return "Undo it with: " + "; ".join(f"memloci undo {i}" for i in reversed(ids))
 
@@ -286,11 +275,14 @@ def edit(
                                   "--supersedes")
         service = open_service(libraries)
         try:
-            _one(service, content_hash, library)  # an unknown hash refused as a person reads it
-            since = _newest_change(service, library)
-            memory = service.update_memory(content_hash, content=content, tags=tag_list, metadata=meta,
+            old = _one(service, content_hash, library).content_hash  # an unknown hash refused as a person reads it
+            since = newest_change(service, library)
+            memory = service.update_memory(old, content=content, tags=tag_list, metadata=meta,
                                            importance=importance, supersedes=supersedes, library=library)
-            ids = _changes_since(service, since, ("update_memory", "supersede"), library)
+            # this command's own entries: the edit names the memory, the supersession the one replaced
+            ids = changes_since(service, since, ("update_memory", "supersede"), library,
+                                lambda e: names_memory(e, old) or (supersedes is not None
+                                                                   and names_memory(e, supersedes.strip())))
         finally:
             service.close()
     except MemlociError as exc:
@@ -333,9 +325,10 @@ def delete(
                 if not typer.confirm(f"Delete memory {memory.content_hash}: {first_line(memory.content, 80)}?"):
                     open_console(stderr=True).print("Nothing deleted.")
                     raise typer.Exit(1)
-            since = _newest_change(service, library)
+            since = newest_change(service, library)
             removed = service.delete_memory(memory.content_hash, library=library)
-            ids = _changes_since(service, since, ("delete_memory",), library)
+            ids = changes_since(service, since, ("delete_memory",), library,
+                                lambda e: names_memory(e, memory.content_hash))
         finally:
             service.close()
     except MemlociError as exc:
