@@ -244,10 +244,12 @@ def serve(
     except MemlociError as exc:
         claim.release()
         fail(exc)
-    service.embedder.start_background(delay=0.5)  # the model loads once the client is connected
+    # The model loads once the client has its tool list (on_tools_listed), so its import does not
+    # compete with the first replies; a client that never lists tools gets it a few seconds on.
+    service.embedder.start_background(delay=5.0)
     service.watch_libraries()  # Markdown libraries: outside edits show up within a second
     try:
-        serve_stdio(server, claim)
+        serve_stdio(server, claim, on_tools_listed=lambda: service.embedder.start_background(delay=0))
     finally:
         service.close()
 
