@@ -3,9 +3,11 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import logging
 import sys
+import threading
 from collections.abc import Callable
 from typing import Annotated, Any
 
@@ -209,6 +211,7 @@ def serve(
     except MemlociError as exc:
         fail(exc)
     if transport == "http":
+        gc.enable()  # off while the program loaded (memloci/__init__.py)
         from memloci.mcp.server import serve_from
 
         try:
@@ -245,11 +248,20 @@ def serve(
         claim.release()
         fail(exc)
     # The model loads once the client has its tool list (on_tools_listed), so its import does not
-    # compete with the first replies; a client that never lists tools gets it a few seconds on.
+    # compete with the first replies, and the garbage collector, off while the program loaded
+    # (memloci/__init__.py), is back on then; a client that never lists tools gets both a few
+    # seconds on.
+    def started() -> None:
+        gc.enable()
+        service.embedder.start_background(delay=0)
+
     service.embedder.start_background(delay=5.0)
+    fallback = threading.Timer(5.0, gc.enable)
+    fallback.daemon = True
+    fallback.start()
     service.watch_libraries()  # Markdown libraries: outside edits show up within a second
     try:
-        serve_stdio(server, claim, on_tools_listed=lambda: service.embedder.start_background(delay=0))
+        serve_stdio(server, claim, on_tools_listed=started)
     finally:
         service.close()
 
