@@ -36,8 +36,7 @@ NOT_AT_START = {
     "markdown_it": "the dashboard's note rendering",
     "rapidfuzz": "not used by memloci",
     "jsonschema": "clients' checks, not the server's",
-    "rich.table": "the command line's tables",
-    "rich.progress": "the command line's progress bars",
+    "rich": "the command line's tables and progress bars (the SDK's Rich log handler would go unused)",
 }
 # memloci's own packages that the start leaves alone, by name (tests never import bench/; this
 # one only looks for it in sys.modules).
@@ -59,7 +58,9 @@ from memloci.core.stdio_claim import StdioClaim
 from memloci.mcp.stdio import serve_stdio
 from memloci.mcp.server import serve_from
 
+import logging
 RUN.start(home=None, config=None, read=Settings.from_env)
+logging.basicConfig(level="WARNING", stream=sys.stderr)  # as serve does, before the server is built
 service, server = serve_from(command_settings())
 server._lowlevel_server.create_initialization_options()
 tools = anyio.run(server.list_tools)
