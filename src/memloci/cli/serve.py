@@ -250,13 +250,18 @@ def serve(
     # The model loads once the client has its tool list (on_tools_listed), so its import does not
     # compete with the first replies, and the garbage collector, off while the program loaded
     # (memloci/__init__.py), is back on then; a client that never lists tools gets both a few
-    # seconds on.
+    # seconds on. What the start made lives on (a few thousand objects of garbage aside): frozen,
+    # no collection walks it again, so the first one after the start does not pause for it.
+    first = threading.Lock()
+
     def started() -> None:
-        gc.enable()
-        service.embedder.start_background(delay=0)
+        if first.acquire(blocking=False):
+            gc.freeze()
+            gc.enable()
+            service.embedder.start_background(delay=0)
 
     service.embedder.start_background(delay=5.0)
-    fallback = threading.Timer(5.0, gc.enable)
+    fallback = threading.Timer(5.0, started)
     fallback.daemon = True
     fallback.start()
     service.watch_libraries()  # Markdown libraries: outside edits show up within a second
