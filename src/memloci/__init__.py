@@ -31,3 +31,22 @@ if _sys.argv[0].replace("\\", "/").rsplit("/", 1)[-1].split(".")[0] in ("memloci
 
     _hook(_hook_args[0], home=_Path(_hook_args[1]).expanduser() if _hook_args[1] is not None else None)
     # (never returns: it ends the process with status 0)
+
+
+def _is_the_program(argv: list[str], orig_argv: list[str]) -> bool:
+    """Whether this process is the `memloci` program (its script, or `python -m memloci`), not
+    a program that imports memloci."""
+    if argv[:1] and argv[0].replace("\\", "/").rsplit("/", 1)[-1].split(".")[0] in ("memloci", "memloci-script"):
+        return True
+    return any(a == "-m" and b == "memloci" for a, b in zip(orig_argv, orig_argv[1:]))
+
+
+# The program's start is imports (the command line, the MCP SDK's models) and the server's
+# build: hundreds of thousands of objects that all live on, so the cyclic garbage collector's
+# passes over them find nothing and cost about a sixth of `memloci serve`'s time to its first
+# tools/list. It is off until then: the root command turns it back on before any other command
+# runs (cli/main.py), `memloci serve` once the client has its tool list (cli/serve.py).
+if _is_the_program(_sys.argv, getattr(_sys, "orig_argv", [])):
+    import gc as _gc
+
+    _gc.disable()

@@ -299,3 +299,21 @@ def bench_hook(
     from memloci.bench.hook import run as run_hook
 
     run_hook(runs=runs, out=out, console=open_console())
+
+
+@bench_app.command("start")
+def bench_start(
+    rounds: Annotated[int, typer.Option("--rounds", min=1, help="Starts of each server, interleaved.")] = 10,
+    official: Annotated[Path, typer.Option("--official", help="The official server's dist/index.js (run with node); "
+                                           "missing: memloci alone.")] = Path(".official/node_modules/@modelcontextprotocol/server-memory/dist/index.js"),
+    out: Annotated[Path, typer.Option("--out", help="JSON results file.")] = Path("bench-results/start.json"),
+) -> None:
+    """Start to tools/list over stdio: `memloci serve` beside the official Node server, median, p90 and the ratio."""
+    from memloci.bench.start import StartFailed
+    from memloci.bench.start import run as run_start
+
+    try:
+        run_start(rounds=rounds, official=official, out=out, console=open_console())
+    except StartFailed as exc:
+        open_console(stderr=True).print(str(exc), highlight=False)
+        raise typer.Exit(1) from None

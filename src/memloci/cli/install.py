@@ -7,7 +7,7 @@ import re
 import sys
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -15,8 +15,9 @@ from memloci.cli.common import check_choice, command_settings, fail_plainly
 from memloci.core.errors import ConflictError, MemlociError
 from memloci.install import clients as cl
 from memloci.install.clients import InstallError
-from memloci.install.files import Ledger, commit, drop_backups, read
-from memloci.install.plan import diff, install_plan, uninstall_plan
+
+if TYPE_CHECKING:
+    from memloci.install.files import Ledger
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _ENV = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -36,6 +37,8 @@ def _ledger(dry_run: bool):
     """The ledger, held under an exclusive lock for the whole command, so two installs at once
     (into one file or two) neither lose the other's record nor interleave their edits. A dry
     run only reads it and creates nothing."""
+    from memloci.install.files import Ledger
+
     home = command_settings().home
     if dry_run:
         yield Ledger(home / "install-ledger.json")
@@ -112,6 +115,9 @@ def _plans(client: cl.Client, server: cl.Server | None, name: str, scope: str, p
            config: Path | None, hooks_config: Path | None, hooks: bool, force: bool, uninstall: bool,
            ledger: Ledger):
     """(plan, kind, created_root) for the MCP file and, when asked or recorded, the hooks file."""
+    from memloci.install.files import read
+    from memloci.install.plan import install_plan, uninstall_plan
+
     folder = project or Path.cwd()
     path = (config.expanduser().absolute() if config else client.config_path(scope, folder))
     guard = project if (project is not None and config is None) else None
@@ -168,7 +174,7 @@ def _home_for_hooks() -> str | None:
 
 
 def _current_entry(client: cl.Client, path: Path, name: str):
-    from memloci.install.files import meaning
+    from memloci.install.files import meaning, read
 
     doc = meaning(client.fmt, read(path), str(path)) or {}
     servers = doc.get(client.servers_key)
@@ -226,6 +232,8 @@ def install(
                 plans = _plans(client, server, name, scope, project, config, hooks_config, hooks, force, False,
                                ledger)
             except ConflictError:
+                from memloci.install.plan import diff
+
                 for plan, _, _ in _plans(client, server, name, scope, project, config, hooks_config, hooks,
                                          True, False, ledger):
                     sys.stderr.write(diff(plan))
@@ -263,6 +271,9 @@ def uninstall(
 
 
 def _run(plans, client: cl.Client, name: str, ledger: Ledger, dry_run: bool, verb: str) -> None:
+    from memloci.install.files import commit, drop_backups
+    from memloci.install.plan import diff
+
     changed = [(p, kind, root) for p, kind, root in plans if p.changed]
     if dry_run:
         for plan, _, _ in changed:

@@ -5,6 +5,7 @@ the commands, which live in the modules beside it; what they share is in common.
 
 from __future__ import annotations
 
+import gc
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -52,6 +53,7 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def _root(
+    ctx: typer.Context,
     home: Annotated[Path | None, typer.Option("--home", help="Data directory (instead of MEMLOCI_HOME).")] = None,
     config: Annotated[Path | None, typer.Option("--config", help="TOML config file (instead of MEMLOCI_CONFIG).")] = None,
     version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True, help="Show the version.")] = False,
@@ -59,6 +61,8 @@ def _root(
     # Kept for the command: it builds its settings (command_settings) when it runs, inside its own
     # error handling (and the hook, which must exit 0 whatever the environment holds, in its own way).
     RUN.start(home=home, config=config, read=lambda: _read_settings(home, config))
+    if ctx.invoked_subcommand != "serve":  # off while the program loaded (memloci/__init__.py); serve: at its first tools/list
+        gc.enable()
 
 
 # The commands, in the order `memloci --help` lists them.

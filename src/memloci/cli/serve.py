@@ -3,9 +3,11 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import logging
 import sys
+import threading
 from collections.abc import Callable
 from typing import Annotated, Any
 
@@ -209,6 +211,7 @@ def serve(
     except MemlociError as exc:
         fail(exc)
     if transport == "http":
+        gc.enable()  # off while the program loaded (memloci/__init__.py)
         from memloci.mcp.server import serve_from
 
         try:
@@ -244,10 +247,26 @@ def serve(
     except MemlociError as exc:
         claim.release()
         fail(exc)
-    service.embedder.start_background(delay=0.5)  # the model loads once the client is connected
+    # The model loads once the client has its tool list (on_tools_listed), so its import does not
+    # compete with the first replies, and the garbage collector, off while the program loaded
+    # (memloci/__init__.py), is back on then; a client that never lists tools gets both a few
+    # seconds on. What the start made lives on (a few thousand objects of garbage aside): frozen,
+    # no collection walks it again, so the first one after the start does not pause for it.
+    first = threading.Lock()
+
+    def started() -> None:
+        if first.acquire(blocking=False):
+            gc.freeze()
+            gc.enable()
+            service.embedder.start_background(delay=0)
+
+    service.embedder.start_background(delay=5.0)
+    fallback = threading.Timer(5.0, started)
+    fallback.daemon = True
+    fallback.start()
     service.watch_libraries()  # Markdown libraries: outside edits show up within a second
     try:
-        serve_stdio(server, claim)
+        serve_stdio(server, claim, on_tools_listed=started)
     finally:
         service.close()
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable
-from contextlib import suppress
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, unquote
@@ -270,11 +271,30 @@ def tool_groups(spec: str | None) -> list[str]:
     return groups
 
 
+@contextmanager
+def _rich_unused() -> Iterator[None]:
+    """MCPServer's constructor calls the SDK's configure_logging, which imports Rich (a few
+    hundredths of a second of a start) to build a RichHandler for logging.basicConfig; and
+    basicConfig does nothing when the root logger has handlers already, as `memloci serve` sets
+    them first. Then, for that moment, Rich is not importable: the SDK falls back to a plain
+    handler, which basicConfig leaves unused just the same. Logging is the same either way."""
+    if not logging.getLogger().handlers or "rich.console" in sys.modules:
+        yield
+        return
+    sys.modules["rich.console"] = None  # type: ignore[assignment]  # an import of it raises ImportError
+    try:
+        yield
+    finally:
+        if sys.modules.get("rich.console", False) is None:
+            del sys.modules["rich.console"]
+
+
 def build_server(service: MemoryService, *, name: str = "memloci", groups: list[str] | None = None) -> MemlociServer:
     groups = list(groups or DEFAULT_GROUPS)
     several = len(service.libraries.names()) > 1
-    server = MemlociServer(name=name, version=__version__, instructions=instructions(groups, several),
-                           log_level="WARNING")
+    with _rich_unused():
+        server = MemlociServer(name=name, version=__version__, instructions=instructions(groups, several),
+                               log_level="WARNING")
     # Accepted everywhere but advertised only where they can apply, since each costs context.
     server.hidden = {"library_name", "client_hostname"}
     if not several:

@@ -29,7 +29,7 @@ import json
 import logging
 import math
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager, suppress
 from typing import Any, BinaryIO
 
@@ -252,12 +252,16 @@ def parse_line(raw: bytes, in_flight: set[Any]) -> types.JSONRPCMessage | None:
 
 
 @asynccontextmanager
-async def stdio_transport(claim: StdioClaim) -> AsyncIterator[tuple[Any, Any]]:
-    """(read stream, write stream) for the SDK's server over the claimed descriptors."""
+async def stdio_transport(claim: StdioClaim, on_tools_listed: Callable[[], None] | None = None
+                          ) -> AsyncIterator[tuple[Any, Any]]:
+    """(read stream, write stream) for the SDK's server over the claimed descriptors.
+    `on_tools_listed` runs once, just after the first `tools/list` reply is written."""
     wire_out: BinaryIO = os.fdopen(claim.wire_out, "wb", closefd=False)
     read_send, read_stream = create_context_streams[SessionMessage | Exception](0)
     write_stream, write_receive = create_context_streams[SessionMessage](0)
     in_flight: set[Any] = set()
+    listing: set[Any] = set()  # ids of tools/list requests, until the first is answered
+    after_listing = [on_tools_listed] if on_tools_listed is not None else []
     lock = anyio.Lock()
 
     async def emit(data: bytes) -> None:
@@ -277,6 +281,8 @@ async def stdio_transport(claim: StdioClaim) -> AsyncIterator[tuple[Any, Any]]:
                             await emit(refusal.reply())
                         continue
                     if message is not None:
+                        if after_listing and isinstance(message, types.JSONRPCRequest) and message.method == "tools/list":
+                            listing.add(coerce_request_id(message.id))
                         await read_send.send(SessionMessage(message))
                 # End of input. Closing the read stream now would end the session and answer
                 # every request still running with "Connection closed" although it completes:
@@ -295,6 +301,10 @@ async def stdio_transport(claim: StdioClaim) -> AsyncIterator[tuple[Any, Any]]:
                         in_flight.discard(coerce_request_id(message.id))
                     text = message.model_dump_json(by_alias=True, exclude_unset=True)
                     await emit(text.encode("utf-8") + b"\n")
+                    if listing and isinstance(message, (types.JSONRPCResponse, types.JSONRPCError)) \
+                            and message.id is not None and coerce_request_id(message.id) in listing:
+                        listing.clear()
+                        after_listing.pop()()
         except anyio.ClosedResourceError:
             await anyio.lowlevel.checkpoint()
 
@@ -309,12 +319,14 @@ def _write(stream: BinaryIO, data: bytes) -> None:
     stream.flush()
 
 
-def serve_stdio(server: Any, claim: StdioClaim) -> None:
-    """Run an MCPServer's session over the claimed stdio until the client closes stdin."""
+def serve_stdio(server: Any, claim: StdioClaim, on_tools_listed: Callable[[], None] | None = None) -> None:
+    """Run an MCPServer's session over the claimed stdio until the client closes stdin.
+    `on_tools_listed` runs once, just after the first `tools/list` reply is written (what a client
+    waits for when it starts its servers): the work that can wait begins then."""
     low = server._lowlevel_server  # what MCPServer.run_stdio_async drives, over our transport
 
     async def main() -> None:
-        async with stdio_transport(claim) as (read_stream, write_stream):
+        async with stdio_transport(claim, on_tools_listed) as (read_stream, write_stream):
             await low.run(read_stream, write_stream, low.create_initialization_options())
 
     try:

@@ -111,11 +111,13 @@ def hide(schema: dict[str, Any], *names: str, require: str | None = None) -> Non
 def harden(tool: Any, hidden: set[str]) -> None:
     """Make `tool` (the SDK's registered Tool) strict and closed, and slim what it advertises."""
     base = tool.fn_metadata.arg_model
+    # Built on the tool's first call (defer_build), not at the server's start: tools/list needs
+    # only its schema, which is the SDK's schema of `base`, closed.
     strict_model: Any = type(base.__name__, (base,), {
-        "model_config": {**base.model_config, "extra": "forbid", "strict": True},
+        "model_config": {**base.model_config, "extra": "forbid", "strict": True, "defer_build": True},
         "_relaxed": model_validator(mode="before")(_relax_arguments)})
     tool.fn_metadata.arg_model = strict_model
-    full = _inline(strict_model.model_json_schema(by_alias=True))
+    full = _inline(_closed(tool.parameters))
     if "library" in full.get("properties", {}) and not set(full["properties"]) - hidden:
         hidden = hidden - {"library"}  # a tool advertises one property at least (see the module's docstring)
     tool.parameters = slim(full, drop=hidden)
@@ -126,6 +128,16 @@ def harden(tool: Any, hidden: set[str]) -> None:
         tool.__dict__.pop("output_schema", None)  # a cached_property of the SDK's Tool
     if tool.annotations is not None:
         tool.annotations = lean_annotations(tool.annotations)
+
+
+def _closed(schema: dict[str, Any]) -> dict[str, Any]:
+    """An argument model's JSON schema as pydantic writes it with `extra="forbid"`: the same,
+    with `additionalProperties: false` after the properties and required (the title last)."""
+    closed = {k: v for k, v in schema.items() if k != "title"}
+    closed["additionalProperties"] = False
+    if "title" in schema:
+        closed["title"] = schema["title"]
+    return closed
 
 
 def shallow(schema: dict[str, Any]) -> dict[str, Any]:

@@ -26,13 +26,18 @@ import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from memloci.core.errors import ValidationError
+from memloci.core.lazy import on_first_use
 from memloci.core.model import Memory
 from memloci.search.changes import stem
 from memloci.search.similar import check_rows, normalized_text, similar_pairs
+
+if TYPE_CHECKING:
+    import numpy as np
+else:  # imported on first use: the server's start does not need it (core/lazy.py)
+    np = on_first_use("numpy", globals(), "np")
 
 ASSOCIATION_MIN = 0.60
 MIN_COHESION = 0.60

@@ -41,17 +41,20 @@ import shutil
 import sys
 import tempfile
 import threading
-import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
-
-import numpy as np
+from typing import TYPE_CHECKING, Protocol
 
 from memloci.core.confine import atomic_write
+from memloci.core.lazy import on_first_use
 from memloci.core.settings import Settings
 from memloci.search.packaged import PACKAGED, PackagedModelError, create_packaged, sha256_of
+
+if TYPE_CHECKING:
+    import numpy as np
+else:  # imported on first use: the server's start does not need it (core/lazy.py)
+    np = on_first_use("numpy", globals(), "np")
 
 log = logging.getLogger(__name__)
 SPECS = "minilm (default, English), minilm-exact, multilingual, e5-multilingual, onnx:/path/to/dir, openai:URL#MODEL or none"
@@ -164,6 +167,8 @@ class OpenAIEmbedder:
             raise EmbedderUnavailable(f"embeddings endpoint {self.url} is not reachable: {exc}") from exc
 
     def embed(self, texts: list[str]) -> np.ndarray:
+        import urllib.request  # with http.client and email: only an endpoint embedder needs them
+
         headers = {"Content-Type": "application/json"}
         if self._api_key:
             headers["Authorization"] = f"Bearer {self._api_key}"

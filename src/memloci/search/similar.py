@@ -49,12 +49,17 @@ import unicodedata
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from memloci.core.errors import ValidationError
+from memloci.core.lazy import on_first_use
 from memloci.core.model import IMPORTANCE, Memory
 from memloci.search.changes import Change, changes, facts_of, number_value, stem
+
+if TYPE_CHECKING:
+    import numpy as np
+else:  # imported on first use: the server's start does not need it (core/lazy.py)
+    np = on_first_use("numpy", globals(), "np")
 
 NEAR_DUPLICATE_MIN = 0.84
 SAME_SUBJECT_MIN = 0.70

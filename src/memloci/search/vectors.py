@@ -13,13 +13,18 @@ import os
 import threading
 import time
 from collections.abc import Callable, Sequence
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from memloci.core.errors import StorageUnavailableError
+from memloci.core.lazy import on_first_use
 from memloci.core.model import MemoryFilter
 from memloci.search.embedder import EmbedderHandle, yield_to_requests
 from memloci.store.protocols import Passages, VectorSearch
+
+if TYPE_CHECKING:
+    import numpy as np
+else:  # imported on first use: the server's start does not need it (core/lazy.py)
+    np = on_first_use("numpy", globals(), "np")
 
 log = logging.getLogger(__name__)
 

@@ -20,12 +20,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from datetime import datetime
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from memloci.app.projects import ProjectRef
 from memloci.core import schema
+from memloci.core.lazy import on_first_use
 from memloci.core.model import Memory, MemoryFilter, MemoryInput, MemoryLink, NewMemory
 from memloci.rules.retention import zone
 from memloci.search.clusters import ASSOCIATION_MIN, clusters, default_max_size, summarize, within_horizon
@@ -34,6 +33,11 @@ from memloci.search.similar import NEAR_DUPLICATE_MIN, contradictions, near_dupl
 from memloci.service.lifecycle import LifecycleOperations, Outcome, Plan, first_line
 from memloci.service.stores import Stores
 from memloci.store.protocols import Store
+
+if TYPE_CHECKING:
+    import numpy as np
+else:  # imported on first use: the server's start does not need it (core/lazy.py)
+    np = on_first_use("numpy", globals(), "np")
 
 SUMMARY_TYPE = "summary"
 SUMMARY_TAG = "consolidated"

@@ -33,12 +33,11 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from memloci.core import confine
 from memloci.core.errors import LibraryMissingError, LibraryUnreadableError, MemlociError, storage_error
+from memloci.core.lazy import on_first_use
 from memloci.core.model import (
     AddedObservations,
     ChangedMemories,
@@ -89,6 +88,11 @@ from memloci.store.sqlite.engine import SQLiteStore
 from memloci.store.sqlite.rows import journal
 from memloci.store.sqlite.schema import SCHEMA_VERSION
 from memloci.store.sqlite.sql import split_sql
+
+if TYPE_CHECKING:
+    import numpy as np
+else:  # imported on first use: the server's start does not need it (core/lazy.py)
+    np = on_first_use("numpy", globals(), "np")
 
 log = logging.getLogger(__name__)
 

@@ -15,10 +15,9 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
+from memloci.core.lazy import on_first_use
 from memloci.core.model import (
     AddedObservations,
     ChangedMemories,
@@ -68,6 +67,11 @@ from memloci.store.sqlite.previews import SQLitePreviews
 from memloci.store.sqlite.schema import SCHEMA_VERSION
 from memloci.store.sqlite.tx import NO_FILES, FileSide
 from memloci.store.sqlite.undo import SQLiteUndo
+
+if TYPE_CHECKING:
+    import numpy as np
+else:  # imported on first use: the server's start does not need it (core/lazy.py)
+    np = on_first_use("numpy", globals(), "np")
 
 
 class SQLiteStore:

@@ -12,10 +12,9 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
+from memloci.core.lazy import on_first_use
 from memloci.core.model import (
     ChangedMemories,
     Memory,
@@ -54,6 +53,11 @@ from memloci.store.sqlite.tx import WriteTx
 from memloci.store.sqlite.undo_rows import keep_before
 from memloci.store.sqlite.vault import retag
 from memloci.store.sqlite.vectors import claim_model, library_meta, pack, set_library_meta, unpack_many, vectors_version
+
+if TYPE_CHECKING:
+    import numpy as np
+else:  # imported on first use: the server's start does not need it (core/lazy.py)
+    np = on_first_use("numpy", globals(), "np")
 
 
 class SQLiteMemories:

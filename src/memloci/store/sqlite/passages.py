@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-import numpy as np
-
+from memloci.core.lazy import on_first_use
 from memloci.core.model import PassageVectors, PendingPassage, SavedVectors, name_key
 
 # The splitting rule is the same on every engine (rules/passages.py).
@@ -32,6 +32,11 @@ from memloci.rules.passages import (
 )
 from memloci.store.sqlite.database import Database
 from memloci.store.sqlite.vectors import claim_model, library_meta, pack, unpack_many
+
+if TYPE_CHECKING:
+    import numpy as np
+else:  # imported on first use: the server's start does not need it (core/lazy.py)
+    np = on_first_use("numpy", globals(), "np")
 
 
 class SQLitePassages:

@@ -5,8 +5,15 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-import numpy as np
+from memloci.core.lazy import on_first_use
+
+if TYPE_CHECKING:
+    import numpy as np
+else:  # imported on first use: the server's start does not need it (core/lazy.py)
+    np = on_first_use("numpy", globals(), "np")
+
 
 
 def vectors_version(conn: sqlite3.Connection) -> int:
