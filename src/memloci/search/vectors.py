@@ -12,6 +12,7 @@ import logging
 import os
 import threading
 import time
+import weakref
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -26,13 +27,19 @@ log = logging.getLogger(__name__)
 NEIGHBOUR_WEIGHT = 0.3  # share of each neighbour's similarity added to a memory's own
 RECHECK_S = 5.0  # an idle embedding worker looks for unannounced work this often
 
+_keys: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # store -> its key: resolving a path reads the disk
+
 
 def library_key(store) -> str:
     """What per-library state in a process is keyed by: the library's file (a Markdown library's
     index file), resolved. Never its display name: two projects `one/app` and `two/app` are both
-    named "app", and must never share vectors or workers."""
-    path = str(store.path)
-    return path if "://" in path else os.path.realpath(path)
+    named "app", and must never share vectors or workers. Resolved once per store object (a
+    store's path never changes), not at every search."""
+    key = _keys.get(store)
+    if key is None:
+        path = str(store.path)
+        key = _keys[store] = path if "://" in path else os.path.realpath(path)
+    return key
 
 
 class VectorIndex:
@@ -158,13 +165,13 @@ class VectorIndex:
                 return {}, 0.0, 0.0
             k = min(k, n)
             top = np.argpartition(-lifted, k - 1)[:k]
-            found = {int(ids[i]): float(lifted[i]) for i in top if np.isfinite(lifted[i])}
+            top = top[np.isfinite(lifted[top])]
+            found = dict(zip(ids[top].tolist(), lifted[top].tolist()))
             if len(also):
                 wanted = np.asarray(list(also), dtype=np.int64)
-                pos = np.searchsorted(ids, wanted)  # ids ascend: rows are kept in id order
-                for memory_id, p in zip(wanted, pos):
-                    if p < n and ids[p] == memory_id and np.isfinite(lifted[p]):
-                        found[int(memory_id)] = float(lifted[p])
+                pos = np.minimum(np.searchsorted(ids, wanted), n - 1)  # ids ascend: rows are kept in id order
+                held = (ids[pos] == wanted) & np.isfinite(lifted[pos])
+                found.update(zip(wanted[held].tolist(), lifted[pos[held]].tolist()))
             return found, float(finite.min()), float(finite.max())
 
 
