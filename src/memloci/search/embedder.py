@@ -183,6 +183,8 @@ def _is_cjk(char: str) -> bool:
 
 def cjk_share(text: str) -> float:
     """The share of a text's letters that are Chinese, Japanese or Korean (0 for no letters)."""
+    if text.isascii():  # (most texts: no letter to look at one by one)
+        return 0.0
     letters = [c for c in text if c.isalpha()]
     return sum(map(_is_cjk, letters)) / len(letters) if letters else 0.0
 

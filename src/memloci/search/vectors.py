@@ -26,6 +26,10 @@ log = logging.getLogger(__name__)
 
 NEIGHBOUR_WEIGHT = 0.3  # share of each neighbour's similarity added to a memory's own
 RECHECK_S = 5.0  # an idle embedding worker looks for unannounced work this often
+GATHER_S = 0.01  # woken by a write, the worker waits this long: writes close together make one batch
+OFFER_WAIT_S = 0.5  # how long the worker waits for a vector a request is computing for a text it holds
+OFFERS_KEPT = 4096  # vectors offered by requests and not yet taken, at most (the oldest are dropped)
+
 
 _keys: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # store -> its key: resolving a path reads the disk
 
@@ -248,6 +252,54 @@ class PassageIndex:
             return found
 
 
+class VectorOffers:
+    """Vectors requests computed anyway (store_memory's near-duplicate check), by text, for the
+    embedding workers to take instead of embedding the text again; and the texts a request is
+    embedding now, which a worker waits for rather than embed them a second time. Keyed by text
+    alone: a text has one vector per model, and a process has one model."""
+
+    def __init__(self) -> None:
+        self._offers: dict[str, np.ndarray] = {}
+        self._embedding: dict[str, int] = {}
+        self._changed = threading.Condition()
+
+    def embedding(self, text: str) -> None:
+        """A request is embedding `text` now and will offer() its vector (or None)."""
+        with self._changed:
+            self._embedding[text] = self._embedding.get(text, 0) + 1
+
+    def offer(self, text: str, vector: np.ndarray | None) -> None:
+        """The vector a request computed for `text` (once per embedding(text)); None if it failed."""
+        with self._changed:
+            left = self._embedding.get(text, 0) - 1
+            if left > 0:
+                self._embedding[text] = left
+            else:
+                self._embedding.pop(text, None)
+            if vector is not None:
+                self._offers[text] = vector
+                while len(self._offers) > OFFERS_KEPT:  # texts never stored, or embedded by another process
+                    del self._offers[next(iter(self._offers))]
+            self._changed.notify_all()
+
+    def vectors(self, embedder, texts: list[str]) -> np.ndarray:
+        """The vectors of `texts`: those requests offered, the rest embedded in one batch."""
+        with self._changed:
+            self._changed.wait_for(lambda: not any(t in self._embedding for t in texts), OFFER_WAIT_S)
+            taken = {k: self._offers[t] for k, t in enumerate(texts) if t in self._offers}
+            for k in taken:
+                self._offers.pop(texts[k], None)
+        if not taken:
+            return embedder.embed(texts)  # it batches by length itself
+        rest = [k for k in range(len(texts)) if k not in taken]
+        vectors = np.empty((len(texts), next(iter(taken.values())).shape[0]), dtype=np.float32)
+        for k, row in taken.items():
+            vectors[k] = row
+        if rest:
+            vectors[rest] = embedder.embed([texts[k] for k in rest])
+        return vectors
+
+
 class EmbeddingWorker:
     """Embeds a library's new memories in batches on a background thread.
 
@@ -256,9 +308,11 @@ class EmbeddingWorker:
     """
 
     def __init__(self, store, embedder: EmbedderHandle, on_saved: Callable[[list[int], list[str], np.ndarray, int], None],
-                 on_passages: Callable[[list[int], list[int], np.ndarray, int], None] | None = None):
+                 on_passages: Callable[[list[int], list[int], np.ndarray, int], None] | None = None,
+                 offers: VectorOffers | None = None):
         """`on_passages` (a PassageIndex's add) makes the worker embed note-body passages too,
-        after each batch of memories, on a store that keeps them."""
+        after each batch of memories, on a store that keeps them. `offers`: vectors requests
+        computed (the process's, shared by its workers), taken instead of embedding again."""
         self.store = store
         self.embedder = embedder
         self.on_saved = on_saved
@@ -267,9 +321,11 @@ class EmbeddingWorker:
         self._idle = threading.Event()
         self._memories_idle = threading.Event()  # no memory waits (passages may)
         self._state = threading.Lock()  # makes "nothing new came in, so idle" one step
+        self._hurry = threading.Event()  # a search waits (flush): no gathering
         self._stop = False
         self._thread: threading.Thread | None = None
         self.error: str | None = None
+        self.offers = offers if offers is not None else VectorOffers()
 
     def start(self) -> None:
         """Start the thread (once); it first embeds whatever is pending (another process's writes too)."""
@@ -293,6 +349,7 @@ class EmbeddingWorker:
         if self.embedder.get() is None:
             return True
         self.start()
+        self._hurry.set()
         self.poke()  # another process (a hook, a second server) may have stored memories since the last wake
         return (self._memories_idle if memories_only else self._idle).wait(timeout)
 
@@ -318,9 +375,13 @@ class EmbeddingWorker:
             return
         while not self._stop:
             # Woken by this process's writes, and every RECHECK_S for what it was not told of:
-            # another process's writes, a person's edits the Markdown scan picked up.
-            self._wake.wait(RECHECK_S)
+            # another process's writes, a person's edits the Markdown scan picked up. A moment's
+            # wait after a wake gathers the writes around it into one batch, and lets the request
+            # that wrote say it is embedding the text itself (embedding()).
+            if self._wake.wait(RECHECK_S) and not self._hurry.is_set():
+                time.sleep(GATHER_S)
             self._wake.clear()
+            self._hurry.clear()
             try:
                 model = self.store.vector_model()
                 if model not in (None, embedder.model_id):  # never compute vectors that cannot be stored
@@ -329,7 +390,7 @@ class EmbeddingWorker:
                 while not self._stop:
                     pending = self.store.pending_embeddings(256)
                     if pending:
-                        vectors = embedder.embed([p.content for p in pending])  # it batches by length itself
+                        vectors = self.offers.vectors(embedder, [p.content for p in pending])
                         saved = self.store.save_vectors(
                             [(p.id, p.content_hash, vectors[j]) for j, p in enumerate(pending)], embedder.model_id)
                         keep = set(saved.ids)
