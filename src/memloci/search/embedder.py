@@ -41,8 +41,10 @@ import shutil
 import sys
 import tempfile
 import threading
+import time
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -330,6 +332,45 @@ class EmbedderStatus:
 
 
 BACKGROUND_NICE = 10  # embedding a backlog yields the cores to requests (CFS weight 110 vs 1024)
+
+
+class Requests:
+    """The requests a process is answering now (tool calls), which background work gives way to:
+    a backlog of vectors is embedded a few texts at a time, in the moments no request runs."""
+
+    def __init__(self) -> None:
+        self._count = 0
+        self._last_end = 0.0
+        self._changed = threading.Condition()
+
+    @contextmanager
+    def answering(self) -> Iterator[None]:
+        with self._changed:
+            self._count += 1
+        try:
+            yield
+        finally:
+            with self._changed:
+                self._count -= 1
+                self._last_end = time.monotonic()
+                self._changed.notify_all()
+
+    def wait_quiet(self, settle: float, longest: float) -> None:
+        """Return once no request has run for `settle` seconds, or after `longest` at most (so
+        the work waiting still moves under a steady stream of requests)."""
+        deadline = time.monotonic() + longest
+        with self._changed:
+            while (now := time.monotonic()) < deadline:
+                if self._count == 0:
+                    quiet_for = now - self._last_end
+                    if quiet_for >= settle:
+                        return
+                    self._changed.wait(min(settle - quiet_for, deadline - now))
+                else:
+                    self._changed.wait(deadline - now)
+
+
+REQUESTS = Requests()  # the process's: the MCP server counts its tool calls here
 
 
 def yield_to_requests() -> None:

@@ -19,7 +19,7 @@ import numpy as np
 
 from memloci.core.errors import StorageUnavailableError
 from memloci.core.model import MemoryFilter
-from memloci.search.embedder import EmbedderHandle, yield_to_requests
+from memloci.search.embedder import REQUESTS, EmbedderHandle, yield_to_requests
 from memloci.store.protocols import Passages, VectorSearch
 
 log = logging.getLogger(__name__)
@@ -29,6 +29,11 @@ RECHECK_S = 5.0  # an idle embedding worker looks for unannounced work this ofte
 GATHER_S = 0.01  # woken by a write, the worker waits this long: writes close together make one batch
 OFFER_WAIT_S = 0.5  # how long the worker waits for a vector a request is computing for a text it holds
 OFFERS_KEPT = 4096  # vectors offered by requests and not yet taken, at most (the oldest are dropped)
+# A backlog is embedded GIVE_WAY_TEXTS at a time, each batch once no request has run for SETTLE_S
+# (or after GIVE_WAY_MAX_S at most): a request never shares the cores with more than one small batch.
+GIVE_WAY_TEXTS = 16
+SETTLE_S = 0.005
+GIVE_WAY_MAX_S = 0.25
 
 
 _keys: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # store -> its key: resolving a path reads the disk
@@ -282,21 +287,34 @@ class VectorOffers:
                     del self._offers[next(iter(self._offers))]
             self._changed.notify_all()
 
-    def vectors(self, embedder, texts: list[str]) -> np.ndarray:
-        """The vectors of `texts`: those requests offered, the rest embedded in one batch."""
+    def vectors(self, embedder, texts: list[str], give_way: Callable[[], None] | None = None) -> np.ndarray:
+        """The vectors of `texts`: those requests offered, the rest embedded. `give_way`, when
+        given, is called before each GIVE_WAY_TEXTS of them (texts of like length together)."""
         with self._changed:
             self._changed.wait_for(lambda: not any(t in self._embedding for t in texts), OFFER_WAIT_S)
             taken = {k: self._offers[t] for k, t in enumerate(texts) if t in self._offers}
             for k in taken:
                 self._offers.pop(texts[k], None)
-        if not taken:
-            return embedder.embed(texts)  # it batches by length itself
         rest = [k for k in range(len(texts)) if k not in taken]
+        if give_way is None:
+            embedded = embedder.embed([texts[k] for k in rest]) if rest else None  # it batches by length itself
+        else:
+            rest.sort(key=lambda k: len(texts[k]))
+            parts = []
+            for start in range(0, len(rest), GIVE_WAY_TEXTS):
+                give_way()
+                parts.append(embedder.embed([texts[k] for k in rest[start:start + GIVE_WAY_TEXTS]]))
+            embedded = np.concatenate(parts) if parts else None
+        if not taken:
+            assert embedded is not None  # (texts is never empty)
+            vectors = np.empty_like(embedded)
+            vectors[rest] = embedded
+            return vectors
         vectors = np.empty((len(texts), next(iter(taken.values())).shape[0]), dtype=np.float32)
         for k, row in taken.items():
             vectors[k] = row
-        if rest:
-            vectors[rest] = embedder.embed([texts[k] for k in rest])
+        if embedded is not None:
+            vectors[rest] = embedded
         return vectors
 
 
@@ -358,6 +376,13 @@ class EmbeddingWorker:
             if not self._wake.is_set():
                 for event in events:
                     event.set()
+                self._hurry.clear()  # the search that waited has what it waited for
+
+    def _give_way(self) -> None:
+        """Before each few texts of a backlog: wait for a quiet moment between requests, unless
+        a search waits for this worker (flush), which is a request itself."""
+        if not self._hurry.is_set():
+            REQUESTS.wait_quiet(SETTLE_S, GIVE_WAY_MAX_S)
 
     def stop(self, timeout: float = 30.0) -> None:
         """Stop after the batch in hand (a process must not exit in the middle of one)."""
@@ -381,7 +406,6 @@ class EmbeddingWorker:
             if self._wake.wait(RECHECK_S) and not self._hurry.is_set():
                 time.sleep(GATHER_S)
             self._wake.clear()
-            self._hurry.clear()
             try:
                 model = self.store.vector_model()
                 if model not in (None, embedder.model_id):  # never compute vectors that cannot be stored
@@ -390,7 +414,7 @@ class EmbeddingWorker:
                 while not self._stop:
                     pending = self.store.pending_embeddings(256)
                     if pending:
-                        vectors = self.offers.vectors(embedder, [p.content for p in pending])
+                        vectors = self.offers.vectors(embedder, [p.content for p in pending], self._give_way)
                         saved = self.store.save_vectors(
                             [(p.id, p.content_hash, vectors[j]) for j, p in enumerate(pending)], embedder.model_id)
                         keep = set(saved.ids)
