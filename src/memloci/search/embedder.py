@@ -372,6 +372,37 @@ class Requests:
 
 REQUESTS = Requests()  # the process's: the MCP server counts its tool calls here
 
+QUERY_VECTORS_KEPT = 256
+
+
+class QueryVectors:
+    """The vectors of recent queries, by model and text: a query asked again (one question
+    searched in several libraries, a client asking twice) is not embedded again. A text has one
+    vector per model, so nothing here ever needs to be forgotten but for room."""
+
+    def __init__(self, kept: int = QUERY_VECTORS_KEPT) -> None:
+        self.kept = kept
+        self._vectors: dict[tuple[str, str], np.ndarray] = {}
+        self._lock = threading.Lock()
+
+    def vector(self, embedder: Embedder, text: str) -> np.ndarray:
+        key = (embedder.model_id, text)
+        with self._lock:
+            found = self._vectors.pop(key, None)
+            if found is not None:
+                self._vectors[key] = found  # the newest again
+                return found
+        vector = embedder.embed([text])[0]
+        vector.setflags(write=False)  # shared by every search that asks this again
+        with self._lock:
+            self._vectors[key] = vector
+            while len(self._vectors) > self.kept:
+                del self._vectors[next(iter(self._vectors))]
+        return vector
+
+
+QUERY_VECTORS = QueryVectors()  # the process's
+
 
 def yield_to_requests() -> None:
     """Lower the calling thread's CPU priority, so a backlog being embedded never slows the

@@ -34,7 +34,7 @@ from memloci.core.model import Memory, MemoryFilter
 from memloci.rules.retention import parse_time
 from memloci.search import cues, lexical
 from memloci.search.decay import decay_factor
-from memloci.search.embedder import understands
+from memloci.search.embedder import QUERY_VECTORS, understands
 from memloci.search.timephrases import TimeRange
 from memloci.search.vectors import VectorSearch
 from memloci.store.protocols import WordScores
@@ -128,7 +128,7 @@ def retrieve(store, index, embedder, query: str, n: int, filters: MemoryFilter, 
     def embed_and_search() -> tuple[Any, tuple[dict[int, float], float, float] | None]:
         vector = None
         try:
-            vector = embedder.embed([meaning_text])[0]
+            vector = QUERY_VECTORS.vector(embedder, meaning_text)
         except Exception as exc:  # the model or endpoint failed now: words still answer
             log.warning("query embedding failed, searching by words only: %s", exc)
             return None, None
