@@ -58,6 +58,37 @@ def test_batches_by_length_give_the_vectors_of_single_texts(cache):
     assert exact.embed([]).shape == (0, 384)
 
 
+class _Counted:
+    """A real embedder that counts the texts it is asked to embed."""
+
+    def __init__(self, inner, model_id: str | None = None):
+        self.inner, self.texts = inner, 0
+        self.model_id = model_id or inner.model_id
+
+    def embed(self, texts):
+        self.texts += len(texts)
+        return self.inner.embed(texts)
+
+
+def test_a_query_asked_again_is_not_embedded_again_and_each_model_keeps_its_own(cache):
+    exact = embedder("minilm-exact", cache)
+    queries = E.QueryVectors(kept=2)
+    counted = _Counted(exact)
+    first = queries.vector(counted, TEXTS[0])
+    assert np.array_equal(first, exact.embed([TEXTS[0]])[0]) and counted.texts == 1
+    assert queries.vector(counted, TEXTS[0]) is first and counted.texts == 1
+    with pytest.raises(ValueError):
+        first[0] = 0.0  # shared by every search that asks it again: read-only
+    other = _Counted(exact, "another-model")
+    queries.vector(other, TEXTS[0])
+    assert other.texts == 1, "a vector is kept per model"
+    queries.vector(counted, TEXTS[1])  # two more queries: room is made by dropping the least recently asked
+    queries.vector(counted, TEXTS[2])
+    assert counted.texts == 3
+    queries.vector(other, TEXTS[0])
+    assert other.texts == 2, "only `kept` vectors are kept, the least recently asked dropped first"
+
+
 # -- the optional packaged models (search/packaged.py) ---------------------------------------
 
 from dataclasses import replace  # noqa: E402

@@ -35,3 +35,25 @@ def test_memories_and_observations_are_found_by_meaning_within_filters(engine):
     assert nodes.hits and nodes.hits[0].entity.name == "Pets", [(h.entity.name, h.why) for h in nodes.hits]
     health = s.health()
     assert health["embedder"]["search"] == "hybrid" and health["embedder"]["library_model"], health["embedder"]
+
+
+def test_a_vector_the_near_duplicate_check_computed_is_the_memorys_and_an_edit_replaces_it(engine):
+    """store_memory's near-duplicate check embeds the new text (while it is stored) and hands the
+    vector to the embedding worker, which stores it instead of embedding the text again
+    (search/vectors.py, VectorOffers, by text): the memory is found by that meaning, and once its
+    text is edited, by the new text's meaning only."""
+    s = engine.library(embedder="minilm")
+    s.store_memory(TAXES)
+    assert s.flush_embeddings(timeout=600)
+    ahead = s.memories.embed_ahead(PUPPIES)  # as the tool does: the model works while the memory is stored
+    memory, created = s.store_memory(PUPPIES, tags=["home"])
+    assert ahead is not None and created and s.memories.similar_to(memory, ahead=ahead) == []
+    assert s.flush_embeddings(timeout=600)
+    dogs = s.retrieve_memory("getting new dogs").hits
+    assert dogs[0].memory.content == PUPPIES and dogs[0].words == 0 and dogs[0].meaning > 0
+
+    s.update_memory(memory.content_hash, content=ORCHESTRA)
+    assert s.flush_embeddings(timeout=600)
+    music = s.retrieve_memory("classical music concert").hits
+    assert music[0].memory.content == ORCHESTRA and music[0].words == 0 and music[0].meaning > 0
+    assert s.retrieve_memory("getting new dogs", tags=["home"]).hits[0].meaning < dogs[0].meaning

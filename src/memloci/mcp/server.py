@@ -29,7 +29,7 @@ from memloci.mcp.access import Callers, NoCallers
 from memloci.mcp.replies import as_json, error_reply
 from memloci.mcp.roots import ClientRoots, connection_of
 from memloci.mcp.surface import accepted_schema, describe_validation_error, fit_hint, harden, tool_size
-from memloci.search.embedder import EmbedderHandle
+from memloci.search.embedder import REQUESTS, EmbedderHandle
 from memloci.service.background import SCHEDULES, Schedule
 from memloci.service.facade import MemoryService
 from memloci.service.projects import CONTEXT_HINT
@@ -151,10 +151,11 @@ class MemlociServer(MCPServer):
         started = access.call_started(name)
         self.calls_in_flight += 1
         try:
-            arguments = await self._with_root(name, arguments, context)
-            # a token's scopes first (HTTP; over stdio there is no token and nothing is refused)
-            result = access.refusal(self, name, arguments) or await self._call(
-                name, access.readable_only(self, name, arguments), context)  # "*": the caller's libraries
+            with REQUESTS.answering():  # a backlog being embedded waits for a quiet moment (search/embedder.py)
+                arguments = await self._with_root(name, arguments, context)
+                # a token's scopes first (HTTP; over stdio there is no token and nothing is refused)
+                result = access.refusal(self, name, arguments) or await self._call(
+                    name, access.readable_only(self, name, arguments), context)  # "*": the caller's libraries
         finally:
             self.calls_in_flight -= 1
         access.log_call(self, name, arguments, started, result)

@@ -28,6 +28,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from datetime import datetime
+from functools import lru_cache
 
 from memloci.core.model import Memory
 
@@ -67,6 +68,7 @@ class Retention:
     zone: str  # one of ZONES
 
 
+@lru_cache(maxsize=65536)  # ranking reads the same memories' times at every search
 def parse_time(text: str) -> datetime:
     """A stored ISO 8601 UTC time ("2026-03-01T09:30:00Z")."""
     return datetime.fromisoformat(text.replace("Z", "+00:00"))
@@ -105,9 +107,9 @@ def _days(earlier: str, now: datetime) -> float:
     return (now - parse_time(earlier)).total_seconds() / 86400
 
 
-def retention(memory: Memory, now: datetime) -> Retention:
-    importance = importance_of(memory)
-    base = IMPORTANCE_BASE[importance]
+def _scored(memory: Memory, now: datetime) -> tuple[float, float, float, float, float, float, str | None]:
+    """(score, base, decay, boost, age in days, retention days, immunity reason)."""
+    base = IMPORTANCE_BASE[importance_of(memory)]
     days = retention_days(memory)
     age = max(0.0, _days(memory.created_at, now))
     decay = math.exp(-age / days)
@@ -116,6 +118,11 @@ def retention(memory: Memory, now: datetime) -> Retention:
     score = base * decay * boost
     if reason is not None:
         score = max(score, FLOOR)
+    return score, base, decay, boost, age, days, reason
+
+
+def retention(memory: Memory, now: datetime) -> Retention:
+    score, base, decay, boost, age, days, reason = _scored(memory, now)
     if memory.archived_at:
         zone = "archived"
     elif memory.superseded_by:
@@ -132,7 +139,8 @@ def retention(memory: Memory, now: datetime) -> Retention:
 
 
 def relevance(memory: Memory, now: datetime) -> float:
-    return retention(memory, now).score
+    """retention(memory, now).score, without the zone (ranking asks it of every candidate)."""
+    return _scored(memory, now)[0]
 
 
 def zone(memory: Memory, now: datetime) -> str:

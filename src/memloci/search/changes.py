@@ -67,6 +67,7 @@ _TIME_SAME = {"am": "am", "morning": "am", "pm": "pm", "afternoon": "pm", "eveni
               "annually": "year", "yearly": "year", "hourly": "hour"}
 
 
+@functools.lru_cache(maxsize=65536)  # asked of every word of both texts at every near-duplicate check
 def stem(word: str) -> str:
     """A crude English stem, enough to see "walked" in "walk" and "Mondays" in "Monday"."""
     if len(word) > 4 and word.endswith("ies"):
@@ -240,10 +241,13 @@ def _han_replaced(older: str, newer: str) -> tuple[tuple[str, ...], tuple[str, .
 
 def _names_missing(mine: Facts, theirs: Facts, their_text: str) -> tuple[str, ...]:
     out = []
+    stems: set[str] | None = None  # the stems of their words, once
     for name in sorted(mine.names):
         if _CJK.match(name):
             if _cjk_pieces_missing(name, their_text):
                 out.append(mine.shown[name])
-        elif name not in theirs.words and stem(name) not in {stem(w) for w in theirs.words}:
-            out.append(mine.shown[name])
+        elif name not in theirs.words:
+            stems = stems if stems is not None else {stem(w) for w in theirs.words}
+            if stem(name) not in stems:
+                out.append(mine.shown[name])
     return tuple(out)

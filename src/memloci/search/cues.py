@@ -65,6 +65,7 @@ def is_when_question(query: str) -> bool:
     return _WHEN_QUESTION.search(query) is not None
 
 
+@lru_cache(maxsize=65536)  # a memory's text is asked about at every question that names a "when"
 def says_when(text: str) -> bool:
     """Whether a statement holds a time reference (month names count only capitalized)."""
     for m in _TIME_REFERENCE.finditer(text):
@@ -159,12 +160,14 @@ def dated_within(when: datetime | None, wanted) -> bool:
 _SPEAKER = re.compile(r"^([A-Z][\w.'-]{0,30}(?: [A-Z][\w.'-]{0,30})?): ")
 
 
+@lru_cache(maxsize=65536)
 def speaker(content: str) -> str | None:
     """The speaker of a memory written as "<Name>: <text>"."""
     m = _SPEAKER.match(content)
     return m.group(1) if m else None
 
 
+@lru_cache(maxsize=4096)  # a question asks it of each candidate, and a conversation has few speakers
 def named_in(name: str, query: str) -> bool:
     """Whether the question names this person (by a whole word of the name, as written)."""
     return any(re.search(rf"\b{re.escape(part)}\b", query) for part in name.split() if len(part) > 1)

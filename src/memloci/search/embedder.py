@@ -41,7 +41,9 @@ import shutil
 import sys
 import tempfile
 import threading
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
@@ -188,6 +190,8 @@ def _is_cjk(char: str) -> bool:
 
 def cjk_share(text: str) -> float:
     """The share of a text's letters that are Chinese, Japanese or Korean (0 for no letters)."""
+    if text.isascii():  # (most texts: no letter to look at one by one)
+        return 0.0
     letters = [c for c in text if c.isalpha()]
     return sum(map(_is_cjk, letters)) / len(letters) if letters else 0.0
 
@@ -333,6 +337,76 @@ class EmbedderStatus:
 
 
 BACKGROUND_NICE = 10  # embedding a backlog yields the cores to requests (CFS weight 110 vs 1024)
+
+
+class Requests:
+    """The requests a process is answering now (tool calls), which background work gives way to:
+    a backlog of vectors is embedded a few texts at a time, in the moments no request runs."""
+
+    def __init__(self) -> None:
+        self._count = 0
+        self._last_end = 0.0
+        self._changed = threading.Condition()
+
+    @contextmanager
+    def answering(self) -> Iterator[None]:
+        with self._changed:
+            self._count += 1
+        try:
+            yield
+        finally:
+            with self._changed:
+                self._count -= 1
+                self._last_end = time.monotonic()
+                self._changed.notify_all()
+
+    def wait_quiet(self, settle: float, longest: float) -> None:
+        """Return once no request has run for `settle` seconds, or after `longest` at most (so
+        the work waiting still moves under a steady stream of requests)."""
+        deadline = time.monotonic() + longest
+        with self._changed:
+            while (now := time.monotonic()) < deadline:
+                if self._count == 0:
+                    quiet_for = now - self._last_end
+                    if quiet_for >= settle:
+                        return
+                    self._changed.wait(min(settle - quiet_for, deadline - now))
+                else:
+                    self._changed.wait(deadline - now)
+
+
+REQUESTS = Requests()  # the process's: the MCP server counts its tool calls here
+
+QUERY_VECTORS_KEPT = 256
+
+
+class QueryVectors:
+    """The vectors of recent queries, by model and text: a query asked again (one question
+    searched in several libraries, a client asking twice) is not embedded again. A text has one
+    vector per model, so nothing here ever needs to be forgotten but for room."""
+
+    def __init__(self, kept: int = QUERY_VECTORS_KEPT) -> None:
+        self.kept = kept
+        self._vectors: dict[tuple[str, str], np.ndarray] = {}
+        self._lock = threading.Lock()
+
+    def vector(self, embedder: Embedder, text: str) -> np.ndarray:
+        key = (embedder.model_id, text)
+        with self._lock:
+            found = self._vectors.pop(key, None)
+            if found is not None:
+                self._vectors[key] = found  # the newest again
+                return found
+        vector = embedder.embed([text])[0]
+        vector.setflags(write=False)  # shared by every search that asks this again
+        with self._lock:
+            self._vectors[key] = vector
+            while len(self._vectors) > self.kept:
+                del self._vectors[next(iter(self._vectors))]
+        return vector
+
+
+QUERY_VECTORS = QueryVectors()  # the process's
 
 
 def yield_to_requests() -> None:

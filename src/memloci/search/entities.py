@@ -25,7 +25,7 @@ import weakref
 from collections.abc import Callable, Sequence
 
 from memloci.core.schema import SEARCH_LIMIT_MAX
-from memloci.search.embedder import understands
+from memloci.search.embedder import QUERY_VECTORS, understands
 from memloci.search.hybrid import STOP_WORDS
 from memloci.store.protocols import ChangeNotices
 
@@ -165,7 +165,7 @@ def meaning_signals(store, query: str, index, embedder) -> list[Signal]:
     if index is None or embedder is None or not understands(embedder, query):
         return []
     try:
-        vector = embedder.embed([query])[0]
+        vector = QUERY_VECTORS.vector(embedder, query)
     except Exception as exc:
         log.warning("query embedding failed, entity search without meaning: %s", exc)
         return []

@@ -34,7 +34,7 @@ from memloci.core.model import Memory, MemoryFilter
 from memloci.rules.retention import parse_time
 from memloci.search import cues, lexical
 from memloci.search.decay import decay_factor
-from memloci.search.embedder import understands
+from memloci.search.embedder import QUERY_VECTORS, understands
 from memloci.search.timephrases import TimeRange
 from memloci.search.vectors import VectorSearch
 from memloci.store.protocols import WordScores
@@ -128,7 +128,7 @@ def retrieve(store, index, embedder, query: str, n: int, filters: MemoryFilter, 
     def embed_and_search() -> tuple[Any, tuple[dict[int, float], float, float] | None]:
         vector = None
         try:
-            vector = embedder.embed([meaning_text])[0]
+            vector = QUERY_VECTORS.vector(embedder, meaning_text)
         except Exception as exc:  # the model or endpoint failed now: words still answer
             log.warning("query embedding failed, searching by words only: %s", exc)
             return None, None
@@ -139,6 +139,42 @@ def retrieve(store, index, embedder, query: str, n: int, filters: MemoryFilter, 
 
     embedding = _POOL.submit(embed_and_search) if dense else None
     words = word_candidates(store, word_terms(lexical_text, keywords is None), grams, k, filters)
+    asks_when = bool(WHEN_BOOST) and cues.is_when_question(query)
+    dates = cues.question_dates(query) if DATE_BOOST else None
+    names = bool(SPEAKER_BOOST) and _NAMES_SOMEONE.search(query) is not None
+    in_range = time_range is not None and (time_range.after or time_range.before)
+    # What a memory's score is multiplied by (decay, time range, cues) depends on the memory and
+    # the query alone, not on how well it matched: the word matches are read and weighed while
+    # the model still embeds the query, and only the matches by meaning alone after it.
+    weighed: dict[int, tuple[Memory, list[float], list[str]]] = {}
+
+    def weigh(ids: list[int]) -> None:
+        wanted = [i for i in ids if i not in weighed]
+        for memory_id, memory in (store.load_memories(wanted) if wanted else {}).items():
+            factor = decay_factor(memory, now)
+            factors, parts = [factor], []
+            if in_range:
+                assert time_range is not None
+                created = parse_time(memory.created_at)
+                if (time_range.after is None or created >= time_range.after) and (
+                        time_range.before is None or created < time_range.before):
+                    factors.append(TIME_BOOST)
+                    parts.append(f"in '{time_range.phrase}'")
+            if asks_when and cues.says_when(memory.content):
+                factors.append(1 + WHEN_BOOST)
+                parts.append("says when")
+            if dates is not None and cues.dated_within(cues.parse_date(str(memory.metadata.get("date", ""))), dates):
+                factors.append(1 + DATE_BOOST)
+                parts.append(f"dated {memory.metadata['date']}")
+            if names and (who := cues.speaker(memory.content)) is not None and cues.named_in(who, query):
+                factors.append(1 + SPEAKER_BOOST)
+                parts.append(f"by {who}")
+            if abs(factor - 1) > 0.005:
+                parts.append(f"decay x{factor:.2f}")
+            weighed[memory_id] = (memory, factors, parts)
+
+    if embedding is not None and words and not embedding.done():
+        weigh(list(words))
     meaning: dict[int, float] = {}
     low = high = 0.0
     if embedding is not None:
@@ -166,42 +202,27 @@ def retrieve(store, index, embedder, query: str, n: int, filters: MemoryFilter, 
         fused = {i: WORDS_WEIGHT * w.get(i, 0.0) + (1 - WORDS_WEIGHT) * m.get(i, 0.0) for i in {*w, *m}}
     else:
         fused = dict(w)
-    asks_when = bool(WHEN_BOOST) and cues.is_when_question(query)
-    dates = cues.question_dates(query) if DATE_BOOST else None
-    names = bool(SPEAKER_BOOST) and _NAMES_SOMEONE.search(query) is not None
     ranked = sorted(fused, key=fused.__getitem__, reverse=True)
     if not (asks_when or dates is not None or names):  # cues re-rank every candidate; else the best few suffice
         ranked = ranked[: max(3 * n, 50)]
-    memories = store.load_memories(ranked)
+    weigh(ranked)
     hits = []
-    for memory_id, memory in memories.items():
+    for memory_id in ranked:
+        if memory_id not in weighed:
+            continue  # (deleted meanwhile)
+        memory, factors, boosts = weighed[memory_id]
         if (memory.superseded_by and not filters.include_superseded) or (memory.archived_at and not filters.include_archived):
             continue  # (a vector search over the whole library may name one; words never do)
-        factor = decay_factor(memory, now)
-        score = fused[memory_id] * factor
+        score = fused[memory_id]
+        for factor in factors:  # one at a time, in this order: the same float as ever
+            score *= factor
         parts = []
         if memory_id in words:
             parts.append(f"words {w[memory_id]:.2f}")
         if memory_id in meaning:
             parts.append(f"meaning {m[memory_id]:.2f}")
-        if time_range is not None and (time_range.after or time_range.before):
-            created = parse_time(memory.created_at)
-            if (time_range.after is None or created >= time_range.after) and (
-                    time_range.before is None or created < time_range.before):
-                score *= TIME_BOOST
-                parts.append(f"in '{time_range.phrase}'")
-        if asks_when and cues.says_when(memory.content):
-            score *= 1 + WHEN_BOOST
-            parts.append("says when")
-        if dates is not None and cues.dated_within(cues.parse_date(str(memory.metadata.get("date", ""))), dates):
-            score *= 1 + DATE_BOOST
-            parts.append(f"dated {memory.metadata['date']}")
-        if names and (who := cues.speaker(memory.content)) is not None and cues.named_in(who, query):
-            score *= 1 + SPEAKER_BOOST
-            parts.append(f"by {who}")
-        if abs(factor - 1) > 0.005:
-            parts.append(f"decay x{factor:.2f}")
-        hits.append(MemoryHit(memory, score, ", ".join(parts) or "match", w.get(memory_id, 0.0), m.get(memory_id, 0.0)))
+        hits.append(MemoryHit(memory, score, ", ".join(parts + boosts) or "match", w.get(memory_id, 0.0),
+                              m.get(memory_id, 0.0)))
     hits.sort(key=lambda h: h.score, reverse=True)
     hits = [h for h in hits if h.score > 0 and h.score >= min_similarity][:n]
     if time_range is not None and time_range.latest:  # the best n, newest first

@@ -12,13 +12,14 @@ import logging
 import os
 import threading
 import time
+import weakref
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from memloci.core.errors import StorageUnavailableError
 from memloci.core.lazy import on_first_use
 from memloci.core.model import MemoryFilter
-from memloci.search.embedder import EmbedderHandle, yield_to_requests
+from memloci.search.embedder import REQUESTS, EmbedderHandle, yield_to_requests
 from memloci.store.protocols import Passages, VectorSearch
 
 if TYPE_CHECKING:
@@ -30,14 +31,29 @@ log = logging.getLogger(__name__)
 
 NEIGHBOUR_WEIGHT = 0.3  # share of each neighbour's similarity added to a memory's own
 RECHECK_S = 5.0  # an idle embedding worker looks for unannounced work this often
+GATHER_S = 0.01  # woken by a write, the worker waits this long: writes close together make one batch
+OFFER_WAIT_S = 0.5  # how long the worker waits for a vector a request is computing for a text it holds
+OFFERS_KEPT = 4096  # vectors offered by requests and not yet taken, at most (the oldest are dropped)
+# A backlog is embedded GIVE_WAY_TEXTS at a time, each batch once no request has run for SETTLE_S
+# (or after GIVE_WAY_MAX_S at most): a request never shares the cores with more than one small batch.
+GIVE_WAY_TEXTS = 16
+SETTLE_S = 0.005
+GIVE_WAY_MAX_S = 0.25
+
+
+_keys: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # store -> its key: resolving a path reads the disk
 
 
 def library_key(store) -> str:
     """What per-library state in a process is keyed by: the library's file (a Markdown library's
     index file), resolved. Never its display name: two projects `one/app` and `two/app` are both
-    named "app", and must never share vectors or workers."""
-    path = str(store.path)
-    return path if "://" in path else os.path.realpath(path)
+    named "app", and must never share vectors or workers. Resolved once per store object (a
+    store's path never changes), not at every search."""
+    key = _keys.get(store)
+    if key is None:
+        path = str(store.path)
+        key = _keys[store] = path if "://" in path else os.path.realpath(path)
+    return key
 
 
 class VectorIndex:
@@ -163,13 +179,13 @@ class VectorIndex:
                 return {}, 0.0, 0.0
             k = min(k, n)
             top = np.argpartition(-lifted, k - 1)[:k]
-            found = {int(ids[i]): float(lifted[i]) for i in top if np.isfinite(lifted[i])}
+            top = top[np.isfinite(lifted[top])]
+            found = dict(zip(ids[top].tolist(), lifted[top].tolist()))
             if len(also):
                 wanted = np.asarray(list(also), dtype=np.int64)
-                pos = np.searchsorted(ids, wanted)  # ids ascend: rows are kept in id order
-                for memory_id, p in zip(wanted, pos):
-                    if p < n and ids[p] == memory_id and np.isfinite(lifted[p]):
-                        found[int(memory_id)] = float(lifted[p])
+                pos = np.minimum(np.searchsorted(ids, wanted), n - 1)  # ids ascend: rows are kept in id order
+                held = (ids[pos] == wanted) & np.isfinite(lifted[pos])
+                found.update(zip(wanted[held].tolist(), lifted[pos[held]].tolist()))
             return found, float(finite.min()), float(finite.max())
 
 
@@ -246,6 +262,67 @@ class PassageIndex:
             return found
 
 
+class VectorOffers:
+    """Vectors requests computed anyway (store_memory's near-duplicate check), by text, for the
+    embedding workers to take instead of embedding the text again; and the texts a request is
+    embedding now, which a worker waits for rather than embed them a second time. Keyed by text
+    alone: a text has one vector per model, and a process has one model."""
+
+    def __init__(self) -> None:
+        self._offers: dict[str, np.ndarray] = {}
+        self._embedding: dict[str, int] = {}
+        self._changed = threading.Condition()
+
+    def embedding(self, text: str) -> None:
+        """A request is embedding `text` now and will offer() its vector (or None)."""
+        with self._changed:
+            self._embedding[text] = self._embedding.get(text, 0) + 1
+
+    def offer(self, text: str, vector: np.ndarray | None) -> None:
+        """The vector a request computed for `text` (once per embedding(text)); None if it failed."""
+        with self._changed:
+            left = self._embedding.get(text, 0) - 1
+            if left > 0:
+                self._embedding[text] = left
+            else:
+                self._embedding.pop(text, None)
+            if vector is not None:
+                self._offers[text] = vector
+                while len(self._offers) > OFFERS_KEPT:  # texts never stored, or embedded by another process
+                    del self._offers[next(iter(self._offers))]
+            self._changed.notify_all()
+
+    def vectors(self, embedder, texts: list[str], give_way: Callable[[], None] | None = None) -> np.ndarray:
+        """The vectors of `texts`: those requests offered, the rest embedded. `give_way`, when
+        given, is called before each GIVE_WAY_TEXTS of them (texts of like length together)."""
+        with self._changed:
+            self._changed.wait_for(lambda: not any(t in self._embedding for t in texts), OFFER_WAIT_S)
+            taken = {k: self._offers[t] for k, t in enumerate(texts) if t in self._offers}
+            for k in taken:
+                self._offers.pop(texts[k], None)
+        rest = [k for k in range(len(texts)) if k not in taken]
+        if give_way is None:
+            embedded = embedder.embed([texts[k] for k in rest]) if rest else None  # it batches by length itself
+        else:
+            rest.sort(key=lambda k: len(texts[k]))
+            parts = []
+            for start in range(0, len(rest), GIVE_WAY_TEXTS):
+                give_way()
+                parts.append(embedder.embed([texts[k] for k in rest[start:start + GIVE_WAY_TEXTS]]))
+            embedded = np.concatenate(parts) if parts else None
+        if not taken:
+            assert embedded is not None  # (texts is never empty)
+            vectors = np.empty_like(embedded)
+            vectors[rest] = embedded
+            return vectors
+        vectors = np.empty((len(texts), next(iter(taken.values())).shape[0]), dtype=np.float32)
+        for k, row in taken.items():
+            vectors[k] = row
+        if embedded is not None:
+            vectors[rest] = embedded
+        return vectors
+
+
 class EmbeddingWorker:
     """Embeds a library's new memories in batches on a background thread.
 
@@ -254,9 +331,11 @@ class EmbeddingWorker:
     """
 
     def __init__(self, store, embedder: EmbedderHandle, on_saved: Callable[[list[int], list[str], np.ndarray, int], None],
-                 on_passages: Callable[[list[int], list[int], np.ndarray, int], None] | None = None):
+                 on_passages: Callable[[list[int], list[int], np.ndarray, int], None] | None = None,
+                 offers: VectorOffers | None = None):
         """`on_passages` (a PassageIndex's add) makes the worker embed note-body passages too,
-        after each batch of memories, on a store that keeps them."""
+        after each batch of memories, on a store that keeps them. `offers`: vectors requests
+        computed (the process's, shared by its workers), taken instead of embedding again."""
         self.store = store
         self.embedder = embedder
         self.on_saved = on_saved
@@ -265,9 +344,11 @@ class EmbeddingWorker:
         self._idle = threading.Event()
         self._memories_idle = threading.Event()  # no memory waits (passages may)
         self._state = threading.Lock()  # makes "nothing new came in, so idle" one step
+        self._hurry = threading.Event()  # a search waits (flush): no gathering
         self._stop = False
         self._thread: threading.Thread | None = None
         self.error: str | None = None
+        self.offers = offers if offers is not None else VectorOffers()
 
     def start(self) -> None:
         """Start the thread (once); it first embeds whatever is pending (another process's writes too)."""
@@ -291,6 +372,7 @@ class EmbeddingWorker:
         if self.embedder.get() is None:
             return True
         self.start()
+        self._hurry.set()
         self.poke()  # another process (a hook, a second server) may have stored memories since the last wake
         return (self._memories_idle if memories_only else self._idle).wait(timeout)
 
@@ -299,6 +381,13 @@ class EmbeddingWorker:
             if not self._wake.is_set():
                 for event in events:
                     event.set()
+                self._hurry.clear()  # the search that waited has what it waited for
+
+    def _give_way(self) -> None:
+        """Before each few texts of a backlog: wait for a quiet moment between requests, unless
+        a search waits for this worker (flush), which is a request itself."""
+        if not self._hurry.is_set():
+            REQUESTS.wait_quiet(SETTLE_S, GIVE_WAY_MAX_S)
 
     def stop(self, timeout: float = 30.0) -> None:
         """Stop after the batch in hand (a process must not exit in the middle of one)."""
@@ -316,8 +405,11 @@ class EmbeddingWorker:
             return
         while not self._stop:
             # Woken by this process's writes, and every RECHECK_S for what it was not told of:
-            # another process's writes, a person's edits the Markdown scan picked up.
-            self._wake.wait(RECHECK_S)
+            # another process's writes, a person's edits the Markdown scan picked up. A moment's
+            # wait after a wake gathers the writes around it into one batch, and lets the request
+            # that wrote say it is embedding the text itself (embedding()).
+            if self._wake.wait(RECHECK_S) and not self._hurry.is_set():
+                time.sleep(GATHER_S)
             self._wake.clear()
             try:
                 model = self.store.vector_model()
@@ -327,7 +419,7 @@ class EmbeddingWorker:
                 while not self._stop:
                     pending = self.store.pending_embeddings(256)
                     if pending:
-                        vectors = embedder.embed([p.content for p in pending])  # it batches by length itself
+                        vectors = self.offers.vectors(embedder, [p.content for p in pending], self._give_way)
                         saved = self.store.save_vectors(
                             [(p.id, p.content_hash, vectors[j]) for j, p in enumerate(pending)], embedder.model_id)
                         keep = set(saved.ids)

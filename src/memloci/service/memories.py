@@ -5,7 +5,9 @@ Stores.writing (the post-write hook), retrievals are counted by the vectors part
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
@@ -29,6 +31,17 @@ from memloci.store.protocols import Store
 RECENT_WAIT_S = 10.0  # how long a search waits for memories stored a moment ago to be embedded ...
 RECENT_BACKLOG = 2_000  # ... if no more than this many wait (a bulk backlog is searched as it stands)
 RETENTION_PAGE = 5_000  # memories read at a time when every free memory's retention is counted
+
+
+_AHEAD = ThreadPoolExecutor(max_workers=2, thread_name_prefix="memloci-ahead")  # embed_ahead's model calls
+
+
+@dataclass(frozen=True, slots=True)
+class EarlyVector:
+    """A memory's text being embedded while it is stored (MemoryOperations.embed_ahead)."""
+
+    text: str
+    future: Future[Any]
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,11 +80,26 @@ class MemoryOperations:
             raise rules.repeated_observation(store.schema, memory.content, memory.entity or m.entity, "content")
         return memory, created
 
+    def embed_ahead(self, content: str, *, entity: str | None = None) -> EarlyVector | None:
+        """Start embedding a memory about to be stored, on a thread, for similar_to: the model
+        works while the caller stores it. None where similar_to will not embed (an observation,
+        the model still loading, a text it does not read). The vector goes to the embedding
+        workers too (LibraryVectors.offers), which then do not compute it again."""
+        embedder = self.vectors.embedder.get(timeout=0)
+        if embedder is None or entity is not None or not understands(embedder, content):
+            return None
+        offers = self.vectors.offers
+        offers.embedding(content)
+        future = _AHEAD.submit(embedder.embed, [content])
+        future.add_done_callback(lambda done: offers.offer(content, None if done.exception() else done.result()[0]))
+        return EarlyVector(content, future)
+
     def similar_to(self, memory: Memory, *, library: str | ProjectRef | None = None,
-                   limit: int = 3) -> list[tuple[Memory, float]]:
+                   limit: int = 3, ahead: EarlyVector | None = None) -> list[tuple[Memory, float]]:
         """Live free memories saying the same fact as `memory` in other words (search/similar.py:
         cosine >= NEAR_DUPLICATE_MIN and the words test), best first: what store_memory reports.
-        Nothing while the embedder is still loading, or for text its model does not read."""
+        Nothing while the embedder is still loading, or for text its model does not read.
+        `ahead`: embed_ahead's for this memory's text (used when the text stored is that text)."""
         embedder = self.vectors.embedder.get(timeout=0)
         if embedder is None or memory.entity is not None or not understands(embedder, memory.content):
             return []
@@ -79,12 +107,21 @@ class MemoryOperations:
         pair = self.vectors.of(store)
         if pair is None:
             return []
-        scores, _, _ = pair[0].search(embedder.embed([memory.content])[0], limit + 1, filters=MemoryFilter())
+        if ahead is not None and ahead.text == memory.content:
+            vector = ahead.future.result()[0]
+        else:  # (the workers take this vector too)
+            vector = None
+            self.vectors.offers.embedding(memory.content)
+            try:
+                vector = embedder.embed([memory.content])[0]
+            finally:
+                self.vectors.offers.offer(memory.content, vector)
+        scores, _, _ = pair[0].search(vector, limit + 1, filters=MemoryFilter())
         close = {i: s for i, s in scores.items() if i != memory.id and s >= NEAR_DUPLICATE_MIN}
         found = store.load_memories(sorted(close, key=lambda i: -close[i]))
-        return [(m, round(close[m.id], 3)) for m in found.values()
-                if m.entity is None and not (m.superseded_by or m.archived_at) and same_fact(m.content, memory.content)
-                ][:limit]
+        same = ((m, round(close[m.id], 3)) for m in found.values()
+                if m.entity is None and not (m.superseded_by or m.archived_at) and same_fact(m.content, memory.content))
+        return list(itertools.islice(same, limit))  # the text checks stop at `limit` found
 
     def retrieve_memory(self, query: str, *, n_results: int = 5, min_similarity: float = 0.0,
                         tags: Sequence[str] = (), match_all: bool = False, memory_type: str | None = None,

@@ -11,7 +11,7 @@ from typing import Any
 
 from memloci.core.errors import StorageUnavailableError
 from memloci.search.embedder import EmbedderHandle
-from memloci.search.vectors import EmbeddingWorker, PassageIndex, VectorIndex, library_key
+from memloci.search.vectors import EmbeddingWorker, PassageIndex, VectorIndex, VectorOffers, library_key
 from memloci.store.protocols import Passages, Store
 
 log = logging.getLogger(__name__)
@@ -73,6 +73,7 @@ class LibraryVectors:
         self.embedder = embedder
         self.embed_pending = embed_pending
         self.accesses = AccessRecorder()
+        self.offers = VectorOffers()  # vectors requests computed, for every library's worker to take
         self._dense: dict[str, tuple[VectorIndex, EmbeddingWorker]] = {}
         self._passages: dict[str, PassageIndex] = {}  # note-body passages, filled by the same worker
         self._lock = threading.Lock()
@@ -90,7 +91,7 @@ class LibraryVectors:
             if key not in self._dense:
                 index = VectorIndex(store, embedder.model_id)
                 passages = PassageIndex(store, embedder.model_id)
-                worker = EmbeddingWorker(store, self.embedder, index.add, passages.add)
+                worker = EmbeddingWorker(store, self.embedder, index.add, passages.add, self.offers)
                 self._dense[key] = (index, worker)
                 self._passages[key] = passages
                 if self.embed_pending:

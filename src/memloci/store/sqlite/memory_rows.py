@@ -54,8 +54,10 @@ def labels_text(tags: Sequence[str], memory_type: str) -> str:
 def _memory(row: tuple) -> Memory:
     (id_, content, chash, tags, mtype, importance, metadata, created, updated, count, accessed, entity,
      superseded_by, archived_at, links) = row
-    return Memory(id_, content, chash, tuple(json.loads(tags)), mtype, importance or "medium", json.loads(metadata),
-                  created, updated, count, accessed, entity, superseded_by, archived_at, links_from(json.loads(links)))
+    # (no tags, no metadata, no links are most rows' columns: read without the JSON parser)
+    return Memory(id_, content, chash, () if tags == "[]" else tuple(json.loads(tags)), mtype, importance or "medium",
+                  {} if metadata == "{}" else json.loads(metadata), created, updated, count, accessed, entity,
+                  superseded_by, archived_at, () if links == "[]" else links_from(json.loads(links)))
 
 
 def memory_hash(conn: sqlite3.Connection, content: str, entity_id: int | None) -> str:
