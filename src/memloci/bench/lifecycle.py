@@ -1,5 +1,5 @@
 """`memloci bench lifecycle`: how well duplicates, contradictions and clusters are found, and how
-long clustering takes (issue 24 §8; the algorithms are search/similar.py and search/clusters.py).
+long clustering takes (the algorithms are search/similar.py and search/clusters.py).
 
 1. The labelled set (`data/near_duplicates.json`), by language: precision and recall of near
    duplicates per cosine threshold, by meaning alone and with the changed-words test; the

@@ -1,4 +1,4 @@
-"""What extraction adds to store time (`memloci bench lifecycle --parts extraction`; issue 24 §6: "on by
+"""What extraction adds to store time (`memloci bench lifecycle --parts extraction`; "on by
 default only where it is cheap: measure what it adds to store time").
 
 Two SQLite libraries of the same ENTITIES entities (CamelCase names, as memorix's patterns find

@@ -1,5 +1,5 @@
 """Search under consolidation (`memloci bench lifecycle --parts under-load`): does a consolidation run
-of a library keep off the request path (issue 24: "search p95 no more than doubled meanwhile")?
+of a library keep off the request path (search p95 should no more than double meanwhile)?
 
 A SQLite library of N free memories with stored vectors (lifecycle_library.py: no embedder run per
 memory) is served by a real `memloci serve --transport http` (http/loopback.py) with the minilm

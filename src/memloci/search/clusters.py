@@ -2,8 +2,8 @@
 clusters with a size limit and a measured quality, and an extractive summary of a cluster.
 
 Pure functions over memories and their vectors; nothing is read from a store or the clock (the
-caller passes `now`) and nothing is written: the service turns the results into a preview
-(issue 24 §5). Deterministic: the same input gives the same clusters and the same summary.
+caller passes `now`) and nothing is written: the service turns the results into a preview.
+Deterministic: the same input gives the same clusters and the same summary.
 
 Associations are pairs with cosine >= ASSOCIATION_MIN (0.60). Measured with the default model on
 `bench/data/near_duplicates.json` (English): 91% of the 1,845 pairs of statements about one

@@ -1,7 +1,7 @@
 """Duplicates and contradictions among memories: pure functions over texts and vectors.
 
-Nothing here reads a store or writes anything: the service turns what these find into previews
-(issue 24 §2, §3). Every result is deterministic: ties are broken by the memories' order.
+Nothing here reads a store or writes anything: the service turns what these find into previews.
+Every result is deterministic: ties are broken by the memories' order.
 
 - Exact duplicates: texts equal after `normalized_text` (NFKC, casefold, whitespace collapsed,
   trailing punctuation stripped). The keeper is the oldest; the merge keeps the union of tags
