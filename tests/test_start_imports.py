@@ -80,3 +80,15 @@ def test_serve_lists_its_tools_without_the_heavy_modules(tmp_path):
     loaded = {m: why for m, why in NOT_AT_START.items() if m in modules}
     assert not loaded, ("imported before the first tools/list (move the import to where it is used): "
                         + "; ".join(f"{m} (needed only by {why})" for m, why in loaded.items()))
+
+
+def test_the_collector_stays_on_in_programs_that_only_import_memloci(tmp_path):
+    """memloci turns the garbage collector off while its own program starts (memloci/__init__.py);
+    a program that imports memloci, even one given `-m memloci` as its own argument (a pytest
+    marker), keeps it on."""
+    probe = tmp_path / "probe.py"
+    probe.write_text("import gc, memloci\nprint(gc.isenabled())\n")
+    for args in ([str(probe)], [str(probe), "-m", "memloci"]):
+        done = subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=120,
+                              env=server_env(tmp_path))
+        assert done.returncode == 0 and done.stdout.strip() == "True", (args, done.stdout, done.stderr)

@@ -38,7 +38,10 @@ def _is_the_program(argv: list[str], orig_argv: list[str]) -> bool:
     a program that imports memloci."""
     if argv[:1] and argv[0].replace("\\", "/").rsplit("/", 1)[-1].split(".")[0] in ("memloci", "memloci-script"):
         return True
-    return any(a == "-m" and b == "memloci" for a, b in zip(orig_argv, orig_argv[1:]))
+    # `python [options] -m memloci args`: the interpreter's own arguments end with -m memloci
+    # (a "-m memloci" among a program's arguments, as `pytest -m memloci`, is not this)
+    k = len(orig_argv) - len(argv)
+    return k >= 2 and orig_argv[k - 1:k + 1] == ["-m", "memloci"]
 
 
 # The program's start is imports (the command line, the MCP SDK's models) and the server's

@@ -45,6 +45,8 @@ def test_a_vector_the_near_duplicate_check_computed_is_the_memorys_and_an_edit_r
     s = engine.library(embedder="minilm")
     s.store_memory(TAXES)
     assert s.flush_embeddings(timeout=600)
+    # a text the store will refuse is not embedded ahead (the model would work on it after the refusal)
+    assert s.memories.embed_ahead("x" * 20_001) is None and s.memories.embed_ahead("   ") is None
     ahead = s.memories.embed_ahead(PUPPIES)  # as the tool does: the model works while the memory is stored
     memory, created = s.store_memory(PUPPIES, tags=["home"])
     assert ahead is not None and created and s.memories.similar_to(memory, ahead=ahead) == []

@@ -65,7 +65,9 @@ def is_when_question(query: str) -> bool:
     return _WHEN_QUESTION.search(query) is not None
 
 
-@lru_cache(maxsize=65536)  # a memory's text is asked about at every question that names a "when"
+# A memory's text is asked about at every question that names a "when". The cache keeps whole
+# texts as keys, so it is kept small: a long-running server must not hold its library twice.
+@lru_cache(maxsize=4096)
 def says_when(text: str) -> bool:
     """Whether a statement holds a time reference (month names count only capitalized)."""
     for m in _TIME_REFERENCE.finditer(text):
@@ -160,7 +162,6 @@ def dated_within(when: datetime | None, wanted) -> bool:
 _SPEAKER = re.compile(r"^([A-Z][\w.'-]{0,30}(?: [A-Z][\w.'-]{0,30})?): ")
 
 
-@lru_cache(maxsize=65536)
 def speaker(content: str) -> str | None:
     """The speaker of a memory written as "<Name>: <text>"."""
     m = _SPEAKER.match(content)

@@ -383,15 +383,17 @@ QUERY_VECTORS_KEPT = 256
 class QueryVectors:
     """The vectors of recent queries, by model and text: a query asked again (one question
     searched in several libraries, a client asking twice) is not embedded again. A text has one
-    vector per model, so nothing here ever needs to be forgotten but for room."""
+    vector per model, so nothing here ever needs to be forgotten but for room. Keyed by the
+    embedder object too: two models may share an id (`onnx:<folder name>`, `openai:<model>` at
+    another URL) in one process."""
 
     def __init__(self, kept: int = QUERY_VECTORS_KEPT) -> None:
         self.kept = kept
-        self._vectors: dict[tuple[str, str], np.ndarray] = {}
+        self._vectors: dict[tuple[int, str, str], np.ndarray] = {}
         self._lock = threading.Lock()
 
     def vector(self, embedder: Embedder, text: str) -> np.ndarray:
-        key = (embedder.model_id, text)
+        key = (id(embedder), embedder.model_id, text)
         with self._lock:
             found = self._vectors.pop(key, None)
             if found is not None:

@@ -33,7 +33,7 @@ NEIGHBOUR_WEIGHT = 0.3  # share of each neighbour's similarity added to a memory
 RECHECK_S = 5.0  # an idle embedding worker looks for unannounced work this often
 GATHER_S = 0.01  # woken by a write, the worker waits this long: writes close together make one batch
 OFFER_WAIT_S = 0.5  # how long the worker waits for a vector a request is computing for a text it holds
-OFFERS_KEPT = 4096  # vectors offered by requests and not yet taken, at most (the oldest are dropped)
+OFFERS_KEPT = 512  # vectors offered by requests and not yet taken, at most (the oldest are dropped)
 # A backlog is embedded GIVE_WAY_TEXTS at a time, each batch once no request has run for SETTLE_S
 # (or after GIVE_WAY_MAX_S at most): a request never shares the cores with more than one small batch.
 GIVE_WAY_TEXTS = 16
@@ -360,8 +360,12 @@ class EmbeddingWorker:
             self._thread = thread
         self.poke()
 
-    def poke(self) -> None:
+    def poke(self, *, hurry: bool = False) -> None:
+        """Wake the worker; `hurry`: a search waits for it (set with the wake, under the same
+        lock, so the worker cannot clear it between the two)."""
         with self._state:
+            if hurry:
+                self._hurry.set()
             self._idle.clear()
             self._memories_idle.clear()
             self._wake.set()
@@ -372,8 +376,7 @@ class EmbeddingWorker:
         if self.embedder.get() is None:
             return True
         self.start()
-        self._hurry.set()
-        self.poke()  # another process (a hook, a second server) may have stored memories since the last wake
+        self.poke(hurry=True)  # another process (a hook, a second server) may have stored memories since the last wake
         return (self._memories_idle if memories_only else self._idle).wait(timeout)
 
     def _idle_if_unasked(self, *events: threading.Event) -> None:

@@ -6,6 +6,7 @@ Stores.writing (the post-write hook), retrievals are counted by the vectors part
 from __future__ import annotations
 
 import itertools
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
@@ -34,6 +35,9 @@ RETENTION_PAGE = 5_000  # memories read at a time when every free memory's reten
 
 
 _AHEAD = ThreadPoolExecutor(max_workers=2, thread_name_prefix="memloci-ahead")  # embed_ahead's model calls
+AHEAD_QUEUED_MAX = 8  # texts embedding ahead at once; beyond, a store embeds as before (the queue never grows)
+_ahead_lock = threading.Lock()
+_ahead_waiting = [0]  # texts submitted to _AHEAD and not yet embedded
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,12 +90,24 @@ class MemoryOperations:
         the model still loading, a text it does not read). The vector goes to the embedding
         workers too (LibraryVectors.offers), which then do not compute it again."""
         embedder = self.vectors.embedder.get(timeout=0)
-        if embedder is None or entity is not None or not understands(embedder, content):
+        # a text the store will refuse is not embedded (it would cost the model after the refusal),
+        # nor one while AHEAD_QUEUED_MAX are waiting: a flood of stores cannot queue work without end
+        if embedder is None or entity is not None or not isinstance(content, str) or not content.strip() \
+                or len(content) > schema.MEMORY_MAX or not understands(embedder, content) \
+                or _ahead_waiting[0] >= AHEAD_QUEUED_MAX:
             return None
         offers = self.vectors.offers
         offers.embedding(content)
+        with _ahead_lock:
+            _ahead_waiting[0] += 1
         future = _AHEAD.submit(embedder.embed, [content])
-        future.add_done_callback(lambda done: offers.offer(content, None if done.exception() else done.result()[0]))
+
+        def finished(done: Future[Any]) -> None:
+            with _ahead_lock:
+                _ahead_waiting[0] -= 1
+            offers.offer(content, None if done.exception() else done.result()[0])
+
+        future.add_done_callback(finished)
         return EarlyVector(content, future)
 
     def similar_to(self, memory: Memory, *, library: str | ProjectRef | None = None,
