@@ -180,13 +180,15 @@ def test_the_clock_dates_time_phrases_and_decay_in_retrieval(clocked):
     result = clocked.retrieve_memory("what did we ship last week")
     assert result.time_range is not None and result.time_range.iso() == ("2025-05-19T00:00:00Z", "2025-05-26T00:00:00Z")
     assert [h.memory.content for h in result.hits][:1] == ["shipped the cache layer"]
+    clocked.vectors.accesses.drain()  # the hits' uses, recorded off the request path, are in before the next search
     listed, total = clocked.list_memories(time="yesterday")
     assert (listed, total) == ([], 0)
     listed, total = clocked.list_memories(time="past 3 days")
     assert [m.content for m in listed] == ["shipped the search layer"]
-    # equally old and equally matching: the decision (high by its type, so immune) ranks first
+    # equally old and equally matching: the decision (high by its type, so immune) ranks first, the
+    # note after it (the memory the first search found, used once since, may come between them)
     ranked = [h.memory.content for h in clocked.retrieve_memory("cache layer stays").hits]
-    assert ranked[:2] == ["decided the cache layer stays", "noted the cache layer stays"]
+    assert ranked[0] == "decided the cache layer stays" and "noted the cache layer stays" in ranked[1:3]
 
 
 def test_tool_replies_show_each_memorys_zone_and_health_its_counts(clocked):
