@@ -15,8 +15,6 @@ from __future__ import annotations
 import concurrent.futures
 import os
 import shutil
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -26,8 +24,7 @@ from urllib.parse import quote, urlsplit
 import anyio
 import httpx2
 import pytest
-from conftest import server_env
-from test_http import create_token, free_port, memloci, session, text
+from test_http import Server, create_token, memloci, session, text
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 LOOPBACK = {"127.0.0.1", "localhost", "::1", "[::1]"}
@@ -66,33 +63,9 @@ def require_browser() -> None:
 # ---------------------------------------------------------------- the server and the agent
 
 
-class Server:
+def dashboard_server(home: Path) -> Server:
     """`memloci serve --transport http` with a SQLite library (team) and a Markdown one (notes)."""
-
-    def __init__(self, home: Path, *args: str):
-        self.port = free_port()
-        self.base = f"http://127.0.0.1:{self.port}"
-        self.url = f"{self.base}/mcp"
-        self.err = (home / f"server-{self.port}.log").open("w")
-        libraries = f"team:{home / 'team.db'},notes:{home / 'notes'}"
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "memloci", "serve", "--transport", "http", "--port", str(self.port),
-             "--libraries", libraries, *args], env=server_env(home), stdout=subprocess.DEVNULL, stderr=self.err)
-        deadline = time.monotonic() + 90
-        while True:
-            try:
-                if httpx2.get(f"{self.base}/healthz", timeout=2).status_code == 200:
-                    break
-            except httpx2.HTTPError:
-                pass
-            assert self.process.poll() is None, (home / f"server-{self.port}.log").read_text()
-            assert time.monotonic() < deadline, "server did not start"
-            time.sleep(0.2)
-
-    def stop(self) -> None:
-        self.process.terminate()
-        self.process.wait(timeout=90)
-        self.err.close()
+    return Server(home, libraries=f"team:{home / 'team.db'},notes:{home / 'notes'}")
 
 
 class Agent(threading.Thread):
@@ -241,7 +214,7 @@ def served(tmp_path_factory, browser):
     home = tmp_path_factory.mktemp("dashboard")
     (home / "notes").mkdir()
     (home / "notes" / "Runbook.md").write_text(NOTE)
-    server = Server(home)
+    server = dashboard_server(home)
     agent = Agent(server)
     agent.start()
     try:
@@ -624,7 +597,7 @@ def guarded(tmp_path_factory, browser):
     (home / "notes").mkdir()
     tokens = {"reader": create_token(home, "reader", "team:read"), "writer": create_token(home, "writer", "team:write"),
               "brief": create_token(home, "brief", "team:read")}
-    server = Server(home)
+    server = dashboard_server(home)
     agent = Agent(server, tokens["writer"])
     agent.start()
     try:

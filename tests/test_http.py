@@ -45,12 +45,16 @@ def create_token(home: Path, name: str, *scopes: str) -> str:
 
 
 class Server:
-    def __init__(self, home: Path, *args: str, **env: str):
+    """`memloci serve --transport http` on a free port, with `libraries` (default: two SQLite ones,
+    team and other); `stop()` sends SIGTERM and gives its exit code."""
+
+    def __init__(self, home: Path, *args: str, libraries: str | None = None, **env: str):
         self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}/mcp"
+        self.base = f"http://127.0.0.1:{self.port}"
+        self.url = f"{self.base}/mcp"
         self.log = home / f"server-{self.port}.log"
         self.err = self.log.open("w")
-        libraries = f"team:{home / 'team.db'},other:{home / 'other.db'}"
+        libraries = libraries or f"team:{home / 'team.db'},other:{home / 'other.db'}"
         self.process = subprocess.Popen(
             [sys.executable, "-m", "memloci", "serve", "--transport", "http", "--port", str(self.port),
              "--libraries", libraries, *args], env=server_env(home, **env), stdout=subprocess.DEVNULL, stderr=self.err)
