@@ -45,6 +45,7 @@ FULL_FILES = {
     "test_storage_errors.py": "a process each in a namespace with a full or read-only disk",
     "test_bench_postgres.py": "benchmarks on PostgreSQL",
     "test_bench_graph.py": "a server process embedding a backlog while the bench times it",
+    "test_bench_dashboard.py": "a real HTTP server driven through the dashboard's API",
     "test_postgres_outage.py": "a private PostgreSQL stopped and started under a server process",
     "test_frameworks.py": "every tool through four agent frameworks, a server process each",
     "test_dashboard_browser.py": "the dashboard in headless Chromium against a server process, an agent writing meanwhile",

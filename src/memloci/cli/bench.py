@@ -292,6 +292,23 @@ def bench_http(
         raise typer.Exit(1)
 
 
+@bench_app.command("dashboard")
+def bench_dashboard(
+    memories: Annotated[int, typer.Option("--memories", min=1, help="Memories stored through POST /api/memories.")] = 300,
+    entities: Annotated[int, typer.Option("--entities", min=2, help="Entities in a chain of relations.")] = 200,
+    calls: Annotated[int, typer.Option("--calls", min=1, help="Times each read is asked (p50/p95 over them).")] = 20,
+    out: Annotated[Path, typer.Option("--out", help="JSON results file.")] = Path("bench-results/dashboard.json"),
+) -> None:
+    """The dashboard's JSON API on a real HTTP server: stores, each page's reads, live events."""
+    from memloci.bench.dashboard import run as run_dashboard
+
+    try:
+        run_dashboard(memories=memories, entities=entities, calls=calls, out=out, console=open_console())
+    except RuntimeError as exc:  # a request the server refused, or a server that did not start
+        open_console(stderr=True).print(f"bench dashboard: {exc}", highlight=False)
+        raise typer.Exit(1) from None
+
+
 @bench_app.command("hook")
 def bench_hook(
     runs: Annotated[int, typer.Option("--runs", min=1, help="Processes per case.")] = 20,
