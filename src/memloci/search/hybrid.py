@@ -11,7 +11,9 @@ Each signal is min-max normalized over the candidates and the two are averaged; 
 is multiplied by the memory's decay factor (search/decay.py), and by 1.5 inside a time
 range the query mentions ("last week"), and by the question's cues (search/cues.py): a
 "when" question lifts statements that say when, a date it names the memories whose metadata
-`date` falls there, a person it names that person's "Name: ..." statements. Ranking a time range's memories ahead of the rest,
+`date` falls there, a person it names that person's "Name: ..." statements. With a multilingual
+model, memories of another language than the query's that are nearer in meaning than any memory
+in its language rank first (search/languages.py: the query's words cannot reach them). Ranking a time range's memories ahead of the rest,
 and filling a range with its newest memories when few match, is the caller's part
 (service.retrieve_memory): this function ranks what matches.
 
