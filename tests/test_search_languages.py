@@ -14,7 +14,7 @@ import pytest
 from memloci.app.registry import LibraryRegistry
 from memloci.app.specs import LibrarySpec
 from memloci.search.embedder import EmbedderHandle
-from memloci.search.languages import language_group, meaning_across
+from memloci.search.languages import language_group, meaning_across, same_language
 from memloci.service.facade import MemoryService
 
 
@@ -30,6 +30,10 @@ def test_the_language_group_is_read_from_the_letters():
     assert language_group("Сертификат сервера истекает в пятницу") == "cyrillic"
     assert language_group("Meeting with 田中 about the Q3 budget and the next release") == "latin"
     assert language_group("") == "latin" and language_group("42 — 17") == "latin"
+    # a few Chinese characters without kana may be either language: both count as its own
+    assert language_group("証明書") == "han" and language_group("北京出張") == "han"
+    assert same_language("han", "ja") and same_language("zh", "han") and same_language("ja", "ja")
+    assert not same_language("ja", "zh") and not same_language("han", "latin") and not same_language("ko", "han")
 
 
 TEXTS = {1: "The server room key is at the front desk.", 2: "新しいサーバーの証明書は金曜日までに更新する必要がある。",
@@ -62,6 +66,14 @@ def test_the_querys_own_language_keeps_its_order_when_it_is_nearest():
     meaning = {1: 0.2, 2: 0.7, 3: 0.6, 4: 0.95}  # the English memory 4 is the nearest of all
     ranked, lifted = meaning_across(fused, meaning, "when does the server certificate expire", reader([]), 50, 0.3)
     assert lifted == set() and ranked == fused
+
+
+def test_a_few_kanji_are_the_language_of_japanese_and_chinese_memories_alike():
+    fused = {1: 0.3, 2: 0.6, 3: 0.5}
+    meaning = {1: 0.2, 2: 0.9, 3: 0.8}  # the Japanese memory, then the Chinese one, are nearest
+    assert meaning_across(fused, meaning, "証明書", reader([]), 50, 0.3) == (fused, set())
+    fused, meaning = {1: 0.3, 2: 0.6, 3: 0.5, 4: 0.1}, {1: 0.2, 2: 0.5, 3: 0.4, 4: 0.9}
+    assert meaning_across(fused, meaning, "証明書", reader([]), 50, 0.3)[1] == {4}  # an English one is not
 
 
 def test_a_guess_is_not_lifted_and_a_library_of_other_languages_is_left_as_fused():

@@ -16,7 +16,8 @@ candidates are all in other languages (none then has words to miss). An English-
 ranking is never touched.
 
 The language group of a text is read from its letters, not guessed from its words: Japanese
-(any kana among mostly CJK letters), Chinese (CJK without kana), Korean (mostly Hangul), or the
+(any kana among mostly CJK letters), Chinese (CJK without kana; a few characters alone may be
+either, and count as both), Korean (mostly Hangul), or the
 script most of its other letters are in (Latin, Cyrillic, Greek, Arabic, ...). Languages that
 share a script (English and French) are one group: their words can match, and do.
 """
@@ -27,6 +28,7 @@ import re
 from collections.abc import Callable
 
 CJK_SHARE = 0.3  # above this share of CJK letters a text is in a CJK group (search/embedder.py's threshold)
+HAN_ALONE = 5  # fewer Chinese characters than this, with no kana, do not tell Japanese from Chinese
 LOOKED_AT = 2000  # a long memory's group is read from its first characters: enough letters to tell
 BATCH = 8  # candidates read at a time, best meaning first, until one is in the query's language
 
@@ -43,7 +45,8 @@ _LATIN = re.compile(r"[A-Za-z\u00c0-\u024f\u1e00-\u1eff]")
 
 def language_group(text: str) -> str:
     """'ja', 'zh', 'ko', or the script of most of the text's other letters ('latin', 'cyrillic',
-    'greek', 'arabic', 'hebrew', 'devanagari', 'thai'); 'latin' for a text without letters."""
+    'greek', 'arabic', 'hebrew', 'devanagari', 'thai'); 'latin' for a text without letters.
+    'han' for a few Chinese characters without kana ("証明書", "北京出張"): Japanese or Chinese."""
     if text.isascii():  # (most texts: no letter to look at one by one)
         return "latin"
     text = text[:LOOKED_AT]
@@ -53,10 +56,15 @@ def language_group(text: str) -> str:
     if cjk and cjk > CJK_SHARE * letters:
         if hangul > kana + han:
             return "ko"
-        return "ja" if kana else "zh"
+        return "ja" if kana else "zh" if han >= HAN_ALONE else "han"
     counts = [(len(pattern.findall(text)), name) for name, pattern in _SCRIPTS]
     best, name = max(counts)
     return name if best > len(_LATIN.findall(text)) else "latin"
+
+
+def same_language(group: str, other: str) -> bool:
+    """Whether texts of these two groups can share words ('han' may be Japanese or Chinese)."""
+    return group == other or "han" in (group, other) and {group, other} <= {"han", "ja", "zh"}
 
 
 def meaning_across(fused: dict[int, float], meaning: dict[int, float], query: str,
@@ -79,7 +87,7 @@ def meaning_across(fused: dict[int, float], meaning: dict[int, float], query: st
         for i in batch:
             if i not in found:
                 continue
-            if language_group(found[i]) == group:
+            if same_language(language_group(found[i]), group):
                 own = meaning[i]
                 break
             if meaning[i] >= least:
