@@ -136,12 +136,13 @@ def test_an_unknown_model_is_named_in_health_with_the_choices(home):
 
 # The CJK set `memloci bench models` measures with (read as a file: the tests do not import the benches).
 CJK_SET = Path(memloci.__file__).parent / "bench" / "data" / "cjk_recall.json"
+HELD_OUT = CJK_SET.with_name("cjk_recall_heldout.json")  # a second set, written apart from the first
 
 
-def _bench_models(tmp_path, models: str) -> tuple[subprocess.CompletedProcess, dict]:
+def _bench_models(tmp_path, models: str, *more: str) -> tuple[subprocess.CompletedProcess, dict]:
     out = tmp_path / "models.json"
     done = subprocess.run([sys.executable, "-m", "memloci", "bench", "models", "--models", models,
-                           "--out", str(out)], capture_output=True, text=True, timeout=600,
+                           "--out", str(out), *more], capture_output=True, text=True, timeout=600,
                           env={k: v for k, v in os.environ.items() if not k.startswith("MEMLOCI_")}
                           | {"MEMLOCI_HOME": str(tmp_path / "home")})
     assert done.returncode == 0, done.stderr
@@ -172,6 +173,21 @@ def test_bench_models_measures_each_model_in_a_table_and_json(tmp_path):
     assert entry["load_s"] > 0 and entry["rss_mb"] > 0 and entry["texts_per_s"] > 0 and entry["query_ms_p50"] > 0
     assert entry["cjk_meaning"]["cross"]["hit@3"] >= 90, entry["cjk_meaning"]
     assert entry["cjk_server"]["search"] == "hybrid" and entry["cjk_server"]["scores"]["cross"]["hit@3"] >= 80
+    # across languages, meaning leads where the question's words cannot reach (search/languages.py)
+    assert entry["cjk_server"]["scores"]["cross"]["hit@1"] >= 80, entry["cjk_server"]["scores"]
     assert "unknown embedder 'nosuch'" in report["models"]["nosuch"]["error"]
     assert "en->ja" in done.stdout and "JSON written to" in done.stdout
     assert str(CJK_SET) == report["cjk_set"]
+
+
+@pytest.mark.full  # `memloci bench models` in a process of its own
+@needs_multilingual
+def test_the_held_out_cjk_set_is_measured_with_cjk_set(tmp_path):
+    data = json.loads(HELD_OUT.read_text(encoding="utf-8"))
+    assert len(data["memories"]) == 24 and len(data["queries"]) == 72
+    assert {e for q in data["queries"] for e in q["expected"]} <= {m["id"] for m in data["memories"]}
+    _, report = _bench_models(tmp_path, "multilingual", "--cjk-set", str(HELD_OUT))
+    assert report["cjk_set"] == str(HELD_OUT)
+    scores = report["models"]["multilingual"]["cjk_server"]["scores"]
+    assert scores["all"]["queries"] == 72 and scores["cross"]["queries"] == 48
+    assert scores["cross"]["hit@1"] >= 85 and scores["en->en"]["hit@3"] == 100, scores

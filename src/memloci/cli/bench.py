@@ -94,8 +94,11 @@ def bench_models(
     k: Annotated[str, typer.Option("--k", help="LoCoMo cut-offs, comma-separated.")] = "1,5,10",
     conversations: Annotated[int | None, typer.Option("--conversations", help="Only the first N LoCoMo conversations.")] = None,
     out: Annotated[Path, typer.Option("--out", help="JSON results file.")] = Path("bench-results/models.json"),
+    cjk_set: Annotated[Path | None, typer.Option("--cjk-set", help="The CJK recall set (default: the packaged one; bench/data/cjk_recall_heldout.json is a second, held-out set).",
+                                                 exists=True, dir_okay=False)] = None,
 ) -> None:
     """Each embedder's load time, memory, speed, CJK hit@1/@3 per language pair, and LoCoMo recall."""
+    from memloci.bench.models import CJK_SET
     from memloci.bench.models import run as run_models
 
     specs = [s.strip() for s in models.split(",") if s.strip()]
@@ -106,7 +109,8 @@ def bench_models(
     if not specs or not ks:
         open_console(stderr=True).print(styled(("--models/--k", "bold red"), ": expected e.g. --models minilm,multilingual --k 1,5,10"))
         raise typer.Exit(1)
-    run_models(specs=specs, locomo_data=locomo, ks=ks, conversations=conversations, out=out, console=open_console())
+    run_models(specs=specs, locomo_data=locomo, ks=ks, conversations=conversations, out=out, console=open_console(),
+               cjk_path=cjk_set or CJK_SET)
 
 
 @bench_app.command("library")

@@ -11,7 +11,9 @@ Each signal is min-max normalized over the candidates and the two are averaged; 
 is multiplied by the memory's decay factor (search/decay.py), and by 1.5 inside a time
 range the query mentions ("last week"), and by the question's cues (search/cues.py): a
 "when" question lifts statements that say when, a date it names the memories whose metadata
-`date` falls there, a person it names that person's "Name: ..." statements. Ranking a time range's memories ahead of the rest,
+`date` falls there, a person it names that person's "Name: ..." statements. With a multilingual
+model, memories of another language than the query's that are nearer in meaning than any memory
+in its language rank first (search/languages.py: the query's words cannot reach them). Ranking a time range's memories ahead of the rest,
 and filling a range with its newest memories when few match, is the caller's part
 (service.retrieve_memory): this function ranks what matches.
 
@@ -32,7 +34,7 @@ from typing import Any
 from memloci.core import bm25
 from memloci.core.model import Memory, MemoryFilter
 from memloci.rules.retention import parse_time
-from memloci.search import cues, lexical
+from memloci.search import cues, languages, lexical
 from memloci.search.decay import decay_factor
 from memloci.search.embedder import QUERY_VECTORS, understands
 from memloci.search.timephrases import TimeRange
@@ -202,6 +204,12 @@ def retrieve(store, index, embedder, query: str, n: int, filters: MemoryFilter, 
         fused = {i: WORDS_WEIGHT * w.get(i, 0.0) + (1 - WORDS_WEIGHT) * m.get(i, 0.0) for i in {*w, *m}}
     else:
         fused = dict(w)
+    across: set[int] = set()  # other-language memories ranked by meaning alone (search/languages.py)
+    if meaning and embedder is not None and embedder.multilingual:
+        def texts(ids: list[int]) -> dict[int, str]:
+            weigh(ids)
+            return {i: weighed[i][0].content for i in ids if i in weighed}
+        fused, across = languages.meaning_across(fused, m, lexical_text, texts, max(3 * n, 50), WEAK_MEANING)
     ranked = sorted(fused, key=fused.__getitem__, reverse=True)
     if not (asks_when or dates is not None or names):  # cues re-rank every candidate; else the best few suffice
         ranked = ranked[: max(3 * n, 50)]
@@ -220,7 +228,7 @@ def retrieve(store, index, embedder, query: str, n: int, filters: MemoryFilter, 
         if memory_id in words:
             parts.append(f"words {w[memory_id]:.2f}")
         if memory_id in meaning:
-            parts.append(f"meaning {m[memory_id]:.2f}")
+            parts.append(f"meaning {m[memory_id]:.2f}" + (" (another language)" if memory_id in across else ""))
         hits.append(MemoryHit(memory, score, ", ".join(parts + boosts) or "match", w.get(memory_id, 0.0),
                               m.get(memory_id, 0.0)))
     hits.sort(key=lambda h: h.score, reverse=True)
