@@ -58,12 +58,14 @@ def _show_workspace(data: dict[str, Any]) -> None:
 
 
 @rules_app.command("list")
-def list_(project: ProjectOpt = None, as_json: JsonOpt = False) -> None:
+def list_(project: ProjectOpt = None, as_json: JsonOpt = False,
+          agents: Annotated[str | None, typer.Option("--agents", help="Only these agents, comma-separated.")] = None,
+          ) -> None:
     """Every agent's rules and skills: source, scope, globs, hash; then duplicates and conflicts."""
     from memloci.service.workspace import list_rules
 
     try:
-        data = list_rules(project)
+        data = list_rules(project, agents)
     except MemlociError as exc:
         fail(exc)
     if as_json:

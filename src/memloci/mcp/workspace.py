@@ -36,8 +36,10 @@ def register(server: Any, service: MemoryService) -> None:
     def state() -> Path:  # the ledger lives in memloci's data folder, never in the project
         return service.libraries.settings.home
 
-    def list_rules(project: Project = None) -> Annotated[CallToolResult, Out]:
-        return reply(ws.list_rules(project))
+    def list_rules(project: Project = None, agents: Annotated[str | None, Field(
+            description="Only these agents' rules, comma-separated (default: every agent)")] = None,
+                   ) -> Annotated[CallToolResult, Out]:
+        return reply(ws.list_rules(project, agents))
 
     def preview_rules_sync(from_agents: FromAgents, to_agents: ToAgents,
                            project: Project = None) -> Annotated[CallToolResult, Out]:

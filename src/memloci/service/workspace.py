@@ -45,8 +45,19 @@ def workspace_data(ws: Workspace) -> dict[str, Any]:
             "copies": len(ws.managed)}
 
 
-def list_rules(project: str | Path | None) -> dict[str, Any]:
-    return {"project": str(project_folder(project)), **workspace_data(workspace(project_folder(project)))}
+def list_rules(project: str | Path | None, agents: str | None = None) -> dict[str, Any]:
+    """The workspace as data; `agents` (comma-separated) keeps only those agents' rules and skills,
+    and the duplicates and conflicts they are part of (found over every agent all the same)."""
+    folder = project_folder(project)
+    data = workspace_data(workspace(folder))
+    if agents:
+        keep = set(agent_names(agents, "agents"))
+        data["rules"] = [r for r in data["rules"] if r["agent"] in keep]
+        data["skills"] = [s for s in data["skills"] if s["agent"] in keep]
+        data["conflicts"] = [c for c in data["conflicts"] if any(r["agent"] in keep for r in c["rules"])]
+        data["duplicates"] = [d for d in data["duplicates"]
+                              if any(i.split(":", 1)[0] in keep for i in [d["kept"], *d["also"]])]
+    return {"project": str(folder), **data}
 
 
 def preview_sync(project: str | Path | None, sources: str, targets: str, state: Path) -> dict[str, Any]:
