@@ -238,3 +238,17 @@ def test_the_workspace_tools_list_preview_sync_and_remember(repo, home, monkeypa
         assert "Use pnpm" in json.dumps(found)
 
     run_session(home, body, "--tools", "memory,workspace")
+
+
+def test_rules_remember_stores_each_rule_once_and_check_passes_without_a_conflict(repo, cli, tmp_path):
+    project, _, _ = repo
+    spec = f"main:{tmp_path / 'm.db'}"
+    first = cli("rules", "remember", "--project", str(project), "--libraries", spec)
+    assert first.returncode == 0 and first.stdout.startswith("8 rule(s) stored as memories, 0 already"), first.stdout
+    second = cli("rules", "remember", "--project", str(project), "--libraries", spec)
+    assert second.stdout.startswith("0 rule(s) stored as memories, 8 already stored"), second.stdout
+    (project / "AGENTS.md").unlink()
+    checked = cli("rules", "check", "--project", str(project))
+    assert checked.returncode == 0 and "no conflicts" in checked.stdout
+    bad = cli("rules", "sync", "--from", "vim", "--to", "cursor", "--project", str(project))
+    assert bad.returncode == 1 and "unknown agent(s) vim" in bad.stderr
