@@ -252,3 +252,15 @@ def test_rules_remember_stores_each_rule_once_and_check_passes_without_a_conflic
     assert checked.returncode == 0 and "no conflicts" in checked.stdout
     bad = cli("rules", "sync", "--from", "vim", "--to", "cursor", "--project", str(project))
     assert bad.returncode == 1 and "unknown agent(s) vim" in bad.stderr
+
+
+def test_a_user_wide_folder_reached_through_a_link_is_named_and_not_read(repo, tmp_path, cli):
+    project, home, _ = repo
+    dotfiles = tmp_path / "dotfiles"
+    (home / ".claude").rename(dotfiles)
+    (home / ".claude").symlink_to(dotfiles)
+    ws = workspace(project)
+    assert "Tone" not in {r.title for r in ws.rules}
+    assert ws.problems and ws.problems[0].startswith("~/.claude/CLAUDE.md: not read")
+    out = cli("rules", "list", "--project", str(project))
+    assert out.returncode == 0 and "refused: ~/.claude/CLAUDE.md: not read" in out.stdout

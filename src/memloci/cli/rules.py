@@ -52,6 +52,8 @@ def _show_workspace(data: dict[str, Any]) -> None:
     for c in data["skill_clashes"]:
         console.print(f"skill name clash '{c['name']}': {c['kept']} kept; also {', '.join(c['also'])}",
                       highlight=False)
+    for p in data["problems"]:
+        console.print(f"refused: {p}", highlight=False)
     if data["copies"]:
         console.print(f"{data['copies']} cop{'y' if data['copies'] == 1 else 'ies'} written by `memloci rules sync` "
                       "not listed", highlight=False)

@@ -42,7 +42,7 @@ def workspace_data(ws: Workspace) -> dict[str, Any]:
                            "rules": [rule_data(r) for r in c.rules]} for c in ws.conflicts],
             "skill_clashes": [{"name": c.name, "kept": c.kept.path, "also": [s.path for s in c.dropped]}
                               for c in ws.skill_clashes],
-            "copies": len(ws.managed)}
+            "copies": len(ws.managed), "problems": list(ws.problems)}
 
 
 def list_rules(project: str | Path | None, agents: str | None = None) -> dict[str, Any]:

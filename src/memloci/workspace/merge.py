@@ -6,24 +6,31 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from memloci.core import confine
 from memloci.workspace.agents import Location, locations
 from memloci.workspace.model import Conflict, Duplicate, Rule, Skill, SkillClash, Workspace
 from memloci.workspace.read import read_location
 
 
-def scan(project: Path, user_home: Path | None = None, agents: tuple[str, ...] | None = None) -> list[Rule | Skill]:
-    """Everything every location holds, in locations() order (project-level first)."""
+def scan(project: Path, user_home: Path | None = None, problems: list[str] | None = None) -> list[Rule | Skill]:
+    """Everything every location holds, in locations() order (project-level first). A link in
+    the project is refused (PERMISSION_DENIED); a user-wide location reached through a link
+    (a home's ~/.claude kept in a dotfiles repository, say) is not read, and named in `problems`."""
     found: list[Rule | Skill] = []
     for loc in locations(project, user_home):
-        if agents is not None and loc.agent not in agents:
+        try:
+            rules, skills = read_location(loc)
+        except confine.LinkRefusedError as exc:
+            if loc.scope == "project" or problems is None:
+                raise
+            problems.append(f"{loc.shown}: not read ({exc.message})")
             continue
-        rules, skills = read_location(loc)
         found += rules
         found += skills
     return found
 
 
-def merge(found: list[Rule | Skill]) -> Workspace:
+def merge(found: list[Rule | Skill], problems: list[str] | None = None) -> Workspace:
     rules = [r for r in found if isinstance(r, Rule) and not r.managed]
     skills = [s for s in found if isinstance(s, Skill) and not s.managed]
     managed = tuple(x for x in found if x.managed)
@@ -48,11 +55,12 @@ def merge(found: list[Rule | Skill]) -> Workspace:
                if len(g) > 1 and len({s.hash for s in g}) > 1]
     return Workspace(rules=tuple(kept), skills=tuple(g[0] for g in by_name.values()),
                      duplicates=tuple(duplicates), conflicts=tuple(conflicts), skill_clashes=tuple(clashes),
-                     managed=managed)
+                     managed=managed, problems=tuple(problems or ()))
 
 
 def workspace(project: Path, user_home: Path | None = None) -> Workspace:
-    return merge(scan(project, user_home))
+    problems: list[str] = []
+    return merge(scan(project, user_home, problems), problems)
 
 
 __all__ = ["scan", "merge", "workspace", "Location"]

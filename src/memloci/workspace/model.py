@@ -117,3 +117,4 @@ class Workspace:
     conflicts: tuple[Conflict, ...] = ()
     skill_clashes: tuple[SkillClash, ...] = ()
     managed: tuple[Rule | Skill, ...] = field(default=())  # what earlier syncs wrote
+    problems: tuple[str, ...] = ()  # user-wide locations not read (reached through a link)

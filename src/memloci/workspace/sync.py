@@ -325,12 +325,13 @@ def plan_sync(project: Path, sources: list[str], targets: list[str], state: Path
     project = project.absolute()
     if not project.is_dir():
         raise ValidationError(f"--project: {project} is not a folder")
-    found = scan(project, user_home or home())
-    ws = merge(found)
+    problems: list[str] = []
+    found = scan(project, user_home or home(), problems)
+    ws = merge(found, problems)
     ledger = Ledger(state)
     linked = ledger.links.get(str(project), {})
     clashing = {c.name.casefold() for c in ws.skill_clashes}
-    skipped: list[str] = []
+    skipped: list[str] = list(problems)
     for clash in ws.skill_clashes:
         skipped.append(f"skill '{clash.name}': {clash.kept.path} kept; also in "
                        + ", ".join(s.path for s in clash.dropped))
