@@ -187,10 +187,9 @@ def _kill_point(count: int) -> None:
 
 
 def _backup_name(root: Path, rel: str) -> str:
-    for n in range(100):
-        candidate = rel + (".bak" if n == 0 else f".bak.{n}")
-        if not confine.exists(root, candidate):
-            return candidate
+    name = confine.free_backup_name(root, rel)
+    if name is not None:
+        return name
     raise ValidationError(f"{root / rel}: no free name for a backup (.bak to .bak.99 are taken)")
 
 
