@@ -41,6 +41,7 @@ FULL_FILES = {
     "test_official_compat.py": "the official Node server beside memloci",
     "test_stdio.py": "the stdio framing of a server process: each test starts one",
     "test_http.py": "server mode: each test a `memloci serve --transport http` process",
+    "test_workspace_processes.py": "`memloci rules sync` processes killed with SIGKILL; the workspace tools over HTTP",
     "test_dashboard_api.py": "the dashboard's API on `memloci serve --transport http` processes",
     "test_storage_errors.py": "a process each in a namespace with a full or read-only disk",
     "test_bench_postgres.py": "benchmarks on PostgreSQL",

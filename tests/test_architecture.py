@@ -38,7 +38,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("formats", "rules"),
     ("store",),
     ("search",),
-    ("app",),
+    ("app", "workspace"),
     ("service",),
     ("mcp",),
     ("http",),

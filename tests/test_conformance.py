@@ -92,14 +92,25 @@ def require_node() -> None:
 
 # ----- running a scenario -------------------------------------------------------------------
 
+RULE_FILES = {"CLAUDE.md": "## Package manager\n\nUse pnpm.\n\n## Generated client\n\nNever edit it.\n",
+              "AGENTS.md": "## Generated client\n\nRegenerate it with make.\n",
+              ".cursor/rules/pnpm.mdc": "---\ndescription: Package manager\nalwaysApply: true\n---\nUse pnpm.\n",
+              ".windsurf/rules/style.md": "---\ntrigger: always_on\n---\n# Style\n\nIndent with 2 spaces.\n"}
+
+
 def make_places(root: Path) -> dict[str, Path]:
-    """A git repository without project memory, a Markdown library folder, a home."""
+    """A git repository without project memory, a Markdown library folder, a home, a project
+    holding coding agents' rules."""
     root.mkdir(parents=True, exist_ok=True)
     repo = root / "repo"
     repo.mkdir()
     subprocess.run(["git", "init", "-q", str(repo)], check=True, capture_output=True)
     (repo / "main.py").write_text("print('hi')\n")
-    return {"tmp": root, "repo": repo, "notes": root / "notes", "home": root / "home"}
+    rules = root / "rules"  # the workspace group's project: coding agents' rules (conformance/calls.py)
+    for rel, text in RULE_FILES.items():
+        (rules / rel).parent.mkdir(parents=True, exist_ok=True)
+        (rules / rel).write_text(text)
+    return {"tmp": root, "repo": repo, "notes": root / "notes", "home": root / "home", "rules": rules}
 
 
 def server_command(scenario: Scenario, places: dict[str, Path]) -> tuple[str, list[str], dict[str, str]]:

@@ -179,11 +179,30 @@ def maintenance_calls() -> list[Call]:
     ]
 
 
+def workspace_calls() -> list[Call]:
+    sync = {"from_agents": "windsurf", "to_agents": "gemini"}
+    return [
+        ("list_rules", lambda p: {"project": p}, lambda t: "Package manager" in t),
+        ("preview_rules_sync", lambda p: {"project": p, **sync}, lambda t: "dry_run" in t),
+        ("sync_rules", lambda p: {"project": p, **sync}, lambda t: "dry_run" in t),
+        ("remember_rules", lambda p: {"project": p}, lambda t: "stored" in t),
+    ]
+
+
+def seed_rules(root: Path) -> None:
+    """The workspace calls' project: a Claude Code rule and a Windsurf one."""
+    for rel, text in {"CLAUDE.md": "## Package manager\n\nUse pnpm.\n",
+                      ".windsurf/rules/style.md": "---\ntrigger: always_on\n---\n# Style\n\nIndent with 2.\n"}.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+
+
 # Each --tools value and its calls: every tool of every group (the default groups with two
 # libraries, so `library` is advertised and sent as null too).
 CONFIGS = {"default": ([], default_calls), "strict": (["--tools", "strict"], strict_calls),
            "n2n": (["--tools", "n2n"], n2n_calls),
-           "maintenance": (["--tools", "maintenance"], maintenance_calls)}
+           "maintenance": (["--tools", "maintenance"], maintenance_calls),
+           "workspace": (["--tools", "workspace"], workspace_calls)}
 FRAMEWORKS = ["openai-agents", "pydantic-ai", "langchain", "google-genai"]
 
 
@@ -226,6 +245,8 @@ def command(home: Path, config: str, tmp: Path) -> tuple[list[str], dict[str, st
         if not (tmp / "m.db").exists():
             seed_maintenance(tmp / "m.db")
         args += ["--libraries", f"main:{tmp / 'm.db'}"]
+    if config == "workspace":
+        seed_rules(tmp / "app")
     return args, server_env(home)
 
 

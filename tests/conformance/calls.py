@@ -386,6 +386,29 @@ def maintenance_steps() -> list[Step]:
     return steps
 
 
+def workspace_steps() -> list[Step]:
+    """The workspace group on `{rules}`, a project whose CLAUDE.md and Cursor rule say one thing
+    alike and whose CLAUDE.md and AGENTS.md disagree (test_conformance.make_places)."""
+    rules = {"project": "{rules}"}
+    sync = {"from_agents": "windsurf", "to_agents": "gemini", **rules}
+    return [
+        ok("list_rules", says=("Package manager", '"conflicts"', "Generated client"), **rules),
+        err("list_rules", "VALIDATION_ERROR", "not-a-folder", ("is not a folder",), project="{tmp}/nowhere"),
+        ok("list_rules", "one-agent", ("AGENTS.md",), ("style.md",), agents="codex", **rules),
+        err("list_rules", "VALIDATION_ERROR", "unknown-agent", ("vim",), agents="vim", **rules),
+        ok("preview_rules_sync", says=('"dry_run": true', "+## Style"), **sync),
+        err("preview_rules_sync", "VALIDATION_ERROR", "unknown-agent", ("vim",), from_agents="vim", to_agents="gemini",
+            **rules),
+        ok("sync_rules", says=('"dry_run": false', "GEMINI.md"), **sync),
+        err("sync_rules", "VALIDATION_ERROR", "missing-to", ("to_agents",), from_agents="windsurf", **rules),
+        ok("remember_rules", says=('"already_stored": []',), library="main", **rules),
+        ok("remember_rules", "again", ('"stored": []',), library="main", **rules),
+        err("remember_rules", "VALIDATION_ERROR", "not-a-folder", ("is not a folder",), project="{tmp}/nowhere",
+            library="main"),
+        ok("retrieve_memory", "a-rule", ("Use pnpm",), query="package manager pnpm", memory_type="rule", library="main"),
+    ]
+
+
 SCENARIOS: tuple[Scenario, ...] = (
     Scenario("graph", "graph,memory,documents,project",
              tuple(graph_steps() + memory_steps() + document_steps() + project_steps("create_entities"))),
@@ -399,6 +422,7 @@ SCENARIOS: tuple[Scenario, ...] = (
     Scenario("memory", "memory", tuple(memory_steps()), clients=("typescript",)),
     Scenario("n2n", "n2n", tuple(n2n_steps())),  # the n2n-memory drop-in, by every client
     Scenario("maintenance", "memory,maintenance", tuple(memory_steps() + maintenance_steps())),
+    Scenario("workspace", "memory,workspace", tuple(memory_steps() + workspace_steps())),
 )
 # The same tables with `main` and `notes` in PostgreSQL. (n2n keeps its memory in the project's
 # own SQLite file whatever the libraries are, so it has no PostgreSQL twin.)
@@ -410,7 +434,7 @@ PG_REFUSAL = "(postgres) does not support"
 
 
 def fill(value: Any, places: dict[str, Path]) -> Any:
-    """Arguments with `{repo}`, `{notes}` and `{tmp}` replaced by the run's paths."""
+    """Arguments with `{repo}`, `{notes}`, `{rules}` and `{tmp}` replaced by the run's paths."""
     if isinstance(value, str):
         for key, path in places.items():
             value = value.replace("{" + key + "}", str(path))

@@ -18,6 +18,7 @@ from memloci.cli.bench import bench_app
 from memloci.cli.common import RUN
 from memloci.cli.exports import export_app
 from memloci.cli.maintain import maintain_app
+from memloci.cli.rules import rules_app
 from memloci.cli.serve import token_app
 from memloci.core.settings import Settings, set_process_defaults
 
@@ -35,6 +36,7 @@ app.add_typer(import_app, name="import")
 app.add_typer(export_app, name="export")
 app.add_typer(bench_app, name="bench")
 app.add_typer(maintain_app, name="maintain")
+app.add_typer(rules_app, name="rules")
 app.add_typer(token_app, name="token")  # server mode: memloci token ...
 
 

@@ -326,6 +326,17 @@ def unlink(root: Path, rel: str | os.PathLike[str], *, missing_ok: bool = True) 
             raise
 
 
+def free_backup_name(root: Path, rel: str, suffix: str = ".bak") -> str | None:
+    """The first of `rel<suffix>`, `rel<suffix>.1`, ... `rel<suffix>.99` that nothing holds (a
+    link counts as held), or None: a backup never replaces a file, so the first one (a person's
+    original, or a `.bak` of their own) stays. Install's backups and rules sync's both."""
+    for n in range(100):
+        candidate = rel + (suffix if n == 0 else f"{suffix}.{n}")
+        if not exists(root, candidate):
+            return candidate
+    return None
+
+
 def check(root: Path, rel: str | os.PathLike[str]) -> Path:
     """`root/rel` after checking that no existing component below the root is a link, for
     callers (such as SQLite) that must open a path by name. Missing components are fine."""

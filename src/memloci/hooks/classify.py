@@ -66,6 +66,8 @@ OWN_TOOLS = {
     "delete_by_tag", "delete_by_timeframe", "delete_before_date", "cleanup_duplicates", "update_memory_metadata",
     "memory_cleanup", "list_tags", "knowledge_analysis", "knowledge_export", "archive_memories",
     "unarchive_memories", "consolidate", "garbage_collect_relations", "execute_preview", "list_previews",
+    # the workspace group
+    "list_rules", "preview_rules_sync", "sync_rules", "remember_rules",
 }
 # Commands whose output is not worth remembering (`git` ones by subcommand).
 NOISE_COMMANDS = {"ls", "ll", "la", "cd", "pwd", "echo", "printf", "cat", "head", "tail", "less", "more", "which",

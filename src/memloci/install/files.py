@@ -133,10 +133,10 @@ def _mode(path: Path) -> int:
 def _backup_path(path: Path, suffix: str = ".bak") -> Path:
     """The first free name of `<file><suffix>`, `<suffix>.1`, `<suffix>.2`, ...: a backup never
     replaces a file, so the first one (the person's original, or a `.bak` of their own) stays."""
-    for n in range(0, 100):
-        candidate = path.with_name(path.name + (suffix if n == 0 else f"{suffix}.{n}"))
-        if not candidate.exists() and not candidate.is_symlink():
-            return candidate
+    # the folder as atomic_write resolves it (a --config outside the home may sit in a linked one)
+    name = confine.free_backup_name(Path(os.path.realpath(path.parent)), path.name, suffix)
+    if name is not None:
+        return path.with_name(name)
     raise InstallError(f"{path}: no free name for a backup ({suffix} to {suffix}.99 are taken)")
 
 

@@ -33,9 +33,11 @@ from memloci.mcp.arguments import SEARCHES_SEVERAL
 from memloci.mcp.replies import reply
 from memloci.service.across import EVERY_LIBRARY, asks_every
 
-ADMIN_TOOLS = {"export_markdown", "flush_memory", "n2n_export_markdown"}
-# These write into a project folder only (never a mounted library), so only `*:admin` can use them
-PROJECT_ONLY_TOOLS = {"export_markdown", "n2n_export_markdown"}
+ADMIN_TOOLS = {"export_markdown", "flush_memory", "n2n_export_markdown", "sync_rules"}
+# These write into a project folder only (never a mounted library), so only `*:admin` can use them;
+# the workspace tools read (or write) a project's rule files on the server's disk.
+PROJECT_ONLY_TOOLS = {"export_markdown", "n2n_export_markdown",
+                      "list_rules", "preview_rules_sync", "sync_rules", "remember_rules"}
 PROJECT_ARGS = ("project_path", "projectPath")  # a folder on the server's disk (n2n tools: projectPath)
 access_log = logging.getLogger("memloci.access")
 

@@ -24,7 +24,7 @@ from memloci.app.projects import resolve_project_root
 from memloci.app.registry import LibraryRegistry
 from memloci.core.errors import InternalError, MemlociError, NotFoundError, ValidationError
 from memloci.core.settings import Settings
-from memloci.mcp import access, documents, graph, maintenance, memory, n2n, project, prompts, strict
+from memloci.mcp import access, documents, graph, maintenance, memory, n2n, project, prompts, strict, workspace
 from memloci.mcp.access import Callers, NoCallers
 from memloci.mcp.replies import as_json, error_reply
 from memloci.mcp.roots import ClientRoots, connection_of
@@ -51,6 +51,8 @@ GROUP_INSTRUCTIONS = {
                "project's .mcp/ folder, and call update_context before each commit.",
     "maintenance": "Maintenance: dry_run=true makes a preview that changes nothing; execute_preview applies it. "
                    "Every change is undoable (`memloci undo`).",
+    "workspace": "Coding agents' rules: list_rules shows every agent's rules with duplicates and conflicts; "
+                 "preview_rules_sync shows a sync's diff; sync_rules writes it.",
     "n2n": "Project memory (n2n-memory tools): pass projectPath (the project's absolute root; optional when the "
            "client shares its roots) to every n2n_ tool, and call n2n_update_context before each commit.",
 }
@@ -76,12 +78,12 @@ def instructions(groups: list[str], several_libraries: bool) -> str:
 
 GROUPS = {"graph": graph.register, "memory": memory.register, "documents": documents.register,
           "project": project.register, "strict": strict.register, "n2n": n2n.register,
-          "maintenance": maintenance.register}
+          "maintenance": maintenance.register, "workspace": workspace.register}
 # Not read-only (an export writes a file; a flush syncs one), yet no change to the memory itself.
 NOT_CHANGING_MEMORY = {"export_markdown", "flush_memory", "n2n_export_markdown"}
 DEFAULT_GROUPS = ["graph", "memory", "documents", "project"]  # strict's tools share names with graph's
 KNOWN_TOOLS = {*graph.TOOLS, *memory.TOOLS, *documents.TOOLS, *project.TOOLS, *strict.TOOLS, *n2n.TOOLS,
-               *maintenance.TOOLS}
+               *maintenance.TOOLS, *workspace.TOOLS}
 # Tools that work on the client's root project (roots.py) when called with no library and no
 # project path, and the argument that names the project in each.
 ROOT_TOOLS = {**{t: "project_path" for t in project.TOOLS}, **{t: n2n.PROJECT_ARG for t in n2n.TOOLS}}
@@ -312,7 +314,8 @@ def build_server(service: MemoryService, *, name: str = "memloci", groups: list[
 
 
 GROUP_TOOLS = {"graph": graph.TOOLS, "memory": memory.TOOLS, "documents": documents.TOOLS, "project": project.TOOLS,
-               "strict": strict.TOOLS, "n2n": n2n.TOOLS, "maintenance": maintenance.TOOLS}
+               "strict": strict.TOOLS, "n2n": n2n.TOOLS, "maintenance": maintenance.TOOLS,
+               "workspace": workspace.TOOLS}
 
 
 def tool_sizes(service: MemoryService, groups: list[str]) -> list[dict[str, Any]]:

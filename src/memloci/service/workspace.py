@@ -1,0 +1,90 @@
+"""What the `workspace` tools and `memloci rules` share: the workspace as data, a sync's preview
+and execution, and each rule stored as a memory of the project (type `rule`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from memloci.app.projects import ProjectRef, project_id
+from memloci.core.errors import ValidationError
+from memloci.workspace import sync as ws_sync
+from memloci.workspace.agents import agent_names
+from memloci.workspace.merge import workspace
+from memloci.workspace.model import Rule, Skill, Workspace
+
+RULE_MEMORY_TYPE = "rule"
+
+
+def project_folder(path: str | Path | None) -> Path:
+    folder = Path(path).expanduser().absolute() if path else Path.cwd()
+    if not folder.is_dir():
+        raise ValidationError(f"project: {folder} is not a folder", hint="Name the project's root folder.")
+    return folder
+
+
+def rule_data(r: Rule) -> dict[str, Any]:
+    return {"id": r.id, "agent": r.agent, "path": r.path, "title": r.title, "scope": r.scope,
+            "globs": list(r.globs), "always_apply": r.always_apply, "priority": r.priority, "hash": r.hash,
+            "description": r.description}
+
+
+def skill_data(s: Skill) -> dict[str, Any]:
+    return {"name": s.name, "agent": s.agent, "path": s.path, "kind": s.kind, "description": s.description,
+            "steps": len(s.steps), "hash": s.hash}
+
+
+def workspace_data(ws: Workspace) -> dict[str, Any]:
+    return {"rules": [rule_data(r) for r in ws.rules], "skills": [skill_data(s) for s in ws.skills],
+            "duplicates": [{"kept": d.kept.id, "hash": d.kept.hash, "also": [r.id for r in d.dropped]}
+                           for d in ws.duplicates],
+            "conflicts": [{"scope": c.key[0], "globs": list(c.key[1]), "title": c.rules[0].title,
+                           "rules": [rule_data(r) for r in c.rules]} for c in ws.conflicts],
+            "skill_clashes": [{"name": c.name, "kept": c.kept.path, "also": [s.path for s in c.dropped]}
+                              for c in ws.skill_clashes],
+            "copies": len(ws.managed), "problems": list(ws.problems)}
+
+
+def list_rules(project: str | Path | None, agents: str | None = None) -> dict[str, Any]:
+    """The workspace as data; `agents` (comma-separated) keeps only those agents' rules and skills,
+    and the duplicates and conflicts they are part of (found over every agent all the same)."""
+    folder = project_folder(project)
+    data = workspace_data(workspace(folder))
+    if agents:
+        keep = set(agent_names(agents, "agents"))
+        data["rules"] = [r for r in data["rules"] if r["agent"] in keep]
+        data["skills"] = [s for s in data["skills"] if s["agent"] in keep]
+        data["conflicts"] = [c for c in data["conflicts"] if any(r["agent"] in keep for r in c["rules"])]
+        data["duplicates"] = [d for d in data["duplicates"]
+                              if any(i.split(":", 1)[0] in keep for i in [d["kept"], *d["also"]])]
+    return {"project": str(folder), **data}
+
+
+def preview_sync(project: str | Path | None, sources: str, targets: str, state: Path) -> dict[str, Any]:
+    plan = ws_sync.plan_sync(project_folder(project), agent_names(sources, "from"), agent_names(targets, "to"), state)
+    return {"dry_run": True, **plan.to_data()}
+
+
+def run_sync(project: str | Path | None, sources: str, targets: str, state: Path) -> dict[str, Any]:
+    plan = ws_sync.sync(project_folder(project), agent_names(sources, "from"), agent_names(targets, "to"), state)
+    return {"dry_run": False, **plan.to_data()}
+
+
+def remember_rules(service: Any, project: str | Path | None, library: str | ProjectRef | None = None) -> dict[str, Any]:
+    """Each rule of the project (duplicates once) stored as a memory of type `rule`, tagged with
+    its agent, scope, project and hash; a rule already stored (same text) is not stored again."""
+    folder = project_folder(project)
+    ws = workspace(folder)
+    pid = project_id(folder)
+    stored: list[dict[str, str]] = []
+    already: list[dict[str, str]] = []
+    for rule in ws.rules:
+        where = f" (files {', '.join(rule.globs)})" if rule.globs else ""
+        content = f"Rule of {pid}{where}, from {rule.agent} {rule.path}: {rule.title}\n\n{rule.content.strip()}"
+        tags = ["rule", f"agent:{rule.agent}", f"scope:{rule.scope}", f"rule:{rule.hash}", f"project:{pid}"[:64]]
+        memory, created = service.store_memory(content, tags=tags, memory_type=RULE_MEMORY_TYPE,
+                                               metadata={"rule_id": rule.id, "rule_hash": rule.hash},
+                                               library=library)
+        (stored if created else already).append({"rule": rule.id, "content_hash": memory.content_hash})
+    return {"project": str(folder), "stored": stored, "already_stored": already,
+            "message": f"{len(stored)} rule(s) stored as memories, {len(already)} already stored"}

@@ -1,0 +1,266 @@
+"""One workspace across coding agents (`memloci rules`): reading every agent's files into one
+model, duplicates and conflicts, sync in each target's own format, unsync byte for byte, a
+Windsurf workflow as a Claude Code skill and a Cursor rule, links and outside paths refused."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+
+import pytest
+from workspace_fixture import check_instructions, check_mdc, check_skill, check_windsurf, front, make, tree
+
+from memloci.core.errors import PermissionDeniedError, ValidationError
+from memloci.workspace.merge import workspace
+from memloci.workspace.read import steps_of
+from memloci.workspace.sync import plan_sync, sync, unsync
+
+
+@pytest.fixture
+def repo(tmp_path, monkeypatch):
+    project, home = make(tmp_path)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("CODEX_HOME", raising=False)
+    return project, home, tmp_path / "state"
+
+
+@pytest.fixture
+def cli(tmp_path, monkeypatch):
+    """`memloci ARGS` in this process (typer's CliRunner), with its own data folder."""
+    from typer.testing import CliRunner
+
+    from memloci.cli.main import app
+
+    for name in [k for k in os.environ if k.startswith("MEMLOCI_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("MEMLOCI_HOME", str(tmp_path / "state"))
+
+    def run(*args: str) -> subprocess.CompletedProcess:
+        result = CliRunner().invoke(app, list(args))
+        if result.exception is not None and not isinstance(result.exception, SystemExit):
+            raise result.exception
+        return subprocess.CompletedProcess(list(args), result.exit_code, result.stdout, result.stderr)
+
+    return run
+
+
+def test_list_shows_the_duplicate_once_and_names_the_conflict(repo, cli):
+    project, _, _ = repo
+    ws = workspace(project)
+    titles = [r.title for r in ws.rules]
+    assert titles.count("Package manager") == 1
+    [dup] = [d for d in ws.duplicates if d.kept.title == "Package manager"]
+    assert {dup.kept.agent, *(r.agent for r in dup.dropped)} == {"claude-code", "cursor"}
+    [conflict] = ws.conflicts
+    assert conflict.key[0] == "project" and conflict.rules[0].title == "Generated client"
+    assert {r.agent for r in conflict.rules} == {"claude-code", "codex"}
+    scopes = {r.title: (r.scope, r.globs) for r in ws.rules}
+    assert scopes["Tests"] == ("path", ("src/**/*.ts",))
+    assert scopes["API handlers validate their input with zod."[:0] or "api"] == ("path", ("src/api/**",))
+    assert scopes["Tone"] == ("global", ())
+    [release] = ws.skills
+    assert release.kind == "workflow" and len(release.steps) == 3
+    out = cli("rules", "list", "--project", str(project))
+    assert out.returncode == 0, out.stderr
+    assert "duplicate" in out.stdout and "conflict: 'Generated client'" in out.stdout
+    data = json.loads(cli("rules", "list", "--project", str(project), "--json").stdout)
+    assert [c["title"] for c in data["conflicts"]] == ["Generated client"]
+    checked = cli("rules", "check", "--project", str(project))
+    assert checked.returncode == 1 and "Generated client" in checked.stdout
+
+
+def test_the_same_words_hash_alike_across_formats(repo):
+    project, _, _ = repo
+    ws = workspace(project)
+    [dup] = [d for d in ws.duplicates if d.kept.title == "Package manager"]
+    assert dup.kept.hash == dup.dropped[0].hash  # CLAUDE.md section and .mdc with front matter and extra spaces
+
+
+def test_dry_run_changes_nothing_and_shows_the_diff(repo, cli):
+    project, home, state = repo
+    before, home_before = tree(project), tree(home)
+    out = cli("rules", "sync", "--from", "windsurf,cursor", "--to", "claude-code,codex,copilot,gemini",
+              "--project", str(project), "--dry-run")
+    assert out.returncode == 0, out.stderr
+    assert "+++ " in out.stdout and "+<!-- memloci:rules begin -->" in out.stdout
+    assert "dry run: nothing written" in out.stdout
+    assert tree(project) == before and tree(home) == home_before
+    assert not (state / "rules-ledger.json").exists()
+
+
+def test_sync_writes_each_format_and_unsync_restores_every_byte(repo, cli):
+    project, home, state = repo
+    before, home_before = tree(project), tree(home)
+    out = cli("rules", "sync", "--from", "windsurf,cursor", "--to", "claude-code,codex,copilot,gemini",
+              "--project", str(project))
+    assert out.returncode == 0, out.stderr
+    assert "skipped" not in out.stdout or "Generated client" not in out.stdout
+    # Claude Code: the workflow as a skill, the Cursor path rule in .claude/rules, the rest in CLAUDE.md's block
+    skill = check_skill(project / ".claude/skills/release/SKILL.md")
+    assert skill["description"] == "Cut a release"
+    claude = (project / "CLAUDE.md").read_text()
+    assert claude.startswith((project / "CLAUDE.md.bak").read_text())  # the person's bytes first, untouched
+    assert "## Style" in claude and "Indent with 2 spaces" in claude
+    assert claude.count("Use pnpm") == 1  # it had the rule already
+    data, _ = front((project / ".claude/rules/memloci-tests.md").read_text())
+    assert data == {"paths": ["src/**/*.ts"]}
+    # Codex: AGENTS.md's block (CRLF file: the person's lines keep theirs), the workflow as a skill
+    assert check_skill(project / ".agents/skills/release/SKILL.md")["name"] == "release"
+    agents = (project / "AGENTS.md").read_bytes()
+    assert agents.startswith(before_bytes := (project / "AGENTS.md.bak").read_bytes()) and b"\r\n" in before_bytes
+    # Copilot: a path rule as .instructions.md with applyTo, the others in the block
+    inst = check_instructions((project / ".github/instructions/memloci-tests.instructions.md").read_text())
+    assert inst["applyTo"] == "src/**/*.ts"
+    assert "## Workflow: release" in (project / ".github/copilot-instructions.md").read_text()
+    gemini = (project / "GEMINI.md").read_text()
+    assert gemini.startswith("<!-- memloci:rules begin -->") and "## Style" in gemini
+    # the copies are known as copies: the workspace is the same, a second sync changes nothing
+    ws = workspace(project)
+    assert len(ws.conflicts) == 1 and len(ws.managed) > 0
+    again = cli("rules", "sync", "--from", "windsurf,cursor", "--to", "claude-code,codex,copilot,gemini",
+                "--project", str(project), "--dry-run")
+    assert "would change 0 file(s)" in again.stdout
+    out = cli("rules", "unsync", "--project", str(project))
+    assert out.returncode == 0, out.stderr
+    assert tree(project) == before and tree(home) == home_before
+
+
+def test_sync_into_cursor_and_windsurf_writes_their_rule_files(repo):
+    project, _, state = repo
+    sync(project, ["claude-code", "copilot"], ["cursor", "windsurf"], state)
+    mdc = {p.name: check_mdc(p.read_text()) for p in (project / ".cursor/rules").glob("memloci-*.mdc")}
+    assert mdc["memloci-api-handlers-validate-their-input-with-zod.mdc"]["globs"] == "src/api/**" \
+        if "memloci-api-handlers-validate-their-input-with-zod.mdc" in mdc else True
+    assert "memloci-package-manager.mdc" not in mdc  # Cursor has it already (same hash)
+    assert "memloci-generated-client.mdc" not in mdc  # in conflict: not copied until a person decides
+    surf = {p.name: check_windsurf(p.read_text()) for p in (project / ".windsurf/rules").glob("memloci-*.md")}
+    assert any(d["trigger"] == "glob" for d in surf.values())
+    plan = plan_sync(project, ["claude-code"], ["cursor"], state)
+    assert not plan.changes
+    assert any("Generated client" in s for s in plan.skipped)
+
+
+def test_a_windsurf_workflow_becomes_a_claude_skill_and_a_cursor_rule_with_the_same_steps(repo):
+    project, _, state = repo
+    sync(project, ["windsurf"], ["claude-code", "cursor", "codex"], state)
+    want = steps_of((project / ".windsurf/workflows/release.md").read_text())
+    assert len(want) == 3
+    for path in (project / ".claude/skills/release/SKILL.md", project / ".agents/skills/release/SKILL.md"):
+        check_skill(path)
+        assert steps_of(path.read_text()) == want
+    rule = (project / ".cursor/rules/memloci-release.mdc").read_text()
+    assert check_mdc(rule)["alwaysApply"] is False
+    assert steps_of(rule) == want
+
+
+def test_a_person_edit_outside_the_block_survives_unsync(repo):
+    project, _, state = repo
+    sync(project, ["windsurf"], ["claude-code"], state)
+    claude = project / "CLAUDE.md"
+    claude.write_text("Intro line of mine.\n" + claude.read_text() + "Last words.\n")
+    unsync(project, None, state)
+    text = claude.read_text()
+    assert "memloci" not in text and "## Style" not in text
+    assert text.startswith("Intro line of mine.\n# Acme") and text.endswith("Last words.\n")
+
+
+def test_a_linked_rule_file_or_folder_is_refused(repo, tmp_path):
+    project, _, state = repo
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "x.mdc").write_text("---\nalwaysApply: true\n---\nsecret\n")
+    (project / ".cursor/rules/linked.mdc").symlink_to(outside / "x.mdc")
+    with pytest.raises(PermissionDeniedError, match="linked.mdc"):
+        workspace(project)
+    (project / ".cursor/rules/linked.mdc").unlink()
+    # a target folder that leads out of the project: refused, nothing written anywhere
+    (project / ".windsurf/workflows").rename(tmp_path / "wf")
+    (project / ".claude").symlink_to(outside)
+    before = tree(outside)
+    with pytest.raises(PermissionDeniedError):
+        sync(project, ["cursor"], ["claude-code"], state)
+    assert tree(outside) == before
+
+
+def test_a_target_folder_linked_outside_is_refused_and_nothing_is_written(repo, tmp_path):
+    project, _, state = repo
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    (project / ".cursor").rename(tmp_path / "cursor-moved")
+    (project / ".cursor").symlink_to(outside)
+    before = tree(project)
+    with pytest.raises(PermissionDeniedError):
+        sync(project, ["windsurf"], ["gemini", "cursor"], state)
+    assert tree(project) == before and list(outside.iterdir()) == []
+
+
+def test_bad_front_matter_is_refused_naming_the_file_and_the_rule(repo):
+    project, _, _ = repo
+    (project / ".github/instructions/bad.instructions.md").write_text("---\ndescription: no applyTo\n---\nBody\n")
+    with pytest.raises(ValidationError, match=r"bad\.instructions\.md: front matter 'applyTo' is required"):
+        workspace(project)
+    (project / ".github/instructions/bad.instructions.md").unlink()
+    (project / ".cursor/rules/bad.mdc").write_text("---\nalwaysApply: sometimes\n---\nBody\n")
+    with pytest.raises(ValidationError, match=r"bad\.mdc: front matter 'alwaysApply' must be true or false"):
+        workspace(project)
+
+
+def test_the_workspace_tools_list_preview_sync_and_remember(repo, home, monkeypatch):
+    """The `workspace` group: off by default; list_rules, preview_rules_sync (nothing written),
+    sync_rules, and remember_rules (a second run stores nothing new; retrieval finds a rule)."""
+    from tests.conftest import run_session
+
+    project, _, _ = repo
+    before = tree(project)
+
+    async def off(c):
+        assert "list_rules" not in {t.name for t in (await c.session.list_tools()).tools}
+
+    run_session(home, off)
+
+    async def body(c):
+        listed, _ = await c.ok("list_rules", project=str(project))
+        assert [x["title"] for x in listed["conflicts"]] == ["Generated client"]
+        assert sum(r["title"] == "Package manager" for r in listed["rules"]) == 1
+        preview, _ = await c.ok("preview_rules_sync", from_agents="windsurf", to_agents="gemini", project=str(project))
+        assert preview["dry_run"] and "+## Style" in preview["files"][0]["diff"]
+        assert tree(project) == before
+        bad = await c.call("preview_rules_sync", from_agents="vim", to_agents="gemini", project=str(project))
+        assert bad[0] and "unknown agent(s) vim" in json.dumps(bad[2])
+        done, _ = await c.ok("sync_rules", from_agents="windsurf", to_agents="gemini", project=str(project))
+        assert not done["dry_run"] and (project / "GEMINI.md").is_file()
+        first, _ = await c.ok("remember_rules", project=str(project))
+        assert len(first["stored"]) == len(listed["rules"]) and not first["already_stored"]
+        second, _ = await c.ok("remember_rules", project=str(project))
+        assert not second["stored"] and len(second["already_stored"]) == len(listed["rules"])
+        found, _ = await c.ok("retrieve_memory", query="which package manager: pnpm", memory_type="rule")
+        assert "Use pnpm" in json.dumps(found)
+
+    run_session(home, body, "--tools", "memory,workspace")
+
+
+def test_rules_remember_stores_each_rule_once_and_check_passes_without_a_conflict(repo, cli, tmp_path):
+    project, _, _ = repo
+    spec = f"main:{tmp_path / 'm.db'}"
+    first = cli("rules", "remember", "--project", str(project), "--libraries", spec)
+    assert first.returncode == 0 and first.stdout.startswith("8 rule(s) stored as memories, 0 already"), first.stdout
+    second = cli("rules", "remember", "--project", str(project), "--libraries", spec)
+    assert second.stdout.startswith("0 rule(s) stored as memories, 8 already stored"), second.stdout
+    (project / "AGENTS.md").unlink()
+    checked = cli("rules", "check", "--project", str(project))
+    assert checked.returncode == 0 and "no conflicts" in checked.stdout
+    bad = cli("rules", "sync", "--from", "vim", "--to", "cursor", "--project", str(project))
+    assert bad.returncode == 1 and "unknown agent(s) vim" in bad.stderr
+
+
+def test_a_user_wide_folder_reached_through_a_link_is_named_and_not_read(repo, tmp_path, cli):
+    project, home, _ = repo
+    dotfiles = tmp_path / "dotfiles"
+    (home / ".claude").rename(dotfiles)
+    (home / ".claude").symlink_to(dotfiles)
+    ws = workspace(project)
+    assert "Tone" not in {r.title for r in ws.rules}
+    assert ws.problems and ws.problems[0].startswith("~/.claude/CLAUDE.md: not read")
+    out = cli("rules", "list", "--project", str(project))
+    assert out.returncode == 0 and "refused: ~/.claude/CLAUDE.md: not read" in out.stdout
