@@ -31,7 +31,7 @@ RECENT_BACKLOG = 2_000  # ... if no more than this many wait (a bulk backlog is 
 RETENTION_PAGE = 5_000  # memories read at a time when every free memory's retention is counted
 
 
-NEAR_WORD_MATCHES = 20  # a new text's best word matches that may_be_near tries before it is embedded
+NEAR_WORD_MATCHES = 10  # a new text's best word matches that may_be_near tries before it is embedded
 
 
 @dataclass(frozen=True, slots=True)
