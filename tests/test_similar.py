@@ -30,6 +30,7 @@ from memloci.search.similar import (
     SAME_SUBJECT_MIN,
     contradictions,
     exact_duplicates,
+    may_be_near,
     near_duplicates,
     normalized_text,
     similar_pairs,
@@ -360,3 +361,15 @@ def test_bench_lifecycle_times_consolidation_search_under_it_and_extraction(tmp_
     bad = subprocess.run([sys.executable, "-m", "memloci", "bench", "lifecycle", "--parts", "engines,nope"],
                          capture_output=True, text=True, timeout=60)
     assert bad.returncode == 1 and "--parts" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_may_be_near_keeps_paraphrases_that_share_few_words_and_drops_other_facts():
+    """The words test store_memory runs before embedding anything: the labelled paraphrase pair
+    that shares the fewest words passes, a changed fact or a text about something else does not,
+    and Chinese or Japanese text always may be near (its words are not split here)."""
+    school = "School for the kids runs from 8:15 to 3:00."
+    assert may_be_near(school, "The children start school at 8:15 and finish at 3:00.")
+    assert not may_be_near(school, "The children start school at 8:30 and finish at 3:00."), "a changed number"
+    assert not may_be_near(school, "The kids love the new playground at the park."), "words in common, another fact"
+    assert not may_be_near("Caroline: Thanks!", "Caroline: I went hiking with my dog yesterday."), "a time in one only"
+    assert may_be_near("证书三月三日到期", "三月三日证书到期")

@@ -38,21 +38,26 @@ def test_memories_and_observations_are_found_by_meaning_within_filters(engine):
 
 
 def test_a_vector_the_near_duplicate_check_computed_is_the_memorys_and_an_edit_replaces_it(engine):
-    """store_memory's near-duplicate check embeds the new text (while it is stored) and hands the
-    vector to the embedding worker, which stores it instead of embedding the text again
-    (search/vectors.py, VectorOffers, by text): the memory is found by that meaning, and once its
+    """store_memory's near-duplicate check embeds a new text only when one of its best word matches
+    may be a near duplicate (search/similar.py may_be_near), and hands the vectors to the embedding
+    worker, which stores them instead of embedding the texts again (search/vectors.py,
+    RequestBatcher and VectorOffers, by text): the memory is found by that meaning, and once its
     text is edited, by the new text's meaning only."""
     s = engine.library(embedder="minilm")
     s.store_memory(TAXES)
     assert s.flush_embeddings(timeout=600)
-    # a text the store will refuse is not embedded ahead (the model would work on it after the refusal)
-    assert s.memories.embed_ahead("x" * 20_001) is None and s.memories.embed_ahead("   ") is None
-    ahead = s.memories.embed_ahead(PUPPIES)  # as the tool does: the model works while the memory is stored
+    batcher = s.vectors.batcher
     memory, created = s.store_memory(PUPPIES, tags=["home"])
-    assert ahead is not None and created and s.memories.similar_to(memory, ahead=ahead) == []
+    before = batcher.texts
+    assert created and s.memories.similar_to(memory) == [] and batcher.texts == before, \
+        "no word match may be near: nothing embedded on the request path"
+    paraphrase, _ = s.store_memory("Last weekend she adopted two puppies from the animal shelter.")
+    near = s.memories.similar_to(paraphrase)
+    assert [m.content for m, _ in near] == [PUPPIES] and near[0][1] >= 0.84, near
+    assert batcher.texts == before + 2, "the text and its match, not embedded yet, in one model call"
     assert s.flush_embeddings(timeout=600)
     dogs = s.retrieve_memory("getting new dogs").hits
-    assert dogs[0].memory.content == PUPPIES and dogs[0].words == 0 and dogs[0].meaning > 0
+    assert dogs[0].memory.content in (PUPPIES, paraphrase.content) and dogs[0].words == 0 and dogs[0].meaning > 0
 
     s.update_memory(memory.content_hash, content=ORCHESTRA)
     assert s.flush_embeddings(timeout=600)

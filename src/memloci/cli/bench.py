@@ -86,6 +86,29 @@ def bench_locomo(
     run_locomo(data=data, ks=ks, out=out, console=open_console(), limit=conversations)
 
 
+@bench_app.command("ingest")
+def bench_ingest(
+    data: Annotated[Path, typer.Option("--data", help="LoCoMo JSON (e.g. ../shared/data/locomo/locomo_dev.json).",
+                                       exists=True, dir_okay=False)],
+    in_flight: Annotated[str, typer.Option("--in-flight", help="store_memory calls in flight on one session, "
+                                           "comma-separated: one run each (1: each call awaited).")] = "1,8",
+    conversations: Annotated[int, typer.Option("--conversations", help="The first N conversations.")] = 1,
+    embedder: Annotated[str | None, typer.Option("--embedder", help="The server's embedder (default: as MEMLOCI_EMBEDDER says).")] = None,
+    out: Annotated[Path, typer.Option("--out", help="JSON results file.")] = Path("bench-results/ingest.json"),
+) -> None:
+    """Memories stored and embedded per second through the real MCP server, 1 or more calls in flight."""
+    from memloci.bench.ingest import run
+
+    try:
+        counts = [int(x) for x in in_flight.split(",") if x.strip()]
+        if not counts or min(counts) < 1:
+            raise ValueError
+    except ValueError:
+        open_console(stderr=True).print(styled(("--in-flight", "bold red"), f": expected numbers of 1 or more like 1,8, got {in_flight!r}"))
+        raise typer.Exit(1) from None
+    run(data=data, in_flight=counts, out=out, console=open_console(), limit=conversations, embedder=embedder)
+
+
 @bench_app.command("models")
 def bench_models(
     models: Annotated[str, typer.Option("--models", help="Embedder specs, comma-separated.")] = "minilm,multilingual,e5-multilingual",

@@ -196,6 +196,10 @@ def fitted(structured: dict[str, Any], max_tokens: int | None, compact: bool, re
 TOOLS = ("store_memory", "retrieve_memory", "search_by_tag", "delete_memory", "update_memory", "list_memories",
          "check_database_health")
 Tags = list[str] | None
+# Calls the embedding worker does not give way to (search/embedder.py REQUESTS): a store's reply
+# needs little of the cores, the worker runs at a lower priority, and a client storing turn after
+# turn would otherwise leave every vector until it stops.
+NOT_WAITED_FOR = frozenset({"store_memory"})
 
 
 # A free JSON object, advertised as its JSON text: strict converters close every object schema, so
@@ -222,14 +226,13 @@ def register(server: Any, service: MemoryService) -> None:
         if client_hostname:  # what the MCP Memory Service's clients send; it keeps it as a tag
             tags = [*(tags or ()), f"source:{client_hostname}"]
         where = selected(library, library_name, project_path, confirm_new_project_root)
-        ahead = service.memories.embed_ahead(content, entity=entity)  # the model works while the memory is stored
         memory, created = service.store_memory(content, tags=tags or (), memory_type=memory_type, metadata=metadata,
                                                importance=importance, entity=entity, supersedes=supersedes,
                                                library=where)
         added = [t for t in (tags or ()) if t in memory.tags] if not created else []
         message = ("Memory stored successfully" if created else "Duplicate content: this memory is already stored"
                    + (f" (its tags now include {', '.join(added)})" if added else ""))
-        similar = service.memories.similar_to(memory, library=where, ahead=ahead) if created else []
+        similar = service.memories.similar_to(memory, library=where) if created else []
         if similar:  # a near duplicate is said, never merged: cleanup_duplicates(similar=true) merges on request
             n = len(similar)
             message += (f"; {n} similar memor{'y' if n == 1 else 'ies'}: "

@@ -153,7 +153,8 @@ class MemlociServer(MCPServer):
         started = access.call_started(name)
         self.calls_in_flight += 1
         try:
-            with REQUESTS.answering():  # a backlog being embedded waits for a quiet moment (search/embedder.py)
+            # a backlog being embedded waits for a quiet moment (search/embedder.py), but not out a stream of stores
+            with REQUESTS.answering(given_way=name not in memory.NOT_WAITED_FOR):
                 arguments = await self._with_root(name, arguments, context)
                 # a token's scopes first (HTTP; over stdio there is no token and nothing is refused)
                 result = access.refusal(self, name, arguments) or await self._call(

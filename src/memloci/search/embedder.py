@@ -349,7 +349,13 @@ class Requests:
         self._changed = threading.Condition()
 
     @contextmanager
-    def answering(self) -> Iterator[None]:
+    def answering(self, *, given_way: bool = True) -> Iterator[None]:
+        """A request runs in the block. `given_way=False`: one background work need not wait for
+        (a store: its reply needs little of the cores, and waiting out a stream of stores would
+        leave every vector until the stream ends)."""
+        if not given_way:
+            yield
+            return
         with self._changed:
             self._count += 1
         try:

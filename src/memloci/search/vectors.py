@@ -323,6 +323,100 @@ class VectorOffers:
         return vectors
 
 
+class _Wanted:
+    """One request's text in a RequestBatcher, and what became of it."""
+
+    __slots__ = ("text", "embedder", "vector", "error", "done")
+
+    def __init__(self, text: str, embedder) -> None:
+        self.text = text
+        self.embedder = embedder
+        self.vector: np.ndarray | None = None
+        self.error: Exception | None = None
+        self.done = False
+
+
+class RequestBatcher:
+    """The texts requests need a vector for now (store_memory's near-duplicate check), embedded
+    together: a request queues its text, and the first caller to find the model free embeds
+    every text queued until then in one model call while the others wait for it; whoever queued
+    meanwhile makes the next call. A lone request waits for nobody, and concurrent stores share
+    one batch. Every vector goes to the embedding workers too (VectorOffers), which then do not
+    compute it again. A batch the model fails on is embedded again text by text, so a text the
+    model refuses fails only its own request."""
+
+    def __init__(self, offers: VectorOffers) -> None:
+        self.offers = offers
+        self._changed = threading.Condition()
+        self._queue: list[_Wanted] = []
+        self._running = False
+        self.calls = 0  # model calls made, and texts embedded (what a bench reports)
+        self.texts = 0
+
+    @property
+    def queued(self) -> int:
+        """Texts waiting for the next model call."""
+        with self._changed:
+            return len(self._queue)
+
+    def vectors(self, embedder, texts: Sequence[str]) -> list[np.ndarray]:
+        """The vectors of `texts` by `embedder`, in order; raises what the model raised for one of them."""
+        wanted = [_Wanted(text, embedder) for text in texts]
+        for w in wanted:
+            self.offers.embedding(w.text)  # a worker holding this text waits for it rather than embed it too
+        with self._changed:
+            self._queue.extend(wanted)
+            while not all(w.done for w in wanted):
+                if self._running:
+                    self._changed.wait()
+                    continue
+                batch = [w for w in self._queue if w.embedder is embedder]  # (a process has one model)
+                self._queue = [w for w in self._queue if w.embedder is not embedder]
+                self._running = True
+                self._changed.release()
+                try:
+                    self._embed(embedder, batch)
+                finally:
+                    self._changed.acquire()
+                    self._running = False
+                    self._changed.notify_all()
+        for w in wanted:
+            if w.error is not None:
+                raise w.error
+        return [w.vector for w in wanted if w.vector is not None]
+
+    def _embed(self, embedder, batch: list[_Wanted]) -> None:
+        texts = list(dict.fromkeys(w.text for w in batch))
+        try:
+            try:
+                vectors = dict(zip(texts, embedder.embed(texts), strict=True))
+                self.calls += 1
+            except Exception:
+                if len(texts) == 1:
+                    raise
+                vectors = {}
+                for text in texts:  # one text the model refuses must not fail the others' requests
+                    try:
+                        vectors[text] = embedder.embed([text])[0]
+                    except Exception as exc:
+                        for w in batch:
+                            if w.text == text:
+                                w.error = exc
+                    self.calls += 1
+            self.texts += len(vectors)
+            for w in batch:
+                w.vector = vectors.get(w.text)
+        except Exception as exc:
+            for w in batch:
+                w.error = exc
+        finally:
+            for w in batch:
+                if w.vector is None and w.error is None:
+                    w.error = RuntimeError("the embedding was interrupted")
+                w.done = True
+                self.offers.offer(w.text, w.vector)
+
+
 class EmbeddingWorker:
     """Embeds a library's new memories in batches on a background thread.
 

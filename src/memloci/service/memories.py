@@ -5,10 +5,7 @@ Stores.writing (the post-write hook), retrievals are counted by the vectors part
 
 from __future__ import annotations
 
-import itertools
-import threading
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
@@ -20,8 +17,8 @@ from memloci.core.model import Memory, MemoryFilter, MemoryInput, MemoryLink
 from memloci.rules import graph as rules
 from memloci.rules.retention import Retention, retention
 from memloci.search.embedder import understands
-from memloci.search.hybrid import CJK_PAIRS, WEAK_MEANING, MemoryHit, retrieve, word_terms
-from memloci.search.similar import NEAR_DUPLICATE_MIN, same_fact
+from memloci.search.hybrid import CJK_PAIRS, WEAK_MEANING, MemoryHit, retrieve, word_candidates, word_terms
+from memloci.search.similar import NEAR_DUPLICATE_MIN, may_be_near
 from memloci.search.timephrases import TimeRange, parse_time_phrase, split_time_phrase
 from memloci.search.vectors import VectorSearch
 from memloci.service.names import entity_name
@@ -34,18 +31,7 @@ RECENT_BACKLOG = 2_000  # ... if no more than this many wait (a bulk backlog is 
 RETENTION_PAGE = 5_000  # memories read at a time when every free memory's retention is counted
 
 
-_AHEAD = ThreadPoolExecutor(max_workers=2, thread_name_prefix="memloci-ahead")  # embed_ahead's model calls
-AHEAD_QUEUED_MAX = 8  # texts embedding ahead at once; beyond, a store embeds as before (the queue never grows)
-_ahead_lock = threading.Lock()
-_ahead_waiting = [0]  # texts submitted to _AHEAD and not yet embedded
-
-
-@dataclass(frozen=True, slots=True)
-class EarlyVector:
-    """A memory's text being embedded while it is stored (MemoryOperations.embed_ahead)."""
-
-    text: str
-    future: Future[Any]
+NEAR_WORD_MATCHES = 10  # a new text's best word matches that may_be_near tries before it is embedded
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,60 +70,41 @@ class MemoryOperations:
             raise rules.repeated_observation(store.schema, memory.content, memory.entity or m.entity, "content")
         return memory, created
 
-    def embed_ahead(self, content: str, *, entity: str | None = None) -> EarlyVector | None:
-        """Start embedding a memory about to be stored, on a thread, for similar_to: the model
-        works while the caller stores it. None where similar_to will not embed (an observation,
-        the model still loading, a text it does not read). The vector goes to the embedding
-        workers too (LibraryVectors.offers), which then do not compute it again."""
-        embedder = self.vectors.embedder.get(timeout=0)
-        # a text the store will refuse is not embedded (it would cost the model after the refusal),
-        # nor one while AHEAD_QUEUED_MAX are waiting: a flood of stores cannot queue work without end
-        if embedder is None or entity is not None or not isinstance(content, str) or not content.strip() \
-                or len(content) > schema.MEMORY_MAX or not understands(embedder, content) \
-                or _ahead_waiting[0] >= AHEAD_QUEUED_MAX:
-            return None
-        offers = self.vectors.offers
-        offers.embedding(content)
-        with _ahead_lock:
-            _ahead_waiting[0] += 1
-        future = _AHEAD.submit(embedder.embed, [content])
-
-        def finished(done: Future[Any]) -> None:
-            with _ahead_lock:
-                _ahead_waiting[0] -= 1
-            offers.offer(content, None if done.exception() else done.result()[0])
-
-        future.add_done_callback(finished)
-        return EarlyVector(content, future)
-
     def similar_to(self, memory: Memory, *, library: str | ProjectRef | None = None,
-                   limit: int = 3, ahead: EarlyVector | None = None) -> list[tuple[Memory, float]]:
-        """Live free memories saying the same fact as `memory` in other words (search/similar.py:
-        cosine >= NEAR_DUPLICATE_MIN and the words test), best first: what store_memory reports.
+                   limit: int = 3) -> list[tuple[Memory, float]]:
+        """Live free memories saying the same fact as `memory` in other words, best first: what
+        store_memory reports. Those of its NEAR_WORD_MATCHES best word matches (BM25) that may be
+        near duplicates by their words (search/similar.py may_be_near: the same facts, enough words
+        shared) and whose vectors' cosine with the memory's is at least NEAR_DUPLICATE_MIN.
         Nothing while the embedder is still loading, or for text its model does not read.
-        `ahead`: embed_ahead's for this memory's text (used when the text stored is that text)."""
+
+        Most new texts have no such match: then nothing is embedded here, and the memory's vector
+        is left to the embedding worker, which embeds in batches. Otherwise the text and its
+        matches are embedded in one model call (LibraryVectors.batcher: concurrent checks share
+        it), a match stored a moment ago and not embedded yet included, and the vectors go to the
+        worker too, which does not compute them again."""
         embedder = self.vectors.embedder.get(timeout=0)
         if embedder is None or memory.entity is not None or not understands(embedder, memory.content):
             return []
         store = self.stores.store(library)
-        pair = self.vectors.of(store)
-        if pair is None:
+        if self.vectors.of(store) is None:
             return []
-        if ahead is not None and ahead.text == memory.content:
-            vector = ahead.future.result()[0]
-        else:  # (the workers take this vector too)
-            vector = None
-            self.vectors.offers.embedding(memory.content)
-            try:
-                vector = embedder.embed([memory.content])[0]
-            finally:
-                self.vectors.offers.offer(memory.content, vector)
-        scores, _, _ = pair[0].search(vector, limit + 1, filters=MemoryFilter())
-        close = {i: s for i, s in scores.items() if i != memory.id and s >= NEAR_DUPLICATE_MIN}
-        found = store.load_memories(sorted(close, key=lambda i: -close[i]))
-        same = ((m, round(close[m.id], 3)) for m in found.values()
-                if m.entity is None and not (m.superseded_by or m.archived_at) and same_fact(m.content, memory.content))
-        return list(itertools.islice(same, limit))  # the text checks stop at `limit` found
+        near = [m for m in self._maybe_near(store, memory) if understands(embedder, m.content)]
+        if not near:
+            return []
+        vector, *theirs = self.vectors.batcher.vectors(embedder, [memory.content, *(m.content for m in near)])
+        close = sorted(((m, round(float(v @ vector), 3)) for m, v in zip(near, theirs, strict=True)),
+                       key=lambda found: -found[1])
+        return [(m, score) for m, score in close if score >= NEAR_DUPLICATE_MIN][:limit]
+
+    @staticmethod
+    def _maybe_near(store: Store, memory: Memory) -> list[Memory]:
+        """The memory's best word matches (BM25) that may be near duplicates of it."""
+        matches = word_candidates(store, word_terms(memory.content), CJK_PAIRS.findall(memory.content),
+                                  NEAR_WORD_MATCHES + 1, MemoryFilter())
+        others = [i for i in matches if i != memory.id]
+        return [m for m in store.load_memories(others).values() if m.entity is None
+                and not (m.superseded_by or m.archived_at) and may_be_near(m.content, memory.content)] if others else []
 
     def retrieve_memory(self, query: str, *, n_results: int = 5, min_similarity: float = 0.0,
                         tags: Sequence[str] = (), match_all: bool = False, memory_type: str | None = None,

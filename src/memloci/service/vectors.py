@@ -11,7 +11,14 @@ from typing import Any
 
 from memloci.core.errors import StorageUnavailableError
 from memloci.search.embedder import EmbedderHandle
-from memloci.search.vectors import EmbeddingWorker, PassageIndex, VectorIndex, VectorOffers, library_key
+from memloci.search.vectors import (
+    EmbeddingWorker,
+    PassageIndex,
+    RequestBatcher,
+    VectorIndex,
+    VectorOffers,
+    library_key,
+)
 from memloci.store.protocols import Passages, Store
 
 log = logging.getLogger(__name__)
@@ -74,6 +81,7 @@ class LibraryVectors:
         self.embed_pending = embed_pending
         self.accesses = AccessRecorder()
         self.offers = VectorOffers()  # vectors requests computed, for every library's worker to take
+        self.batcher = RequestBatcher(self.offers)  # requests' texts embedded together (near-duplicate checks)
         self._dense: dict[str, tuple[VectorIndex, EmbeddingWorker]] = {}
         self._passages: dict[str, PassageIndex] = {}  # note-body passages, filled by the same worker
         self._lock = threading.Lock()
