@@ -66,7 +66,7 @@ async def timed_reads(base: str, headers: dict[str, str], entities: int, calls: 
 
     ms: dict[str, list[float]] = {label: [] for label, _ in reads(entities)}
     async with httpx.AsyncClient(base_url=base, headers=headers, timeout=60) as http:
-        for label, path in reads(entities):  # one warm-up each: the first read of a kind builds caches
+        for _label, path in reads(entities):  # one warm-up each: the first read of a kind builds caches
             (await http.get(path)).raise_for_status()
         for _ in range(calls):
             for label, path in reads(entities):
