@@ -58,13 +58,6 @@ def test_batches_by_length_give_the_vectors_of_single_texts(cache):
     assert exact.embed([]).shape == (0, 384)
 
 
-def test_one_text_runs_on_its_own_session_and_gives_the_bytes_of_the_pooled_one(cache):
-    exact = embedder("minilm-exact", cache)
-    assert exact.one_text_session is not exact.session
-    for text in TEXTS:  # alone: the one-text session; beside a much longer text, in a group of its own: the pooled one
-        assert np.array_equal(exact.embed([text])[0], exact.embed([text, "word " * 60])[0])
-
-
 class _Counted:
     """A real embedder that counts the texts it is asked to embed."""
 

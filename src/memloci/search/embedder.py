@@ -107,11 +107,6 @@ class OnnxEmbedder:
         self.tokenizer.enable_truncation(MAX_TOKENS)
         self.tokenizer.no_padding()  # embed() groups texts by length and pads each group itself
         self.session = _session(ort, model_path, max(1, min(4, os.cpu_count() or 1)))
-        # One text (a query) runs on a session of its own, in the calling thread alone: it never
-        # waits for the shared thread pool while a backlog's batch holds it, and a query does
-        # not gain from more threads while the words are searched beside it. (Its vectors are
-        # the same bytes as the pooled session's.)
-        self.one_text_session = _session(ort, model_path, 1)
         self._inputs = {i.name for i in self.session.get_inputs()}
         self.model_id = model_id
         self.dimension = int(self.embed(["dimension probe"]).shape[1])
@@ -145,7 +140,7 @@ class OnnxEmbedder:
             feed = {"input_ids": ids, "attention_mask": mask}
             if "token_type_ids" in self._inputs:
                 feed["token_type_ids"] = np.zeros_like(ids)
-            hidden = (self.one_text_session if len(texts) == 1 else self.session).run(None, feed)[0]
+            hidden = self.session.run(None, feed)[0]
             summed = (hidden * mask[..., None]).sum(axis=1)
             parts.append((rows, summed / np.maximum(mask.sum(axis=1, keepdims=True), 1)))
             start = end
