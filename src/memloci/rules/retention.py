@@ -121,7 +121,7 @@ def _standing(memory_type: str, importance: str, access_count: int,
 
 def _scored(memory: Memory, now: datetime) -> tuple[float, float, float, float, float, float, str | None]:
     """(score, base, decay, boost, age in days, retention days, immunity reason)."""
-    base, days, boost, reason = _standing(memory.memory_type, memory.importance, memory.access_count, memory.tags)
+    base, days, boost, reason = _standing(memory.memory_type, memory.importance, memory.access_count, tuple(memory.tags))
     age = max(0.0, _days(memory.created_at, now))
     decay = math.exp(-age / days)
     score = base * decay * boost
