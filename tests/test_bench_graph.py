@@ -26,7 +26,7 @@ def test_bench_graph_backlog_times_search_nodes_while_the_worker_embeds(tmp_path
     saved = json.loads(out.read_text())
     assert saved["mode"] == "backlog" and saved["embedder"] == "minilm"
     assert {tool: stats["calls"] for tool, stats in saved["memloci"].items()} == {
-        "search_nodes": 2, "search_nodes common-word": 2, "search_nodes typo": 2}
+        "search_nodes": 2, "search_nodes common-word": 2, "search_nodes common-word note": 2, "search_nodes typo": 2}
     start, end = saved["backlog"]["start"], saved["backlog"]["end"]
     # the warm-up's observation joins the 3 x n imported; the first vectors were saved before the first call
     assert isinstance(start, int) and isinstance(end, int) and 0 <= end <= start < 3 * n + 1

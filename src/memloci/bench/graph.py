@@ -106,8 +106,9 @@ def _typo(word: str) -> str:
 
 def workload(graph: SyntheticGraph, calls: int) -> list[tuple[str, dict[str, Any]]]:
     """The timed calls, in order: the same list for every server. A label's first word is the
-    tool; search_nodes is timed for three kinds of query (two words of one entity's
-    observations; the common word with a name, as "billing note97-1"; a name's word misspelled)."""
+    tool; search_nodes is timed for four kinds of query (two words of one entity's
+    observations; the common word with a name, as "billing Babalozu 4"; the common word with a
+    note's label, as "billing note97-1"; a name's word misspelled)."""
     rng = random.Random(SEED + 1)
     plan: list[tuple[str, dict[str, Any]]] = []
     for k in range(calls):
@@ -119,6 +120,9 @@ def workload(graph: SyntheticGraph, calls: int) -> list[tuple[str, dict[str, Any
                                                "observations": [graph.sentence(rng) for _ in range(3)]}]}),
             ("search_nodes", {"query": f"{rng.choice(words)} {rng.choice(observations[1].split())}"}),
             ("search_nodes common-word", {"query": f"{graph.COMMON_WORD} {graph.name(rng.randrange(graph.n))}"}),
+            # a common word and a token with digits and a hyphen, as a person names a note ("billing
+            # note97-1"): a word found nowhere, tried whole, as a prefix, never respelled
+            ("search_nodes common-word note", {"query": f"{graph.COMMON_WORD} note{k % 100}-{k % 4}"}),
             ("search_nodes typo", {"query": _typo(graph.name(rng.randrange(graph.n)).split()[0])}),
             ("open_nodes", {"names": [name, graph.name(rng.randrange(graph.n))]}),
             ("read_graph", {"summary_mode": True, "limit": 100, "offset": rng.randrange(max(1, graph.n - 100))}),
@@ -163,7 +167,7 @@ async def _time_server(command: list[str], env: dict[str, str], plan: list[tuple
 
 
 def backlog_workload(graph: SyntheticGraph, calls: int) -> list[tuple[str, dict[str, Any]]]:
-    """The search_nodes calls of `workload` alone (its three kinds of query), in the same order."""
+    """The search_nodes calls of `workload` alone (its four kinds of query), in the same order."""
     return [(name, arguments) for name, arguments in workload(graph, calls) if name.startswith("search_nodes")]
 
 

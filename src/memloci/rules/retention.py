@@ -47,6 +47,7 @@ IMMUNE_USES = 3
 IMMUNE_TAGS = frozenset({"pinned", "keep", "important", "critical"})
 NEVER_IMMUNE_TYPES = frozenset({"probe"})
 FLOOR = 0.5  # an immune memory's least relevance
+MOST_USE_BOOST = 2.0  # uses lift relevance by 0.1 each, up to this factor
 RECENT_USE_DAYS = 7  # used within this many days: active whatever its age
 STALE_SHARE = 0.5  # past this share of its retention a memory is stale
 
@@ -107,14 +108,22 @@ def _days(earlier: str, now: datetime) -> float:
     return (now - parse_time(earlier)).total_seconds() / 86400
 
 
+@lru_cache(maxsize=4096)
+def _standing(memory_type: str, importance: str, access_count: int,
+              tags: tuple[str, ...]) -> tuple[float, float, float, str | None]:
+    """(base, retention days, boost, immunity reason): what a memory's relevance takes from
+    fields other than its age. Ranking asks it of every candidate at every search, and few
+    memories differ in these four fields, so each combination is worked out once."""
+    memory = Memory(0, "", "", tags, memory_type, importance, {}, "", "", access_count, None, None)  # those fields alone
+    return (IMPORTANCE_BASE[importance_of(memory)], retention_days(memory),
+            min(MOST_USE_BOOST, 1.0 + 0.1 * memory.access_count), immunity(memory))
+
+
 def _scored(memory: Memory, now: datetime) -> tuple[float, float, float, float, float, float, str | None]:
     """(score, base, decay, boost, age in days, retention days, immunity reason)."""
-    base = IMPORTANCE_BASE[importance_of(memory)]
-    days = retention_days(memory)
+    base, days, boost, reason = _standing(memory.memory_type, memory.importance, memory.access_count, tuple(memory.tags))
     age = max(0.0, _days(memory.created_at, now))
     decay = math.exp(-age / days)
-    boost = min(2.0, 1.0 + 0.1 * memory.access_count)
-    reason = immunity(memory)
     score = base * decay * boost
     if reason is not None:
         score = max(score, FLOOR)

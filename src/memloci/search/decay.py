@@ -11,9 +11,12 @@ from __future__ import annotations
 from datetime import datetime
 
 from memloci.core.model import Memory
-from memloci.rules.retention import FLOOR, relevance
+from memloci.rules.retention import FLOOR, IMPORTANCE_BASE, MOST_USE_BOOST, relevance
 
 DECAY_STRENGTH = 0.15
+# The largest factor decay_factor gives: the highest base, no age, the most uses (an immune
+# memory's floor is below that).
+MOST_DECAY = (max(max(IMPORTANCE_BASE.values()) * MOST_USE_BOOST, FLOOR) / FLOOR) ** DECAY_STRENGTH
 
 
 def decay_factor(memory: Memory, now: datetime) -> float:

@@ -25,6 +25,7 @@ on last week", or 昨日 in "昨日の決定", are not about the memory's text).
 from __future__ import annotations
 
 import logging
+import math
 import re
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -35,7 +36,7 @@ from memloci.core import bm25
 from memloci.core.model import Memory, MemoryFilter
 from memloci.rules.retention import parse_time
 from memloci.search import cues, languages, lexical
-from memloci.search.decay import decay_factor
+from memloci.search.decay import MOST_DECAY, decay_factor
 from memloci.search.embedder import QUERY_VECTORS, understands
 from memloci.search.timephrases import TimeRange
 from memloci.search.vectors import VectorSearch
@@ -77,6 +78,34 @@ class MemoryHit:
 # A hit found by meaning alone below this is a guess, not a match: "anything" is nearest to some
 # memory, yet about none (a time range then answers with its newest memories instead).
 WEAK_MEANING = 0.3
+
+
+# A memory's speaker ("Caroline: ..."), by content_hash (one text, one hash): read from its text
+# once, not at every question. Keyed by the hash, so the cache never holds the texts themselves.
+_SPEAKERS: dict[str, str | None] = {}
+SPEAKERS_KEPT = 16_384
+
+
+def _speaker(memory: Memory) -> str | None:
+    try:
+        return _SPEAKERS[memory.content_hash]
+    except KeyError:
+        pass
+    if len(_SPEAKERS) >= SPEAKERS_KEPT:
+        _SPEAKERS.clear()  # (rare: a server searching that many texts; refilled as they come)
+    who = _SPEAKERS[memory.content_hash] = cues.speaker(memory.content)
+    return who
+
+
+def _most_lift(in_range: bool, asks_when: bool, dated: bool, names: bool) -> float:
+    """The most a memory's factors (decay, time range, cues) can multiply its fused score by,
+    with a margin for rounding."""
+    lift = MOST_DECAY
+    for applies, factor in ((in_range, TIME_BOOST), (asks_when, 1 + WHEN_BOOST), (dated, 1 + DATE_BOOST),
+                            (names, 1 + SPEAKER_BOOST)):
+        if applies:
+            lift *= factor
+    return lift * (1 + 1e-9)
 
 
 def _scale(scores: dict[int, float], low: float, high: float) -> dict[int, float]:
@@ -149,7 +178,10 @@ def retrieve(store, index, embedder, query: str, n: int, filters: MemoryFilter, 
     # the query alone, not on how well it matched: the word matches are read and weighed while
     # the model still embeds the query, and only the matches by meaning alone after it.
     weighed: dict[int, tuple[Memory, list[float], list[str]]] = {}
+    named: dict[str, bool] = {}  # speaker -> whether the query names them (a conversation has few)
 
+    # (A factor added here must be counted in _most_lift too: ranking skips the memories it
+    # could not lift into the best n.)
     def weigh(ids: list[int]) -> None:
         wanted = [i for i in ids if i not in weighed]
         for memory_id, memory in (store.load_memories(wanted) if wanted else {}).items():
@@ -168,7 +200,8 @@ def retrieve(store, index, embedder, query: str, n: int, filters: MemoryFilter, 
             if dates is not None and cues.dated_within(cues.parse_date(str(memory.metadata.get("date", ""))), dates):
                 factors.append(1 + DATE_BOOST)
                 parts.append(f"dated {memory.metadata['date']}")
-            if names and (who := cues.speaker(memory.content)) is not None and cues.named_in(who, query):
+            if names and (who := _speaker(memory)) is not None and (
+                    named[who] if who in named else named.setdefault(who, cues.named_in(who, query))):
                 factors.append(1 + SPEAKER_BOOST)
                 parts.append(f"by {who}")
             if abs(factor - 1) > 0.005:
@@ -213,26 +246,48 @@ def retrieve(store, index, embedder, query: str, n: int, filters: MemoryFilter, 
     ranked = sorted(fused, key=fused.__getitem__, reverse=True)
     if not (asks_when or dates is not None or names):  # cues re-rank every candidate; else the best few suffice
         ranked = ranked[: max(3 * n, 50)]
-    weigh(ranked)
-    hits = []
-    for memory_id in ranked:
-        if memory_id not in weighed:
-            continue  # (deleted meanwhile)
-        memory, factors, boosts = weighed[memory_id]
-        if (memory.superseded_by and not filters.include_superseded) or (memory.archived_at and not filters.include_archived):
-            continue  # (a vector search over the whole library may name one; words never do)
-        score = fused[memory_id]
-        for factor in factors:  # one at a time, in this order: the same float as ever
-            score *= factor
+    scores: dict[int, float] = {}
+
+    def score(ids: list[int]) -> None:
+        for memory_id in ids:
+            if memory_id not in weighed or memory_id in scores:
+                continue  # (deleted meanwhile; scored before)
+            memory, factors, _ = weighed[memory_id]
+            if (memory.superseded_by and not filters.include_superseded) or (memory.archived_at and not filters.include_archived):
+                continue  # (a vector search over the whole library may name one; words never do)
+            value = fused[memory_id]
+            for factor in factors:  # one at a time, in this order: the same float as ever
+                value *= factor
+            scores[memory_id] = value
+
+    # The memories already read (the word matches, read while the model embedded the query) and
+    # the n best by fused score are scored first. Only n are kept, so a candidate not yet read
+    # whose fused score, lifted by the most its factors could give, stays below the n-th of
+    # those scores cannot be among them, and is not read at all.
+    weigh(ranked[:n])
+    score(ranked)
+    kept = sorted((v for v in scores.values() if v > 0 and v >= min_similarity), reverse=True)
+    floor = kept[n - 1] if len(kept) >= n else -math.inf
+    lift = _most_lift(bool(in_range), asks_when, dates is not None, names)
+    unread = [i for i in ranked if i not in weighed and fused[i] * lift >= floor]
+    weigh(unread)
+    score(unread)
+    order = [i for i in ranked if i in scores]  # best first, ties in fused order: as ever
+    order.sort(key=scores.__getitem__, reverse=True)
+    hits: list[MemoryHit] = []
+    for memory_id in order:
+        if len(hits) == n:
+            break
+        if not (scores[memory_id] > 0 and scores[memory_id] >= min_similarity):
+            continue
         parts = []
         if memory_id in words:
             parts.append(f"words {w[memory_id]:.2f}")
         if memory_id in meaning:
             parts.append(f"meaning {m[memory_id]:.2f}" + (" (another language)" if memory_id in across else ""))
-        hits.append(MemoryHit(memory, score, ", ".join(parts + boosts) or "match", w.get(memory_id, 0.0),
+        memory, _, boosts = weighed[memory_id]
+        hits.append(MemoryHit(memory, scores[memory_id], ", ".join(parts + boosts) or "match", w.get(memory_id, 0.0),
                               m.get(memory_id, 0.0)))
-    hits.sort(key=lambda h: h.score, reverse=True)
-    hits = [h for h in hits if h.score > 0 and h.score >= min_similarity][:n]
     if time_range is not None and time_range.latest:  # the best n, newest first
         hits.sort(key=lambda h: (h.memory.created_at, h.memory.id), reverse=True)
     return hits

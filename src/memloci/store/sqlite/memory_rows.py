@@ -15,6 +15,7 @@ import json
 import re
 import sqlite3
 from collections.abc import Iterable, Sequence
+from functools import lru_cache
 from typing import Any
 
 from memloci.core import bm25, query_text
@@ -51,12 +52,35 @@ def labels_text(tags: Sequence[str], memory_type: str) -> str:
     return " ".join(sorted({t.lower() for t in tags} | {memory_type.lower()}))
 
 
+@lru_cache(maxsize=8192)
+def _tags(text: str) -> tuple[str, ...]:
+    """A tags column read (a tuple: shared safely). Searches load the same memories again and again."""
+    return tuple(json.loads(text))
+
+
+@lru_cache(maxsize=8192)
+def _flat_metadata(text: str) -> dict[str, Any] | None:
+    """A metadata column read, when its values are all plain (str, number, bool, null); None
+    when one is a list or an object. Callers get a copy: a Memory's dict is its own."""
+    value = json.loads(text)
+    if isinstance(value, dict) and all(v is None or isinstance(v, (str, int, float)) for v in value.values()):
+        return value
+    return None
+
+
+def _metadata(text: str) -> dict[str, Any]:
+    if text == "{}":
+        return {}
+    flat = _flat_metadata(text)
+    return dict(flat) if flat is not None else json.loads(text)
+
+
 def _memory(row: tuple) -> Memory:
     (id_, content, chash, tags, mtype, importance, metadata, created, updated, count, accessed, entity,
      superseded_by, archived_at, links) = row
     # (no tags, no metadata, no links are most rows' columns: read without the JSON parser)
-    return Memory(id_, content, chash, () if tags == "[]" else tuple(json.loads(tags)), mtype, importance or "medium",
-                  {} if metadata == "{}" else json.loads(metadata), created, updated, count, accessed, entity,
+    return Memory(id_, content, chash, () if tags == "[]" else _tags(tags), mtype, importance or "medium",
+                  _metadata(metadata), created, updated, count, accessed, entity,
                   superseded_by, archived_at, () if links == "[]" else links_from(json.loads(links)))
 
 
