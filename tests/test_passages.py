@@ -340,3 +340,22 @@ def test_a_postgres_library_made_before_passages_splits_its_bodies_once_migrated
         assert store.passages_of("Pets") == [PUPPIES] and store.passages_version() == 0
     finally:
         store.close()
+
+
+def test_a_library_opened_again_fuses_its_notes_meaning_from_the_first_search(tmp_path):
+    service = _service(tmp_path, "minilm")
+    try:
+        service.add_entities([NewEntityDocument("Pets", content=PUPPIES)]
+                             + [NewEntityDocument(n, content=t) for n, t in OTHERS.items()])
+        assert service.flush_embeddings(timeout=300)
+    finally:
+        service.close()
+    # A new process on the same file, no write: words fill the page (limit 1), and the body's
+    # meaning ranks with them from the first question on.
+    service = _service(tmp_path, "minilm")
+    try:
+        assert service.embedder.get(timeout=300) is not None
+        found = service.search_nodes("who adopted puppies from the shelter", limit=1)
+        assert found.hits[0].entity.name == "Pets" and "body means it" in found.hits[0].why
+    finally:
+        service.close()
