@@ -359,3 +359,27 @@ def test_a_library_opened_again_fuses_its_notes_meaning_from_the_first_search(tm
         assert found.hits[0].entity.name == "Pets" and "body means it" in found.hits[0].why
     finally:
         service.close()
+
+
+@pytest.mark.full  # a real server takes a few hundred notes
+def test_bench_notes_reads_this_pythons_docstrings(tmp_path):
+    """`--docstrings`: technical notes from the standard library's docstrings, each first line a
+    question whose one relevant note is the rest of its docstring; neither source, or both, is refused."""
+    import json
+    import subprocess
+    import sys
+
+    out = tmp_path / "docstrings.json"
+    env = {k: v for k, v in __import__("os").environ.items() if not k.startswith("MEMLOCI_")}
+    env["MEMLOCI_HOME"] = str(tmp_path / "home")
+    done = subprocess.run([sys.executable, "-m", "memloci", "bench", "notes", "--docstrings", "--embedder", "none",
+                           "--questions", "20", "--out", str(out)], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(out.read_text())
+    assert report["corpus"].startswith("Python ") and report["data"] == "docstrings"
+    assert report["notes"] >= 150 and report["questions"] == 20
+    assert report["systems"]["BM25"]["ndcg@10"] > 0.3 and report["systems"]["search_nodes"]["ndcg@10"] > 0.3
+    for args in ([], ["--docstrings", "--data", str(out)]):
+        refused = subprocess.run([sys.executable, "-m", "memloci", "bench", "notes", *args], env=env,
+                                 capture_output=True, text=True, timeout=120)
+        assert refused.returncode == 1 and "give --data PATH or --docstrings" in refused.stderr

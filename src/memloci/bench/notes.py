@@ -20,7 +20,13 @@ Data, read from the path given (never copied, never downloaded):
 - a Cranfield folder (`cran.all.1400`, `cran.qry`, `cranqrel` as distributed): each
   abstract a note; grades 1-4 of cranqrel (1 is best) become gains 4-1, -1 is not relevant;
 - a JSON file {"notes": [{"id", "text", "name"?}], "questions": [{"id", "text",
-  "relevant": {note id: grade}}]}.
+  "relevant": {note id: grade}}]};
+- with `docstrings` instead of a path: technical text from the Python running the bench (its
+  standard library, and numpy where installed): each public function's or class's docstring
+  without its first line, parameter lists and examples is a note named `doc-N`, and that first
+  line ("Compute the variance along the specified axis, while ignoring NaNs") its one question,
+  one relevant note each (a known-item stand-in for technical abstracts: no registry package
+  ships a judged collection of them).
 """
 
 from __future__ import annotations
@@ -58,7 +64,9 @@ class Corpus:
 
 # -- reading the data ---------------------------------------------------------------------
 
-def load_corpus(path: Path, summaries: bool = False) -> Corpus:
+def load_corpus(path: Path | None, summaries: bool = False) -> Corpus:
+    if path is None:
+        return docstring_corpus()
     if path.is_dir():
         return _cranfield(path)
     data = json.loads(path.read_text(encoding="utf-8"))
@@ -102,6 +110,56 @@ def _locomo(samples: list[dict[str, Any]], path: Path, summaries: bool) -> Corpu
             grades = Counter(where[e] for e in evidence_ids(q.get("evidence", [])) if e in where)
             if grades:
                 corpus.questions.append((f"{sid}-q{i}", q["question"], dict(grades)))
+    return corpus
+
+
+DOCSTRING_MODULES = (
+    "numpy", "numpy.linalg", "numpy.fft", "numpy.random", "numpy.ma", "numpy.polynomial.polynomial",
+    "json", "os", "os.path", "shutil", "subprocess", "asyncio", "threading", "socket", "ssl", "sqlite3",
+    "http.client", "urllib.request", "email.message", "zipfile", "tarfile", "hashlib", "hmac", "secrets",
+    "statistics", "decimal", "fractions", "random", "itertools", "functools", "collections", "heapq",
+    "bisect", "re", "textwrap", "difflib", "unicodedata", "codecs", "datetime", "calendar", "zoneinfo",
+    "logging", "argparse", "inspect", "ast", "dis", "tokenize", "pickle", "copy", "weakref", "gc",
+    "concurrent.futures", "multiprocessing", "queue", "select", "selectors", "signal", "mmap", "struct",
+    "array", "contextlib", "typing", "dataclasses", "enum", "pathlib", "tempfile", "glob", "fnmatch",
+    "csv", "configparser", "tomllib", "xml.etree.ElementTree", "html", "base64", "binascii", "zlib",
+    "gzip", "bz2", "lzma", "time", "uuid", "ipaddress", "platform", "sysconfig", "importlib",
+    "unittest", "doctest", "pdb", "trace", "timeit", "cProfile", "warnings", "traceback", "locale", "gettext")
+_SECTION = re.compile(r"\n\s*(Parameters|Returns|Yields|Raises|Examples?|See Also|Attributes|Other Parameters|Methods)"
+                      r"\s*\n\s*-{3,}")
+
+
+def docstring_corpus() -> Corpus:
+    """Docstrings of the modules above that import here, split into a question (the first line,
+    five words or more, not naming the function) and a note (the description after it, 40 to
+    900 words, each text once)."""
+    import importlib
+    import inspect
+
+    corpus = Corpus(f"Python {sys.version.split()[0]} docstrings (standard library, numpy where installed)")
+    seen: set[str] = set()
+    for module_name in DOCSTRING_MODULES:
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError:
+            continue
+        for name, obj in sorted(vars(module).items()):
+            if name.startswith("_") or not (inspect.isroutine(obj) or inspect.isclass(obj)
+                                            or type(obj).__name__ in ("ufunc", "_ArrayFunctionDispatcher")):
+                continue
+            lines = _SECTION.split(inspect.getdoc(obj) or "")[0].strip().split("\n")
+            while lines and "(" in lines[0] and lines[0].rstrip().endswith(")"):  # a signature line first
+                lines = lines[1:]
+            if not lines:
+                continue
+            question, body = lines[0].strip(), "\n".join(lines[1:]).strip()
+            if (len(question.split()) < 5 or not 40 <= len(body.split()) <= 900 or body in seen
+                    or re.search(rf"\b{re.escape(name)}\b", question)):
+                continue
+            seen.add(body)
+            note_id = str(len(corpus.notes))
+            corpus.notes[note_id] = (f"doc-{note_id}", body)
+            corpus.questions.append((f"q{note_id}", question.rstrip("."), {note_id: 1}))
     return corpus
 
 
@@ -268,7 +326,7 @@ async def _search_nodes_run(corpus: Corpus, home: Path, embedder: str, on_step, 
             "embedder": health["embedder"], "hits_by_meaning": whys[True], "hits": whys[True] + whys[False]}
 
 
-def run(*, data: Path, out: Path, console: Any, settings: Settings, embedder: str = "minilm",
+def run(*, data: Path | None, out: Path, console: Any, settings: Settings, embedder: str = "minilm",
         questions: int | None = None, summaries: bool = False, engine: str = "sqlite", url: str | None = None) -> dict[str, Any]:
     """`settings`: the command's (an endpoint's key, the model cache). `engine`: where the server
     keeps the notes, sqlite (a file) or postgres (a fresh schema on `url`, or a temporary
@@ -313,7 +371,7 @@ def run(*, data: Path, out: Path, console: Any, settings: Settings, embedder: st
             meaning = Meaning(corpus.notes, embedder, settings, lambda n: progress.advance(meaning_task, n))
             rankings["meaning alone"] = {qid: meaning.rank(text) for qid, text, _ in corpus.questions}
 
-    report: dict[str, Any] = {"bench": "notes", "engine": engine, "data": str(data), "corpus": corpus.source,
+    report: dict[str, Any] = {"bench": "notes", "engine": engine, "data": str(data or "docstrings"), "corpus": corpus.source,
                               "notes": len(corpus.notes),
                               "questions": len(corpus.questions), "embedder": embedder, "k": CUTOFF, "systems": {}}
     table = Table(title=f"{corpus.source}: {len(corpus.notes)} notes, {len(corpus.questions)} questions "

@@ -40,8 +40,11 @@ def bench_graph(
 
 @bench_app.command("notes")
 def bench_notes(
-    data: Annotated[Path, typer.Option("--data", help="LoCoMo JSON (its sessions become notes), a Cranfield folder "
-                                       "(cran.all.1400, cran.qry, cranqrel) or {notes, questions} JSON.", exists=True)],
+    data: Annotated[Path | None, typer.Option("--data", help="LoCoMo JSON (its sessions become notes), a Cranfield folder "
+                                              "(cran.all.1400, cran.qry, cranqrel) or {notes, questions} JSON.",
+                                              exists=True)] = None,
+    docstrings: Annotated[bool, typer.Option("--docstrings", help="Instead of --data: the docstrings of this Python's "
+                                             "standard library and numpy, each first line a question.")] = False,
     embedder: Annotated[str, typer.Option("--embedder", help="The server's embedder (none: words only).")] = "minilm",
     questions: Annotated[int | None, typer.Option("--questions", help="Only the first N questions.")] = None,
     summaries: Annotated[bool, typer.Option("--summaries", help="LoCoMo: each session's note is its summary.")] = False,
@@ -52,6 +55,9 @@ def bench_notes(
     """nDCG@10 and recall@10 of search_nodes over notes (real MCP server), against plain BM25 and meaning alone."""
     from memloci.bench.notes import run as run_notes
 
+    if (data is None) == (not docstrings):
+        open_console(stderr=True).print("bench notes: give --data PATH or --docstrings (one of them)")
+        raise typer.Exit(1)
     try:
         run_notes(data=data, out=out, console=open_console(), settings=command_settings(), embedder=embedder, questions=questions, summaries=summaries,
                   engine=engine, url=url)
