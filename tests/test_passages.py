@@ -383,3 +383,6 @@ def test_bench_notes_reads_this_pythons_docstrings(tmp_path):
         refused = subprocess.run([sys.executable, "-m", "memloci", "bench", "notes", *args], env=env,
                                  capture_output=True, text=True, timeout=120)
         assert refused.returncode == 1 and "give --data PATH or --docstrings" in refused.stderr
+    refused = subprocess.run([sys.executable, "-m", "memloci", "bench", "notes", "--folds", "--docstrings"], env=env,
+                             capture_output=True, text=True, timeout=120)
+    assert refused.returncode == 1 and "--folds: give --data with a LoCoMo JSON" in refused.stderr

@@ -397,3 +397,111 @@ def run(*, data: Path | None, out: Path, console: Any, settings: Settings, embed
                   f"found by a body's meaning")
     save_report(report, out, console)
     return report
+
+
+# -- choosing the fusion's weights by folds -----------------------------------------------
+
+WEIGHTS = (0.6, 0.8, 1.0, 1.2, 1.5)  # BODY_WEIGHT: a closest passage's cosine, times this
+FLOORS = (0.2, 0.25, 0.3, 0.35)  # BODY_FLOOR: cosines below it add nothing
+LEVEL = 0.002  # the fold's sessions may score this much below the old fusion's, no more
+
+
+def _fusion(weight: float, floor: float, pool: int) -> Any:
+    """The note fusion's three settings for a block (service.facade, service.vectors, search.entities)."""
+    import contextlib
+
+    from memloci.search import entities
+    from memloci.service import facade, vectors
+
+    @contextlib.contextmanager
+    def block():
+        saved = facade.BODY_WEIGHT, vectors.BODY_FLOOR, entities.FUSION_POOL
+        facade.BODY_WEIGHT, vectors.BODY_FLOOR, entities.FUSION_POOL = weight, floor, pool
+        try:
+            yield
+        finally:
+            facade.BODY_WEIGHT, vectors.BODY_FLOOR, entities.FUSION_POOL = saved
+
+    return block()
+
+
+def folds(*, data: Path, out: Path, console: Any, settings: Settings, k: int = 5, seed: int = 7) -> dict[str, Any]:
+    """The passage weight and floor chosen by `k` folds over the questions of three note sets
+    (LoCoMo sessions and their summaries from `data`, this Python's docstrings), in-process
+    through MemoryService.search_nodes: each fold takes the setting with the best mean nDCG@10
+    over the three sets on the other folds' questions, among those that keep the sessions
+    within LEVEL of the old fusion (weight 0.6, the page's word matches alone), and is scored
+    on its own questions."""
+    import random
+
+    from memloci.app.registry import LibraryRegistry
+    from memloci.app.specs import LibrarySpec
+    from memloci.search.embedder import EmbedderHandle
+    from memloci.search.entities import FUSION_POOL
+    from memloci.service.documents import NewEntityDocument
+    from memloci.service.facade import BODY_WEIGHT, MemoryService
+    from memloci.service.vectors import BODY_FLOOR
+
+    corpora = {"sessions": load_corpus(data), "summaries": load_corpus(data, True), "docstrings": docstring_corpus()}
+    handle = EmbedderHandle(None, settings)
+    if handle.get(timeout=None) is None:
+        raise ValueError(f"--folds: the embedder did not load: {handle.status().error}")
+    grid = [(w, f, FUSION_POOL) for w in WEIGHTS for f in FLOORS]
+    old = (0.6, 0.3, 0)
+    scores: dict[tuple[tuple[float, float, int], str], list[float]] = {}
+    with tempfile.TemporaryDirectory(prefix="memloci-notes-folds-") as tmp:
+        for tag, corpus in corpora.items():
+            service = MemoryService(LibraryRegistry([LibrarySpec("bench", Path(tmp) / f"{tag}.db")]), handle)
+            try:
+                items = list(corpus.notes.values())
+                for start in range(0, len(items), BATCH):
+                    service.add_entities([NewEntityDocument(name, "note", content=text) for name, text in items[start:start + BATCH]])
+                if not service.flush_embeddings(timeout=3600):
+                    raise RuntimeError(f"{tag}: the passages were not embedded within an hour")
+                by_name = {name: note_id for note_id, (name, _) in corpus.notes.items()}
+                for setting in [old, *grid]:
+                    with _fusion(*setting):
+                        scores[setting, tag] = [
+                            ndcg([by_name.get(h.entity.name, "") for h in service.search_nodes(text, limit=CUTOFF).hits], gains)
+                            for _, text, gains in corpus.questions]
+                    console.print(f"{tag} weight {setting[0]} floor {setting[1]} pool {setting[2]}: "
+                                  f"nDCG@10 {statistics.fmean(scores[setting, tag]):.4f}")
+            finally:
+                service.close()
+    rng = random.Random(seed)
+    parts: dict[str, list[list[int]]] = {}
+    for tag, corpus in corpora.items():
+        order = list(range(len(corpus.questions)))
+        rng.shuffle(order)
+        parts[tag] = [order[i::k] for i in range(k)]
+
+    def mean(setting: tuple[float, float, int], tag: str, questions: list[int]) -> float:
+        return statistics.fmean(scores[setting, tag][q] for q in questions)
+
+    chosen: list[tuple[float, float, int]] = []
+    held: dict[str, list[float]] = {tag: [] for tag in corpora}
+    for fold in range(k):
+        train = {tag: [q for i in range(k) if i != fold for q in parts[tag][i]] for tag in corpora}
+        level = [s for s in grid if mean(s, "sessions", train["sessions"]) >= mean(old, "sessions", train["sessions"]) - LEVEL]
+        best = max(level or grid, key=lambda s: statistics.fmean(mean(s, tag, train[tag]) for tag in corpora))
+        chosen.append(best)
+        for tag in corpora:
+            held[tag] += [scores[best, tag][q] for q in parts[tag][fold]]
+    shipped = (BODY_WEIGHT, BODY_FLOOR, FUSION_POOL)
+    report: dict[str, Any] = {
+        "bench": "notes-folds", "data": str(data), "k": k, "seed": seed,
+        "chosen": [{"weight": w, "floor": f, "pool": p} for w, f, p in chosen],
+        "ndcg@10": {tag: {"old fusion": round(statistics.fmean(scores[old, tag]), 4),
+                          "shipped": round(statistics.fmean(scores[shipped, tag]), 4) if (shipped, tag) in scores else None,
+                          "folds": round(statistics.fmean(held[tag]), 4)} for tag in corpora}}
+    from rich.table import Table
+
+    table = Table(title=f"nDCG@10 in-process, {k} folds over the questions (chosen: "
+                        + ", ".join(f"{w}/{f}" for w, f, _ in chosen) + " weight/floor)")
+    for column in ("notes", "old fusion", f"shipped {shipped[0]}/{shipped[1]}", "folds"):
+        table.add_column(column, justify="left" if column == "notes" else "right")
+    for tag, row in report["ndcg@10"].items():
+        table.add_row(tag, *(f"{v:.4f}" if v is not None else "-" for v in row.values()))
+    console.print(table)
+    save_report(report, out, console)
+    return report
