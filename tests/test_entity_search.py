@@ -169,3 +169,28 @@ def test_migration_7_indexes_the_words_of_an_older_library(tmp_path):
     check = SQLiteStore(path).db.connect()
     assert check.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
     check.close()
+
+
+def test_a_signal_lifts_a_word_match_below_the_page_and_it_keeps_its_word_score(lib):
+    # Fifteen notes hold "turbine", each body longer than the one before, so BM25 ranks them in
+    # order; "Blades" holds none of the query's words. Both last ones get the same meaning signal.
+    lib.add_entities([NewEntityDocument(f"note {i:02}", content="turbine " + "stator vane " * (3 * i))
+                      for i in range(15)] + [NewEntityDocument("Blades", content="rotor blades cracked")],
+                     library="lib")
+    store = lib.store("lib")
+    from memloci.search.entities import name_words
+    from memloci.search.hybrid import STOP_WORDS
+
+    def search(pool: int):
+        return store.search_entities("turbine", limit=3, extra=[("note 14", 0.95, "means it"), ("Blades", 0.95, "means it")],
+                                     stop_words=STOP_WORDS, names=name_words(store), count_cap=50, pool=pool)
+
+    page_only = {h.entity.name: h for h in search(0).hits}  # the page and one more keep word scores
+    assert page_only["note 14"].score == pytest.approx(0.95) and page_only["note 14"].matched_terms == 0
+    pooled = search(20)
+    scores = {h.entity.name: h for h in pooled.hits}
+    assert [h.entity.name for h in pooled.hits] == ["note 14", "note 00", "Blades"]
+    assert scores["note 14"].score > 1.0 and scores["note 14"].matched_terms == 1
+    assert "bm25" in scores["note 14"].why and "means it" in scores["note 14"].why
+    assert scores["Blades"].score == pytest.approx(0.95)
+    assert pooled.is_truncated and pooled.total_count == 15  # every word match, counted from the pool

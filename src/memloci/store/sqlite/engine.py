@@ -169,9 +169,9 @@ class SQLiteStore:
 
     def search_entities(self, query: str, *, limit: int, extra: Sequence[tuple[str, float, str]] = (),
                         stop_words: frozenset[str] = frozenset(), names: NameVocabulary | None = None,
-                        count_cap: int = 0) -> SearchResult:
+                        count_cap: int = 0, pool: int = 0) -> SearchResult:
         return self._graph.search_entities(query, limit=limit, extra=extra, stop_words=stop_words, names=names,
-                                          count_cap=count_cap)
+                                          count_cap=count_cap, pool=pool)
 
     def count_entities(self, query: str, *, cap: int, stop_words: frozenset[str] = frozenset(),
                        names: NameVocabulary | None = None) -> int:

@@ -72,14 +72,17 @@ class SQLiteGraphReads:
 
     def search_entities(self, query: str, *, limit: int, extra: Sequence[tuple[str, float, str]] = (),
                         stop_words: frozenset[str] = frozenset(), names: NameVocabulary | None = None,
-                        count_cap: int = 0) -> SearchResult:
+                        count_cap: int = 0, pool: int = 0) -> SearchResult:
         """Entities ranked by BM25 over the query's words (search.py), substring matches
         after them; `extra` (name, score 0..1, why) found by other signals (meaning) is fused in:
-        a word match scores its BM25 over the best one's, plus its signal. With `count_cap`, a
-        truncated result's total_count is every match up to it."""
+        a word match scores its BM25 over the best one's, plus its signal; the best `pool` word
+        matches keep their word score (at least limit + 1). With `count_cap`, a truncated result's
+        total_count is every match up to it."""
+        want = max(limit + 1, pool)  # one more than the page tells whether the result is truncated
         with self.db.read() as conn:
-            scored, total = rank_entities(conn, query, limit + 1, stop_words=stop_words, names=names,
-                                          count_cap=count_cap)  # one extra tells whether the result is truncated
+            scored, total = rank_entities(conn, query, want, stop_words=stop_words, names=names, count_cap=count_cap)
+            if total is None and count_cap and len(scored) > limit:  # fewer than `want`: every match is scored
+                total = min(len(scored), count_cap)
             best = max((-s.bm25 for s in scored.values()), default=0.0) or 1.0
             fused = {i: (-s.bm25 / best, s.matched, s.why) for i, s in scored.items()}
             if extra:
