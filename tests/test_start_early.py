@@ -111,12 +111,12 @@ def test_lines_after_the_early_replies_reach_the_sdk_in_order(tmp_path):
 
 
 def test_only_serve_over_stdio_answers_early(tmp_path):
-    from memloci.mcp.early import _serve_arguments
+    from memloci.mcp.early import serve_arguments
 
-    assert _serve_arguments(["serve"]) == (None, None)
-    assert _serve_arguments(["--home", "h", "--config=c", "serve", "--tools", "graph"]) == ("h", "c")
-    assert _serve_arguments(["serve", "--transport", "stdio"]) == (None, None)
+    assert serve_arguments(["serve"]) == (None, None)
+    assert serve_arguments(["--home", "h", "--config=c", "serve", "--tools", "graph"]) == ("h", "c")
+    assert serve_arguments(["serve", "--transport", "stdio"]) == (None, None)
     for args in (["serve", "--transport", "http"], ["serve", "--transport=http"], ["serve", "--help"],
                  ["serve", "--transport"], ["tools"], ["--home", "a", "--home", "b", "serve"], ["--home=", "serve"],
                  ["--verbose", "serve"], ["--home"]):
-        assert _serve_arguments(args) is None, args
+        assert serve_arguments(args) is None, args

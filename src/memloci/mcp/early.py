@@ -122,7 +122,7 @@ def reply_rest(request_id: Any, reply: bytes) -> str | None:
     return reply[len(head) - len(',"result":'):].decode("utf-8")
 
 
-def _serve_arguments(args: list[str]) -> tuple[str | None, str | None] | None:
+def serve_arguments(args: list[str]) -> tuple[str | None, str | None] | None:
     """(--home, --config) when `args` is `[--home H] [--config C] serve [options]` serving over
     stdio, else None (help, HTTP, anything else: the command line handles it as before)."""
     home = config = None
@@ -150,7 +150,7 @@ def _serve_arguments(args: list[str]) -> tuple[str | None, str | None] | None:
     return home, config
 
 
-def _fingerprint(args: list[str], home: str | None, config: str | None) -> tuple[Path, str] | None:
+def fingerprint(args: list[str], home: str | None, config: str | None) -> tuple[Path, str] | None:
     """The cache file of this configuration, and the configuration's digest; None when the
     settings cannot be read (the command line reports why)."""
     from memloci.core.errors import MemlociError
@@ -222,10 +222,10 @@ def begin(args: list[str]) -> None:
     (fd 0) only when there is something recorded to answer with; what it read is left in EARLY
     for the transport."""
     global EARLY
-    parsed = _serve_arguments(args)
+    parsed = serve_arguments(args)
     if parsed is None:
         return
-    found = _fingerprint(args, *parsed)
+    found = fingerprint(args, *parsed)
     if found is None:
         return
     path = found[0]
