@@ -120,3 +120,12 @@ def test_only_serve_over_stdio_answers_early(tmp_path):
                  ["serve", "--transport"], ["tools"], ["--home", "a", "--home", "b", "serve"], ["--home=", "serve"],
                  ["--verbose", "serve"], ["--home"]):
         assert serve_arguments(args) is None, args
+
+
+def test_an_id_used_again_after_its_early_reply_gets_its_own_reply(tmp_path):
+    """The client has the tools/list reply before the SDK answers that request again, so it may use
+    its id again at once: that call gets its reply, and the SDK's second tools/list reply is not sent."""
+    first = handshake(tmp_path)
+    replies, stderr = serve(tmp_path, [INITIALIZE, INITIALIZED, TOOLS_LIST, {**READ_GRAPH, "id": 2}])
+    assert replies[:2] == first[:2], stderr
+    assert len(replies) == 3 and replies[2] == first[2].replace(b'"id":3', b'"id":2', 1), stderr

@@ -62,17 +62,18 @@ class Early:
     def answered(self, method: str) -> bool:
         return method in self.sent
 
-    def reply_checked(self, method: str, request: str, request_id: Any, reply: bytes) -> bool:
-        """The SDK's reply to the first request of `method`; True when it was sent early (so it is
-        not sent again). Both replies of this start are recorded together, for the next start."""
-        rest = reply_rest(request_id, reply)
-        if rest is not None:
-            self.fresh[method] = {"request": request, "reply": rest}
+    def reply_checked(self, method: str, request: str, request_id: Any, reply: bytes) -> bool | None:
+        """A reply with the id of the first request of `method`: True when it answers that request
+        and was sent early (so it is not sent again), False when it is to be sent, None when it
+        answers another request that used the same id (a client may use an id again once it has
+        its reply, and an early reply comes before the SDK answers the request again). Both
+        replies of this start are recorded together, for the next start."""
+        if not _answers(method, request_id, reply):
+            return False if method not in self.sent else None
+        self.fresh[method] = {"request": request, "reply": reply_rest(request_id, reply) or ""}
         if method not in self.sent:
             return False
-        early_id, sent = self.sent.pop(method)
-        if early_id != request_id:
-            return False
+        sent = self.sent.pop(method)[1]
         if sent != reply:
             log.warning("the early %s reply differed from the server's; the next start sends the server's", method)
         return True
@@ -94,6 +95,16 @@ class Early:
 
 
 EARLY: Early | None = None  # this process's, set by begin() (`memloci serve` over stdio only)
+
+
+# What only a result of each request has (the early replies are never errors).
+RESULT_MARKS = {INITIALIZE: (b'"serverInfo":', b'"protocolVersion":'), TOOLS_LIST: (b'"tools":[',)}
+
+
+def _answers(method: str, request_id: Any, reply: bytes) -> bool:
+    """Whether `reply` is a result of `method` for `request_id` (not an error, not another
+    request's result)."""
+    return reply_rest(request_id, reply) is not None and all(mark in reply for mark in RESULT_MARKS[method])
 
 
 def canonical(message: dict[str, Any]) -> str:

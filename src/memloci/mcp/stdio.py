@@ -278,8 +278,10 @@ async def stdio_transport(claim: StdioClaim, on_tools_listed: Callable[[], None]
         key = coerce_request_id(message.id)
         for method, (watched_key, request_id, request) in list(watched.items()):
             if watched_key == key:
-                del watched[method]
                 sent = early.reply_checked(method, request, request_id, data)
+                if sent is None:  # another request that used the same id: still waiting for this one
+                    continue
+                del watched[method]
                 if method == "tools/list":
                     early.save()
                 return sent
@@ -339,10 +341,14 @@ async def stdio_transport(claim: StdioClaim, on_tools_listed: Callable[[], None]
             async with write_receive:
                 async for session_message in write_receive:
                     message = session_message.message
-                    if isinstance(message, (types.JSONRPCResponse, types.JSONRPCError)) and message.id is not None:
-                        in_flight.discard(coerce_request_id(message.id))
                     data = message.model_dump_json(by_alias=True, exclude_unset=True).encode("utf-8") + b"\n"
-                    if not _answered_early(message, data):
+                    # a reply sent early is not sent again, and frees no id: the request it answers
+                    # never counted as in flight, while the id may now name the client's next request
+                    answered_early = _answered_early(message, data)
+                    if isinstance(message, (types.JSONRPCResponse, types.JSONRPCError)) and message.id is not None \
+                            and not answered_early:
+                        in_flight.discard(coerce_request_id(message.id))
+                    if not answered_early:
                         await emit(data)
                     if listing and isinstance(message, (types.JSONRPCResponse, types.JSONRPCError)) \
                             and message.id is not None and coerce_request_id(message.id) in listing:
