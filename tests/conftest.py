@@ -40,6 +40,7 @@ FULL_FILES = {
     "test_packaging.py": "a wheel built and installed in a new virtual environment",
     "test_official_compat.py": "the official Node server beside memloci",
     "test_stdio.py": "the stdio framing of a server process: each test starts one",
+    "test_start_early.py": "the first replies of server processes started twice on one configuration",
     "test_http.py": "server mode: each test a `memloci serve --transport http` process",
     "test_workspace_processes.py": "`memloci rules sync` processes killed with SIGKILL; the workspace tools over HTTP",
     "test_dashboard_api.py": "the dashboard's API on `memloci serve --transport http` processes",

@@ -52,7 +52,7 @@ ENGINES = ("store.sqlite", "store.markdown", "store.postgres")
 # The Markdown engine has a SQLite index: it may use the SQLite package (its public names).
 ENGINE_USES = {("store.markdown", "store.sqlite")}
 # Where the process starts and reads its environment once (DESIGN.md §2).
-ENTRY_POINTS = {"cli.main", "hooks.capture"}
+ENTRY_POINTS = {"cli.main", "hooks.capture", "mcp.early"}  # mcp.early: serve's first replies, before the command line
 
 
 def _modules() -> dict[str, tuple[Path, bool]]:

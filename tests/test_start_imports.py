@@ -92,3 +92,27 @@ def test_the_collector_stays_on_in_programs_that_only_import_memloci(tmp_path):
         done = subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=120,
                               env=server_env(tmp_path))
         assert done.returncode == 0 and done.stdout.strip() == "True", (args, done.stdout, done.stderr)
+
+
+# What a start that answers from recorded replies (mcp/early.py) may import before them: the
+# standard library and memloci's settings, nothing of the SDK or of the server it builds later.
+EARLY = """
+import json, sys
+from memloci.mcp import early
+found = early.fingerprint(["serve"], None, None)
+early.canonical({"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+print(json.dumps({"found": found is not None, "modules": sorted(sys.modules)}))
+"""
+NOT_BEFORE_EARLY_REPLIES = ("mcp", "mcp_types", "pydantic", "anyio", "typer", "click", "starlette", "httpx",
+                            "memloci.cli", "memloci.service", "memloci.store", "memloci.search", "memloci.app")
+
+
+def test_the_early_replies_need_only_the_settings(tmp_path):
+    done = subprocess.run([sys.executable, "-c", EARLY], capture_output=True, text=True, timeout=120,
+                          env=server_env(tmp_path / "home"))
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert report["found"]  # the configuration's file was named
+    loaded = sorted(m for m in report["modules"] if m.split(".")[0] in NOT_BEFORE_EARLY_REPLIES
+                    or any(m == p or m.startswith(p + ".") for p in NOT_BEFORE_EARLY_REPLIES))
+    assert not loaded, f"imported before the early replies: {loaded}"

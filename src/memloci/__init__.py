@@ -53,3 +53,9 @@ if _is_the_program(_sys.argv, getattr(_sys, "orig_argv", [])):
     import gc as _gc
 
     _gc.disable()
+    # `memloci serve` (stdio): the client's initialize and tools/list answered from this
+    # configuration's recorded replies, before the SDK is imported (mcp/early.py).
+    if "serve" in _sys.argv[1:6]:
+        from memloci.mcp.early import begin as _begin
+
+        _begin(_sys.argv[1:])

@@ -2,9 +2,12 @@
 launches its servers, for `memloci serve` (stdio) and the official Node server in the same run.
 
 Each round starts each server once on a temporary MEMLOCI_HOME (a warm-up start of each comes
-first and is not counted), in alternating order so neither always runs second, and times
+first and is not counted), in alternating order so none always runs in one place, and times
 spawn -> `initialize` reply -> `tools/list` reply on the wall clock. Where /proc exists it also
 reads the server's CPU time at that reply (less shaken by a busy machine than the wall clock).
+memloci is started twice a round: again with the configuration the warm-up served, so it answers
+`initialize` and `tools/list` from the SDK's replies it recorded then (mcp/early.py), and for the
+first time with a configuration (a new working folder each start), so the SDK answers them.
 Then one more memloci start under `python -X importtime`, stopped at its `tools/list` reply:
 the imports on the path to the first replies, for the JSON.
 """
@@ -33,6 +36,7 @@ INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
 INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
 TOOLS_LIST = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
 TIMEOUT_S = 60.0
+FIRST = "memloci, first start"
 
 
 class StartFailed(RuntimeError):
@@ -62,13 +66,14 @@ def _reply(process: subprocess.Popen[bytes], request_id: int) -> dict[str, Any]:
             return message
 
 
-def time_start(command: list[str], env: dict[str, str], *, stop_at_reply: bool = False) -> dict[str, Any]:
+def time_start(command: list[str], env: dict[str, str], *, stop_at_reply: bool = False,
+               cwd: Path | None = None) -> dict[str, Any]:
     """One start: wall seconds from spawn to the `tools/list` reply, the server's CPU seconds then,
     and the number of tools. `stop_at_reply`: SIGKILL the server at that reply (and return its
     stderr), so nothing it does afterwards is counted."""
     started = time.perf_counter()
     process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               env=env)
+                               env=env, cwd=cwd)
     timer = threading.Timer(TIMEOUT_S, process.kill)
     timer.start()
     stderr = bytearray()
@@ -147,32 +152,48 @@ def run(*, rounds: int, official: Path, out: Path, console: Any) -> dict[str, An
     env.update(MEMLOCI_HOME=str(tmp / "home"), MEMORY_FILE_PATH=str(tmp / "official-memory.jsonl"))
     script = Path(sys.executable).parent / "memloci"  # the installed script, as a client runs it
     memloci = [str(script)] if script.exists() else [sys.executable, "-m", "memloci"]
-    commands: dict[str, list[str]] = {"memloci": [*memloci, "serve"]}
+    # memloci twice: as it starts again with a configuration it has served (its first replies
+    # recorded, mcp/early.py), and as it starts the first time (a new working folder each time:
+    # a new configuration, nothing recorded, the SDK answers)
+    commands: dict[str, list[str]] = {"memloci": [*memloci, "serve"], FIRST: [*memloci, "serve"]}
     official_command, official_note = _official(official)
     if official_command is not None:
         commands["official"] = official_command
-    tools = {name: time_start(command, env)["tools"] for name, command in commands.items()}  # warm-up
+    starts = iter(range(1 << 30))
+
+    def folder(name: str) -> Path | None:
+        if name != FIRST:
+            return None
+        path = tmp / "first" / str(next(starts))
+        path.mkdir(parents=True)
+        return path
+
+    tools = {name: time_start(command, env, cwd=folder(name))["tools"] for name, command in commands.items()}  # warm-up
     wall: dict[str, list[float]] = {name: [] for name in commands}
     cpu: dict[str, list[float]] = {name: [] for name in commands}
     for i in range(rounds):
         for name in (list(commands) if i % 2 == 0 else list(reversed(commands))):
-            measured = time_start(commands[name], env)
+            measured = time_start(commands[name], env, cwd=folder(name))
             wall[name].append(measured["wall_s"])
             if measured["cpu_s"] is not None:
                 cpu[name].append(measured["cpu_s"])
     traced = time_start([sys.executable, "-X", "importtime", "-m", "memloci", "serve"], env, stop_at_reply=True)
+    traced_first = time_start([sys.executable, "-X", "importtime", "-m", "memloci", "serve"], env, stop_at_reply=True,
+                              cwd=folder(FIRST))
     servers: dict[str, Any] = {}
     for name in commands:
         servers[name] = {"command": " ".join(commands[name]), "tools": tools[name], "wall": _stats(wall[name]),
                          "cpu": _stats(cpu[name]) if cpu[name] else None,
                          "wall_ms": [round(v * 1000, 1) for v in wall[name]]}
     report: dict[str, Any] = {"rounds": rounds, "cpus": os.cpu_count(), "load_average": _load(), "servers": servers,
-                              "official": official_note or "run", "importtime": importtime(traced["stderr"])}
+                              "official": official_note or "run", "importtime": importtime(traced["stderr"]),
+                              "importtime_first_start": importtime(traced_first["stderr"])}
     if "official" in servers:
-        report["ratio_median"] = round(servers["memloci"]["wall"]["median_ms"] / servers["official"]["wall"]["median_ms"], 2)
-        if servers["memloci"]["cpu"] and servers["official"]["cpu"]:
-            report["ratio_cpu_median"] = round(servers["memloci"]["cpu"]["median_ms"] /
-                                               servers["official"]["cpu"]["median_ms"], 2)
+        for name, key in (("memloci", "ratio"), (FIRST, "first_start_ratio")):
+            report[f"{key}_median"] = round(servers[name]["wall"]["median_ms"] / servers["official"]["wall"]["median_ms"], 2)
+            if servers[name]["cpu"] and servers["official"]["cpu"]:
+                report[f"{key}_cpu_median"] = round(servers[name]["cpu"]["median_ms"] /
+                                                    servers["official"]["cpu"]["median_ms"], 2)
     _print(report, console)
     save_report(report, out, console)
     shutil.rmtree(tmp, ignore_errors=True)
@@ -199,10 +220,12 @@ def _print(report: dict[str, Any], console: Any) -> None:
     if "official" not in report["servers"]:
         table.add_row("official", "", report["official"], "", "")
     else:
-        cpu_ratio = report.get("ratio_cpu_median")
-        table.add_row("memloci / official", "", f"{report['ratio_median']:.2f}x", "",
-                      f"{cpu_ratio:.2f}x" if cpu_ratio else "-")
+        for name, key in (("memloci", "ratio"), (FIRST, "first_start_ratio")):
+            cpu_ratio = report.get(f"{key}_cpu_median")
+            table.add_row(f"{name} / official", "", f"{report[f'{key}_median']:.2f}x", "",
+                          f"{cpu_ratio:.2f}x" if cpu_ratio else "-")
     console.print(table)
-    top = report["importtime"]["self_ms_by_package"]
-    console.print(f"{report['importtime']['modules_imported']} modules imported before the reply; most time (self ms): "
-                  + ", ".join(f"{k} {v:.0f}" for k, v in list(top.items())[:8]))
+    for key, which in (("importtime", "memloci"), ("importtime_first_start", FIRST)):
+        top = report[key]["self_ms_by_package"]
+        console.print(f"{which}: {report[key]['modules_imported']} modules imported before the reply; most time "
+                      "(self ms): " + ", ".join(f"{k} {v:.0f}" for k, v in list(top.items())[:8]))

@@ -265,8 +265,10 @@ def serve(
     fallback.daemon = True
     fallback.start()
     service.watch_libraries()  # Markdown libraries: outside edits show up within a second
+    from memloci.mcp import early
+
     try:
-        serve_stdio(server, claim, on_tools_listed=started)
+        serve_stdio(server, claim, on_tools_listed=started, early=early.EARLY)
     finally:
         service.close()
 

@@ -40,6 +40,9 @@ from mcp.shared.dispatcher import coerce_request_id
 from mcp.shared.message import SessionMessage
 
 from memloci.core.stdio_claim import StdioClaim
+from memloci.mcp.early import Early, canonical
+
+RECORDED = ("initialize", "tools/list")  # the requests whose replies mcp/early.py can send next time
 
 log = logging.getLogger("memloci.stdio")
 
@@ -252,10 +255,12 @@ def parse_line(raw: bytes, in_flight: set[Any]) -> types.JSONRPCMessage | None:
 
 
 @asynccontextmanager
-async def stdio_transport(claim: StdioClaim, on_tools_listed: Callable[[], None] | None = None
-                          ) -> AsyncIterator[tuple[Any, Any]]:
+async def stdio_transport(claim: StdioClaim, on_tools_listed: Callable[[], None] | None = None,
+                          early: Early | None = None) -> AsyncIterator[tuple[Any, Any]]:
     """(read stream, write stream) for the SDK's server over the claimed descriptors.
-    `on_tools_listed` runs once, just after the first `tools/list` reply is written."""
+    `on_tools_listed` runs once, just after the first `tools/list` reply is written. `early`:
+    the replies sent before the SDK was loaded and the lines read then (mcp/early.py), which go
+    to the SDK first; its replies to the first `initialize` and `tools/list` are recorded there."""
     wire_out: BinaryIO = os.fdopen(claim.wire_out, "wb", closefd=False)
     read_send, read_stream = create_context_streams[SessionMessage | Exception](0)
     write_stream, write_receive = create_context_streams[SessionMessage](0)
@@ -263,26 +268,65 @@ async def stdio_transport(claim: StdioClaim, on_tools_listed: Callable[[], None]
     listing: set[Any] = set()  # ids of tools/list requests, until the first is answered
     after_listing = [on_tools_listed] if on_tools_listed is not None else []
     lock = anyio.Lock()
+    watched: dict[str, tuple[Any, Any, str]] = {}  # the first initialize and tools/list: (key, id, canonical request)
+    seen: set[str] = set()
+
+    def _answered_early(message: Any, data: bytes) -> bool:
+        """Whether `data` answers a request mcp/early.py answered already; records it either way."""
+        if early is None or not isinstance(message, (types.JSONRPCResponse, types.JSONRPCError)) or message.id is None:
+            return False
+        key = coerce_request_id(message.id)
+        for method, (watched_key, request_id, request) in list(watched.items()):
+            if watched_key == key:
+                sent = early.reply_checked(method, request, request_id, data)
+                if sent is None:  # another request that used the same id: still waiting for this one
+                    continue
+                del watched[method]
+                if method == "tools/list":
+                    early.save()
+                return sent
+        return False
 
     async def emit(data: bytes) -> None:
         async with lock:  # one whole line at a time: the reader's refusals and the server's replies
             await anyio.to_thread.run_sync(_write, wire_out, data)
 
-    async def reader() -> None:
+    async def lines() -> AsyncIterator[tuple[bytes, bool]]:
+        """The wire's lines, each with whether it was answered early; what mcp/early.py read first."""
+        unread = b""
+        if early is not None:
+            for replayed in early.replayed:
+                yield replayed
+            *whole, unread = early.unread.split(b"\n")
+            for line in whole:
+                yield line + b"\n", False
         source = anyio.wrap_file(os.fdopen(claim.wire_in, "rb", closefd=False))
+        async for raw in source:
+            if unread:
+                raw, unread = unread + raw, b""
+            yield raw, False
+        if unread:
+            yield unread, False
+
+    async def reader() -> None:
         try:
             async with read_send:
-                async for raw in source:
+                async for raw, answered in lines():
                     try:
-                        message = parse_line(raw, in_flight)
+                        message = parse_line(raw, set() if answered else in_flight)
                     except Refusal as refusal:
                         log.warning("refused a message: %s", refusal.message)
                         if not refusal.notification:
                             await emit(refusal.reply())
                         continue
                     if message is not None:
-                        if after_listing and isinstance(message, types.JSONRPCRequest) and message.method == "tools/list":
-                            listing.add(coerce_request_id(message.id))
+                        if isinstance(message, types.JSONRPCRequest):
+                            if after_listing and message.method == "tools/list":
+                                listing.add(coerce_request_id(message.id))
+                            if early is not None and message.method in RECORDED and message.method not in seen:
+                                seen.add(message.method)
+                                watched[message.method] = (coerce_request_id(message.id), message.id,
+                                                           canonical(json.loads(raw)))
                         await read_send.send(SessionMessage(message))
                 # End of input. Closing the read stream now would end the session and answer
                 # every request still running with "Connection closed" although it completes:
@@ -297,10 +341,15 @@ async def stdio_transport(claim: StdioClaim, on_tools_listed: Callable[[], None]
             async with write_receive:
                 async for session_message in write_receive:
                     message = session_message.message
-                    if isinstance(message, (types.JSONRPCResponse, types.JSONRPCError)) and message.id is not None:
+                    data = message.model_dump_json(by_alias=True, exclude_unset=True).encode("utf-8") + b"\n"
+                    # a reply sent early is not sent again, and frees no id: the request it answers
+                    # never counted as in flight, while the id may now name the client's next request
+                    answered_early = _answered_early(message, data)
+                    if isinstance(message, (types.JSONRPCResponse, types.JSONRPCError)) and message.id is not None \
+                            and not answered_early:
                         in_flight.discard(coerce_request_id(message.id))
-                    text = message.model_dump_json(by_alias=True, exclude_unset=True)
-                    await emit(text.encode("utf-8") + b"\n")
+                    if not answered_early:
+                        await emit(data)
                     if listing and isinstance(message, (types.JSONRPCResponse, types.JSONRPCError)) \
                             and message.id is not None and coerce_request_id(message.id) in listing:
                         listing.clear()
@@ -319,14 +368,16 @@ def _write(stream: BinaryIO, data: bytes) -> None:
     stream.flush()
 
 
-def serve_stdio(server: Any, claim: StdioClaim, on_tools_listed: Callable[[], None] | None = None) -> None:
+def serve_stdio(server: Any, claim: StdioClaim, on_tools_listed: Callable[[], None] | None = None,
+                early: Early | None = None) -> None:
     """Run an MCPServer's session over the claimed stdio until the client closes stdin.
     `on_tools_listed` runs once, just after the first `tools/list` reply is written (what a client
-    waits for when it starts its servers): the work that can wait begins then."""
+    waits for when it starts its servers): the work that can wait begins then. `early`: what
+    mcp/early.py answered and read before the server was built."""
     low = server._lowlevel_server  # what MCPServer.run_stdio_async drives, over our transport
 
     async def main() -> None:
-        async with stdio_transport(claim, on_tools_listed) as (read_stream, write_stream):
+        async with stdio_transport(claim, on_tools_listed, early) as (read_stream, write_stream):
             await low.run(read_stream, write_stream, low.create_initialization_options())
 
     try:

@@ -1,0 +1,131 @@
+"""`memloci serve` answers `initialize` and `tools/list` from the replies the SDK gave at an earlier
+start with the same configuration, before it imports the SDK (mcp/early.py).
+
+The replies a client gets must be the SDK's own bytes whatever the tool set, the id's kind, or
+what the client sends after them; a request that differs from the recorded one, or a malformed
+line, goes to the SDK as it would with no record. Every server here is a real process started
+twice (or more) on one home and one cache folder.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import server_env
+
+INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+              "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                         "clientInfo": {"name": "test-start-early", "version": "1"}}}
+INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+TOOLS_LIST = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
+READ_GRAPH = {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "read_graph", "arguments": {}}}
+HEAVY = ("mcp", "mcp_types", "pydantic", "memloci.cli.main", "memloci.service.facade")
+
+
+def _line(message: dict | str) -> bytes:
+    return (message if isinstance(message, str) else json.dumps(message)).encode() + b"\n"
+
+
+def serve(tmp_path: Path, lines: list[dict | str], *args: str, importtime: bool = False) -> tuple[list[bytes], str]:
+    """A `memloci serve` process given `lines` on stdin, then end of input: its stdout lines, and
+    its stderr. `importtime`: stderr into the same pipe as stdout (so the order in which replies
+    and imports happened is kept), with `python -X importtime`."""
+    env = server_env(tmp_path / "home", XDG_CACHE_HOME=str(tmp_path / "cache"))
+    command = [sys.executable, *(["-X", "importtime"] if importtime else []), "-m", "memloci", "serve", *args]
+    done = subprocess.run(command, input=b"".join(_line(m) for m in lines), capture_output=not importtime,
+                          stdout=subprocess.PIPE if importtime else None,
+                          stderr=subprocess.STDOUT if importtime else None, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr
+    out = done.stdout.splitlines(keepends=True)
+    if importtime:
+        return out, ""
+    return out, done.stderr.decode(errors="replace")
+
+
+def handshake(tmp_path: Path, *args: str) -> list[bytes]:
+    replies, _ = serve(tmp_path, [INITIALIZE, INITIALIZED, TOOLS_LIST, READ_GRAPH], *args)
+    return replies
+
+
+@pytest.mark.parametrize("tools", [None, "graph", "strict,memory,documents,project", "n2n", "maintenance,memory"])
+def test_a_second_start_sends_the_same_bytes_for_every_tool_set(tmp_path, tools):
+    args = ("--tools", tools) if tools else ()
+    first = handshake(tmp_path, *args)
+    assert [json.loads(r)["id"] for r in first] == [1, 2, 3]
+    assert list((tmp_path / "cache" / "memloci" / "handshake").glob("*.json")), "the first start recorded nothing"
+    for _ in range(2):  # answered early, then checked against the SDK's own replies: the same
+        assert handshake(tmp_path, *args) == first
+
+
+def test_the_early_replies_come_before_the_sdk_is_imported(tmp_path):
+    handshake(tmp_path)
+    out, _ = serve(tmp_path, [INITIALIZE, INITIALIZED, TOOLS_LIST, READ_GRAPH], importtime=True)
+    replies = [i for i, line in enumerate(out) if line.startswith(b'{"jsonrpc"')]
+    assert len(replies) == 3
+    imported = {line.rsplit(b"|", 1)[1].strip().decode(): i for i, line in enumerate(out)
+                if line.startswith(b"import time:") and b"[us]" not in line}
+    assert all(name in imported for name in HEAVY)  # the server was built (after the replies)
+    early = {name: i for name, i in imported.items() if name in HEAVY and i < replies[1]}
+    assert not early, f"imported before the tools/list reply: {sorted(early)}"
+
+
+def test_another_configuration_or_request_is_answered_by_the_sdk(tmp_path):
+    first = handshake(tmp_path)
+    # another name: another configuration, nothing recorded for it yet
+    named = handshake(tmp_path, "--name", "other")
+    assert b'"name":"other"' in named[0] and named[1] == first[1]
+    # another protocol version and client; a string id; spacing that differs
+    other = {**INITIALIZE, "id": "a-1", "params": {**INITIALIZE["params"], "protocolVersion": "2025-03-26"}}
+    for _ in range(2):
+        replies, _ = serve(tmp_path, [other, INITIALIZED, {**TOOLS_LIST, "id": "a-2"}])
+        assert json.loads(replies[0])["id"] == "a-1" and json.loads(replies[0])["result"]["protocolVersion"] == "2025-03-26"
+        assert json.loads(replies[1])["id"] == "a-2" and json.loads(replies[1])["result"] == json.loads(first[1])["result"]
+    spaced = json.dumps(INITIALIZE, indent=1).replace("\n", " ")
+    assert handshake(tmp_path)[:2] == first[:2]  # recorded again for this request
+    replies, _ = serve(tmp_path, [spaced, INITIALIZED, TOOLS_LIST, READ_GRAPH])
+    assert replies == first
+
+
+def test_lines_after_the_early_replies_reach_the_sdk_in_order(tmp_path):
+    handshake(tmp_path)
+    clean, _ = serve(tmp_path / "clean", [INITIALIZE, INITIALIZED, TOOLS_LIST, "{nope", READ_GRAPH,
+                                          {**READ_GRAPH, "id": 1, "params": 5}])
+    early, stderr = serve(tmp_path, [INITIALIZE, INITIALIZED, TOOLS_LIST, "{nope", READ_GRAPH,
+                                     {**READ_GRAPH, "id": 1, "params": 5}])
+    # a refusal, a call, an id used again after its reply (the reader's refusals and the server's
+    # replies are written as each is ready, in either order)
+    assert sorted(early) == sorted(clean), stderr
+    codes = sorted(json.loads(r).get("error", {}).get("code", 0) for r in early)
+    assert codes == [-32700, -32602, 0, 0, 0]
+    # a malformed line where tools/list was expected: the SDK answers it, and everything after
+    clean, _ = serve(tmp_path / "clean2", [INITIALIZE, INITIALIZED, '{"jsonrpc":"2.0","id":2,"method":"tools/list",'
+                                          '"params":[]}', TOOLS_LIST])
+    early, _ = serve(tmp_path, [INITIALIZE, INITIALIZED, '{"jsonrpc":"2.0","id":2,"method":"tools/list","params":[]}',
+                                TOOLS_LIST])
+    assert sorted(early) == sorted(clean)
+    assert [json.loads(r).get("error", {}).get("code") for r in early].count(-32602) == 1
+
+
+def test_only_serve_over_stdio_answers_early(tmp_path):
+    from memloci.mcp.early import serve_arguments
+
+    assert serve_arguments(["serve"]) == (None, None)
+    assert serve_arguments(["--home", "h", "--config=c", "serve", "--tools", "graph"]) == ("h", "c")
+    assert serve_arguments(["serve", "--transport", "stdio"]) == (None, None)
+    for args in (["serve", "--transport", "http"], ["serve", "--transport=http"], ["serve", "--help"],
+                 ["serve", "--transport"], ["tools"], ["--home", "a", "--home", "b", "serve"], ["--home=", "serve"],
+                 ["--verbose", "serve"], ["--home"]):
+        assert serve_arguments(args) is None, args
+
+
+def test_an_id_used_again_after_its_early_reply_gets_its_own_reply(tmp_path):
+    """The client has the tools/list reply before the SDK answers that request again, so it may use
+    its id again at once: that call gets its reply, and the SDK's second tools/list reply is not sent."""
+    first = handshake(tmp_path)
+    replies, stderr = serve(tmp_path, [INITIALIZE, INITIALIZED, TOOLS_LIST, {**READ_GRAPH, "id": 2}])
+    assert replies[:2] == first[:2], stderr
+    assert len(replies) == 3 and replies[2] == first[2].replace(b'"id":3', b'"id":2', 1), stderr
