@@ -32,7 +32,7 @@ from typing import Any
 from memloci.core import bm25
 from memloci.core.model import Memory, MemoryFilter
 from memloci.rules.retention import parse_time
-from memloci.search import cues, lexical
+from memloci.search import context, cues, feedback, lexical
 from memloci.search.decay import decay_factor
 from memloci.search.embedder import QUERY_VECTORS, understands
 from memloci.search.timephrases import TimeRange
@@ -105,6 +105,19 @@ def word_candidates(store, terms: list[str], grams: list[str], k: int, filters: 
     for i, score in counted.grams.items():
         found[i] = found.get(i, 0.0) + score
     return found
+
+
+def _hidden(memory: Memory, filters: MemoryFilter) -> bool:
+    """Superseded or archived, and not asked for (a vector search over the whole library may
+    name one; words never do)."""
+    return bool((memory.superseded_by and not filters.include_superseded)
+                or (memory.archived_at and not filters.include_archived))
+
+
+def _weighed(score: float, factors: list[float]) -> float:
+    for factor in factors:  # one at a time, in this order: the same float as ever
+        score *= factor
+    return score
 
 
 def retrieve(store, index, embedder, query: str, n: int, filters: MemoryFilter, now: datetime,
@@ -206,21 +219,29 @@ def retrieve(store, index, embedder, query: str, n: int, filters: MemoryFilter, 
     if not (asks_when or dates is not None or names):  # cues re-rank every candidate; else the best few suffice
         ranked = ranked[: max(3 * n, 50)]
     weigh(ranked)
+    live = [i for i in ranked if i in weighed and not _hidden(weighed[i][0], filters)]
+    base = {i: fused[i] for i in live}
+    support = context.session_support({i: context.thread_of(weighed[i][0]) for i in live}, base) \
+        if context.SESSION_WEIGHT else {}
+    for i, best in support.items():  # good matches close by in the same conversation
+        base[i] += context.SESSION_WEIGHT * best
+    closeness = feedback.seeded(index, base) if feedback.FEEDBACK_WEIGHT and meaning else {}
+    for i, near in closeness.items():  # the second pass: nearness to the first pass's best hits
+        base[i] += feedback.FEEDBACK_WEIGHT * near
+    scores = {i: _weighed(base[i], weighed[i][1]) for i in live}
     hits = []
-    for memory_id in ranked:
-        if memory_id not in weighed:
-            continue  # (deleted meanwhile)
+    for memory_id in live:
         memory, factors, boosts = weighed[memory_id]
-        if (memory.superseded_by and not filters.include_superseded) or (memory.archived_at and not filters.include_archived):
-            continue  # (a vector search over the whole library may name one; words never do)
-        score = fused[memory_id]
-        for factor in factors:  # one at a time, in this order: the same float as ever
-            score *= factor
+        score = scores[memory_id]
         parts = []
         if memory_id in words:
             parts.append(f"words {w[memory_id]:.2f}")
         if memory_id in meaning:
             parts.append(f"meaning {m[memory_id]:.2f}")
+        if support.get(memory_id, 0.0) > 0:
+            parts.append(f"beside matches {support[memory_id]:.2f}")
+        if closeness.get(memory_id, 0.0) >= 0.5:
+            parts.append(f"near the best hits {closeness[memory_id]:.2f}")
         hits.append(MemoryHit(memory, score, ", ".join(parts + boosts) or "match", w.get(memory_id, 0.0),
                               m.get(memory_id, 0.0)))
     hits.sort(key=lambda h: h.score, reverse=True)
