@@ -201,7 +201,7 @@ def test_bench_locomo_folds_command(tmp_path: Path):
     report = json.loads(out.read_text())
     assert report["bench"] == "locomo-folds" and report["k"] == 1
     assert len(report["settings"]) == 16 and set(report["chosen"]) == {"conv-test", "conv-other"}
-    assert set(report["shipped"]) == {"SESSION_WEIGHT", "SESSION_REACH", "FEEDBACK_WEIGHT"}
+    assert set(report["shipped"]) == {"SESSION_WEIGHT", "FEEDBACK_WEIGHT", "EXPANSION_WEIGHT"}
     by_setting = {json.dumps(s["weights"], sort_keys=True): s["recall"] for s in report["settings"]}
     assert report["plain"]["overall"] == by_setting[json.dumps(report["shipped"], sort_keys=True)]
     # the two conversations are alike, so both folds choose the setting that is best overall

@@ -98,3 +98,29 @@ def test_the_weights_are_module_level_for_the_lab():
     assert isinstance(context.SESSION_WEIGHT, float) and isinstance(context.SESSION_REACH, int)
     assert isinstance(feedback.FEEDBACK_WEIGHT, float) and isinstance(feedback.FEEDBACK_SEEDS, int)
     assert hybrid.context is context and hybrid.feedback is feedback
+
+
+def test_expansion_terms_are_the_seeds_words_the_question_lacks():
+    seeds = [["nate", "play", "csgo", "street", "fighter", "tournament"],
+             ["nate", "won", "valorant", "tournament", "final"],
+             ["tournament", "fun", "the", "12"]]
+    terms = feedback.expansion_terms(seeds, {"nate", "play", "video", "games"}, hybrid.STOP_WORDS)
+    assert terms[0] == "tournament"  # in every seed
+    assert "nate" not in terms and "the" not in terms and "12" not in terms and "fun" in terms
+    assert len(feedback.expansion_terms([[f"word{i}" for i in range(50)]], set(), hybrid.STOP_WORDS)) == \
+        feedback.EXPANSION_TERMS
+    assert feedback.expansion_terms([], {"x"}, hybrid.STOP_WORDS) == []
+
+
+@pytest.mark.parametrize("weight", [0.0, 0.3])
+def test_the_best_hits_words_find_a_memory_the_question_shares_no_word_with(service, monkeypatch, weight):
+    monkeypatch.setattr(feedback, "EXPANSION_WEIGHT", weight)
+    monkeypatch.setattr(context, "SESSION_WEIGHT", 0.0)
+    for text in ("I play CS:GO at the tournament every week.",
+                 "The Street Fighter tournament was a blast to play.",
+                 "I won the Valorant tournament final last Saturday!",
+                 "My script got a reading at the festival."):
+        service.store_memory(text)
+    found = [h.memory.content for h in service.retrieve_memory("What games does he play?", n_results=4).hits]
+    valorant = "I won the Valorant tournament final last Saturday!"
+    assert (valorant in found) is (weight > 0), found

@@ -181,8 +181,8 @@ class _CountedAtOnce:
 
 def tuned_modules() -> list[Any]:
     """The modules whose module-level weights the lab sets: the fusion and cues (search/hybrid.py),
-    the second pass (search/feedback.py), the neighbours' share of a similarity (search/vectors.py,
-    read at each search)."""
+    the second pass (search/feedback.py), session context (search/context.py), the neighbours'
+    share of a similarity (search/vectors.py, read at each search)."""
     from memloci.search import context, feedback, hybrid, vectors
 
     return [hybrid, feedback, context, vectors]
@@ -222,13 +222,13 @@ def per_category(rows: list[dict[str, Any]], k: int = 10) -> dict[str, float]:
     return out
 
 
-# The weights leave-one-out chooses among: session context (search/context.py: how much a good
-# match close by in the same conversation lends, and how far it reaches) and the second pass
-# (search/feedback.py: how much nearness to the first pass's best hits adds). The cue boosts of
-# search/hybrid.py were chosen the same way before (CUE_GRID, 36 settings) and are kept.
-# 16 runs of every question: about 2 minutes on an idle machine.
-GRID: dict[str, tuple[float, ...]] = {"SESSION_WEIGHT": (0.0, 0.15, 0.3, 0.5), "SESSION_REACH": (2, 1000),
-                                      "FEEDBACK_WEIGHT": (0.0, 0.1)}
+# The weights leave-one-out chooses among: session context (search/context.py: how much the best
+# match close by in the same conversation lends; its reach of 2 was chosen against the whole
+# session the same way) and the second pass (search/feedback.py: how much the best hits' own
+# words, and nearness to their mean vector, add). The cue boosts of search/hybrid.py were chosen
+# the same way before (CUE_GRID, 36 settings) and are kept. 16 runs of every question.
+GRID: dict[str, tuple[float, ...]] = {"SESSION_WEIGHT": (0.0, 0.25, 0.5, 0.75), "FEEDBACK_WEIGHT": (0.0, 0.1),
+                                      "EXPANSION_WEIGHT": (0.0, 0.2)}
 CUE_GRID: dict[str, tuple[float, ...]] = {"WHEN_BOOST": (0.0, 0.5, 1.0), "DATE_BOOST": (0.0, 1.0, 2.0, 3.0),
                                           "SPEAKER_BOOST": (0.0, 0.2, 0.4)}
 

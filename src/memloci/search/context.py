@@ -19,8 +19,8 @@ from collections.abc import Mapping
 from memloci.core.model import Memory, thread_key
 
 # Chosen by leave-one-conversation-out on the LoCoMo development split (`memloci bench locomo --folds`).
-SESSION_WEIGHT = 0.0
-SESSION_REACH = 5
+SESSION_WEIGHT = 0.5
+SESSION_REACH = 2
 
 
 def thread_of(memory: Memory) -> str:

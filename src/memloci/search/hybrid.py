@@ -11,7 +11,11 @@ Each signal is min-max normalized over the candidates and the two are averaged; 
 is multiplied by the memory's decay factor (search/decay.py), and by 1.5 inside a time
 range the query mentions ("last week"), and by the question's cues (search/cues.py): a
 "when" question lifts statements that say when, a date it names the memories whose metadata
-`date` falls there, a person it names that person's "Name: ..." statements. Ranking a time range's memories ahead of the rest,
+`date` falls there, a person it names that person's "Name: ..." statements. Two more signals
+are added to the fused score before those factors: session context (search/context.py: the
+best match of the same conversation close by) and a second pass seeded by the first pass's best
+hits (search/feedback.py: their own words searched for too, and nearness to their mean vector).
+Ranking a time range's memories ahead of the rest,
 and filling a range with its newest memories when few match, is the caller's part
 (service.retrieve_memory): this function ranks what matches.
 
@@ -120,6 +124,30 @@ def _weighed(score: float, factors: list[float]) -> float:
     return score
 
 
+def _expand(store, index, vector, fused: dict[int, float], weigh, weighed, asked: list[str],
+            filters: MemoryFilter, low: float, high: float, confidence: float) -> set[int]:
+    """The second word search (search/feedback.py): the best few hits' own words not in the
+    question; what it finds joins `fused`, a memory it alone finds with its meaning too. Returns
+    the ids it found."""
+    # seeds are matches (a query about nothing stored has none: every score is 0)
+    seeds = [i for i in sorted(fused, key=fused.__getitem__, reverse=True)[:feedback.FEEDBACK_SEEDS] if fused[i] > 0]
+    if not seeds:
+        return set()
+    weigh(seeds)
+    terms = feedback.expansion_terms([lexical.query_terms(weighed[i][0].content) for i in seeds if i in weighed],
+                                     set(asked), STOP_WORDS)
+    more = word_candidates(store, terms, [], feedback.EXPANSION_CANDIDATES, filters) if terms else {}
+    if not more:
+        return set()
+    top = max(more.values())
+    new = [i for i in more if i not in fused]
+    similar = index.search(vector, 0, also=new)[0] if new and vector is not None and high - low > 1e-12 else {}
+    for i, score in more.items():
+        meaning = (1 - WORDS_WEIGHT) * confidence * (similar[i] - low) / (high - low) if i in similar else 0.0
+        fused[i] = fused.get(i, meaning) + feedback.EXPANSION_WEIGHT * (score / top if top > 0 else 0.0)
+    return set(more)
+
+
 def retrieve(store, index, embedder, query: str, n: int, filters: MemoryFilter, now: datetime,
              time_range: TimeRange | None = None, min_similarity: float = 0.0,
              keywords: str | None = None, meaning_text: str | None = None) -> list[MemoryHit]:
@@ -215,6 +243,11 @@ def retrieve(store, index, embedder, query: str, n: int, filters: MemoryFilter, 
         fused = {i: WORDS_WEIGHT * w.get(i, 0.0) + (1 - WORDS_WEIGHT) * m.get(i, 0.0) for i in {*w, *m}}
     else:
         fused = dict(w)
+    expanded: set[int] = set()
+    if feedback.EXPANSION_WEIGHT and fused:  # the seeds' own words, searched for too
+        vector_now = embedding.result()[0] if embedding is not None and not delegated else None
+        expanded = _expand(store, index, vector_now, fused, weigh, weighed, word_terms(lexical_text), filters, low, high,
+                           confidence)
     ranked = sorted(fused, key=fused.__getitem__, reverse=True)
     if not (asks_when or dates is not None or names):  # cues re-rank every candidate; else the best few suffice
         ranked = ranked[: max(3 * n, 50)]
@@ -238,6 +271,8 @@ def retrieve(store, index, embedder, query: str, n: int, filters: MemoryFilter, 
             parts.append(f"words {w[memory_id]:.2f}")
         if memory_id in meaning:
             parts.append(f"meaning {m[memory_id]:.2f}")
+        if memory_id in expanded and memory_id not in words:
+            parts.append("words of the best hits")
         if support.get(memory_id, 0.0) > 0:
             parts.append(f"beside matches {support[memory_id]:.2f}")
         if closeness.get(memory_id, 0.0) >= 0.5:
