@@ -113,14 +113,26 @@ def test_expansion_terms_are_the_seeds_words_the_question_lacks():
 
 
 @pytest.mark.parametrize("weight", [0.0, 0.3])
-def test_the_best_hits_words_find_a_memory_the_question_shares_no_word_with(service, monkeypatch, weight):
+def test_the_best_hits_words_find_a_memory_the_question_shares_no_word_with(tmp_path: Path, monkeypatch, weight):
+    """With the model: the seeds' words ("tournament") find the memory; by words alone (no
+    model) the second search is not made, so a query keeps to the memories that match it."""
     monkeypatch.setattr(feedback, "EXPANSION_WEIGHT", weight)
     monkeypatch.setattr(context, "SESSION_WEIGHT", 0.0)
-    for text in ("I play CS:GO at the tournament every week.",
-                 "The Street Fighter tournament was a blast to play.",
-                 "I won the Valorant tournament final last Saturday!",
-                 "My script got a reading at the festival."):
-        service.store_memory(text)
-    found = [h.memory.content for h in service.retrieve_memory("What games does he play?", n_results=4).hits]
-    valorant = "I won the Valorant tournament final last Saturday!"
-    assert (valorant in found) is (weight > 0), found
+    texts = ("I play CS:GO at the tournament every week.", "The Street Fighter tournament was a blast to play.",
+             "I won the Valorant tournament final last Saturday!", "My script got a reading at the festival.")
+    for embedder in ("minilm", "none"):
+        service = MemoryService(LibraryRegistry([LibrarySpec("lib", tmp_path / f"{embedder}.db", "sqlite")]),
+                                EmbedderHandle(embedder))
+        try:
+            for text in texts:
+                service.store_memory(text)
+            if embedder == "minilm":
+                assert service.flush_embeddings(timeout=300)
+            hits = service.retrieve_memory("What games does he play?", n_results=4).hits
+            why = {h.memory.content: h.why for h in hits}
+            if embedder == "none":
+                assert set(why) == set(texts[:2]), why
+            else:
+                assert ("words of the best hits" in why[texts[2]]) is (weight > 0), why
+        finally:
+            service.close()

@@ -244,7 +244,9 @@ def retrieve(store, index, embedder, query: str, n: int, filters: MemoryFilter, 
     else:
         fused = dict(w)
     expanded: set[int] = set()
-    if feedback.EXPANSION_WEIGHT and fused:  # the seeds' own words, searched for too
+    # the seeds' own words, searched for too; without meaning nothing would tell whether a memory
+    # that shares only the seeds' words is about the question, so a search by words alone keeps to them
+    if feedback.EXPANSION_WEIGHT and fused and meaning:
         vector_now = embedding.result()[0] if embedding is not None and not delegated else None
         expanded = _expand(store, index, vector_now, fused, weigh, weighed, word_terms(lexical_text), filters, low, high,
                            confidence)
