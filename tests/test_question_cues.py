@@ -185,7 +185,8 @@ def test_bench_locomo_folds_command(tmp_path: Path):
     """`memloci bench locomo --folds` prints the shipped and leave-one-out figures and writes them:
     each fold chooses the weights that score best on the other conversation, and the figures are
     those of the setting it chose. Its libraries are built once and reused, and are keyed by the
-    code: a library built by other indexing code (other search/ or store/ source) is never reused."""
+    code: a library built by other indexing code (other store/ or embedding source) is never reused,
+    while a change to code that only ranks (search/hybrid.py) reuses them."""
     import memloci
 
     data = tmp_path / "locomo.json"
@@ -199,8 +200,8 @@ def test_bench_locomo_folds_command(tmp_path: Path):
     assert "leave-one-out" in done.stdout and "chosen without conv-test" in done.stdout
     report = json.loads(out.read_text())
     assert report["bench"] == "locomo-folds" and report["k"] == 1
-    assert len(report["settings"]) == 36 and set(report["chosen"]) == {"conv-test", "conv-other"}
-    assert report["shipped"] == {"WHEN_BOOST": 0.5, "DATE_BOOST": 2.0, "SPEAKER_BOOST": 0.2}
+    assert len(report["settings"]) == 16 and set(report["chosen"]) == {"conv-test", "conv-other"}
+    assert set(report["shipped"]) == {"SESSION_WEIGHT", "FEEDBACK_WEIGHT", "EXPANSION_WEIGHT"}
     by_setting = {json.dumps(s["weights"], sort_keys=True): s["recall"] for s in report["settings"]}
     assert report["plain"]["overall"] == by_setting[json.dumps(report["shipped"], sort_keys=True)]
     # the two conversations are alike, so both folds choose the setting that is best overall
@@ -214,6 +215,10 @@ def test_bench_locomo_folds_command(tmp_path: Path):
     src = tmp_path / "src"
     shutil.copytree(Path(memloci.__file__).parent, src / "memloci", ignore=shutil.ignore_patterns("__pycache__"))
     with (src / "memloci" / "search" / "hybrid.py").open("a", encoding="utf-8") as f:
+        f.write("\n# other ranking code\n")
+    _folds(tmp_path, data, tmp_path / "ranked.json", src)  # only ranking changed: the same libraries
+    assert {p.name: p.stat().st_mtime_ns for p in lab.glob("*.db")} == libraries
+    with (src / "memloci" / "store" / "sqlite" / "memory_rows.py").open("a", encoding="utf-8") as f:
         f.write("\n# other indexing code\n")
     _folds(tmp_path, data, tmp_path / "changed.json", src)
     rebuilt = set(p.name for p in lab.glob("*.db")) - set(libraries)

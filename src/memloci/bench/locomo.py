@@ -154,14 +154,13 @@ def run_folds(*, data: Path, k: int, out: Path, console: Any, cache: Path, setti
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
     from rich.table import Table
 
-    from memloci.bench.locomo_lab import GRID, folds
-    from memloci.search import hybrid
+    from memloci.bench.locomo_lab import GRID, folds, owner_of
 
     samples = json.loads(data.read_text(encoding="utf-8"))[:limit]
     runs = 1
     for values in GRID.values():
         runs *= len(values)
-    runs += any(getattr(hybrid, n) not in values for n, values in GRID.items())  # the shipped ones, if off the grid
+    runs += any(getattr(owner_of(n), n) not in values for n, values in GRID.items())  # the shipped ones, if off the grid
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=console) as progress:
         task = progress.add_task("LoCoMo folds: one run per weight setting", total=runs)

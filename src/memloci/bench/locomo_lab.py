@@ -34,16 +34,23 @@ import numpy as np
 from memloci.bench.locomo_protocol import CATEGORIES, evidence_ids, recall, turns_of
 from memloci.core.settings import Settings
 
+# Search modules that only rank at query time: nothing a library stores or embeds comes from
+# them, so changing them reuses the built libraries (and the question vectors).
+QUERY_TIME = frozenset({"search/hybrid.py", "search/cues.py", "search/timephrases.py", "search/decay.py",
+                        "search/entities.py", "search/feedback.py", "search/context.py"})
+
 
 def code_digest() -> str:
     """A digest of what decides a built library's contents: memloci's schema version and the
-    source of the indexing code (search/, store/, service/). Changed code never reuses a
-    library built by older code; computed anew on each call, as the files are cheap to read."""
+    source of the code that stores, indexes and embeds (core/, rules/, app/, store/, service/,
+    and search/ but for its QUERY_TIME modules). Changed code never reuses a library built by
+    older code; computed anew on each call, as the files are cheap to read."""
     from memloci.store.sqlite.schema import SCHEMA_VERSION
 
     root = Path(__file__).resolve().parent.parent
     h = hashlib.sha1(f"schema {SCHEMA_VERSION}\n".encode())
-    files = sorted([*(root / "search").rglob("*.py"), *(root / "store").rglob("*.py"), *(root / "service").rglob("*.py")])
+    files = sorted(f for part in ("core", "rules", "app", "search", "store", "service") for f in (root / part).rglob("*.py")
+                   if f.relative_to(root).as_posix() not in QUERY_TIME)
     for f in files:
         h.update(f.relative_to(root).as_posix().encode() + b"\0" + f.read_bytes() + b"\0")
     return h.hexdigest()[:12]
@@ -172,24 +179,38 @@ class _CountedAtOnce:
         pass
 
 
+def tuned_modules() -> list[Any]:
+    """The modules whose module-level weights the lab sets: the fusion and cues (search/hybrid.py),
+    the second pass (search/feedback.py), session context (search/context.py), the neighbours'
+    share of a similarity (search/vectors.py, read at each search)."""
+    from memloci.search import context, feedback, hybrid, vectors
+
+    return [hybrid, feedback, context, vectors]
+
+
+def owner_of(name: str) -> Any | None:
+    """The tuned module that holds the weight `name`, or None."""
+    return next((m for m in tuned_modules() if hasattr(m, name)), None)
+
+
 class patched:
-    """Set search.hybrid's weights for a block, then put them back."""
+    """Set the tuned modules' weights for a block, then put them back."""
 
     def __init__(self, weights: dict[str, float]):
         self.weights = weights
 
     def __enter__(self):
-        from memloci.search import hybrid
-
-        self.saved = {name: getattr(hybrid, name) for name in self.weights}
+        self.saved = {}
         for name, value in self.weights.items():
-            setattr(hybrid, name, value)
+            module = owner_of(name)
+            if module is None:
+                raise ValueError(f"weights: no tuned module has a weight named {name}")
+            self.saved[name] = (module, getattr(module, name))
+            setattr(module, name, value)
 
     def __exit__(self, *exc):
-        from memloci.search import hybrid
-
-        for name, value in self.saved.items():
-            setattr(hybrid, name, value)
+        for name, (module, value) in self.saved.items():
+            setattr(module, name, value)
 
 
 def per_category(rows: list[dict[str, Any]], k: int = 10) -> dict[str, float]:
@@ -201,11 +222,15 @@ def per_category(rows: list[dict[str, Any]], k: int = 10) -> dict[str, float]:
     return out
 
 
-# The weights leave-one-out chooses among: the boosts of search/hybrid.py for the question's
-# cues (see search/cues.py), and the share of words against meaning.
-# Three values for two, four for the date boost, whose shipped 2.0 would otherwise sit at the
-# grid's edge (36 runs of every question): about 3 minutes on an idle machine.
-GRID = {"WHEN_BOOST": (0.0, 0.5, 1.0), "DATE_BOOST": (0.0, 1.0, 2.0, 3.0), "SPEAKER_BOOST": (0.0, 0.2, 0.4)}
+# The weights leave-one-out chooses among: session context (search/context.py: how much the best
+# match close by in the same conversation lends; its reach of 2 was chosen against the whole
+# session the same way) and the second pass (search/feedback.py: how much the best hits' own
+# words, and nearness to their mean vector, add). The cue boosts of search/hybrid.py were chosen
+# the same way before (CUE_GRID, 36 settings) and are kept. 16 runs of every question.
+GRID: dict[str, tuple[float, ...]] = {"SESSION_WEIGHT": (0.0, 0.25, 0.5, 0.75), "FEEDBACK_WEIGHT": (0.0, 0.1),
+                                      "EXPANSION_WEIGHT": (0.0, 0.2)}
+CUE_GRID: dict[str, tuple[float, ...]] = {"WHEN_BOOST": (0.0, 0.5, 1.0), "DATE_BOOST": (0.0, 1.0, 2.0, 3.0),
+                                          "SPEAKER_BOOST": (0.0, 0.2, 0.4)}
 
 
 def folds(samples: list[dict[str, Any]], cache: Path, settings: Settings, k: int = 10,
@@ -215,14 +240,12 @@ def folds(samples: list[dict[str, Any]], cache: Path, settings: Settings, k: int
     weights on all), the leave-one-out figures, each fold's choice and every setting's figures."""
     import itertools
 
-    from memloci.search import hybrid
-
     grid = grid or GRID
     cache.mkdir(parents=True, exist_ok=True)
     handle = cached_handle(cache, settings)
-    names = [n for n in grid if hasattr(hybrid, n)]
+    names = [n for n in grid if owner_of(n) is not None]
     weight_sets = [dict(zip(names, values)) for values in itertools.product(*(grid[n] for n in names))]
-    shipped = {n: getattr(hybrid, n) for n in names}
+    shipped = {n: getattr(owner_of(n), n) for n in names}
     if shipped not in weight_sets:
         weight_sets.insert(0, shipped)
     results = []

@@ -11,9 +11,13 @@ Each signal is min-max normalized over the candidates and the two are averaged; 
 is multiplied by the memory's decay factor (search/decay.py), and by 1.5 inside a time
 range the query mentions ("last week"), and by the question's cues (search/cues.py): a
 "when" question lifts statements that say when, a date it names the memories whose metadata
-`date` falls there, a person it names that person's "Name: ..." statements. With a multilingual
-model, memories of another language than the query's that are nearer in meaning than any memory
-in its language rank first (search/languages.py: the query's words cannot reach them). Ranking a time range's memories ahead of the rest,
+`date` falls there, a person it names that person's "Name: ..." statements. Two more signals
+are added to the fused score before those factors: session context (search/context.py: the
+best match of the same conversation close by) and a second pass seeded by the first pass's best
+hits (search/feedback.py: their own words searched for too, and nearness to their mean vector).
+With a multilingual model, memories of another language than the query's that are nearer in
+meaning than any memory in its language rank first (search/languages.py: the query's words
+cannot reach them). Ranking a time range's memories ahead of the rest,
 and filling a range with its newest memories when few match, is the caller's part
 (service.retrieve_memory): this function ranks what matches.
 
@@ -35,7 +39,7 @@ from typing import Any
 from memloci.core import bm25
 from memloci.core.model import Memory, MemoryFilter
 from memloci.rules.retention import parse_time
-from memloci.search import cues, languages, lexical
+from memloci.search import context, cues, feedback, languages, lexical
 from memloci.search.decay import MOST_DECAY, decay_factor
 from memloci.search.embedder import QUERY_VECTORS, understands
 from memloci.search.timephrases import TimeRange
@@ -136,6 +140,43 @@ def word_candidates(store, terms: list[str], grams: list[str], k: int, filters: 
     for i, score in counted.grams.items():
         found[i] = found.get(i, 0.0) + score
     return found
+
+
+def _hidden(memory: Memory, filters: MemoryFilter) -> bool:
+    """Superseded or archived, and not asked for (a vector search over the whole library may
+    name one; words never do)."""
+    return bool((memory.superseded_by and not filters.include_superseded)
+                or (memory.archived_at and not filters.include_archived))
+
+
+def _weighed(score: float, factors: list[float]) -> float:
+    for factor in factors:  # one at a time, in this order: the same float as ever
+        score *= factor
+    return score
+
+
+def _expand(store, index, vector, fused: dict[int, float], weigh, weighed, asked: list[str],
+            filters: MemoryFilter, low: float, high: float, confidence: float) -> set[int]:
+    """The second word search (search/feedback.py): the best few hits' own words not in the
+    question; what it finds joins `fused`, a memory it alone finds with its meaning too. Returns
+    the ids it found."""
+    # seeds are matches (a query about nothing stored has none: every score is 0)
+    seeds = [i for i in sorted(fused, key=fused.__getitem__, reverse=True)[:feedback.FEEDBACK_SEEDS] if fused[i] > 0]
+    if not seeds:
+        return set()
+    weigh(seeds)
+    terms = feedback.expansion_terms([lexical.query_terms(weighed[i][0].content) for i in seeds if i in weighed],
+                                     set(asked), STOP_WORDS)
+    more = word_candidates(store, terms, [], feedback.EXPANSION_CANDIDATES, filters) if terms else {}
+    if not more:
+        return set()
+    top = max(more.values())
+    new = [i for i in more if i not in fused]
+    similar = index.search(vector, 0, also=new)[0] if new and vector is not None and high - low > 1e-12 else {}
+    for i, score in more.items():
+        meaning = (1 - WORDS_WEIGHT) * confidence * (similar[i] - low) / (high - low) if i in similar else 0.0
+        fused[i] = fused.get(i, meaning) + feedback.EXPANSION_WEIGHT * (score / top if top > 0 else 0.0)
+    return set(more)
 
 
 def retrieve(store, index, embedder, query: str, n: int, filters: MemoryFilter, now: datetime,
@@ -243,35 +284,69 @@ def retrieve(store, index, embedder, query: str, n: int, filters: MemoryFilter, 
             weigh(ids)
             return {i: weighed[i][0].content for i in ids if i in weighed}
         fused, across = languages.meaning_across(fused, m, lexical_text, texts, max(3 * n, 50), WEAK_MEANING)
+    expanded: set[int] = set()
+    # the seeds' own words, searched for too; without meaning nothing would tell whether a memory
+    # that shares only the seeds' words is about the question, so a search by words alone keeps to them
+    if feedback.EXPANSION_WEIGHT and fused and meaning:
+        vector_now = embedding.result()[0] if embedding is not None and not delegated else None
+        expanded = _expand(store, index, vector_now, fused, weigh, weighed, word_terms(lexical_text), filters, low, high,
+                           confidence)
     ranked = sorted(fused, key=fused.__getitem__, reverse=True)
     if not (asks_when or dates is not None or names):  # cues re-rank every candidate; else the best few suffice
         ranked = ranked[: max(3 * n, 50)]
-    scores: dict[int, float] = {}
+    candidates = set(ranked)
+    reach = context.SESSION_REACH if context.SESSION_WEIGHT else 0
 
-    def score(ids: list[int]) -> None:
-        for memory_id in ids:
-            if memory_id not in weighed or memory_id in scores:
-                continue  # (deleted meanwhile; scored before)
-            memory, factors, _ = weighed[memory_id]
-            if (memory.superseded_by and not filters.include_superseded) or (memory.archived_at and not filters.include_archived):
-                continue  # (a vector search over the whole library may name one; words never do)
-            value = fused[memory_id]
-            for factor in factors:  # one at a time, in this order: the same float as ever
-                value *= factor
-            scores[memory_id] = value
+    def beside(memory_id: int) -> list[int]:
+        """The candidates close enough to lend `memory_id` session context (search/context.py)."""
+        return [j for j in range(memory_id - reach, memory_id + reach + 1) if j != memory_id and j in candidates]
 
-    # The memories already read (the word matches, read while the model embedded the query) and
-    # the n best by fused score are scored first. Only n are kept, so a candidate not yet read
-    # whose fused score, lifted by the most its factors could give, stays below the n-th of
-    # those scores cannot be among them, and is not read at all.
-    weigh(ranked[:n])
-    score(ranked)
-    kept = sorted((v for v in scores.values() if v > 0 and v >= min_similarity), reverse=True)
-    floor = kept[n - 1] if len(kept) >= n else -math.inf
-    lift = _most_lift(bool(in_range), asks_when, dates is not None, names)
-    unread = [i for i in ranked if i not in weighed and fused[i] * lift >= floor]
-    weigh(unread)
-    score(unread)
+    chosen: set[int] = set()  # read with every candidate beside them: their scores are exact
+
+    def choose(ids: list[int]) -> None:
+        ids = [i for i in ids if i not in chosen]
+        chosen.update(ids)
+        weigh(ids + [j for i in ids for j in beside(i)])
+
+    support: dict[int, float] = {}
+    closeness: dict[int, float] = {}
+
+    def scored() -> dict[int, float]:
+        """Every candidate read so far, scored: the fused score, plus session context and the
+        second pass, times the memory's factors. Exact for the chosen; no more than the true
+        score for the others (a neighbour not read lends nothing)."""
+        live = [i for i in ranked if i in weighed and not _hidden(weighed[i][0], filters)]
+        base = {i: fused[i] for i in live}
+        support.clear()
+        if context.SESSION_WEIGHT:
+            support.update(context.session_support({i: context.thread_of(weighed[i][0]) for i in live}, base))
+        for i, best in support.items():  # good matches close by in the same conversation
+            base[i] += context.SESSION_WEIGHT * best
+        closeness.clear()
+        if feedback.FEEDBACK_WEIGHT and meaning:
+            closeness.update(feedback.seeded(index, base))
+        for i, near in closeness.items():  # the second pass: nearness to the first pass's best hits
+            base[i] += feedback.FEEDBACK_WEIGHT * near
+        return {i: _weighed(base[i], weighed[i][1]) for i in live}
+
+    if feedback.FEEDBACK_WEIGHT and meaning:
+        choose(ranked)  # the second pass seeds from the best of every candidate
+    else:
+        # The n best by fused score (and the word matches read while the model embedded the
+        # query) are scored first. Only n are kept, so a candidate whose fused score, plus the
+        # most context its neighbours could lend, lifted by the most its factors could give,
+        # stays below the n-th of those scores cannot be among them, and is not read at all.
+        choose(ranked[:n])
+        kept = sorted((v for v in scored().values() if v > 0 and v >= min_similarity), reverse=True)
+        floor = kept[n - 1] if len(kept) >= n else -math.inf
+        lift = _most_lift(bool(in_range), asks_when, dates is not None, names)
+
+        def most(i: int) -> float:
+            lent = max((fused[j] for j in beside(i)), default=0.0)
+            return (fused[i] + context.SESSION_WEIGHT * lent) * lift
+
+        choose([i for i in ranked if i not in chosen and most(i) >= floor])
+    scores = scored()
     order = [i for i in ranked if i in scores]  # best first, ties in fused order: as ever
     order.sort(key=scores.__getitem__, reverse=True)
     hits: list[MemoryHit] = []
@@ -285,6 +360,12 @@ def retrieve(store, index, embedder, query: str, n: int, filters: MemoryFilter, 
             parts.append(f"words {w[memory_id]:.2f}")
         if memory_id in meaning:
             parts.append(f"meaning {m[memory_id]:.2f}" + (" (another language)" if memory_id in across else ""))
+        if memory_id in expanded and memory_id not in words:
+            parts.append("words of the best hits")
+        if support.get(memory_id, 0.0) > 0:
+            parts.append(f"beside matches {support[memory_id]:.2f}")
+        if closeness.get(memory_id, 0.0) >= 0.5:
+            parts.append(f"near the best hits {closeness[memory_id]:.2f}")
         memory, _, boosts = weighed[memory_id]
         hits.append(MemoryHit(memory, scores[memory_id], ", ".join(parts + boosts) or "match", w.get(memory_id, 0.0),
                               m.get(memory_id, 0.0)))

@@ -188,6 +188,22 @@ class VectorIndex:
                 found.update(zip(wanted[held].tolist(), lifted[pos[held]].tolist()))
             return found, float(finite.min()), float(finite.max())
 
+    def rows(self, ids: Sequence[int]) -> tuple[list[int], np.ndarray]:
+        """The held vectors of these memories (ids without one skipped), in the order asked: what
+        a second pass reads of the first pass's hits (search/feedback.py). A VectorSearch store
+        holds its vectors itself: none here."""
+        if self.delegated or not len(ids):
+            return [], np.zeros((0, 0), dtype=np.float32)
+        with self._lock:
+            n = self._n
+            if n == 0:
+                return [], np.zeros((0, 0), dtype=np.float32)
+            held_ids = self._ids[:n]
+            wanted = np.asarray(list(ids), dtype=np.int64)
+            pos = np.minimum(np.searchsorted(held_ids, wanted), n - 1)  # ids ascend
+            held = held_ids[pos] == wanted
+            return wanted[held].tolist(), self._matrix[pos[held]]
+
 
 class PassageIndex:
     """The vectors of a library's note-body passages, each row knowing its entity, kept in step
