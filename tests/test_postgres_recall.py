@@ -121,3 +121,51 @@ def test_a_broad_filter_far_from_the_query_still_answers_within_the_filter(pg_li
         assert found[0].memory.content == "The invoice export failed"
     finally:
         service.close()
+
+
+def _python_bm25(store, terms: list[str], k: int, filters: MemoryFilter) -> dict[int, float]:
+    """core/bm25.py over memory_word_counts: the scores PostgreSQL must give by itself."""
+    counted = store.memory_word_counts(terms, [], k, filters)
+    corpus = bm25.Corpus(counted.documents, counted.tokens)
+    scores = {i: bm25.score(c, counted.lengths[i], counted.holders, corpus, bm25.MEMORY_WEIGHTS)
+              for i, c in counted.counts.items()}
+    return {i: scores[i] for i in sorted(scores, key=lambda i: (-scores[i], i))[:k]}
+
+
+def test_words_scored_inside_postgresql_are_core_bm25_to_the_last_digit(pg_service, monkeypatch):
+    """lexical_memory_candidates scores BM25 in one SQL statement; the same memories in the same
+    order with the very same floating-point scores as core/bm25.py over the counts, for rare and
+    common words, words in the text, a thread neighbour's text and the tags, repeated words,
+    quotes and backslashes, with and without filters."""
+    monkeypatch.setattr(pg_search, "COMMON", 6)
+    monkeypatch.setattr(pg_search, "COMMON_POOL", 5)
+    texts = [("The invoice export failed after the upgrade", ["billing"], "s1"),
+             ("Invoice invoice INVOICE: the export ran three times", ["billing", "export"], "s1"),
+             ("Priya noted the upgrade in Berlin", ["deploy"], "s1"),
+             ("The upgrade broke the login page after the upgrade", ["auth", "upgrade"], "s2"),
+             (r"O'Brien's path C:\temp\o'brien\export failed", ["o'brien"], "s2"),
+             ("A note about lunch", ["misc"], ""),
+             ("Upgrade plan for the billing cron", ["billing", "plan"], "s3"),
+             ("The billing upgrade was rolled back", ["billing"], "s3"),
+             ("Export of the upgrade logs", ["deploy", "logs"], ""),
+             ("Another upgrade note, upgrade upgrade", ["deploy"], "s4"),
+             ("A zeppelin export upgrade", ["misc"], "s4")]
+    for text, tags, session in texts:
+        pg_service.store_memory(text, tags=tags, metadata={"session": session} if session else None)
+    store = pg_service.store(None)
+    filters = [MemoryFilter(), MemoryFilter(tags=("billing",)), MemoryFilter(tags=("deploy", "misc")),
+               MemoryFilter(memory_type="note"), MemoryFilter(after="2000-01-01T00:00:00Z")]
+    queries = ["invoice export", "upgrade", "upgrade plan billing", "o'brien export", "zeppelin upgrade",
+               "upgrades upgrade", "berlin priya login", "nothing matches this", "lunch"]
+    compared = 0
+    for query in queries:
+        for f in filters:
+            for k in (3, 40):
+                expected = _python_bm25(store, word_terms(query), k, f)
+                got = store.lexical_memory_candidates(word_terms(query), [], k, f)
+                assert list(got.items()) == list(expected.items()), (query, f, k)
+                compared += bool(expected)
+    assert compared > 40  # most cases find something: the comparison is not of empty answers
+    # the thread neighbour's words count (column 1, context) in SQL too
+    context = _python_bm25(store, ["priya"], 40, MemoryFilter())
+    assert len(context) > 1
