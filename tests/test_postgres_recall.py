@@ -107,6 +107,7 @@ def test_a_broad_filter_far_from_the_query_still_answers_within_the_filter(pg_li
 
     monkeypatch.setattr(pg_search, "EXACT_MAX", 0)  # every filter is "broad": HNSW
     monkeypatch.setattr(pg_search, "MAX_SCAN", 5)
+    monkeypatch.setattr(pg_search, "MAX_SCAN_TAGGED", 5)
     service = MemoryService(LibraryRegistry([pg_library.spec]), EmbedderHandle("minilm"), embed_pending=True)
     try:
         for text in ["The invoice export failed", "Invoices were sent late", "Billing totals were wrong",
