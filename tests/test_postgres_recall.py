@@ -155,18 +155,23 @@ def test_words_scored_inside_postgresql_are_core_bm25_to_the_last_digit(pg_servi
         pg_service.store_memory(text, tags=tags, metadata={"session": session} if session else None)
     store = pg_service.store(None)
     filters = [MemoryFilter(), MemoryFilter(tags=("billing",)), MemoryFilter(tags=("deploy", "misc")),
-               MemoryFilter(memory_type="note"), MemoryFilter(after="2000-01-01T00:00:00Z")]
+               MemoryFilter(memory_type="note"), MemoryFilter(after="2000-01-01T00:00:00Z"),
+               MemoryFilter(before="2100-01-01T00:00:00Z", tags=("deploy",)), MemoryFilter(after="2100-01-01T00:00:00Z")]
     queries = ["invoice export", "upgrade", "upgrade plan billing", "o'brien export", "zeppelin upgrade",
                "upgrades upgrade", "berlin priya login", "nothing matches this", "lunch"]
     compared = 0
-    for query in queries:
-        for f in filters:
-            for k in (3, 40):
-                expected = _python_bm25(store, word_terms(query), k, f)
-                got = store.lexical_memory_candidates(word_terms(query), [], k, f)
-                assert list(got.items()) == list(expected.items()), (query, f, k)
-                compared += bool(expected)
-    assert compared > 40  # most cases find something: the comparison is not of empty answers
+    # with a time range the newest WINDOW ids are walked first: holding enough holders, and not
+    # (then the planner's query gives them)
+    for window in (10_000, 2):
+        monkeypatch.setattr(pg_search, "WINDOW", window)
+        for query in queries:
+            for f in filters:
+                for k in (3, 40):
+                    expected = _python_bm25(store, word_terms(query), k, f)
+                    got = store.lexical_memory_candidates(word_terms(query), [], k, f)
+                    assert list(got.items()) == list(expected.items()), (query, f, k, window)
+                    compared += bool(expected)
+    assert compared > 80  # most cases find something: the comparison is not of empty answers
     # the thread neighbour's words count (column 1, context) in SQL too
     context = _python_bm25(store, ["priya"], 40, MemoryFilter())
     assert len(context) > 1

@@ -53,6 +53,7 @@ RECENT = 500  # a broad filter's newest memories compared one by one when that w
 EXACT_MAX = 4000
 COMMON = 2000  # a word more memories hold is common: only its newest holders are ranked
 COMMON_POOL = 500  # how many of a common word's newest holders are ranked
+WINDOW = 10_000  # with a time range, the newest ids searched for those holders first
 
 
 def _at_most(conn: Any, filters: MemoryFilter, where: str, params: Sequence[Any], cap: int) -> bool:
@@ -355,17 +356,33 @@ def _word_scores(conn: Any, queries: Sequence[str], k: int, filters: MemoryFilte
     if rare:
         pool.append(f"SELECT m.id, m.search_length, m.search FROM memories m WHERE m.search @@ %s::tsquery AND {where}")
         pool_params += [rare, *params]
+    newest = ""  # with a time range, the walk back through the newest WINDOW ids first (a CTE)
+    newest_params: list[Any] = []
     if common:
         timed, timed_params = filter_sql(MemoryFilter(after=filters.after, before=filters.before), conn)
-        pool.append(f"""SELECT m.id, m.search_length, m.search FROM (
-                            SELECT m.* FROM memories m WHERE m.search @@ %s::tsquery AND {timed}
-                            ORDER BY m.id DESC LIMIT {COMMON_POOL}) m
+        holders_sql = f"""SELECT m.* FROM memories m WHERE m.search @@ %s::tsquery AND {timed}
+                          ORDER BY m.id DESC LIMIT {COMMON_POOL}"""
+        if filters.after or filters.before:
+            # For a time range the planner walks the `created_at` index through every memory in
+            # the range (19,000 for "this week" at a million) and sorts the holders, not knowing
+            # that ids follow dates; the walk back from the newest id stops at COMMON_POOL (some
+            # 5,000 rows). So that walk is made first, over the newest WINDOW ids: when it finds
+            # COMMON_POOL holders they are the newest ones (every id outside is smaller), else
+            # the planner's query runs (a one-time filter: only then), the same rows either way.
+            newest = f""", newest AS MATERIALIZED (
+                SELECT m.* FROM (SELECT * FROM memories ORDER BY id DESC LIMIT {WINDOW}) m
+                WHERE m.search @@ %s::tsquery AND {timed} ORDER BY m.id DESC LIMIT {COMMON_POOL})"""
+            newest_params = [common, *timed_params]
+            holders_sql = f"""SELECT * FROM newest WHERE (SELECT count(*) FROM newest) = {COMMON_POOL}
+                              UNION ALL
+                              SELECT * FROM ({holders_sql}) h WHERE (SELECT count(*) FROM newest) < {COMMON_POOL}"""
+        pool.append(f"""SELECT m.id, m.search_length, m.search FROM ({holders_sql}) m
                         WHERE {where}{" AND NOT m.search @@ %s::tsquery" if rare else ""}""")
         pool_params += [common, *timed_params, *params, *([rare] if rare else [])]
     idf = [bm25.idf(n, corpus.documents) for n in holders]
     weights = dict(zip("ACB", bm25.MEMORY_WEIGHTS))  # tsvector weight -> BM25 column (_COLUMN_OF_WEIGHT)
     rows = conn.execute(
-        f"""WITH terms AS (SELECT * FROM unnest(%s::int[], %s::text[], %s::float8[]) AS t(i, lexeme, idf)),
+        f"""WITH terms AS (SELECT * FROM unnest(%s::int[], %s::text[], %s::float8[]) AS t(i, lexeme, idf)){newest},
             counted AS (
                 SELECT m.id, m.search_length AS length, t.i, t.idf, min(u.n) AS first,
                        sum(cardinality(array_positions(u.weights, 'A'))) AS a,
@@ -383,7 +400,8 @@ def _word_scores(conn: Any, queries: Sequence[str], k: int, filters: MemoryFilte
                                   / (w.f + %s::float8 * (%s::float8 + %s::float8 * w.length / %s::float8))
                                   ELSE 0 END ORDER BY w.first, w.i) AS score
             FROM weighed w GROUP BY w.id ORDER BY score DESC, w.id LIMIT %s""",
-        ([i for i, _ in lexemes], [lexeme for _, lexeme in lexemes], [idf[i] for i, _ in lexemes], *pool_params,
+        ([i for i, _ in lexemes], [lexeme for _, lexeme in lexemes], [idf[i] for i, _ in lexemes], *newest_params,
+         *pool_params,
          list(dict.fromkeys(lexeme for _, lexeme in lexemes)),
          weights["A"], weights["C"], weights["B"], bm25.K1 + 1.0, bm25.K1, 1 - bm25.B, bm25.B,
          corpus.average_length, k)).fetchall()
