@@ -107,6 +107,7 @@ def test_a_broad_filter_far_from_the_query_still_answers_within_the_filter(pg_li
 
     monkeypatch.setattr(pg_search, "EXACT_MAX", 0)  # every filter is "broad": HNSW
     monkeypatch.setattr(pg_search, "MAX_SCAN", 5)
+    monkeypatch.setattr(pg_search, "MAX_SCAN_TAGGED", 5)
     service = MemoryService(LibraryRegistry([pg_library.spec]), EmbedderHandle("minilm"), embed_pending=True)
     try:
         for text in ["The invoice export failed", "Invoices were sent late", "Billing totals were wrong",
@@ -121,3 +122,56 @@ def test_a_broad_filter_far_from_the_query_still_answers_within_the_filter(pg_li
         assert found[0].memory.content == "The invoice export failed"
     finally:
         service.close()
+
+
+def _python_bm25(store, terms: list[str], k: int, filters: MemoryFilter) -> dict[int, float]:
+    """core/bm25.py over memory_word_counts: the scores PostgreSQL must give by itself."""
+    counted = store.memory_word_counts(terms, [], k, filters)
+    corpus = bm25.Corpus(counted.documents, counted.tokens)
+    scores = {i: bm25.score(c, counted.lengths[i], counted.holders, corpus, bm25.MEMORY_WEIGHTS)
+              for i, c in counted.counts.items()}
+    return {i: scores[i] for i in sorted(scores, key=lambda i: (-scores[i], i))[:k]}
+
+
+def test_words_scored_inside_postgresql_are_core_bm25_to_the_last_digit(pg_service, monkeypatch):
+    """lexical_memory_candidates scores BM25 in one SQL statement; the same memories in the same
+    order with the very same floating-point scores as core/bm25.py over the counts, for rare and
+    common words, words in the text, a thread neighbour's text and the tags, repeated words,
+    quotes and backslashes, with and without filters."""
+    monkeypatch.setattr(pg_search, "COMMON", 6)
+    monkeypatch.setattr(pg_search, "COMMON_POOL", 5)
+    texts = [("The invoice export failed after the upgrade", ["billing"], "s1"),
+             ("Invoice invoice INVOICE: the export ran three times", ["billing", "export"], "s1"),
+             ("Priya noted the upgrade in Berlin", ["deploy"], "s1"),
+             ("The upgrade broke the login page after the upgrade", ["auth", "upgrade"], "s2"),
+             (r"O'Brien's path C:\temp\o'brien\export failed", ["o'brien"], "s2"),
+             ("A note about lunch", ["misc"], ""),
+             ("Upgrade plan for the billing cron", ["billing", "plan"], "s3"),
+             ("The billing upgrade was rolled back", ["billing"], "s3"),
+             ("Export of the upgrade logs", ["deploy", "logs"], ""),
+             ("Another upgrade note, upgrade upgrade", ["deploy"], "s4"),
+             ("A zeppelin export upgrade", ["misc"], "s4")]
+    for text, tags, session in texts:
+        pg_service.store_memory(text, tags=tags, metadata={"session": session} if session else None)
+    store = pg_service.store(None)
+    filters = [MemoryFilter(), MemoryFilter(tags=("billing",)), MemoryFilter(tags=("deploy", "misc")),
+               MemoryFilter(memory_type="note"), MemoryFilter(after="2000-01-01T00:00:00Z"),
+               MemoryFilter(before="2100-01-01T00:00:00Z", tags=("deploy",)), MemoryFilter(after="2100-01-01T00:00:00Z")]
+    queries = ["invoice export", "upgrade", "upgrade plan billing", "o'brien export", "zeppelin upgrade",
+               "upgrades upgrade", "berlin priya login", "nothing matches this", "lunch"]
+    compared = 0
+    # with a time range the newest WINDOW ids are walked first: holding enough holders, and not
+    # (then the planner's query gives them)
+    for window in (10_000, 2):
+        monkeypatch.setattr(pg_search, "WINDOW", window)
+        for query in queries:
+            for f in filters:
+                for k in (3, 40):
+                    expected = _python_bm25(store, word_terms(query), k, f)
+                    got = store.lexical_memory_candidates(word_terms(query), [], k, f)
+                    assert list(got.items()) == list(expected.items()), (query, f, k, window)
+                    compared += bool(expected)
+    assert compared > 80  # most cases find something: the comparison is not of empty answers
+    # the thread neighbour's words count (column 1, context) in SQL too
+    context = _python_bm25(store, ["priya"], 40, MemoryFilter())
+    assert len(context) > 1

@@ -298,8 +298,9 @@ class Store(GraphStore, MemoryStore, VectorStore, DocumentStore, ContextStore, M
 # -- optional capabilities: test with isinstance(store, X) -------------------------------
 
 # Words: an engine either scores memories by BM25 itself (WordScores: SQLite's FTS5 computes
-# the formula of core/bm25.py) or hands search/ the statistics BM25 needs (WordStatistics:
-# PostgreSQL), so both rank alike. Every store offers one of the two.
+# the formula of core/bm25.py, PostgreSQL the same formula in SQL) or hands search/ the
+# statistics BM25 needs (WordStatistics: PostgreSQL offers these too, the same numbers), so all
+# rank alike. Every store offers one of the two; search/ asks for scores when it can.
 
 
 @runtime_checkable

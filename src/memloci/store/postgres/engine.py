@@ -255,6 +255,10 @@ class PostgresStore:
     def touch_memories(self, ids: Sequence[int]) -> None:
         self._memories.touch_memories(ids)
 
+    def lexical_memory_candidates(self, terms: list[str], grams: list[str], k: int,
+                                  filters: MemoryFilter) -> dict[int, float]:
+        return self._search.lexical_memory_candidates(terms, grams, k, filters)
+
     def memory_word_counts(self, terms: list[str], grams: list[str], k: int,
                            filters: MemoryFilter) -> MemoryWordCounts:
         return self._search.memory_word_counts(terms, grams, k, filters)

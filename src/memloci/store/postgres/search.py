@@ -4,10 +4,12 @@ What each engine returns here are candidates with scores; the ranking (fusion, d
 is search/hybrid.py's and search/entities.py's, the same for every engine.
 
 - Memories by words: `search @@ query` over the weighted tsvectors of search_schema.py picks a
-  bounded pool; for each pool memory this hands over how often each query word occurs in each
-  column (its lexemes' positions by weight), its length as FTS5 counts it, each word's holders
-  and the library's totals (migration 4), and core/bm25.py scores them: the same BM25 as
-  SQLite's FTS5, to the last digits, where the two stemmers agree. Each query word is looked up
+  bounded pool; how often each query word occurs in each column of a pool memory (its lexemes'
+  positions by weight), its length as FTS5 counts it, each word's holders and the library's
+  totals (migration 4) are what BM25 needs. One statement scores the pool by core/bm25.py's
+  formula inside PostgreSQL and returns the best (lexical_memory_candidates, which search/
+  uses); memory_word_counts hands the same counts over for core/bm25.py to score, and the two
+  agree to the last bit. The same BM25 as SQLite's FTS5, where the two stemmers agree. Each query word is looked up
   stemmed (`english`) and as written (`simple`), so a tag such as "decisions" is found as typed.
 - Entities: entity_search.py, by the BM25 SQLite's FTS5 computes (core/bm25.py).
 - Chinese/Japanese: the query's runs as two- and three-character pieces against the `grams`
@@ -24,6 +26,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from memloci.core import bm25
 from memloci.core.model import MemoryFilter, SearchHit, SearchResult, name_key, tag_keys
 from memloci.store.postgres import entity_search
 from memloci.store.postgres.database import Database
@@ -37,6 +40,12 @@ NEIGHBOUR_WEIGHT = 0.3  # as search/vectors.py: a share of each thread neighbour
 EF_SEARCH = 100  # HNSW candidates looked at per query (pgvector's default is 40)
 EF_SEARCH_MAX = 1000  # the most pgvector accepts
 MAX_SCAN = 2000  # index entries a filtered HNSW walk looks at, at most (pgvector's default: 20,000)
+# ... and with a tag in the filter. Tags are topical: a tag's memories near the query are met in
+# the walk's first few hundred entries or not for thousands. Measured at a million (a tag on a
+# tenth), recall@10 against the exact answer within the tag: 1.00 at 500 and at 2,000 for a tag
+# of the query's topic, 0.23 and 0.24 for another topic's, where the walk to 2,000 took twice
+# as long. A time range cuts across topics, and walking on pays there (0.99 at 2,000, 0.86 at 500).
+MAX_SCAN_TAGGED = 500
 RECENT = 500  # a broad filter's newest memories compared one by one when that walk falls short
 # A filter letting at most this many memories through is searched exactly. Measured at 100,000
 # memories: comparing 10,000 vectors one by one took 197 ms, the HNSW index with an iterative
@@ -44,6 +53,7 @@ RECENT = 500  # a broad filter's newest memories compared one by one when that w
 EXACT_MAX = 4000
 COMMON = 2000  # a word more memories hold is common: only its newest holders are ranked
 COMMON_POOL = 500  # how many of a common word's newest holders are ranked
+WINDOW = 10_000  # with a time range, the newest ids searched for those holders first
 
 
 def _at_most(conn: Any, filters: MemoryFilter, where: str, params: Sequence[Any], cap: int) -> bool:
@@ -84,14 +94,14 @@ def _nearest(conn: Any, vector: str, k: int, filters: MemoryFilter, where: str,
                             (vector, *params, k)).fetchall()
         return {int(i): float(sim) for i, sim in rows}, len(rows) < k
     # The HNSW index. With a filter, pgvector's iterative scan keeps walking the graph until k
-    # rows pass, but at most MAX_SCAN index entries: a filter whose memories lie far from the
-    # query (a tag about hiring, a question about invoices) would otherwise walk tens of
+    # rows pass, but at most MAX_SCAN (MAX_SCAN_TAGGED) index entries: a filter whose memories
+    # lie far from the query (a tag about hiring, a question about invoices) would walk tens of
     # thousands (2 s at a million). What it found then is the best of the nearest MAX_SCAN;
     # the word matches' own similarities are added by the caller.
     conn.execute("SELECT set_config('hnsw.ef_search', %s, true)", (str(min(EF_SEARCH_MAX, max(EF_SEARCH, k))),))
     if filtered:
         conn.execute("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true), "
-                     "set_config('hnsw.max_scan_tuples', %s, true)", (str(MAX_SCAN),))
+                     "set_config('hnsw.max_scan_tuples', %s, true)", (str(MAX_SCAN_TAGGED if filters.tags else MAX_SCAN),))
     rows = conn.execute(
         f"""SELECT v.memory_id, 1 - (v.embedding <=> %s::vector) FROM memory_vectors v
             {"JOIN memories m ON m.id = v.memory_id WHERE " + where if filtered else ""}
@@ -131,6 +141,19 @@ class PostgresSearch:
         if counted is None:
             return MemoryWordCounts(0, 0, (), {}, {}, grams_found)
         return dataclasses.replace(counted, grams=grams_found)
+
+    def lexical_memory_candidates(self, terms: list[str], grams: list[str], k: int,
+                                  filters: MemoryFilter) -> dict[int, float]:
+        """The best `k` memories within `filters` by BM25 over the query's words, scored inside
+        PostgreSQL (_word_scores: core/bm25.py's formula, to the last digit), plus those found
+        by CJK pieces with their own score added, as search/hybrid.py adds them."""
+        with self.db.read() as conn:
+            where, params = filter_sql(filters, conn)
+            found = _word_scores(conn, term_tsqueries(conn, terms), k, filters, where, params) if terms else {}
+            for i, score in _pooled_rank(conn, "grams", cjk_pieces(grams), "{0.1, 0.2, 0.4, 1.0}", 0, k,
+                                         filters, where, params).items():
+                found[i] = found.get(i, 0.0) + score
+        return found
 
     def vector_candidates(self, query: Any, k: int, filters: MemoryFilter, *, model: str | None = None,
                           also: Sequence[int] = ()) -> Any:
@@ -302,6 +325,88 @@ def _word_counts(conn: Any, queries: Sequence[str], filters: MemoryFilter, where
                             columns[column] += 1
     return MemoryWordCounts(int(documents), int(tokens), tuple(max(n, 1) for n in holders),
                             {m: {i: tuple(c) for i, c in terms.items()} for m, terms in counts.items()}, lengths, {})
+
+
+def _unescaped(lexeme: str) -> str:
+    """A lexeme as tsquery and tsvector text show it (a quote and a backslash doubled) as it is."""
+    return re.sub(r"''|\\\\", lambda m: m.group()[0], lexeme)
+
+
+def _word_scores(conn: Any, queries: Sequence[str], k: int, filters: MemoryFilter, where: str,
+                 params: Sequence[Any]) -> dict[int, float]:
+    """The best `k` memories of the pool (as _pool picks it) by BM25, scored in one statement:
+    core/bm25.py's formula over the same counts _word_counts hands over (each term's positions
+    by tsvector weight, unnested from the pool's tsvectors once cut to the query's lexemes by
+    ts_delete: unnesting whole tsvectors took 9 microseconds a row, four times this), the same
+    holders and totals, each memory's terms summed in the order _word_counts meets them (their
+    lexemes' order in the tsvector, then the terms' order), so the scores are the same
+    floating-point numbers. Best first, ties by id."""
+    holders = [max(n, 1) for n in _holders(conn, "search", queries)]
+    documents, tokens = conn.execute("SELECT documents, tokens FROM search_totals").fetchone()
+    corpus = bm25.Corpus(int(documents), int(tokens))
+    lexemes = [(i, _unescaped(lexeme)) for i, q in enumerate(queries) for lexeme in dict.fromkeys(LEXEME.findall(q))]
+    rare = any_of(q for q, n in zip(queries, holders) if 0 < n <= COMMON)
+    common = any_of(q for q, n in zip(queries, holders) if n > COMMON)
+    if not lexemes or not (rare or common):
+        return {}
+    # The pool's rows, read once by the scans that find them: the holders of rare words (the
+    # GIN index), and the newest COMMON_POOL holders of common ones in the time range less
+    # those already among the rare words' (the whole filter checked after the LIMIT, as _pool).
+    pool: list[str] = []
+    pool_params: list[Any] = []
+    if rare:
+        pool.append(f"SELECT m.id, m.search_length, m.search FROM memories m WHERE m.search @@ %s::tsquery AND {where}")
+        pool_params += [rare, *params]
+    newest = ""  # with a time range, the walk back through the newest WINDOW ids first (a CTE)
+    newest_params: list[Any] = []
+    if common:
+        timed, timed_params = filter_sql(MemoryFilter(after=filters.after, before=filters.before), conn)
+        holders_sql = f"""SELECT m.* FROM memories m WHERE m.search @@ %s::tsquery AND {timed}
+                          ORDER BY m.id DESC LIMIT {COMMON_POOL}"""
+        if filters.after or filters.before:
+            # For a time range the planner walks the `created_at` index through every memory in
+            # the range (19,000 for "this week" at a million) and sorts the holders, not knowing
+            # that ids follow dates; the walk back from the newest id stops at COMMON_POOL (some
+            # 5,000 rows). So that walk is made first, over the newest WINDOW ids: when it finds
+            # COMMON_POOL holders they are the newest ones (every id outside is smaller), else
+            # the planner's query runs (a one-time filter: only then), the same rows either way.
+            newest = f""", newest AS MATERIALIZED (
+                SELECT m.* FROM (SELECT * FROM memories ORDER BY id DESC LIMIT {WINDOW}) m
+                WHERE m.search @@ %s::tsquery AND {timed} ORDER BY m.id DESC LIMIT {COMMON_POOL})"""
+            newest_params = [common, *timed_params]
+            holders_sql = f"""SELECT * FROM newest WHERE (SELECT count(*) FROM newest) = {COMMON_POOL}
+                              UNION ALL
+                              SELECT * FROM ({holders_sql}) h WHERE (SELECT count(*) FROM newest) < {COMMON_POOL}"""
+        pool.append(f"""SELECT m.id, m.search_length, m.search FROM ({holders_sql}) m
+                        WHERE {where}{" AND NOT m.search @@ %s::tsquery" if rare else ""}""")
+        pool_params += [common, *timed_params, *params, *([rare] if rare else [])]
+    idf = [bm25.idf(n, corpus.documents) for n in holders]
+    weights = dict(zip("ACB", bm25.MEMORY_WEIGHTS))  # tsvector weight -> BM25 column (_COLUMN_OF_WEIGHT)
+    rows = conn.execute(
+        f"""WITH terms AS (SELECT * FROM unnest(%s::int[], %s::text[], %s::float8[]) AS t(i, lexeme, idf)){newest},
+            counted AS (
+                SELECT m.id, m.search_length AS length, t.i, t.idf, min(u.n) AS first,
+                       sum(cardinality(array_positions(u.weights, 'A'))) AS a,
+                       sum(cardinality(array_positions(u.weights, 'C'))) AS c,
+                       sum(cardinality(array_positions(u.weights, 'B'))) AS b
+                FROM ({" UNION ALL ".join(pool)}) m
+                CROSS JOIN LATERAL unnest(ts_delete(m.search, tsvector_to_array(ts_delete(m.search, %s::text[]))))
+                    WITH ORDINALITY AS u(lexeme, positions, weights, n)
+                JOIN terms t ON t.lexeme = u.lexeme
+                GROUP BY m.id, m.search_length, t.i, t.idf),
+            weighed AS (
+                SELECT c.id, c.length, c.first, c.i, c.idf, %s::float8 * c.a + %s::float8 * c.c + %s::float8 * c.b AS f
+                FROM counted c)
+            SELECT w.id, sum(CASE WHEN w.f > 0 THEN w.idf * (w.f * %s::float8)
+                                  / (w.f + %s::float8 * (%s::float8 + %s::float8 * w.length / %s::float8))
+                                  ELSE 0 END ORDER BY w.first, w.i) AS score
+            FROM weighed w GROUP BY w.id ORDER BY score DESC, w.id LIMIT %s""",
+        ([i for i, _ in lexemes], [lexeme for _, lexeme in lexemes], [idf[i] for i, _ in lexemes], *newest_params,
+         *pool_params,
+         list(dict.fromkeys(lexeme for _, lexeme in lexemes)),
+         weights["A"], weights["C"], weights["B"], bm25.K1 + 1.0, bm25.K1, 1 - bm25.B, bm25.B,
+         corpus.average_length, k)).fetchall()
+    return {int(i): float(score) for i, score in rows}
 
 
 def _pooled_rank(conn: Any, column: str, queries: Sequence[str], weights: str, normalization: int, k: int,
