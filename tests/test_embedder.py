@@ -58,6 +58,19 @@ def test_batches_by_length_give_the_vectors_of_single_texts(cache):
     assert exact.embed([]).shape == (0, 384)
 
 
+@pytest.mark.full  # converts the model: a minute of CPU (once per module, with the test above)
+def test_the_quantized_model_gives_a_text_one_vector_whatever_is_embedded_beside_it(cache):
+    """A dynamically quantized model scales a run's activations together: in one batch, a text's
+    vector would depend on the others (and drift from the query's, embedded alone)."""
+    fast = embedder("minilm", cache)
+    texts = [f"Turn {i}: the {word} step waits for the cache to warm up" for i, word in
+             enumerate(["build", "deploy", "release", "review", "billing", "backup"] * 3)]
+    together = fast.embed(texts)
+    alone = np.concatenate([fast.embed([t]) for t in texts])
+    assert np.allclose(together, alone, atol=1e-6)
+    assert np.allclose(fast.embed(texts[5:9])[1], together[6], atol=1e-6)
+
+
 class _Counted:
     """A real embedder that counts the texts it is asked to embed."""
 

@@ -90,8 +90,14 @@ class OnnxEmbedder:
     """A BERT-style encoder in ONNX, mean-pooled and normalized (sentence-transformers style)."""
 
     def __init__(self, model_path: Path, tokenizer_path: Path, model_id: str, sha256: str | None = None,
-                 multilingual: bool = True):
+                 multilingual: bool = True, alone: bool = False):
+        """`alone`: each text gets a model run of its own. A dynamically quantized model scales a
+        run's activations together, so in a batch a text's vector would depend on the texts
+        beside it (cosine 0.98-0.99 to its vector alone, measured on LoCoMo turns), and stored
+        vectors would drift from the query's, which is always embedded alone: LoCoMo recall@10
+        fell 0.5. Alone costs about 15% more CPU per text."""
         self.multilingual = multilingual
+        self.alone = alone
         try:
             import onnxruntime as ort
             from tokenizers import Tokenizer
@@ -128,7 +134,8 @@ class OnnxEmbedder:
         while start < len(order):
             shortest = lengths[order[start]]
             end = start + 1
-            while end < len(order) and end - start < BATCH and lengths[order[end]] - shortest <= max(2, shortest // 10):
+            while end < len(order) and not self.alone and end - start < BATCH \
+                    and lengths[order[end]] - shortest <= max(2, shortest // 10):
                 end += 1
             rows = order[start:end]
             width = lengths[rows[-1]]
@@ -306,7 +313,7 @@ def create_embedder(spec: str, settings: Settings | None = None) -> Embedder | N
                 raise EmbedderUnavailable(f"{source} has an unexpected sha256: refusing to run it")
             fast = _dynamic_int8(source, cache_dir(settings))
             if fast is not None:
-                return OnnxEmbedder(fast, tokenizer, f"{MINILM_ID}-{CONVERSION}", multilingual=False)
+                return OnnxEmbedder(fast, tokenizer, f"{MINILM_ID}-{CONVERSION}", multilingual=False, alone=True)
         return OnnxEmbedder(source, tokenizer, MINILM_ID, sha256=MINILM_SHA256, multilingual=False)
     if spec in PACKAGED:
         try:
