@@ -194,3 +194,42 @@ def test_a_signal_lifts_a_word_match_below_the_page_and_it_keeps_its_word_score(
     assert "bm25" in scores["note 14"].why and "means it" in scores["note 14"].why
     assert scores["Blades"].score == pytest.approx(0.95)
     assert pooled.is_truncated and pooled.total_count == 15  # every word match, counted from the pool
+
+
+class _CountingSearches:
+    """A real store whose word searches are counted (every other member passes through)."""
+
+    def __init__(self, store):
+        self.store, self.calls = store, []
+
+    def search_entities(self, query, **kw):
+        self.calls.append("extra" in kw)
+        return self.store.search_entities(query, **kw)
+
+    def __getattr__(self, name):
+        return getattr(self.store, name)
+
+
+@pytest.mark.parametrize("signal", [[("Blades", 0.95, "means it")], []])
+def test_a_fused_search_searches_the_words_once_and_finds_what_two_searches_did(lib, signal):
+    lib.add_entities([NewEntityDocument(f"note {i:02}", content="turbine " + "stator vane " * (3 * i))
+                      for i in range(15)] + [NewEntityDocument("Blades", content="rotor blades cracked")],
+                     library="lib")
+    from memloci.search.entities import COUNT_CAP, FUSION_POOL, find_entities, name_words
+    from memloci.search.hybrid import STOP_WORDS
+
+    store = _CountingSearches(lib.store("lib"))
+    fused = find_entities(store, "turbine", 3, signals=lambda: signal, fuse=True)
+    assert store.calls == [bool(signal)]  # one search: with the signal when there is one
+    plain = store.store.search_entities("turbine", limit=3, stop_words=STOP_WORDS, names=name_words(store.store),
+                                        count_cap=COUNT_CAP)
+    expected = store.store.search_entities("turbine", limit=3, extra=signal, stop_words=STOP_WORDS,
+                                           names=name_words(store.store), count_cap=COUNT_CAP,
+                                           pool=FUSION_POOL) if signal else plain
+    assert [(h.entity.name, h.score) for h in fused.hits] == [(h.entity.name, h.score) for h in expected.hits]
+    assert ("Blades" in [h.entity.name for h in fused.hits]) == bool(signal)
+    # Not fused: the words fill the page, so the signals are not even asked for.
+    store.calls.clear()
+    asked = []
+    find_entities(store, "turbine", 3, signals=lambda: asked.append(1) or signal, fuse=False)
+    assert store.calls == [False] and asked == []

@@ -149,13 +149,17 @@ def find_entities(store, query: str, limit: int, *,
     bodies carry meaning: a question asked in a sentence is answered better by both).
     This is the one entry point: a new signal joins through `signals`."""
     names = name_words(store)
-    result = store.search_entities(query, limit=limit, stop_words=STOP_WORDS, names=names,
-                                   count_cap=COUNT_CAP)
-    if signals is None or (len(result.hits) >= limit and not fuse):
-        return result
-    extra = list(signals())
+    # Fused: the signals first, so the words are searched once (a search by words alone would
+    # only be thrown away when a signal comes back).
+    extra = list(signals()) if signals is not None and fuse else []
     if not extra:
-        return result
+        result = store.search_entities(query, limit=limit, stop_words=STOP_WORDS, names=names,
+                                       count_cap=COUNT_CAP)
+        if signals is None or fuse or len(result.hits) >= limit:
+            return result
+        extra = list(signals())
+        if not extra:
+            return result
     return store.search_entities(query, limit=limit, extra=extra, stop_words=STOP_WORDS, names=names,
                                    count_cap=COUNT_CAP, pool=FUSION_POOL)
 
