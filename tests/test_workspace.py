@@ -264,3 +264,28 @@ def test_a_user_wide_folder_reached_through_a_link_is_named_and_not_read(repo, t
     assert ws.problems and ws.problems[0].startswith("~/.claude/CLAUDE.md: not read")
     out = cli("rules", "list", "--project", str(project))
     assert out.returncode == 0 and "refused: ~/.claude/CLAUDE.md: not read" in out.stdout
+
+
+def test_words_a_person_wrote_inside_memloci_s_block_are_never_lost(repo):
+    """A block edited by hand is neither replaced by the next sync nor taken out by unsync (the
+    .bak holds only the first original, so those words could not be brought back): both leave
+    the file as it is and name it. Deleted by hand, the block comes back at the next sync, and
+    unsync then gives back the file exactly as the person left it."""
+    project, _, state = repo
+    sync(project, ["windsurf"], ["gemini"], state)
+    gemini = project / "GEMINI.md"
+    edited = gemini.read_bytes().replace(b"no semicolons.", b"no semicolons. And mine: tabs in Makefiles.")
+    gemini.write_bytes(edited)
+    again = sync(project, ["windsurf"], ["gemini"], state)
+    assert not again.changes and any("GEMINI.md: memloci's block was edited by hand" in s for s in again.skipped)
+    back = unsync(project, None, state)
+    assert any("edited by hand" in s for s in back.skipped)
+    assert gemini.read_bytes() == edited
+    # the person deletes the block (and keeps the line breaks around it): sync, unsync, their bytes
+    start, end = edited.find(b"<!-- memloci:rules begin"), edited.find(b"<!-- memloci:rules end -->")
+    by_hand = b"# Mine\r\n\r\nno newline at end\n\n" + edited[:start] + edited[end + len(b"<!-- memloci:rules end -->"):]
+    gemini.write_bytes(by_hand)
+    sync(project, ["windsurf"], ["gemini"], state)
+    assert gemini.read_bytes().startswith(by_hand) and b"memloci:rules begin" in gemini.read_bytes()
+    unsync(project, None, state)
+    assert gemini.read_bytes() == by_hand

@@ -292,6 +292,24 @@ def _unsplice(text: str, entry: dict[str, Any], where: str) -> str:
     return text[:start] + text[end:]
 
 
+_EDITED = ("{where}: memloci's block was edited by hand since memloci wrote it; left as it is (move the "
+           "edits out of the block, or delete the block, then run the command again)")
+
+
+def _block_text(text: str | None, where: str) -> str | None:
+    span = block_span(text or "", where)
+    return None if span is None else (text or "")[span[0]:span[1]]
+
+
+def _block_edited(text: str | None, entry: dict[str, Any] | None, where: str) -> bool:
+    """Whether a person changed memloci's block since memloci last wrote it (the ledger keeps
+    the block's hash): replacing or removing it then would lose their words, so it is left."""
+    if entry is None or not entry.get("block_sha"):
+        return False
+    block = _block_text(text, where)
+    return block is not None and sha(block) != entry["block_sha"]
+
+
 def _sources(ws: Workspace, sources: set[str], skipped: list[str]) -> tuple[list[Rule], list[Skill]]:
     """The rules and skills of `sources` a sync copies: project and path rules (a user-wide rule
     stays user-wide), none in conflict (listed in `skipped` instead), each text once."""
@@ -359,8 +377,11 @@ def plan_sync(project: Path, sources: list[str], targets: list[str], state: Path
             where = str(project / rel)
             before = _read(project, rel)
             if out is not None and not out.whole:
-                after, sep, tail = _splice(before, out.text, where)
                 entry = ledger.files.get(where)
+                if _block_edited(before, entry, where):
+                    skipped.append(_EDITED.format(where=where))
+                    continue
+                after, sep, tail = _splice(before, out.text, where)
                 if entry is not None and after is not None and not out.text:
                     after = _unsplice(before or "", entry, where)
                     if entry.get("created") and after == "":
@@ -404,9 +425,13 @@ def sync(project: Path, sources: list[str], targets: list[str], state: Path,
                          "whole": c.whole, "created": c.before is None, "created_dirs": item["created_dirs"],
                          "sep": c.sep, "tail": c.tail, "bak": item["bak"], "sha_before": sha(c.before)}
                 ledger.files[key] = entry
-            elif not entry.get("sep") and not entry.get("tail") and (c.sep or c.tail):
+            elif not c.whole and _block_text(c.before, key) is None:
+                # a new block (a person deleted the last one by hand): this sync's line breaks
+                # around it are the ones unsync takes away, not the earlier ones the person kept
                 entry.update(sep=c.sep, tail=c.tail)
             entry["sha_after"] = sha(c.after)
+            if not c.whole:
+                entry["block_sha"] = sha(_block_text(c.after, key))
 
         _commit(plan.changes, ledger, record)
         links = ledger.links.setdefault(str(plan.project), {})
@@ -440,6 +465,9 @@ def plan_unsync(project: Path, targets: list[str] | None, state: Path) -> Plan:
                 skipped.append(f"{key}: changed since memloci wrote it; left in place")
                 continue
             changes.append(Change(entry["agent"], root, rel, before, None, True, ["remove"]))
+            continue
+        if _block_edited(before, entry, key):
+            skipped.append(_EDITED.format(where=key))
             continue
         after: str | None = _unsplice(before, entry, key)
         if entry.get("created") and after == "":
