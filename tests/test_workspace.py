@@ -289,3 +289,17 @@ def test_words_a_person_wrote_inside_memloci_s_block_are_never_lost(repo):
     assert gemini.read_bytes().startswith(by_hand) and b"memloci:rules begin" in gemini.read_bytes()
     unsync(project, None, state)
     assert gemini.read_bytes() == by_hand
+
+
+def test_a_file_sync_made_and_a_person_edited_is_not_written_over(repo):
+    project, _, state = repo
+    sync(project, ["windsurf"], ["cursor"], state)
+    rule = project / ".cursor/rules/memloci-style.mdc"
+    edited = rule.read_bytes() + b"\nAlso: tabs in Makefiles.\n"
+    rule.write_bytes(edited)
+    (project / ".windsurf/rules/style.md").write_text("---\ntrigger: always_on\n---\n\n# Style\n\nIndent with 4.\n")
+    again = sync(project, ["windsurf"], ["cursor"], state)
+    assert rule.read_bytes() == edited
+    assert any("memloci-style.mdc: changed since memloci wrote it" in s for s in again.skipped)
+    unsync(project, None, state)
+    assert rule.read_bytes() == edited  # still the person's: unsync names it and leaves it

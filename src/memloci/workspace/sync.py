@@ -398,6 +398,10 @@ def plan_sync(project: Path, sources: list[str], targets: list[str], state: Path
             if before is not None and rel not in recorded:
                 skipped.append(f"{out.what} -> {agent}: {where} exists and is not memloci's; not replaced")
                 continue
+            if before is not None and sha(before) != recorded[rel].get("sha_after"):
+                skipped.append(f"{where}: changed since memloci wrote it; left as it is (delete it to have "
+                               "it written again)")
+                continue
             if before != out.text:
                 changes.append(Change(agent, project, rel, before, out.text, True, [out.what]))
     return Plan(project, changes, skipped, ws)
