@@ -303,3 +303,20 @@ def test_a_file_sync_made_and_a_person_edited_is_not_written_over(repo):
     assert any("memloci-style.mdc: changed since memloci wrote it" in s for s in again.skipped)
     unsync(project, None, state)
     assert rule.read_bytes() == edited  # still the person's: unsync names it and leaves it
+
+
+def test_globs_reach_cursor_bare_as_cursor_reads_them_and_come_back_the_same(repo):
+    """Cursor's front matter is not YAML: `globs: "**/*.ts"` would make the quotes part of the
+    pattern, and `globs: ''` a pattern of two quotes. A path rule's globs are written bare and
+    comma-separated (a comma inside braces stays in its glob), and read back as they were."""
+    project, _, state = repo
+    rule = project / ".claude/rules/typed.md"
+    rule.parent.mkdir(parents=True)
+    rule.write_text('---\npaths:\n  - "**/*.ts"\n  - "src/**/*.{ts,tsx}"\n---\n# Typed\n\nNo `any`.\n')
+    sync(project, ["claude-code", "windsurf"], ["cursor"], state)
+    mdc = (project / ".cursor/rules/memloci-typed.mdc").read_text()
+    assert check_mdc(mdc)["globs"] == "**/*.ts,src/**/*.{ts,tsx}"
+    copies = [r for r in workspace(project).managed if getattr(r, "path", "").endswith("memloci-typed.mdc")]
+    assert [c.globs for c in copies] == [("**/*.ts", "src/**/*.{ts,tsx}")]
+    skill = check_mdc((project / ".cursor/rules/memloci-release.mdc").read_text())
+    assert skill["globs"] == "" and skill["alwaysApply"] is False

@@ -61,12 +61,21 @@ def front(text: str) -> tuple[dict, str]:
 
 
 def check_mdc(text: str) -> dict:
-    """Cursor (cursor.com/docs/context/rules): description (text), globs (text), alwaysApply (bool)."""
-    data, body = front(text)
-    assert set(data) <= {"description", "globs", "alwaysApply"}, data
-    assert isinstance(data.get("description"), str) and data["description"]
-    assert data.get("globs") is None or isinstance(data["globs"], str)
-    assert isinstance(data.get("alwaysApply"), bool)
+    """Cursor (cursor.com/docs/context/rules) reads its front matter as flat `key: value` lines,
+    not YAML: description (text), globs (bare comma-separated globs, empty for none: a quote or
+    a bracket would be taken as part of a pattern), alwaysApply (the word true or false)."""
+    assert text.startswith("---\n"), "front matter first"
+    head, _, body = text[4:].partition("\n---\n")
+    data: dict = {}
+    for line in head.split("\n"):
+        key, sep, value = line.partition(":")
+        assert sep and key in {"description", "globs", "alwaysApply"} and key not in data, line
+        data[key] = value.strip()
+    assert data.get("description"), data
+    assert "globs" in data and not any(c in data["globs"] for c in "\"'[]"), data
+    assert all(g.strip() == g and g for g in data["globs"].split(",")) if data["globs"] else True, data
+    assert data.get("alwaysApply") in ("true", "false"), data
+    data["alwaysApply"] = data["alwaysApply"] == "true"
     assert body.strip()
     return data
 

@@ -92,13 +92,27 @@ def _bool(front: dict, key: str, where: str, default: bool) -> bool:
     return value
 
 
+def split_globs(text: str) -> list[str]:
+    """Comma-separated globs, a comma inside braces (`*.{ts,tsx}`) or brackets kept in its glob."""
+    out, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        if ch in "{[":
+            depth += 1
+        elif ch in "}]":
+            depth -= 1
+        elif ch == "," and depth <= 0:
+            out.append(text[start:i])
+            start, depth = i + 1, 0
+    return [*out, text[start:]]
+
+
 def _globs(front: dict, key: str, where: str) -> tuple[str, ...]:
     """Globs as text (comma-separated, as Cursor and Copilot write them) or a list of text."""
     value = front.get(key)
     if value is None or value == "":
         return ()
     if isinstance(value, str):
-        items = value.split(",")
+        items = split_globs(value)
     elif isinstance(value, list) and all(isinstance(v, str) for v in value):
         items = value
     else:
