@@ -227,7 +227,7 @@ def test_the_workspace_tools_list_preview_sync_and_remember(repo, home, monkeypa
         assert preview["dry_run"] and "+## Style" in preview["files"][0]["diff"]
         assert tree(project) == before
         bad = await c.call("preview_rules_sync", from_agents="vim", to_agents="gemini", project=str(project))
-        assert bad[0] and "unknown agent(s) vim" in json.dumps(bad[2])
+        assert bad[0] and "from_agents: unknown agent(s) vim; known agents: claude-code" in json.dumps(bad[2])
         done, _ = await c.ok("sync_rules", from_agents="windsurf", to_agents="gemini", project=str(project))
         assert not done["dry_run"] and (project / "GEMINI.md").is_file()
         first, _ = await c.ok("remember_rules", project=str(project))
@@ -251,7 +251,11 @@ def test_rules_remember_stores_each_rule_once_and_check_passes_without_a_conflic
     checked = cli("rules", "check", "--project", str(project))
     assert checked.returncode == 0 and "no conflicts" in checked.stdout
     bad = cli("rules", "sync", "--from", "vim", "--to", "cursor", "--project", str(project))
-    assert bad.returncode == 1 and "unknown agent(s) vim" in bad.stderr
+    assert bad.returncode == 1 and "--from: unknown agent(s) vim; known agents: claude-code, codex" in bad.stderr
+    bad = cli("rules", "sync", "--from", "cursor", "--to", "claude,gemini", "--project", str(project), "--dry-run")
+    assert bad.returncode == 1 and "--to: unknown agent(s) claude" in bad.stderr
+    bad = cli("rules", "list", "--agents", "vim", "--project", str(project))
+    assert bad.returncode == 1 and "--agents: unknown agent(s) vim" in bad.stderr
 
 
 def test_a_user_wide_folder_reached_through_a_link_is_named_and_not_read(repo, tmp_path, cli):

@@ -45,13 +45,13 @@ def workspace_data(ws: Workspace) -> dict[str, Any]:
             "copies": len(ws.managed), "problems": list(ws.problems)}
 
 
-def list_rules(project: str | Path | None, agents: str | None = None) -> dict[str, Any]:
+def list_rules(project: str | Path | None, agents: str | None = None, agents_flag: str = "agents") -> dict[str, Any]:
     """The workspace as data; `agents` (comma-separated) keeps only those agents' rules and skills,
     and the duplicates and conflicts they are part of (found over every agent all the same)."""
     folder = project_folder(project)
     data = workspace_data(workspace(folder))
     if agents:
-        keep = set(agent_names(agents, "agents"))
+        keep = set(agent_names(agents, agents_flag))
         data["rules"] = [r for r in data["rules"] if r["agent"] in keep]
         data["skills"] = [s for s in data["skills"] if s["agent"] in keep]
         data["conflicts"] = [c for c in data["conflicts"] if any(r["agent"] in keep for r in c["rules"])]
@@ -60,13 +60,20 @@ def list_rules(project: str | Path | None, agents: str | None = None) -> dict[st
     return {"project": str(folder), **data}
 
 
-def preview_sync(project: str | Path | None, sources: str, targets: str, state: Path) -> dict[str, Any]:
-    plan = ws_sync.plan_sync(project_folder(project), agent_names(sources, "from"), agent_names(targets, "to"), state)
+# The names of the --from and --to options (the tools': from_agents and to_agents), for errors
+CLI_FLAGS = ("--from", "--to")
+
+
+def preview_sync(project: str | Path | None, sources: str, targets: str, state: Path,
+                 flags: tuple[str, str] = CLI_FLAGS) -> dict[str, Any]:
+    plan = ws_sync.plan_sync(project_folder(project), agent_names(sources, flags[0]), agent_names(targets, flags[1]),
+                             state)
     return {"dry_run": True, **plan.to_data()}
 
 
-def run_sync(project: str | Path | None, sources: str, targets: str, state: Path) -> dict[str, Any]:
-    plan = ws_sync.sync(project_folder(project), agent_names(sources, "from"), agent_names(targets, "to"), state)
+def run_sync(project: str | Path | None, sources: str, targets: str, state: Path,
+             flags: tuple[str, str] = CLI_FLAGS) -> dict[str, Any]:
+    plan = ws_sync.sync(project_folder(project), agent_names(sources, flags[0]), agent_names(targets, flags[1]), state)
     return {"dry_run": False, **plan.to_data()}
 
 
