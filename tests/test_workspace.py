@@ -324,3 +324,25 @@ def test_globs_reach_cursor_bare_as_cursor_reads_them_and_come_back_the_same(rep
     assert [c.globs for c in copies] == [("**/*.ts", "src/**/*.{ts,tsx}")]
     skill = check_mdc((project / ".cursor/rules/memloci-release.mdc").read_text())
     assert skill["globs"] == "" and skill["alwaysApply"] is False
+
+
+def test_one_rule_wrapped_at_other_columns_with_crlf_and_trailing_spaces_hashes_once(repo):
+    """The same words in a CLAUDE.md section, a Cursor rule and a Copilot file, each wrapped at
+    another column, one with CRLF line breaks and trailing spaces: one hash, one duplicate."""
+    project, _, _ = repo
+    (project / "CLAUDE.md").write_text("## Commits\n\nWrite commit messages in the imperative mood and keep the "
+                                       "first line under 72 characters.\n\n```\nfix: a\n   b\n```\n")
+    (project / ".cursor/rules/commits.mdc").write_text(
+        "---\ndescription: Commits\nglobs:\nalwaysApply: true\n---\n# Commits\n\nWrite commit messages in the\n"
+        "imperative mood and keep the first line\nunder 72 characters.\n\n```\nfix: a\n   b\n```\n")
+    (project / ".github/instructions/commits.instructions.md").write_bytes(
+        b'---\r\napplyTo: "**"\r\n---\r\nWrite commit messages in the imperative mood   \r\nand keep the first '
+        b"line under 72\r\ncharacters.  \r\n\r\n```\r\nfix: a\r\n   b\r\n```\r\n")
+    ws = workspace(project)
+    [dup] = [d for d in ws.duplicates if d.kept.title == "Commits"]
+    assert {dup.kept.agent, *(r.agent for r in dup.dropped)} == {"claude-code", "cursor", "copilot"}
+    # a code block's lines are its own: the same words with the code wrapped otherwise differ
+    (project / ".cursor/rules/commits.mdc").write_text(
+        "---\ndescription: Commits\nglobs:\nalwaysApply: true\n---\n# Commits\n\nWrite commit messages in the "
+        "imperative mood and keep the first line under 72 characters.\n\n```\nfix: a b\n```\n")
+    assert len([d for d in workspace(project).duplicates if d.kept.title == "Commits"][0].dropped) == 1
