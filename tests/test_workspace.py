@@ -346,3 +346,20 @@ def test_one_rule_wrapped_at_other_columns_with_crlf_and_trailing_spaces_hashes_
         "---\ndescription: Commits\nglobs:\nalwaysApply: true\n---\n# Commits\n\nWrite commit messages in the "
         "imperative mood and keep the first line under 72 characters.\n\n```\nfix: a b\n```\n")
     assert len([d for d in workspace(project).duplicates if d.kept.title == "Commits"][0].dropped) == 1
+
+
+def test_a_claude_skill_without_a_name_is_named_by_its_folder_as_claude_code_does(repo):
+    """Claude Code takes the folder's name when SKILL.md has none; Codex asks for one."""
+    project, _, state = repo
+    skill = project / ".claude/skills/deploy/SKILL.md"
+    skill.parent.mkdir(parents=True)
+    skill.write_text("---\ndescription: Deploy to staging\n---\n\n1. Build.\n2. Push.\n")
+    assert {s.name for s in workspace(project).skills} == {"deploy", "release"}
+    sync(project, ["claude-code"], ["codex"], state)
+    assert check_skill(project / ".agents/skills/deploy/SKILL.md")["description"] == "Deploy to staging"
+    unsync(project, None, state)
+    nameless = project / ".agents/skills/ship/SKILL.md"
+    nameless.parent.mkdir(parents=True)
+    nameless.write_text("---\ndescription: Ship it\n---\n\n1. Ship.\n")
+    with pytest.raises(ValidationError, match=r"ship/SKILL\.md: SKILL\.md front matter needs 'name'"):
+        workspace(project)

@@ -275,10 +275,13 @@ def _skill(loc: Location, rel: str, text: str, name: str) -> Skill:
     doc = split_front(text, where)
     if loc.kind == "skills":
         declared = _text(doc.front, "name", where)
-        if not declared:
+        # Claude Code's `name` is optional, the folder's name standing in for it
+        # (code.claude.com/docs/en/skills#frontmatter-reference); Codex's SKILL.md must hold it
+        # (developers.openai.com/codex/skills)
+        if not declared and loc.agent != "claude-code":
             raise ValidationError(f"{where}: SKILL.md front matter needs 'name'",
                                   hint="Add name: <the skill's folder name>; nothing was changed.")
-        name = declared
+        name = declared or name
     title, body = _title_and_body(doc.body)
     description = _text(doc.front, "description", where) or title
     managed = copied(body)
