@@ -363,3 +363,15 @@ def test_a_claude_skill_without_a_name_is_named_by_its_folder_as_claude_code_doe
     nameless.write_text("---\ndescription: Ship it\n---\n\n1. Ship.\n")
     with pytest.raises(ValidationError, match=r"ship/SKILL\.md: SKILL\.md front matter needs 'name'"):
         workspace(project)
+
+
+def test_titles_that_make_one_file_name_are_named_and_a_title_without_latin_letters_keeps_its_own(repo):
+    project, _, state = repo
+    (project / ".windsurf/rules/zh.md").write_text("---\ntrigger: always_on\n---\n# 代码风格\n\n使用两个空格缩进。\n")
+    (project / ".windsurf/rules/zh2.md").write_text("---\ntrigger: always_on\n---\n# 提交信息\n\n用祈使语气。\n")
+    (project / ".windsurf/rules/style2.md").write_text("---\ntrigger: always_on\n---\n# Style!\n\nNo tabs.\n")
+    plan = sync(project, ["windsurf"], ["cursor"], state)
+    made = sorted(p.name for p in (project / ".cursor/rules").glob("memloci-rule-*.mdc"))
+    assert len(made) == 2  # one file each, named by the rule's hash
+    assert any("memloci-style.mdc is also the file of" in s for s in plan.skipped)
+    assert (project / ".cursor/rules/memloci-style.mdc").is_file()

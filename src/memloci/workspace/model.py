@@ -55,10 +55,11 @@ def content_hash(text: str) -> str:
     return hashlib.sha256("\n".join(lines).encode("utf-8")).hexdigest()[:16]
 
 
-def slug(text: str) -> str:
-    """A file name part from a title: lower-case words joined by '-' (at most 60 characters)."""
+def slug(text: str, fallback: str = "rule") -> str:
+    """A file name part from a title: lower-case words joined by '-' (at most 60 characters);
+    `fallback` for a title with no Latin letter or digit (a title in Chinese, say)."""
     words = re.findall(r"[a-z0-9]+", text.lower())
-    return "-".join(words)[:60].strip("-") or "rule"
+    return "-".join(words)[:60].strip("-") or fallback
 
 
 @dataclass(frozen=True)

@@ -36,7 +36,7 @@ from memloci.workspace.agents import AGENTS, home
 from memloci.workspace.merge import merge, scan
 from memloci.workspace.model import Rule, Skill, Workspace
 from memloci.workspace.read import block_span
-from memloci.workspace.write import outputs
+from memloci.workspace.write import Output, outputs
 
 LEDGER = "rules-ledger.json"
 KILL_AFTER = "MEMLOCI_RULES_KILL_AFTER"  # tests: SIGKILL this process after that many file writes
@@ -368,7 +368,13 @@ def plan_sync(project: Path, sources: list[str], targets: list[str], state: Path
                     skipped.append(f"skill '{s.name}' -> {agent}: {agent} has a skill of that name; not replaced")
                 continue
             skills.append(s)
-        wanted = {o.rel: o for o in outputs(agent, rules, skills)}
+        wanted: dict[str, Output] = {}
+        for o in outputs(agent, rules, skills):
+            if o.rel in wanted:  # two titles or names that make one file name: neither guessed over
+                skipped.append(f"{o.what} -> {agent}: {o.rel} is also the file of {wanted[o.rel].what}; "
+                               "not written (rename one of them)")
+                continue
+            wanted[o.rel] = o
         # files earlier syncs made for this agent that nothing asks for now go
         recorded = {e["rel"]: e for e in ledger.files.values()
                     if e["agent"] == agent and e["project"] == str(project) and e["whole"]}

@@ -72,7 +72,7 @@ def block(sections: list[str]) -> str:
 
 def skill_name(skill: Skill) -> str:
     """A name the Agent Skills format takes: lower-case letters, digits and '-', at most 64."""
-    return slug(skill.name)[:SKILL_NAME_MAX]
+    return slug(skill.name, f"skill-{skill.hash[:8]}")[:SKILL_NAME_MAX]
 
 
 def skill_md(skill: Skill) -> str:
@@ -140,7 +140,7 @@ def outputs(agent: str, rules: list[Rule], skills: list[Skill]) -> list[Output]:
     out: list[Output] = []
     sections: list[str] = []
     for rule in rules:
-        name = f"memloci-{slug(rule.title)}"
+        name = f"memloci-{slug(rule.title, f'rule-{rule.hash[:8]}')}"
         if agent == "cursor":
             out.append(Output(agent, f".cursor/rules/{name}.mdc", cursor_rule(rule), True, rule.id))
         elif agent == "windsurf":
