@@ -39,7 +39,7 @@ from memloci.workspace.read import block_span
 from memloci.workspace.write import Output, outputs
 
 LEDGER = "rules-ledger.json"
-KILL_AFTER = "MEMLOCI_RULES_KILL_AFTER"  # tests: SIGKILL this process after that many file writes
+KILL_AFTER = "MEMLOCI_RULES_KILL_AFTER"  # tests: SIGKILL this process after that many file writes (0: before any)
 
 
 def sha(data: str | None) -> str | None:
@@ -200,6 +200,7 @@ def recover(ledger: Ledger) -> list[str]:
     notes: list[str] = []
     if not ledger.pending:
         return notes
+    written = 0
     for item in reversed(ledger.pending):
         root, rel = Path(item["root"]), item["rel"]
         for name in confine.names_in(root, rel.rsplit("/", 1)[0] if "/" in rel else ""):
@@ -208,10 +209,14 @@ def recover(ledger: Ledger) -> list[str]:
         current = _read(root, rel)
         if sha(current) == item["sha_after"] and item["sha_after"] != item["sha_before"]:
             _put(root, rel, item["before"])
+            written += 1
+            _kill_point(written)  # a recovery killed half way is taken up again by the next command
         elif sha(current) != item["sha_before"]:
             notes.append(f"{root / rel}: changed since the interrupted sync; left as it is")
         if item.get("bak") and _read(root, item["bak"]) == item["before"]:
             confine.unlink(root, item["bak"])
+            written += 1
+            _kill_point(written)
         _remove_dirs(root, item.get("created_dirs", []))
     ledger.pending = []
     ledger.save()
@@ -232,6 +237,7 @@ def _commit(changes: list[Change], ledger: Ledger, record: Any, *, backup: bool 
     ledger.pending = pending
     ledger.save()
     written = 0
+    _kill_point(written)  # killed with the pending mark saved and nothing written yet
     try:
         for c, item in zip(changes, pending, strict=True):
             if _read(c.root, c.rel) != c.before:
