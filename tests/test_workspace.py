@@ -236,6 +236,16 @@ def test_the_workspace_tools_list_preview_sync_and_remember(repo, home, monkeypa
         assert not second["stored"] and len(second["already_stored"]) == len(listed["rules"])
         found, _ = await c.ok("retrieve_memory", query="which package manager: pnpm", memory_type="rule")
         assert "Use pnpm" in json.dumps(found)
+        # a rule whose text changed is stored superseding its old text: retrieval finds the new one
+        (project / ".windsurf/rules/style.md").write_text("---\ntrigger: always_on\n---\n\n# Style\n\n"
+                                                          "Indent with 4 spaces; semicolons always.\n")
+        third, _ = await c.ok("remember_rules", project=str(project))
+        assert [s["rule"] for s in third["stored"]] == [s["rule"] for s in third["superseded"]]
+        assert len(third["superseded"]) == 1 and "windsurf" in third["superseded"][0]["rule"]
+        found, _ = await c.ok("retrieve_memory", query="indent spaces semicolons style", memory_type="rule")
+        assert "Indent with 4 spaces" in json.dumps(found) and "Indent with 2 spaces" not in json.dumps(found)
+        fourth, _ = await c.ok("remember_rules", project=str(project))
+        assert not fourth["stored"] and not fourth["superseded"]
 
     run_session(home, body, "--tools", "memory,workspace")
 

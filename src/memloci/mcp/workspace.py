@@ -70,4 +70,5 @@ def register(server: Any, service: MemoryService) -> None:
     server.add_tool(remember_rules, title="Remember Rules",
                     annotations=tool_annotations("Remember Rules", idempotent=True),
                     description="Store each rule of the project as a memory (type rule), so retrieve_memory "
-                                "finds it; a rule already stored is not stored again.")
+                                "finds it; a rule already stored is not stored again, and a rule whose text "
+                                "changed supersedes its earlier memory.")
