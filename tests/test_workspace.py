@@ -385,3 +385,24 @@ def test_titles_that_make_one_file_name_are_named_and_a_title_without_latin_lett
     assert len(made) == 2  # one file each, named by the rule's hash
     assert any("memloci-style.mdc is also the file of" in s for s in plan.skipped)
     assert (project / ".cursor/rules/memloci-style.mdc").is_file()
+
+
+def test_a_byte_order_mark_and_crlf_neither_hide_a_title_nor_survive_unsync_changed(repo):
+    """A CLAUDE.md saved with a BOM and CRLF: its first heading is still its title (the duplicate
+    with Cursor's rule is found), sync keeps the BOM, unsync gives back every byte; a file that
+    is not UTF-8 is refused with its path and left alone."""
+    project, _, state = repo
+    claude = project / "CLAUDE.md"
+    original = b"\xef\xbb\xbf# Acme\r\n\r\n## Package manager\r\n\r\nUse pnpm, never npm or yarn."
+    claude.write_bytes(original)
+    ws = workspace(project)
+    [dup] = [d for d in ws.duplicates if d.kept.title == "Package manager"]
+    assert dup.kept.path == "CLAUDE.md" and not any(r.content.startswith("\ufeff") for r in ws.rules)
+    sync(project, ["windsurf"], ["claude-code"], state)
+    assert claude.read_bytes().startswith(original + b"\n\n<!-- memloci:rules begin -->")
+    unsync(project, None, state)
+    assert claude.read_bytes() == original and not list(project.glob("CLAUDE.md.bak*"))
+    claude.write_bytes(b"# Acme\n\nCaf\xe9 rules.\n")
+    with pytest.raises(ValidationError, match=r"CLAUDE\.md: not UTF-8 text \(byte 11\)"):
+        sync(project, ["windsurf"], ["claude-code"], state)
+    assert claude.read_bytes() == b"# Acme\n\nCaf\xe9 rules.\n"

@@ -197,9 +197,11 @@ def read_text(loc: Location, rel: str) -> str | None:
     except (FileNotFoundError, NotADirectoryError):
         return None
     try:
-        return data.decode("utf-8")
+        text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise ValidationError(f"{loc.root / rel}: not UTF-8 text (byte {exc.start})") from None
+        raise ValidationError(f"{loc.root / rel}: not UTF-8 text (byte {exc.start})",
+                              hint="Save it as UTF-8; nothing was read or changed.") from None
+    return text.removeprefix("\ufeff")  # a byte-order mark is not the text's (a write keeps it: sync reads its own)
 
 
 def _memory_rules(loc: Location, text: str) -> list[Rule]:
