@@ -406,3 +406,27 @@ def test_a_byte_order_mark_and_crlf_neither_hide_a_title_nor_survive_unsync_chan
     with pytest.raises(ValidationError, match=r"CLAUDE\.md: not UTF-8 text \(byte 11\)"):
         sync(project, ["windsurf"], ["claude-code"], state)
     assert claude.read_bytes() == b"# Acme\n\nCaf\xe9 rules.\n"
+
+
+def test_odd_and_long_skill_names_stay_inside_and_make_valid_skill_names(repo, tmp_path):
+    """A skill named to climb out (`../../x`), one of 200 characters with odd ones, and a person's
+    own CLAUDE.md.bak: the copies land inside the project under names the Agent Skills format
+    takes, the person's .bak is kept, and unsync gives back the tree."""
+    project, _, state = repo
+    for folder, name in (("climb", "../../outside/evil"), ("long", "Ünïcode & " + "very-long " * 20 + "!!")):
+        path = project / f".claude/skills/{folder}/SKILL.md"
+        path.parent.mkdir(parents=True)
+        path.write_text(f"---\nname: {json.dumps(name)}\ndescription: odd\n---\n\n1. Do it.\n")
+    (project / "CLAUDE.md.bak").write_bytes(b"mine, not memloci's")
+    before = tree(project)
+    sync(project, ["claude-code"], ["codex"], state)
+    made = sorted(p.parent.name for p in (project / ".agents/skills").glob("*/SKILL.md"))
+    assert made == ["outside-evil", "unicode-very-long-very-long-very-long-very-long-very-long"]
+    for name in made:
+        check_skill(project / f".agents/skills/{name}/SKILL.md")
+    assert not (tmp_path / "outside").exists()
+    sync(project, ["windsurf"], ["claude-code"], state)
+    assert (project / "CLAUDE.md.bak").read_bytes() == b"mine, not memloci's"
+    assert (project / "CLAUDE.md.bak.1").is_file()
+    unsync(project, None, state)
+    assert tree(project) == before

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import unicodedata
 from dataclasses import dataclass, field
 
 
@@ -56,10 +57,17 @@ def content_hash(text: str) -> str:
 
 
 def slug(text: str, fallback: str = "rule") -> str:
-    """A file name part from a title: lower-case words joined by '-' (at most 60 characters);
+    """A file name part from a title: lower-case words joined by '-' (at most 60 characters, cut between words);
     `fallback` for a title with no Latin letter or digit (a title in Chinese, say)."""
-    words = re.findall(r"[a-z0-9]+", text.lower())
-    return "-".join(words)[:60].strip("-") or fallback
+    latin = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode("ascii")  # Ünïcode: unicode
+    out = ""
+    for word in re.findall(r"[a-z0-9]+", latin.lower()):
+        joined = f"{out}-{word}" if out else word
+        if len(joined) > 60:  # cut between words, a single long word cut at 60
+            out = out or word[:60]
+            break
+        out = joined
+    return out or fallback
 
 
 @dataclass(frozen=True)
