@@ -430,3 +430,24 @@ def test_odd_and_long_skill_names_stay_inside_and_make_valid_skill_names(repo, t
     assert (project / "CLAUDE.md.bak.1").is_file()
     unsync(project, None, state)
     assert tree(project) == before
+
+
+def test_rules_in_sub_folders_are_read_where_their_agent_reads_them_and_a_linked_one_is_refused(repo, tmp_path):
+    """Claude Code, Cursor and Copilot read their rule folders with sub-folders: a rule there is
+    listed (and takes part in conflicts); a sub-folder that is a link is refused, not followed."""
+    project, _, _ = repo
+    nested = project / ".cursor/rules/frontend/react.mdc"
+    nested.parent.mkdir(parents=True)
+    nested.write_text("---\ndescription: React\nglobs: src/**/*.tsx\nalwaysApply: false\n---\n# React\n\nHooks only.\n")
+    deep = project / ".github/instructions/api/v2/errors.instructions.md"
+    deep.parent.mkdir(parents=True)
+    deep.write_text('---\napplyTo: "src/api/v2/**"\n---\n# Errors\n\nReturn problem+json.\n')
+    ws = workspace(project)
+    paths = {r.path for r in ws.rules}
+    assert ".cursor/rules/frontend/react.mdc" in paths and ".github/instructions/api/v2/errors.instructions.md" in paths
+    outside = tmp_path / "shared-rules"
+    outside.mkdir()
+    (outside / "x.mdc").write_text("---\nalwaysApply: true\n---\nelsewhere\n")
+    (project / ".cursor/rules/shared").symlink_to(outside)
+    with pytest.raises(PermissionDeniedError, match="shared"):
+        workspace(project)

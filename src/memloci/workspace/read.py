@@ -5,6 +5,7 @@ every format; a file that cannot be read is refused with its path and the rule i
 from __future__ import annotations
 
 import re
+import stat
 from dataclasses import dataclass
 
 import yaml
@@ -293,10 +294,33 @@ def _skill(loc: Location, rel: str, text: str, name: str) -> Skill:
                  managed=managed)
 
 
-def _names(loc: Location) -> list[str]:
-    if confine.is_link(loc.root, loc.rel):
-        raise confine.LinkRefusedError(loc.rel)
-    return sorted(confine.names_in(loc.root, loc.rel))
+# Rule folders their agents read with their sub-folders: Claude Code's .claude/rules
+# (code.claude.com/docs/en/memory), Cursor's .cursor/rules (cursor.com/docs/context/rules),
+# Copilot's .github/instructions ("within or below", docs.github.com ... add-repository-instructions)
+NESTED = ("claude", "mdc", "copilot")
+NESTED_DEPTH = 8
+
+
+def _names(loc: Location, below: str = "", depth: int = 0) -> list[str]:
+    """The names in the location's folder (for a nested rules folder, its files in sub-folders
+    too, as `sub/name`); a link is refused, never followed."""
+    folder = f"{loc.rel}/{below}" if below else loc.rel
+    if confine.is_link(loc.root, folder):
+        raise confine.LinkRefusedError(folder)
+    names = sorted(confine.names_in(loc.root, folder))
+    if loc.kind != "rules" or loc.fmt not in NESTED or depth >= NESTED_DEPTH:
+        return names
+    out: list[str] = []
+    for name in names:
+        rel = f"{below}/{name}" if below else name
+        mode = confine.lstat(loc.root, f"{loc.rel}/{rel}").st_mode
+        if stat.S_ISLNK(mode):
+            raise confine.LinkRefusedError(f"{loc.rel}/{rel}")
+        if not name.startswith(".") and stat.S_ISDIR(mode):
+            out += _names(loc, rel, depth + 1)
+        else:
+            out.append(rel)
+    return out
 
 
 def read_location(loc: Location) -> tuple[list[Rule], list[Skill]]:
@@ -316,7 +340,7 @@ def read_location(loc: Location) -> tuple[list[Rule], list[Skill]]:
             if text is not None:
                 skills.append(_skill(loc, f"{name}/SKILL.md", text, name))
             continue
-        if not name.endswith(loc.pattern) or name.startswith("."):
+        if not name.endswith(loc.pattern) or name.rsplit("/", 1)[-1].startswith("."):
             continue
         if confine.is_link(loc.root, rel):
             raise confine.LinkRefusedError(rel)
