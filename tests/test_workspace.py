@@ -109,6 +109,7 @@ def test_sync_writes_each_format_and_unsync_restores_every_byte(repo, cli):
     assert check_skill(project / ".agents/skills/release/SKILL.md")["name"] == "release"
     agents = (project / "AGENTS.md").read_bytes()
     assert agents.startswith(before_bytes := (project / "AGENTS.md.bak").read_bytes()) and b"\r\n" in before_bytes
+    assert agents.count(b"\n") == agents.count(b"\r\n")  # memloci's block has the file's line breaks too
     # Copilot: a path rule as .instructions.md with applyTo, the others in the block
     inst = check_instructions((project / ".github/instructions/memloci-tests.instructions.md").read_text())
     assert inst["applyTo"] == "src/**/*.ts"
@@ -399,7 +400,9 @@ def test_a_byte_order_mark_and_crlf_neither_hide_a_title_nor_survive_unsync_chan
     [dup] = [d for d in ws.duplicates if d.kept.title == "Package manager"]
     assert dup.kept.path == "CLAUDE.md" and not any(r.content.startswith("\ufeff") for r in ws.rules)
     sync(project, ["windsurf"], ["claude-code"], state)
-    assert claude.read_bytes().startswith(original + b"\n\n<!-- memloci:rules begin -->")
+    synced = claude.read_bytes()
+    assert synced.startswith(original + b"\r\n\r\n<!-- memloci:rules begin -->")
+    assert synced.count(b"\n") == synced.count(b"\r\n")
     unsync(project, None, state)
     assert claude.read_bytes() == original and not list(project.glob("CLAUDE.md.bak*"))
     claude.write_bytes(b"# Acme\n\nCaf\xe9 rules.\n")

@@ -273,6 +273,8 @@ def _splice(before: str | None, new_block: str, where: str) -> tuple[str | None,
     """The file with memloci's block put in (or replaced, or taken out when `new_block` is
     empty): (text, the line breaks put before a new block, the one after it)."""
     text = before or ""
+    if text.count("\r\n") and text.count("\r\n") == text.count("\n"):  # a CRLF file gets a CRLF block
+        new_block = new_block.replace("\n", "\r\n")
     span = block_span(text, where)
     if span is not None:
         if not new_block:
@@ -280,8 +282,9 @@ def _splice(before: str | None, new_block: str, where: str) -> tuple[str | None,
         return text[:span[0]] + new_block + text[span[1]:], "", ""
     if not new_block:
         return before, "", ""
-    sep = "" if not text or text.endswith("\n\n") else "\n" if text.endswith("\n") else "\n\n"
-    return text + sep + new_block + "\n", sep, "\n"
+    nl = "\r\n" if "\r\n" in new_block else "\n"
+    sep = "" if not text or text.endswith(nl * 2) else nl if text.endswith(nl) else nl * 2
+    return text + sep + new_block + nl, sep, nl
 
 
 def _unsplice(text: str, entry: dict[str, Any], where: str) -> str:
