@@ -454,3 +454,17 @@ def test_rules_in_sub_folders_are_read_where_their_agent_reads_them_and_a_linked
     (project / ".cursor/rules/shared").symlink_to(outside)
     with pytest.raises(PermissionDeniedError, match="shared"):
         workspace(project)
+
+
+def test_a_claude_skill_becomes_a_windsurf_workflow_with_the_same_steps(repo):
+    from workspace_fixture import check_workflow
+
+    project, _, state = repo
+    skill = project / ".claude/skills/deploy/SKILL.md"
+    skill.parent.mkdir(parents=True)
+    skill.write_text("---\nname: deploy\ndescription: Deploy to staging\n---\n\n# Deploy\n\n1. Build.\n2. Push.\n"
+                     "3. Watch the logs for five minutes.\n")
+    sync(project, ["claude-code"], ["windsurf"], state)
+    workflow = (project / ".windsurf/workflows/deploy.md").read_text()
+    assert check_workflow(workflow)["description"] == "Deploy to staging"
+    assert steps_of(workflow) == steps_of(skill.read_text())

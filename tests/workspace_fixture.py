@@ -113,3 +113,15 @@ def check_windsurf(text: str) -> dict:
         assert isinstance(data.get("description"), str) and data["description"]
     assert body.strip()
     return data
+
+
+def check_workflow(text: str) -> dict:
+    """Windsurf (docs.windsurf.com/windsurf/cascade/workflows): a Markdown file with a title, a
+    description and steps, within the 12000 characters a workflow file may hold."""
+    data, body = front(text)
+    assert set(data) <= {"description", "auto_execution_mode"}, data
+    assert isinstance(data.get("description"), str) and data["description"]
+    assert re.search(r"^# \S", body, re.M), "a title"
+    assert re.search(r"^\s*(\d+[.)]|[-*+])\s+\S", body, re.M), "steps"
+    assert len(text) <= 12000
+    return data
