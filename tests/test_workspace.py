@@ -468,3 +468,17 @@ def test_a_claude_skill_becomes_a_windsurf_workflow_with_the_same_steps(repo):
     workflow = (project / ".windsurf/workflows/deploy.md").read_text()
     assert check_workflow(workflow)["description"] == "Deploy to staging"
     assert steps_of(workflow) == steps_of(skill.read_text())
+
+
+def test_unsync_finds_a_sync_made_through_another_name_of_the_folder(repo, cli, tmp_path, monkeypatch):
+    """`--project ../repo` for the sync and the plain path for unsync (or a link to the folder):
+    one project, so unsync still takes back every byte."""
+    project, home, _ = repo
+    before = tree(project)
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    out = cli("rules", "sync", "--from", "windsurf", "--to", "gemini,claude-code", "--project", "../repo")
+    assert out.returncode == 0 and tree(project) != before, out.stdout + out.stderr
+    (tmp_path / "alias").symlink_to(project)
+    out = cli("rules", "unsync", "--project", str(tmp_path / "alias"))
+    assert out.returncode == 0 and tree(project) == before, out.stdout

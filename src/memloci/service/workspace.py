@@ -18,7 +18,7 @@ PAGE = 100  # rule memories read per page when looking for the ones a changed ru
 
 
 def project_folder(path: str | Path | None) -> Path:
-    folder = Path(path).expanduser().absolute() if path else Path.cwd()
+    folder = Path(path).expanduser().resolve() if path else Path.cwd().resolve()
     if not folder.is_dir():
         raise ValidationError(f"project: {folder} is not a folder", hint="Name the project's root folder.")
     return folder

@@ -348,7 +348,7 @@ def plan_sync(project: Path, sources: list[str], targets: list[str], state: Path
     """What a sync from `sources` to `targets` would change, file by file; nothing written.
     A target keeps getting the agents earlier syncs copied into it (the ledger's links), so
     one sync never drops what another put there."""
-    project = project.absolute()
+    project = project.resolve()  # one key in the ledger however the folder is named (.., a link)
     if not project.is_dir():
         raise ValidationError(f"--project: {project} is not a folder")
     problems: list[str] = []
@@ -468,7 +468,7 @@ def _drop_backup(root: Path, bak: str, now: str | None) -> None:
 
 
 def plan_unsync(project: Path, targets: list[str] | None, state: Path) -> Plan:
-    project = project.absolute()
+    project = project.resolve()
     ledger = Ledger(state)
     changes: list[Change] = []
     skipped: list[str] = []
