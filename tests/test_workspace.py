@@ -482,3 +482,21 @@ def test_unsync_finds_a_sync_made_through_another_name_of_the_folder(repo, cli, 
     (tmp_path / "alias").symlink_to(project)
     out = cli("rules", "unsync", "--project", str(tmp_path / "alias"))
     assert out.returncode == 0 and tree(project) == before, out.stdout
+
+
+def test_markers_a_person_quotes_in_prose_or_in_a_code_block_are_not_memloci_s_block(repo):
+    """A CLAUDE.md that documents memloci's markers (inline and in a fence) keeps those words:
+    sync adds its own block after them, unsync gives back every byte."""
+    project, _, state = repo
+    claude = project / "CLAUDE.md"
+    original = (b"# Acme\n\n## Syncing rules\n\nmemloci writes between `<!-- memloci:rules begin -->` and\n"
+                b"`<!-- memloci:rules end -->`, like this:\n\n```markdown\n<!-- memloci:rules begin -->\n"
+                b"## A copied rule\n<!-- memloci:rules end -->\n```\n")
+    claude.write_bytes(original)
+    assert [r.title for r in workspace(project).rules if r.path == "CLAUDE.md"] == ["Syncing rules"]
+    sync(project, ["windsurf"], ["claude-code"], state)
+    synced = claude.read_bytes()
+    assert synced.startswith(original) and synced.count(b"\n<!-- memloci:rules begin -->\n") == 2
+    assert "Style" in {getattr(r, "title", "") for r in workspace(project).managed}
+    unsync(project, None, state)
+    assert claude.read_bytes() == original

@@ -145,22 +145,35 @@ def copied(text: str) -> bool:
     return any(RULE_NOTE.match(s.strip()) for s in text.split("\n"))
 
 
+def _marker_lines(text: str, marker: str) -> list[int]:
+    """Where `marker` stands on a line of its own outside a code fence (its offset): a marker a
+    person quotes in their prose or in a code block is theirs, not memloci's block."""
+    lines = text.splitlines(keepends=True)
+    fenced = fenced_lines([line.rstrip("\r\n") for line in lines])
+    found, at = [], 0
+    for line, in_fence in zip(lines, fenced, strict=True):
+        if not in_fence and line.rstrip("\r\n") == marker:
+            found.append(at)
+        at += len(line)
+    return found
+
+
 def block_span(text: str, where: str) -> tuple[int, int] | None:
-    """Where memloci's block is: from its begin marker to the end of its end marker's line."""
-    start = text.find(BEGIN)
-    if start < 0:
-        if END in text:
+    """Where memloci's block is: from its begin marker to the end of its end marker's line (each
+    marker a line of its own, outside code fences, as memloci writes them)."""
+    begins, ends = _marker_lines(text, BEGIN), _marker_lines(text, END)
+    if not begins:
+        if ends:
             raise ValidationError(f"{where}: memloci's end marker '{END}' has no begin marker",
                                   hint="Put back the begin marker, or delete both by hand; nothing was changed.")
         return None
-    end = text.find(END, start)
-    if end < 0 or text.find(BEGIN, start + 1) >= 0 and text.find(BEGIN, start + 1) < end:
-        raise ValidationError(f"{where}: memloci's block begun by '{BEGIN}' is never ended with '{END}'",
-                              hint="Put back the end marker, or delete the block by hand; nothing was changed.")
-    if text.find(BEGIN, end) >= 0:
+    if len(begins) > 1 or len(ends) > 1:
         raise ValidationError(f"{where}: memloci's block appears twice",
                               hint="Delete one of them by hand; nothing was changed.")
-    return start, end + len(END)
+    if not ends or ends[0] < begins[0]:
+        raise ValidationError(f"{where}: memloci's block begun by '{BEGIN}' is never ended with '{END}'",
+                              hint="Put back the end marker, or delete the block by hand; nothing was changed.")
+    return begins[0], ends[0] + len(END)
 
 
 def sections(text: str) -> list[tuple[str, str]]:
