@@ -500,3 +500,11 @@ def test_markers_a_person_quotes_in_prose_or_in_a_code_block_are_not_memloci_s_b
     assert "Style" in {getattr(r, "title", "") for r in workspace(project).managed}
     unsync(project, None, state)
     assert claude.read_bytes() == original
+
+
+def test_a_rule_that_quotes_memloci_s_note_in_a_code_block_is_still_the_person_s(repo):
+    project, _, _ = repo
+    (project / ".cursor/rules/notes.mdc").write_text(
+        "---\ndescription: Copies\nglobs:\nalwaysApply: true\n---\n# Copies\n\nA copy starts with:\n\n```\n"
+        '<!-- memloci:rule from="windsurf:.windsurf/rules/style.md" -->\n```\n')
+    assert "Copies" in {r.title for r in workspace(project).rules}

@@ -141,8 +141,11 @@ def _unmanaged(text: str) -> str:
 
 
 def copied(text: str) -> bool:
-    """Whether a file's text is a copy `rules sync` wrote: it carries memloci's note."""
-    return any(RULE_NOTE.match(s.strip()) for s in text.split("\n"))
+    """Whether a file's text is a copy `rules sync` wrote: it carries memloci's note on a line
+    of its own, outside a code block (a note a person quotes in one does not make it a copy)."""
+    lines = text.split("\n")
+    fenced = fenced_lines([s.rstrip("\r") for s in lines])
+    return any(RULE_NOTE.match(s.strip()) and not in_fence for s, in_fence in zip(lines, fenced, strict=True))
 
 
 def _marker_lines(text: str, marker: str) -> list[int]:
