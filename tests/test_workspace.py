@@ -508,3 +508,10 @@ def test_a_rule_that_quotes_memloci_s_note_in_a_code_block_is_still_the_person_s
         "---\ndescription: Copies\nglobs:\nalwaysApply: true\n---\n# Copies\n\nA copy starts with:\n\n```\n"
         '<!-- memloci:rule from="windsurf:.windsurf/rules/style.md" -->\n```\n')
     assert "Copies" in {r.title for r in workspace(project).rules}
+
+
+def test_an_agent_both_source_and_target_is_named_not_silently_passed_over(repo):
+    project, _, state = repo
+    plan = plan_sync(project, ["windsurf", "cursor"], ["cursor", "gemini"], state)
+    assert "cursor: named in both --from and --to; nothing is copied into it" in plan.skipped
+    assert {c.agent for c in plan.changes} == {"gemini"}

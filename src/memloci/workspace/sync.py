@@ -365,6 +365,7 @@ def plan_sync(project: Path, sources: list[str], targets: list[str], state: Path
     changes: list[Change] = []
     for agent in targets:
         if agent in sources:
+            skipped.append(f"{agent}: named in both --from and --to; nothing is copied into it")
             continue
         source_rules, source_skills = _sources(ws, (set(sources) | set(linked.get(agent, []))) - {agent}, skipped)
         has_hash = {r.hash for r in own if isinstance(r, Rule) and r.agent == agent}
