@@ -55,17 +55,24 @@ def test_a_sync_killed_after_any_write_or_at_any_moment_leaves_every_file_whole(
     assert new != old
     state = tmp_path / "state"
     rounds = 0
-    for after in range(1, 40):
+    recoveries_killed = 0
+    for after in range(0, 40):
         code, out = finished(memloci(project, home, state, *SYNC, **{KILL_AFTER: str(after)}))
         if code == 0:
             break  # fewer writes than that: the sync is whole
         assert code == -signal.SIGKILL, out
         rounds += 1
         assert not whole(project, old, new), whole(project, old, new)
+        # the next command, putting the files back, is killed after its first write too
+        code, out = finished(memloci(project, home, state, "rules", "unsync", **{KILL_AFTER: "1"}))
+        recoveries_killed += code == -signal.SIGKILL
+        assert code in (0, -signal.SIGKILL), out
+        assert not whole(project, old, new), whole(project, old, new)
         code, out = finished(memloci(project, home, state, "rules", "unsync"))
         assert code == 0, out
         assert tree(project) == old, f"after a kill at write {after} and unsync"
-    assert rounds >= 8  # files and backups: every one of them was a kill point
+    assert rounds >= 9  # before the first write, then files and backups: every one was a kill point
+    assert recoveries_killed >= rounds // 2
     assert tree(project) == new
     code, out = finished(memloci(project, home, state, "rules", "unsync"))
     assert code == 0 and tree(project) == old, out

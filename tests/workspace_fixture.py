@@ -61,12 +61,21 @@ def front(text: str) -> tuple[dict, str]:
 
 
 def check_mdc(text: str) -> dict:
-    """Cursor (cursor.com/docs/context/rules): description (text), globs (text), alwaysApply (bool)."""
-    data, body = front(text)
-    assert set(data) <= {"description", "globs", "alwaysApply"}, data
-    assert isinstance(data.get("description"), str) and data["description"]
-    assert data.get("globs") is None or isinstance(data["globs"], str)
-    assert isinstance(data.get("alwaysApply"), bool)
+    """Cursor (cursor.com/docs/context/rules) reads its front matter as flat `key: value` lines,
+    not YAML: description (text), globs (bare comma-separated globs, empty for none: a quote or
+    a bracket would be taken as part of a pattern), alwaysApply (the word true or false)."""
+    assert text.startswith("---\n"), "front matter first"
+    head, _, body = text[4:].partition("\n---\n")
+    data: dict = {}
+    for line in head.split("\n"):
+        key, sep, value = line.partition(":")
+        assert sep and key in {"description", "globs", "alwaysApply"} and key not in data, line
+        data[key] = value.strip()
+    assert data.get("description"), data
+    assert "globs" in data and not any(c in data["globs"] for c in "\"'[]"), data
+    assert all(g.strip() == g and g for g in data["globs"].split(",")) if data["globs"] else True, data
+    assert data.get("alwaysApply") in ("true", "false"), data
+    data["alwaysApply"] = data["alwaysApply"] == "true"
     assert body.strip()
     return data
 
@@ -103,4 +112,16 @@ def check_windsurf(text: str) -> dict:
     if data["trigger"] == "model_decision":
         assert isinstance(data.get("description"), str) and data["description"]
     assert body.strip()
+    return data
+
+
+def check_workflow(text: str) -> dict:
+    """Windsurf (docs.windsurf.com/windsurf/cascade/workflows): a Markdown file with a title, a
+    description and steps, within the 12000 characters a workflow file may hold."""
+    data, body = front(text)
+    assert set(data) <= {"description", "auto_execution_mode"}, data
+    assert isinstance(data.get("description"), str) and data["description"]
+    assert re.search(r"^# \S", body, re.M), "a title"
+    assert re.search(r"^\s*(\d+[.)]|[-*+])\s+\S", body, re.M), "steps"
+    assert len(text) <= 12000
     return data

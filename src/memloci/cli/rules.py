@@ -67,7 +67,7 @@ def list_(project: ProjectOpt = None, as_json: JsonOpt = False,
     from memloci.service.workspace import list_rules
 
     try:
-        data = list_rules(project, agents)
+        data = list_rules(project, agents, "--agents")
     except MemlociError as exc:
         fail(exc)
     if as_json:

@@ -20,6 +20,7 @@ from memloci.service import workspace as ws
 from memloci.service.facade import MemoryService
 
 TOOLS = ("list_rules", "preview_rules_sync", "sync_rules", "remember_rules")
+TOOL_FLAGS = ("from_agents", "to_agents")  # named in an error about an unknown agent
 
 Project = Annotated[str | None, Field(description="The project's root folder on the server (default: the "
                                                   "server's working folder)")]
@@ -43,11 +44,11 @@ def register(server: Any, service: MemoryService) -> None:
 
     def preview_rules_sync(from_agents: FromAgents, to_agents: ToAgents,
                            project: Project = None) -> Annotated[CallToolResult, Out]:
-        return reply(ws.preview_sync(project, from_agents, to_agents, state()))
+        return reply(ws.preview_sync(project, from_agents, to_agents, state(), TOOL_FLAGS))
 
     def sync_rules(from_agents: FromAgents, to_agents: ToAgents,
                    project: Project = None) -> Annotated[CallToolResult, Out]:
-        return reply(ws.run_sync(project, from_agents, to_agents, state()))
+        return reply(ws.run_sync(project, from_agents, to_agents, state(), TOOL_FLAGS))
 
     def remember_rules(project: Project = None, library: Library = None,
                        library_name: LibraryName = None) -> Annotated[CallToolResult, Out]:
@@ -69,4 +70,5 @@ def register(server: Any, service: MemoryService) -> None:
     server.add_tool(remember_rules, title="Remember Rules",
                     annotations=tool_annotations("Remember Rules", idempotent=True),
                     description="Store each rule of the project as a memory (type rule), so retrieve_memory "
-                                "finds it; a rule already stored is not stored again.")
+                                "finds it; a rule already stored is not stored again, and a rule whose text "
+                                "changed supersedes its earlier memory.")

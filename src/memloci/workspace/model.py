@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import unicodedata
 from dataclasses import dataclass, field
 
 
@@ -22,17 +23,51 @@ def normalize(text: str) -> str:
     return "\n".join(out)
 
 
+_FENCE = re.compile(r"^ {0,3}(```|~~~)")
+# A line that begins a Markdown block of its own (a heading, a list item, a quote, a table row,
+# a fence, HTML): never the soft-wrapped rest of the line before it.
+_BLOCK_START = re.compile(r"^\s*(#|>|[-*+]\s|\d+[.)]\s|\||```|~~~|<)")
+_NOT_A_PARAGRAPH = re.compile(r"^(\s*(#|\||```|~~~|<)|    |\t)")  # a heading, table row, fence, HTML, code
+
+
+def _unwrapped(lines: list[str]) -> list[str]:
+    """A paragraph's soft-wrapped lines joined with a space, as Markdown renders them, so the
+    same words wrapped at another column hash alike; code fences and block starts are kept."""
+    out: list[str] = []
+    fenced = False
+    for line in lines:
+        if _FENCE.match(line):
+            fenced = not fenced
+            out.append(line)
+            continue
+        prev = out[-1] if out else ""
+        if (not fenced and line.strip() and prev.strip() and not _BLOCK_START.match(line)
+                and not _NOT_A_PARAGRAPH.match(prev)):
+            out[-1] = prev + " " + line.strip()
+        else:
+            out.append(line)
+    return out
+
+
 def content_hash(text: str) -> str:
-    """The hash of a rule's words: normalized, and runs of spaces inside a line made one
-    (indentation kept: it nests lists)."""
-    lines = [re.sub(r"(?<=\S)[ \t]+", " ", line) for line in normalize(text).split("\n")]
+    """The hash of a rule's words: normalized, a paragraph's soft-wrapped lines joined, and runs of
+    spaces inside a line made one (indentation kept: it nests lists)."""
+    lines = [re.sub(r"(?<=\S)[ \t]+", " ", line) for line in _unwrapped(normalize(text).split("\n"))]
     return hashlib.sha256("\n".join(lines).encode("utf-8")).hexdigest()[:16]
 
 
-def slug(text: str) -> str:
-    """A file name part from a title: lower-case words joined by '-' (at most 60 characters)."""
-    words = re.findall(r"[a-z0-9]+", text.lower())
-    return "-".join(words)[:60].strip("-") or "rule"
+def slug(text: str, fallback: str = "rule") -> str:
+    """A file name part from a title: lower-case words joined by '-' (at most 60 characters, cut between words);
+    `fallback` for a title with no Latin letter or digit (a title in Chinese, say)."""
+    latin = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode("ascii")  # Ünïcode: unicode
+    out = ""
+    for word in re.findall(r"[a-z0-9]+", latin.lower()):
+        joined = f"{out}-{word}" if out else word
+        if len(joined) > 60:  # cut between words, a single long word cut at 60
+            out = out or word[:60]
+            break
+        out = joined
+    return out or fallback
 
 
 @dataclass(frozen=True)

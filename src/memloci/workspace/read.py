@@ -5,6 +5,7 @@ every format; a file that cannot be read is refused with its path and the rule i
 from __future__ import annotations
 
 import re
+import stat
 from dataclasses import dataclass
 
 import yaml
@@ -92,13 +93,27 @@ def _bool(front: dict, key: str, where: str, default: bool) -> bool:
     return value
 
 
+def split_globs(text: str) -> list[str]:
+    """Comma-separated globs, a comma inside braces (`*.{ts,tsx}`) or brackets kept in its glob."""
+    out, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        if ch in "{[":
+            depth += 1
+        elif ch in "}]":
+            depth -= 1
+        elif ch == "," and depth <= 0:
+            out.append(text[start:i])
+            start, depth = i + 1, 0
+    return [*out, text[start:]]
+
+
 def _globs(front: dict, key: str, where: str) -> tuple[str, ...]:
     """Globs as text (comma-separated, as Cursor and Copilot write them) or a list of text."""
     value = front.get(key)
     if value is None or value == "":
         return ()
     if isinstance(value, str):
-        items = value.split(",")
+        items = split_globs(value)
     elif isinstance(value, list) and all(isinstance(v, str) for v in value):
         items = value
     else:
@@ -126,26 +141,42 @@ def _unmanaged(text: str) -> str:
 
 
 def copied(text: str) -> bool:
-    """Whether a file's text is a copy `rules sync` wrote: it carries memloci's note."""
-    return any(RULE_NOTE.match(s.strip()) for s in text.split("\n"))
+    """Whether a file's text is a copy `rules sync` wrote: it carries memloci's note on a line
+    of its own, outside a code block (a note a person quotes in one does not make it a copy)."""
+    lines = text.split("\n")
+    fenced = fenced_lines([s.rstrip("\r") for s in lines])
+    return any(RULE_NOTE.match(s.strip()) and not in_fence for s, in_fence in zip(lines, fenced, strict=True))
+
+
+def _marker_lines(text: str, marker: str) -> list[int]:
+    """Where `marker` stands on a line of its own outside a code fence (its offset): a marker a
+    person quotes in their prose or in a code block is theirs, not memloci's block."""
+    lines = text.splitlines(keepends=True)
+    fenced = fenced_lines([line.rstrip("\r\n") for line in lines])
+    found, at = [], 0
+    for line, in_fence in zip(lines, fenced, strict=True):
+        if not in_fence and line.rstrip("\r\n") == marker:
+            found.append(at)
+        at += len(line)
+    return found
 
 
 def block_span(text: str, where: str) -> tuple[int, int] | None:
-    """Where memloci's block is: from its begin marker to the end of its end marker's line."""
-    start = text.find(BEGIN)
-    if start < 0:
-        if END in text:
+    """Where memloci's block is: from its begin marker to the end of its end marker's line (each
+    marker a line of its own, outside code fences, as memloci writes them)."""
+    begins, ends = _marker_lines(text, BEGIN), _marker_lines(text, END)
+    if not begins:
+        if ends:
             raise ValidationError(f"{where}: memloci's end marker '{END}' has no begin marker",
                                   hint="Put back the begin marker, or delete both by hand; nothing was changed.")
         return None
-    end = text.find(END, start)
-    if end < 0 or text.find(BEGIN, start + 1) >= 0 and text.find(BEGIN, start + 1) < end:
-        raise ValidationError(f"{where}: memloci's block begun by '{BEGIN}' is never ended with '{END}'",
-                              hint="Put back the end marker, or delete the block by hand; nothing was changed.")
-    if text.find(BEGIN, end) >= 0:
+    if len(begins) > 1 or len(ends) > 1:
         raise ValidationError(f"{where}: memloci's block appears twice",
                               hint="Delete one of them by hand; nothing was changed.")
-    return start, end + len(END)
+    if not ends or ends[0] < begins[0]:
+        raise ValidationError(f"{where}: memloci's block begun by '{BEGIN}' is never ended with '{END}'",
+                              hint="Put back the end marker, or delete the block by hand; nothing was changed.")
+    return begins[0], ends[0] + len(END)
 
 
 def sections(text: str) -> list[tuple[str, str]]:
@@ -183,9 +214,11 @@ def read_text(loc: Location, rel: str) -> str | None:
     except (FileNotFoundError, NotADirectoryError):
         return None
     try:
-        return data.decode("utf-8")
+        text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise ValidationError(f"{loc.root / rel}: not UTF-8 text (byte {exc.start})") from None
+        raise ValidationError(f"{loc.root / rel}: not UTF-8 text (byte {exc.start})",
+                              hint="Save it as UTF-8; nothing was read or changed.") from None
+    return text.removeprefix("\ufeff")  # a byte-order mark is not the text's (a write keeps it: sync reads its own)
 
 
 def _memory_rules(loc: Location, text: str) -> list[Rule]:
@@ -261,10 +294,13 @@ def _skill(loc: Location, rel: str, text: str, name: str) -> Skill:
     doc = split_front(text, where)
     if loc.kind == "skills":
         declared = _text(doc.front, "name", where)
-        if not declared:
+        # Claude Code's `name` is optional, the folder's name standing in for it
+        # (code.claude.com/docs/en/skills#frontmatter-reference); Codex's SKILL.md must hold it
+        # (developers.openai.com/codex/skills)
+        if not declared and loc.agent != "claude-code":
             raise ValidationError(f"{where}: SKILL.md front matter needs 'name'",
                                   hint="Add name: <the skill's folder name>; nothing was changed.")
-        name = declared
+        name = declared or name
     title, body = _title_and_body(doc.body)
     description = _text(doc.front, "description", where) or title
     managed = copied(body)
@@ -274,10 +310,33 @@ def _skill(loc: Location, rel: str, text: str, name: str) -> Skill:
                  managed=managed)
 
 
-def _names(loc: Location) -> list[str]:
-    if confine.is_link(loc.root, loc.rel):
-        raise confine.LinkRefusedError(loc.rel)
-    return sorted(confine.names_in(loc.root, loc.rel))
+# Rule folders their agents read with their sub-folders: Claude Code's .claude/rules
+# (code.claude.com/docs/en/memory), Cursor's .cursor/rules (cursor.com/docs/context/rules),
+# Copilot's .github/instructions ("within or below", docs.github.com ... add-repository-instructions)
+NESTED = ("claude", "mdc", "copilot")
+NESTED_DEPTH = 8
+
+
+def _names(loc: Location, below: str = "", depth: int = 0) -> list[str]:
+    """The names in the location's folder (for a nested rules folder, its files in sub-folders
+    too, as `sub/name`); a link is refused, never followed."""
+    folder = f"{loc.rel}/{below}" if below else loc.rel
+    if confine.is_link(loc.root, folder):
+        raise confine.LinkRefusedError(folder)
+    names = sorted(confine.names_in(loc.root, folder))
+    if loc.kind != "rules" or loc.fmt not in NESTED or depth >= NESTED_DEPTH:
+        return names
+    out: list[str] = []
+    for name in names:
+        rel = f"{below}/{name}" if below else name
+        mode = confine.lstat(loc.root, f"{loc.rel}/{rel}").st_mode
+        if stat.S_ISLNK(mode):
+            raise confine.LinkRefusedError(f"{loc.rel}/{rel}")
+        if not name.startswith(".") and stat.S_ISDIR(mode):
+            out += _names(loc, rel, depth + 1)
+        else:
+            out.append(rel)
+    return out
 
 
 def read_location(loc: Location) -> tuple[list[Rule], list[Skill]]:
@@ -297,7 +356,7 @@ def read_location(loc: Location) -> tuple[list[Rule], list[Skill]]:
             if text is not None:
                 skills.append(_skill(loc, f"{name}/SKILL.md", text, name))
             continue
-        if not name.endswith(loc.pattern) or name.startswith("."):
+        if not name.endswith(loc.pattern) or name.rsplit("/", 1)[-1].startswith("."):
             continue
         if confine.is_link(loc.root, rel):
             raise confine.LinkRefusedError(rel)

@@ -36,10 +36,10 @@ from memloci.workspace.agents import AGENTS, home
 from memloci.workspace.merge import merge, scan
 from memloci.workspace.model import Rule, Skill, Workspace
 from memloci.workspace.read import block_span
-from memloci.workspace.write import outputs
+from memloci.workspace.write import Output, outputs
 
 LEDGER = "rules-ledger.json"
-KILL_AFTER = "MEMLOCI_RULES_KILL_AFTER"  # tests: SIGKILL this process after that many file writes
+KILL_AFTER = "MEMLOCI_RULES_KILL_AFTER"  # tests: SIGKILL this process after that many file writes (0: before any)
 
 
 def sha(data: str | None) -> str | None:
@@ -200,6 +200,7 @@ def recover(ledger: Ledger) -> list[str]:
     notes: list[str] = []
     if not ledger.pending:
         return notes
+    written = 0
     for item in reversed(ledger.pending):
         root, rel = Path(item["root"]), item["rel"]
         for name in confine.names_in(root, rel.rsplit("/", 1)[0] if "/" in rel else ""):
@@ -208,10 +209,14 @@ def recover(ledger: Ledger) -> list[str]:
         current = _read(root, rel)
         if sha(current) == item["sha_after"] and item["sha_after"] != item["sha_before"]:
             _put(root, rel, item["before"])
+            written += 1
+            _kill_point(written)  # a recovery killed half way is taken up again by the next command
         elif sha(current) != item["sha_before"]:
             notes.append(f"{root / rel}: changed since the interrupted sync; left as it is")
         if item.get("bak") and _read(root, item["bak"]) == item["before"]:
             confine.unlink(root, item["bak"])
+            written += 1
+            _kill_point(written)
         _remove_dirs(root, item.get("created_dirs", []))
     ledger.pending = []
     ledger.save()
@@ -232,6 +237,7 @@ def _commit(changes: list[Change], ledger: Ledger, record: Any, *, backup: bool 
     ledger.pending = pending
     ledger.save()
     written = 0
+    _kill_point(written)  # killed with the pending mark saved and nothing written yet
     try:
         for c, item in zip(changes, pending, strict=True):
             if _read(c.root, c.rel) != c.before:
@@ -267,6 +273,8 @@ def _splice(before: str | None, new_block: str, where: str) -> tuple[str | None,
     """The file with memloci's block put in (or replaced, or taken out when `new_block` is
     empty): (text, the line breaks put before a new block, the one after it)."""
     text = before or ""
+    if text.count("\r\n") and text.count("\r\n") == text.count("\n"):  # a CRLF file gets a CRLF block
+        new_block = new_block.replace("\n", "\r\n")
     span = block_span(text, where)
     if span is not None:
         if not new_block:
@@ -274,8 +282,9 @@ def _splice(before: str | None, new_block: str, where: str) -> tuple[str | None,
         return text[:span[0]] + new_block + text[span[1]:], "", ""
     if not new_block:
         return before, "", ""
-    sep = "" if not text or text.endswith("\n\n") else "\n" if text.endswith("\n") else "\n\n"
-    return text + sep + new_block + "\n", sep, "\n"
+    nl = "\r\n" if "\r\n" in new_block else "\n"
+    sep = "" if not text or text.endswith(nl * 2) else nl if text.endswith(nl) else nl * 2
+    return text + sep + new_block + nl, sep, nl
 
 
 def _unsplice(text: str, entry: dict[str, Any], where: str) -> str:
@@ -290,6 +299,24 @@ def _unsplice(text: str, entry: dict[str, Any], where: str) -> str:
     if tail and text[end:end + len(tail)] == tail:
         end += len(tail)
     return text[:start] + text[end:]
+
+
+_EDITED = ("{where}: memloci's block was edited by hand since memloci wrote it; left as it is (move the "
+           "edits out of the block, or delete the block, then run the command again)")
+
+
+def _block_text(text: str | None, where: str) -> str | None:
+    span = block_span(text or "", where)
+    return None if span is None else (text or "")[span[0]:span[1]]
+
+
+def _block_edited(text: str | None, entry: dict[str, Any] | None, where: str) -> bool:
+    """Whether a person changed memloci's block since memloci last wrote it (the ledger keeps
+    the block's hash): replacing or removing it then would lose their words, so it is left."""
+    if entry is None or not entry.get("block_sha"):
+        return False
+    block = _block_text(text, where)
+    return block is not None and sha(block) != entry["block_sha"]
 
 
 def _sources(ws: Workspace, sources: set[str], skipped: list[str]) -> tuple[list[Rule], list[Skill]]:
@@ -321,7 +348,7 @@ def plan_sync(project: Path, sources: list[str], targets: list[str], state: Path
     """What a sync from `sources` to `targets` would change, file by file; nothing written.
     A target keeps getting the agents earlier syncs copied into it (the ledger's links), so
     one sync never drops what another put there."""
-    project = project.absolute()
+    project = project.resolve()  # one key in the ledger however the folder is named (.., a link)
     if not project.is_dir():
         raise ValidationError(f"--project: {project} is not a folder")
     problems: list[str] = []
@@ -338,6 +365,7 @@ def plan_sync(project: Path, sources: list[str], targets: list[str], state: Path
     changes: list[Change] = []
     for agent in targets:
         if agent in sources:
+            skipped.append(f"{agent}: named in both --from and --to; nothing is copied into it")
             continue
         source_rules, source_skills = _sources(ws, (set(sources) | set(linked.get(agent, []))) - {agent}, skipped)
         has_hash = {r.hash for r in own if isinstance(r, Rule) and r.agent == agent}
@@ -350,7 +378,13 @@ def plan_sync(project: Path, sources: list[str], targets: list[str], state: Path
                     skipped.append(f"skill '{s.name}' -> {agent}: {agent} has a skill of that name; not replaced")
                 continue
             skills.append(s)
-        wanted = {o.rel: o for o in outputs(agent, rules, skills)}
+        wanted: dict[str, Output] = {}
+        for o in outputs(agent, rules, skills):
+            if o.rel in wanted:  # two titles or names that make one file name: neither guessed over
+                skipped.append(f"{o.what} -> {agent}: {o.rel} is also the file of {wanted[o.rel].what}; "
+                               "not written (rename one of them)")
+                continue
+            wanted[o.rel] = o
         # files earlier syncs made for this agent that nothing asks for now go
         recorded = {e["rel"]: e for e in ledger.files.values()
                     if e["agent"] == agent and e["project"] == str(project) and e["whole"]}
@@ -359,8 +393,11 @@ def plan_sync(project: Path, sources: list[str], targets: list[str], state: Path
             where = str(project / rel)
             before = _read(project, rel)
             if out is not None and not out.whole:
-                after, sep, tail = _splice(before, out.text, where)
                 entry = ledger.files.get(where)
+                if _block_edited(before, entry, where):
+                    skipped.append(_EDITED.format(where=where))
+                    continue
+                after, sep, tail = _splice(before, out.text, where)
                 if entry is not None and after is not None and not out.text:
                     after = _unsplice(before or "", entry, where)
                     if entry.get("created") and after == "":
@@ -376,6 +413,10 @@ def plan_sync(project: Path, sources: list[str], targets: list[str], state: Path
                 continue
             if before is not None and rel not in recorded:
                 skipped.append(f"{out.what} -> {agent}: {where} exists and is not memloci's; not replaced")
+                continue
+            if before is not None and sha(before) != recorded[rel].get("sha_after"):
+                skipped.append(f"{where}: changed since memloci wrote it; left as it is (delete it to have "
+                               "it written again)")
                 continue
             if before != out.text:
                 changes.append(Change(agent, project, rel, before, out.text, True, [out.what]))
@@ -404,9 +445,13 @@ def sync(project: Path, sources: list[str], targets: list[str], state: Path,
                          "whole": c.whole, "created": c.before is None, "created_dirs": item["created_dirs"],
                          "sep": c.sep, "tail": c.tail, "bak": item["bak"], "sha_before": sha(c.before)}
                 ledger.files[key] = entry
-            elif not entry.get("sep") and not entry.get("tail") and (c.sep or c.tail):
+            elif not c.whole and _block_text(c.before, key) is None:
+                # a new block (a person deleted the last one by hand): this sync's line breaks
+                # around it are the ones unsync takes away, not the earlier ones the person kept
                 entry.update(sep=c.sep, tail=c.tail)
             entry["sha_after"] = sha(c.after)
+            if not c.whole:
+                entry["block_sha"] = sha(_block_text(c.after, key))
 
         _commit(plan.changes, ledger, record)
         links = ledger.links.setdefault(str(plan.project), {})
@@ -424,7 +469,7 @@ def _drop_backup(root: Path, bak: str, now: str | None) -> None:
 
 
 def plan_unsync(project: Path, targets: list[str] | None, state: Path) -> Plan:
-    project = project.absolute()
+    project = project.resolve()
     ledger = Ledger(state)
     changes: list[Change] = []
     skipped: list[str] = []
@@ -440,6 +485,9 @@ def plan_unsync(project: Path, targets: list[str] | None, state: Path) -> Plan:
                 skipped.append(f"{key}: changed since memloci wrote it; left in place")
                 continue
             changes.append(Change(entry["agent"], root, rel, before, None, True, ["remove"]))
+            continue
+        if _block_edited(before, entry, key):
+            skipped.append(_EDITED.format(where=key))
             continue
         after: str | None = _unsplice(before, entry, key)
         if entry.get("created") and after == "":

@@ -72,7 +72,7 @@ def block(sections: list[str]) -> str:
 
 def skill_name(skill: Skill) -> str:
     """A name the Agent Skills format takes: lower-case letters, digits and '-', at most 64."""
-    return slug(skill.name)[:SKILL_NAME_MAX]
+    return slug(skill.name, f"skill-{skill.hash[:8]}")[:SKILL_NAME_MAX]
 
 
 def skill_md(skill: Skill) -> str:
@@ -84,18 +84,26 @@ def skill_md(skill: Skill) -> str:
             + f"\n# {title}\n\n{_note('skill', skill)}\n\n{normalize(skill.body)}\n")
 
 
+def _cursor_front(description: str, globs: tuple[str, ...], always: bool) -> str:
+    """Cursor's front matter as Cursor itself writes it (cursor.com/docs/context/rules): its
+    reader is not YAML; `globs` is comma-separated globs, bare (a quote or a bracket would be
+    part of the pattern), and left empty when there are none; `alwaysApply` true or false."""
+    return "\n".join(["---", f"description: {yaml_scalar(' '.join(description.split()))}",
+                      f"globs: {','.join(globs)}".rstrip(), f"alwaysApply: {'true' if always else 'false'}",
+                      "---", ""])
+
+
 def cursor_rule(rule: Rule) -> str:
     """A Cursor project rule (.mdc): description, globs (comma-separated), alwaysApply."""
     always = rule.scope != "path" and rule.always_apply
-    return (_front([("description", rule.description or rule.title), ("globs", ",".join(rule.globs)),
-                    ("alwaysApply", always)])
+    return (_cursor_front(rule.description or rule.title, rule.globs, always)
             + f"\n# {rule.title}\n\n{_note('rule', rule)}\n\n{normalize(rule.content)}\n")
 
 
 def cursor_skill(skill: Skill) -> str:
     """A workflow or skill as a Cursor rule the agent applies when its description fits."""
     description = skill.description or f"{skill.kind.capitalize()} {skill.name}"
-    return (_front([("description", " ".join(description.split())), ("globs", ""), ("alwaysApply", False)])
+    return (_cursor_front(description, (), False)
             + f"\n# {skill.name}\n\n{_note('skill', skill)}\n\n{normalize(skill.body)}\n")
 
 
@@ -132,7 +140,7 @@ def outputs(agent: str, rules: list[Rule], skills: list[Skill]) -> list[Output]:
     out: list[Output] = []
     sections: list[str] = []
     for rule in rules:
-        name = f"memloci-{slug(rule.title)}"
+        name = f"memloci-{slug(rule.title, f'rule-{rule.hash[:8]}')}"
         if agent == "cursor":
             out.append(Output(agent, f".cursor/rules/{name}.mdc", cursor_rule(rule), True, rule.id))
         elif agent == "windsurf":
