@@ -63,8 +63,20 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.full)
 
 
+def environment_now() -> dict[str, str]:
+    """A copy of this process's environment. The conformance runs read it from a thread pool
+    while a test on the main thread may set a variable (monkeypatch, the command line's process
+    defaults): a copy taken during that write raises "dictionary changed size during
+    iteration", so it is taken again."""
+    while True:
+        try:
+            return dict(os.environ)
+        except RuntimeError:
+            continue
+
+
 def server_env(home: Path, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMLOCI_")}
+    env = {k: v for k, v in environment_now().items() if not k.startswith("MEMLOCI_")}
     env["MEMLOCI_HOME"] = str(home)
     # Graph-only tests skip loading the model; memory tests pass MEMLOCI_EMBEDDER="minilm".
     env["MEMLOCI_EMBEDDER"] = "none"

@@ -164,8 +164,8 @@ _CHILD_ENV = re.compile(r"\{\*\*os\.environ\b|\bos\.environ\.items\(\)")  # a co
 def _allowed(rel: str, line: str) -> bool:
     if rel == "core/settings.py":
         return True
-    if rel == "install/clients.py":  # where other programs keep their configs (APPDATA, CODEX_HOME, ...)
-        return True
+    if rel in ("install/clients.py", "workspace/agents.py"):  # where other programs keep their configs and rules
+        return True  # (APPDATA, CODEX_HOME, HOME, ...)
     if rel.startswith("bench/"):  # benchmarks set up their servers' environments explicitly
         return bool(_CHILD_ENV.search(line))
     return False

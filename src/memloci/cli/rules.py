@@ -12,7 +12,7 @@ from typing import Annotated, Any
 import typer
 
 from memloci.cli.common import LibrariesOpt, LibraryOpt, command_settings, fail, open_console, open_service
-from memloci.core.errors import MemlociError
+from memloci.core.errors import MemlociError, ValidationError
 
 rules_app = typer.Typer(help="One workspace across coding agents: their rules, workflows and skills.",
                         no_args_is_help=True, rich_markup_mode=None)
@@ -25,7 +25,17 @@ ToOpt = Annotated[str, typer.Option("--to", help="The agents that get them, comm
 
 
 def _state() -> Path:
-    return command_settings().home
+    """memloci's home, where the ledger of syncs lives; and the tests' kill point, if set."""
+    from memloci.workspace import sync as ws_sync
+
+    settings = command_settings()
+    at = settings.environ.get(ws_sync.KILL_AFTER)
+    if at is not None:
+        try:
+            ws_sync.kill_after_writes = int(at)
+        except ValueError:
+            fail(ValidationError(f"{ws_sync.KILL_AFTER}: expected a whole number of writes, got {at!r}"))
+    return settings.home
 
 
 def _show_workspace(data: dict[str, Any]) -> None:
