@@ -80,20 +80,22 @@ class MemoryHit:
 WEAK_MEANING = 0.3
 
 
-# A memory's speaker ("Caroline: ..."), by content_hash (one text, one hash): read from its text
-# once, not at every question. Keyed by the hash, so the cache never holds the texts themselves.
+# A memory's speaker ("Caroline: ..."), by the start of its text that decides it (cues.SPEAKER_SPAN):
+# read once, not at every question. Not by content_hash: texts apart in whitespace alone share a
+# hash, and "Caroline:\n..." names no speaker where "Caroline: ..." does.
 _SPEAKERS: dict[str, str | None] = {}
 SPEAKERS_KEPT = 16_384
 
 
 def _speaker(memory: Memory) -> str | None:
+    start = memory.content[:cues.SPEAKER_SPAN]
     try:
-        return _SPEAKERS[memory.content_hash]
+        return _SPEAKERS[start]
     except KeyError:
         pass
     if len(_SPEAKERS) >= SPEAKERS_KEPT:
         _SPEAKERS.clear()  # (rare: a server searching that many texts; refilled as they come)
-    who = _SPEAKERS[memory.content_hash] = cues.speaker(memory.content)
+    who = _SPEAKERS[start] = cues.speaker(start)
     return who
 
 
