@@ -99,9 +99,12 @@ class MemoryOperations:
 
     @staticmethod
     def _maybe_near(store: Store, memory: Memory) -> list[Memory]:
-        """The memory's best word matches (BM25) that may be near duplicates of it."""
-        matches = word_candidates(store, word_terms(memory.content), CJK_PAIRS.findall(memory.content),
-                                  NEAR_WORD_MATCHES + 1, MemoryFilter())
+        """The memory's best word matches (BM25) that may be near duplicates of it. Its words are
+        those of its start, as long as a query may be (schema.QUERY_MAX): a text of 20,000 Chinese
+        characters would search every pair of them (a second at each store), and the model reads
+        the start of a long text alone too."""
+        start = memory.content[:schema.QUERY_MAX]
+        matches = word_candidates(store, word_terms(start), CJK_PAIRS.findall(start), NEAR_WORD_MATCHES + 1, MemoryFilter())
         others = [i for i in matches if i != memory.id]
         return [m for m in store.load_memories(others).values() if m.entity is None
                 and not (m.superseded_by or m.archived_at) and may_be_near(m.content, memory.content)] if others else []
