@@ -239,11 +239,16 @@ def retrieve(store, index, embedder, query: str, n: int, filters: MemoryFilter, 
         fused = {i: WORDS_WEIGHT * w.get(i, 0.0) + (1 - WORDS_WEIGHT) * m.get(i, 0.0) for i in {*w, *m}}
     else:
         fused = dict(w)
+    def hidden(memory: Memory) -> bool:
+        """Not shown (a vector search over the whole library may name one; words never do)."""
+        return bool(memory.superseded_by and not filters.include_superseded
+                    or memory.archived_at and not filters.include_archived)
+
     across: set[int] = set()  # other-language memories ranked by meaning alone (search/languages.py)
     if meaning and embedder is not None and embedder.multilingual:
-        def texts(ids: list[int]) -> dict[int, str]:
+        def texts(ids: list[int]) -> dict[int, str]:  # (a hidden memory is not the query's language's nearest)
             weigh(ids)
-            return {i: weighed[i][0].content for i in ids if i in weighed}
+            return {i: weighed[i][0].content for i in ids if i in weighed and not hidden(weighed[i][0])}
         fused, across = languages.meaning_across(fused, m, lexical_text, texts, max(3 * n, 50), WEAK_MEANING)
     ranked = sorted(fused, key=fused.__getitem__, reverse=True)
     if not (asks_when or dates is not None or names):  # cues re-rank every candidate; else the best few suffice
@@ -255,8 +260,8 @@ def retrieve(store, index, embedder, query: str, n: int, filters: MemoryFilter, 
             if memory_id not in weighed or memory_id in scores:
                 continue  # (deleted meanwhile; scored before)
             memory, factors, _ = weighed[memory_id]
-            if (memory.superseded_by and not filters.include_superseded) or (memory.archived_at and not filters.include_archived):
-                continue  # (a vector search over the whole library may name one; words never do)
+            if hidden(memory):
+                continue
             value = fused[memory_id]
             for factor in factors:  # one at a time, in this order: the same float as ever
                 value *= factor
