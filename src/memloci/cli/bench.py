@@ -141,7 +141,7 @@ def bench_models(
                                                  exists=True, dir_okay=False)] = None,
 ) -> None:
     """Each embedder's load time, memory, speed, CJK hit@1/@3 per language pair, and LoCoMo recall."""
-    from memloci.bench.models import CJK_SET
+    from memloci.bench.models import CJK_SET, load_cjk
     from memloci.bench.models import run as run_models
 
     specs = [s.strip() for s in models.split(",") if s.strip()]
@@ -152,6 +152,12 @@ def bench_models(
     if not specs or not ks:
         open_console(stderr=True).print(styled(("--models/--k", "bold red"), ": expected e.g. --models minilm,multilingual --k 1,5,10"))
         raise typer.Exit(1)
+    if cjk_set is not None:
+        try:
+            load_cjk(cjk_set)  # refused before any model loads
+        except ValueError as exc:
+            open_console(stderr=True).print(styled(("--cjk-set", "bold red"), f": {exc}"), highlight=False)
+            raise typer.Exit(1) from None
     run_models(specs=specs, locomo_data=locomo, ks=ks, conversations=conversations, out=out, console=open_console(),
                cjk_path=cjk_set or CJK_SET)
 
