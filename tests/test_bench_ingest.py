@@ -33,3 +33,14 @@ def test_bench_ingest_stores_every_turn_with_each_number_in_flight(tmp_path: Pat
     bad = subprocess.run([sys.executable, "-m", "memloci", "bench", "ingest", "--data", str(data), "--in-flight", "0"],
                          capture_output=True, text=True, timeout=120, env=env)
     assert bad.returncode == 1 and "--in-flight" in bad.stderr, bad.stderr
+
+
+def test_bench_ingest_refuses_data_that_is_not_locomo_before_any_server_starts(tmp_path: Path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMLOCI_")} | {"MEMLOCI_HOME": str(tmp_path / "home")}
+    for name, text in (("words.json", "not json"), ("object.json", '{"sample_id": "x"}'), ("empty.json", "[]"),
+                       ("no-turns.json", '[{"sample_id": "x", "conversation": {}}]')):
+        (tmp_path / name).write_text(text)
+        bad = subprocess.run([sys.executable, "-m", "memloci", "bench", "ingest", "--data", str(tmp_path / name),
+                              "--out", str(tmp_path / "ingest.json")], capture_output=True, text=True, timeout=120, env=env)
+        assert bad.returncode == 1 and "Traceback" not in bad.stderr and "--data" in bad.stderr, bad.stderr
+        assert name in bad.stderr and not (tmp_path / "ingest.json").exists()

@@ -214,3 +214,33 @@ def test_chinese_and_japanese_questions_find_memories_sharing_their_words_in_ano
     service.update_memory(memory.content_hash, content="深圳办公室的网络很快")
     assert "深圳办公室的网络很快" in contents(service.retrieve_memory("深圳网络"))
     assert all("北京" not in c for c in contents(service.retrieve_memory("北京")))
+
+
+class _RefusingModel:
+    """The loaded model, except that it fails on any batch holding "zqfail" (an endpoint that
+    errs now): put in its place with EmbedderHandle.wrap."""
+
+    def __init__(self, model):
+        self.model, self.model_id, self.dimension, self.multilingual = model, model.model_id, model.dimension, model.multilingual
+
+    def embed(self, texts):
+        if any("zqfail" in t for t in texts):
+            raise OSError("the embeddings endpoint answered 500")
+        return self.model.embed(texts)
+
+
+def test_a_model_failing_in_the_near_duplicate_check_leaves_a_stored_memory_stored(tmp_path):
+    # The memory is written before the check: the check's failure is no failure of the store
+    # (else the caller is told it failed, retries, and is told it is a duplicate).
+    from memloci.search.embedder import EmbedderHandle
+
+    handle = EmbedderHandle("minilm")
+    service = MemoryService(LibraryRegistry([LibrarySpec("lib", tmp_path / "lib.db")]), handle)
+    try:
+        assert handle.wrap(_RefusingModel) is not None
+        service.store_memory("The deploy runs on Friday at noon in the main region.")
+        memory, created = service.store_memory("The deploy runs on Friday at noon in the main region zqfail.")
+        assert created and service.memories.similar_to(memory) == []
+        assert service.list_memories()[1] == 2
+    finally:
+        service.close()

@@ -191,3 +191,16 @@ def test_the_held_out_cjk_set_is_measured_with_cjk_set(tmp_path):
     scores = report["models"]["multilingual"]["cjk_server"]["scores"]
     assert scores["all"]["queries"] == 72 and scores["cross"]["queries"] == 48
     assert scores["cross"]["hit@1"] >= 85 and scores["en->en"]["hit@3"] == 100, scores
+
+
+def test_bench_models_refuses_a_cjk_set_that_is_not_one_before_any_model_loads(tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMLOCI_")} | {"MEMLOCI_HOME": str(tmp_path / "home")}
+    for name, text in (("words.txt", "not json"), ("shape.json", '{"memories": 3, "queries": []}'),
+                       ("lacks.json", '{"memories": [{"id": "a", "text": "x", "lang": "en"}], '
+                                      '"queries": [{"text": "q", "lang": "en", "expected": ["b"]}]}')):
+        (tmp_path / name).write_text(text, encoding="utf-8")
+        done = subprocess.run([sys.executable, "-m", "memloci", "bench", "models", "--models", "minilm", "--cjk-set",
+                               str(tmp_path / name), "--out", str(tmp_path / "models.json")],
+                              capture_output=True, text=True, timeout=120, env=env)
+        assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+        assert "--cjk-set" in done.stderr and name in done.stderr and not (tmp_path / "models.json").exists()

@@ -70,3 +70,14 @@ def test_the_best_n_are_the_first_n_of_a_longer_list(service):
         floor = min(whole[4][1], 0.99)  # (min_similarity is at most 1; boosts lift scores past it)
         above = _hashes(service.retrieve_memory(query, n_results=40, min_similarity=floor, count_use=False).hits)
         assert above == [h for h in whole if h[1] >= floor and h[1] > 0]
+
+
+def test_a_speaker_is_read_from_the_text_not_from_another_with_its_hash(service):
+    # Two texts one hash apart in whitespace only: "Caroline: ..." names a speaker, "Caroline:\n..." does not.
+    memory, _ = service.store_memory("Caroline: we planted tomatoes in the garden")
+    assert "by Caroline" in service.retrieve_memory("What did Caroline plant?", count_use=False).hits[0].why
+    service.delete_memory(memory.content_hash)
+    again, _ = service.store_memory("Caroline:\nwe planted tomatoes in the garden")
+    assert again.content_hash == memory.content_hash
+    hit = service.retrieve_memory("What did Caroline plant?", count_use=False).hits[0]
+    assert hit.memory.content.startswith("Caroline:\n") and "by Caroline" not in hit.why

@@ -143,3 +143,46 @@ def test_english_questions_find_japanese_and_chinese_memories_past_english_word_
             assert ("another language" in hits[0].why) == (key != "rent"), hits[0].why
     finally:
         service.close()
+
+
+class TableEmbedder:
+    """A multilingual model whose vectors are a table's (texts not in it: a vector of their own
+    kind, far from the rest), put in place of the loaded model (EmbedderHandle.wrap)."""
+
+    model_id = "table"
+    dimension = 8
+    multilingual = True
+
+    def __init__(self, table: dict[str, list[float]]):
+        self.table = table
+
+    def embed(self, texts: list[str]):
+        import numpy as np
+
+        rows = np.array([self.table.get(t, [0, 0, 0, 0, 0, 0, 0, 1]) for t in texts], dtype=np.float32)
+        return rows / np.linalg.norm(rows, axis=1, keepdims=True)
+
+
+def test_a_superseded_memory_of_the_querys_language_does_not_hold_back_another_languages(tmp_path: Path):
+    # The nearest memory in meaning, in English, was superseded: it is never shown, so the
+    # Japanese one, next in meaning, is the nearest the query's language cannot reach by words.
+    query = "when does the server certificate expire"
+    old, new = "The server certificate expires on Friday.", "The server certificate renewal moved to the ops team."
+    japanese = "新しいサーバーの証明書は金曜日までに更新する必要がある。"
+    room = "The server room key is kept at the front desk."
+    table = {query: [1, 0, 0, 0, 0, 0, 0, 0], old: [1, 0, 0, 0, 0, 0, 0, 0], japanese: [0.9, 0.43, 0, 0, 0, 0, 0, 0],
+             new: [0, 0, 1, 0, 0, 0, 0, 0], room: [0, 0, 0, 1, 0, 0, 0, 0]}
+    handle = EmbedderHandle("minilm")
+    service = MemoryService(LibraryRegistry([LibrarySpec("lib", tmp_path / "lib.db", "sqlite")]), handle)
+    try:
+        assert handle.wrap(lambda loaded: TableEmbedder(table)) is not None
+        first, _ = service.store_memory(old)
+        for text in (japanese, room):
+            service.store_memory(text)
+        service.store_memory(new, supersedes=first.content_hash)
+        assert service.flush_embeddings(timeout=300)
+        hits = service.retrieve_memory(query, n_results=3, count_use=False).hits
+        assert old not in [h.memory.content for h in hits]
+        assert hits[0].memory.content == japanese and "another language" in hits[0].why, [(h.memory.content, h.why) for h in hits]
+    finally:
+        service.close()

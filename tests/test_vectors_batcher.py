@@ -97,3 +97,31 @@ def test_a_refused_text_fails_only_its_own_request():
     assert batcher.vectors(embedder, ["one more"])[0].shape == (64,)
     with pytest.raises(ValueError, match="refuses"):
         batcher.vectors(embedder, ["REFUSED alone"])
+
+
+class UnreachableEmbedder(WordHashEmbedder):
+    """An embeddings endpoint that cannot be reached while "DOWN" is in a batch: each call
+    fails as a refused connection or a timeout does (OSError), whatever the texts."""
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        if any("DOWN" in t for t in texts):
+            super().embed([])  # (the first call holds, as the others do)
+            self.calls[-1] = list(texts)
+            raise ConnectionRefusedError("the embeddings endpoint is not reachable")
+        return super().embed(texts)
+
+
+def test_an_endpoint_that_cannot_be_reached_fails_the_batch_once_not_text_by_text():
+    # Trying each text again would wait out the endpoint's timeout once per text, every queued
+    # request waiting behind it; the texts are not at fault.
+    embedder = UnreachableEmbedder()
+    texts = ["DOWN first request", "a second request", "a third request", "a fourth request"]
+    results = _concurrently(RequestBatcher(VectorOffers()), embedder, texts)
+    assert isinstance(results[texts[0]], ConnectionRefusedError), results
+    assert len(embedder.calls) == 2 and isinstance(results["a second request"], np.ndarray)  # another batch: answered
+    down = UnreachableEmbedder()
+    down.hold.set()
+    batcher = RequestBatcher(VectorOffers())
+    with pytest.raises(ConnectionRefusedError):
+        batcher.vectors(down, ["DOWN one", "two", "three"])
+    assert down.calls == [["DOWN one", "two", "three"]]  # one call: no text tried alone

@@ -93,3 +93,22 @@ def test_cjk_runs_and_words_of_two_tokens_rank_as_on_sqlite(engines, other):
     assert answers["sqlite"]["東京大学"][0][0] == "東京大学" and answers["sqlite"]["user_id"][0][0] == "Auth table"
     differ = {q: (answers[other][q], answers["sqlite"][q]) for q in queries if answers[other][q] != answers["sqlite"][q]}
     assert not differ, "\n".join(f"{q!r}:\n  {other}: {a}\n  sqlite: {r}" for q, (a, r) in differ.items())
+
+
+def test_a_fused_search_counts_its_matches_as_count_entities_does(engine):
+    """A search with signals fused in and a word pool (search/entities.py FUSION_POOL) says the
+    total every engine says, the one count_entities gives: the word matches, or the substring
+    matches when no word matched (three names hold the word "auth", five more hold it inside a word)."""
+    from memloci.search.entities import name_words
+    from memloci.search.hybrid import STOP_WORDS
+
+    s = engine.service
+    s.create_entities([EntityInput(f"auth gateway {i}", "service", (f"handles tokens {i}",)) for i in range(3)]
+                      + [EntityInput(f"oauthprovider{i}", "service", (f"provider number {i}",)) for i in range(5)]
+                      + [EntityInput("Blades", "thing", ("rotor",))])
+    store = s.store()
+    for query, expected in (("auth", 3), ("uthprov", 5)):
+        counted = store.count_entities(query, cap=50, stop_words=STOP_WORDS, names=name_words(store))
+        found = store.search_entities(query, limit=2, extra=[("Blades", 0.95, "means it")], stop_words=STOP_WORDS,
+                                      names=name_words(store), count_cap=50, pool=20)
+        assert found.is_truncated and found.total_count == counted == expected, (query, found.total_count, counted)

@@ -168,17 +168,16 @@ def run(*, memories: int, entities: int, calls: int, out: Path, console: Any) ->
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
-    report = {"bench": "dashboard", "memories": memories, "entities": entities, "calls": calls,
-              "engine": "sqlite", "embedder": "none",
-              "stores": {"seconds": round(store_s, 3), "per_s": round(memories / store_s, 1), **percentiles(store_ms)},
-              "reads": read_stats, "events": events,
-              "machine": {"python": platform.python_version(), "cpus": os.cpu_count(), "load": os.getloadavg()}}
+    stores = {"seconds": round(store_s, 3), "per_s": round(memories / store_s, 1), **percentiles(store_ms)}
+    report: dict[str, Any] = {
+        "bench": "dashboard", "memories": memories, "entities": entities, "calls": calls,
+        "engine": "sqlite", "embedder": "none", "stores": stores, "reads": read_stats, "events": events,
+        "machine": {"python": platform.python_version(), "cpus": os.cpu_count(), "load": os.getloadavg()}}
     table = Table(title=f"memloci bench dashboard — {memories} memories, {entities} entities, "
                         f"{calls} calls per read (ms)")
     for column in ("request", "p50", "p95"):
         table.add_column(column, justify="left" if column == "request" else "right")
-    table.add_row(f"POST /api/memories ({report['stores']['per_s']:.0f}/s)",
-                  f"{report['stores']['p50_ms']:.1f}", f"{report['stores']['p95_ms']:.1f}")
+    table.add_row(f"POST /api/memories ({stores['per_s']:.0f}/s)", f"{stores['p50_ms']:.1f}", f"{stores['p95_ms']:.1f}")
     for label, stats in read_stats.items():
         table.add_row(f"GET {label}", f"{stats['p50_ms']:.1f}", f"{stats['p95_ms']:.1f}")
     console.print(table)

@@ -96,13 +96,29 @@ async def _ingest(turns: list[dict[str, Any]], home: Path, library: str, in_flig
             "server_cpu_s": None if cpu0 is None or cpu1 is None else cpu1 - cpu0, "similar": similar}
 
 
+def conversations(data: Path, limit: int | None) -> list[dict[str, Any]]:
+    """The first `limit` conversations of a LoCoMo JSON, each with turns; ValueError naming the
+    file and what it lacks otherwise."""
+    try:
+        samples = json.loads(data.read_text(encoding="utf-8"))[:limit]
+        with_turns = [s for s in samples if str(s["sample_id"]) and turns_of(s)]
+    except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
+        raise ValueError(f"{data}: not a LoCoMo JSON (a list of conversations with sample_id and "
+                         f"session_N turns): {type(exc).__name__}: {exc}") from None
+    if not samples:
+        raise ValueError(f"{data}: no conversation (LoCoMo: a list of conversations with session_N turns)")
+    if len(with_turns) < len(samples):
+        raise ValueError(f"{data}: a conversation without turns (LoCoMo: a list of conversations with session_N turns)")
+    return samples
+
+
 def run(*, data: Path, in_flight: list[int], out: Path, console: Any, limit: int | None = 1,
         embedder: str | None = None) -> dict[str, Any]:
     """Store the turns of the first `limit` conversations with each number of calls in flight."""
     import anyio
     from rich.table import Table
 
-    samples = json.loads(data.read_text(encoding="utf-8"))[:limit]
+    samples = conversations(data, limit)
     report: dict[str, Any] = {"bench": "ingest", "data": str(data), "conversations": [s["sample_id"] for s in samples],
                               "runs": []}
     table = Table(title=f"Ingest through MCP: store_memory per LoCoMo turn, {len(samples)} conversation(s)")

@@ -37,11 +37,20 @@ _DEVNULL = open(os.devnull, "w")
 
 
 def load_cjk(path: Path = CJK_SET) -> dict[str, Any]:
-    data = json.loads(path.read_text(encoding="utf-8"))
-    ids = {m["id"] for m in data["memories"]}
-    for q in data["queries"]:  # a set that names a memory it lacks would score nonsense
-        if not set(q["expected"]) <= ids:
-            raise ValueError(f"{path}: query {q['text']!r} expects {q['expected']}, not all in the set")
+    """The CJK set at `path`; ValueError naming the file, what is wrong and the shape expected."""
+    shape = '{"memories": [{"id", "text", "lang"}, ...], "queries": [{"text", "lang", "expected": [ids]}, ...]}'
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        valid = [m["id"] for m in data["memories"] if isinstance(m["text"], str) and isinstance(m["lang"], str)]
+        queries = [(q["text"], q["lang"], list(q["expected"])) for q in data["queries"]]
+    except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
+        raise ValueError(f"{path}: not a CJK set ({type(exc).__name__}: {exc}); expected {shape}") from None
+    ids = set(valid)
+    if len(valid) != len(data["memories"]) or not queries:
+        raise ValueError(f"{path}: every memory needs a text and a lang, and the set a query; expected {shape}")
+    for text, _, expected in queries:  # a set that names a memory it lacks would score nonsense
+        if not expected or not set(expected) <= ids:
+            raise ValueError(f"{path}: query {text!r} expects {expected}, not all in the set")
     return data
 
 

@@ -112,11 +112,12 @@ def bench_ingest(
                                        exists=True, dir_okay=False)],
     in_flight: Annotated[str, typer.Option("--in-flight", help="store_memory calls in flight on one session, "
                                            "comma-separated: one run each (1: each call awaited).")] = "1,8",
-    conversations: Annotated[int, typer.Option("--conversations", help="The first N conversations.")] = 1,
+    conversations: Annotated[int, typer.Option("--conversations", min=1, help="The first N conversations.")] = 1,
     embedder: Annotated[str | None, typer.Option("--embedder", help="The server's embedder (default: as MEMLOCI_EMBEDDER says).")] = None,
     out: Annotated[Path, typer.Option("--out", help="JSON results file.")] = Path("bench-results/ingest.json"),
 ) -> None:
     """Memories stored and embedded per second through the real MCP server, 1 or more calls in flight."""
+    from memloci.bench.ingest import conversations as locomo_conversations
     from memloci.bench.ingest import run
 
     try:
@@ -125,6 +126,11 @@ def bench_ingest(
             raise ValueError
     except ValueError:
         open_console(stderr=True).print(styled(("--in-flight", "bold red"), f": expected numbers of 1 or more like 1,8, got {in_flight!r}"))
+        raise typer.Exit(1) from None
+    try:
+        locomo_conversations(data, conversations)  # refused before any server starts
+    except ValueError as exc:
+        open_console(stderr=True).print(styled(("--data", "bold red"), f": {exc}"), highlight=False)
         raise typer.Exit(1) from None
     run(data=data, in_flight=counts, out=out, console=open_console(), limit=conversations, embedder=embedder)
 
@@ -141,7 +147,7 @@ def bench_models(
                                                  exists=True, dir_okay=False)] = None,
 ) -> None:
     """Each embedder's load time, memory, speed, CJK hit@1/@3 per language pair, and LoCoMo recall."""
-    from memloci.bench.models import CJK_SET
+    from memloci.bench.models import CJK_SET, load_cjk
     from memloci.bench.models import run as run_models
 
     specs = [s.strip() for s in models.split(",") if s.strip()]
@@ -152,6 +158,12 @@ def bench_models(
     if not specs or not ks:
         open_console(stderr=True).print(styled(("--models/--k", "bold red"), ": expected e.g. --models minilm,multilingual --k 1,5,10"))
         raise typer.Exit(1)
+    if cjk_set is not None:
+        try:
+            load_cjk(cjk_set)  # refused before any model loads
+        except ValueError as exc:
+            open_console(stderr=True).print(styled(("--cjk-set", "bold red"), f": {exc}"), highlight=False)
+            raise typer.Exit(1) from None
     run_models(specs=specs, locomo_data=locomo, ks=ks, conversations=conversations, out=out, console=open_console(),
                cjk_path=cjk_set or CJK_SET)
 

@@ -110,10 +110,13 @@ def _days(earlier: str, now: datetime) -> float:
 
 @lru_cache(maxsize=4096)
 def _standing(memory_type: str, importance: str, access_count: int,
-              tags: tuple[str, ...]) -> tuple[float, float, float, str | None]:
+              immune_tag: str | None) -> tuple[float, float, float, str | None]:
     """(base, retention days, boost, immunity reason): what a memory's relevance takes from
     fields other than its age. Ranking asks it of every candidate at every search, and few
-    memories differ in these four fields, so each combination is worked out once."""
+    memories differ in these four fields, so each combination is worked out once. Of the tags
+    only the first that makes a memory immune counts: most memories' tags are their own
+    ("dia:D1:3", "source:host"), and a cache keyed by them would miss every time."""
+    tags = () if immune_tag is None else (immune_tag,)
     memory = Memory(0, "", "", tags, memory_type, importance, {}, "", "", access_count, None, None)  # those fields alone
     return (IMPORTANCE_BASE[importance_of(memory)], retention_days(memory),
             min(MOST_USE_BOOST, 1.0 + 0.1 * memory.access_count), immunity(memory))
@@ -121,7 +124,8 @@ def _standing(memory_type: str, importance: str, access_count: int,
 
 def _scored(memory: Memory, now: datetime) -> tuple[float, float, float, float, float, float, str | None]:
     """(score, base, decay, boost, age in days, retention days, immunity reason)."""
-    base, days, boost, reason = _standing(memory.memory_type, memory.importance, memory.access_count, tuple(memory.tags))
+    immune_tag = next((t for t in memory.tags if t.casefold() in IMMUNE_TAGS), None) if memory.tags else None
+    base, days, boost, reason = _standing(memory.memory_type, memory.importance, memory.access_count, immune_tag)
     age = max(0.0, _days(memory.created_at, now))
     decay = math.exp(-age / days)
     score = base * decay * boost

@@ -160,6 +160,7 @@ def dated_within(when: datetime | None, wanted) -> bool:
 
 
 _SPEAKER = re.compile(r"^([A-Z][\w.'-]{0,30}(?: [A-Z][\w.'-]{0,30})?): ")
+SPEAKER_SPAN = 65  # the longest text _SPEAKER matches (two words of 31 letters, a space, ": "): what decides speaker()
 
 
 def speaker(content: str) -> str | None:

@@ -84,20 +84,22 @@ class MemoryHit:
 WEAK_MEANING = 0.3
 
 
-# A memory's speaker ("Caroline: ..."), by content_hash (one text, one hash): read from its text
-# once, not at every question. Keyed by the hash, so the cache never holds the texts themselves.
+# A memory's speaker ("Caroline: ..."), by the start of its text that decides it (cues.SPEAKER_SPAN):
+# read once, not at every question. Not by content_hash: texts apart in whitespace alone share a
+# hash, and "Caroline:\n..." names no speaker where "Caroline: ..." does.
 _SPEAKERS: dict[str, str | None] = {}
 SPEAKERS_KEPT = 16_384
 
 
 def _speaker(memory: Memory) -> str | None:
+    start = memory.content[:cues.SPEAKER_SPAN]
     try:
-        return _SPEAKERS[memory.content_hash]
+        return _SPEAKERS[start]
     except KeyError:
         pass
     if len(_SPEAKERS) >= SPEAKERS_KEPT:
         _SPEAKERS.clear()  # (rare: a server searching that many texts; refilled as they come)
-    who = _SPEAKERS[memory.content_hash] = cues.speaker(memory.content)
+    who = _SPEAKERS[start] = cues.speaker(start)
     return who
 
 
@@ -280,9 +282,9 @@ def retrieve(store, index, embedder, query: str, n: int, filters: MemoryFilter, 
         fused = dict(w)
     across: set[int] = set()  # other-language memories ranked by meaning alone (search/languages.py)
     if meaning and embedder is not None and embedder.multilingual:
-        def texts(ids: list[int]) -> dict[int, str]:
+        def texts(ids: list[int]) -> dict[int, str]:  # (a hidden memory is not the query's language's nearest)
             weigh(ids)
-            return {i: weighed[i][0].content for i in ids if i in weighed}
+            return {i: weighed[i][0].content for i in ids if i in weighed and not _hidden(weighed[i][0], filters)}
         fused, across = languages.meaning_across(fused, m, lexical_text, texts, max(3 * n, 50), WEAK_MEANING)
     expanded: set[int] = set()
     # the seeds' own words, searched for too; without meaning nothing would tell whether a memory

@@ -359,7 +359,8 @@ class RequestBatcher:
     meanwhile makes the next call. A lone request waits for nobody, and concurrent stores share
     one batch. Every vector goes to the embedding workers too (VectorOffers), which then do not
     compute it again. A batch the model fails on is embedded again text by text, so a text the
-    model refuses fails only its own request."""
+    model refuses fails only its own request; a batch an endpoint fails on (OSError: not reached,
+    timed out, an HTTP error) fails its requests at once."""
 
     def __init__(self, offers: VectorOffers) -> None:
         self.offers = offers
@@ -407,6 +408,8 @@ class RequestBatcher:
             try:
                 vectors = dict(zip(texts, embedder.embed(texts), strict=True))
                 self.calls += 1
+            except OSError:  # an endpoint not reached, not a text refused: each text alone would wait out its timeout
+                raise
             except Exception:
                 if len(texts) == 1:
                     raise

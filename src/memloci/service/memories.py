@@ -5,6 +5,7 @@ Stores.writing (the post-write hook), retrievals are counted by the vectors part
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -31,6 +32,7 @@ RECENT_BACKLOG = 2_000  # ... if no more than this many wait (a bulk backlog is 
 RETENTION_PAGE = 5_000  # memories read at a time when every free memory's retention is counted
 
 
+log = logging.getLogger(__name__)
 NEAR_WORD_MATCHES = 10  # a new text's best word matches that may_be_near tries before it is embedded
 
 
@@ -92,16 +94,23 @@ class MemoryOperations:
         near = [m for m in self._maybe_near(store, memory) if understands(embedder, m.content)]
         if not near:
             return []
-        vector, *theirs = self.vectors.batcher.vectors(embedder, [memory.content, *(m.content for m in near)])
+        try:
+            vector, *theirs = self.vectors.batcher.vectors(embedder, [memory.content, *(m.content for m in near)])
+        except Exception as exc:  # the memory is stored: a model failing now leaves nothing said, not the store failed
+            log.warning("near-duplicate check skipped, the model failed: %s", exc)
+            return []
         close = sorted(((m, round(float(v @ vector), 3)) for m, v in zip(near, theirs, strict=True)),
                        key=lambda found: -found[1])
         return [(m, score) for m, score in close if score >= NEAR_DUPLICATE_MIN][:limit]
 
     @staticmethod
     def _maybe_near(store: Store, memory: Memory) -> list[Memory]:
-        """The memory's best word matches (BM25) that may be near duplicates of it."""
-        matches = word_candidates(store, word_terms(memory.content), CJK_PAIRS.findall(memory.content),
-                                  NEAR_WORD_MATCHES + 1, MemoryFilter())
+        """The memory's best word matches (BM25) that may be near duplicates of it. Its words are
+        those of its start, as long as a query may be (schema.QUERY_MAX): a text of 20,000 Chinese
+        characters would search every pair of them (a second at each store), and the model reads
+        the start of a long text alone too."""
+        start = memory.content[:schema.QUERY_MAX]
+        matches = word_candidates(store, word_terms(start), CJK_PAIRS.findall(start), NEAR_WORD_MATCHES + 1, MemoryFilter())
         others = [i for i in matches if i != memory.id]
         return [m for m in store.load_memories(others).values() if m.entity is None
                 and not (m.superseded_by or m.archived_at) and may_be_near(m.content, memory.content)] if others else []

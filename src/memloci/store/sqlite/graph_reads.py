@@ -82,7 +82,8 @@ class SQLiteGraphReads:
         with self.db.read() as conn:
             scored, total = rank_entities(conn, query, want, stop_words=stop_words, names=names, count_cap=count_cap)
             if total is None and count_cap and len(scored) > limit:  # fewer than `want`: every match is scored
-                total = min(len(scored), count_cap)
+                # counted as count_entities counts: the word matches, or the substrings when no word matched
+                total = min(sum(1 for s in scored.values() if s.matched) or len(scored), count_cap)
             best = max((-s.bm25 for s in scored.values()), default=0.0) or 1.0
             fused = {i: (-s.bm25 / best, s.matched, s.why) for i, s in scored.items()}
             if extra:
