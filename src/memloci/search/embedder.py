@@ -268,6 +268,28 @@ def _dynamic_int8(source: Path, folder: Path) -> Path | None:
             return target
     except OSError:
         pass
+    # A minute of CPU, once: on a thread at the backlog's priority, so requests keep the cores
+    # (the model itself loads at the process's priority, see EmbedderHandle._load).
+    outcome: list[Any] = [None, None]  # the converted file, or what the conversion raised
+
+    def convert() -> None:
+        yield_to_requests()
+        try:
+            outcome[0] = _convert(source, folder, name)
+        except BaseException as exc:  # raised again in the caller's thread
+            outcome[1] = exc
+
+    thread = threading.Thread(target=convert, name="memloci-convert", daemon=True)
+    thread.start()
+    thread.join()
+    if outcome[1] is not None:
+        raise outcome[1]
+    return outcome[0]
+
+
+def _convert(source: Path, folder: Path, name: str) -> Path | None:
+    """_dynamic_int8's conversion, written to `folder` / `name` (and its digest beside it)."""
+    target, digest_file = folder / name, folder / (name + ".sha256")
     try:
         import onnxruntime as ort
         from onnxruntime.quantization import QuantType, quantize_dynamic
