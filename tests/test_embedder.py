@@ -2,6 +2,8 @@
 
 import importlib.util
 import os
+import sys
+import threading
 
 import numpy as np
 import pytest
@@ -177,3 +179,27 @@ def test_the_e5_model_runs_from_its_pinned_files_and_crosses_from_english():
     query = model.embed(["when must the server certificate be renewed"])
     assert stored.shape == (3, 384) and int(np.argmax(stored @ query[0])) == 0
     assert model.embed([]).shape == (0, 384)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a thread's own priority is Linux's")
+def test_a_thread_that_gave_way_runs_the_model_on_a_session_requests_never_share(cache):
+    """The embedding worker (a thread that called yield_to_requests) runs the model on a session
+    of its own, so a request's query never waits for the worker's batch on a shared thread pool;
+    the vectors are the same."""
+    exact = embedder("minilm-exact", cache)
+    assert not E.gave_way() and exact.session_for_caller() is exact.session
+    asked = exact.embed(TEXTS)
+    seen: dict[str, object] = {}
+
+    def background(key: str) -> None:
+        E.yield_to_requests()
+        seen[key] = (E.gave_way(), exact.session_for_caller(), exact.embed(TEXTS))
+
+    for key in ("first", "second"):
+        thread = threading.Thread(target=background, args=(key,))
+        thread.start()
+        thread.join()
+    (gave, session, vectors), (_, again, _) = seen["first"], seen["second"]
+    assert gave and session is not exact.session and again is session, "one backlog session, made once"
+    assert np.allclose(vectors, asked, atol=1e-6)
+    assert exact.session_for_caller() is exact.session, "requests keep their own session"

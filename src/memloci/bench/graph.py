@@ -167,15 +167,28 @@ async def _time_server(command: list[str], env: dict[str, str], plan: list[tuple
 
 
 def backlog_workload(graph: SyntheticGraph, calls: int) -> list[tuple[str, dict[str, Any]]]:
-    """The search_nodes calls of `workload` alone (its four kinds of query), in the same order."""
-    return [(name, arguments) for name, arguments in workload(graph, calls) if name.startswith("search_nodes")]
+    """The search_nodes calls of `workload` alone (its four kinds of query), in the same order,
+    and a fifth after each round: words that leave the page short ("overdue invoice note97-1":
+    two words found nowhere, and "1" naming one entity), so the query is embedded and its meaning
+    searched while the worker embeds the backlog."""
+    plan: list[tuple[str, dict[str, Any]]] = []
+    for name, arguments in workload(graph, calls):
+        if name.startswith("search_nodes"):
+            plan.append((name, arguments))
+        if name == "search_nodes common-word note":
+            label = arguments["query"].split()[-1]
+            plan.append(("search_nodes few-words", {"query": f"overdue invoice {label}"}))
+    return plan
 
 
 async def _time_backlog(command: list[str], env: dict[str, str], plan: list[tuple[str, dict[str, Any]]],
-                        on_call: Callable[[], None]) -> tuple[dict[str, list[float]], dict[str, int | None]]:
+                        on_call: Callable[[], None], pause: float) -> tuple[dict[str, list[float]], dict[str, int | None]]:
     """search_nodes timed at once after the server starts on a library just imported, while its
     embedding worker works through the backlog; the backlog (memories waiting for a vector,
-    check_database_health's `pending`) is read before the first timed call and after the last."""
+    check_database_health's `pending`) is read before the first timed call and after the last.
+    `pause`: seconds between one reply and the next call, as a client does something with each
+    reply; the worker runs a batch in each pause longer than its settle time, so a call meets
+    one under way."""
     from mcp import StdioServerParameters
     from mcp.client.stdio import stdio_client
 
@@ -211,6 +224,8 @@ async def _time_backlog(command: list[str], env: dict[str, str], plan: list[tupl
                     raise RuntimeError(f"{name} failed during the bench: {result.content[0].text[:300]}")
                 timings.setdefault(name, []).append(elapsed * 1000)
                 on_call()
+                if pause > 0:
+                    await _sleep(pause)
             backlog["end"] = await pending(session)
     return timings, backlog
 
@@ -279,18 +294,27 @@ def _official_entry(cache: Path) -> list[str]:
 
 
 ENGINES = ("sqlite", "postgres")
+# Between one reply and the next call with --backlog: a client reading each reply (an agent
+# thinks between its calls) leaves the worker room for a batch before most calls.
+BACKLOG_PAUSE_MS = 50.0
 
 
 def run(*, n: int, calls: int, vs_official: bool, official_n: int | None, out: Path, console: Any,
         settings: Settings, official_calls: int = 30, embedder: str = "none", engine: str = "sqlite",
-        url: str | None = None, backlog: bool = False) -> dict[str, Any]:
+        url: str | None = None, backlog: bool = False, pause_ms: float | None = None) -> dict[str, Any]:
     """`settings`: the command's, for the cache folder the official server is installed in.
     `backlog`: only search_nodes, timed just after the import while the server's embedding worker
-    (`embedder`, minilm unless given) works through the N x 3 observations waiting for vectors."""
+    (`embedder`, minilm unless given) works through the N x 3 observations waiting for vectors,
+    `pause_ms` between one reply and the next call (BACKLOG_PAUSE_MS unless given; 0: back to back)."""
     if backlog and vs_official:
         raise ValueError("--backlog: not with --vs-official (the official server has no embedder)")
     if backlog and embedder == "none":
         embedder = "minilm"
+    if pause_ms is not None and not backlog:
+        raise ValueError("--pause-ms: only with --backlog")
+    pause_ms = BACKLOG_PAUSE_MS if pause_ms is None else pause_ms
+    if pause_ms < 0:
+        raise ValueError(f"--pause-ms: must be 0 or more, not {pause_ms}")
     if engine not in ENGINES:
         raise ValueError(f"--engine: unknown engine {engine!r}; known: {', '.join(ENGINES)}")
     if url is not None and engine != "postgres":
@@ -307,7 +331,7 @@ def run(*, n: int, calls: int, vs_official: bool, official_n: int | None, out: P
 
     results: dict[str, Any] = {
         "bench": "graph", "engine": engine, "n": n, "calls_per_tool": calls, "embedder": embedder,
-        "mode": "backlog" if backlog else "tools",
+        "mode": "backlog" if backlog else "tools", **({"pause_ms": pause_ms} if backlog else {}),
         "load_average": [round(x, 2) for x in os.getloadavg()],
         "machine": {"python": platform.python_version(), "cpus": os.cpu_count(), "platform": platform.platform()},
     }
@@ -340,7 +364,7 @@ def run(*, n: int, calls: int, vs_official: bool, official_n: int | None, out: P
                 plan = backlog_workload(graph, calls)
                 task = progress.add_task("search_nodes while the backlog is embedded", total=len(plan))
                 timings, results["backlog"] = anyio.run(_time_backlog, command, env, plan,
-                                                        lambda: progress.advance(task))
+                                                        lambda: progress.advance(task), pause_ms / 1000)
             else:
                 results["memloci_startup_ms"] = round(_startup_ms(command, env), 1)
                 plan = workload(graph, calls)
@@ -370,7 +394,7 @@ def run(*, n: int, calls: int, vs_official: bool, official_n: int | None, out: P
         shutil.rmtree(work, ignore_errors=True)
 
     table = Table(title=f"memloci bench graph — {engine}, N={n}, {calls} calls per tool, embedder {embedder}"
-                        f"{', just after the import, backlog embedding' if backlog else ''} "
+                        f"{f', just after the import, backlog embedding, {pause_ms:g} ms between calls' if backlog else ''} "
                         "(ms, client round trip over stdio)")
     table.add_column("tool")
     table.add_column("p50", justify="right")

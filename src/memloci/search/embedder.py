@@ -46,7 +46,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from memloci.core.confine import atomic_write
 from memloci.core.lazy import on_first_use
@@ -112,7 +112,16 @@ class OnnxEmbedder:
         self.tokenizer = Tokenizer.from_file(str(tokenizer_path))
         self.tokenizer.enable_truncation(MAX_TOKENS)
         self.tokenizer.no_padding()  # embed() groups texts by length and pads each group itself
-        self.session = _session(ort, model_path, max(1, min(4, os.cpu_count() or 1)))
+        threads = max(1, min(4, os.cpu_count() or 1))
+        # Requests run the model on a session of their own, whose thread pool (started here, on
+        # a thread at the process's priority) they never share with a backlog: a query embedded
+        # while the worker runs a batch once waited for the batch's threads, at their low priority.
+        # The backlog's session is made by the first thread that gave way (gave_way()), so its
+        # pool inherits that thread's priority.
+        self.session = _session(ort, model_path, threads)
+        self._backlog_session: Any = None
+        self._new_backlog_session = lambda: _session(ort, model_path, threads)
+        self._backlog_lock = threading.Lock()
         self._inputs = {i.name for i in self.session.get_inputs()}
         self.model_id = model_id
         self.dimension = int(self.embed(["dimension probe"]).shape[1])
@@ -126,6 +135,7 @@ class OnnxEmbedder:
         """
         if not texts:
             return np.zeros((0, getattr(self, "dimension", 0)), dtype=np.float32)
+        session = self.session_for_caller()
         encoded = self.tokenizer.encode_batch(list(texts))
         lengths = [len(e.ids) for e in encoded]
         order = sorted(range(len(texts)), key=lengths.__getitem__)
@@ -147,7 +157,7 @@ class OnnxEmbedder:
             feed = {"input_ids": ids, "attention_mask": mask}
             if "token_type_ids" in self._inputs:
                 feed["token_type_ids"] = np.zeros_like(ids)
-            hidden = self.session.run(None, feed)[0]
+            hidden = session.run(None, feed)[0]
             summed = (hidden * mask[..., None]).sum(axis=1)
             parts.append((rows, summed / np.maximum(mask.sum(axis=1, keepdims=True), 1)))
             start = end
@@ -155,6 +165,17 @@ class OnnxEmbedder:
         for rows, pooled in parts:
             out[rows] = pooled
         return _normalize(out)
+
+
+    def session_for_caller(self) -> Any:
+        """The session the calling thread runs the model on: the requests' one, or for a thread
+        that gave way to requests, the backlog's (made on the first such call)."""
+        if not gave_way():
+            return self.session
+        with self._backlog_lock:
+            if self._backlog_session is None:
+                self._backlog_session = self._new_backlog_session()
+            return self._backlog_session
 
 
 class OpenAIEmbedder:
@@ -254,6 +275,28 @@ def _dynamic_int8(source: Path, folder: Path) -> Path | None:
             return target
     except OSError:
         pass
+    # A minute of CPU, once: on a thread at the backlog's priority, so requests keep the cores
+    # (the model itself loads at the process's priority, see EmbedderHandle._load).
+    outcome: list[Any] = [None, None]  # the converted file, or what the conversion raised
+
+    def convert() -> None:
+        yield_to_requests()
+        try:
+            outcome[0] = _convert(source, folder, name)
+        except BaseException as exc:  # raised again in the caller's thread
+            outcome[1] = exc
+
+    thread = threading.Thread(target=convert, name="memloci-convert", daemon=True)
+    thread.start()
+    thread.join()
+    if outcome[1] is not None:
+        raise outcome[1]
+    return outcome[0]
+
+
+def _convert(source: Path, folder: Path, name: str) -> Path | None:
+    """_dynamic_int8's conversion, written to `folder` / `name` (and its digest beside it)."""
+    target, digest_file = folder / name, folder / (name + ".sha256")
     try:
         import onnxruntime as ort
         from onnxruntime.quantization import QuantType, quantize_dynamic
@@ -436,6 +479,17 @@ def yield_to_requests() -> None:
             pass
 
 
+def gave_way() -> bool:
+    """Whether the calling thread runs at a lower priority than the process's main thread (it
+    called yield_to_requests, or was started by one that did): background work, not a request."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        return os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) > os.getpriority(os.PRIO_PROCESS, os.getpid())
+    except OSError:
+        return False
+
+
 class EmbedderHandle:
     """The embedder of a process, loaded once, lazily (first use) or in the background.
 
@@ -477,7 +531,9 @@ class EmbedderHandle:
             self._done.wait(timeout)
 
     def _load(self) -> None:
-        yield_to_requests()  # the model's thread pool, started below, inherits it
+        # At the process's priority: the requests' session, made here, starts its thread pool,
+        # which inherits this thread's priority (the backlog's session is made by the worker, at
+        # its lower one). The load waits out `delay`, so the first requests are answered first.
         self._now.wait(self._delay)
         try:
             self._embedder = create_embedder(self.spec, self.settings)
