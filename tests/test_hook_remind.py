@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from test_hook import hook, log_text, memories, quiet
 
+from memloci.app.projects import ProjectRef
 from memloci.app.registry import LibraryRegistry
 from memloci.app.specs import LibrarySpec
 from memloci.core.settings import Settings
@@ -43,10 +44,10 @@ def shop(tmp_path, monkeypatch):
     return root, tmp_path / "home"
 
 
-def remember(root: Path, home: Path) -> dict:
+def remember(root: Path, home: Path, library: ProjectRef | None = None) -> dict:
     service = MemoryService(LibraryRegistry([LibrarySpec("default", home / "default.db")]), embed_pending=False)
     try:
-        return remember_rules(service, root)
+        return remember_rules(service, root, library)
     finally:
         service.close()
 
@@ -79,6 +80,15 @@ def test_remembered_rules_come_back_at_session_start_and_a_superseded_one_does_n
     # Gemini CLI's reply has the same shape (hookSpecificOutput.additionalContext)
     assert context(hook(home, "gemini", start(root, "resume"))) == text
     assert len(memories(home)) == stored  # a session start stores nothing
+
+
+def test_rules_kept_in_the_projects_own_library_come_back_too(shop):
+    root, home = shop
+    (root / ".mcp").mkdir()
+    remember(root, home, ProjectRef(str(root), None))
+    assert memories(home) == []  # in the project's library only
+    text = context(hook(home, "claude-code", start(root, "compact")))
+    assert "Prices are integers in cents; never floats." in text and "Run pytest with -x" in text
 
 
 def test_no_rules_and_no_project_give_the_neutral_reply(shop, tmp_path):
