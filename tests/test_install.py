@@ -242,7 +242,7 @@ HOOK_FIXTURE = """{
 
 
 @pytest.mark.parametrize("client,events", [
-    ("claude-code", {"PostToolUse", "PreCompact", "SessionEnd"}),
+    ("claude-code", {"PostToolUse", "PreCompact", "SessionEnd", "SessionStart"}),
     ("cursor", {"afterFileEdit"}),
     ("windsurf", {"post_write_code"}),
     ("codex", {"PostToolUse", "PreCompact"}),
@@ -269,8 +269,10 @@ def test_gemini_keeps_server_and_hooks_in_one_settings_file(tmp_path):
     path = write(tmp_path / name, original)
     assert memloci(tmp_path, "install", "gemini", "--config", str(path), "--hooks").returncode == 0
     doc = parse("gemini", path.read_text())
-    assert "memloci" in doc["mcpServers"] and set(doc["hooks"]) == {"AfterTool", "PreCompress", "SessionEnd"}
+    assert "memloci" in doc["mcpServers"]
+    assert set(doc["hooks"]) == {"AfterTool", "PreCompress", "SessionEnd", "SessionStart"}
     assert doc["hooks"]["AfterTool"][0]["matcher"]
+    assert "matcher" not in doc["hooks"]["SessionStart"][0]  # every source: startup, resume, clear
     assert memloci(tmp_path, "uninstall", "gemini", "--config", str(path)).returncode == 0
     assert path.read_text() == original
 

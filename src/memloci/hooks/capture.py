@@ -5,9 +5,11 @@ A hook runs inside the agent's loop, so it must never fail, slow or clutter it:
   DEADLINE_S whatever it is doing (a busy lock, a slow disk); a write cut off there is a
   killed writer, which every store survives whole or not at all. The event is not lost: it
   was spooled first (spool.py), and the watchdog starts a detached drainer that stores it;
-- stdout carries only the agent's neutral reply (Gemini CLI parses it as JSON), and stderr
-  goes to /dev/null: what went wrong (bad JSON, a missing library, a full disk, a busy lock) is
-  written to `$MEMLOCI_HOME/logs/hook.log` (0600, rotated at LOG_BYTES);
+- stdout carries only the agent's neutral reply (Gemini CLI parses it as JSON), or at the
+  start of a session of Claude Code or Gemini CLI the project's remembered rules as context
+  (remind.py; nothing is stored then), and stderr goes to /dev/null: what went wrong (bad
+  JSON, a missing library, a full disk, a busy lock) is written to
+  `$MEMLOCI_HOME/logs/hook.log` (0600, rotated at LOG_BYTES);
 - the embedder is never loaded: the memory is stored without a vector, and a server embeds
   the backlog at its next search or write of that library.
 
@@ -41,7 +43,17 @@ from memloci.core.errors import MemlociError
 from memloci.core.settings import Settings, data_home
 from memloci.hooks import spool
 from memloci.hooks.classify import MAX_CHARS, classify, cut, worth_keeping
-from memloci.hooks.events import NEUTRAL_REPLY, PARSERS, EventError, HookEvent, Unsupported, parse_event
+from memloci.hooks.events import (
+    NEUTRAL_REPLY,
+    PARSERS,
+    EventError,
+    HookEvent,
+    Unsupported,
+    context_reply,
+    parse_event,
+    session_start,
+)
+from memloci.hooks.remind import remind
 
 DEADLINE_S = 1.8  # from process start; the agents' limit is 2 s, the rest is process exit
 MIN_WORK_S = 0.05  # what is left when start-up alone took DEADLINE_S (2 s is the promise)
@@ -142,7 +154,12 @@ def _deadline(settings: Settings | None) -> float:
     return settings.hook_deadline
 
 
+_finishing = threading.Lock()  # one reply: the watchdog's and the main thread's never both
+
+
 def _finish(reply: str | None, out: int | None) -> None:
+    if not _finishing.acquire(blocking=False):
+        threading.Event().wait()  # the other is writing its reply and ending the process
     if reply and out is not None:
         with suppress(OSError):
             os.write(out, (reply + "\n").encode())
@@ -333,15 +350,26 @@ def store(record: dict[str, Any], settings: Settings) -> str:
     return f"stored {label.memory_type} ({label.importance}, confidence {label.confidence}) in {where}"
 
 
-def run(agent: str, args: list[str], home: Path, until: float | None, settings: Settings) -> str:
-    """Decide, spool, store; returns the log line. Raises on a bad event or a failed write.
+def run(agent: str, args: list[str], home: Path, until: float | None, settings: Settings) -> tuple[str, str | None]:
+    """Decide, spool, store; returns the log line, and the reply when it is not the neutral one
+    (at session start: the project's rules, remind.py). Raises on a bad event or a failed write.
     With time left before `until` (time.monotonic()), older spooled events are stored too."""
-    drain = partial(_drain_older, settings=settings)
     if agent not in PARSERS:
         raise EventError(f"unknown agent '{agent}'; known: {', '.join(PARSERS)}")
     if PARSERS[agent] is None:
-        return f"{agent} has no hooks; nothing to capture"
+        return f"{agent} has no hooks; nothing to capture", None
     payload = read_payload(args)
+    start = session_start(agent, payload)
+    if start is not None:  # nothing stored: the reply is what matters, so no spool is drained either
+        root, has_memory = find_project(start)
+        context, line = remind(start, root, has_memory, settings)
+        return line, context_reply(start, context) if context else None
+    return capture(agent, payload, home, until, settings), None
+
+
+def capture(agent: str, payload: Any, home: Path, until: float | None, settings: Settings) -> str:
+    """The event stored when it is worth it; returns the log line."""
+    drain = partial(_drain_older, settings=settings)
     try:
         event = parse_event(agent, payload)
     except Unsupported as exc:
@@ -404,9 +432,10 @@ def main(argv: list[str], *, home: Path | None = None, config: Path | None = Non
         _home = home
         if settings is None:  # a malformed variable: said in the log, nothing guessed
             raise refused or MemlociError("settings: not read")
-        line = run(agent, argv[1:], home, started + seconds, settings) if agent else \
-            "no agent named; usage: memloci hook AGENT < event.json"
+        line, answer = run(agent, argv[1:], home, started + seconds, settings) if agent else \
+            ("no agent named; usage: memloci hook AGENT < event.json", None)
         log.info("%s (%.0f ms)", line, (time.monotonic() - started) * 1000)
+        reply = answer or reply
     except EventError as exc:
         log.warning("%s: bad event: %s", agent or "?", exc)
     except BaseException as exc:  # a full disk, a busy lock, a broken library: logged, never shown

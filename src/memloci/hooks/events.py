@@ -34,6 +34,17 @@ taken from them rather than from the vendor's own page):
   form (`toolName`, `toolArgs` as JSON text, `toolResult.textResultForLlm`, `cwd`;
   https://docs.github.com/en/copilot/reference/hooks-configuration) is read too.
 - Claude Desktop has no hooks.
+
+At session start two of them take context back on stdout (exit 0), which is how a hook reminds
+the agent of the project's rules (remind.py):
+- Claude Code, https://code.claude.com/docs/en/hooks ("SessionStart", "SessionStart decision
+  control"): the input adds `source` (startup|resume|clear|compact, also its matcher values);
+  `{"hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": "..."}}` on
+  stdout adds that text to the session's context.
+- Gemini CLI, https://geminicli.com/docs/hooks/reference ("SessionStart"): the input adds
+  `source` (startup|resume|clear); `hookSpecificOutput.additionalContext` is injected as the
+  first turn of the history (prepended to the prompt when not interactive). Startup is never
+  blocked by it.
 """
 
 from __future__ import annotations
@@ -60,7 +71,7 @@ class Unsupported(Exception):
 class HookEvent:
     agent: str
     event: str  # the agent's own name for it: PostToolUse, afterFileEdit, ...
-    kind: str  # "code" (a file edit), "command" (a shell command), "text", "lifecycle"
+    kind: str  # "code" (a file edit), "command" (a shell command), "text", "lifecycle", "start" (never stored)
     body: str  # what would be remembered, before the header and the cut
     tool: str | None = None
     command: str | None = None  # the shell command, for the noise rules
@@ -280,6 +291,25 @@ PARSERS: dict[str, Callable[[dict[str, Any]], HookEvent] | None] = {
 }
 # What the agent reads on stdout after exit 0: Gemini CLI parses stdout as JSON.
 NEUTRAL_REPLY = {"gemini": "{}"}
+# The agents whose session-start reply adds context, and their name for that event.
+SESSION_START = {"claude-code": "SessionStart", "gemini": "SessionStart"}
+
+
+def session_start(agent: str, payload: Any) -> HookEvent | None:
+    """The event when `payload` is the start of a session of an agent that takes context back
+    then (SESSION_START), else None. Its `detail` is the `source` (startup, resume, ...)."""
+    if SESSION_START.get(agent) is None or not isinstance(payload, dict):
+        return None
+    event = _opt_str(payload, "hook_event_name", "hookEventName")
+    if event != SESSION_START[agent]:
+        return None
+    return HookEvent(agent, event, "start", "", None, None, None, _opt_str(payload, "cwd"),
+                     _opt_str(payload, "session_id", "sessionId"), _opt_str(payload, "source"))
+
+
+def context_reply(event: HookEvent, context: str) -> str:
+    """The reply that adds `context` to the session (the same shape for both agents)."""
+    return json.dumps({"hookSpecificOutput": {"hookEventName": event.event, "additionalContext": context}})
 
 
 def parse_event(agent: str, payload: Any) -> HookEvent:

@@ -153,7 +153,9 @@ def _claude_style_hooks(path: Path, command: str, post_tool_matcher: str,
 # at the project root. Entries: {"type": "stdio", command, args, env} or {"type": "http", url,
 # headers}; ${VAR} is expanded in command, args, env, url and headers.
 # Hooks: ~/.claude/settings.json (user) or .claude/settings.json (project): "hooks": {Event:
-# [{matcher, hooks: [{type: "command", command}]}]}; matcher only for tool events.
+# [{matcher, hooks: [{type: "command", command}]}]}; matcher only for tool events. SessionStart
+# with no matcher runs at every source (startup, resume, clear, compact): its reply gives the
+# session the project's remembered rules back (hookSpecificOutput.additionalContext).
 # Strict JSON: a settings file with a trailing comma is "Invalid or malformed JSON" and skipped
 # whole; the docs show no comments in any of these files.
 
@@ -161,7 +163,7 @@ def _claude_code_hooks(scope: str, project_dir: Path, command: str) -> HookSet:
     path = (_home() / ".claude" / "settings.json" if scope == "user"
             else project_dir / ".claude" / "settings.json")
     return _claude_style_hooks(path, command, "Edit|Write|MultiEdit|NotebookEdit|Bash",
-                               ("PostToolUse", "PreCompact", "SessionEnd"))
+                               ("PostToolUse", "PreCompact", "SessionEnd", "SessionStart"))
 
 
 # --- Cursor (cursor.com/docs/mcp, cursor.com/docs/agent/hooks) ------------------------------
@@ -201,13 +203,14 @@ def _windsurf_hooks(scope: str, project_dir: Path, command: str) -> HookSet:
 # HTTP, {"httpUrl", headers} ("url" would mean SSE). Strings may reference $VAR / ${VAR}.
 # Read as JSON.parse(stripJsonComments(text)) (packages/cli/src/config/settings.ts, loadSettings):
 # comments are fine, a trailing comma is not (strip-json-comments leaves commas by default).
-# Hooks: "hooks": {AfterTool | PreCompress | SessionEnd: [{matcher?, hooks: [{type: "command",
-# command}]}]}.
+# Hooks: "hooks": {AfterTool | PreCompress | SessionEnd | SessionStart: [{matcher?, hooks: [{type:
+# "command", command}]}]}; SessionStart's hookSpecificOutput.additionalContext becomes the first
+# turn of the history (/docs/hooks/reference), which is how the project's rules come back.
 
 def _gemini_hooks(scope: str, project_dir: Path, command: str) -> HookSet:
     path = _home() / ".gemini" / "settings.json" if scope == "user" else project_dir / ".gemini" / "settings.json"
     return _claude_style_hooks(path, command, "write_file|replace|run_shell_command",
-                               ("AfterTool", "PreCompress", "SessionEnd"))
+                               ("AfterTool", "PreCompress", "SessionEnd", "SessionStart"))
 
 
 # --- Codex (developers.openai.com/codex/mcp, /codex/config-reference, /codex/hooks) ---------

@@ -78,6 +78,11 @@ def run_sync(project: str | Path | None, sources: str, targets: str, state: Path
     return {"dry_run": False, **plan.to_data()}
 
 
+def rule_project_tag(pid: str) -> str:
+    """The tag that names a rule memory's project (what a hook reads the project's rules by)."""
+    return f"project:{pid}"[:64]
+
+
 def _remembered(service: Any, project_tag: str, library: str | ProjectRef | None) -> dict[str, Any]:
     """The project's rule memories not yet superseded, by the rule's id (metadata rule_id)."""
     found: dict[str, Any] = {}
@@ -102,7 +107,7 @@ def remember_rules(service: Any, project: str | Path | None, library: str | Proj
     folder = project_folder(project)
     ws = workspace(folder)
     pid = project_id(folder)
-    project_tag = f"project:{pid}"[:64]
+    project_tag = rule_project_tag(pid)
     earlier = _remembered(service, project_tag, library)
     stored: list[dict[str, str]] = []
     already: list[dict[str, str]] = []
