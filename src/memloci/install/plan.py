@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import difflib
 from pathlib import Path
 
+from memloci.core import diffs
 from memloci.install import edits
 from memloci.install import jsonedit as je
 from memloci.install.files import FilePlan, Ledger, check_path, meaning, read, sha, steps_of
@@ -100,12 +100,7 @@ def uninstall_plan(path: Path, fmt: str, entries: list[dict], fallback_ops: list
 
 def diff(plan: FilePlan) -> str:
     """A unified diff of the plan, as `--dry-run` and a refused `--force` show it."""
-    old = (plan.before or "").splitlines(keepends=True)
-    new = (plan.after or "").splitlines(keepends=True)
-    label = str(plan.path)
-    lines = difflib.unified_diff(old, new, fromfile=label if plan.before is not None else "/dev/null",
-                                 tofile=label if plan.after is not None else "/dev/null")
-    return "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines)
+    return diffs.unified(str(plan.path), plan.before, plan.after)
 
 
 __all__ = ["install_plan", "uninstall_plan", "diff", "Ledger"]

@@ -20,7 +20,6 @@ created are removed, with the folders it made for them.
 
 from __future__ import annotations
 
-import difflib
 import hashlib
 import json
 import os
@@ -30,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from memloci.core import confine
+from memloci.core import confine, diffs
 from memloci.core.errors import ConflictError, MemlociError, ValidationError
 from memloci.workspace.agents import AGENTS, home
 from memloci.workspace.merge import merge, scan
@@ -65,12 +64,7 @@ class Change:
         return self.root / self.rel
 
     def diff(self) -> str:
-        old = (self.before or "").splitlines(keepends=True)
-        new = (self.after or "").splitlines(keepends=True)
-        label = str(self.path)
-        lines = difflib.unified_diff(old, new, fromfile=label if self.before is not None else "/dev/null",
-                                     tofile=label if self.after is not None else "/dev/null")
-        return "".join(s if s.endswith("\n") else s + "\n\\ No newline at end of file\n" for s in lines)
+        return diffs.unified(str(self.path), self.before, self.after)
 
 
 @dataclass
