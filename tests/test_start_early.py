@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import server_env
+from conftest import environment_now, server_env
 
 INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
               "params": {"protocolVersion": "2025-06-18", "capabilities": {},
@@ -129,3 +129,13 @@ def test_an_id_used_again_after_its_early_reply_gets_its_own_reply(tmp_path):
     replies, stderr = serve(tmp_path, [INITIALIZE, INITIALIZED, TOOLS_LIST, {**READ_GRAPH, "id": 2}])
     assert replies[:2] == first[:2], stderr
     assert len(replies) == 3 and replies[2] == first[2].replace(b'"id":3', b'"id":2', 1), stderr
+
+
+def test_the_servers_of_the_tests_keep_their_replies_out_of_the_users_cache(tmp_path):
+    """A test's server records its start replies in this run's cache folder, not the user's."""
+    from memloci.core.settings import Settings
+
+    user = Settings.from_env({k: v for k, v in environment_now().items() if not k.startswith("MEMLOCI_")})
+    ours = Settings.from_env(server_env(tmp_path / "home"))
+    assert ours.cache_for("handshake") != user.cache_for("handshake")
+    assert ours.model_cache.resolve() == user.model_cache.resolve()
