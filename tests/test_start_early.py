@@ -139,3 +139,30 @@ def test_the_servers_of_the_tests_keep_their_replies_out_of_the_users_cache(tmp_
     ours = Settings.from_env(server_env(tmp_path / "home"))
     assert ours.cache_for("handshake") != user.cache_for("handshake")
     assert ours.model_cache.resolve() == user.model_cache.resolve()
+
+
+@pytest.mark.parametrize("change", ["edited", "truncated", "no newline", "another configuration", "old format"])
+def test_a_cache_file_changed_since_it_was_written_is_never_sent(tmp_path, change):
+    """A start sends only what a start of this configuration recorded: a file edited by hand,
+    cut short, or copied from another configuration's name is the SDK's to answer (and written anew)."""
+    first = handshake(tmp_path)
+    [path] = (tmp_path / "cache" / "memloci" / "handshake").glob("*.json")
+    record = json.loads(path.read_bytes())
+    replies = record["replies"]
+    written = json.loads(json.dumps(record))
+    if change == "edited":
+        replies["tools/list"]["reply"] = replies["tools/list"]["reply"].replace('"description":"', '"description":"X', 1)
+    elif change == "no newline":
+        replies["tools/list"]["reply"] = replies["tools/list"]["reply"].rstrip("\n")
+    elif change == "another configuration":
+        record["configuration"] = "0" * 64
+    if change == "truncated":
+        path.write_bytes(path.read_bytes()[:-40])
+    elif change == "old format":
+        path.write_text(json.dumps({m: {**r, "reply": r["reply"].replace('"tools":[', '"tools":[{"name":"x"},', 1)}
+                                    for m, r in replies.items()}))
+    else:
+        path.write_text(json.dumps(record))
+    assert handshake(tmp_path) == first
+    assert json.loads(path.read_bytes()) == written  # written anew
+    assert handshake(tmp_path) == first

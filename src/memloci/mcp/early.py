@@ -10,7 +10,8 @@ configuration and the same request answers it from there before anything heavy i
 the program's arguments after its name, the working folder, the environment memloci reads, the
 config file's bytes, memloci's source files (size and time of each) and the installed
 packages beside the SDK (their dist-info names) all go into the file's name, so a change to any
-of them is a new file, never a stale reply.
+of them is a new file, never a stale reply. The file holds that digest and a digest of its
+replies: a file of another configuration, cut short or edited since it was written is not used.
 
 Nothing is skipped: the answered requests are still handed to the SDK once it is loaded, in
 order and before anything the client sent after them; the SDK's replies to them are not sent
@@ -51,6 +52,7 @@ class Early:
     transport must hand to the SDK before it reads the wire again."""
 
     path: Path  # the cache file of this configuration
+    digest: str  # the configuration's digest (the file's name is its start), written inside the file
     recorded: dict[str, dict[str, str]]  # method -> {"request": canonical request, "reply": reply without its id}
     # lines read here, for the SDK, in order, each with whether it was answered here (so the
     # transport does not count it as in flight: the client has its reply and may use its id again)
@@ -87,8 +89,8 @@ class Early:
         try:
             from memloci.core.confine import atomic_write
 
-            atomic_write(self.path, json.dumps(self.recorded, ensure_ascii=False).encode("utf-8"), 0o600,
-                         durable=False)
+            atomic_write(self.path, json.dumps(_record(self.digest, self.recorded), ensure_ascii=False).encode("utf-8"),
+                         0o600, durable=False)
             _prune(self.path.parent)
         except OSError as exc:
             log.info("start cache not written: %s", exc)
@@ -205,6 +207,37 @@ def _code_stamp() -> str:
     return "\n".join(stamps)
 
 
+def _seal(digest: str, replies: dict[str, dict[str, str]]) -> str:
+    return hashlib.sha256(json.dumps([digest, replies], sort_keys=True).encode("utf-8", "surrogateescape")).hexdigest()
+
+
+def _record(digest: str, replies: dict[str, dict[str, str]]) -> dict[str, Any]:
+    """A cache file's content: the replies, the configuration they are of, and a digest of both."""
+    return {"configuration": digest, "replies": replies, "sha256": _seal(digest, replies)}
+
+
+def _recorded(content: bytes, digest: str) -> dict[str, dict[str, str]]:
+    """The replies a cache file records for the configuration `digest`; nothing when the file is of
+    another configuration, was changed since it was written (its digest differs), or records
+    anything but a request this module can match and a plain one-line result of it."""
+    try:
+        record = json.loads(content)
+        replies = record["replies"]
+        if record["configuration"] != digest or record["sha256"] != _seal(digest, replies):
+            return {}
+        for method in (INITIALIZE, TOOLS_LIST):
+            request, reply = replies[method]["request"], replies[method]["reply"]
+            message = json.loads(request)
+            line = f'{{"jsonrpc":"2.0","id":0{reply}'.encode()
+            if set(replies[method]) != {"request", "reply"} or message.get("method") != method \
+                    or canonical(message) != request or reply.count("\n") != 1 \
+                    or not isinstance(json.loads(line).get("result"), dict) or not _answers(method, 0, line):
+                return {}
+        return {method: dict(replies[method]) for method in (INITIALIZE, TOOLS_LIST)} if len(replies) == 2 else {}
+    except (ValueError, TypeError, KeyError, AttributeError, RecursionError):
+        return {}
+
+
 def _prune(folder: Path) -> None:
     files = sorted(folder.glob("*.json"), key=lambda p: p.stat().st_mtime_ns)
     for old in files[:-KEPT_FILES]:
@@ -239,15 +272,12 @@ def begin(args: list[str]) -> None:
     found = fingerprint(args, *parsed)
     if found is None:
         return
-    path = found[0]
+    path, digest = found
     try:
-        recorded = json.loads(path.read_bytes())
-    except (OSError, ValueError):
+        recorded = _recorded(path.read_bytes(), digest)
+    except OSError:
         recorded = {}
-    if not isinstance(recorded, dict) or not all(
-            isinstance(recorded.get(m), dict) and set(recorded[m]) == {"request", "reply"} for m in recorded):
-        recorded = {}
-    early = EARLY = Early(path, recorded)
+    early = EARLY = Early(path, digest, recorded)
     if {INITIALIZE, TOOLS_LIST} - set(recorded):
         return
     expect = INITIALIZE
