@@ -166,3 +166,25 @@ def test_a_cache_file_changed_since_it_was_written_is_never_sent(tmp_path, chang
     assert handshake(tmp_path) == first
     assert json.loads(path.read_bytes()) == written  # written anew
     assert handshake(tmp_path) == first
+
+
+def test_a_package_installed_again_under_the_same_name_is_another_configuration(tmp_path):
+    """A package installed again beside the SDK with the same name and version (its dist-info
+    folder made anew) may change the replies: the start's fingerprint changes with it."""
+    import os
+
+    import mcp
+
+    site = tmp_path / "site"
+    (site / "other-1.0.dist-info").mkdir(parents=True)
+    (site / "mcp").symlink_to(Path(mcp.__file__).parent, target_is_directory=True)
+    env = server_env(tmp_path / "home", PYTHONPATH=os.pathsep.join([str(site), *sys.path]))
+    probe = [sys.executable, "-c", "from memloci.mcp.early import fingerprint; print(fingerprint(['serve'], None, None)[1])"]
+
+    def digest() -> str:
+        return subprocess.run(probe, capture_output=True, env=env, check=True, timeout=60).stdout.decode()
+
+    before = digest()
+    assert digest() == before
+    os.utime(site / "other-1.0.dist-info", ns=(1, 1))
+    assert digest() != before

@@ -189,7 +189,8 @@ def fingerprint(args: list[str], home: str | None, config: str | None) -> tuple[
 
 
 def _code_stamp() -> str:
-    """memloci's source files (path, size, time) and the packages installed beside the SDK."""
+    """memloci's source files (path, size, time) and the packages installed beside the SDK (name,
+    version and time of each)."""
     import importlib.util
 
     package = Path(__file__).resolve().parent.parent
@@ -203,7 +204,10 @@ def _code_stamp() -> str:
     spec = importlib.util.find_spec("mcp")
     if spec is not None and spec.origin:
         site = Path(spec.origin).parent.parent
-        stamps.extend(sorted(n for n in os.listdir(site) if n.endswith((".dist-info", ".egg-info", ".pth"))))
+        # a package installed again under the same name and version has a new dist-info folder
+        with os.scandir(site) as entries:
+            stamps.extend(sorted(f"{e.name}:{e.stat(follow_symlinks=False).st_mtime_ns}" for e in entries
+                                 if e.name.endswith((".dist-info", ".egg-info", ".pth"))))
     return "\n".join(stamps)
 
 
