@@ -141,10 +141,13 @@ def test_the_servers_of_the_tests_keep_their_replies_out_of_the_users_cache(tmp_
     assert ours.model_cache.resolve() == user.model_cache.resolve()
 
 
-@pytest.mark.parametrize("change", ["edited", "truncated", "no newline", "another configuration", "old format"])
+@pytest.mark.parametrize("change", ["edited", "truncated", "no newline", "another configuration", "old format",
+                                    "writable by others", "a link"])
 def test_a_cache_file_changed_since_it_was_written_is_never_sent(tmp_path, change):
     """A start sends only what a start of this configuration recorded: a file edited by hand,
     cut short, or copied from another configuration's name is the SDK's to answer (and written anew)."""
+    from memloci.mcp.early import _seal
+
     first = handshake(tmp_path)
     [path] = (tmp_path / "cache" / "memloci" / "handshake").glob("*.json")
     record = json.loads(path.read_bytes())
@@ -156,7 +159,16 @@ def test_a_cache_file_changed_since_it_was_written_is_never_sent(tmp_path, chang
         replies["tools/list"]["reply"] = replies["tools/list"]["reply"].rstrip("\n")
     elif change == "another configuration":
         record["configuration"] = "0" * 64
-    if change == "truncated":
+    if change == "writable by others":  # a cache folder others can write (as /tmp) holds anyone's files
+        replies["tools/list"]["reply"] = replies["tools/list"]["reply"].replace('"tools":[', '"tools":[{"name":"x"},', 1)
+        path.write_text(json.dumps({**record, "sha256": _seal(record["configuration"], replies)}))
+        path.chmod(0o666)
+    elif change == "a link":
+        replies["tools/list"]["reply"] = replies["tools/list"]["reply"].replace('"tools":[', '"tools":[{"name":"x"},', 1)
+        (tmp_path / "elsewhere.json").write_text(json.dumps({**record, "sha256": _seal(record["configuration"], replies)}))
+        path.unlink()
+        path.symlink_to(tmp_path / "elsewhere.json")
+    elif change == "truncated":
         path.write_bytes(path.read_bytes()[:-40])
     elif change == "old format":
         path.write_text(json.dumps({m: {**r, "reply": r["reply"].replace('"tools":[', '"tools":[{"name":"x"},', 1)}
@@ -164,7 +176,8 @@ def test_a_cache_file_changed_since_it_was_written_is_never_sent(tmp_path, chang
     else:
         path.write_text(json.dumps(record))
     assert handshake(tmp_path) == first
-    assert json.loads(path.read_bytes()) == written  # written anew
+    if change != "a link":  # a link is neither followed nor replaced (core/confine.py)
+        assert json.loads(path.read_bytes()) == written  # written anew
     assert handshake(tmp_path) == first
 
 

@@ -86,13 +86,14 @@ class Early:
         if self.fresh == self.recorded or {INITIALIZE, TOOLS_LIST} - set(self.fresh):
             return
         self.recorded = dict(self.fresh)
-        try:
-            from memloci.core.confine import atomic_write
+        from memloci.core.confine import atomic_write
+        from memloci.core.errors import MemlociError
 
+        try:
             atomic_write(self.path, json.dumps(_record(self.digest, self.recorded), ensure_ascii=False).encode("utf-8"),
                          0o600, durable=False)
             _prune(self.path.parent)
-        except OSError as exc:
+        except (OSError, MemlociError) as exc:  # a link where the file goes is refused (core/confine.py)
             log.info("start cache not written: %s", exc)
 
 
@@ -242,6 +243,23 @@ def _recorded(content: bytes, digest: str) -> dict[str, dict[str, str]]:
         return {}
 
 
+def _own_file(path: Path) -> bytes:
+    """The bytes of the cache file `path` when this user wrote it: not a link, owned by this user,
+    writable by no one else (a cache folder others can write, as /tmp, could hold anyone's file);
+    else nothing."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
+    try:
+        st = os.fstat(fd)
+        if st.st_uid != os.getuid() or st.st_mode & 0o022:
+            return b""
+        chunks = []
+        while chunk := os.read(fd, 1 << 20):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
 def _prune(folder: Path) -> None:
     files = sorted(folder.glob("*.json"), key=lambda p: p.stat().st_mtime_ns)
     for old in files[:-KEPT_FILES]:
@@ -278,7 +296,7 @@ def begin(args: list[str]) -> None:
         return
     path, digest = found
     try:
-        recorded = _recorded(path.read_bytes(), digest)
+        recorded = _recorded(_own_file(path), digest)
     except OSError:
         recorded = {}
     early = EARLY = Early(path, digest, recorded)
