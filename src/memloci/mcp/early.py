@@ -9,7 +9,7 @@ start records the SDK's reply to each of the two requests, byte for byte, in a p
 configuration and the same request answers it from there before anything heavy is imported:
 the program's arguments after its name, the working folder, the environment memloci reads, the
 config file's bytes, memloci's source files (size and time of each) and the installed
-packages beside the SDK (their dist-info names) all go into the file's name, so a change to any
+packages beside the SDK (the name and time of each dist-info folder) all go into the file's name, so a change to any
 of them is a new file, never a stale reply. The file holds that digest and a digest of its
 replies: a file of another configuration, cut short or edited since it was written is not used.
 
