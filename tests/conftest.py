@@ -9,9 +9,12 @@ transport, several processes at once).
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
+import shutil
 import sys
+import tempfile
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -75,9 +78,27 @@ def environment_now() -> dict[str, str]:
             continue
 
 
+_TEST_CACHE: list[Path] = []
+
+
+def run_cache() -> Path:
+    """This test run's per-user cache folder (XDG_CACHE_HOME of the servers it starts), so their
+    recorded start replies (mcp/early.py) never go to, nor come from, the user's own cache. The
+    models folder is the user's (a model is derived once, not once per run)."""
+    if not _TEST_CACHE:
+        folder = Path(tempfile.mkdtemp(prefix="memloci-test-cache-"))
+        atexit.register(shutil.rmtree, folder, True)
+        models = Settings.from_env({k: v for k, v in environment_now().items() if k != "MEMLOCI_CACHE"}).model_cache
+        (folder / "memloci").mkdir()
+        (folder / "memloci" / "models").symlink_to(models, target_is_directory=True)
+        _TEST_CACHE.append(folder)
+    return _TEST_CACHE[0]
+
+
 def server_env(home: Path, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in environment_now().items() if not k.startswith("MEMLOCI_")}
     env["MEMLOCI_HOME"] = str(home)
+    env["XDG_CACHE_HOME"] = str(run_cache())
     # Graph-only tests skip loading the model; memory tests pass MEMLOCI_EMBEDDER="minilm".
     env["MEMLOCI_EMBEDDER"] = "none"
     env.update(extra)

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import server_env
+from conftest import environment_now, server_env
 
 INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
               "params": {"protocolVersion": "2025-06-18", "capabilities": {},
@@ -129,3 +129,75 @@ def test_an_id_used_again_after_its_early_reply_gets_its_own_reply(tmp_path):
     replies, stderr = serve(tmp_path, [INITIALIZE, INITIALIZED, TOOLS_LIST, {**READ_GRAPH, "id": 2}])
     assert replies[:2] == first[:2], stderr
     assert len(replies) == 3 and replies[2] == first[2].replace(b'"id":3', b'"id":2', 1), stderr
+
+
+def test_the_servers_of_the_tests_keep_their_replies_out_of_the_users_cache(tmp_path):
+    """A test's server records its start replies in this run's cache folder, not the user's."""
+    from memloci.core.settings import Settings
+
+    user = Settings.from_env({k: v for k, v in environment_now().items() if not k.startswith("MEMLOCI_")})
+    ours = Settings.from_env(server_env(tmp_path / "home"))
+    assert ours.cache_for("handshake") != user.cache_for("handshake")
+    assert ours.model_cache.resolve() == user.model_cache.resolve()
+
+
+@pytest.mark.parametrize("change", ["edited", "truncated", "no newline", "another configuration", "old format",
+                                    "writable by others", "a link"])
+def test_a_cache_file_changed_since_it_was_written_is_never_sent(tmp_path, change):
+    """A start sends only what a start of this configuration recorded: a file edited by hand,
+    cut short, or copied from another configuration's name is the SDK's to answer (and written anew)."""
+    from memloci.mcp.early import _seal
+
+    first = handshake(tmp_path)
+    [path] = (tmp_path / "cache" / "memloci" / "handshake").glob("*.json")
+    record = json.loads(path.read_bytes())
+    replies = record["replies"]
+    written = json.loads(json.dumps(record))
+    if change == "edited":
+        replies["tools/list"]["reply"] = replies["tools/list"]["reply"].replace('"description":"', '"description":"X', 1)
+    elif change == "no newline":
+        replies["tools/list"]["reply"] = replies["tools/list"]["reply"].rstrip("\n")
+    elif change == "another configuration":
+        record["configuration"] = "0" * 64
+    if change == "writable by others":  # a cache folder others can write (as /tmp) holds anyone's files
+        replies["tools/list"]["reply"] = replies["tools/list"]["reply"].replace('"tools":[', '"tools":[{"name":"x"},', 1)
+        path.write_text(json.dumps({**record, "sha256": _seal(record["configuration"], replies)}))
+        path.chmod(0o666)
+    elif change == "a link":
+        replies["tools/list"]["reply"] = replies["tools/list"]["reply"].replace('"tools":[', '"tools":[{"name":"x"},', 1)
+        (tmp_path / "elsewhere.json").write_text(json.dumps({**record, "sha256": _seal(record["configuration"], replies)}))
+        path.unlink()
+        path.symlink_to(tmp_path / "elsewhere.json")
+    elif change == "truncated":
+        path.write_bytes(path.read_bytes()[:-40])
+    elif change == "old format":
+        path.write_text(json.dumps({m: {**r, "reply": r["reply"].replace('"tools":[', '"tools":[{"name":"x"},', 1)}
+                                    for m, r in replies.items()}))
+    else:
+        path.write_text(json.dumps(record))
+    assert handshake(tmp_path) == first
+    if change != "a link":  # a link is neither followed nor replaced (core/confine.py)
+        assert json.loads(path.read_bytes()) == written  # written anew
+    assert handshake(tmp_path) == first
+
+
+def test_a_package_installed_again_under_the_same_name_is_another_configuration(tmp_path):
+    """A package installed again beside the SDK with the same name and version (its dist-info
+    folder made anew) may change the replies: the start's fingerprint changes with it."""
+    import os
+
+    import mcp
+
+    site = tmp_path / "site"
+    (site / "other-1.0.dist-info").mkdir(parents=True)
+    (site / "mcp").symlink_to(Path(mcp.__file__).parent, target_is_directory=True)
+    env = server_env(tmp_path / "home", PYTHONPATH=os.pathsep.join([str(site), *sys.path]))
+    probe = [sys.executable, "-c", "from memloci.mcp.early import fingerprint; print(fingerprint(['serve'], None, None)[1])"]
+
+    def digest() -> str:
+        return subprocess.run(probe, capture_output=True, env=env, check=True, timeout=60).stdout.decode()
+
+    before = digest()
+    assert digest() == before
+    os.utime(site / "other-1.0.dist-info", ns=(1, 1))
+    assert digest() != before

@@ -9,8 +9,9 @@ start records the SDK's reply to each of the two requests, byte for byte, in a p
 configuration and the same request answers it from there before anything heavy is imported:
 the program's arguments after its name, the working folder, the environment memloci reads, the
 config file's bytes, memloci's source files (size and time of each) and the installed
-packages beside the SDK (their dist-info names) all go into the file's name, so a change to any
-of them is a new file, never a stale reply.
+packages beside the SDK (the name and time of each dist-info folder) all go into the file's name, so a change to any
+of them is a new file, never a stale reply. The file holds that digest and a digest of its
+replies: a file of another configuration, cut short or edited since it was written is not used.
 
 Nothing is skipped: the answered requests are still handed to the SDK once it is loaded, in
 order and before anything the client sent after them; the SDK's replies to them are not sent
@@ -51,6 +52,7 @@ class Early:
     transport must hand to the SDK before it reads the wire again."""
 
     path: Path  # the cache file of this configuration
+    digest: str  # the configuration's digest (the file's name is its start), written inside the file
     recorded: dict[str, dict[str, str]]  # method -> {"request": canonical request, "reply": reply without its id}
     # lines read here, for the SDK, in order, each with whether it was answered here (so the
     # transport does not count it as in flight: the client has its reply and may use its id again)
@@ -84,13 +86,14 @@ class Early:
         if self.fresh == self.recorded or {INITIALIZE, TOOLS_LIST} - set(self.fresh):
             return
         self.recorded = dict(self.fresh)
-        try:
-            from memloci.core.confine import atomic_write
+        from memloci.core.confine import atomic_write
+        from memloci.core.errors import MemlociError
 
-            atomic_write(self.path, json.dumps(self.recorded, ensure_ascii=False).encode("utf-8"), 0o600,
-                         durable=False)
+        try:
+            atomic_write(self.path, json.dumps(_record(self.digest, self.recorded), ensure_ascii=False).encode("utf-8"),
+                         0o600, durable=False)
             _prune(self.path.parent)
-        except OSError as exc:
+        except (OSError, MemlociError) as exc:  # a link where the file goes is refused (core/confine.py)
             log.info("start cache not written: %s", exc)
 
 
@@ -187,7 +190,8 @@ def fingerprint(args: list[str], home: str | None, config: str | None) -> tuple[
 
 
 def _code_stamp() -> str:
-    """memloci's source files (path, size, time) and the packages installed beside the SDK."""
+    """memloci's source files (path, size, time) and the packages installed beside the SDK (name,
+    version and time of each)."""
     import importlib.util
 
     package = Path(__file__).resolve().parent.parent
@@ -201,8 +205,59 @@ def _code_stamp() -> str:
     spec = importlib.util.find_spec("mcp")
     if spec is not None and spec.origin:
         site = Path(spec.origin).parent.parent
-        stamps.extend(sorted(n for n in os.listdir(site) if n.endswith((".dist-info", ".egg-info", ".pth"))))
+        # a package installed again under the same name and version has a new dist-info folder
+        with os.scandir(site) as entries:
+            stamps.extend(sorted(f"{e.name}:{e.stat(follow_symlinks=False).st_mtime_ns}" for e in entries
+                                 if e.name.endswith((".dist-info", ".egg-info", ".pth"))))
     return "\n".join(stamps)
+
+
+def _seal(digest: str, replies: dict[str, dict[str, str]]) -> str:
+    return hashlib.sha256(json.dumps([digest, replies], sort_keys=True).encode("utf-8", "surrogateescape")).hexdigest()
+
+
+def _record(digest: str, replies: dict[str, dict[str, str]]) -> dict[str, Any]:
+    """A cache file's content: the replies, the configuration they are of, and a digest of both."""
+    return {"configuration": digest, "replies": replies, "sha256": _seal(digest, replies)}
+
+
+def _recorded(content: bytes, digest: str) -> dict[str, dict[str, str]]:
+    """The replies a cache file records for the configuration `digest`; nothing when the file is of
+    another configuration, was changed since it was written (its digest differs), or records
+    anything but a request this module can match and a plain one-line result of it."""
+    try:
+        record = json.loads(content)
+        replies = record["replies"]
+        if record["configuration"] != digest or record["sha256"] != _seal(digest, replies):
+            return {}
+        for method in (INITIALIZE, TOOLS_LIST):
+            request, reply = replies[method]["request"], replies[method]["reply"]
+            message = json.loads(request)
+            line = f'{{"jsonrpc":"2.0","id":0{reply}'.encode()
+            if set(replies[method]) != {"request", "reply"} or message.get("method") != method \
+                    or canonical(message) != request or reply.count("\n") != 1 \
+                    or not isinstance(json.loads(line).get("result"), dict) or not _answers(method, 0, line):
+                return {}
+        return {method: dict(replies[method]) for method in (INITIALIZE, TOOLS_LIST)} if len(replies) == 2 else {}
+    except (ValueError, TypeError, KeyError, AttributeError, RecursionError):
+        return {}
+
+
+def _own_file(path: Path) -> bytes:
+    """The bytes of the cache file `path` when this user wrote it: not a link, owned by this user,
+    writable by no one else (a cache folder others can write, as /tmp, could hold anyone's file);
+    else nothing."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
+    try:
+        st = os.fstat(fd)
+        if st.st_uid != os.getuid() or st.st_mode & 0o022:
+            return b""
+        chunks = []
+        while chunk := os.read(fd, 1 << 20):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
 
 
 def _prune(folder: Path) -> None:
@@ -239,15 +294,12 @@ def begin(args: list[str]) -> None:
     found = fingerprint(args, *parsed)
     if found is None:
         return
-    path = found[0]
+    path, digest = found
     try:
-        recorded = json.loads(path.read_bytes())
-    except (OSError, ValueError):
+        recorded = _recorded(_own_file(path), digest)
+    except OSError:
         recorded = {}
-    if not isinstance(recorded, dict) or not all(
-            isinstance(recorded.get(m), dict) and set(recorded[m]) == {"request", "reply"} for m in recorded):
-        recorded = {}
-    early = EARLY = Early(path, recorded)
+    early = EARLY = Early(path, digest, recorded)
     if {INITIALIZE, TOOLS_LIST} - set(recorded):
         return
     expect = INITIALIZE
