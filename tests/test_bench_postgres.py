@@ -65,7 +65,8 @@ def test_bench_recall_postgres_tiny(pg_url, tmp_path):
 
 
 # The calls `memloci bench graph` times, one of each per round (bench/graph.py's workload).
-GRAPH_CALLS = ("create_entities", "search_nodes", "search_nodes common-word", "search_nodes typo", "open_nodes",
+GRAPH_CALLS = ("create_entities", "search_nodes", "search_nodes common-word", "search_nodes common-word note",
+               "search_nodes typo", "open_nodes",
                "read_graph", "add_observations", "create_relations", "delete_relations", "delete_observations",
                "delete_entities")
 

@@ -62,7 +62,7 @@ def reads(entities: int) -> list[tuple[str, str]]:
 
 
 async def timed_reads(base: str, headers: dict[str, str], entities: int, calls: int) -> dict[str, dict[str, float]]:
-    import httpx
+    import httpx2 as httpx
 
     ms: dict[str, list[float]] = {label: [] for label, _ in reads(entities)}
     async with httpx.AsyncClient(base_url=base, headers=headers, timeout=60) as http:
@@ -79,7 +79,7 @@ async def timed_reads(base: str, headers: dict[str, str], entities: int, calls: 
 
 
 async def store_all(base: str, headers: dict[str, str], n: int, tick) -> list[float]:
-    import httpx
+    import httpx2 as httpx
 
     ms = []
     async with httpx.AsyncClient(base_url=base, headers=headers, timeout=60) as http:
@@ -107,7 +107,7 @@ async def make_graph(endpoint: Endpoint, entities: int) -> None:
 
 async def live_events(endpoint: Endpoint, base: str, headers: dict[str, str], rounds: int) -> list[dict[str, float]]:
     """Per round: ms from an MCP store_memory's start to the `change` event on /api/events, and to its reply."""
-    import httpx
+    import httpx2 as httpx
 
     out = []
     async with httpx.AsyncClient(base_url=base, headers=headers, timeout=None) as http, \
