@@ -146,7 +146,7 @@ def test_the_servers_of_the_tests_keep_their_replies_out_of_the_users_cache(tmp_
 def test_a_cache_file_changed_since_it_was_written_is_never_sent(tmp_path, change):
     """A start sends only what a start of this configuration recorded: a file edited by hand,
     cut short, or copied from another configuration's name is the SDK's to answer (and written anew)."""
-    from memloci.mcp.early import _seal
+    from memloci.core.handshake import seal
 
     first = handshake(tmp_path)
     [path] = (tmp_path / "cache" / "memloci" / "handshake").glob("*.json")
@@ -161,11 +161,11 @@ def test_a_cache_file_changed_since_it_was_written_is_never_sent(tmp_path, chang
         record["configuration"] = "0" * 64
     if change == "writable by others":  # a cache folder others can write (as /tmp) holds anyone's files
         replies["tools/list"]["reply"] = replies["tools/list"]["reply"].replace('"tools":[', '"tools":[{"name":"x"},', 1)
-        path.write_text(json.dumps({**record, "sha256": _seal(record["configuration"], replies)}))
+        path.write_text(json.dumps({**record, "sha256": seal(record["configuration"], replies)}))
         path.chmod(0o666)
     elif change == "a link":
         replies["tools/list"]["reply"] = replies["tools/list"]["reply"].replace('"tools":[', '"tools":[{"name":"x"},', 1)
-        (tmp_path / "elsewhere.json").write_text(json.dumps({**record, "sha256": _seal(record["configuration"], replies)}))
+        (tmp_path / "elsewhere.json").write_text(json.dumps({**record, "sha256": seal(record["configuration"], replies)}))
         path.unlink()
         path.symlink_to(tmp_path / "elsewhere.json")
     elif change == "truncated":

@@ -24,26 +24,21 @@ bytes a client receives are the SDK's, and every error is answered as before.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from memloci.core import handshake
 
 log = logging.getLogger("memloci.stdio")
 
 INITIALIZE = "initialize"
 TOOLS_LIST = "tools/list"
 INITIALIZED = json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}, sort_keys=True)
-KEPT_FILES = 64  # configurations remembered per user; the oldest go first
 READ_LIMIT = 1 << 20  # a first line longer than this is not a handshake this cache knows
-# The environment memloci reads (core/settings.py; a test keeps the two lists together) and
-# what decides where the home, the config and the caches are.
-ENVIRONMENT_PREFIXES = ("MEMLOCI_", "MCP_")
-ENVIRONMENT_NAMES = ("HOME", "XDG_CACHE_HOME", "XDG_DATA_HOME")
 
 
 @dataclass
@@ -86,15 +81,7 @@ class Early:
         if self.fresh == self.recorded or {INITIALIZE, TOOLS_LIST} - set(self.fresh):
             return
         self.recorded = dict(self.fresh)
-        from memloci.core.confine import atomic_write
-        from memloci.core.errors import MemlociError
-
-        try:
-            atomic_write(self.path, json.dumps(_record(self.digest, self.recorded), ensure_ascii=False).encode("utf-8"),
-                         0o600, durable=False)
-            _prune(self.path.parent)
-        except (OSError, MemlociError) as exc:  # a link where the file goes is refused (core/confine.py)
-            log.info("start cache not written: %s", exc)
+        handshake.write(self.path, self.digest, self.recorded)
 
 
 EARLY: Early | None = None  # this process's, set by begin() (`memloci serve` over stdio only)
@@ -165,60 +152,15 @@ def serve_arguments(args: list[str]) -> tuple[str | None, str | None] | None:
 
 
 def fingerprint(args: list[str], home: str | None, config: str | None) -> tuple[Path, str] | None:
-    """The cache file of this configuration, and the configuration's digest; None when the
-    settings cannot be read (the command line reports why)."""
+    """The cache file of this configuration, and the configuration's digest (core/handshake.py);
+    None when the settings cannot be read (the command line reports why)."""
     from memloci.core.errors import MemlociError
     from memloci.core.settings import Settings
 
     try:
-        settings = Settings.from_env().with_flags(home=home, config=config)
-        config_path = settings.config if settings.config is not None else settings.home / "config.toml"
-        try:
-            config_bytes: bytes | None = Path(config_path).read_bytes()
-        except (FileNotFoundError, NotADirectoryError):
-            config_bytes = None
-        digest = hashlib.sha256()
-        environment = {k: v for k, v in settings.environ.items()
-                       if k.startswith(ENVIRONMENT_PREFIXES) or k in ENVIRONMENT_NAMES}
-        digest.update(json.dumps([args, os.getcwd(), sorted(environment.items()), str(config_path),
-                                  sys.executable, sys.version]).encode("utf-8", "surrogateescape"))
-        digest.update(hashlib.sha256(config_bytes).digest() if config_bytes is not None else b"-")
-        digest.update(_code_stamp().encode("utf-8", "surrogateescape"))
-        return settings.cache_for("handshake") / f"{digest.hexdigest()[:40]}.json", digest.hexdigest()
+        return handshake.configuration(Settings.from_env().with_flags(home=home, config=config), args)
     except (MemlociError, OSError, ValueError):
         return None
-
-
-def _code_stamp() -> str:
-    """memloci's source files (path, size, time) and the packages installed beside the SDK (name,
-    version and time of each)."""
-    import importlib.util
-
-    package = Path(__file__).resolve().parent.parent
-    stamps = []
-    for folder, folders, files in os.walk(package):
-        folders.sort()
-        for name in sorted(files):
-            if name.endswith((".py", ".json", ".toml")):
-                st = os.stat(os.path.join(folder, name))
-                stamps.append(f"{os.path.join(folder, name)}:{st.st_size}:{st.st_mtime_ns}")
-    spec = importlib.util.find_spec("mcp")
-    if spec is not None and spec.origin:
-        site = Path(spec.origin).parent.parent
-        # a package installed again under the same name and version has a new dist-info folder
-        with os.scandir(site) as entries:
-            stamps.extend(sorted(f"{e.name}:{e.stat(follow_symlinks=False).st_mtime_ns}" for e in entries
-                                 if e.name.endswith((".dist-info", ".egg-info", ".pth"))))
-    return "\n".join(stamps)
-
-
-def _seal(digest: str, replies: dict[str, dict[str, str]]) -> str:
-    return hashlib.sha256(json.dumps([digest, replies], sort_keys=True).encode("utf-8", "surrogateescape")).hexdigest()
-
-
-def _record(digest: str, replies: dict[str, dict[str, str]]) -> dict[str, Any]:
-    """A cache file's content: the replies, the configuration they are of, and a digest of both."""
-    return {"configuration": digest, "replies": replies, "sha256": _seal(digest, replies)}
 
 
 def _recorded(content: bytes, digest: str) -> dict[str, dict[str, str]]:
@@ -228,7 +170,7 @@ def _recorded(content: bytes, digest: str) -> dict[str, dict[str, str]]:
     try:
         record = json.loads(content)
         replies = record["replies"]
-        if record["configuration"] != digest or record["sha256"] != _seal(digest, replies):
+        if record["configuration"] != digest or record["sha256"] != handshake.seal(digest, replies):
             return {}
         for method in (INITIALIZE, TOOLS_LIST):
             request, reply = replies[method]["request"], replies[method]["reply"]
@@ -241,29 +183,6 @@ def _recorded(content: bytes, digest: str) -> dict[str, dict[str, str]]:
         return {method: dict(replies[method]) for method in (INITIALIZE, TOOLS_LIST)} if len(replies) == 2 else {}
     except (ValueError, TypeError, KeyError, AttributeError, RecursionError):
         return {}
-
-
-def _own_file(path: Path) -> bytes:
-    """The bytes of the cache file `path` when this user wrote it: not a link, owned by this user,
-    writable by no one else (a cache folder others can write, as /tmp, could hold anyone's file);
-    else nothing."""
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
-    try:
-        st = os.fstat(fd)
-        if st.st_uid != os.getuid() or st.st_mode & 0o022:
-            return b""
-        chunks = []
-        while chunk := os.read(fd, 1 << 20):
-            chunks.append(chunk)
-        return b"".join(chunks)
-    finally:
-        os.close(fd)
-
-
-def _prune(folder: Path) -> None:
-    files = sorted(folder.glob("*.json"), key=lambda p: p.stat().st_mtime_ns)
-    for old in files[:-KEPT_FILES]:
-        old.unlink(missing_ok=True)
 
 
 def _parse(line: bytes) -> dict[str, Any] | None:
@@ -296,7 +215,7 @@ def begin(args: list[str]) -> None:
         return
     path, digest = found
     try:
-        recorded = _recorded(_own_file(path), digest)
+        recorded = _recorded(handshake.read_own(path), digest)
     except OSError:
         recorded = {}
     early = EARLY = Early(path, digest, recorded)
